@@ -1,0 +1,51 @@
+"""kbsync keeps a retrieval knowledge base in sync with changing sources.
+
+The facade: a handful of names that reach the whole pure core. Everything else
+is importable from its module, but only these are promised.
+"""
+
+from __future__ import annotations
+
+from kbsync.chunking import ByteParams, LocalParams, TTTDParams, chunk_stream, chunk_text
+from kbsync.chunking.bytecdc import byte_chunks
+from kbsync.compare import compare
+from kbsync.errors import KbsyncError, ParameterError
+from kbsync.identity import IDENTITY_SCHEMA_VERSION
+from kbsync.model import (
+    Boundary,
+    ByteChunk,
+    ChangeReport,
+    Chunk,
+    ChunkingDiagnostics,
+    ChunkingResult,
+    Region,
+    Verdict,
+)
+from kbsync.normalize import NORMALIZER_VERSION, NormalizedText, normalize
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "IDENTITY_SCHEMA_VERSION",
+    "NORMALIZER_VERSION",
+    "Boundary",
+    "ByteChunk",
+    "ByteParams",
+    "ChangeReport",
+    "Chunk",
+    "ChunkingDiagnostics",
+    "ChunkingResult",
+    "KbsyncError",
+    "LocalParams",
+    "NormalizedText",
+    "ParameterError",
+    "Region",
+    "TTTDParams",
+    "Verdict",
+    "__version__",
+    "byte_chunks",
+    "chunk_stream",
+    "chunk_text",
+    "compare",
+    "normalize",
+]

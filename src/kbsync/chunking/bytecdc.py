@@ -1,0 +1,209 @@
+"""Byte-level content-defined chunking, for fine-grained change regions.
+
+A polynomial rolling hash over a ``window_bytes`` window (base 257, modulus
+2^61 - 1) marks a boundary after byte ``i`` when ``(hash & mask) == 0``, with
+``mask = 2^(bit_length(avg) - 1) - 1``; no chunk is shorter than ``min_size``
+(except the last) or longer than ``max_size``. Chunks carry BLAKE2b-128 digests.
+
+The window hash is a 48-tap FIR filter over the bytes, computed exactly in
+64-bit integers by splitting every power of the base into a high and a low part
+(two ``np.convolve`` calls) and folding with ``2^61 = 1 (mod p)``.
+
+Known limit: periodic input whose period is shorter than the window hashes the
+same at every phase, so it has either a boundary every period or none; a short
+periodic text (say 3 KB of one repeated 15-byte sentence) becomes one chunk, and
+any edit to it changes everything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+import numpy.typing as npt
+
+from kbsync.chunking.params import ByteParams
+from kbsync.chunking.tokens import TokenCounter
+from kbsync.identity import ChunkIdentity
+from kbsync.model import Boundary, ByteChunk, Chunk
+from kbsync.normalize import normalize, scan_words
+
+__all__ = [
+    "BASE",
+    "MODULUS",
+    "byte_chunks",
+    "iter_byte_chunks",
+    "iter_spans",
+    "rolling_hashes",
+    "text_byte_chunks",
+]
+
+BASE = 257
+MODULUS = (1 << 61) - 1
+_BLOCK = 1 << 20
+_WORD = re.compile(r"\S+")
+
+_taps: dict[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = {}
+
+
+def _window_taps(window: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    cached = _taps.get(window)
+    if cached is None:
+        coeffs = [pow(BASE, k, MODULUS) for k in range(window)]
+        cached = (
+            np.array([c >> 32 for c in coeffs], dtype=np.int64),
+            np.array([c & 0xFFFFFFFF for c in coeffs], dtype=np.int64),
+        )
+        _taps[window] = cached
+    return cached
+
+
+def rolling_hashes(data: npt.NDArray[np.uint8], window: int) -> npt.NDArray[np.int64]:
+    """``H[i] = sum(data[i - k] * 257**k for k < window) mod (2**61 - 1)``; bytes before 0 are 0."""
+    if len(data) == 0:
+        return np.empty(0, dtype=np.int64)
+    hi_taps, lo_taps = _window_taps(window)
+    x = data.astype(np.int64)
+    n = len(x)
+    high = np.convolve(x, hi_taps)[:n]  # < 2^43
+    low = np.convolve(x, lo_taps)[:n]  # < 2^46
+    # high * 2^32 = (a * 2^29 + r) * 2^32 = a * 2^61 + r * 2^32 = a + r * 2^32 (mod p)
+    h = (high >> 29) + ((high & ((1 << 29) - 1)) << 32) + low
+    h = (h & MODULUS) + (h >> 61)
+    return np.where(h >= MODULUS, h - MODULUS, h)
+
+
+def byte_chunks(data: bytes, params: ByteParams | None = None) -> list[ByteChunk]:
+    """Chunks of ``data`` (one-shot; identical to :func:`iter_byte_chunks` over any split)."""
+    return list(iter_byte_chunks([data], params))
+
+
+def iter_byte_chunks(
+    pieces: Iterable[bytes], params: ByteParams | None = None
+) -> Iterator[ByteChunk]:
+    """Chunks of the concatenation of ``pieces``, each yielded as soon as it is final."""
+    for index, (offset, data, _) in enumerate(iter_spans(pieces, params or ByteParams())):
+        yield ByteChunk(index, offset, len(data), _digest(data))
+
+
+def text_byte_chunks(
+    text: str, params: ByteParams, identity: ChunkIdentity, counter: TokenCounter
+) -> Iterator[Chunk]:
+    """Byte-CDC chunks of the normalized form of ``text``, as :class:`Chunk` values.
+
+    Cuts never split a UTF-8 character, so each chunk's text is a slice of the
+    canonical text; offsets are mapped back to ``text``.
+    """
+    norm = normalize(text)
+    canonical = norm.text
+    data = canonical.encode("utf-8")
+    b = np.frombuffer(data, dtype=np.uint8)
+    char_at = np.zeros(len(b) + 1, dtype=np.int64)
+    np.cumsum((b & 0xC0) != 0x80, out=char_at[1:])
+    word_starts = [m.start() for m in _WORD.finditer(canonical)]
+    starts, ends = norm.word_starts.tolist(), norm.word_ends.tolist()
+
+    def to_input(x: int, *, is_end: bool) -> int:
+        i = bisect_right(word_starts, x) - 1
+        if i < 0:
+            return starts[0] if starts else 0
+        inside = x - word_starts[i]
+        width = ends[i] - starts[i]
+        if inside <= width and (is_end or inside < width):
+            return min(starts[i] + inside, ends[i])
+        return ends[i] if is_end or i + 1 >= len(starts) else starts[i + 1]
+
+    for index, (offset, piece, kind) in enumerate(iter_spans([data], params, utf8=True)):
+        a, z = int(char_at[offset]), int(char_at[offset + len(piece)])
+        chunk_text = canonical[a:z]
+        yield Chunk(
+            index=index,
+            text=chunk_text,
+            start=to_input(a, is_end=False),
+            end=to_input(z, is_end=True),
+            token_count=int(counter.count(scan_words(chunk_text)).sum()),
+            boundary=kind,
+            identity=identity(chunk_text),
+        )
+
+
+def iter_spans(
+    pieces: Iterable[bytes], params: ByteParams, *, utf8: bool = False
+) -> Iterator[tuple[int, bytes, Boundary]]:
+    """``(offset, bytes, boundary kind)`` of each chunk, as soon as it is final.
+
+    With ``utf8`` true no cut falls inside a multi-byte UTF-8 character (a
+    candidate inside one is skipped, a maximum-size cut steps back to the
+    character's start), so every chunk decodes on its own.
+    """
+    window = params.window_bytes
+    history = b""
+    pending = b""
+    offset = 0  # offset of pending[0] in the whole input
+    for piece in _regroup(pieces):
+        pending += piece
+        cuts = _cuts(history, pending, params, utf8, ended=False)
+        for start, end, kind in cuts:
+            yield offset + start, pending[start:end], kind
+        consumed = cuts[-1][1] if cuts else 0
+        if consumed:
+            history = (history + pending[:consumed])[-window:]
+            pending = pending[consumed:]
+            offset += consumed
+    for start, end, kind in _cuts(history, pending, params, utf8, ended=True):
+        yield offset + start, pending[start:end], kind
+
+
+def _regroup(pieces: Iterable[bytes]) -> Iterator[bytes]:
+    buffer = bytearray()
+    for piece in pieces:
+        buffer += piece
+        if len(buffer) >= _BLOCK:
+            yield bytes(buffer)
+            buffer.clear()
+    if buffer:
+        yield bytes(buffer)
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def _cuts(
+    history: bytes, pending: bytes, params: ByteParams, utf8: bool, *, ended: bool
+) -> list[tuple[int, int, Boundary]]:
+    """Final (start, end) spans of ``pending``; an unfinished tail is left for more input."""
+    n = len(pending)
+    if n == 0:
+        return []
+    lead = len(history)
+    raw = np.frombuffer(history + pending, dtype=np.uint8)
+    hashes = rolling_hashes(raw, params.window_bytes)[lead:]
+    b = raw[lead:]
+    # Candidate: a cut after byte i, i.e. a chunk end at i + 1.
+    ends = np.flatnonzero((hashes & params.mask) == 0) + 1
+    if utf8 and len(ends):
+        follow = b[np.minimum(ends, n - 1)]
+        ends = ends[(ends == n) | ((follow & 0xC0) != 0x80)]
+    candidates: list[int] = ends.tolist()
+    spans: list[tuple[int, int, Boundary]] = []
+    s = 0
+    while s < n:
+        i = bisect_left(candidates, s + params.min_size)
+        if i < len(candidates) and candidates[i] - s <= params.max_size:
+            e, kind = candidates[i], Boundary.PRIMARY
+        elif n - s > params.max_size:
+            e, kind = s + params.max_size, Boundary.HARD
+            if utf8:
+                while e > s + 1 and (b[e] & 0xC0) == 0x80:
+                    e -= 1
+        elif ended:
+            e, kind = n, Boundary.FINAL
+        else:
+            break
+        spans.append((s, e, kind))
+        s = e
+    return spans

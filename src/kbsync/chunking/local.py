@@ -1,0 +1,253 @@
+"""The strictly local strategy: every cut decision reads a bounded neighbourhood only.
+
+Notation: words are numbered; "position k" is the cut after word k; ``T(k)`` is
+the number of tokens of words ``0..k`` (``T(-1) = 0``); every word has at least
+one token and its count depends on the word alone. ``f1(k)`` and ``f2(k)`` are
+two independent 64-bit mixes of the fingerprint of the ``w = window_words``
+words ending at k. Let ``r = min_tokens`` and ``L = max_tokens - min_tokens``.
+
+Rules:
+
+* **primary** -- ``f1(k) < f1(j)`` for every other position j with
+  ``|T(j) - T(k)| < r`` (a strict local minimum);
+* **hard** -- word ``k`` or word ``k + 1`` alone has more than ``L`` tokens (an
+  over-long word is cut on both sides);
+* **final** -- the last position;
+* **forced** -- call primary, hard and final positions *anchors*. For every
+  position ``m - 1`` (including ``-1``) the window ``W(m) = {j >= m : T(j) - T(m-1) <= L}``
+  that holds no anchor gets a cut at its ``f2``-minimum (the latest one on ties).
+
+Size: for consecutive cuts ``c1 < c2`` where word ``c1 + 1`` has at most ``L``
+tokens, ``W(c1 + 1)`` holds word ``c1 + 1``, and either an anchor or its forced
+pick, so ``T(c2) - T(c1) <= L <= max_tokens``. Otherwise word ``c1 + 1`` is
+over-long and is cut on both sides, a chunk of one word. Primaries are more than
+``r`` tokens apart, so chunks between two primaries are never smaller than
+``min_tokens``; chunks next to forced or hard cuts can be (a strictly local rule
+cannot keep both a hard minimum and a hard maximum: on text periodic with a
+period shorter than ``min_tokens`` the fingerprints repeat, there is no strict
+minimum, and forced picks land once per period, so chunks there are one
+period long).
+
+Locality: a primary decision at k reads positions within ``r - 1`` tokens, hence
+within ``r - 1`` words, each side, and each fingerprint reads ``w - 1`` more words
+to the left. A forced decision at k reads the windows holding k, which start at
+most ``L`` tokens before k and end at most ``L`` after, and the anchor status of
+every position in them. So the decision at k is a function of words
+``k - (L + r + w - 2)`` to ``k + (L + r - 1)``, i.e. within ``max_tokens + w``
+words on the left and ``max_tokens`` on the right.
+
+Acceptance bound: let two inputs share a region of words of length at least
+``2 * (max_tokens + window_words)`` (snapping is not offered here, so the snap
+window is 0). Every position at least ``max_tokens + window_words`` words inside
+the region on both sides sees the same neighbourhood in both inputs, so it is a
+cut in one exactly when it is a cut in the other, with the same kind. A chunk
+whose start and end lie in that interior has all its positions there, so it is
+the same chunk, with the same text and identity, in both inputs. (The region's
+ends are never cuts by themselves: only the input's last position is final.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+import numpy.typing as npt
+
+from kbsync.chunking.fingerprint import U64, mix64
+from kbsync.chunking.params import LocalParams
+from kbsync.chunking.stream import WordBlock
+from kbsync.identity import ChunkIdentity
+from kbsync.model import Boundary, Chunk
+from kbsync.normalize import IntArray, join_words
+
+__all__ = ["cut_positions", "local_chunks"]
+
+_SECOND_HASH = np.uint64(0xD6E8FEB86659FD93)
+_CANDIDATES_PER_WINDOW = 8.0
+_MAX = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def local_chunks(
+    blocks: Iterable[WordBlock], params: LocalParams, identity: ChunkIdentity
+) -> Iterator[Chunk]:
+    """Chunks of the word stream ``blocks`` under the strictly local rules."""
+    parts = list(blocks)
+    if not parts:
+        return
+    shifts = np.cumsum([0] + [len(b.source) for b in parts[:-1]])
+    source = "".join(b.source for b in parts)
+    text_starts = np.concatenate([b.text_starts + s for b, s in zip(parts, shifts, strict=True)])
+    text_ends = np.concatenate([b.text_ends + s for b, s in zip(parts, shifts, strict=True)])
+    input_starts = np.concatenate([b.input_starts for b in parts])
+    input_ends = np.concatenate([b.input_ends for b in parts])
+    tokens = np.concatenate([b.tokens for b in parts])
+    fingerprint = np.concatenate([b.fingerprint for b in parts])
+    marks: list[int] = np.flatnonzero(np.concatenate([b.paragraph for b in parts])).tolist()
+
+    cuts, kinds = cut_positions(fingerprint, tokens, params.min_tokens, params.max_tokens)
+    cum = np.cumsum(tokens)
+    start, t0 = 0, 0
+    for index, (cut, kind) in enumerate(zip(cuts.tolist(), kinds, strict=True)):
+        text = join_words(source, text_starts, text_ends, marks, start, cut + 1)
+        t1 = int(cum[cut])
+        yield Chunk(
+            index=index,
+            text=text,
+            start=int(input_starts[start]),
+            end=int(input_ends[cut]),
+            token_count=t1 - t0,
+            boundary=kind,
+            identity=identity(text),
+        )
+        start, t0 = cut + 1, t1
+
+
+def cut_positions(
+    fingerprint: U64, tokens: IntArray, min_tokens: int, max_tokens: int
+) -> tuple[IntArray, list[Boundary]]:
+    """Sorted cut positions and their kinds (see the module docstring for the rules)."""
+    n = len(tokens)
+    cum = np.cumsum(tokens)
+    f1 = fingerprint
+    f2 = mix64(fingerprint ^ _SECOND_HASH)
+    span = max_tokens - min_tokens
+    primary = strict_local_minima(f1, cum, min_tokens)
+    giant = tokens > span
+    hard = giant.copy()
+    hard[:-1] |= giant[1:]
+    hard &= ~primary
+    anchors = primary | hard
+    final = np.zeros(n, dtype=np.bool_)
+    if not anchors[-1]:
+        final[-1] = True
+    anchors |= final
+    forced = _forced_picks(f2, cum, np.flatnonzero(anchors), span) & ~anchors
+    cut_mask = anchors | forced
+    cuts = np.flatnonzero(cut_mask)
+    kind_codes = np.select(
+        [primary[cuts], hard[cuts], forced[cuts]], [0, 1, 2], default=3
+    ).tolist()
+    table = (Boundary.PRIMARY, Boundary.HARD, Boundary.FORCED, Boundary.FINAL)
+    return cuts, [table[c] for c in kind_codes]
+
+
+def strict_local_minima(values: U64, cum: IntArray, radius: int) -> npt.NDArray[np.bool_]:
+    """Positions k whose value is strictly below every other within ``radius - 1`` tokens.
+
+    Only positions with a value below a threshold can win where such a position
+    is nearby, so those are compared among themselves in array operations; the
+    rare stretches with none nearby are checked exactly with a range-minimum table.
+    """
+    n = len(values)
+    out = np.zeros(n, dtype=np.bool_)
+    if n == 0:
+        return out
+    share = min(1.0, _CANDIDATES_PER_WINDOW / radius)
+    threshold = np.uint64(min(int(share * 2.0**64), (1 << 64) - 1))
+    cand = np.flatnonzero(values < threshold) if share < 1.0 else np.arange(n)
+    fc, tc = values[cand], cum[cand]
+    alive = np.ones(len(cand), dtype=np.bool_)
+    d = 1
+    while d < len(cand):
+        near = (tc[d:] - tc[:-d]) < radius
+        if not near.any():
+            break
+        later_le = near & (fc[d:] <= fc[:-d])  # the later one beats (or ties) the earlier
+        earlier_le = near & (fc[:-d] <= fc[d:])
+        alive[:-d] &= ~later_le
+        alive[d:] &= ~earlier_le
+        d += 1
+    out[cand[alive]] = True
+    # Stretches where some position has no candidate within the radius.
+    bounds_t = np.concatenate([[-(2 * radius) - 1], tc, [int(cum[-1]) + 2 * radius + 1]])
+    bounds_i = np.concatenate([[-1], cand, [n]])
+    wide = np.flatnonzero(np.diff(bounds_t) > 2 * radius - 1)
+    for g in wide.tolist():
+        lo, hi = int(bounds_i[g]) + 1, int(bounds_i[g + 1])
+        if hi > lo:
+            _exact_minima(values, cum, radius, lo, hi, out)
+    return out
+
+
+def _exact_minima(
+    values: U64, cum: IntArray, radius: int, lo: int, hi: int, out: npt.NDArray[np.bool_]
+) -> None:
+    """Mark strict minima among positions ``lo..hi-1`` that have no candidate in range."""
+    n = len(values)
+    # The neighbourhood of a position in the stretch reaches at most `radius` tokens out.
+    left = int(np.searchsorted(cum, int(cum[lo]) - radius, side="right"))
+    right = int(np.searchsorted(cum, int(cum[hi - 1]) + radius, side="left"))
+    a, z = max(0, left), min(n, right)
+    seg = values[a:z]
+    table = _ArgminTable(seg)
+    ks = np.arange(lo, hi)
+    wlo = np.searchsorted(cum, cum[ks] - radius, side="right") - a
+    whi = np.searchsorted(cum, cum[ks] + radius, side="left") - 1 - a
+    wlo = np.maximum(wlo, 0)
+    whi = np.minimum(whi, z - a - 1)
+    local = ks - a
+    best = table.query(wlo, whi)
+    is_min = best == local
+    before = local > wlo
+    if before.any():
+        idx = np.flatnonzero(before)
+        prior = table.query(wlo[idx], local[idx] - 1)
+        is_min[idx] &= seg[prior] > seg[local[idx]]
+    out[ks[is_min]] = True
+
+
+class _ArgminTable:
+    """Sparse table answering "latest position of the minimum in [lo, hi]" in O(1) per query."""
+
+    def __init__(self, values: U64) -> None:
+        self.values = values
+        level = np.arange(len(values))
+        self.levels = [level]
+        width = 1
+        while 2 * width <= len(values):
+            a, b = level[:-width], level[width:]
+            level = np.where(values[a] < values[b], a, b)
+            self.levels.append(level)
+            width *= 2
+
+    def query(self, lo: IntArray, hi: IntArray) -> IntArray:
+        size = hi - lo + 1
+        k = np.floor(np.log2(np.maximum(size, 1))).astype(np.int64)
+        out = np.empty(len(lo), dtype=np.int64)
+        for level in np.unique(k).tolist():
+            sel = np.flatnonzero(k == level)
+            table = self.levels[level]
+            a = table[lo[sel]]
+            b = table[hi[sel] - (1 << level) + 1]
+            out[sel] = np.where(self.values[a] < self.values[b], a, b)
+        return out
+
+
+def _forced_picks(f2: U64, cum: IntArray, anchors: IntArray, span: int) -> npt.NDArray[np.bool_]:
+    """Winnowing picks of the anchor-free windows of ``span`` tokens."""
+    n = len(f2)
+    picks = np.zeros(n, dtype=np.bool_)
+    if span <= 0 or n == 0:
+        return picks
+    prev = np.concatenate([[-1], anchors[:-1]])
+    t_prev = np.where(prev >= 0, cum[np.maximum(prev, 0)], 0)
+    wide = np.flatnonzero(cum[anchors] - t_prev > span)
+    for g in wide.tolist():
+        a_prev, a = int(prev[g]), int(anchors[g])
+        t_anchor = int(cum[a])
+        # Window starts m in (a_prev, a]; its base is T(m - 1). Keep windows that miss `a`.
+        ms = np.arange(a_prev + 1, a)
+        base = np.where(ms > 0, cum[np.maximum(ms - 1, 0)], 0)
+        ms = ms[t_anchor - base > span]
+        if len(ms) == 0:
+            continue
+        base = np.where(ms > 0, cum[np.maximum(ms - 1, 0)], 0)
+        ends = np.searchsorted(cum, base + span, side="right") - 1
+        keep = ends >= ms
+        ms, ends = ms[keep], ends[keep]
+        if len(ms) == 0:
+            continue
+        lo_i, hi_i = int(ms[0]), int(ends.max()) + 1
+        table = _ArgminTable(f2[lo_i:hi_i])
+        picks[table.query(ms - lo_i, ends - lo_i) + lo_i] = True
+    return picks

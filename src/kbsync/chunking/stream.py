@@ -1,0 +1,142 @@
+"""From pieces of text to blocks of word arrays: hashes, fingerprints, token counts, offsets.
+
+Input arrives as any sequence of string pieces. Pieces are regrouped into blocks
+that end just before the start of a word, so that no word and no whitespace run
+is ever split between blocks; each block is scanned and hashed with array
+operations, and the rolling state (the last ``window - 1`` word hashes, the
+trailing whitespace, the character offset) is carried to the next block. A
+block's arrays therefore do not depend on where the pieces were split.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from kbsync.chunking.fingerprint import U64, window_fingerprints, word_hashes
+from kbsync.chunking.tokens import TokenCounter
+from kbsync.normalize import IntArray, WordScan, scan_words
+
+__all__ = ["BLOCK_CHARS", "WordBlock", "iter_blocks", "word_blocks"]
+
+BLOCK_CHARS = 1 << 17
+"""Target block size: large enough to amortize array overhead, small enough to stay in cache."""
+
+_MAX_WORD_PROBE = 1 << 20
+
+_SENTENCE_END = np.zeros(256, dtype=np.bool_)
+for _c in b".!?":
+    _SENTENCE_END[_c] = True
+_CLOSER = np.zeros(256, dtype=np.bool_)
+for _c in b"\"')]":
+    _CLOSER[_c] = True
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class WordBlock:
+    """The words of one block with everything the chunkers need.
+
+    ``fingerprint[i]`` is the mixed window fingerprint of the words up to and
+    including word ``i``; ``input_*`` are character offsets into the whole input;
+    ``text_*`` index ``source``; ``sentence_end[i]`` says word ``i`` ends a sentence.
+    """
+
+    source: str
+    text_starts: IntArray
+    text_ends: IntArray
+    input_starts: IntArray
+    input_ends: IntArray
+    paragraph: npt.NDArray[np.bool_]
+    sentence_end: npt.NDArray[np.bool_]
+    tokens: IntArray
+    fingerprint: U64
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+
+def iter_blocks(pieces: Iterable[str], block_chars: int = BLOCK_CHARS) -> Iterator[str]:
+    """Regroup ``pieces`` into blocks that each end right before the start of a word.
+
+    Memory is bounded by ``block_chars`` plus the longest word.
+    """
+    buffer = ""
+    for piece in pieces:
+        if not piece:
+            continue
+        buffer = buffer + piece if buffer else piece
+        while len(buffer) >= block_chars:
+            cut = _last_word_start(buffer, block_chars)
+            if cut <= 0:
+                break
+            yield buffer[:cut]
+            buffer = buffer[cut:]
+    if buffer:
+        yield buffer
+
+
+def _last_word_start(buffer: str, near: int) -> int:
+    """The last index at or before ``near`` where a word starts after whitespace (0 if none)."""
+    j = min(near, len(buffer) - 1)
+    floor = max(0, j - _MAX_WORD_PROBE)
+    while j > floor:
+        if buffer[j - 1].isspace() and not buffer[j].isspace():
+            return j
+        j -= 1
+    return 0
+
+
+def word_blocks(
+    pieces: Iterable[str], counter: TokenCounter, window_words: int,
+    *, with_sentences: bool = False, block_chars: int = BLOCK_CHARS,
+) -> Iterator[WordBlock]:
+    """Scan, hash and count the words of ``pieces``, block by block."""
+    history = np.zeros(window_words - 1, dtype=np.uint64)
+    leading = ""
+    base = 0
+    for text in iter_blocks(pieces, block_chars):
+        scan = scan_words(text, leading)
+        leading = scan.trailing_space
+        n = len(scan)
+        if n:
+            hashes = word_hashes(scan.data, scan.byte_starts, scan.byte_ends)
+            fingerprint = window_fingerprints(history, hashes, window_words)
+            if window_words > 1:
+                history = np.concatenate([history, hashes])[-(window_words - 1):]
+            yield WordBlock(
+                source=scan.source,
+                text_starts=scan.text_starts,
+                text_ends=scan.text_ends,
+                input_starts=scan.input_starts + base,
+                input_ends=scan.input_ends + base,
+                paragraph=scan.paragraph,
+                sentence_end=_sentence_ends(scan) if with_sentences else _NO_FLAGS[:0],
+                tokens=counter.count(scan),
+                fingerprint=fingerprint,
+            )
+        base += len(text)
+
+
+_NO_FLAGS = np.zeros(0, dtype=np.bool_)
+
+
+def _sentence_ends(scan: WordScan) -> npt.NDArray[np.bool_]:
+    """Words ending in ``.``, ``!`` or ``?``, optionally followed by one closing quote or bracket."""
+    b = scan.data
+    ends = scan.byte_ends
+    length = ends - scan.byte_starts
+    last = b[ends - 1]
+    flags = _SENTENCE_END[last]
+    before = b[np.maximum(ends - 2, 0)]
+    flags |= _CLOSER[last] & (length >= 2) & _SENTENCE_END[before]
+    # ” and ’ are three bytes in UTF-8: E2 80 9D / E2 80 99.
+    curly = ((last == 0x9D) | (last == 0x99)) & (length >= 4)
+    if curly.any():
+        idx = np.flatnonzero(curly)
+        e = ends[idx]
+        ok = (b[e - 2] == 0x80) & (b[e - 3] == 0xE2) & _SENTENCE_END[b[e - 4]]
+        flags[idx[ok]] = True
+    return flags

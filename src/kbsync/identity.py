@@ -1,0 +1,101 @@
+"""Canonical serialization and every versioned, domain-separated hash of kbsync.
+
+A value is serialized as a sequence of fields, each a one-byte type tag, an
+8-byte big-endian length and the payload, so no two different field sequences
+share an encoding. Each hash starts with its domain name as the first field,
+so a chunk identity can never equal a parameter hash or a text hash of the same
+bytes. Changing anything here changes identities: that is a new
+``IDENTITY_SCHEMA_VERSION`` and a migration, never an edited golden value.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+
+__all__ = [
+    "IDENTITY_SCHEMA_VERSION",
+    "ChunkIdentity",
+    "Field",
+    "canonical_bytes",
+    "digest",
+    "normalized_text_hash",
+    "params_hash",
+    "source_bytes_hash",
+]
+
+IDENTITY_SCHEMA_VERSION = 1
+
+Field = bytes | str | int | bool | float | None
+_DIGEST_SIZE = 32
+
+
+def _encode(field: Field) -> bytes:
+    if field is None:
+        tag, payload = b"n", b""
+    elif isinstance(field, bool):
+        tag, payload = b"b", b"\x01" if field else b"\x00"
+    elif isinstance(field, int):
+        tag, payload = b"i", str(field).encode("ascii")
+    elif isinstance(field, float):
+        tag, payload = b"f", field.hex().encode("ascii")
+    elif isinstance(field, str):
+        tag, payload = b"s", field.encode("utf-8", "surrogatepass")
+    elif isinstance(field, bytes):
+        tag, payload = b"y", field
+    else:
+        raise TypeError(f"cannot serialize {type(field).__name__} canonically")
+    return tag + len(payload).to_bytes(8, "big") + payload
+
+
+def canonical_bytes(*fields: Field) -> bytes:
+    """The canonical, length-delimited encoding of a sequence of fields."""
+    return b"".join(_encode(f) for f in fields)
+
+
+def digest(domain: str, *fields: Field) -> str:
+    """BLAKE2b-256 of ``(domain, *fields)`` canonically encoded, as hex."""
+    return hashlib.blake2b(canonical_bytes(domain, *fields), digest_size=_DIGEST_SIZE).hexdigest()
+
+
+def params_hash(params: Mapping[str, Field]) -> str:
+    """Hash of chunker parameters: keys sorted, each key and value a field."""
+    fields: list[Field] = [IDENTITY_SCHEMA_VERSION]
+    for key in sorted(params):
+        fields += [key, params[key]]
+    return digest("kbsync:chunker-params", *fields)
+
+
+def source_bytes_hash(data: bytes) -> str:
+    """Hash of a source's raw bytes (gate 2 of the pipeline)."""
+    return digest("kbsync:source-bytes", IDENTITY_SCHEMA_VERSION, data)
+
+
+def normalized_text_hash(text: str, normalizer_version: int, *context: Field) -> str:
+    """Hash of normalized text (gate 3); ``context`` adds e.g. the extractor identity."""
+    return digest(
+        "kbsync:normalized-text", IDENTITY_SCHEMA_VERSION, normalizer_version, *context, text
+    )
+
+
+class ChunkIdentity:
+    """Computes chunk identities for one chunker configuration.
+
+    ``H(identity_schema_version, normalizer_version, chunker_id, params_hash, text)``;
+    the fixed prefix is hashed once and copied for every chunk.
+    """
+
+    __slots__ = ("_prefix",)
+
+    def __init__(self, normalizer_version: int, chunker_id: str, parameters_hash: str) -> None:
+        prefix = canonical_bytes(
+            "kbsync:chunk", IDENTITY_SCHEMA_VERSION, normalizer_version, chunker_id, parameters_hash
+        )
+        self._prefix = hashlib.blake2b(prefix, digest_size=_DIGEST_SIZE)
+
+    def __call__(self, text: str) -> str:
+        payload = text.encode("utf-8")
+        h = self._prefix.copy()
+        h.update(b"s" + len(payload).to_bytes(8, "big"))
+        h.update(payload)
+        return h.hexdigest()

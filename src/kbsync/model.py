@@ -1,0 +1,148 @@
+"""Frozen, typed values shared by every layer."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+
+__all__ = [
+    "Boundary",
+    "ByteChunk",
+    "ChangeReport",
+    "Chunk",
+    "ChunkingDiagnostics",
+    "ChunkingResult",
+    "Region",
+    "Verdict",
+]
+
+
+class Boundary(StrEnum):
+    """Why a chunk ends where it does."""
+
+    PRIMARY = "primary"
+    """The fingerprint met the primary condition (TTTD) or is a local minimum (local)."""
+    BACKUP = "backup"
+    """TTTD: no primary candidate before the maximum, so the latest backup candidate."""
+    HARD = "hard"
+    """No candidate at all: cut at the maximum size (or after a single over-long word)."""
+    FORCED = "forced"
+    """Strictly local: a winnowing pick in a stretch with no primary candidate."""
+    FINAL = "final"
+    """The end of the input."""
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One chunk of normalized text.
+
+    ``start`` and ``end`` are character offsets into the text that was chunked
+    (before normalization); ``text`` is the canonical chunk text the identity
+    commits to.
+    """
+
+    index: int
+    text: str
+    start: int
+    end: int
+    token_count: int
+    boundary: Boundary
+    identity: str
+    snapped: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkingDiagnostics:
+    """Figures of one chunking run, printed by ``kbsync chunk`` and stored with every sync."""
+
+    strategy: str
+    chunker_id: str
+    params_hash: str
+    normalizer_version: int
+    token_counter: str
+    snapping: bool
+    chunk_count: int
+    tokens_total: int
+    tokens_min: int
+    tokens_p50: int
+    tokens_p95: int
+    tokens_max: int
+    tokens_mean: float
+    primary_cuts: int
+    backup_cuts: int
+    hard_cuts: int
+    forced_cuts: int
+    final_cuts: int
+    snapped_cuts: int
+
+    @property
+    def hard_cut_rate(self) -> float:
+        """Share of chunks that ended in a hard cut (a sign of masks too narrow for the text)."""
+        return self.hard_cuts / self.chunk_count if self.chunk_count else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkingResult:
+    """Chunks of one text and the diagnostics of the run that made them."""
+
+    chunks: tuple[Chunk, ...]
+    diagnostics: ChunkingDiagnostics
+
+    def __iter__(self) -> Iterator[Chunk]:
+        return iter(self.chunks)
+
+    def __len__(self) -> int:
+        return len(self.chunks)
+
+
+@dataclass(frozen=True, slots=True)
+class ByteChunk:
+    """A chunk of the byte-level CDC: where it lies and the digest of its bytes."""
+
+    index: int
+    offset: int
+    length: int
+    digest: str
+
+
+@dataclass(frozen=True, slots=True)
+class Region:
+    """A half-open run ``[offset, offset + length)`` of the new version that changed."""
+
+    offset: int
+    length: int
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.length
+
+
+class Verdict(StrEnum):
+    """How a change should be routed."""
+
+    UNCHANGED = "unchanged"
+    COSMETIC = "cosmetic"
+    """Similarity ≥ 0.98: a typo fix or whitespace-level edit."""
+    REPROCESS = "reprocess"
+    """An ordinary edit: re-derive the changed chunks."""
+    REEXAMINE_EXTRACTION = "reexamine-extraction"
+    """Similarity ≤ 0.05: probably a different page at the same address, or broken extraction."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeReport:
+    """What changed between two versions of one document, at the level of byte-CDC chunks.
+
+    ``regions`` are merged runs of the new version not found in the old one,
+    in the units of the input (characters for text, bytes for bytes).
+    """
+
+    changed: bool
+    similarity: float
+    added: tuple[ByteChunk, ...]
+    removed: tuple[ByteChunk, ...]
+    kept: int
+    moved: int
+    regions: tuple[Region, ...]
+    verdict: Verdict

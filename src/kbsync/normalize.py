@@ -1,0 +1,351 @@
+"""The versioned text normalizer: the one definition of "the content" of a document.
+
+The document text hash, the dedup hash and the chunker all read text through
+this module, so they never disagree about what changed. Normalization is:
+
+* Unicode NFC, applied word by word (NFC never composes across whitespace);
+* NUL characters and surrogate code points removed;
+* line endings unified (``\\r\\n``, ``\\r``, ``\\x0b``, U+0085 and U+2028 are line breaks);
+* whitespace as :meth:`str.isspace` defines it separates words, and every run of it
+  collapses to one space, or to a paragraph mark ``"\\n\\n"`` when the run holds two
+  or more line breaks or a paragraph separator (form feed, ``\\x1c``-``\\x1e``, U+2029);
+* leading and trailing whitespace dropped.
+
+The canonical text is therefore ``words`` joined by ``" "`` or ``"\\n\\n"``, and
+normalizing it again changes nothing. Every word keeps its character offsets in
+the original input.
+
+The scanner is vectorized over the UTF-8 bytes: word boundaries, paragraph marks
+and offsets come from NumPy array operations; only text that holds NUL,
+surrogates or non-NFC sequences takes a per-word path.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from bisect import bisect_left
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = [
+    "NORMALIZER_VERSION",
+    "NormalizedText",
+    "WordScan",
+    "canonical_text",
+    "is_paragraph_break",
+    "join_words",
+    "normalize",
+    "scan_words",
+]
+
+NORMALIZER_VERSION = 1
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+ByteArray = npt.NDArray[np.uint8]
+
+# Byte classes of the ASCII whitespace after the 1:1 translation below.
+_NOT_SPACE, _SPACE, _LINE, _CR, _PARAGRAPH = 0, 1, 2, 3, 4
+_CLASS = np.zeros(256, dtype=np.uint8)
+for _c in b"\t \x1f":
+    _CLASS[_c] = _SPACE
+for _c in b"\n\x0b":
+    _CLASS[_c] = _LINE
+_CLASS[ord("\r")] = _CR
+for _c in b"\x0c\x1c\x1d\x1e":
+    _CLASS[_c] = _PARAGRAPH
+
+# Non-ASCII whitespace mapped one character to one character, so offsets survive.
+_UNICODE_SPACE = re.compile("[\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")
+_TRANSLATION = {
+    **dict.fromkeys(map(ord, "\xa0\u1680\u202f\u205f\u3000"), " "),
+    **{c: " " for c in range(0x2000, 0x200B)},
+    0x85: "\n",
+    0x2028: "\n",
+    0x2029: "\x1d",
+}
+_WORD = re.compile(r"\S+")
+_DIRT = re.compile("[\x00\ud800-\udfff]")
+_PARAGRAPH_CHARS = "\x0c\x1c\x1d\x1e\u2029"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class WordScan:
+    """The words of one piece of text, as arrays; the chunker's input.
+
+    ``source`` is the string the ``text_*`` offsets index (the input itself on the
+    fast path, its canonical form when per-word cleaning was needed); ``data`` and
+    the ``byte_*`` offsets are the UTF-8 bytes the word hashes are computed over;
+    ``input_*`` are character offsets into the scanned input. ``paragraph[i]`` is
+    true when a paragraph mark precedes word ``i`` (for word 0: when the whitespace
+    before it, ``leading_space`` included, is paragraph-sized); ``trailing_space`` is
+    the whitespace after the last word, for the scan of the text that follows.
+    """
+
+    source: str
+    data: ByteArray
+    byte_starts: IntArray
+    byte_ends: IntArray
+    text_starts: IntArray
+    text_ends: IntArray
+    input_starts: IntArray
+    input_ends: IntArray
+    paragraph: BoolArray
+    trailing_space: str
+    marks: list[int]
+
+    def __len__(self) -> int:
+        return len(self.byte_starts)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class NormalizedText:
+    """Canonical text plus, for every word, its character offsets in the original input."""
+
+    text: str
+    word_starts: IntArray
+    word_ends: IntArray
+    paragraph_before: BoolArray
+
+    @property
+    def words(self) -> list[str]:
+        return self.text.split()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, NormalizedText):
+            return NotImplemented
+        return (
+            self.text == other.text
+            and np.array_equal(self.word_starts, other.word_starts)
+            and np.array_equal(self.word_ends, other.word_ends)
+            and np.array_equal(self.paragraph_before, other.paragraph_before)
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def normalize(text: str) -> NormalizedText:
+    """Normalize ``text`` (see the module docstring); idempotent on its own output."""
+    scan = scan_words(text)
+    return NormalizedText(
+        text=canonical_text(scan, 0, len(scan)),
+        word_starts=scan.input_starts,
+        word_ends=scan.input_ends,
+        paragraph_before=_first_word_plain(scan.paragraph),
+    )
+
+
+def scan_words(text: str, leading_space: str = "") -> WordScan:
+    """Split ``text`` into normalized words with offsets, vectorized where the text allows.
+
+    ``leading_space`` is the whitespace that preceded ``text`` in a longer input
+    (the previous piece's ``trailing_space``), so that a paragraph mark split
+    across two pieces is still seen.
+    """
+    if _needs_cleaning(text):
+        return _scan_dirty(text, leading_space)
+    return _scan_clean(text, leading_space)
+
+
+def canonical_text(scan: WordScan, i: int, j: int) -> str:
+    """Canonical text of words ``i`` to ``j - 1`` of ``scan``."""
+    return join_words(scan.source, scan.text_starts, scan.text_ends, scan.marks, i, j)
+
+
+def join_words(
+    source: str, starts: IntArray, ends: IntArray, marks: list[int], i: int, j: int
+) -> str:
+    """Canonical text of words ``i`` to ``j - 1``: their slices of ``source`` re-spaced.
+
+    ``marks`` is the sorted list of word indices preceded by a paragraph mark. A
+    mark before word ``i`` is never part of the result: canonical text starts with
+    a word.
+    """
+    if j <= i:
+        return ""
+    k = bisect_left(marks, i + 1)
+    parts = []
+    a = i
+    while k < len(marks) and marks[k] < j:
+        b = marks[k]
+        parts.append(" ".join(source[starts[a] : ends[b - 1]].split()))
+        a = b
+        k += 1
+    parts.append(" ".join(source[starts[a] : ends[j - 1]].split()))
+    return "\n\n".join(parts)
+
+
+def _first_word_plain(paragraph: BoolArray) -> BoolArray:
+    if len(paragraph) and paragraph[0]:
+        paragraph = paragraph.copy()
+        paragraph[0] = False
+    return paragraph
+
+
+def _needs_cleaning(text: str) -> bool:
+    if text.isascii():
+        return "\x00" in text
+    if _DIRT.search(text):
+        return True
+    return not unicodedata.is_normalized("NFC", text)
+
+
+def _scan_clean(text: str, leading_space: str = "") -> WordScan:
+    """Vectorized scan of text that is NFC and holds no NUL or surrogate."""
+    ascii_only = text.isascii()
+    if ascii_only:
+        data = text.encode("ascii")
+    else:
+        clean = text.translate(_TRANSLATION) if _UNICODE_SPACE.search(text) else text
+        data = clean.encode("utf-8")
+    b = np.frombuffer(data, dtype=np.uint8)
+    n = len(b)
+    cls = _CLASS[b]
+    space = cls != _NOT_SPACE
+    if n == 0 or bool(space.all()):
+        return _empty_scan(text, b, trailing=leading_space + text)
+
+    change = np.flatnonzero(space[1:] != space[:-1]) + 1
+    bounds = np.empty(len(change) + 2, dtype=np.int64)
+    bounds[0] = 0
+    bounds[1:-1] = change
+    bounds[-1] = n
+    w0 = 1 if space[0] else 0
+    byte_starts = bounds[w0:-1:2]
+    byte_ends = bounds[w0 + 1 :: 2]
+
+    gap_starts = np.empty_like(byte_starts)
+    gap_starts[0] = 0
+    gap_starts[1:] = byte_ends[:-1]
+    breaks, separators = _line_breaks(b, cls, data)
+    paragraph = (
+        np.searchsorted(breaks, byte_starts) - np.searchsorted(breaks, gap_starts)
+    ) >= 2
+    if len(separators):
+        paragraph |= np.searchsorted(separators, byte_starts) > np.searchsorted(
+            separators, gap_starts
+        )
+
+    if ascii_only:
+        char_starts, char_ends = byte_starts, byte_ends
+    else:
+        char_at = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum((b & 0xC0) != 0x80, out=char_at[1:])
+        char_starts, char_ends = char_at[byte_starts], char_at[byte_ends]
+    if leading_space:
+        paragraph[0] = is_paragraph_break(leading_space + text[: int(char_starts[0])])
+    return WordScan(
+        source=text,
+        data=b,
+        byte_starts=byte_starts,
+        byte_ends=byte_ends,
+        text_starts=char_starts,
+        text_ends=char_ends,
+        input_starts=char_starts,
+        input_ends=char_ends,
+        paragraph=paragraph,
+        trailing_space=text[int(char_ends[-1]) :],
+        marks=np.flatnonzero(paragraph).tolist(),
+    )
+
+
+def _line_breaks(b: ByteArray, cls: ByteArray, data: bytes) -> tuple[IntArray, IntArray]:
+    """Byte positions of line breaks (``\\r\\n`` counted once) and of paragraph separators."""
+    breaks = np.flatnonzero(cls == _LINE)
+    if b"\r" in data:
+        cr = np.flatnonzero(cls == _CR)
+        nxt = np.minimum(cr + 1, len(b) - 1)
+        lone = cr[(cr + 1 >= len(b)) | (b[nxt] != 0x0A)]
+        breaks = np.sort(np.concatenate([breaks, lone]))
+    if any(c in data for c in b"\x0c\x1c\x1d\x1e"):
+        separators = np.flatnonzero(cls == _PARAGRAPH)
+    else:
+        separators = np.empty(0, dtype=np.int64)
+    return breaks, separators
+
+
+def is_paragraph_break(space: str) -> bool:
+    """Whether a whitespace run is a paragraph mark: two line breaks or a separator."""
+    lines = (
+        space.count("\n")
+        + space.count("\r")
+        - space.count("\r\n")
+        + space.count("\x0b")
+        + space.count("\x85")
+        + space.count("\u2028")
+    )
+    return lines >= 2 or any(c in space for c in _PARAGRAPH_CHARS)
+
+
+def _empty_scan(text: str, b: ByteArray, *, trailing: str) -> WordScan:
+    empty = np.empty(0, dtype=np.int64)
+    return WordScan(
+        source=text,
+        data=b,
+        byte_starts=empty,
+        byte_ends=empty,
+        text_starts=empty,
+        text_ends=empty,
+        input_starts=empty,
+        input_ends=empty,
+        paragraph=np.empty(0, dtype=np.bool_),
+        trailing_space=trailing,
+        marks=[],
+    )
+
+
+def _clean_word(word: str) -> str:
+    return unicodedata.normalize("NFC", _DIRT.sub("", word))
+
+
+def _scan_dirty(text: str, leading_space: str = "") -> WordScan:
+    """Per-word path for text with NUL, surrogates or non-NFC sequences.
+
+    Words are cleaned one by one; a word that cleans to nothing vanishes and the
+    whitespace around it merges. The canonical form is then scanned on the fast
+    path and its offsets are mapped back to the input.
+    """
+    words: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    marks: list[bool] = []
+    gap_start = 0
+    gap = leading_space
+    for m in _WORD.finditer(text):
+        gap += text[gap_start : m.start()]
+        gap_start = m.end()
+        word = _clean_word(m.group())
+        if not word:
+            continue
+        marks.append(is_paragraph_break(gap))
+        gap = ""
+        words.append(word)
+        starts.append(m.start())
+        ends.append(m.end())
+    trailing = gap + text[gap_start:]
+    pieces = []
+    for k, word in enumerate(words):
+        if k:
+            pieces.append("\n\n" if marks[k] else " ")
+        pieces.append(word)
+    canonical = "".join(pieces)
+    fast = _scan_clean(canonical)
+    if len(fast) != len(words):  # pragma: no cover - NFC never creates whitespace
+        raise AssertionError("normalizer invariant broken: word count changed by cleaning")
+    paragraph = np.array(marks, dtype=np.bool_)
+    return WordScan(
+        source=canonical,
+        data=fast.data,
+        byte_starts=fast.byte_starts,
+        byte_ends=fast.byte_ends,
+        text_starts=fast.text_starts,
+        text_ends=fast.text_ends,
+        input_starts=np.array(starts, dtype=np.int64),
+        input_ends=np.array(ends, dtype=np.int64),
+        paragraph=paragraph,
+        trailing_space=trailing,
+        marks=np.flatnonzero(paragraph).tolist(),
+    )
