@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from bisect import bisect_left
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,7 +61,7 @@ for _c in b"\x0c\x1c\x1d\x1e":
 _UNICODE_SPACE = re.compile("[\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")
 _TRANSLATION = {
     **dict.fromkeys(map(ord, "\xa0\u1680\u202f\u205f\u3000"), " "),
-    **{c: " " for c in range(0x2000, 0x200B)},
+    **dict.fromkeys(range(8192, 8203), " "),
     0x85: "\n",
     0x2028: "\n",
     0x2029: "\x1d",
@@ -76,8 +75,8 @@ _PARAGRAPH_CHARS = "\x0c\x1c\x1d\x1e\u2029"
 class WordScan:
     """The words of one piece of text, as arrays; the chunker's input.
 
-    ``source`` is the string the ``text_*`` offsets index (the input itself on the
-    fast path, its canonical form when per-word cleaning was needed); ``data`` and
+    ``source`` is the canonical text of the words, which the ``text_*`` offsets
+    index (so the canonical text of words ``i..j`` is one slice); ``data`` and
     the ``byte_*`` offsets are the UTF-8 bytes the word hashes are computed over;
     ``input_*`` are character offsets into the scanned input. ``paragraph[i]`` is
     true when a paragraph mark precedes word ``i`` (for word 0: when the whitespace
@@ -95,7 +94,6 @@ class WordScan:
     input_ends: IntArray
     paragraph: BoolArray
     trailing_space: str
-    marks: list[int]
 
     def __len__(self) -> int:
         return len(self.byte_starts)
@@ -152,30 +150,14 @@ def scan_words(text: str, leading_space: str = "") -> WordScan:
 
 def canonical_text(scan: WordScan, i: int, j: int) -> str:
     """Canonical text of words ``i`` to ``j - 1`` of ``scan``."""
-    return join_words(scan.source, scan.text_starts, scan.text_ends, scan.marks, i, j)
+    return join_words(scan.source, scan.text_starts, scan.text_ends, i, j)
 
 
-def join_words(
-    source: str, starts: IntArray, ends: IntArray, marks: list[int], i: int, j: int
-) -> str:
-    """Canonical text of words ``i`` to ``j - 1``: their slices of ``source`` re-spaced.
-
-    ``marks`` is the sorted list of word indices preceded by a paragraph mark. A
-    mark before word ``i`` is never part of the result: canonical text starts with
-    a word.
-    """
+def join_words(source: str, starts: IntArray, ends: IntArray, i: int, j: int) -> str:
+    """Canonical text of words ``i`` to ``j - 1`` of a canonical ``source``: one slice."""
     if j <= i:
         return ""
-    k = bisect_left(marks, i + 1)
-    parts = []
-    a = i
-    while k < len(marks) and marks[k] < j:
-        b = marks[k]
-        parts.append(" ".join(source[starts[a] : ends[b - 1]].split()))
-        a = b
-        k += 1
-    parts.append(" ".join(source[starts[a] : ends[j - 1]].split()))
-    return "\n\n".join(parts)
+    return source[int(starts[i]) : int(ends[j - 1])]
 
 
 def _first_word_plain(paragraph: BoolArray) -> BoolArray:
@@ -186,9 +168,13 @@ def _first_word_plain(paragraph: BoolArray) -> BoolArray:
 
 
 def _needs_cleaning(text: str) -> bool:
+    if "\x00" in text:
+        return True
     if text.isascii():
-        return "\x00" in text
-    if _DIRT.search(text):
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # surrogate code points
         return True
     return not unicodedata.is_normalized("NFC", text)
 
@@ -217,17 +203,15 @@ def _scan_clean(text: str, leading_space: str = "") -> WordScan:
     byte_starts = bounds[w0:-1:2]
     byte_ends = bounds[w0 + 1 :: 2]
 
-    gap_starts = np.empty_like(byte_starts)
-    gap_starts[0] = 0
-    gap_starts[1:] = byte_ends[:-1]
+    # Every line break lies in the gap before exactly one word (or after the last).
     breaks, separators = _line_breaks(b, cls, data)
-    paragraph = (
-        np.searchsorted(breaks, byte_starts) - np.searchsorted(breaks, gap_starts)
-    ) >= 2
+    n_words = len(byte_starts)
+    per_gap = np.bincount(np.searchsorted(byte_starts, breaks), minlength=n_words + 1)
+    paragraph = per_gap[:n_words] >= 2
     if len(separators):
-        paragraph |= np.searchsorted(separators, byte_starts) > np.searchsorted(
-            separators, gap_starts
-        )
+        paragraph |= np.bincount(
+            np.searchsorted(byte_starts, separators), minlength=n_words + 1
+        )[:n_words] > 0
 
     if ascii_only:
         char_starts, char_ends = byte_starts, byte_ends
@@ -237,19 +221,56 @@ def _scan_clean(text: str, leading_space: str = "") -> WordScan:
         char_starts, char_ends = char_at[byte_starts], char_at[byte_ends]
     if leading_space:
         paragraph[0] = is_paragraph_break(leading_space + text[: int(char_starts[0])])
+    canonical, canon_starts, canon_ends = _canonical(
+        text, b, space, byte_starts, byte_ends, char_starts, char_ends, paragraph
+    )
     return WordScan(
-        source=text,
+        source=canonical,
         data=b,
         byte_starts=byte_starts,
         byte_ends=byte_ends,
-        text_starts=char_starts,
-        text_ends=char_ends,
+        text_starts=canon_starts,
+        text_ends=canon_ends,
         input_starts=char_starts,
         input_ends=char_ends,
         paragraph=paragraph,
         trailing_space=text[int(char_ends[-1]) :],
-        marks=np.flatnonzero(paragraph).tolist(),
     )
+
+
+def _canonical(
+    text: str, b: ByteArray, space: BoolArray, byte_starts: IntArray, byte_ends: IntArray,
+    char_starts: IntArray, char_ends: IntArray, paragraph: BoolArray,
+) -> tuple[str, IntArray, IntArray]:
+    """The canonical text of the scanned words and each word's character offsets in it.
+
+    Built with array operations: every whitespace byte is dropped except the first
+    one or two of each inner run, which become ``" "`` or ``"\n\n"``.
+    """
+    sep = np.where(paragraph, 2, 1)
+    sep[0] = 0
+    lengths = char_ends - char_starts
+    canon_starts = np.cumsum(sep + lengths) - lengths
+    canon_ends = canon_starts + lengths
+    gaps = byte_ends[:-1]
+    para = paragraph[1:]
+    if para.any() and bool((byte_starts[1:][para] - gaps[para] < 2).any()):
+        # A one-character paragraph separator has no room for "\n\n" in place.
+        words = [text[a:z] for a, z in zip(char_starts.tolist(), char_ends.tolist(), strict=True)]
+        pieces = [words[0]]
+        for word, mark in zip(words[1:], para.tolist(), strict=True):
+            pieces.append("\n\n" if mark else " ")
+            pieces.append(word)
+        return "".join(pieces), canon_starts, canon_ends
+    out = b.copy()
+    keep = ~space
+    keep[byte_ends[-1] :] = False
+    out[gaps] = np.where(para, 0x0A, 0x20)
+    keep[gaps] = True
+    second = gaps[para] + 1
+    out[second] = 0x0A
+    keep[second] = True
+    return out[keep].tobytes().decode("utf-8"), canon_starts, canon_ends
 
 
 def _line_breaks(b: ByteArray, cls: ByteArray, data: bytes) -> tuple[IntArray, IntArray]:
@@ -293,7 +314,6 @@ def _empty_scan(text: str, b: ByteArray, *, trailing: str) -> WordScan:
         input_ends=empty,
         paragraph=np.empty(0, dtype=np.bool_),
         trailing_space=trailing,
-        marks=[],
     )
 
 
@@ -347,5 +367,4 @@ def _scan_dirty(text: str, leading_space: str = "") -> WordScan:
         input_ends=np.array(ends, dtype=np.int64),
         paragraph=paragraph,
         trailing_space=trailing,
-        marks=np.flatnonzero(paragraph).tolist(),
     )

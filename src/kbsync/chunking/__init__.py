@@ -24,7 +24,7 @@ from kbsync.chunking.tokens import (
 )
 from kbsync.chunking.tttd import tttd_chunks
 from kbsync.errors import ParameterError
-from kbsync.identity import ChunkIdentity
+from kbsync.identity import ChunkIdentity, params_hash
 from kbsync.model import Chunk, ChunkingResult
 from kbsync.normalize import NORMALIZER_VERSION
 
@@ -90,17 +90,17 @@ def chunk_stream(
     yield from _tttd(settings, pieces, counter)
 
 
-def _identity(settings: Params, counter_id: str | None) -> ChunkIdentity:
-    return ChunkIdentity(NORMALIZER_VERSION, settings.chunker_id, _params_hash(settings, counter_id))
+def _params_hash(settings: Params, counter_id: str) -> str:
+    """Hash of the parameters, with the identity of the counter actually used."""
+    canonical = settings.canonical()
+    if "token_counter" in canonical:
+        canonical["token_counter"] = counter_id
+    return params_hash({"chunker": settings.chunker_id, **canonical})
 
 
-def _params_hash(settings: Params, counter_id: str | None) -> str:
-    from kbsync.identity import params_hash
-
-    fields_ = settings.canonical()
-    if counter_id is not None:
-        fields_["token_counter"] = counter_id
-    return params_hash({"chunker": settings.chunker_id, **fields_})
+def _identity(settings: Params, counter_id: str) -> ChunkIdentity:
+    phash = _params_hash(settings, counter_id)
+    return ChunkIdentity(NORMALIZER_VERSION, settings.chunker_id, phash)
 
 
 def _tttd(settings: TTTDParams, pieces: Iterable[str], counter: TokenCounter) -> Iterator[Chunk]:
@@ -112,7 +112,7 @@ def _run(settings: Params, pieces: list[str], counter: TokenCounter | None) -> C
     if isinstance(settings, ByteParams):
         counter = counter or EstimatingCounter()
         counter_id = counter.identity
-        phash = settings.params_hash
+        phash = _params_hash(settings, counter_id)
         identity = ChunkIdentity(NORMALIZER_VERSION, settings.chunker_id, phash)
         chunks = tuple(text_byte_chunks("".join(pieces), settings, identity, counter))
         snapping = False

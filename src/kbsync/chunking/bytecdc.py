@@ -104,7 +104,8 @@ def text_byte_chunks(
     char_at = np.zeros(len(b) + 1, dtype=np.int64)
     np.cumsum((b & 0xC0) != 0x80, out=char_at[1:])
     word_starts = [m.start() for m in _WORD.finditer(canonical)]
-    starts, ends = norm.word_starts.tolist(), norm.word_ends.tolist()
+    starts: list[int] = norm.word_starts.tolist()
+    ends: list[int] = norm.word_ends.tolist()
 
     def to_input(x: int, *, is_end: bool) -> int:
         i = bisect_right(word_starts, x) - 1

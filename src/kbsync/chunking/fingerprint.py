@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["WORD_BASE", "WINDOW_BASE", "mix64", "powers", "window_fingerprints", "word_hashes"]
+__all__ = ["WINDOW_BASE", "WORD_BASE", "mix64", "powers", "window_fingerprints", "word_hashes"]
 
 U64 = npt.NDArray[np.uint64]
 

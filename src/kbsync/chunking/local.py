@@ -74,21 +74,28 @@ def local_chunks(
     parts = list(blocks)
     if not parts:
         return
-    shifts = np.cumsum([0] + [len(b.source) for b in parts[:-1]])
-    source = "".join(b.source for b in parts)
+    pieces, shifts, length = [], [], 0
+    for k, b in enumerate(parts):
+        if k:
+            glue = "\n\n" if b.paragraph[0] else " "
+            pieces.append(glue)
+            length += len(glue)
+        shifts.append(length)
+        pieces.append(b.source)
+        length += len(b.source)
+    source = "".join(pieces)
     text_starts = np.concatenate([b.text_starts + s for b, s in zip(parts, shifts, strict=True)])
     text_ends = np.concatenate([b.text_ends + s for b, s in zip(parts, shifts, strict=True)])
     input_starts = np.concatenate([b.input_starts for b in parts])
     input_ends = np.concatenate([b.input_ends for b in parts])
     tokens = np.concatenate([b.tokens for b in parts])
     fingerprint = np.concatenate([b.fingerprint for b in parts])
-    marks: list[int] = np.flatnonzero(np.concatenate([b.paragraph for b in parts])).tolist()
 
     cuts, kinds = cut_positions(fingerprint, tokens, params.min_tokens, params.max_tokens)
     cum = np.cumsum(tokens)
     start, t0 = 0, 0
     for index, (cut, kind) in enumerate(zip(cuts.tolist(), kinds, strict=True)):
-        text = join_words(source, text_starts, text_ends, marks, start, cut + 1)
+        text = join_words(source, text_starts, text_ends, start, cut + 1)
         t1 = int(cum[cut])
         yield Chunk(
             index=index,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from kbsync.errors import ParameterError
-from kbsync.identity import Field, params_hash
+from kbsync.identity import Field
 
 __all__ = ["ByteParams", "LocalParams", "TTTDParams"]
 
@@ -73,10 +73,6 @@ class TTTDParams:
             fields["snap_window_words"] = 0
         return fields
 
-    @property
-    def params_hash(self) -> str:
-        return params_hash({"chunker": self.chunker_id, **self.canonical()})
-
 
 @dataclass(frozen=True, slots=True)
 class LocalParams:
@@ -106,10 +102,6 @@ class LocalParams:
 
     def canonical(self) -> dict[str, Field]:
         return dict(asdict(self))
-
-    @property
-    def params_hash(self) -> str:
-        return params_hash({"chunker": self.chunker_id, **self.canonical()})
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +133,3 @@ class ByteParams:
 
     def canonical(self) -> dict[str, Field]:
         return dict(asdict(self))
-
-    @property
-    def params_hash(self) -> str:
-        return params_hash({"chunker": self.chunker_id, **self.canonical()})

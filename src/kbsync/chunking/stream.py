@@ -61,32 +61,40 @@ class WordBlock:
 def iter_blocks(pieces: Iterable[str], block_chars: int = BLOCK_CHARS) -> Iterator[str]:
     """Regroup ``pieces`` into blocks that each end right before the start of a word.
 
-    Memory is bounded by ``block_chars`` plus the longest word.
+    Memory is bounded by ``block_chars`` plus the longest word (and the largest piece).
     """
-    buffer = ""
+    parts: list[str] = []
+    held = 0
     for piece in pieces:
         if not piece:
             continue
-        buffer = buffer + piece if buffer else piece
-        while len(buffer) >= block_chars:
-            cut = _last_word_start(buffer, block_chars)
-            if cut <= 0:
+        parts.append(piece)
+        held += len(piece)
+        if held < block_chars:
+            continue
+        text = "".join(parts) if len(parts) > 1 else parts[0]
+        pos = 0
+        while len(text) - pos >= block_chars:
+            cut = _last_word_start(text, pos + block_chars, pos)
+            if cut <= pos:
                 break
-            yield buffer[:cut]
-            buffer = buffer[cut:]
-    if buffer:
-        yield buffer
+            yield text[pos:cut]
+            pos = cut
+        rest = text[pos:]
+        parts, held = [rest], len(rest)
+    if held:
+        yield "".join(parts)
 
 
-def _last_word_start(buffer: str, near: int) -> int:
-    """The last index at or before ``near`` where a word starts after whitespace (0 if none)."""
-    j = min(near, len(buffer) - 1)
-    floor = max(0, j - _MAX_WORD_PROBE)
-    while j > floor:
-        if buffer[j - 1].isspace() and not buffer[j].isspace():
+def _last_word_start(text: str, near: int, floor: int) -> int:
+    """The last index in ``(floor, near]`` where a word starts after whitespace, else ``floor``."""
+    j = min(near, len(text) - 1)
+    stop = max(floor, j - _MAX_WORD_PROBE)
+    while j > stop:
+        if text[j - 1].isspace() and not text[j].isspace():
             return j
         j -= 1
-    return 0
+    return floor
 
 
 def word_blocks(
@@ -124,7 +132,7 @@ _NO_FLAGS = np.zeros(0, dtype=np.bool_)
 
 
 def _sentence_ends(scan: WordScan) -> npt.NDArray[np.bool_]:
-    """Words ending in ``.``, ``!`` or ``?``, optionally followed by one closing quote or bracket."""
+    """Words ending in ``.``, ``!`` or ``?``, maybe followed by one closing quote or bracket."""
     b = scan.data
     ends = scan.byte_ends
     length = ends - scan.byte_starts

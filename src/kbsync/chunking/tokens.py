@@ -8,7 +8,7 @@ chunker) and lets a chunk's size be a difference of prefix sums.
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -66,25 +66,25 @@ class EstimatingCounter:
         n_words = len(scan)
         if n_words == 0:
             return np.empty(0, dtype=np.int64)
-        b = scan.data
-        cls = _CLASS[b]
-        n = len(b)
+        cls = _CLASS[scan.data]
+        n = len(cls)
         edges = np.flatnonzero(cls[1:] != cls[:-1]) + 1
         run_starts = np.empty(len(edges) + 1, dtype=np.int64)
         run_starts[0] = 0
         run_starts[1:] = edges
-        run_ends = np.empty_like(run_starts)
-        run_ends[:-1] = edges
-        run_ends[-1] = n
+        lengths = np.diff(run_starts, append=n)
         run_cls = cls[run_starts]
-        lengths = run_ends - run_starts
-        tokens = (lengths + _DIV[run_cls] - 1) // _DIV[run_cls]
-        tokens[run_cls == _SPACE] = 0
+        div = _DIV[run_cls]
+        tokens = (lengths + div - 1) // div
+        word = run_cls != _SPACE
+        tokens[~word] = 0
         cum = np.zeros(len(tokens) + 1, dtype=np.int64)
         np.cumsum(tokens, out=cum[1:])
-        first = np.searchsorted(run_starts, scan.byte_starts)
-        last = np.searchsorted(run_starts, scan.byte_ends)
-        return np.maximum(cum[last] - cum[first], 1)
+        # A word is a maximal sequence of non-space runs.
+        first = np.flatnonzero(word & np.concatenate([[True], ~word[:-1]]))
+        last = np.flatnonzero(word & np.concatenate([~word[1:], [True]])) + 1
+        counts: IntArray = np.maximum(cum[last] - cum[first], 1)
+        return counts
 
 
 class TiktokenCounter:
@@ -101,7 +101,7 @@ class TiktokenCounter:
         except ImportError as exc:
             raise DependencyMissingError("the exact token counter", "tiktoken", "tiktoken") from exc
         self._encoding_name = encoding
-        self._encoding = _load_encoding(tiktoken, encoding)
+        self._encoding: Any = _load_encoding(tiktoken, encoding)
         self._memo: dict[str, int] = {}
 
     @property

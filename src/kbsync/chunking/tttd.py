@@ -57,8 +57,9 @@ class _Pending:
     backup: npt.NDArray[np.bool_]
 
     def extend(self, block: WordBlock, primary_mask: np.uint64, backup_mask: np.uint64) -> None:
-        shift = len(self.source)
-        self.source += block.source
+        glue = ("\n\n" if block.paragraph[0] else " ") if len(self.tokens) else ""
+        shift = len(self.source) + len(glue)
+        self.source = self.source + glue + block.source if glue else block.source
         self.text_starts = np.concatenate([self.text_starts, block.text_starts + shift])
         self.text_ends = np.concatenate([self.text_ends, block.text_ends + shift])
         self.input_starts = np.concatenate([self.input_starts, block.input_starts])
@@ -129,8 +130,7 @@ def _cut(
     backup = np.flatnonzero(p.backup)
     prim_pos, prim_t = primary.tolist(), cum[primary].tolist()
     back_pos, back_t = backup.tolist(), cum[backup].tolist()
-    marks: list[int] = np.flatnonzero(p.paragraph).tolist()
-    snapper = _Snapper(p, cum, marks, params.snap_window_words) if params.snap else None
+    snapper = _Snapper(p, cum, params.snap_window_words) if params.snap else None
 
     s, t0 = 0, 0
     while s < m:
@@ -156,7 +156,7 @@ def _cut(
             snapped = target != cut
             cut = target
         t1 = int(cum[cut])
-        text = join_words(p.source, p.text_starts, p.text_ends, marks, s, cut + 1)
+        text = join_words(p.source, p.text_starts, p.text_ends, s, cut + 1)
         yield Chunk(
             index=index,
             text=text,
@@ -175,12 +175,12 @@ def _cut(
 class _Snapper:
     """Finds the break to snap a raw cut to; reads only ±window words around it."""
 
-    def __init__(self, p: _Pending, cum: IntArray, marks: list[int], window: int) -> None:
+    def __init__(self, p: _Pending, cum: IntArray, window: int) -> None:
         self._cum = cum
         self._window = window
         self._last = len(p.tokens) - 1
         # A paragraph break after word q is a mark on word q + 1.
-        self._paragraphs = [q - 1 for q in marks if q > 0]
+        self._paragraphs: list[int] = (np.flatnonzero(p.paragraph[1:])).tolist()
         self._sentences: list[int] = np.flatnonzero(p.sentence_end).tolist()
 
     def snap(self, cut: int, start: int, lo: int, hi: int) -> int:

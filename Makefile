@@ -1,0 +1,36 @@
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: run test lint bench clean
+
+## make run: create .venv, install kbsync, chunk the bundled sample corpus and print diagnostics
+run: $(VENV)/.installed
+	$(BIN)/kbsync chunk examples/corpus
+
+## make test: install the dev extras, then ruff, mypy --strict, the import-layer check and pytest
+test: $(VENV)/.dev-installed lint
+	$(BIN)/pytest
+
+lint: $(VENV)/.dev-installed
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+bench: $(VENV)/.dev-installed
+	$(BIN)/python benchmarks/chunking.py
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.dev-installed: pyproject.toml | $(VENV)/bin/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@ $(VENV)/.installed
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
