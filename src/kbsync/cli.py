@@ -118,7 +118,7 @@ def chunk(
         else:
             console.print(f"[bold]{len(results)}[/] files, [bold]{len(everything)}[/] chunks")
         for name, why in failures.items():
-            Console(stderr=True).print(f"[red]error[/]: {name}: {why}")
+            typer.echo(f"error: {name}: {why}", err=True)
         console.print(diagnostics_table(total))
     if failures:
         raise typer.Exit(EXIT_ERROR)
@@ -143,7 +143,7 @@ class _Errors:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: object) -> None:
         if isinstance(exc, KbsyncError) and not _state["debug"]:
-            Console(stderr=True).print(f"[red]error[/]: {exc}", highlight=False)
+            typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(EXIT_ERROR)
 
 

@@ -1,0 +1,5 @@
+"""``python -m kbsync``: the command line."""
+
+from kbsync.cli import main
+
+main()

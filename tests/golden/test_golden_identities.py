@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kbsync.identity import canonical_bytes, digest
+from tests.golden.make_golden import CASES, golden
+
+PINNED = json.loads((Path(__file__).parent / "identities.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def fresh() -> dict[str, object]:
+    return golden()
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_chunk_identities_and_parameter_hashes_match_the_golden_vectors(
+    fresh: dict[str, dict[str, object]], case: str
+) -> None:
+    assert fresh["cases"][case] == PINNED["cases"][case]  # type: ignore[index]
+
+
+def test_document_hashes_and_the_canonical_encoding_match_the_golden_vectors(
+    fresh: dict[str, object],
+) -> None:
+    for key in ("canonical_bytes", "source_bytes_hash", "normalized_text_hash"):
+        assert fresh[key] == PINNED[key]
+
+
+def test_length_delimiting_keeps_different_field_sequences_apart() -> None:
+    assert canonical_bytes("ab", "c") != canonical_bytes("a", "bc")
+    assert canonical_bytes(1) != canonical_bytes("1") != canonical_bytes(b"1")
+    assert digest("kbsync:a", "x") != digest("kbsync:b", "x")
+
+
+def test_every_strategy_has_its_own_identities() -> None:
+    seen: set[str] = set()
+    for case in PINNED["cases"].values():
+        assert seen.isdisjoint(case["chunks"])
+        seen |= set(case["chunks"])

@@ -1,0 +1,84 @@
+from __future__ import annotations
+
+import unicodedata
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kbsync import NORMALIZER_VERSION, normalize
+from kbsync.normalize import scan_words
+from tests import reference
+
+PIECES = [*list("ab c.\n\r\t\x00\x0c"), "\xa0", "\u2029", "\u2028", "é", "é", "�", "日"]
+TEXT = st.lists(st.sampled_from(PIECES), max_size=60).map("".join)
+
+
+def test_normalizer_is_versioned() -> None:
+    assert NORMALIZER_VERSION == 1
+
+
+def test_runs_of_whitespace_collapse_to_one_space() -> None:
+    assert normalize("  alpha \t beta\ngamma  ").text == "alpha beta gamma"
+
+
+def test_two_line_breaks_make_a_paragraph_mark_whatever_the_line_endings() -> None:
+    for text in ("one\n\ntwo", "one\r\n\r\ntwo", "one\r\rtwo", "one \n \t\n two", "one\u2029two"):
+        assert normalize(text).text == "one\n\ntwo"
+
+
+def test_a_single_line_break_is_just_a_space() -> None:
+    assert normalize("one\r\ntwo\rthree\nfour").text == "one two three four"
+
+
+def test_nul_and_surrogates_are_removed_and_text_is_nfc() -> None:
+    text = "cafe\u0301 x\x00y \ud800z"
+    norm = normalize(text)
+    assert norm.text == "café xy z"
+    assert unicodedata.is_normalized("NFC", norm.text)
+
+
+def test_unicode_spaces_separate_words() -> None:
+    assert normalize("a\u00a0b\u3000c\u2003d").text == "a b c d"
+
+
+def test_every_word_keeps_its_offsets_in_the_input() -> None:
+    text = "  Hello,\u00a0wörld!\n\n\tNew paragraph.  "
+    norm = normalize(text)
+    words = [text[a:b] for a, b in zip(norm.word_starts, norm.word_ends, strict=True)]
+    assert words == norm.words == ["Hello,", "wörld!", "New", "paragraph."]
+    assert norm.paragraph_before.tolist() == [False, False, True, False]
+
+
+def test_offsets_of_cleaned_words_point_at_the_original_words() -> None:
+    text = "x\x00y  cafe\u0301"
+    norm = normalize(text)
+    assert [text[a:b] for a, b in zip(norm.word_starts, norm.word_ends, strict=True)] == [
+        "x\x00y",
+        "cafe\u0301",
+    ]
+
+
+@given(TEXT)
+def test_normalizing_is_idempotent(text: str) -> None:
+    once = normalize(text)
+    assert normalize(once.text).text == once.text
+
+
+@given(TEXT)
+def test_the_vectorized_scan_matches_the_plain_reference(text: str) -> None:
+    assert normalize(text).text == reference.canonical(reference.words_of(text))
+
+
+@given(TEXT, st.integers(min_value=0, max_value=80))
+def test_a_text_scanned_in_two_pieces_keeps_its_paragraph_marks(text: str, at: int) -> None:
+    # Pieces are split before a word start, as the chunker's block splitter does.
+    at = min(at, len(text))
+    while 0 < at < len(text) and not (text[at - 1].isspace() and not text[at].isspace()):
+        at -= 1
+    if at == 0:
+        return
+    first = scan_words(text[:at])
+    second = scan_words(text[at:], first.trailing_space)
+    whole = scan_words(text)
+    joined = first.paragraph.tolist() + second.paragraph.tolist()
+    assert joined[1:] == whole.paragraph.tolist()[1:]
