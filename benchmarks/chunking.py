@@ -457,7 +457,7 @@ def _verdict(ok: bool) -> str:
 
 # --------------------------------------------------------------------------- churn
 
-_SENTENCE = re.compile(r"[A-Z\"'(][^\n]*?[.!?]+[\"'’”)]*(?=\s|$)")
+_SENTENCE = re.compile(r"[A-Z0-9\"'(“‘][^\n]*?[.!?]+[\"'’”)]*(?=\s|$)")
 
 
 @dataclass(frozen=True)
