@@ -6,8 +6,23 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kbsync import Boundary, ParameterError, TTTDParams, chunk_stream, chunk_text, normalize
+from kbsync import (
+    Boundary,
+    Chunk,
+    ParameterError,
+    TTTDParams,
+    chunk_stream,
+    chunk_text,
+    normalize,
+)
+from kbsync.chunking.stream import word_blocks
+from kbsync.chunking.tokens import EstimatingCounter
+from kbsync.chunking.tttd import tttd_chunks
+from kbsync.identity import ChunkIdentity
 from tests import reference
+from tests.conftest import corpus_text
+
+_CORPUS_HEAD = corpus_text("b-*.md")[:6000]
 
 SMALL = {"min_tokens": 12, "max_tokens": 48, "primary_bits": 4, "backup_bits": 2, "window_words": 4}
 VOCAB = ["alpha", "beta", "gamma", "delta,", "epsilon.", "zeta", "eta!", "theta", "x1", "naïve"]
@@ -42,6 +57,20 @@ def test_streaming_in_any_pieces_gives_the_one_shot_chunks(
         pieces.append(text[pos : pos + step])
         pos, k = pos + step, k + 1
     assert list(chunk_stream(pieces, **SMALL)) == list(chunk_text(text, **SMALL).chunks)
+
+
+@given(st.integers(min_value=8, max_value=3000))
+def test_any_block_size_gives_the_same_chunks(block_chars: int) -> None:
+    # Small limits make block ends coincide with the maximum often (a past off-by-one).
+    params = TTTDParams(min_tokens=6, max_tokens=12, primary_bits=6, backup_bits=5, window_words=3)
+    text = _CORPUS_HEAD
+    identity = ChunkIdentity(1, "tttd-v1", "test")
+
+    def run(size: int) -> list[Chunk]:
+        blocks = word_blocks([text], EstimatingCounter(), 3, block_chars=size)
+        return list(tttd_chunks(blocks, params, identity))
+
+    assert run(block_chars) == run(1 << 20)
 
 
 def test_streaming_a_long_text_in_tiny_pieces_matches_the_one_shot_call(corpus: str) -> None:

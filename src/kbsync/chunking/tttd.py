@@ -139,8 +139,8 @@ def _cut(
         if i < len(prim_t) and prim_t[i] <= hi:
             cut, kind = prim_pos[i], Boundary.PRIMARY
         elif not ended and total < hi:
-            break
-        elif total <= hi:
+            break  # a primary or the end of the input may still come within the maximum
+        elif ended and total <= hi:
             cut, kind = m - 1, Boundary.FINAL
         else:
             j = bisect_right(back_t, hi) - 1
