@@ -17,7 +17,9 @@ lint: $(VENV)/.dev-installed
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+## make bench: install the peer chunkers and run the chunking benchmark (several minutes)
 bench: $(VENV)/.dev-installed
+	$(BIN)/python -m pip install --quiet -r benchmarks/requirements.txt
 	$(BIN)/python benchmarks/chunking.py
 
 $(VENV)/bin/python:

@@ -19,7 +19,8 @@ Churn
     applied to the original text independently. Every chunker is tuned so its mean chunk
     on the original is close to 256 words. For each edit we count the edited text's chunks
     whose text is not among the original's chunk texts ("new chunks per edit") and the
-    share of the edited text's words that lie in those chunks ("share of new words").
+    share of the edited text's words that lie in those chunks ("share of new tokens",
+    counted in words).
 
 Run it from the repository root with the peers installed (``benchmarks/requirements.txt``)::
 
@@ -43,6 +44,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -97,10 +99,16 @@ def _words(text: str) -> int:
 
 
 def _kbsync_tttd(min_tokens: int) -> Split:
-    params = {"min_tokens": min_tokens, "max_tokens": 1024, "primary_bits": 7, "backup_bits": 5}
-
     def split(text: str) -> list[str]:
-        result = chunk_text(text, strategy="tttd", window_words=8, **params)
+        result = chunk_text(
+            text,
+            strategy="tttd",
+            min_tokens=min_tokens,
+            max_tokens=1024,
+            primary_bits=7,
+            backup_bits=5,
+            window_words=8,
+        )
         return [chunk.text for chunk in result.chunks]
 
     return split
@@ -171,7 +179,6 @@ def _langchain() -> TextChunker:
 
 
 def _semchunk() -> TextChunker:
-    import semchunk
     import semchunk.semchunk as semchunk_impl
 
     def build(size: int) -> Split:
@@ -181,7 +188,10 @@ def _semchunk() -> TextChunker:
                 return len(piece.split())
 
             try:
-                return list(semchunk.chunk(text, size, count))
+                chunks = semchunk_impl.chunk(text, size, count)
+                if not isinstance(chunks, list):  # (chunks, offsets) only with offsets=True
+                    raise TypeError(f"semchunk returned {type(chunks).__name__}")
+                return chunks
             finally:
                 getattr(semchunk_impl, "_memoized_token_counters", {}).pop(count, None)
 
@@ -376,7 +386,7 @@ def measure_throughput(
                     text = prefix_slice(text, SLICE_MB * 1_000_000)
                     data = text.encode("utf-8")
                     is_slice = True
-            seconds = best_time(lambda t=text, d=data: call(t, d))
+            seconds = best_time(partial(call, text, data))
             mb_s[label] = len(data) / 1e6 / seconds
             measured[label] = len(data) / 1e6
             sliced[label] = is_slice
@@ -384,10 +394,18 @@ def measure_throughput(
         console.log(f"throughput: {name} done")
 
     for t in tuned:
-        run(t.chunker.name, "text", t.params, t.chunker.is_kbsync, lambda s, _d, f=t.split: f(s))
+        run(t.chunker.name, "text", t.params, t.chunker.is_kbsync, _on_text(t.split))
     for b in bytes_:
-        run(b.name, "bytes", b.params, b.is_kbsync, lambda _s, d, f=b.cut: f(d))
+        run(b.name, "bytes", b.params, b.is_kbsync, _on_bytes(b.cut))
     return results
+
+
+def _on_text(split: Split) -> Callable[[str, bytes], object]:
+    return lambda text, _data: split(text)
+
+
+def _on_bytes(cut: Cut) -> Callable[[str, bytes], object]:
+    return lambda _text, data: cut(data)
 
 
 def print_throughput(speeds: list[Speed], labels: list[str]) -> None:
@@ -531,7 +549,7 @@ def print_churn(results: list[Churn], edits: int, words: int) -> None:
         "insert",
         "delete",
         "replace",
-        "share of\nnew words",
+        "share of new\ntokens (words)",
     ):
         table.add_column(column, justify="right")
     for churn in results:
