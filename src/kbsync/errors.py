@@ -9,9 +9,16 @@ from __future__ import annotations
 
 __all__ = [
     "ChunkingError",
+    "ConfigError",
     "DependencyMissingError",
+    "DocumentError",
+    "ExtractionError",
     "KbsyncError",
+    "LockedError",
     "ParameterError",
+    "SchemaError",
+    "SourceError",
+    "StoreError",
 ]
 
 
@@ -38,3 +45,36 @@ class DependencyMissingError(KbsyncError, ImportError):
         self.feature = feature
         self.extra = extra
         self.module = module
+
+
+class DocumentError(KbsyncError):
+    """A problem with one document; the message names it. The run goes on with the others."""
+
+    def __init__(self, locator: str, message: str) -> None:
+        super().__init__(f"{locator}: {message}")
+        self.locator = locator
+        self.reason = message
+
+
+class ExtractionError(DocumentError):
+    """A document's bytes could not be turned into text (undecodable, binary, malformed)."""
+
+
+class SourceError(KbsyncError):
+    """A source could not be listed or read."""
+
+
+class StoreError(KbsyncError):
+    """The record store is unusable or inconsistent."""
+
+
+class SchemaError(StoreError):
+    """The store's schema is newer than this kbsync knows; nothing was written."""
+
+
+class LockedError(KbsyncError):
+    """Another process holds the writer lock of the knowledge base."""
+
+
+class ConfigError(KbsyncError):
+    """The configuration file is missing, malformed or inconsistent."""

@@ -13,7 +13,13 @@ __all__ = [
     "Chunk",
     "ChunkingDiagnostics",
     "ChunkingResult",
+    "ItemError",
+    "Listing",
+    "Record",
     "Region",
+    "Section",
+    "SourceItem",
+    "SourceStat",
     "Verdict",
 ]
 
@@ -146,3 +152,79 @@ class ChangeReport:
     moved: int
     regions: tuple[Region, ...]
     verdict: Verdict
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """A part of an extracted document: an optional heading and its body text."""
+
+    heading: str | None
+    text: str
+    level: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """What an extractor makes of a document's bytes.
+
+    ``metadata`` is a sorted tuple of (name, value) pairs so the record stays
+    hashable and its serialization canonical.
+    """
+
+    title: str | None
+    description: str | None
+    sections: tuple[Section, ...]
+    metadata: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def text(self) -> str:
+        """The record's text: each section's heading and body, separated by blank lines."""
+        parts: list[str] = []
+        for s in self.sections:
+            if s.heading:
+                parts.append(s.heading)
+            if s.text:
+                parts.append(s.text)
+        return "\n\n".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class SourceStat:
+    """What the stat gate compares: unchanged size, mtime and inode mean "not read at all"."""
+
+    size: int
+    mtime_ns: int
+    inode: int
+
+
+@dataclass(frozen=True, slots=True)
+class SourceItem:
+    """One document as a source lists it, before anything is read.
+
+    ``key`` is the natural key (a POSIX path relative to the root, NFC; or a
+    canonical URL), ``locator`` where to read it from.
+    """
+
+    key: str
+    locator: str
+    media_type: str
+    stat: SourceStat | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ItemError:
+    """A per-document problem met while listing or reading; the run goes on."""
+
+    key: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """A source's listing. ``complete`` is false when it may have missed documents
+    (root missing, permission denied): then nothing may be deleted."""
+
+    items: tuple[SourceItem, ...]
+    complete: bool = True
+    errors: tuple[ItemError, ...] = ()
+    warnings: tuple[str, ...] = ()

@@ -1,0 +1,26 @@
+"""Extractors: media type -> :class:`~kbsync.model.Record`.
+
+Each extractor has an ``identity`` (name, version and settings) that is part of
+a document's text hash, so a better extractor re-derives what it changes.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from kbsync.model import Record
+
+__all__ = ["Extractor"]
+
+
+@runtime_checkable
+class Extractor(Protocol):
+    """Turns a document's bytes into a Record, or raises ExtractionError naming the locator."""
+
+    @property
+    def identity(self) -> str:
+        """Name, version and settings, e.g. ``"markdown-v1"``."""
+        ...
+
+    def extract(self, data: bytes, *, locator: str) -> Record:
+        ...

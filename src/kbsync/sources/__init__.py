@@ -1,0 +1,27 @@
+"""Sources: where documents come from. A source lists items, then reads the ones asked for."""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from kbsync.model import Listing, SourceItem
+
+__all__ = ["Source"]
+
+
+@runtime_checkable
+class Source(Protocol):
+    """A folder, a website, or a fake in tests."""
+
+    @property
+    def name(self) -> str:
+        """Stable name of the source inside a knowledge base (its keys are unique within it)."""
+        ...
+
+    def list(self) -> Listing:
+        """Every item currently in the source, with the stat the first gate compares."""
+        ...
+
+    def read(self, item: SourceItem) -> bytes:
+        """The item's bytes; raises DocumentError (naming the item) when it cannot be read."""
+        ...
