@@ -1,7 +1,9 @@
 """The command line: parse, call the library, render, exit.
 
-Exit codes: 0 success, 1 an error kbsync reports (one line on stderr; the
-traceback only with ``--debug``), 2 a usage error.
+Exit codes: 0 success; 1 an error kbsync reports (one line on stderr, the
+traceback only with ``--debug``); 2 a usage error; 3 another process holds the
+writer lock (with ``--no-wait``); 4 the command finished but found problems
+(documents that failed, blocked deletions, ``verify`` findings).
 """
 
 from __future__ import annotations
@@ -18,14 +20,35 @@ from rich.console import Console
 from kbsync import __version__
 from kbsync.chunking import chunk_text, make_params
 from kbsync.chunking.diagnostics import diagnose
-from kbsync.errors import KbsyncError
+from kbsync.engine import (
+    CONFIG_NAME,
+    Engine,
+    SearchMode,
+    add_source,
+    init_config,
+    load_config,
+    remove_source,
+)
+from kbsync.errors import KbsyncError, LockedError
 from kbsync.model import Chunk, ChunkingResult
 from kbsync.normalize import NORMALIZER_VERSION
-from kbsync.report import chunk_dict, chunks_table, diagnostics_dict, diagnostics_table
+from kbsync.report import (
+    chunk_dict,
+    chunks_table,
+    diagnostics_dict,
+    diagnostics_table,
+    highlighted,
+    hit_dict,
+    hits_table,
+    sync_tables,
+)
+from kbsync.sync import SyncReport, report_dict
 
 __all__ = ["app", "main"]
 
 EXIT_ERROR = 1
+EXIT_LOCKED = 3
+EXIT_PROBLEMS = 4
 
 app = typer.Typer(
     help="Keep a retrieval knowledge base in sync with changing sources.",
@@ -144,7 +167,229 @@ class _Errors:
                  tb: object) -> None:
         if isinstance(exc, KbsyncError) and not _state["debug"]:
             typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(EXIT_ERROR)
+            raise typer.Exit(EXIT_LOCKED if isinstance(exc, LockedError) else EXIT_ERROR)
+
+
+ConfigOption = Annotated[
+    Path, typer.Option("--config", "-c", help=f"The {CONFIG_NAME} file or its folder.")
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+sources_app = typer.Typer(help="Add or remove sources of the knowledge base.", no_args_is_help=True)
+app.add_typer(sources_app, name="sources")
+
+
+def _emit(data: Any) -> None:
+    typer.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+
+@app.command()
+def init(
+    sources: Annotated[list[str] | None, typer.Argument(help="Folders to keep in sync.")] = None,
+    folder: Annotated[Path, typer.Option(help="Where to write the configuration.")] = Path("."),
+    as_json: JsonOption = False,
+) -> None:
+    """Write kbsync.toml with these sources and the defaults (SQLite store under .kbsync/)."""
+    with _Errors():
+        config = init_config(folder, sources or [])
+    if as_json:
+        _emit({"config": str(config.file), "sources": [s.name for s in config.sources]})
+    else:
+        typer.echo(f"wrote {config.file} with {len(config.sources)} source(s)")
+
+
+@sources_app.command("add")
+def sources_add(
+    path: Annotated[str, typer.Argument(help="A folder.")],
+    name: Annotated[str | None, typer.Option(help="Its name in the knowledge base.")] = None,
+    config: ConfigOption = Path("."),
+    as_json: JsonOption = False,
+) -> None:
+    """Add a folder source."""
+    with _Errors():
+        updated = add_source(load_config(config), path, name)
+    if as_json:
+        _emit({"sources": [s.name for s in updated.sources]})
+    else:
+        typer.echo(f"added {updated.sources[-1].name}")
+
+
+@sources_app.command("remove")
+def sources_remove(
+    name: Annotated[str, typer.Argument(help="The source's name.")],
+    config: ConfigOption = Path("."),
+    as_json: JsonOption = False,
+) -> None:
+    """Remove a source (its documents are deleted by the next sync)."""
+    with _Errors():
+        updated = remove_source(load_config(config), name)
+    if as_json:
+        _emit({"sources": [s.name for s in updated.sources]})
+    else:
+        typer.echo(f"removed {name}")
+
+
+def _progress_run(fn: Any, quiet: bool) -> SyncReport:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    if quiet:
+        result: SyncReport = fn(None)
+        return result
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  transient=True, console=Console(stderr=True)) as bar:
+        tasks: dict[str, Any] = {}
+
+        def tick(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=total)
+            bar.update(tasks[stage], completed=done, total=total)
+
+        return fn(tick)  # type: ignore[no-any-return]
+
+
+def _print_report(report: SyncReport, as_json: bool) -> None:
+    data = report_dict(report)
+    if as_json:
+        _emit(data)
+    else:
+        console = Console()
+        for table in sync_tables(data):
+            console.print(table)
+        if report.diagnostics is not None and report.diagnostics.chunk_count:
+            console.print(diagnostics_table(report.diagnostics))
+        for s in report.sources:
+            for key, message in s.failures:
+                typer.echo(f"error: {s.source}:{key}: {message}" if key
+                           else f"error: {s.source}: {message}", err=True)
+            for warning in s.warnings:
+                typer.echo(f"warning: {s.source}: {warning}", err=True)
+
+
+@app.command()
+def plan(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
+    """Show what a sync would do (documents, chunks to embed, embedding tokens); write nothing."""
+    with _Errors(), Engine(load_config(config)) as engine:
+        report = _progress_run(lambda tick: engine.plan(progress=tick), as_json)
+    _print_report(report, as_json)
+
+
+@app.command()
+def sync(
+    config: ConfigOption = Path("."),
+    verify: Annotated[bool, typer.Option("--verify", help="Read every file, even when its "
+                                         "stat is unchanged.")] = False,
+    allow_mass_delete: Annotated[bool, typer.Option(
+        help="Allow deleting more than half of a source's documents.")] = False,
+    wait: Annotated[bool, typer.Option(help="Wait for another writer to finish.")] = True,
+    as_json: JsonOption = False,
+) -> None:
+    """Bring the knowledge base in step with its sources."""
+    with _Errors(), Engine(load_config(config)) as engine:
+        report = _progress_run(lambda tick: engine.sync(
+            verify=verify, allow_mass_delete=allow_mass_delete, progress=tick, wait=wait,
+            on_wait=lambda message: typer.echo(message, err=True)), as_json)
+    _print_report(report, as_json)
+    if report.failed:
+        raise typer.Exit(EXIT_PROBLEMS)
+
+
+@app.command()
+def status(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
+    """Documents, chunks, embeddings and the last run."""
+    with _Errors(), Engine(load_config(config)) as engine:
+        st = engine.status()
+    data = {"documents": st.documents, "chunks": st.chunks, "embeddings": st.embeddings,
+            "runs": st.runs, "by_source": dict(st.by_source),
+            "last_run": {k: st.last_run[k] for k in ("started", "finished", "documents")}
+            if st.last_run else None}
+    if as_json:
+        _emit(data)
+    else:
+        for name, value in data.items():
+            typer.echo(f"{name}: {value}")
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="What to look for.")],
+    k: Annotated[int, typer.Option("-k", help="How many results.")] = 5,
+    mode: Annotated[str, typer.Option(help="vector, text or hybrid.")] = "hybrid",
+    config: ConfigOption = Path("."),
+    as_json: JsonOption = False,
+) -> None:
+    """Search the current chunks: vector similarity, full text, or both fused (default)."""
+    if mode not in ("vector", "text", "hybrid"):
+        typer.echo(f"error: unknown search mode {mode!r}: use vector, text or hybrid", err=True)
+        raise typer.Exit(2)
+    search_mode: SearchMode = mode  # type: ignore[assignment]
+    with _Errors(), Engine(load_config(config)) as engine:
+        hits = engine.search(query, k=k, mode=search_mode)
+    if as_json:
+        _emit([hit_dict(h) for h in hits])
+    else:
+        Console().print(hits_table(hits))
+
+
+@app.command()
+def diff(
+    key: Annotated[str, typer.Argument(help="The document's key.")],
+    config: ConfigOption = Path("."),
+    as_json: JsonOption = False,
+) -> None:
+    """The last change of a document: verdict, similarity and the changed regions."""
+    with _Errors(), Engine(load_config(config)) as engine:
+        doc, change = engine.diff(key)
+    if as_json:
+        _emit({"key": doc.key, "source": doc.source, "verdict": str(change.verdict),
+               "similarity": change.similarity, "last_changed": doc.last_changed,
+               "regions": [{"offset": r.offset, "length": r.length,
+                            "text": doc.text[r.offset : r.end]} for r in change.regions]})
+        return
+    console = Console()
+    console.print(f"[bold]{doc.key}[/] ({doc.source}), changed {doc.last_changed}: "
+                  f"{change.verdict}, similarity {change.similarity:.3f}, "
+                  f"{len(change.regions)} changed region(s)")
+    if doc.previous is None:
+        console.print("first version: no earlier text to compare with")
+    console.print(highlighted(doc.text, change.regions))
+
+
+@app.command()
+def verify(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
+    """Recompute and check every invariant of the store; exit 4 with the problems found."""
+    with _Errors(), Engine(load_config(config)) as engine:
+        problems = engine.verify()
+    if as_json:
+        _emit({"ok": not problems, "problems": problems})
+    else:
+        typer.echo("ok: every invariant holds" if not problems else "\n".join(problems))
+    if problems:
+        raise typer.Exit(EXIT_PROBLEMS)
+
+
+@app.command()
+def erase(
+    pattern: Annotated[str, typer.Argument(help="A document key or a glob over keys.")],
+    config: ConfigOption = Path("."),
+    as_json: JsonOption = False,
+) -> None:
+    """Remove every row, text and vector derived from matching documents."""
+    with _Errors(), Engine(load_config(config)) as engine:
+        gone = engine.erase(pattern)
+    if as_json:
+        _emit({"erased": [{"source": s, "key": k} for s, k in gone]})
+    else:
+        typer.echo(f"erased {len(gone)} document(s)")
+
+
+@app.command()
+def gc(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
+    """Drop cache entries and texts nothing refers to, and compact the store."""
+    with _Errors(), Engine(load_config(config)) as engine:
+        removed = engine.gc()
+    if as_json:
+        _emit(removed)
+    else:
+        typer.echo(", ".join(f"{v} {k} removed" for k, v in removed.items()))
 
 
 def main() -> None:

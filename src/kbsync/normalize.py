@@ -62,8 +62,9 @@ _UNICODE_SPACE = re.compile("[\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205
 _TRANSLATION = {
     **dict.fromkeys(map(ord, "\xa0\u1680\u202f\u205f\u3000"), " "),
     **dict.fromkeys(range(8192, 8203), " "),
-    0x85: "\n",
-    0x2028: "\n",
+    # "\x0b" rather than "\n": "\r" then U+2028 are two line breaks, not one CRLF.
+    0x85: "\x0b",
+    0x2028: "\x0b",
     0x2029: "\x1d",
 }
 _WORD = re.compile(r"\S+")

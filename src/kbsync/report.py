@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
-from kbsync.model import Chunk, ChunkingDiagnostics
+from kbsync.model import Chunk, ChunkingDiagnostics, Region
+from kbsync.store import Hit
 
-__all__ = ["chunk_dict", "chunks_table", "diagnostics_dict", "diagnostics_table"]
+__all__ = [
+    "chunk_dict",
+    "chunks_table",
+    "diagnostics_dict",
+    "diagnostics_table",
+    "highlighted",
+    "hit_dict",
+    "hits_table",
+    "sync_tables",
+]
 
 
 def diagnostics_dict(d: ChunkingDiagnostics) -> dict[str, Any]:
@@ -65,3 +77,63 @@ def chunks_table(chunks: tuple[Chunk, ...], title: str) -> Table:
         table.add_row(str(c.index), str(c.start), str(c.end), str(c.token_count),
                       str(c.boundary), c.identity[:12], words)
     return table
+
+
+def sync_tables(data: Mapping[str, Any]) -> list[Table]:
+    """Tables of a sync (or plan) report given as :func:`kbsync.sync.report_dict` data."""
+    title = "Plan (nothing written)" if data["dry_run"] else "Sync report"
+    docs = Table(title=title, title_justify="left")
+    for name in ("source", "new", "modified", "metadata-only", "moved", "deleted", "unchanged",
+                 "failed"):
+        docs.add_column(name, justify="left" if name == "source" else "right")
+    work = Table(title="Work", title_justify="left")
+    for name in ("source", "bytes read", "bytes skipped", "chunks kept", "moved", "added",
+                 "deleted", "embeddings computed", "reused", "embed tokens"):
+        work.add_column(name, justify="left" if name == "source" else "right")
+    for s in data["sources"]:
+        d, c = s["documents"], s["chunks"]
+        docs.add_row(s["source"], *(str(d.get(k, 0)) for k in (
+            "new", "modified", "metadata-only", "moved", "deleted", "unchanged", "failed")))
+        work.add_row(s["source"], f"{s['bytes_read']:,}", f"{s['bytes_skipped']:,}",
+                     *(str(c.get(k, 0)) for k in ("kept", "moved", "added", "deleted")),
+                     str(s["embeddings_computed"]), str(s["embeddings_reused"]),
+                     f"{s['embedding_tokens']:,}")
+    times = Table(title="Seconds per stage", title_justify="left", show_header=False)
+    times.add_column("stage")
+    times.add_column("seconds", justify="right")
+    for stage, seconds in data["seconds"].items():
+        times.add_row(stage, f"{seconds:.3f}")
+    return [docs, work, times]
+
+
+def hits_table(hits: Sequence[Hit]) -> Table:
+    """Search results: rank, score, document key, heading and the chunk text."""
+    table = Table(title="Results", title_justify="left", show_lines=True)
+    for name in ("#", "score", "document", "heading", "text"):
+        table.add_column(name, justify="right" if name in ("#", "score") else "left")
+    for rank, hit in enumerate(hits, 1):
+        text = hit.text if len(hit.text) <= 400 else hit.text[:400] + "…"
+        table.add_row(str(rank), f"{hit.score:.4f}", hit.key, hit.heading or "", text)
+    return table
+
+
+def hit_dict(hit: Hit) -> dict[str, Any]:
+    return asdict(hit)
+
+
+def highlighted(text: str, regions: Sequence[Region], context: int = 200) -> Text:
+    """``text`` with the changed regions highlighted, cut to some context around them."""
+    out = Text()
+    last = 0
+    for r in regions:
+        start = max(last, r.offset - context)
+        if start > last:
+            out.append("…\n" if last else "…", style="dim")
+        out.append(text[start : r.offset])
+        out.append(text[r.offset : r.end], style="black on yellow")
+        last = r.end
+    tail_end = min(len(text), last + context)
+    out.append(text[last:tail_end])
+    if tail_end < len(text):
+        out.append("…", style="dim")
+    return out

@@ -39,8 +39,10 @@ __all__ = [
     "byte_chunks",
     "chunk_stream",
     "chunk_text",
+    "identity_for",
     "iter_byte_chunks",
     "make_params",
+    "parameters_hash",
     "token_counter",
 ]
 
@@ -101,6 +103,24 @@ def _params_hash(settings: Params, counter_id: str) -> str:
 def _identity(settings: Params, counter_id: str) -> ChunkIdentity:
     phash = _params_hash(settings, counter_id)
     return ChunkIdentity(NORMALIZER_VERSION, settings.chunker_id, phash)
+
+
+def identity_for(strategy: str, **params: Any) -> ChunkIdentity:
+    """The chunk-identity function of a chunker configuration (what ``verify`` recomputes)."""
+    settings = make_params(strategy, **params)
+    return _identity(settings, _counter_identity(settings))
+
+
+def parameters_hash(strategy: str, **params: Any) -> str:
+    """The parameter hash that chunk identities of this configuration commit to."""
+    settings = make_params(strategy, **params)
+    return _params_hash(settings, _counter_identity(settings))
+
+
+def _counter_identity(settings: Params) -> str:
+    if isinstance(settings, ByteParams):
+        return EstimatingCounter.identity
+    return token_counter(settings.token_counter).identity
 
 
 def _tttd(settings: TTTDParams, pieces: Iterable[str], counter: TokenCounter) -> Iterator[Chunk]:

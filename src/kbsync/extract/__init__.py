@@ -10,7 +10,17 @@ from typing import Protocol, runtime_checkable
 
 from kbsync.model import Record
 
-__all__ = ["Extractor"]
+__all__ = [
+    "SUPPORTED_MEDIA_TYPES",
+    "Extractor",
+    "HtmlExtractor",
+    "MarkdownExtractor",
+    "PdfExtractor",
+    "TextExtractor",
+    "decode_text",
+    "extractor_for",
+    "media_type_for",
+]
 
 
 @runtime_checkable
@@ -24,3 +34,11 @@ class Extractor(Protocol):
 
     def extract(self, data: bytes, *, locator: str) -> Record:
         ...
+
+
+# Below the Protocol: the registry's annotations refer to it.
+from kbsync.extract.html import HtmlExtractor  # noqa: E402
+from kbsync.extract.markdown import MarkdownExtractor  # noqa: E402
+from kbsync.extract.pdf import PdfExtractor  # noqa: E402
+from kbsync.extract.registry import SUPPORTED_MEDIA_TYPES, extractor_for, media_type_for  # noqa: E402
+from kbsync.extract.text import TextExtractor, decode_text  # noqa: E402

@@ -25,3 +25,8 @@ class Source(Protocol):
     def read(self, item: SourceItem) -> bytes:
         """The item's bytes; raises DocumentError (naming the item) when it cannot be read."""
         ...
+
+
+from kbsync.sources.files import FilesystemSource  # noqa: E402  (after Source: files.py is an adapter of it)
+
+__all__ += ["FilesystemSource"]

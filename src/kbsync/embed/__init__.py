@@ -1,0 +1,31 @@
+"""Embedders: text -> vectors. An embedder owns its identity (model, parameters, dimension)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["Embedder", "Vectors"]
+
+Vectors = npt.NDArray[np.float32]
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Embeds batches of texts; the embedding cache is keyed by chunk identity + ``identity``."""
+
+    @property
+    def identity(self) -> str:
+        """Model id, a hash of its parameters and the dimension, e.g. ``"hashing-v1:…:256"``."""
+        ...
+
+    @property
+    def dimension(self) -> int:
+        ...
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        """One L2-normalized row per text, in order."""
+        ...

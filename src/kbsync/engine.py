@@ -1,0 +1,270 @@
+"""Configuration -> components -> sync: the one place that knows concrete classes.
+
+A knowledge base is a ``kbsync.toml`` file; every path in it is relative to the
+file's folder. The engine builds the sources, the store, the embedder and the
+extractors from it and hands them, as protocols, to :func:`kbsync.sync.sync_sources`.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from kbsync.chunking import identity_for
+from kbsync.compare import compare
+from kbsync.embed import Embedder
+from kbsync.embed.hashing import HashingEmbedder
+from kbsync.errors import ConfigError, KbsyncError, ParameterError
+from kbsync.extract.registry import extractor_for
+from kbsync.model import ChangeReport
+from kbsync.sources.files import FilesystemSource
+from kbsync.store import DocumentText, Hit, StoreStatus
+from kbsync.store.lock import WriterLock
+from kbsync.store.sqlite import SqliteStore
+from kbsync.sync import Chunker, Progress, SyncReport, sync_sources
+
+__all__ = [
+    "CONFIG_NAME",
+    "Config",
+    "Engine",
+    "SearchMode",
+    "SourceConfig",
+    "add_source",
+    "init_config",
+    "load_config",
+    "remove_source",
+]
+
+CONFIG_NAME = "kbsync.toml"
+SearchMode = Literal["vector", "text", "hybrid"]
+_RRF_K = 60
+
+
+@dataclass(frozen=True, slots=True)
+class SourceConfig:
+    """A folder source: its name in the knowledge base, path and globs."""
+
+    name: str
+    path: str
+    include: tuple[str, ...] = ("**/*",)
+    exclude: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """A parsed ``kbsync.toml``."""
+
+    file: Path
+    store: str = ".kbsync/kbsync.db"
+    chunker: Chunker = field(default_factory=Chunker)
+    embedder: dict[str, Any] = field(default_factory=lambda: {"kind": "hashing",
+                                                              "dimension": 256})
+    sources: tuple[SourceConfig, ...] = ()
+
+    @property
+    def root(self) -> Path:
+        return self.file.parent
+
+    @property
+    def store_path(self) -> Path:
+        return self.root / self.store
+
+    @property
+    def lock_path(self) -> Path:
+        return self.store_path.with_name(self.store_path.name + ".lock")
+
+
+def load_config(path: str | Path = CONFIG_NAME) -> Config:
+    """Read and validate a configuration file (a folder means its ``kbsync.toml``)."""
+    file = Path(path)
+    if file.is_dir():
+        file = file / CONFIG_NAME
+    try:
+        data = tomllib.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{file}: no knowledge base here; run `kbsync init` first") from None
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{file}: cannot read the configuration: {exc}") from exc
+    try:
+        chunker_table = dict(data.get("chunker", {}))
+        chunker = Chunker(str(chunker_table.pop("strategy", "tttd")), chunker_table)
+        chunker.validate()
+        sources = tuple(
+            SourceConfig(name=str(s.get("name") or s["path"]), path=str(s["path"]),
+                         include=tuple(s.get("include", ("**/*",))),
+                         exclude=tuple(s.get("exclude", ())))
+            for s in data.get("sources", [])
+        )
+        names = [s.name for s in sources]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"{file}: two sources share a name")
+        return Config(file=file.resolve(), store=str(data.get("store", {}).get("path",
+                      ".kbsync/kbsync.db")), chunker=chunker,
+                      embedder=dict(data.get("embedder", {"kind": "hashing", "dimension": 256})),
+                      sources=sources)
+    except (KeyError, TypeError, ParameterError) as exc:
+        raise ConfigError(f"{file}: invalid configuration: {exc}") from exc
+
+
+def init_config(folder: str | Path, sources: Sequence[str] = ()) -> Config:
+    """Write a new ``kbsync.toml`` with defaults and the given folder sources."""
+    file = Path(folder) / CONFIG_NAME
+    if file.exists():
+        raise ConfigError(f"{file}: a knowledge base is already configured here")
+    config = Config(file=file.resolve(), sources=tuple(_source_for(file.parent, s)
+                                                       for s in sources))
+    _write(config)
+    return config
+
+
+def add_source(config: Config, path: str, name: str | None = None) -> Config:
+    """The configuration with one more folder source, written back to its file."""
+    new = _source_for(config.root, path, name)
+    if any(s.name == new.name for s in config.sources):
+        raise ConfigError(f"a source named {new.name!r} already exists")
+    updated = Config(config.file, config.store, config.chunker, config.embedder,
+                     (*config.sources, new))
+    _write(updated)
+    return updated
+
+
+def remove_source(config: Config, name: str) -> Config:
+    """The configuration without the source ``name`` (its documents go at the next sync)."""
+    kept = tuple(s for s in config.sources if s.name != name)
+    if len(kept) == len(config.sources):
+        raise ConfigError(f"no source named {name!r}")
+    updated = Config(config.file, config.store, config.chunker, config.embedder, kept)
+    _write(updated)
+    return updated
+
+
+def _source_for(root: Path, path: str, name: str | None = None) -> SourceConfig:
+    if "://" in path:
+        raise ConfigError(f"{path}: web sources are not supported yet; give a folder")
+    folder = Path(path)
+    shown = str(folder if folder.is_absolute() else folder.as_posix())
+    return SourceConfig(name=name or folder.name or shown, path=shown)
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return json.dumps(str(value), ensure_ascii=False)
+
+
+def _write(config: Config) -> None:
+    lines = ["# kbsync knowledge base; paths are relative to this file.", "",
+             "[store]", f"path = {_toml(config.store)}", "",
+             "[chunker]", f"strategy = {_toml(config.chunker.strategy)}"]
+    lines += [f"{k} = {_toml(v)}" for k, v in sorted(config.chunker.params.items())]
+    lines += ["", "[embedder]"] + [f"{k} = {_toml(v)}" for k, v in config.embedder.items()]
+    for s in config.sources:
+        lines += ["", "[[sources]]", f"name = {_toml(s.name)}", f"path = {_toml(s.path)}",
+                  f"include = {_toml(s.include)}", f"exclude = {_toml(s.exclude)}"]
+    config.file.parent.mkdir(parents=True, exist_ok=True)
+    config.file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def make_embedder(settings: dict[str, Any]) -> Embedder:
+    """The embedder a configuration names."""
+    kind = settings.get("kind", "hashing")
+    if kind == "hashing":
+        return HashingEmbedder(int(settings.get("dimension", 256)))
+    raise ConfigError(f"unknown embedder kind {kind!r} (available: hashing)")
+
+
+class Engine:
+    """An opened knowledge base: plan, sync, search, diff, status, verify, erase, gc."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.embedder = make_embedder(config.embedder)
+        self.store = SqliteStore(config.store_path)
+        self.sources = [
+            FilesystemSource(config.root / s.path, s.include, s.exclude, name=s.name)
+            for s in config.sources
+        ]
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _lock(self, wait: bool, on_wait: Callable[[str], None] | None) -> WriterLock:
+        return WriterLock(self.config.lock_path, wait=wait, on_wait=on_wait)
+
+    def plan(self, *, progress: Progress | None = None) -> SyncReport:
+        """What a sync would do, without writing anything."""
+        return sync_sources(self.sources, self.store, self.embedder, extractor_for,
+                            self.config.chunker, dry_run=True, progress=progress)
+
+    def sync(self, *, verify: bool = False, allow_mass_delete: bool = False,
+             progress: Progress | None = None, wait: bool = True,
+             on_wait: Callable[[str], None] | None = None) -> SyncReport:
+        """Bring the store in step with the sources (one writer at a time)."""
+        with self._lock(wait, on_wait):
+            return sync_sources(self.sources, self.store, self.embedder, extractor_for,
+                                self.config.chunker, verify=verify,
+                                allow_mass_delete=allow_mass_delete, progress=progress)
+
+    def search(self, query: str, k: int = 5, mode: SearchMode = "hybrid") -> list[Hit]:
+        """Chunks of the current generation best matching ``query``."""
+        if mode == "text":
+            return self.store.search_text(query, k)
+        vector = self.embedder.embed([query])[0]
+        if mode == "vector":
+            return self.store.search_vector(self.embedder.identity, vector, k)
+        if mode != "hybrid":
+            raise ParameterError(f"unknown search mode {mode!r}: use vector, text or hybrid")
+        pool = max(k * 4, 20)
+        ranked: dict[tuple[str, str, int], float] = {}
+        hits: dict[tuple[str, str, int], Hit] = {}
+        for results in (self.store.search_vector(self.embedder.identity, vector, pool),
+                        self.store.search_text(query, pool)):
+            for rank, hit in enumerate(results):
+                key = (hit.source, hit.key, hit.index)
+                ranked[key] = ranked.get(key, 0.0) + 1.0 / (_RRF_K + rank + 1)
+                hits.setdefault(key, hit)
+        best = sorted(ranked, key=lambda key: -ranked[key])[:k]
+        return [_rescored(hits[key], ranked[key]) for key in best]
+
+    def status(self) -> StoreStatus:
+        return self.store.status()
+
+    def diff(self, key: str) -> tuple[DocumentText, ChangeReport]:
+        """The last change of a document: its texts and the change report between them."""
+        doc = self.store.document(key)
+        if doc is None:
+            raise KbsyncError(f"{key}: no such document in the knowledge base")
+        return doc, compare(doc.previous if doc.previous is not None else "", doc.text)
+
+    def chunk_identity(self) -> Callable[[str], str]:
+        """The identity function of the configured chunker (for verify)."""
+        return identity_for(self.config.chunker.strategy, **self.config.chunker.params)
+
+    def verify(self) -> list[str]:
+        return self.store.verify(self.embedder.identity, self.chunk_identity())
+
+    def erase(self, pattern: str, *, wait: bool = True) -> list[tuple[str, str]]:
+        with self._lock(wait, None):
+            return self.store.erase(pattern)
+
+    def gc(self, *, wait: bool = True) -> dict[str, int]:
+        with self._lock(wait, None):
+            return self.store.gc()
+
+
+def _rescored(hit: Hit, score: float) -> Hit:
+    return replace(hit, score=score)

@@ -1,0 +1,227 @@
+"""HTML: the main content found by trafilatura, split into sections at its headings.
+
+Navigation, footers and other boilerplate stay out of the text, so a changed
+menu does not change every page's text hash. A page where trafilatura finds no
+main content falls back to all the text of its body, read with the standard
+library's parser: a short page is still a document.
+"""
+
+from __future__ import annotations
+
+import re
+from copy import deepcopy
+from html.parser import HTMLParser
+from typing import Any
+
+from kbsync.errors import DependencyMissingError, ExtractionError
+from kbsync.extract.text import TITLE_MAX_CHARS, decode_text
+from kbsync.model import Record, Section
+
+__all__ = ["HtmlExtractor", "declared_charset", "html_to_text"]
+
+_META_CHARSET = re.compile(
+    rb"""<meta[^>]+?charset\s*=\s*["']?\s*([A-Za-z0-9_.:\-]+)""", re.IGNORECASE
+)
+
+_METADATA_FIELDS = ("author", "date", "url", "sitename", "language", "license")
+"""Document fields of trafilatura kept as metadata. Never ``filedate`` (the day of
+extraction) or ``fingerprint``: metadata must depend on the page alone."""
+
+_HEADING_LEVEL = re.compile(r"h([1-6])")
+
+
+class HtmlExtractor:
+    """HTML pages: trafilatura's main content; title, description and page metadata."""
+
+    @property
+    def identity(self) -> str:
+        """Name, library and version; the trafilatura settings below belong to it."""
+        return "html-trafilatura-v1"
+
+    def extract(self, data: bytes, *, locator: str) -> Record:
+        """Decode (BOM, then the page's ``<meta charset>``), extract, split at headings."""
+        try:
+            import trafilatura
+        except ImportError:
+            raise DependencyMissingError("HTML extraction", "html", "trafilatura") from None
+
+        text = decode_text(data, locator, declared_encoding=declared_charset(data))
+        url = locator if locator.startswith(("http://", "https://")) else None
+        document = None
+        if text.strip():
+            try:
+                document = trafilatura.bare_extraction(
+                    text,
+                    url=url,
+                    output_format="python",
+                    include_formatting=True,
+                    include_comments=False,
+                    include_tables=True,
+                    include_images=False,
+                    include_links=False,
+                    deduplicate=False,  # trafilatura's cache is process-wide state
+                    with_metadata=True,
+                    # Only dates marked up in the page: the extensive search guesses
+                    # from free text and from the day it runs.
+                    date_extraction_params={"extensive_search": False, "original_date": True},
+                )
+            except Exception as exc:  # a parser bug on one page must not end the run
+                raise ExtractionError(
+                    locator, f"trafilatura failed on this page ({type(exc).__name__}: {exc})"
+                ) from exc
+        sections = _sections(document) if document is not None else ()
+        fallback: _PageText | None = None
+        if not sections:
+            fallback = _PageText.parse(text)
+            body = fallback.body_text()
+            sections = (Section(heading=None, text=body),) if body else ()
+
+        title = _field(document, "title")
+        description = _field(document, "description")
+        if title is None or description is None:
+            fallback = fallback or _PageText.parse(text)
+            title = title or fallback.title
+            description = description or fallback.description
+        return Record(
+            title=title[:TITLE_MAX_CHARS] if title else None,
+            description=description,
+            sections=sections,
+            metadata=_metadata(document),
+        )
+
+
+def declared_charset(data: bytes) -> str | None:
+    """The encoding a page declares in a ``<meta>`` tag within its first 4 KiB, if any."""
+    match = _META_CHARSET.search(data[:4096])
+    return match.group(1).decode("ascii") if match else None
+
+
+def html_to_text(markup: str) -> str:
+    """All visible text of an HTML document's body, block elements on their own lines."""
+    return _PageText.parse(markup).body_text()
+
+
+def _sections(document: Any) -> tuple[Section, ...]:
+    """Split trafilatura's XML body at its top-level ``<head>`` elements into sections.
+
+    Headings are found in the XML, not in the Markdown rendering, where a line of
+    a ``<pre>`` block starting with ``#`` would pass for one. Each part is
+    rendered by trafilatura's own XML-to-Markdown conversion.
+    """
+    from trafilatura.xml import xmltotxt
+
+    body = getattr(document, "body", None)
+    if body is None or len(body) == 0:
+        text = (_field(document, "text") or "").strip()
+        return (Section(heading=None, text=text),) if text else ()
+
+    sections: list[Section] = []
+    heading: str | None = None
+    level = 0
+    part = body.makeelement("body", {})
+    part.text = body.text  # loose text before the first element, if any
+
+    def flush() -> None:
+        text = xmltotxt(part, True).strip() if len(part) or part.text else ""
+        if heading is not None or text:
+            sections.append(Section(heading=heading, text=text, level=level))
+
+    for child in body:
+        if child.tag == "head":
+            flush()
+            part = body.makeelement("body", {})
+            heading = " ".join("".join(child.itertext()).split()) or None
+            found = _HEADING_LEVEL.fullmatch(child.get("rend") or "")
+            level = int(found.group(1)) if found else 1
+            if heading is None:
+                level = 0
+        else:
+            part.append(deepcopy(child))  # appending the child itself would move it
+    flush()
+    return tuple(sections)
+
+
+def _field(document: Any, name: str) -> str | None:
+    """A text field of trafilatura's document, whitespace collapsed, or None when blank."""
+    value = getattr(document, name, None) if document is not None else None
+    if isinstance(value, list):
+        value = ", ".join(str(v) for v in value if v)
+    if not isinstance(value, str):
+        return None
+    collapsed = " ".join(value.split())
+    return collapsed or None
+
+
+def _metadata(document: Any) -> tuple[tuple[str, str], ...]:
+    """The page metadata kept with the record, sorted by name."""
+    pairs = [(name, _field(document, name)) for name in (*_METADATA_FIELDS, "categories", "tags")]
+    return tuple(sorted((name, value) for name, value in pairs if value))
+
+
+class _PageText(HTMLParser):
+    """Title, meta description and body text of a page, by the standard library's parser."""
+
+    _SKIP = frozenset({"script", "style", "noscript", "template", "svg", "title"})
+    _BLOCK = frozenset(
+        {
+            "address", "article", "aside", "blockquote", "br", "dd", "details", "div", "dl",
+            "dt", "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4",
+            "h5", "h6", "header", "hr", "li", "main", "nav", "ol", "p", "pre", "section",
+            "summary", "table", "td", "th", "tr", "ul",
+        }
+    )  # fmt: skip
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.title: str | None = None
+        self.description: str | None = None
+        self._title_parts: list[str] = []
+        self._in_title = False
+        self._skip_depth = 0
+        self._lines: list[list[str]] = [[]]
+
+    @classmethod
+    def parse(cls, markup: str) -> _PageText:
+        """Parse a whole document."""
+        parser = cls()
+        parser.feed(markup)
+        parser.close()
+        title = " ".join("".join(parser._title_parts).split())
+        parser.title = title or None
+        return parser
+
+    def body_text(self) -> str:
+        """The text outside skipped elements, one line per block, blank lines dropped."""
+        lines = (" ".join("".join(parts).split()) for parts in self._lines)
+        return "\n".join(line for line in lines if line)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "title":
+            self._in_title = True
+        elif tag == "meta":
+            named = {k.lower(): (v or "") for k, v in attrs}
+            kind = (named.get("name") or named.get("property") or "").lower()
+            if kind in ("description", "og:description") and self.description is None:
+                self.description = " ".join(named.get("content", "").split()) or None
+        if tag in self._SKIP:
+            self._skip_depth += 1
+        if tag in self._BLOCK:
+            self._lines.append([])
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag not in self._SKIP:  # a self-closing skipped tag opens nothing to skip
+            self.handle_starttag(tag, attrs)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "title":
+            self._in_title = False
+        if tag in self._SKIP and self._skip_depth:
+            self._skip_depth -= 1
+        if tag in self._BLOCK:
+            self._lines.append([])
+
+    def handle_data(self, data: str) -> None:
+        if self._in_title:
+            self._title_parts.append(data)
+        elif not self._skip_depth:
+            self._lines[-1].append(data)

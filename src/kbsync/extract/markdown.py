@@ -1,0 +1,151 @@
+"""Markdown: YAML front matter to metadata, headings to sections, the source kept as text.
+
+Each section's body is the original Markdown source between two headings, so code
+blocks, lists and tables stay verbatim; markdown-it-py only says where the
+headings are (its token ``map`` gives their source lines), so text that looks
+like a heading inside a code block never splits a section.
+"""
+
+from __future__ import annotations
+
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+
+from kbsync.extract.text import TITLE_MAX_CHARS, decode_text
+from kbsync.model import Record, Section
+
+__all__ = ["MarkdownExtractor", "parse_front_matter", "split_sections"]
+
+_PARSER = MarkdownIt("commonmark")
+"""Stateless between calls: each ``parse`` makes its own state."""
+
+_FRONT_MATTER_END = frozenset({"---", "..."})
+
+
+class MarkdownExtractor:
+    """Markdown documents: one section per ATX or setext heading, front matter as metadata."""
+
+    @property
+    def identity(self) -> str:
+        """Name and version; it has no settings."""
+        return "markdown-v1"
+
+    def extract(self, data: bytes, *, locator: str) -> Record:
+        """Title: front matter ``title``, else the first level-1 heading, else None."""
+        text = decode_text(data, locator)
+        metadata, body = parse_front_matter(text)
+        sections = split_sections(body)
+        title = metadata.pop("title", None) or next(
+            (s.heading for s in sections if s.level == 1 and s.heading), None
+        )
+        description = metadata.pop("description", None) or None
+        return Record(
+            title=title[:TITLE_MAX_CHARS] if title else None,
+            description=description,
+            sections=sections,
+            metadata=tuple(sorted(metadata.items())),
+        )
+
+
+def parse_front_matter(text: str) -> tuple[dict[str, str], str]:
+    """Split a leading ``---`` front matter block off; return its ``key: value`` pairs and the rest.
+
+    A small subset of YAML, so no YAML library is needed: flat ``key: value``
+    lines (one pair of quotes removed), block scalars (``|`` keeps line breaks,
+    ``>`` folds them) and lists of ``- item`` lines (joined with ", "); nested
+    mappings and comments are skipped. Without a closing ``---`` or ``...``
+    line there is no front matter.
+    """
+    lines = _lines(text)
+    if not lines or lines[0].rstrip() != "---":
+        return {}, text
+    end = next((i for i in range(1, len(lines)) if lines[i].rstrip() in _FRONT_MATTER_END), None)
+    if end is None:
+        return {}, text
+    metadata: dict[str, str] = {}
+    block = lines[1:end]
+    i = 0
+    while i < len(block):
+        line = block[i]
+        i += 1
+        if not line or line[0] in " \t#-" or ":" not in line:
+            continue  # a nested value, list item or comment outside a key, or not a pair
+        key, _, value = line.partition(":")
+        key, value = key.strip(), value.strip()
+        nested: list[str] = []
+        while i < len(block) and (not block[i].strip() or block[i][0] in " \t-"):
+            nested.append(block[i].strip())
+            i += 1
+        if value[:1] in ("|", ">") and value.rstrip("+-") in ("|", ">"):
+            value = ("\n" if value[0] == "|" else " ").join(n for n in nested if n).strip()
+        elif not value and nested and all(n.startswith("-") for n in nested if n):
+            value = ", ".join(_unquote(n[1:].strip()) for n in nested if n[1:].strip())
+        else:
+            value = _unquote(value)
+        if key and value:
+            metadata[key] = value
+    return metadata, "\n".join(lines[end + 1 :])
+
+
+def split_sections(text: str) -> tuple[Section, ...]:
+    """Split Markdown source at its top-level headings into sections.
+
+    Text before the first heading is a section without a heading (omitted when
+    blank); a heading with nothing under it is a section with empty text.
+    Headings inside block quotes or list items do not split.
+    """
+    lines = _lines(text)
+    tokens = _PARSER.parse(text)
+    # (first line, line after the heading, heading text, level) for each top-level heading
+    headings: list[tuple[int, int, str, int]] = []
+    for i, token in enumerate(tokens):
+        if token.type == "heading_open" and token.level == 0 and token.map is not None:
+            inline = tokens[i + 1] if i + 1 < len(tokens) else None
+            heading = _plain_text(inline) if inline is not None else ""
+            headings.append((token.map[0], token.map[1], heading, int(token.tag[1:])))
+
+    sections: list[Section] = []
+    first = headings[0][0] if headings else len(lines)
+    preamble = _body(lines, 0, first)
+    if preamble:
+        sections.append(Section(heading=None, text=preamble))
+    for n, (_, after, heading, level) in enumerate(headings):
+        end = headings[n + 1][0] if n + 1 < len(headings) else len(lines)
+        body = _body(lines, after, end)
+        sections.append(Section(heading=heading or None, text=body, level=level if heading else 0))
+    return tuple(sections)
+
+
+def _lines(text: str) -> list[str]:
+    """Split lines the way markdown-it does (CR LF, CR and LF only), so its line numbers fit."""
+    if not text:
+        return []
+    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+
+def _body(lines: list[str], start: int, end: int) -> str:
+    """Source lines ``[start, end)`` without leading and trailing blank lines."""
+    chunk = lines[start:end]
+    while chunk and not chunk[0].strip():
+        chunk.pop(0)
+    while chunk and not chunk[-1].strip():
+        chunk.pop()
+    return "\n".join(line.rstrip() for line in chunk)
+
+
+def _plain_text(inline: Token) -> str:
+    """A heading's inline content as plain text: markup dropped, code and image alt text kept."""
+    parts: list[str] = []
+    for child in inline.children or ():
+        if child.type in ("text", "code_inline", "image"):
+            parts.append(child.content)
+        elif child.type in ("softbreak", "hardbreak"):
+            parts.append(" ")
+    return " ".join("".join(parts).split())
+
+
+def _unquote(value: str) -> str:
+    """Remove one pair of matching quotes around a front matter value."""
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+        return value[1:-1]
+    return value

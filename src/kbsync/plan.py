@@ -1,0 +1,255 @@
+"""The pure diff between what the store holds and what the sources hold now.
+
+Inputs are values (the stored manifest of one source, its fresh listing and
+what was learnt about each listed document); the output is a :class:`Plan` that
+says, per document, what to do, and per chunk, whether it is kept, moved,
+added or deleted. Nothing here reads, writes or embeds.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from kbsync.model import SourceStat
+
+__all__ = [
+    "Action",
+    "ChunkDraft",
+    "ChunkOps",
+    "DocumentPlan",
+    "DocumentVersion",
+    "Failed",
+    "Plan",
+    "Refreshed",
+    "StoredDocument",
+    "Unchanged",
+    "chunk_ops",
+    "plan",
+]
+
+
+class Action(StrEnum):
+    """What happens to one document."""
+
+    NEW = "new"
+    MODIFIED = "modified"
+    METADATA = "metadata-only"
+    MOVED = "moved"
+    DELETED = "deleted"
+    UNCHANGED = "unchanged"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class StoredDocument:
+    """The store's record of one document, as the plan needs it."""
+
+    key: str
+    stat: SourceStat | None
+    bytes_hash: str
+    text_hash: str
+    derivation: str
+    title: str | None
+    metadata: str
+    generation: int
+    chunk_digests: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkDraft:
+    """A freshly made chunk of a document version."""
+
+    digest: str
+    text: str
+    section: int
+    heading: str | None
+    start: int
+    end: int
+    tokens: int
+    boundary: str
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentVersion:
+    """A document as read, extracted, normalized and chunked in this run.
+
+    ``chunks`` is empty when the text hash matched the stored one (gate 3): the
+    document was not re-chunked.
+    """
+
+    key: str
+    locator: str
+    media_type: str
+    stat: SourceStat | None
+    bytes_hash: str
+    text_hash: str
+    derivation: str
+    title: str | None
+    metadata: str
+    text: str
+    chunks: tuple[ChunkDraft, ...]
+    rechunked: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Unchanged:
+    """Gate 1: the stat matched, so the document was not read at all."""
+
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class Refreshed:
+    """Gate 2: the bytes were read and hash as before; only the stat is refreshed."""
+
+    key: str
+    stat: SourceStat | None
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """The document could not be read or extracted; its stored version stays as it is."""
+
+    key: str
+    message: str
+
+
+Observation = Unchanged | Refreshed | Failed | DocumentVersion
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkOps:
+    """Chunk-level diff of one document: counts, and the digests that are new to it."""
+
+    kept: int = 0
+    moved: int = 0
+    added: int = 0
+    deleted: int = 0
+    added_digests: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentPlan:
+    """What to do with one document."""
+
+    key: str
+    action: Action
+    version: DocumentVersion | None = None
+    previous_key: str | None = None
+    stat: SourceStat | None = None
+    ops: ChunkOps = ChunkOps()
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The plan of one source. ``to_embed`` are the digests missing from the embedding cache."""
+
+    source: str
+    documents: tuple[DocumentPlan, ...]
+    to_embed: tuple[str, ...]
+    deletions_blocked: bool = False
+    listing_complete: bool = True
+    counts: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def writes(self) -> bool:
+        """Whether applying this plan changes anything in the store."""
+        return any(d.action not in (Action.UNCHANGED, Action.FAILED) for d in self.documents)
+
+
+def chunk_ops(old: Iterable[str], new: Iterable[str]) -> ChunkOps:
+    """Keep (same digest, same position), move (elsewhere), add and delete, as multisets."""
+    old_list, new_list = list(old), list(new)
+    same_place = sum(a == b for a, b in zip(old_list, new_list, strict=False))
+    old_count, new_count = Counter(old_list), Counter(new_list)
+    common = sum((old_count & new_count).values())
+    added = new_count - old_count
+    return ChunkOps(
+        kept=same_place,
+        moved=common - same_place,
+        added=sum(added.values()),
+        deleted=sum((old_count - new_count).values()),
+        added_digests=tuple(d for d in dict.fromkeys(new_list) if d in added),
+    )
+
+
+def plan(
+    source: str,
+    stored: Mapping[str, StoredDocument],
+    listed: Iterable[str],
+    observations: Iterable[Observation],
+    cached: Iterable[str] = (),
+    *,
+    listing_complete: bool = True,
+    allow_mass_delete: bool = False,
+) -> Plan:
+    """Diff one source's stored manifest against its fresh listing.
+
+    A document observed under a new key with the exact text of a stored one
+    whose key vanished from this listing is *moved*: its chunks and vectors are
+    kept. Deletions need a complete listing, and more than half of a source's
+    documents going at once needs ``allow_mass_delete``.
+    """
+    listed_keys = set(listed)
+    observed = {o.key: o for o in observations}
+    vanished = [k for k in stored if k not in listed_keys] if listing_complete else []
+    by_text: dict[str, list[str]] = {}
+    for k in vanished:
+        by_text.setdefault(stored[k].text_hash + "|" + stored[k].derivation, []).append(k)
+
+    docs: list[DocumentPlan] = []
+    moved_from: set[str] = set()
+    for key in sorted(observed):
+        obs = observed[key]
+        old = stored.get(key)
+        if isinstance(obs, Unchanged):
+            docs.append(DocumentPlan(key, Action.UNCHANGED))
+        elif isinstance(obs, Failed):
+            docs.append(DocumentPlan(key, Action.FAILED, message=obs.message))
+        elif isinstance(obs, Refreshed):
+            docs.append(DocumentPlan(key, Action.METADATA if old else Action.FAILED,
+                                     stat=obs.stat))
+        elif old is None:
+            candidates = by_text.get(obs.text_hash + "|" + obs.derivation, [])
+            if candidates:
+                src = candidates.pop(0)
+                moved_from.add(src)
+                digests = stored[src].chunk_digests
+                docs.append(DocumentPlan(key, Action.MOVED, version=obs, previous_key=src,
+                                         ops=ChunkOps(kept=len(digests))))
+            else:
+                docs.append(DocumentPlan(key, Action.NEW, version=obs,
+                                         ops=chunk_ops((), (c.digest for c in obs.chunks))))
+        elif not obs.rechunked:
+            docs.append(DocumentPlan(key, Action.METADATA, version=obs, stat=obs.stat,
+                                     ops=ChunkOps(kept=len(old.chunk_digests))))
+        else:
+            ops = chunk_ops(old.chunk_digests, (c.digest for c in obs.chunks))
+            docs.append(DocumentPlan(key, Action.MODIFIED, version=obs, ops=ops))
+
+    deletions = [k for k in vanished if k not in moved_from]
+    blocked = bool(deletions) and not allow_mass_delete and 2 * len(deletions) > len(stored)
+    if not blocked:
+        for key in deletions:
+            docs.append(DocumentPlan(key, Action.DELETED,
+                                     ops=ChunkOps(deleted=len(stored[key].chunk_digests))))
+
+    have = set(cached)
+    needed: dict[str, None] = {}
+    for d in docs:
+        for digest in d.ops.added_digests:
+            if digest not in have:
+                needed[digest] = None
+    counts = Counter(str(d.action) for d in docs)
+    return Plan(
+        source=source,
+        documents=tuple(docs),
+        to_embed=tuple(needed),
+        deletions_blocked=blocked,
+        listing_complete=listing_complete,
+        counts=dict(counts),
+    )

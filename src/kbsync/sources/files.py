@@ -1,0 +1,534 @@
+"""A folder of documents as a source: walk a root, list regular files with their stat, read them.
+
+Policies (DESIGN.md §6), each one a promise the rest of kbsync relies on:
+
+- Keys are paths relative to the root in POSIX form, Unicode NFC, so the same
+  file gets the same key on every platform and after a copy between
+  file systems that store names decomposed (macOS) or composed (Linux).
+  Two names that differ only in normalization would share a key: the first
+  (in code-point order of the raw path) is listed, the other reported in
+  ``Listing.errors``.
+- ``include`` and ``exclude`` are globs matched against the whole key, case
+  sensitively: ``*`` and ``?`` stay within one path segment, ``[...]`` is a
+  character class, and a segment that is exactly ``**`` matches zero or more
+  segments (``**/*.md`` matches ``a.md`` and ``x/y/a.md``; ``*.md`` matches
+  only ``a.md``). A pattern ending in ``/`` means everything under that
+  directory. An exclude pattern that matches a directory excludes everything
+  under it (so ``exclude=("node_modules",)`` works), and that directory is
+  not even scanned.
+- Hidden entries, files or directories whose name starts with ``.`` (``.git``,
+  ``.kbsync``, ``.env``, ``.DS_Store``), are skipped unless ``include_hidden``
+  is true: they are version-control or tool state, or secrets, rather than
+  documents.
+- Regular files only. A FIFO, socket or device is skipped with a warning and
+  is never opened (opening a FIFO blocks; opening a device can act on it).
+- Symbolic links are followed only when their fully resolved target lies
+  inside the root: a link to a file there is listed under the link's own key
+  with the target's stat; a link to a directory there is descended into. A
+  link that leads outside the root, dangles or loops is skipped with a
+  warning, and a directory already on the current path is never entered
+  again, so walking always ends.
+- Listing never opens a file: the stat gate's ``SourceStat(size, mtime_ns,
+  inode)`` comes from the directory scan (one ``lstat`` per entry).
+- A file over ``max_bytes`` is reported in ``Listing.errors`` with its size and
+  the cap, and not listed as an item.
+- A file that vanishes while the listing runs is simply absent. A directory
+  that cannot be scanned makes the listing incomplete (``complete=False``), so
+  the caller deletes nothing; so does a missing root or a root that is not a
+  directory. Listing never raises for those: a failed listing must not look
+  like an empty folder.
+- ``read()`` checks again that the locator is a regular file inside the root
+  and under the cap, opening each path component without following links,
+  and raises :class:`~kbsync.errors.DocumentError` naming the file otherwise.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import stat
+import unicodedata
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from kbsync.errors import DocumentError, ParameterError
+from kbsync.model import ItemError, Listing, SourceItem, SourceStat
+
+__all__ = ["FilesystemSource", "glob_regex", "guess_media_type", "match_glob"]
+
+DEFAULT_MAX_BYTES = 50_000_000
+
+_MEDIA_TYPES = {
+    ".txt": "text/plain",
+    ".text": "text/plain",
+    ".rst": "text/plain",
+    ".log": "text/plain",
+    ".md": "text/markdown",
+    ".markdown": "text/markdown",
+    ".html": "text/html",
+    ".htm": "text/html",
+    ".pdf": "application/pdf",
+}
+
+_O_NOFOLLOW: int = getattr(os, "O_NOFOLLOW", 0)
+_O_DIRECTORY: int = getattr(os, "O_DIRECTORY", 0)
+_O_NONBLOCK: int = getattr(os, "O_NONBLOCK", 0)
+_O_NOCTTY: int = getattr(os, "O_NOCTTY", 0)
+_O_CLOEXEC: int = getattr(os, "O_CLOEXEC", 0)
+_O_BINARY: int = getattr(os, "O_BINARY", 0)
+
+
+def guess_media_type(key: str) -> str:
+    """Media type from the key's extension (case-insensitive); unknown ones are octet-stream."""
+    base = key.rsplit("/", 1)[-1]
+    dot = base.rfind(".")
+    if dot <= 0:  # no extension; a name like ".md" is all stem, as in pathlib
+        return "application/octet-stream"
+    return _MEDIA_TYPES.get(base[dot:].lower(), "application/octet-stream")
+
+
+def _segment_regex(segment: str) -> str:
+    """Regex for one path segment of a glob: ``*``, ``?`` and ``[...]`` never match ``/``."""
+    out: list[str] = []
+    i, n = 0, len(segment)
+    while i < n:
+        c = segment[i]
+        i += 1
+        if c == "*":
+            while i < n and segment[i] == "*":
+                i += 1
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[":
+            j = i
+            if j < n and segment[j] in "!^":
+                j += 1
+            if j < n and segment[j] == "]":
+                j += 1
+            while j < n and segment[j] != "]":
+                j += 1
+            if j >= n:
+                out.append(re.escape(c))
+                continue
+            body = segment[i:j]
+            i = j + 1
+            negate = body[:1] in ("!", "^")
+            if negate:
+                body = body[1:]
+            # Escape what re would read as syntax or set operations; keep "-" for ranges.
+            body = "".join("\\" + ch if ch in "\\[]^&~|" else ch for ch in body)
+            out.append(f"(?!/)[{'^' if negate else ''}{body}]")
+        else:
+            out.append(re.escape(c))
+    return "".join(out)
+
+
+def glob_regex(pattern: str) -> str:
+    """Translate a key glob (see the module docstring) to a regex for ``re.fullmatch``.
+
+    Why not ``fnmatch``: its ``*`` crosses ``/``, and ``**`` has no meaning there;
+    ``PurePosixPath.full_match`` would do, but only exists from Python 3.13.
+    """
+    p = unicodedata.normalize("NFC", pattern)
+    while p.startswith("./"):
+        p = p[2:]
+    p = p.lstrip("/")
+    if p.endswith("/"):
+        p += "**"
+    if not p:
+        raise ParameterError(f"empty glob pattern: {pattern!r}")
+    segments = [s for s in p.split("/") if s]
+    # Consecutive "**" segments mean the same as one, and would backtrack badly.
+    collapsed: list[str] = []
+    for s in segments:
+        if not (s == "**" and collapsed and collapsed[-1] == "**"):
+            collapsed.append(s)
+    parts: list[str] = []
+    last = len(collapsed) - 1
+    for i, s in enumerate(collapsed):
+        if s == "**":
+            parts.append(".*" if i == last else "(?:.*/)?")
+        else:
+            parts.append(_segment_regex(s) + ("" if i == last else "/"))
+    return "".join(parts)
+
+
+def match_glob(pattern: str, key: str) -> bool:
+    """Whether ``key`` matches the glob ``pattern`` (see the module docstring)."""
+    return re.fullmatch(glob_regex(pattern), key, re.DOTALL) is not None
+
+
+def _patterns(patterns: Iterable[str] | str, what: str) -> tuple[str, ...]:
+    """The globs as a tuple; a lone string is one glob, not a sequence of one-letter globs."""
+    items = (patterns,) if isinstance(patterns, str) else tuple(patterns)
+    for p in items:
+        if not isinstance(p, str):
+            raise ParameterError(f"{what} patterns must be strings, got {p!r}")
+    return items
+
+
+def _compile(patterns: Iterable[str]) -> re.Pattern[str] | None:
+    """One regex for a set of globs, ``None`` when there are none."""
+    regexes = [f"(?:{glob_regex(p)})" for p in patterns]
+    return re.compile("|".join(regexes), re.DOTALL) if regexes else None
+
+
+def _directory_of(pattern: str) -> str | None:
+    """The directory a glob means in full (``build/**``, ``build/`` -> ``build``), if any."""
+    p = pattern.rstrip("/")
+    if pattern.endswith("/"):
+        return p or None
+    if p.endswith("/**"):
+        return p[:-3].rstrip("/") or None
+    return None
+
+
+def _kind(mode: int) -> str:
+    """A file type in words, for messages."""
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    return "not a regular file"
+
+
+def _reason(exc: OSError) -> str:
+    """The operating system's words for an error, without the repeated file name."""
+    return exc.strerror or exc.__class__.__name__
+
+
+def _inside(root: str, path: str) -> bool:
+    """Whether the resolved ``path`` is the resolved ``root`` or lies under it."""
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _shown(path: str) -> str:
+    """A path fit for a message even when its name is not valid UTF-8."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return ascii(path)
+    return path
+
+
+@dataclass(slots=True)
+class _Dir:
+    """A directory waiting to be scanned: where it is, its key prefix, the directories above it."""
+
+    path: str
+    prefix: str
+    ancestors: frozenset[tuple[int, int]]
+
+
+@dataclass(slots=True)
+class _Found:
+    """A regular file found by the walk, before keys are checked for collisions."""
+
+    key: str
+    locator: str
+    stat: SourceStat
+
+
+class _Walk:
+    """One listing run: the state of an iterative walk below a resolved root."""
+
+    def __init__(self, source: FilesystemSource, root: str, root_st: os.stat_result) -> None:
+        self.source = source
+        self.root = root
+        self.found: list[_Found] = []
+        self.errors: list[ItemError] = []
+        self.warnings: list[str] = []
+        self.complete = True
+        self.stack = [_Dir(root, "", frozenset({(root_st.st_dev, root_st.st_ino)}))]
+
+    def run(self) -> Listing:
+        """Walk every directory, then sort, de-duplicate keys and build the listing."""
+        while self.stack:
+            self._scan(self.stack.pop())
+        self.found.sort(key=lambda f: (f.key, f.locator))
+        items: list[SourceItem] = []
+        for f in self.found:
+            if items and items[-1].key == f.key:
+                self.errors.append(
+                    ItemError(
+                        f.key,
+                        f"{_shown(f.locator)} has the same key as {items[-1].locator} after "
+                        "Unicode NFC normalization; skipped",
+                    )
+                )
+                continue
+            items.append(SourceItem(f.key, f.locator, self.source.media_type(f.key), f.stat))
+        return Listing(
+            items=tuple(items),
+            complete=self.complete,
+            errors=tuple(sorted(self.errors, key=lambda e: (e.key, e.message))),
+            warnings=tuple(sorted(self.warnings)),
+        )
+
+    def _scan(self, d: _Dir) -> None:
+        """List one directory's entries; an unreadable directory makes the listing incomplete."""
+        try:
+            with os.scandir(d.path) as it:
+                entries = list(it)
+        except (FileNotFoundError, NotADirectoryError):
+            if not d.prefix:  # the root itself went away: we know nothing
+                self._incomplete("", f"source root {d.path} vanished during the listing")
+            return  # a directory removed during the listing: its files are gone
+        except OSError as exc:
+            self._incomplete(
+                d.prefix.rstrip("/"),
+                f"directory {_shown(d.path)} could not be listed ({_reason(exc)}); "
+                "the listing is incomplete, so nothing will be deleted",
+            )
+            return
+        for entry in entries:
+            self._entry(d, entry)
+
+    def _incomplete(self, key: str, message: str) -> None:
+        self.complete = False
+        self.errors.append(ItemError(key, message))
+
+    def _entry(self, d: _Dir, entry: os.DirEntry[str]) -> None:
+        """Classify one directory entry and record it; a vanished entry is just absent."""
+        src = self.source
+        name = entry.name
+        if name.startswith(".") and not src.include_hidden:
+            return
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            self.warnings.append(f"{_shown(entry.path)}: the name is not valid UTF-8; skipped")
+            return
+        key = d.prefix + unicodedata.normalize("NFC", name)
+        try:
+            if entry.is_symlink():
+                self._link(d, entry, key)
+            elif entry.is_dir(follow_symlinks=False):
+                if not src.pruned(key):
+                    self._dir(d, entry.path, key, entry.stat(follow_symlinks=False))
+            elif src.selected(key):
+                st = entry.stat(follow_symlinks=False)
+                if stat.S_ISREG(st.st_mode):
+                    self._file(key, entry.path, st)
+                elif stat.S_ISDIR(st.st_mode):  # replaced by a directory since the scan
+                    if not src.pruned(key):
+                        self._dir(d, entry.path, key, st)
+                elif stat.S_ISLNK(st.st_mode):
+                    self._link(d, entry, key)
+                else:
+                    self.warnings.append(
+                        f"{key}: {_kind(st.st_mode)}, not a regular file; skipped and not opened"
+                    )
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            self.errors.append(ItemError(key, f"{_shown(entry.path)}: {_reason(exc)}"))
+
+    def _dir(self, d: _Dir, path: str, key: str, st: os.stat_result) -> None:
+        """Queue a directory unless it is already on the current path (a loop)."""
+        ident = (st.st_dev, st.st_ino)
+        if ident in d.ancestors:
+            self.warnings.append(f"{key}: leads back to a directory above it (a loop); skipped")
+            return
+        self.stack.append(_Dir(path, key + "/", d.ancestors | {ident}))
+
+    def _file(self, key: str, locator: str, st: os.stat_result) -> None:
+        """Record a regular file, or an error when it is over the size cap."""
+        cap = self.source.max_bytes
+        if st.st_size > cap:
+            self.errors.append(
+                ItemError(
+                    key,
+                    f"{_shown(locator)} is {st.st_size:,} bytes, over the cap of {cap:,} bytes "
+                    "(max_bytes); not listed",
+                )
+            )
+            return
+        self.found.append(_Found(key, locator, SourceStat(st.st_size, st.st_mtime_ns, st.st_ino)))
+
+    def _link(self, d: _Dir, entry: os.DirEntry[str], key: str) -> None:
+        """Follow a symbolic link only when its resolved target is inside the root."""
+        src = self.source
+        if src.excluded(key):
+            return
+        target = os.path.realpath(entry.path)
+        try:
+            st = os.stat(target)
+        except OSError as exc:
+            if src.selected(key):
+                self.warnings.append(
+                    f"{key}: symbolic link is broken or loops ({_reason(exc)}); skipped"
+                )
+            return
+        is_dir = stat.S_ISDIR(st.st_mode)
+        if not is_dir and not src.selected(key):
+            return
+        if not _inside(self.root, target):
+            self.warnings.append(
+                f"{key}: symbolic link points outside the root (to {_shown(target)}); not followed"
+            )
+        elif is_dir:
+            if not src.pruned(key):
+                self._dir(d, entry.path, key, st)
+        elif stat.S_ISREG(st.st_mode):
+            self._file(key, entry.path, st)
+        else:
+            self.warnings.append(
+                f"{key}: symbolic link to {_kind(st.st_mode)}, not a regular file; "
+                "skipped and not opened"
+            )
+
+
+class FilesystemSource:
+    """Documents in a folder: regular files below ``root`` whose keys match the globs.
+
+    See the module docstring for the policies on keys, globs, hidden entries,
+    symbolic links, special files, size caps and incomplete listings.
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        include: Iterable[str] | str = ("**/*",),
+        exclude: Iterable[str] | str = (),
+        *,
+        name: str | None = None,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        include_hidden: bool = False,
+        media_type: Callable[[str], str] = guess_media_type,
+    ) -> None:
+        if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes <= 0:
+            raise ParameterError(f"max_bytes must be a positive integer, got {max_bytes!r}")
+        if name is not None and not name:
+            raise ParameterError("name must not be empty")
+        self._root = os.path.abspath(os.fspath(root))
+        excludes = _patterns(exclude, "exclude")
+        self._include = _compile(_patterns(include, "include"))
+        self._exclude = _compile(excludes)
+        # A directory is not scanned when an exclude glob matches it or means all of it.
+        dirs = tuple(d for d in map(_directory_of, excludes) if d is not None)
+        self._prune = _compile(excludes + dirs)
+        self._name = name if name is not None else os.path.realpath(self._root)
+        self.max_bytes = max_bytes
+        self.include_hidden = include_hidden
+        self.media_type = media_type
+
+    @property
+    def name(self) -> str:
+        """Stable name of the source; by default the root's resolved path."""
+        return self._name
+
+    @property
+    def root(self) -> str:
+        """The root as resolved now (links in its own path followed)."""
+        return os.path.realpath(self._root)
+
+    def selected(self, key: str) -> bool:
+        """Whether a file key matches an include glob and no exclude glob."""
+        return (
+            self._include is not None
+            and self._include.fullmatch(key) is not None
+            and not self.excluded(key)
+        )
+
+    def excluded(self, key: str) -> bool:
+        """Whether a key matches an exclude glob."""
+        return self._exclude is not None and self._exclude.fullmatch(key) is not None
+
+    def pruned(self, key: str) -> bool:
+        """Whether the directory with this key is excluded with everything under it."""
+        return self._prune is not None and self._prune.fullmatch(key) is not None
+
+    def list(self) -> Listing:
+        """Every selected regular file below the root, sorted by key; never opens a file."""
+        root = self.root
+        try:
+            st = os.stat(root)
+        except OSError as exc:
+            return _failed(f"source root {_shown(root)} cannot be read ({_reason(exc)})")
+        if not stat.S_ISDIR(st.st_mode):
+            return _failed(f"source root {_shown(root)} is not a directory")
+        return _Walk(self, root, st).run()
+
+    def read(self, item: SourceItem) -> bytes:
+        """The bytes of a listed file, after checking again that it may be read.
+
+        Raises DocumentError when the file vanished, is no longer a regular
+        file, resolves outside the root, is over the cap or cannot be read.
+        """
+        locator = item.locator
+        root = self.root
+        real = os.path.realpath(locator)
+        if not _inside(root, real) or real == root:
+            raise DocumentError(
+                locator, f"resolves to {_shown(real)}, outside the source root {root}; not read"
+            )
+        parts = tuple(os.path.relpath(real, root).split(os.sep))
+        try:
+            return self._read_within(root, parts, locator)
+        except (FileNotFoundError, NotADirectoryError) as exc:
+            raise DocumentError(
+                locator, "no longer exists: it was removed or renamed after the listing"
+            ) from exc
+        except PermissionError as exc:
+            raise DocumentError(locator, "cannot be read: permission denied") from exc
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise DocumentError(
+                    locator, "a part of its path became a symbolic link; not followed"
+                ) from exc
+            raise DocumentError(locator, f"cannot be read ({_reason(exc)})") from exc
+
+    def _read_within(self, root: str, parts: tuple[str, ...], locator: str) -> bytes:
+        """Open ``root/parts...`` one component at a time, never following a link, and read it.
+
+        Why component by component: a directory swapped for a link between the
+        check and the open must not lead the read out of the root.
+        """
+        cap = self.max_bytes
+        dir_flags = os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC
+        fd = os.open(root, dir_flags)
+        try:
+            for part in parts[:-1]:
+                nxt = os.open(part, dir_flags | _O_NOFOLLOW, dir_fd=fd)
+                os.close(fd)
+                fd = nxt
+            st = os.stat(parts[-1], dir_fd=fd, follow_symlinks=False)
+            if not stat.S_ISREG(st.st_mode):
+                raise DocumentError(
+                    locator, f"is no longer a regular file (it is {_kind(st.st_mode)}); not read"
+                )
+            if st.st_size > cap:
+                raise DocumentError(
+                    locator,
+                    f"is {st.st_size:,} bytes, over the cap of {cap:,} bytes (max_bytes); not read",
+                )
+            flags = os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_NOCTTY | _O_CLOEXEC | _O_BINARY
+            file_fd = os.open(parts[-1], flags, dir_fd=fd)
+        finally:
+            os.close(fd)
+        with open(file_fd, "rb") as f:
+            now = os.fstat(f.fileno())
+            if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+                raise DocumentError(locator, "was replaced while being opened; not read")
+            data = f.read(cap + 1)
+        if len(data) > cap:
+            raise DocumentError(
+                locator, f"grew past the cap of {cap:,} bytes (max_bytes) while being read"
+            )
+        return data
+
+
+def _failed(message: str) -> Listing:
+    """An incomplete, empty listing: the caller must delete nothing."""
+    return Listing(items=(), complete=False, errors=(ItemError(key="", message=message),))

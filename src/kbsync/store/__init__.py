@@ -1,0 +1,113 @@
+"""Record stores: documents, chunks, texts, the embedding cache and runs, behind one protocol."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from kbsync.plan import DocumentPlan, StoredDocument
+
+__all__ = ["DocumentText", "Hit", "RecordStore", "StoreStatus"]
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One search result: a chunk of a current document."""
+
+    source: str
+    key: str
+    title: str | None
+    heading: str | None
+    index: int
+    start: int
+    end: int
+    score: float
+    text: str
+    digest: str
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentText:
+    """The current and previous canonical text of a document (for diffs)."""
+
+    source: str
+    key: str
+    title: str | None
+    text: str
+    previous: str | None
+    generation: int
+    last_changed: str
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStatus:
+    """Counts of what the store holds."""
+
+    documents: int
+    chunks: int
+    embeddings: int
+    runs: int
+    by_source: Mapping[str, int]
+    last_run: Mapping[str, Any] | None
+
+
+@runtime_checkable
+class RecordStore(Protocol):
+    """Everything kbsync remembers. Each ``apply`` is one transaction."""
+
+    def manifest(self, source: str) -> dict[str, StoredDocument]:
+        """Stored documents of ``source`` without their chunk digests (fast: stat gate only)."""
+        ...
+
+    def with_digests(self, source: str, docs: Collection[StoredDocument]) -> list[StoredDocument]:
+        """The same documents with the digests of their current chunks filled in."""
+        ...
+
+    def cached(self, embedder: str, digests: Collection[str]) -> set[str]:
+        """Which of ``digests`` already have a vector for ``embedder``."""
+        ...
+
+    def apply(self, source: str, doc: DocumentPlan,
+              vectors: Mapping[str, npt.NDArray[np.float32]], embedder: str, now: str) -> None:
+        """Apply one document's plan, with its new vectors, in one transaction."""
+        ...
+
+    def record_run(self, started: str, finished: str, report: Mapping[str, Any]) -> int:
+        ...
+
+    def search_text(self, query: str, k: int) -> list[Hit]:
+        ...
+
+    def search_vector(self, embedder: str, vector: npt.NDArray[np.float32], k: int) -> list[Hit]:
+        ...
+
+    def document(self, key: str, source: str | None = None) -> DocumentText | None:
+        ...
+
+    def status(self) -> StoreStatus:
+        ...
+
+    def verify(self, embedder: str, identity: Callable[[str], str] | None) -> list[str]:
+        """Every invariant checked; the problems found (empty when the store is sound)."""
+        ...
+
+    def erase(self, pattern: str) -> list[tuple[str, str]]:
+        """Remove documents whose key matches ``pattern`` and every row derived from them."""
+        ...
+
+    def gc(self) -> dict[str, int]:
+        """Drop unreferenced cache entries and texts, and compact the file."""
+        ...
+
+    def get_meta(self, name: str) -> str | None:
+        ...
+
+    def set_meta(self, name: str, value: str) -> None:
+        ...
+
+    def close(self) -> None:
+        ...

@@ -1,0 +1,76 @@
+"""One writer at a time: an advisory lock on a file beside the store (never the store itself).
+
+The kernel drops the lock when the holder dies, so a killed sync never leaves
+a stuck lock behind.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+
+from kbsync.errors import LockedError
+
+__all__ = ["WriterLock"]
+
+
+class WriterLock:
+    """Exclusive lock on ``path``; waits (calling ``on_wait`` once) or fails fast."""
+
+    def __init__(self, path: str | Path, *, wait: bool = True,
+                 on_wait: Callable[[str], None] | None = None, poll: float = 0.1) -> None:
+        self.path = Path(path)
+        self.wait = wait
+        self.on_wait = on_wait
+        self.poll = poll
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        told = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                holder = _read_holder(fd)
+                if not self.wait:
+                    os.close(fd)
+                    raise LockedError(
+                        f"another kbsync process{holder} is writing to this knowledge base "
+                        f"(lock {self.path})"
+                    ) from None
+                if not told and self.on_wait is not None:
+                    self.on_wait(f"waiting for another kbsync process{holder} to finish…")
+                    told = True
+                time.sleep(self.poll)
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> WriterLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.release()
+
+
+def _read_holder(fd: int) -> str:
+    try:
+        pid = os.pread(fd, 32, 0).decode().strip()
+    except OSError:
+        return ""
+    return f" (pid {pid})" if pid.isdigit() else ""

@@ -1,0 +1,525 @@
+"""The embedded record store: one SQLite file in WAL mode, vectors inside it.
+
+Records and vectors of a document commit in one transaction, so a crash never
+leaves a chunk without its vector or a vector without its chunk. The schema
+version lives in ``PRAGMA user_version``; a newer one than this code knows is
+refused before anything is written.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import sqlite3
+from collections.abc import Callable, Collection, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from kbsync.errors import SchemaError, StoreError
+from kbsync.model import SourceStat
+from kbsync.plan import Action, DocumentPlan, StoredDocument
+from kbsync.store import DocumentText, Hit, StoreStatus
+
+__all__ = ["SCHEMA_VERSION", "SqliteStore"]
+
+_MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE documents (
+        id INTEGER PRIMARY KEY,
+        source TEXT NOT NULL,
+        key TEXT NOT NULL,
+        locator TEXT NOT NULL,
+        media_type TEXT NOT NULL,
+        size INTEGER, mtime_ns INTEGER, inode INTEGER,
+        etag TEXT, last_modified TEXT,
+        bytes_hash TEXT NOT NULL,
+        text_hash TEXT NOT NULL,
+        derivation TEXT NOT NULL,
+        title TEXT,
+        metadata TEXT NOT NULL DEFAULT '{}',
+        status TEXT NOT NULL DEFAULT 'ok',
+        generation INTEGER NOT NULL,
+        first_seen TEXT NOT NULL,
+        last_seen TEXT NOT NULL,
+        last_changed TEXT NOT NULL,
+        UNIQUE (source, key)
+    );
+    CREATE TABLE chunks (
+        id INTEGER PRIMARY KEY,
+        doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+        generation INTEGER NOT NULL,
+        idx INTEGER NOT NULL,
+        digest TEXT NOT NULL,
+        section INTEGER NOT NULL,
+        heading TEXT,
+        start INTEGER NOT NULL,
+        "end" INTEGER NOT NULL,
+        tokens INTEGER NOT NULL,
+        boundary TEXT NOT NULL,
+        UNIQUE (doc_id, generation, idx)
+    );
+    CREATE INDEX chunks_digest ON chunks (digest);
+    CREATE TABLE chunk_texts (digest TEXT PRIMARY KEY, text TEXT NOT NULL);
+    CREATE TABLE texts (
+        doc_id INTEGER PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,
+        text TEXT NOT NULL,
+        previous TEXT
+    );
+    CREATE TABLE embeddings (
+        digest TEXT NOT NULL,
+        embedder TEXT NOT NULL,
+        dimension INTEGER NOT NULL,
+        vector BLOB NOT NULL,
+        PRIMARY KEY (digest, embedder)
+    );
+    CREATE VIRTUAL TABLE chunk_fts USING fts5 (text, tokenize = 'unicode61');
+    CREATE TABLE runs (
+        id INTEGER PRIMARY KEY,
+        started TEXT NOT NULL,
+        finished TEXT NOT NULL,
+        report TEXT NOT NULL
+    );
+    """,
+)
+SCHEMA_VERSION = len(_MIGRATIONS)
+
+_CURRENT = "c.doc_id = d.id AND c.generation = d.generation"
+
+
+class SqliteStore:
+    """A :class:`~kbsync.store.RecordStore` in one SQLite file."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: cannot open the store: {exc}") from exc
+        self._db.row_factory = sqlite3.Row
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            self._db.close()
+            raise SchemaError(
+                f"{self.path}: schema version {version} is newer than this kbsync knows "
+                f"({SCHEMA_VERSION}); upgrade kbsync. Nothing was written."
+            )
+        for pragma in ("journal_mode = WAL", "synchronous = NORMAL", "foreign_keys = ON",
+                       "secure_delete = ON"):
+            self._db.execute(f"PRAGMA {pragma}")
+        if version < SCHEMA_VERSION:
+            self._migrate(version)
+        self._vectors: dict[str, tuple[npt.NDArray[np.float32], list[int]]] = {}
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def _migrate(self, version: int) -> None:
+        with self._transaction():
+            for step in range(version, SCHEMA_VERSION):
+                for statement in _MIGRATIONS[step].split(";"):
+                    if statement.strip():
+                        self._db.execute(statement)
+            self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def close(self) -> None:
+        self._db.close()
+
+    @property
+    def total_changes(self) -> int:
+        """Rows changed through this connection (tests assert idempotency with it)."""
+        return self._db.total_changes
+
+    # -- meta ------------------------------------------------------------------------
+
+    def get_meta(self, name: str) -> str | None:
+        row = self._db.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, name: str, value: str) -> None:
+        if self.get_meta(name) != value:
+            self._db.execute(
+                "INSERT INTO meta (name, value) VALUES (?, ?) "
+                "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                (name, value),
+            )
+
+    # -- reading ---------------------------------------------------------------------
+
+    def manifest(self, source: str) -> dict[str, StoredDocument]:
+        rows = self._db.execute(
+            "SELECT key, size, mtime_ns, inode, bytes_hash, text_hash, derivation, title, "
+            "metadata, generation FROM documents WHERE source = ?",
+            (source,),
+        )
+        out = {}
+        for r in rows:
+            stat = None if r["size"] is None else SourceStat(r["size"], r["mtime_ns"], r["inode"])
+            out[r["key"]] = StoredDocument(
+                key=r["key"], stat=stat, bytes_hash=r["bytes_hash"], text_hash=r["text_hash"],
+                derivation=r["derivation"], title=r["title"], metadata=r["metadata"],
+                generation=r["generation"], chunk_digests=(),
+            )
+        return out
+
+    def with_digests(self, source: str, docs: Collection[StoredDocument]) -> list[StoredDocument]:
+        out = []
+        for doc in docs:
+            rows = self._db.execute(
+                f"SELECT c.digest FROM documents d JOIN chunks c ON {_CURRENT} "
+                "WHERE d.source = ? AND d.key = ? ORDER BY c.idx",
+                (source, doc.key),
+            ).fetchall()
+            out.append(_replace_digests(doc, tuple(r[0] for r in rows)))
+        return out
+
+    def cached(self, embedder: str, digests: Collection[str]) -> set[str]:
+        found: set[str] = set()
+        items = list(digests)
+        for i in range(0, len(items), 500):
+            batch = items[i : i + 500]
+            marks = ",".join("?" * len(batch))
+            found.update(r[0] for r in self._db.execute(
+                f"SELECT digest FROM embeddings WHERE embedder = ? AND digest IN ({marks})",
+                (embedder, *batch),
+            ))
+        return found
+
+    # -- writing ---------------------------------------------------------------------
+
+    def apply(self, source: str, doc: DocumentPlan,
+              vectors: Mapping[str, npt.NDArray[np.float32]], embedder: str, now: str) -> None:
+        if doc.action in (Action.UNCHANGED, Action.FAILED):
+            return
+        self._vectors.clear()
+        with self._transaction() as db:
+            for digest, vector in vectors.items():
+                v = np.asarray(vector, dtype=np.float32)
+                db.execute(
+                    "INSERT OR IGNORE INTO embeddings (digest, embedder, dimension, vector) "
+                    "VALUES (?, ?, ?, ?)",
+                    (digest, embedder, int(v.shape[0]), v.tobytes()),
+                )
+            if doc.action is Action.DELETED:
+                self._delete(source, doc.key)
+            elif doc.action is Action.MOVED:
+                self._move(source, doc, now)
+            elif doc.action is Action.METADATA:
+                self._refresh(source, doc, now)
+            else:
+                self._write_version(source, doc, now)
+
+    def _doc_id(self, source: str, key: str) -> tuple[int, int] | None:
+        row = self._db.execute(
+            "SELECT id, generation FROM documents WHERE source = ? AND key = ?", (source, key)
+        ).fetchone()
+        return None if row is None else (int(row[0]), int(row[1]))
+
+    def _drop_fts(self, doc_id: int, generation: int) -> None:
+        self._db.execute(
+            "DELETE FROM chunk_fts WHERE rowid IN "
+            "(SELECT id FROM chunks WHERE doc_id = ? AND generation = ?)",
+            (doc_id, generation),
+        )
+
+    def _delete(self, source: str, key: str) -> None:
+        found = self._doc_id(source, key)
+        if found is None:
+            return
+        self._drop_fts(*found)
+        self._db.execute("DELETE FROM documents WHERE id = ?", (found[0],))
+
+    def _move(self, source: str, doc: DocumentPlan, now: str) -> None:
+        version = doc.version
+        assert version is not None
+        assert doc.previous_key is not None
+        found = self._doc_id(source, doc.previous_key)
+        if found is None:  # the old row is gone: treat as new
+            self._write_version(source, doc, now)
+            return
+        stat = version.stat
+        self._db.execute(
+            "UPDATE documents SET key = ?, locator = ?, media_type = ?, size = ?, mtime_ns = ?, "
+            "inode = ?, bytes_hash = ?, title = ?, metadata = ?, last_seen = ?, last_changed = ? "
+            "WHERE id = ?",
+            (doc.key, version.locator, version.media_type, *_stat_row(stat), version.bytes_hash,
+             version.title, version.metadata, now, now, found[0]),
+        )
+
+    def _refresh(self, source: str, doc: DocumentPlan, now: str) -> None:
+        found = self._doc_id(source, doc.key)
+        if found is None:
+            return
+        version = doc.version
+        if version is None:  # gate 2: same bytes, new stat
+            self._db.execute(
+                "UPDATE documents SET size = ?, mtime_ns = ?, inode = ? WHERE id = ?",
+                (*_stat_row(doc.stat), found[0]),
+            )
+            return
+        self._db.execute(
+            "UPDATE documents SET locator = ?, media_type = ?, size = ?, mtime_ns = ?, inode = ?, "
+            "bytes_hash = ?, title = ?, metadata = ?, last_seen = ? WHERE id = ?",
+            (version.locator, version.media_type, *_stat_row(version.stat), version.bytes_hash,
+             version.title, version.metadata, now, found[0]),
+        )
+
+    def _write_version(self, source: str, doc: DocumentPlan, now: str) -> None:
+        version = doc.version
+        assert version is not None
+        db = self._db
+        found = self._doc_id(source, doc.key)
+        row = (version.locator, version.media_type, *_stat_row(version.stat), version.bytes_hash,
+               version.text_hash, version.derivation, version.title, version.metadata)
+        if found is None:
+            generation = 1
+            cursor = db.execute(
+                "INSERT INTO documents (source, key, locator, media_type, size, mtime_ns, inode, "
+                "bytes_hash, text_hash, derivation, title, metadata, generation, first_seen, "
+                "last_seen, last_changed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (source, doc.key, *row, generation, now, now, now),
+            )
+            doc_id = int(cursor.lastrowid or 0)
+            db.execute("INSERT INTO texts (doc_id, text) VALUES (?, ?)", (doc_id, version.text))
+        else:
+            doc_id, old_generation = found
+            generation = old_generation + 1
+            self._drop_fts(doc_id, old_generation)
+            db.execute(
+                "UPDATE documents SET locator = ?, media_type = ?, size = ?, mtime_ns = ?, "
+                "inode = ?, bytes_hash = ?, text_hash = ?, derivation = ?, title = ?, "
+                "metadata = ?, generation = ?, last_seen = ?, last_changed = ? WHERE id = ?",
+                (*row, generation, now, now, doc_id),
+            )
+            db.execute("DELETE FROM chunks WHERE doc_id = ? AND generation < ?",
+                       (doc_id, generation - 1))
+            db.execute(
+                "INSERT INTO texts (doc_id, text) VALUES (?, ?) ON CONFLICT (doc_id) DO UPDATE "
+                "SET previous = texts.text, text = excluded.text",
+                (doc_id, version.text),
+            )
+        db.executemany(
+            "INSERT OR IGNORE INTO chunk_texts (digest, text) VALUES (?, ?)",
+            ((c.digest, c.text) for c in version.chunks),
+        )
+        for index, c in enumerate(version.chunks):
+            cursor = db.execute(
+                "INSERT INTO chunks (doc_id, generation, idx, digest, section, heading, start, "
+                '"end", tokens, boundary) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+                (doc_id, generation, index, c.digest, c.section, c.heading, c.start, c.end,
+                 c.tokens, c.boundary),
+            )
+            db.execute("INSERT INTO chunk_fts (rowid, text) VALUES (?, ?)",
+                       (cursor.lastrowid, c.text))
+
+    def record_run(self, started: str, finished: str, report: Mapping[str, Any]) -> int:
+        cursor = self._db.execute(
+            "INSERT INTO runs (started, finished, report) VALUES (?, ?, ?)",
+            (started, finished, json.dumps(report, sort_keys=True)),
+        )
+        return int(cursor.lastrowid or 0)
+
+    # -- search ----------------------------------------------------------------------
+
+    _HIT = (
+        "SELECT d.source, d.key, d.title, c.heading, c.idx, c.start, c.\"end\", c.digest, t.text "
+        "FROM chunks c JOIN documents d ON " + _CURRENT + " "
+        "JOIN chunk_texts t ON t.digest = c.digest "
+    )
+
+    def search_text(self, query: str, k: int) -> list[Hit]:
+        terms = _fts_terms(query)
+        if not terms:
+            return []
+        match = " OR ".join(f'"{t}"' for t in terms)
+        rows = self._db.execute(
+            "SELECT d.source, d.key, d.title, c.heading, c.idx, c.start, c.\"end\", c.digest, "
+            "t.text, f.rank FROM (SELECT rowid, bm25(chunk_fts) AS rank FROM chunk_fts "
+            "WHERE chunk_fts MATCH ? ORDER BY rank LIMIT ?) f JOIN chunks c ON c.id = f.rowid "
+            f"JOIN documents d ON {_CURRENT} JOIN chunk_texts t ON t.digest = c.digest "
+            "ORDER BY f.rank",
+            (match, k),
+        ).fetchall()
+        # bm25() is lower-is-better and negative; report its negation as the score.
+        return [_hit(r, score=-float(r[9])) for r in rows]
+
+    def _vector_matrix(self, embedder: str) -> tuple[npt.NDArray[np.float32], list[int]]:
+        cached = self._vectors.get(embedder)
+        if cached is not None:
+            return cached
+        rows = self._db.execute(
+            f"SELECT c.id, e.vector FROM documents d JOIN chunks c ON {_CURRENT} "
+            "JOIN embeddings e ON e.digest = c.digest AND e.embedder = ?",
+            (embedder,),
+        ).fetchall()
+        ids = [int(r[0]) for r in rows]
+        if not rows:
+            matrix = np.zeros((0, 0), dtype=np.float32)
+        else:
+            matrix = np.vstack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
+        self._vectors[embedder] = (matrix, ids)
+        return matrix, ids
+
+    def search_vector(self, embedder: str, vector: npt.NDArray[np.float32], k: int) -> list[Hit]:
+        matrix, ids = self._vector_matrix(embedder)
+        if not ids:
+            return []
+        scores = matrix @ np.asarray(vector, dtype=np.float32)
+        top = np.argsort(-scores, kind="stable")[:k]
+        hits = []
+        for i in top.tolist():
+            row = self._db.execute(self._HIT + "WHERE c.id = ?", (ids[i],)).fetchone()
+            hits.append(_hit(row, score=float(scores[i])))
+        return hits
+
+    # -- documents and status --------------------------------------------------------
+
+    def document(self, key: str, source: str | None = None) -> DocumentText | None:
+        sql = ("SELECT d.source, d.key, d.title, t.text, t.previous, d.generation, d.last_changed "
+               "FROM documents d JOIN texts t ON t.doc_id = d.id WHERE d.key = ?")
+        args: tuple[str, ...] = (key,)
+        if source is not None:
+            sql += " AND d.source = ?"
+            args = (key, source)
+        row = self._db.execute(sql, args).fetchone()
+        if row is None:
+            return None
+        return DocumentText(*row)
+
+    def status(self) -> StoreStatus:
+        db = self._db
+        by_source = dict(db.execute("SELECT source, count(*) FROM documents GROUP BY source"))
+        last = db.execute("SELECT report FROM runs ORDER BY id DESC LIMIT 1").fetchone()
+        return StoreStatus(
+            documents=sum(by_source.values()),
+            chunks=db.execute(
+                f"SELECT count(*) FROM chunks c JOIN documents d ON {_CURRENT}").fetchone()[0],
+            embeddings=db.execute("SELECT count(*) FROM embeddings").fetchone()[0],
+            runs=db.execute("SELECT count(*) FROM runs").fetchone()[0],
+            by_source=by_source,
+            last_run=json.loads(last[0]) if last else None,
+        )
+
+    # -- maintenance -----------------------------------------------------------------
+
+    def verify(self, embedder: str, identity: Callable[[str], str] | None) -> list[str]:
+        db = self._db
+        problems: list[str] = []
+        for source, key, generation, gens, max_gen in db.execute(
+            "SELECT d.source, d.key, d.generation, count(DISTINCT c.generation), "
+            "max(c.generation) FROM documents d LEFT JOIN chunks c ON c.doc_id = d.id "
+            "GROUP BY d.id"
+        ):
+            if gens > 2:
+                problems.append(f"{source}:{key}: {gens} chunk generations (at most 2 allowed)")
+            if max_gen is not None and max_gen > generation:
+                problems.append(f"{source}:{key}: chunks of generation {max_gen} beyond the "
+                                f"current {generation}")
+        for source, key, n, top in db.execute(
+            f"SELECT d.source, d.key, count(c.id), max(c.idx) FROM documents d "
+            f"JOIN chunks c ON {_CURRENT} GROUP BY d.id"
+        ):
+            if top != n - 1:
+                problems.append(f"{source}:{key}: chunk indexes are not 0..{n - 1}")
+        for (digest,) in db.execute(
+            "SELECT DISTINCT c.digest FROM chunks c LEFT JOIN chunk_texts t USING (digest) "
+            "WHERE t.digest IS NULL"
+        ):
+            problems.append(f"chunk {digest[:12]}: text missing")
+        if identity is not None:
+            for digest, text in db.execute(
+                f"SELECT DISTINCT t.digest, t.text FROM chunk_texts t JOIN chunks c "
+                f"ON c.digest = t.digest JOIN documents d ON {_CURRENT}"
+            ):
+                if identity(text) != digest:
+                    problems.append(f"chunk {digest[:12]}: digest does not match its text")
+        for source, key, digest in db.execute(
+            f"SELECT d.source, d.key, c.digest FROM documents d JOIN chunks c ON {_CURRENT} "
+            "LEFT JOIN embeddings e ON e.digest = c.digest AND e.embedder = ? "
+            "WHERE e.digest IS NULL",
+            (embedder,),
+        ):
+            problems.append(f"{source}:{key}: chunk {digest[:12]} has no vector")
+        for emb, dims in db.execute(
+            "SELECT embedder, count(DISTINCT dimension) FROM embeddings GROUP BY embedder"
+        ):
+            if dims != 1:
+                problems.append(f"embedder {emb}: vectors of {dims} different dimensions")
+        for (bad,) in db.execute(
+            "SELECT count(*) FROM embeddings WHERE length(vector) != 4 * dimension"
+        ):
+            if bad:
+                problems.append(f"{bad} vectors whose size does not match their dimension")
+        indexed = {r[0] for r in db.execute("SELECT rowid FROM chunk_fts")}
+        current = {r[0] for r in db.execute(
+            f"SELECT c.id FROM chunks c JOIN documents d ON {_CURRENT}")}
+        if indexed - current:
+            problems.append(f"{len(indexed - current)} full-text rows of no current chunk")
+        if current - indexed:
+            problems.append(f"{len(current - indexed)} current chunks missing from full text")
+        orphans = db.execute(
+            "SELECT count(*) FROM chunks WHERE doc_id NOT IN (SELECT id FROM documents)"
+        ).fetchone()[0]
+        if orphans:
+            problems.append(f"{orphans} chunks of no document")
+        return problems
+
+    def erase(self, pattern: str) -> list[tuple[str, str]]:
+        rows = self._db.execute("SELECT source, key FROM documents").fetchall()
+        gone = [(s, k) for s, k in rows if fnmatch.fnmatchcase(k, pattern)]
+        for source, key in gone:
+            with self._transaction():
+                self._delete(source, key)
+        self._vectors.clear()
+        if gone:
+            self.gc()
+        return gone
+
+    def gc(self) -> dict[str, int]:
+        db = self._db
+        with self._transaction():
+            texts = db.execute(
+                "DELETE FROM chunk_texts WHERE digest NOT IN (SELECT digest FROM chunks)"
+            ).rowcount
+            vectors = db.execute(
+                "DELETE FROM embeddings WHERE digest NOT IN (SELECT digest FROM chunks)"
+            ).rowcount
+        db.execute("INSERT INTO chunk_fts (chunk_fts) VALUES ('optimize')")
+        db.execute("VACUUM")
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        self._vectors.clear()
+        return {"chunk_texts": texts, "embeddings": vectors}
+
+
+def _stat_row(stat: SourceStat | None) -> tuple[int | None, int | None, int | None]:
+    if stat is None:
+        return (None, None, None)
+    return (stat.size, stat.mtime_ns, stat.inode)
+
+
+def _replace_digests(doc: StoredDocument, digests: tuple[str, ...]) -> StoredDocument:
+    return replace(doc, chunk_digests=digests)
+
+
+def _fts_terms(query: str) -> list[str]:
+    return [t.replace('"', "") for t in query.split() if any(ch.isalnum() for ch in t)]
+
+
+def _hit(row: sqlite3.Row, score: float) -> Hit:
+    return Hit(source=row[0], key=row[1], title=row[2], heading=row[3], index=row[4],
+               start=row[5], end=row[6], digest=row[7], text=row[8], score=score)

@@ -1,0 +1,394 @@
+"""The one orchestrator: gates, plan, embed the misses, apply, report.
+
+It sees only protocols (Source, Extractor, RecordStore, Embedder) and the pure
+core, so every part can be replaced by a fake from :mod:`kbsync.testing`.
+Nothing in the store changes until the plan is complete, and then one document
+at a time, each in one transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from bisect import bisect_right
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from kbsync.chunking import chunk_text, make_params, parameters_hash, token_counter
+from kbsync.chunking.diagnostics import diagnose
+from kbsync.embed import Embedder
+from kbsync.errors import DocumentError
+from kbsync.extract import Extractor
+from kbsync.identity import digest, normalized_text_hash, source_bytes_hash
+from kbsync.model import Chunk, ChunkingDiagnostics, Record, SourceItem
+from kbsync.normalize import NORMALIZER_VERSION, normalize
+from kbsync.plan import (
+    Action,
+    ChunkDraft,
+    DocumentVersion,
+    Failed,
+    Observation,
+    Plan,
+    Refreshed,
+    Unchanged,
+    plan,
+)
+from kbsync.report import diagnostics_dict
+from kbsync.sources import Source
+from kbsync.store import RecordStore
+
+__all__ = ["Chunker", "SourceReport", "SyncReport", "sync_sources"]
+
+Progress = Callable[[str, int, int], None]
+ExtractorFor = Callable[[str], Extractor | None]
+EMBED_BATCH = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Chunker:
+    """The chunking settings of a knowledge base: a strategy and its parameters."""
+
+    strategy: str = "tttd"
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    def validate(self) -> None:
+        make_params(self.strategy, **self.params)
+
+    @property
+    def fingerprint(self) -> str:
+        """What a document's derivation commits to besides its extractor."""
+        return digest("kbsync:chunker-settings", NORMALIZER_VERSION, self.strategy,
+                      json.dumps(dict(self.params), sort_keys=True))
+
+    def chunks(self, text: str) -> tuple[Chunk, ...]:
+        return chunk_text(text, strategy=self.strategy, **self.params).chunks  # type: ignore[arg-type]
+
+
+@dataclass(slots=True)
+class SourceReport:
+    """What one sync (or plan) did to one source."""
+
+    source: str
+    documents: Counter[str] = field(default_factory=Counter)
+    chunks: Counter[str] = field(default_factory=Counter)
+    bytes_read: int = 0
+    bytes_skipped: int = 0
+    skipped: int = 0
+    embeddings_computed: int = 0
+    embeddings_reused: int = 0
+    embed_tokens: int = 0
+    failures: list[tuple[str, str]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    actions: list[tuple[str, str]] = field(default_factory=list)
+    listing_complete: bool = True
+    deletions_blocked: bool = False
+
+
+@dataclass(slots=True)
+class SyncReport:
+    """The report of one run: per source, stage times and chunking diagnostics."""
+
+    dry_run: bool
+    started: str
+    finished: str = ""
+    sources: list[SourceReport] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+    diagnostics: ChunkingDiagnostics | None = None
+
+    def total(self, name: str) -> int:
+        """A document action count (e.g. ``"new"``) summed over sources."""
+        return sum(s.documents[name] for s in self.sources)
+
+    @property
+    def failed(self) -> bool:
+        return any(s.failures or s.deletions_blocked or not s.listing_complete
+                   for s in self.sources)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+class _Clock:
+    def __init__(self, report: SyncReport) -> None:
+        self.report = report
+        self.mark = time.perf_counter()
+
+    def lap(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.report.seconds[stage] = self.report.seconds.get(stage, 0.0) + now - self.mark
+        self.mark = now
+
+
+def sync_sources(
+    sources: Sequence[Source],
+    store: RecordStore,
+    embedder: Embedder,
+    extractor_for: ExtractorFor,
+    chunker: Chunker,
+    *,
+    dry_run: bool = False,
+    verify: bool = False,
+    allow_mass_delete: bool = False,
+    progress: Progress | None = None,
+) -> SyncReport:
+    """Bring ``store`` in step with ``sources`` (or, with ``dry_run``, only plan it)."""
+    report = SyncReport(dry_run=dry_run, started=_now())
+    clock = _Clock(report)
+    chunked: list[Chunk] = []
+    for source in sources:
+        source_report = SourceReport(source=source.name)
+        report.sources.append(source_report)
+        the_plan = _plan_source(source, store, embedder, extractor_for, chunker, verify,
+                                allow_mass_delete, source_report, clock, progress, chunked)
+        if dry_run:
+            continue
+        vectors, failed = _embed(the_plan, embedder, source_report, progress)
+        clock.lap("embed")
+        _apply(the_plan, vectors, failed, store, embedder, source_report, progress)
+        clock.lap("apply")
+    report.diagnostics = _diagnostics(chunker, chunked)
+    report.finished = _now()
+    if not dry_run:
+        store.set_meta("chunker", chunker.fingerprint)
+        store.set_meta("embedder", embedder.identity)
+        store.record_run(report.started, report.finished, report_dict(report))
+    return report
+
+
+def _plan_source(
+    source: Source, store: RecordStore, embedder: Embedder, extractor_for: ExtractorFor,
+    chunker: Chunker, verify: bool, allow_mass_delete: bool, out: SourceReport,
+    clock: _Clock, progress: Progress | None, chunked: list[Chunk],
+) -> Plan:
+    listing = source.list()
+    stored = store.manifest(source.name)
+    clock.lap("list")
+    out.listing_complete = listing.complete
+    out.warnings.extend(listing.warnings)
+    # A listing error with a key means the document exists but cannot be taken now:
+    # it fails (and keeps its stored version); one without a key is about the source.
+    observations: list[Observation] = [Failed(e.key, e.message) for e in listing.errors if e.key]
+    out.failures.extend(("", e.message) for e in listing.errors if not e.key)
+    items = [i for i in listing.items if extractor_for(i.media_type) is not None]
+    out.skipped = len(listing.items) - len(items)
+    for n, item in enumerate(items, 1):
+        old = stored.get(item.key)
+        extractor = extractor_for(item.media_type)
+        assert extractor is not None
+        derivation = digest("kbsync:derivation", chunker.fingerprint, extractor.identity)
+        if (not verify and old is not None and item.stat is not None
+                and old.stat == item.stat and old.derivation == derivation):
+            observations.append(Unchanged(item.key))
+            out.bytes_skipped += item.stat.size
+        else:
+            observations.append(_observe(source, item, old_bytes=old.bytes_hash if old else None,
+                                         old_text=old.text_hash if old else None,
+                                         old_derivation=old.derivation if old else None,
+                                         old_stat=old.stat if old else None,
+                                         extractor=extractor, derivation=derivation,
+                                         chunker=chunker, out=out, chunked=chunked))
+        if progress is not None:
+            progress("read", n, len(items))
+    clock.lap("read")
+    listed = [i.key for i in listing.items] + [e.key for e in listing.errors if e.key]
+    needs_digests = [stored[o.key] for o in observations
+                     if isinstance(o, DocumentVersion) and o.key in stored]
+    needs_digests += [d for k, d in stored.items() if k not in set(listed)]
+    for doc in store.with_digests(source.name, needs_digests):
+        stored[doc.key] = doc
+    pending = {c.digest for o in observations if isinstance(o, DocumentVersion)
+               for c in o.chunks}
+    the_plan = plan(source.name, stored, listed, observations,
+                    store.cached(embedder.identity, pending),
+                    listing_complete=listing.complete, allow_mass_delete=allow_mass_delete)
+    clock.lap("plan")
+    out.deletions_blocked = the_plan.deletions_blocked
+    if the_plan.deletions_blocked:
+        out.failures.append(("", "more than half of this source's documents would be deleted; "
+                                 "nothing was deleted (use --allow-mass-delete)"))
+    tokens = {c.digest: c.tokens for o in observations if isinstance(o, DocumentVersion)
+              for c in o.chunks}
+    out.embed_tokens = sum(tokens[d] for d in the_plan.to_embed)
+    for d in the_plan.documents:
+        out.documents[str(d.action)] += 1
+        out.chunks["kept"] += d.ops.kept
+        out.chunks["moved"] += d.ops.moved
+        out.chunks["added"] += d.ops.added
+        out.chunks["deleted"] += d.ops.deleted
+        if d.action is Action.FAILED:
+            out.failures.append((d.key, d.message))
+        if d.action is not Action.UNCHANGED:
+            out.actions.append((d.key, str(d.action)))
+    return the_plan
+
+
+def _observe(
+    source: Source, item: SourceItem, *, old_bytes: str | None, old_text: str | None,
+    old_derivation: str | None, old_stat: object, extractor: Extractor, derivation: str,
+    chunker: Chunker, out: SourceReport, chunked: list[Chunk],
+) -> Observation:
+    """Gates 2 and 3 for one document that the stat gate let through."""
+    try:
+        data = source.read(item)
+    except DocumentError as exc:
+        return Failed(item.key, exc.reason)
+    out.bytes_read += len(data)
+    bytes_hash = source_bytes_hash(data)
+    same_derivation = old_derivation == derivation
+    if bytes_hash == old_bytes and same_derivation:
+        return Unchanged(item.key) if old_stat == item.stat else Refreshed(item.key, item.stat)
+    try:
+        record = extractor.extract(data, locator=item.locator)
+    except DocumentError as exc:
+        return Failed(item.key, exc.reason)
+    text = record.text
+    text_hash = normalized_text_hash(normalize(text).text, NORMALIZER_VERSION, extractor.identity)
+    meta = json.dumps(dict(record.metadata), sort_keys=True)
+    common = {
+        "key": item.key, "locator": item.locator, "media_type": item.media_type,
+        "stat": item.stat, "bytes_hash": bytes_hash, "text_hash": text_hash,
+        "derivation": derivation, "title": record.title, "metadata": meta, "text": text,
+    }
+    if text_hash == old_text and same_derivation:
+        return DocumentVersion(**common, chunks=(), rechunked=False)  # type: ignore[arg-type]
+    drafts = _chunk_record(record, chunker, chunked)
+    return DocumentVersion(**common, chunks=drafts)  # type: ignore[arg-type]
+
+
+def _chunk_record(record: Record, chunker: Chunker, chunked: list[Chunk]) -> tuple[ChunkDraft, ...]:
+    """Chunk the record's text as one stream; each chunk takes the heading it starts under.
+
+    One stream (rather than one per section) keeps short sections together with
+    their neighbours instead of making a fragment of every heading.
+    """
+    text, starts = _record_layout(record)
+    drafts: list[ChunkDraft] = []
+    for c in chunker.chunks(text):
+        chunked.append(c)
+        section = max(0, bisect_right(starts, c.start) - 1)
+        heading = record.sections[section].heading if record.sections else None
+        drafts.append(ChunkDraft(c.identity, c.text, section, heading, c.start, c.end,
+                                 c.token_count, str(c.boundary)))
+    return tuple(drafts)
+
+
+def _record_layout(record: Record) -> tuple[str, list[int]]:
+    """The record's text and where each section starts in it (as :attr:`Record.text`)."""
+    parts: list[str] = []
+    starts: list[int] = []
+    length = 0
+    for section in record.sections:
+        starts.append(length + (2 if parts else 0))
+        for piece in (section.heading, section.text):
+            if piece:
+                length += len(piece) + (2 if parts else 0)
+                parts.append(piece)
+    return "\n\n".join(parts), starts
+
+
+def _embed(
+    the_plan: Plan, embedder: Embedder, out: SourceReport, progress: Progress | None,
+) -> tuple[dict[str, npt.NDArray[np.float32]], set[str]]:
+    """Vectors of the plan's cache misses; digests whose batch failed are returned apart."""
+    texts = {c.digest: c.text for d in the_plan.documents if d.version is not None
+             for c in d.version.chunks}
+    wanted = list(the_plan.to_embed)
+    vectors: dict[str, npt.NDArray[np.float32]] = {}
+    failed: set[str] = set()
+    for start in range(0, len(wanted), EMBED_BATCH):
+        batch = wanted[start : start + EMBED_BATCH]
+        try:
+            vectors.update(_embed_batch(embedder, batch, texts))
+        except Exception:  # a provider's failure must not half-apply anything
+            # Retry one by one, so one bad chunk fails only its own document.
+            for one in batch:
+                try:
+                    vectors.update(_embed_batch(embedder, [one], texts))
+                except Exception as exc:
+                    failed.add(one)
+                    out.warnings.append(f"embedding failed for chunk {one[:12]}: {exc}")
+        if progress is not None:
+            progress("embed", min(start + EMBED_BATCH, len(wanted)), len(wanted))
+    out.embeddings_computed = len(vectors)
+    added = {d for doc in the_plan.documents for d in doc.ops.added_digests}
+    out.embeddings_reused = len(added) - len(wanted)
+    return vectors, failed
+
+
+def _embed_batch(embedder: Embedder, batch: list[str], texts: Mapping[str, str],
+                 ) -> dict[str, npt.NDArray[np.float32]]:
+    result = embedder.embed([texts[d] for d in batch])
+    if result.shape != (len(batch), embedder.dimension):
+        raise ValueError(f"the embedder returned shape {result.shape} for {len(batch)} texts")
+    if not np.isfinite(result).all():
+        raise ValueError("the embedder returned non-finite values")
+    return dict(zip(batch, result, strict=True))
+
+
+def _apply(
+    the_plan: Plan, vectors: Mapping[str, npt.NDArray[np.float32]], failed: set[str],
+    store: RecordStore, embedder: Embedder, out: SourceReport, progress: Progress | None,
+) -> None:
+    order = {Action.MOVED: 0, Action.DELETED: 2}
+    docs = sorted(the_plan.documents, key=lambda d: order.get(d.action, 1))
+    writable = [d for d in docs if d.action not in (Action.UNCHANGED, Action.FAILED)]
+    now = _now()
+    for n, doc in enumerate(writable, 1):
+        if failed.intersection(doc.ops.added_digests):
+            out.documents[str(doc.action)] -= 1
+            out.documents[str(Action.FAILED)] += 1
+            out.failures.append((doc.key, "embedding failed; the previous version is kept"))
+            continue
+        mine = {d: vectors[d] for d in doc.ops.added_digests if d in vectors}
+        store.apply(the_plan.source, doc, mine, embedder.identity, now)
+        if progress is not None:
+            progress("apply", n, len(writable))
+
+
+def _diagnostics(chunker: Chunker, chunks: Iterable[Chunk]) -> ChunkingDiagnostics:
+    settings = make_params(chunker.strategy, **chunker.params)
+    counter = getattr(settings, "token_counter", "estimate")
+    return diagnose(
+        chunks, strategy=chunker.strategy, chunker_id=settings.chunker_id,
+        params_hash=parameters_hash(chunker.strategy, **chunker.params),
+        normalizer_version=NORMALIZER_VERSION, token_counter=token_counter(counter).identity,
+        snapping=bool(getattr(settings, "snap", False)),
+    )
+
+
+def report_dict(report: SyncReport) -> dict[str, Any]:
+    """The report as JSON-ready data (what ``--json`` prints and the runs table keeps)."""
+    return {
+        "dry_run": report.dry_run,
+        "started": report.started,
+        "finished": report.finished,
+        "seconds": {k: round(v, 4) for k, v in report.seconds.items()},
+        "documents": {a.value: report.total(a.value) for a in Action},
+        "sources": [
+            {
+                "source": s.source,
+                "documents": dict(s.documents),
+                "chunks": dict(s.chunks),
+                "bytes_read": s.bytes_read,
+                "bytes_skipped": s.bytes_skipped,
+                "skipped_unsupported": s.skipped,
+                "embeddings_computed": s.embeddings_computed,
+                "embeddings_reused": s.embeddings_reused,
+                "embedding_tokens": s.embed_tokens,
+                "listing_complete": s.listing_complete,
+                "deletions_blocked": s.deletions_blocked,
+                "failures": [{"key": k, "message": m} for k, m in s.failures],
+                "warnings": s.warnings,
+                "changes": [{"key": k, "action": a} for k, a in s.actions],
+            }
+            for s in report.sources
+        ],
+        "diagnostics": diagnostics_dict(report.diagnostics) if report.diagnostics else None,
+    }

@@ -1,0 +1,78 @@
+"""In-memory fakes of kbsync's protocols, public so users can test their setups too."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from kbsync.embed import Vectors
+from kbsync.embed.hashing import HashingEmbedder
+from kbsync.errors import DocumentError
+from kbsync.identity import source_bytes_hash
+from kbsync.model import Listing, SourceItem, SourceStat
+
+__all__ = ["CountingEmbedder", "MemorySource"]
+
+
+class MemorySource:
+    """A source whose documents live in a dict of key -> bytes (or None to fail reading).
+
+    The stat of a document is derived from its content, so an edit changes it
+    and an unchanged document keeps it; ``complete=False`` simulates a partial listing.
+    """
+
+    def __init__(self, documents: Mapping[str, bytes | None] | None = None,
+                 name: str = "memory", media_type: str = "text/plain") -> None:
+        self.documents: dict[str, bytes | None] = dict(documents or {})
+        self._name = name
+        self.media_type = media_type
+        self.complete = True
+        self.reads: list[str] = []
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def list(self) -> Listing:
+        items = []
+        for key, data in sorted(self.documents.items()):
+            payload = data or b""
+            mtime = int(source_bytes_hash(payload)[:12], 16)
+            items.append(SourceItem(key, f"memory:{key}", self.media_type,
+                                    SourceStat(len(payload), mtime, 1)))
+        return Listing(tuple(items), complete=self.complete)
+
+    def read(self, item: SourceItem) -> bytes:
+        self.reads.append(item.key)
+        data = self.documents.get(item.key)
+        if data is None:
+            raise DocumentError(item.locator, "cannot be read (simulated)")
+        return data
+
+
+class CountingEmbedder:
+    """The hashing embedder, counting texts embedded; can be told to fail on some texts."""
+
+    def __init__(self, dimension: int = 64, fail_on: Sequence[str] = ()) -> None:
+        self._inner = HashingEmbedder(dimension)
+        self.fail_on = list(fail_on)
+        self.calls = 0
+        self.texts = 0
+
+    @property
+    def identity(self) -> str:
+        return self._inner.identity
+
+    @property
+    def dimension(self) -> int:
+        return self._inner.dimension
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        self.calls += 1
+        for text in texts:
+            if any(marker in text for marker in self.fail_on):
+                raise RuntimeError("embedding provider failed (simulated)")
+        self.texts += len(texts)
+        out: Vectors = self._inner.embed(texts).astype(np.float32)
+        return out

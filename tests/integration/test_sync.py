@@ -1,0 +1,277 @@
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kbsync.engine import Engine, init_config, load_config
+from kbsync.errors import LockedError
+from kbsync.extract.registry import extractor_for
+from kbsync.plan import Action
+from kbsync.store.lock import WriterLock
+from kbsync.store.sqlite import SqliteStore
+from kbsync.sync import Chunker, sync_sources
+from kbsync.testing import CountingEmbedder, MemorySource
+from tests.conftest import CORPUS
+
+SENTENCE = " A new sentence about the night shift and the harbour lights."
+
+
+@pytest.fixture
+def kb(tmp_path: Path) -> Path:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for path in sorted(CORPUS.iterdir())[:12]:
+        shutil.copy(path, docs / path.name)
+    init_config(tmp_path, ["docs"])
+    return tmp_path
+
+
+def _engine(kb: Path) -> Engine:
+    return Engine(load_config(kb))
+
+
+def _edit(path: Path, text: str | None = None) -> None:
+    body = path.read_text()
+    at = body.index(". ", len(body) // 2) + 1
+    path.write_text(text if text is not None else body[:at] + SENTENCE + body[at:])
+
+
+def test_a_first_sync_adds_every_document_and_the_store_verifies(kb: Path) -> None:
+    with _engine(kb) as engine:
+        report = engine.sync()
+        assert report.total("new") == 12
+        assert report.sources[0].embeddings_computed > 0
+        assert engine.verify() == []
+        assert engine.status().documents == 12
+
+
+def test_a_second_identical_sync_writes_nothing_but_its_run_report(kb: Path) -> None:
+    with _engine(kb) as engine:
+        engine.sync()
+        before = engine.store.total_changes
+        report = engine.sync()
+        assert report.total("unchanged") == 12
+        assert report.sources[0].bytes_read == 0
+        assert report.sources[0].embeddings_computed == 0
+        assert engine.store.total_changes - before == 1  # the runs row
+
+
+def test_the_stat_gate_skips_reading_and_verify_mode_reads_everything(kb: Path) -> None:
+    with _engine(kb) as engine:
+        engine.sync()
+        assert engine.sync().sources[0].bytes_read == 0
+        forced = engine.sync(verify=True)
+        assert forced.sources[0].bytes_read > 0
+        assert forced.total("unchanged") == 12
+
+
+def test_a_same_stat_edit_is_caught_only_by_verify_mode(kb: Path) -> None:
+    path = kb / "docs" / "a-essay-city-at-night.txt"
+    with _engine(kb) as engine:
+        engine.sync()
+        st = path.stat()
+        body = path.read_text()
+        path.write_text(body.replace("night", "NIGHT", 1))
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+        assert engine.sync().total("modified") == 0
+        assert engine.sync(verify=True).total("modified") == 1
+
+
+def test_touching_a_file_refreshes_metadata_without_reextracting(kb: Path) -> None:
+    path = kb / "docs" / "a-essay-lighthouses.txt"
+    with _engine(kb) as engine:
+        engine.sync()
+        os.utime(path, ns=(time.time_ns(), time.time_ns() + 5_000_000_000))
+        report = engine.sync()
+        assert report.total("metadata-only") == 1
+        assert report.sources[0].embeddings_computed == 0
+        assert report.sources[0].chunks["added"] == 0
+
+
+def test_whitespace_only_edits_pass_the_bytes_gate_but_not_the_text_gate(kb: Path) -> None:
+    path = kb / "docs" / "a-essay-lighthouses.txt"
+    with _engine(kb) as engine:
+        engine.sync()
+        path.write_text(path.read_text().replace(". ", ".  ", 3))
+        report = engine.sync()
+        assert report.total("metadata-only") == 1
+        assert report.sources[0].chunks["added"] == 0
+
+
+def test_a_one_sentence_edit_re_embeds_only_the_chunks_around_it(kb: Path) -> None:
+    with _engine(kb) as engine:
+        engine.sync()
+        _edit(kb / "docs" / "a-essay-learning-to-bake-bread.txt")
+        report = engine.sync()
+        src = report.sources[0]
+        assert report.total("modified") == 1
+        assert 1 <= src.embeddings_computed <= 3
+        assert src.chunks["kept"] + src.chunks["moved"] > 0
+        assert engine.verify() == []
+        doc, change = engine.diff("a-essay-learning-to-bake-bread.txt")
+        assert change.regions
+        assert any(SENTENCE.strip()[:20] in doc.text[r.offset : r.end] for r in change.regions)
+
+
+def test_a_deleted_file_is_removed_with_its_chunks(kb: Path) -> None:
+    with _engine(kb) as engine:
+        engine.sync()
+        (kb / "docs" / "a-essay-lighthouses.txt").unlink()
+        report = engine.sync()
+        assert report.total("deleted") == 1
+        assert engine.status().documents == 11
+        assert engine.verify() == []
+
+
+def test_a_renamed_file_is_moved_and_nothing_is_re_embedded(kb: Path) -> None:
+    with _engine(kb) as engine:
+        engine.sync()
+        docs = kb / "docs"
+        (docs / "a-essay-lighthouses.txt").rename(docs / "lighthouses-renamed.txt")
+        report = engine.sync()
+        assert report.total("moved") == 1
+        assert report.total("deleted") == 0
+        assert report.sources[0].embeddings_computed == 0
+        assert engine.store.document("lighthouses-renamed.txt") is not None
+        assert engine.verify() == []
+
+
+def test_a_failed_listing_deletes_nothing(kb: Path) -> None:
+    with _engine(kb) as engine:
+        engine.sync()
+        shutil.move(kb / "docs", kb / "elsewhere")
+        report = engine.sync()
+        assert report.total("deleted") == 0
+        assert report.failed
+        assert engine.status().documents == 12
+
+
+def test_deleting_more_than_half_needs_allow_mass_delete(kb: Path) -> None:
+    with _engine(kb) as engine:
+        engine.sync()
+        for path in sorted((kb / "docs").iterdir())[:8]:
+            path.unlink()
+        blocked = engine.sync()
+        assert blocked.sources[0].deletions_blocked
+        assert engine.status().documents == 12
+        allowed = engine.sync(allow_mass_delete=True)
+        assert allowed.total("deleted") == 8
+
+
+def test_a_bad_document_fails_alone_and_keeps_its_old_version(kb: Path) -> None:
+    path = kb / "docs" / "a-essay-lighthouses.txt"
+    with _engine(kb) as engine:
+        engine.sync()
+        path.write_bytes(b"\x00\x01\x02binary\x00" * 200)
+        _edit(kb / "docs" / "a-essay-city-at-night.txt")
+        report = engine.sync()
+        assert report.total("failed") == 1
+        assert report.total("modified") == 1
+        assert any("a-essay-lighthouses.txt" in key for key, _ in report.sources[0].failures)
+        assert engine.store.document("a-essay-lighthouses.txt") is not None
+        assert engine.search("lighthouse keeper", k=3, mode="text")
+
+
+def test_search_finds_text_by_vector_full_text_and_both(kb: Path) -> None:
+    with _engine(kb) as engine:
+        engine.sync()
+        for mode in ("vector", "text", "hybrid"):
+            hits = engine.search("retry backoff delay", k=5, mode=mode)  # type: ignore[arg-type]
+            assert hits, mode
+            assert any("retr" in h.text.lower() for h in hits), mode
+
+
+def test_a_changed_chunker_is_planned_as_re_derivation(kb: Path) -> None:
+    with _engine(kb) as engine:
+        engine.sync()
+    config = (kb / "kbsync.toml").read_text().replace('strategy = "tttd"',
+                                                      'strategy = "tttd"\nmax_tokens = 400')
+    (kb / "kbsync.toml").write_text(config)
+    with _engine(kb) as engine:
+        planned = engine.plan()
+        assert planned.total("modified") == 12
+        assert planned.sources[0].embed_tokens > 0
+        assert engine.status().runs == 1  # plan wrote nothing
+
+
+def test_erase_and_gc_leave_no_byte_of_the_erased_text(kb: Path) -> None:
+    canary = "CanaryXyzzyPlugh"
+    (kb / "docs" / "secret.txt").write_text(f"This file holds the {canary} passphrase. " * 20)
+    with _engine(kb) as engine:
+        engine.sync()
+        assert engine.search(canary, mode="text")
+        assert [k for _, k in engine.erase("secret.*")] == ["secret.txt"]
+        engine.gc()
+        assert engine.verify() == []
+    (kb / "docs" / "secret.txt").unlink()
+    for path in (kb / ".kbsync").iterdir():
+        assert canary.encode() not in path.read_bytes(), path.name
+
+
+def test_verify_catches_a_corrupted_store(kb: Path) -> None:
+    with _engine(kb) as engine:
+        engine.sync()
+    db = sqlite3.connect(kb / ".kbsync" / "kbsync.db")
+    db.execute("UPDATE chunk_texts SET text = text || ' tampered' WHERE rowid = 1")
+    db.execute("DELETE FROM embeddings WHERE rowid = 2")
+    db.commit()
+    db.close()
+    with _engine(kb) as engine:
+        problems = engine.verify()
+    assert any("does not match its text" in p for p in problems)
+    assert any("has no vector" in p for p in problems)
+
+
+def test_a_store_from_a_newer_kbsync_is_refused_without_writes(tmp_path: Path) -> None:
+    path = tmp_path / "new.db"
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA user_version = 99")
+    db.close()
+    before = path.read_bytes()
+    from kbsync.errors import SchemaError
+
+    with pytest.raises(SchemaError, match="newer"):
+        SqliteStore(path)
+    assert path.read_bytes() == before
+
+
+def test_a_second_writer_waits_or_fails_fast_with_no_wait(kb: Path) -> None:
+    config = load_config(kb)
+    with WriterLock(config.lock_path):
+        with pytest.raises(LockedError):
+            _engine(kb).sync(wait=False)
+        started = time.monotonic()
+        out = subprocess.run([sys.executable, "-m", "kbsync", "sync", "--no-wait", "-c", str(kb)],
+                             capture_output=True, text=True)
+        assert out.returncode == 3
+        assert time.monotonic() - started < 10
+        assert "another kbsync process" in out.stderr
+
+
+def test_a_failing_embedder_leaves_documents_as_they_were_and_retries_only_the_rest(
+    tmp_path: Path,
+) -> None:
+    source = MemorySource({"a.txt": b"alpha words " * 200, "b.txt": b"beta words " * 200})
+    store = SqliteStore(tmp_path / "kb.db")
+    chunker = Chunker("tttd", {"min_tokens": 16, "max_tokens": 64})
+    good = CountingEmbedder()
+    sync_sources([source], store, good, extractor_for, chunker)
+    source.documents["a.txt"] = b"alpha words " * 200 + b"POISON appears here."
+    source.documents["b.txt"] = b"beta words " * 200 + b"fine change."
+    bad = CountingEmbedder(fail_on=["POISON"])
+    report = sync_sources([source], store, bad, extractor_for, chunker)
+    assert report.total("failed") == 1
+    assert "POISON" not in (store.document("a.txt").text)  # type: ignore[union-attr]
+    assert store.verify(bad.identity, None) == []
+    counter = CountingEmbedder()
+    again = sync_sources([source], store, counter, extractor_for, chunker)
+    assert again.total("modified") == 1
+    assert counter.texts == again.sources[0].embeddings_computed <= 2
+    assert again.sources[0].documents[Action.UNCHANGED.value] == 1
