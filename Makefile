@@ -4,9 +4,12 @@ BIN := $(VENV)/bin
 
 .PHONY: run test lint bench clean
 
-## make run: create .venv, install kbsync, chunk the bundled sample corpus and print diagnostics
+## make run: create .venv, install kbsync, sync the sample corpus into an embedded SQLite
+## store (examples/.kbsync/), print the report, and search it
 run: $(VENV)/.installed
-	$(BIN)/kbsync chunk examples/corpus
+	$(BIN)/kbsync sync -c examples
+	$(BIN)/kbsync search "how do retries work" -k 3 -c examples
+	$(BIN)/kbsync status -c examples
 
 ## make test: install the dev extras, then ruff, mypy --strict, the import-layer check and pytest
 test: $(VENV)/.dev-installed lint
@@ -21,13 +24,14 @@ lint: $(VENV)/.dev-installed
 bench: $(VENV)/.dev-installed
 	$(BIN)/python -m pip install --quiet -r benchmarks/requirements.txt
 	$(BIN)/python benchmarks/chunking.py
+	$(BIN)/python benchmarks/sync.py
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
-	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python -m pip install --quiet -e '.[html,pdf]'
 	touch $@
 
 $(VENV)/.dev-installed: pyproject.toml | $(VENV)/bin/python

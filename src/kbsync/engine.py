@@ -62,7 +62,7 @@ class Config:
     store: str = ".kbsync/kbsync.db"
     chunker: Chunker = field(default_factory=Chunker)
     embedder: dict[str, Any] = field(default_factory=lambda: {"kind": "hashing",
-                                                              "dimension": 256})
+                                                              "dimension": 1024})
     sources: tuple[SourceConfig, ...] = ()
 
     @property
@@ -104,7 +104,7 @@ def load_config(path: str | Path = CONFIG_NAME) -> Config:
             raise ConfigError(f"{file}: two sources share a name")
         return Config(file=file.resolve(), store=str(data.get("store", {}).get("path",
                       ".kbsync/kbsync.db")), chunker=chunker,
-                      embedder=dict(data.get("embedder", {"kind": "hashing", "dimension": 256})),
+                      embedder=dict(data.get("embedder", {"kind": "hashing", "dimension": 1024})),
                       sources=sources)
     except (KeyError, TypeError, ParameterError) as exc:
         raise ConfigError(f"{file}: invalid configuration: {exc}") from exc
@@ -177,7 +177,7 @@ def make_embedder(settings: dict[str, Any]) -> Embedder:
     """The embedder a configuration names."""
     kind = settings.get("kind", "hashing")
     if kind == "hashing":
-        return HashingEmbedder(int(settings.get("dimension", 256)))
+        return HashingEmbedder(int(settings.get("dimension", 1024)))
     raise ConfigError(f"unknown embedder kind {kind!r} (available: hashing)")
 
 

@@ -20,14 +20,31 @@ from kbsync.errors import ParameterError
 __all__ = ["HashingEmbedder"]
 
 _TOKEN = re.compile(r"\w+")
+# Function words carry no topic; without them a question's "how do … work" would
+# outweigh the one word that matters.
+_STOPWORDS = frozenset(
+    ["a", "about", "above", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me", "more", "most", "my", "no", "nor", "not", "now", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "out", "over", "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "work", "works"]
+)
+
+
+def _stem(word: str) -> str:
+    """A light suffix stripper: "retries", "retried", "retrying" all become "retr"."""
+    for suffix in ("ying", "ies", "ied", "ing", "ed", "es", "s", "y"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
 
 
 class HashingEmbedder:
-    """Signed feature hashing (CRC32) of lower-cased unigrams and bigrams, L2-normalized."""
+    """Signed feature hashing (CRC32) of lower-cased content words and their bigrams.
+
+    Counts are damped (``1 + log(count)``) and rows L2-normalized, so cosine
+    similarity rewards shared topic words rather than long texts.
+    """
 
     version = "hashing-v1"
 
-    def __init__(self, dimension: int = 256) -> None:
+    def __init__(self, dimension: int = 1024) -> None:
         if dimension < 8:
             raise ParameterError(f"the hashing embedder needs dimension >= 8, got {dimension}")
         self._dimension = dimension
@@ -38,20 +55,22 @@ class HashingEmbedder:
 
     @property
     def identity(self) -> str:
-        return f"{self.version}:unigram+bigram:{self._dimension}"
+        return f"{self.version}:stemmed-unigram+bigram:log-tf:{self._dimension}"
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         out = np.zeros((len(texts), self._dimension), dtype=np.float32)
         dim = self._dimension
         for row, text in enumerate(texts):
-            words = _TOKEN.findall(text.lower())
+            words = [_stem(w) for w in _TOKEN.findall(text.lower()) if w not in _STOPWORDS]
             features = words + [f"{a} {b}" for a, b in pairwise(words)]
             if not features:
                 continue
             codes = np.fromiter((zlib.crc32(f.encode()) for f in features), dtype=np.uint32,
                                 count=len(features))
-            signs = np.where(codes & 0x80000000, -1.0, 1.0).astype(np.float32)
-            np.add.at(out[row], (codes % dim).astype(np.int64), signs)
+            unique, counts = np.unique(codes, return_counts=True)
+            weights = (1.0 + np.log(counts)).astype(np.float32)
+            signs = np.where(unique & 0x80000000, -1.0, 1.0).astype(np.float32)
+            np.add.at(out[row], (unique % dim).astype(np.int64), signs * weights)
             norm = float(np.linalg.norm(out[row]))
             if norm:
                 out[row] /= norm

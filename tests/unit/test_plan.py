@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+from kbsync.model import SourceStat
+from kbsync.plan import (
+    Action,
+    ChunkDraft,
+    DocumentVersion,
+    Failed,
+    Refreshed,
+    StoredDocument,
+    Unchanged,
+    chunk_ops,
+    plan,
+)
+
+STAT = SourceStat(10, 1, 1)
+
+
+def _stored(key: str, digests: tuple[str, ...], text_hash: str = "t") -> StoredDocument:
+    return StoredDocument(key, STAT, "b", text_hash, "d", None, "{}", 1, digests)
+
+
+def _version(key: str, digests: tuple[str, ...], text_hash: str = "t2",
+             rechunked: bool = True) -> DocumentVersion:
+    chunks = tuple(ChunkDraft(d, d, 0, None, 0, 1, 1, "primary") for d in digests)
+    return DocumentVersion(key, key, "text/plain", STAT, "b2", text_hash, "d", None, "{}", "x",
+                           chunks, rechunked)
+
+
+def test_chunk_ops_count_kept_moved_added_and_deleted_as_multisets() -> None:
+    ops = chunk_ops(["a", "b", "c", "c"], ["a", "c", "b", "x"])
+    assert (ops.kept, ops.moved, ops.added, ops.deleted) == (1, 2, 1, 1)
+    assert ops.added_digests == ("x",)
+
+
+def test_each_observation_becomes_its_action() -> None:
+    stored = {k: _stored(k, ("a",)) for k in ("same", "touched", "edited", "broken", "gone",
+                                               "meta")}
+    observations = [
+        Unchanged("same"), Refreshed("touched", STAT), _version("edited", ("a", "n")),
+        Failed("broken", "cannot read"), _version("meta", (), rechunked=False),
+        _version("fresh", ("f",)),
+    ]
+    listed = ["same", "touched", "edited", "broken", "meta", "fresh"]
+    result = plan("s", stored, listed, observations, cached=["f"])
+    actions = {d.key: d.action for d in result.documents}
+    assert actions == {"same": Action.UNCHANGED, "touched": Action.METADATA,
+                       "edited": Action.MODIFIED, "broken": Action.FAILED,
+                       "meta": Action.METADATA, "fresh": Action.NEW, "gone": Action.DELETED}
+    assert result.to_embed == ("n",)  # "f" is cached, "a" is kept
+
+
+def test_the_same_text_under_a_new_key_is_a_move_not_a_delete_and_an_add() -> None:
+    stored = {"old.md": _stored("old.md", ("a", "b"), text_hash="T")}
+    result = plan("s", stored, ["new.md"], [_version("new.md", ("a", "b"), text_hash="T")])
+    (doc,) = result.documents
+    assert doc.action is Action.MOVED
+    assert doc.previous_key == "old.md"
+    assert result.to_embed == ()
+
+
+def test_an_incomplete_listing_deletes_nothing() -> None:
+    stored = {"a": _stored("a", ("x",))}
+    result = plan("s", stored, [], [], listing_complete=False)
+    assert result.documents == ()
+
+
+def test_mass_deletion_is_blocked_unless_allowed() -> None:
+    stored = {k: _stored(k, ("x",)) for k in "abc"}
+    blocked = plan("s", stored, ["a"], [Unchanged("a")])
+    assert blocked.deletions_blocked
+    assert all(d.action is not Action.DELETED for d in blocked.documents)
+    allowed = plan("s", stored, ["a"], [Unchanged("a")], allow_mass_delete=True)
+    assert sum(d.action is Action.DELETED for d in allowed.documents) == 2
+
+
+def test_a_plan_of_unchanged_documents_writes_nothing() -> None:
+    stored = {"a": _stored("a", ("x",))}
+    assert not plan("s", stored, ["a"], [Unchanged("a")]).writes
