@@ -1,0 +1,105 @@
+"""The knowledge-base commands end to end, through the command line."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kbsync.cli import app
+from tests.conftest import CORPUS
+
+runner = CliRunner()
+
+
+def _run(*args: str) -> tuple[int, str]:
+    result = runner.invoke(app, list(args))
+    return result.exit_code, result.stdout
+
+
+@pytest.fixture
+def kb(tmp_path: Path) -> Path:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for path in sorted(CORPUS.glob("a-harbormaster-*.md"))[:6]:
+        shutil.copy(path, docs / path.name)
+    code, _ = _run("init", "docs", "--folder", str(tmp_path))
+    assert code == 0
+    return tmp_path
+
+
+def test_init_plan_sync_status_search_in_json(kb: Path) -> None:
+    c = str(kb)
+    code, out = _run("plan", "-c", c, "--json")
+    assert code == 0
+    assert json.loads(out)["documents"]["new"] == 6
+    assert not (kb / ".kbsync" / "kbsync.db").exists() or json.loads(
+        _run("status", "-c", c, "--json")[1])["documents"] == 0
+    code, out = _run("sync", "-c", c, "--json")
+    assert code == 0
+    assert json.loads(out)["documents"]["new"] == 6
+    code, out = _run("status", "-c", c, "--json")
+    assert json.loads(out)["documents"] == 6
+    code, out = _run("search", "retry backoff", "-k", "3", "-c", c, "--json")
+    hits = json.loads(out)
+    assert code == 0
+    assert len(hits) == 3
+    assert {"key", "heading", "score", "text"} <= set(hits[0])
+
+
+def test_diff_shows_the_changed_region_of_the_last_change(kb: Path) -> None:
+    c = str(kb)
+    _run("sync", "-c", c)
+    path = sorted((kb / "docs").iterdir())[0]
+    body = path.read_text()
+    at = body.index("\n\n", len(body) // 2)
+    path.write_text(body[:at] + "\n\nA brand new paragraph about lighthouse keepers." + body[at:])
+    assert _run("sync", "-c", c)[0] == 0
+    code, out = _run("diff", path.name, "-c", c, "--json")
+    data = json.loads(out)
+    assert code == 0
+    assert data["verdict"] in ("cosmetic", "reprocess")
+    assert any("lighthouse keepers" in r["text"] for r in data["regions"])
+    code, out = _run("diff", path.name, "-c", c)
+    assert "lighthouse keepers" in out
+
+
+def test_verify_erase_and_gc(kb: Path) -> None:
+    c = str(kb)
+    _run("sync", "-c", c)
+    code, out = _run("verify", "-c", c, "--json")
+    assert code == 0
+    assert json.loads(out)["ok"]
+    code, out = _run("erase", "a-harbormaster-c*", "-c", c, "--json")
+    assert code == 0
+    assert len(json.loads(out)["erased"]) >= 1
+    code, out = _run("gc", "-c", c, "--json")
+    assert code == 0
+    assert _run("verify", "-c", c)[0] == 0
+
+
+def test_sources_add_and_remove_edit_the_configuration(kb: Path) -> None:
+    c = str(kb)
+    (kb / "notes").mkdir()
+    (kb / "notes" / "n.md").write_text("# Note\n\nA short note about harbours.\n")
+    assert _run("sources", "add", "notes", "-c", c)[0] == 0
+    code, out = _run("sync", "-c", c, "--json")
+    assert {s["source"] for s in json.loads(out)["sources"]} == {"docs", "notes"}
+    assert _run("sources", "remove", "notes", "-c", c)[0] == 0
+    assert "notes" not in (kb / "kbsync.toml").read_text()
+
+
+def test_a_missing_configuration_is_one_clear_line(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["sync", "-c", str(tmp_path)])
+    assert result.exit_code == 1
+    assert "run `kbsync init` first" in result.output
+
+
+def test_a_sync_with_a_failed_document_exits_with_code_4(kb: Path) -> None:
+    (kb / "docs" / "broken.txt").write_bytes(b"\x00\x01\x02" * 100)
+    result = runner.invoke(app, ["sync", "-c", str(kb)])
+    assert result.exit_code == 4
+    assert "broken.txt" in result.output
