@@ -86,7 +86,7 @@ def test_sources_add_and_remove_edit_the_configuration(kb: Path) -> None:
     (kb / "notes").mkdir()
     (kb / "notes" / "n.md").write_text("# Note\n\nA short note about harbours.\n")
     assert _run("sources", "add", "notes", "-c", c)[0] == 0
-    code, out = _run("sync", "-c", c, "--json")
+    _, out = _run("sync", "-c", c, "--json")
     assert {s["source"] for s in json.loads(out)["sources"]} == {"docs", "notes"}
     assert _run("sources", "remove", "notes", "-c", c)[0] == 0
     assert "notes" not in (kb / "kbsync.toml").read_text()
