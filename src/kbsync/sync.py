@@ -36,6 +36,7 @@ from kbsync.plan import (
     Observation,
     Plan,
     Refreshed,
+    StoredDocument,
     Unchanged,
     plan,
 )
@@ -188,12 +189,8 @@ def _plan_source(
             observations.append(Unchanged(item.key))
             out.bytes_skipped += item.stat.size
         else:
-            observations.append(_observe(source, item, old_bytes=old.bytes_hash if old else None,
-                                         old_text=old.text_hash if old else None,
-                                         old_derivation=old.derivation if old else None,
-                                         old_stat=old.stat if old else None,
-                                         extractor=extractor, derivation=derivation,
-                                         chunker=chunker, out=out, chunked=chunked))
+            observations.append(_observe(source, item, old, extractor, derivation, chunker,
+                                         out, chunked))
         if progress is not None:
             progress("read", n, len(items))
     clock.lap("read")
@@ -230,9 +227,8 @@ def _plan_source(
 
 
 def _observe(
-    source: Source, item: SourceItem, *, old_bytes: str | None, old_text: str | None,
-    old_derivation: str | None, old_stat: object, extractor: Extractor, derivation: str,
-    chunker: Chunker, out: SourceReport, chunked: list[Chunk],
+    source: Source, item: SourceItem, old: StoredDocument | None, extractor: Extractor,
+    derivation: str, chunker: Chunker, out: SourceReport, chunked: list[Chunk],
 ) -> Observation:
     """Gates 2 and 3 for one document that the stat gate let through."""
     try:
@@ -241,25 +237,22 @@ def _observe(
         return Failed(item.key, exc.reason)
     out.bytes_read += len(data)
     bytes_hash = source_bytes_hash(data)
-    same_derivation = old_derivation == derivation
-    if bytes_hash == old_bytes and same_derivation:
-        return Unchanged(item.key) if old_stat == item.stat else Refreshed(item.key, item.stat)
+    same_derivation = old is not None and old.derivation == derivation
+    if same_derivation and old is not None and bytes_hash == old.bytes_hash:
+        return Unchanged(item.key) if old.stat == item.stat else Refreshed(item.key, item.stat)
     try:
         record = extractor.extract(data, locator=item.locator)
     except DocumentError as exc:
         return Failed(item.key, exc.reason)
     text = record.text
     text_hash = normalized_text_hash(normalize(text).text, NORMALIZER_VERSION, extractor.identity)
-    meta = json.dumps(dict(record.metadata), sort_keys=True)
-    common = {
-        "key": item.key, "locator": item.locator, "media_type": item.media_type,
-        "stat": item.stat, "bytes_hash": bytes_hash, "text_hash": text_hash,
-        "derivation": derivation, "title": record.title, "metadata": meta, "text": text,
-    }
-    if text_hash == old_text and same_derivation:
-        return DocumentVersion(**common, chunks=(), rechunked=False)  # type: ignore[arg-type]
-    drafts = _chunk_record(record, chunker, chunked)
-    return DocumentVersion(**common, chunks=drafts)  # type: ignore[arg-type]
+    rechunk = not (same_derivation and old is not None and text_hash == old.text_hash)
+    return DocumentVersion(
+        key=item.key, locator=item.locator, media_type=item.media_type, stat=item.stat,
+        bytes_hash=bytes_hash, text_hash=text_hash, derivation=derivation, title=record.title,
+        metadata=json.dumps(dict(record.metadata), sort_keys=True), text=text,
+        chunks=_chunk_record(record, chunker, chunked) if rechunk else (), rechunked=rechunk,
+    )
 
 
 def _chunk_record(record: Record, chunker: Chunker, chunked: list[Chunk]) -> tuple[ChunkDraft, ...]:
