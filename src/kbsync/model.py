@@ -14,12 +14,14 @@ __all__ = [
     "ChunkingDiagnostics",
     "ChunkingResult",
     "ItemError",
+    "KnownItem",
     "Listing",
     "Record",
     "Region",
     "Section",
     "SourceItem",
     "SourceStat",
+    "Validators",
     "Verdict",
 ]
 
@@ -198,25 +200,57 @@ class SourceStat:
 
 
 @dataclass(frozen=True, slots=True)
+class Validators:
+    """HTTP validators of a fetched page, sent back as If-None-Match / If-Modified-Since."""
+
+    etag: str | None = None
+    last_modified: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class SourceItem:
     """One document as a source lists it, before anything is read.
 
     ``key`` is the natural key (a POSIX path relative to the root, NFC; or a
-    canonical URL), ``locator`` where to read it from.
+    canonical URL), ``locator`` where to read it from. A web source sets
+    ``validators``, and ``not_modified`` when the server answered 304: then the
+    document is unchanged without being read.
     """
 
     key: str
     locator: str
     media_type: str
     stat: SourceStat | None = None
+    validators: Validators | None = None
+    not_modified: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class KnownItem:
+    """What the store remembers of a document, handed to a source before it lists.
+
+    ``missing`` counts consecutive checks that found the document absent in a
+    way that may be temporary (an HTTP 404), so a source can confirm a deletion
+    on the second check.
+    """
+
+    key: str
+    stat: SourceStat | None = None
+    validators: Validators | None = None
+    missing: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class ItemError:
-    """A per-document problem met while listing or reading; the run goes on."""
+    """A per-document problem met while listing or reading; the run goes on.
+
+    The stored version of the document is kept. ``missing`` marks an absence that
+    is deleted only when a later check confirms it.
+    """
 
     key: str
     message: str
+    missing: bool = False
 
 
 @dataclass(frozen=True, slots=True)

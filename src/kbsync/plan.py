@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from kbsync.model import SourceStat
+from kbsync.model import SourceStat, Validators
 
 __all__ = [
     "Action",
@@ -56,6 +56,8 @@ class StoredDocument:
     metadata: str
     generation: int
     chunk_digests: tuple[str, ...]
+    validators: Validators | None = None
+    missing: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +94,7 @@ class DocumentVersion:
     text: str
     chunks: tuple[ChunkDraft, ...]
     rechunked: bool = True
+    validators: Validators | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,18 +106,23 @@ class Unchanged:
 
 @dataclass(frozen=True, slots=True)
 class Refreshed:
-    """Gate 2: the bytes were read and hash as before; only the stat is refreshed."""
+    """Gate 2 (or an HTTP 304): the content is as before; only stat and validators change."""
 
     key: str
     stat: SourceStat | None
+    validators: Validators | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Failed:
-    """The document could not be read or extracted; its stored version stays as it is."""
+    """The document could not be read or extracted; its stored version stays as it is.
+
+    ``missing`` marks an absence to be confirmed by a later check (an HTTP 404).
+    """
 
     key: str
     message: str
+    missing: bool = False
 
 
 Observation = Unchanged | Refreshed | Failed | DocumentVersion
@@ -140,8 +148,10 @@ class DocumentPlan:
     version: DocumentVersion | None = None
     previous_key: str | None = None
     stat: SourceStat | None = None
+    validators: Validators | None = None
     ops: ChunkOps = ChunkOps()
     message: str = ""
+    missing: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,10 +219,11 @@ def plan(
         if isinstance(obs, Unchanged):
             docs.append(DocumentPlan(key, Action.UNCHANGED))
         elif isinstance(obs, Failed):
-            docs.append(DocumentPlan(key, Action.FAILED, message=obs.message))
+            docs.append(DocumentPlan(key, Action.FAILED, message=obs.message,
+                                     missing=obs.missing and old is not None))
         elif isinstance(obs, Refreshed):
             docs.append(DocumentPlan(key, Action.METADATA if old else Action.FAILED,
-                                     stat=obs.stat))
+                                     stat=obs.stat, validators=obs.validators))
         elif old is None:
             candidates = by_text.get(obs.text_hash + "|" + obs.derivation, [])
             if candidates:

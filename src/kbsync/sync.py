@@ -26,7 +26,7 @@ from kbsync.embed import Embedder
 from kbsync.errors import DocumentError
 from kbsync.extract import Extractor
 from kbsync.identity import digest, normalized_text_hash, source_bytes_hash
-from kbsync.model import Chunk, ChunkingDiagnostics, Record, SourceItem
+from kbsync.model import Chunk, ChunkingDiagnostics, KnownItem, Record, SourceItem
 from kbsync.normalize import NORMALIZER_VERSION, normalize
 from kbsync.plan import (
     Action,
@@ -168,14 +168,17 @@ def _plan_source(
     chunker: Chunker, verify: bool, allow_mass_delete: bool, out: SourceReport,
     clock: _Clock, progress: Progress | None, chunked: list[Chunk],
 ) -> Plan:
-    listing = source.list()
     stored = store.manifest(source.name)
+    known = {k: KnownItem(k, d.stat, d.validators, d.missing) for k, d in stored.items()}
+    listing = source.list(known)
     clock.lap("list")
     out.listing_complete = listing.complete
     out.warnings.extend(listing.warnings)
     # A listing error with a key means the document exists but cannot be taken now:
     # it fails (and keeps its stored version); one without a key is about the source.
-    observations: list[Observation] = [Failed(e.key, e.message) for e in listing.errors if e.key]
+    observations: list[Observation] = [
+        Failed(e.key, e.message, missing=e.missing) for e in listing.errors if e.key
+    ]
     out.failures.extend(("", e.message) for e in listing.errors if not e.key)
     items = [i for i in listing.items if extractor_for(i.media_type) is not None]
     out.skipped = len(listing.items) - len(items)
@@ -184,10 +187,11 @@ def _plan_source(
         extractor = extractor_for(item.media_type)
         assert extractor is not None
         derivation = digest("kbsync:derivation", chunker.fingerprint, extractor.identity)
-        if (not verify and old is not None and item.stat is not None
-                and old.stat == item.stat and old.derivation == derivation):
-            observations.append(Unchanged(item.key))
-            out.bytes_skipped += item.stat.size
+        if old is not None and old.derivation == derivation and not verify and (
+            item.not_modified or (item.stat is not None and old.stat == item.stat)
+        ):
+            observations.append(_unchanged(item, old))
+            out.bytes_skipped += item.stat.size if item.stat else 0
         else:
             observations.append(_observe(source, item, old, extractor, derivation, chunker,
                                          out, chunked))
@@ -226,6 +230,14 @@ def _plan_source(
     return the_plan
 
 
+def _unchanged(item: SourceItem, old: StoredDocument) -> Observation:
+    """Gate 1 passed; still refresh validators a 304 brought, or clear a missing count."""
+    fresh = item.validators if item.validators is not None else old.validators
+    if fresh != old.validators or old.missing:
+        return Refreshed(item.key, item.stat, fresh)
+    return Unchanged(item.key)
+
+
 def _observe(
     source: Source, item: SourceItem, old: StoredDocument | None, extractor: Extractor,
     derivation: str, chunker: Chunker, out: SourceReport, chunked: list[Chunk],
@@ -239,7 +251,9 @@ def _observe(
     bytes_hash = source_bytes_hash(data)
     same_derivation = old is not None and old.derivation == derivation
     if same_derivation and old is not None and bytes_hash == old.bytes_hash:
-        return Unchanged(item.key) if old.stat == item.stat else Refreshed(item.key, item.stat)
+        if old.stat == item.stat and old.validators == item.validators and not old.missing:
+            return Unchanged(item.key)
+        return Refreshed(item.key, item.stat, item.validators)
     try:
         record = extractor.extract(data, locator=item.locator)
     except DocumentError as exc:
@@ -252,6 +266,7 @@ def _observe(
         bytes_hash=bytes_hash, text_hash=text_hash, derivation=derivation, title=record.title,
         metadata=json.dumps(dict(record.metadata), sort_keys=True), text=text,
         chunks=_chunk_record(record, chunker, chunked) if rechunk else (), rechunked=rechunk,
+        validators=item.validators,
     )
 
 
@@ -329,6 +344,9 @@ def _apply(
     the_plan: Plan, vectors: Mapping[str, npt.NDArray[np.float32]], failed: set[str],
     store: RecordStore, embedder: Embedder, out: SourceReport, progress: Progress | None,
 ) -> None:
+    for doc in the_plan.documents:
+        if doc.missing:
+            store.mark_missing(the_plan.source, doc.key)
     order = {Action.MOVED: 0, Action.DELETED: 2}
     docs = sorted(the_plan.documents, key=lambda d: order.get(d.action, 1))
     writable = [d for d in docs if d.action not in (Action.UNCHANGED, Action.FAILED)]

@@ -10,7 +10,7 @@ from kbsync.embed import Vectors
 from kbsync.embed.hashing import HashingEmbedder
 from kbsync.errors import DocumentError
 from kbsync.identity import source_bytes_hash
-from kbsync.model import Listing, SourceItem, SourceStat
+from kbsync.model import ItemError, KnownItem, Listing, SourceItem, SourceStat, Validators
 
 __all__ = ["CountingEmbedder", "MemorySource"]
 
@@ -23,25 +23,39 @@ class MemorySource:
     """
 
     def __init__(self, documents: Mapping[str, bytes | None] | None = None,
-                 name: str = "memory", media_type: str = "text/plain") -> None:
+                 name: str = "memory", media_type: str = "text/plain", *,
+                 http: bool = False) -> None:
         self.documents: dict[str, bytes | None] = dict(documents or {})
         self._name = name
         self.media_type = media_type
         self.complete = True
+        self.http = http
+        self.errors: dict[str, ItemError] = {}
         self.reads: list[str] = []
 
     @property
     def name(self) -> str:
         return self._name
 
-    def list(self) -> Listing:
+    def list(self, known: Mapping[str, KnownItem] | None = None) -> Listing:
+        """Items with a content-derived stat; with ``http=True``, ETags and 304 answers instead."""
+        known = known or {}
         items = []
         for key, data in sorted(self.documents.items()):
+            if key in self.errors:
+                continue
             payload = data or b""
-            mtime = int(source_bytes_hash(payload)[:12], 16)
-            items.append(SourceItem(key, f"memory:{key}", self.media_type,
-                                    SourceStat(len(payload), mtime, 1)))
-        return Listing(tuple(items), complete=self.complete)
+            tag = source_bytes_hash(payload)[:12]
+            if self.http:
+                validators = Validators(etag=f'"{tag}"')
+                seen = known.get(key)
+                items.append(SourceItem(key, f"memory:{key}", self.media_type, None, validators,
+                                        not_modified=seen is not None
+                                        and seen.validators == validators))
+            else:
+                items.append(SourceItem(key, f"memory:{key}", self.media_type,
+                                        SourceStat(len(payload), int(tag, 16), 1)))
+        return Listing(tuple(items), complete=self.complete, errors=tuple(self.errors.values()))
 
     def read(self, item: SourceItem) -> bytes:
         self.reads.append(item.key)

@@ -275,3 +275,79 @@ def test_a_failing_embedder_leaves_documents_as_they_were_and_retries_only_the_r
     assert again.total("modified") == 1
     assert counter.texts == again.sources[0].embeddings_computed <= 2
     assert again.sources[0].documents[Action.UNCHANGED.value] == 1
+
+
+def _memory_sync(source: MemorySource, store: SqliteStore, embedder: CountingEmbedder):
+    chunker = Chunker("tttd", {"min_tokens": 16, "max_tokens": 64})
+    return sync_sources([source], store, embedder, extractor_for, chunker)
+
+
+def test_a_not_modified_answer_skips_reading_and_validators_are_kept(tmp_path: Path) -> None:
+    source = MemorySource({"https://x.test/a": b"alpha words " * 50}, http=True)
+    store = SqliteStore(tmp_path / "kb.db")
+    embedder = CountingEmbedder()
+    _memory_sync(source, store, embedder)
+    source.reads.clear()
+    before = store.total_changes
+    report = _memory_sync(source, store, embedder)
+    assert report.total("unchanged") == 1
+    assert source.reads == []
+    assert store.total_changes - before == 1
+    assert store.manifest("memory")["https://x.test/a"].validators is not None
+
+
+def test_a_404_deletes_only_when_the_next_check_confirms_it(tmp_path: Path) -> None:
+    from kbsync.model import ItemError
+
+    key = "https://x.test/a"
+    source = MemorySource({key: b"alpha words " * 50, "https://x.test/b": b"beta " * 50},
+                          http=True)
+    store = SqliteStore(tmp_path / "kb.db")
+    embedder = CountingEmbedder()
+    _memory_sync(source, store, embedder)
+    source.errors[key] = ItemError(key, "HTTP 404", missing=True)
+    first = _memory_sync(source, store, embedder)
+    assert first.total("failed") == 1
+    assert store.manifest("memory")[key].missing == 1
+    assert store.document(key) is not None
+    del source.errors[key]
+    del source.documents[key]  # the second check finds it gone for good
+    second = _memory_sync(source, store, embedder)
+    assert second.total("deleted") == 1
+
+
+def test_a_page_back_after_a_404_clears_its_missing_count(tmp_path: Path) -> None:
+    from kbsync.model import ItemError
+
+    key = "https://x.test/a"
+    source = MemorySource({key: b"alpha words " * 50, "https://x.test/b": b"beta " * 50},
+                          http=True)
+    store = SqliteStore(tmp_path / "kb.db")
+    embedder = CountingEmbedder()
+    _memory_sync(source, store, embedder)
+    source.errors[key] = ItemError(key, "HTTP 404", missing=True)
+    _memory_sync(source, store, embedder)
+    del source.errors[key]
+    _memory_sync(source, store, embedder)
+    assert store.manifest("memory")[key].missing == 0
+
+
+def test_a_version_1_store_is_migrated_in_place(tmp_path: Path) -> None:
+    from kbsync.store import sqlite as sqlite_store
+
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path)
+    for statement in sqlite_store._MIGRATIONS[0].split(";"):
+        if statement.strip():
+            db.execute(statement)
+    db.execute(
+        "INSERT INTO documents (source, key, locator, media_type, bytes_hash, text_hash, "
+        "derivation, generation, first_seen, last_seen, last_changed) "
+        "VALUES ('s', 'k', 'l', 'text/plain', 'b', 't', 'd', 1, 'now', 'now', 'now')"
+    )
+    db.execute("PRAGMA user_version = 1")
+    db.commit()
+    db.close()
+    store = SqliteStore(path)
+    assert store.manifest("s")["k"].missing == 0
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 2

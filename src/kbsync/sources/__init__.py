@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
-from kbsync.model import Listing, SourceItem
+from kbsync.model import KnownItem, Listing, SourceItem
 
 __all__ = ["Source"]
 
@@ -18,8 +19,12 @@ class Source(Protocol):
         """Stable name of the source inside a knowledge base (its keys are unique within it)."""
         ...
 
-    def list(self) -> Listing:
-        """Every item currently in the source, with the stat the first gate compares."""
+    def list(self, known: Mapping[str, KnownItem] | None = None) -> Listing:
+        """Every item currently in the source, with the stat the first gate compares.
+
+        ``known`` is what the store remembers (stat, HTTP validators, missing
+        count) so that a source can revalidate instead of downloading.
+        """
         ...
 
     def read(self, item: SourceItem) -> bytes:

@@ -49,11 +49,11 @@ import os
 import re
 import stat
 import unicodedata
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from kbsync.errors import DocumentError, ParameterError
-from kbsync.model import ItemError, Listing, SourceItem, SourceStat
+from kbsync.model import ItemError, KnownItem, Listing, SourceItem, SourceStat
 
 __all__ = ["FilesystemSource", "glob_regex", "guess_media_type", "match_glob"]
 
@@ -449,8 +449,12 @@ class FilesystemSource:
         """Whether the directory with this key is excluded with everything under it."""
         return self._prune is not None and self._prune.fullmatch(key) is not None
 
-    def list(self) -> Listing:
-        """Every selected regular file below the root, sorted by key; never opens a file."""
+    def list(self, known: Mapping[str, KnownItem] | None = None) -> Listing:
+        """Every selected regular file below the root, sorted by key; never opens a file.
+
+        ``known`` is not needed: the stat gate compares what the listing returns.
+        """
+        del known
         root = self.root
         try:
             st = os.stat(root)

@@ -76,6 +76,10 @@ class RecordStore(Protocol):
         """Apply one document's plan, with its new vectors, in one transaction."""
         ...
 
+    def mark_missing(self, source: str, key: str) -> None:
+        """Count one more check that found the document missing (deleted once confirmed)."""
+        ...
+
     def record_run(self, started: str, finished: str, report: Mapping[str, Any]) -> int:
         ...
 

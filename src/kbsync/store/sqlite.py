@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kbsync.errors import SchemaError, StoreError
-from kbsync.model import SourceStat
+from kbsync.model import SourceStat, Validators
 from kbsync.plan import Action, DocumentPlan, StoredDocument
 from kbsync.store import DocumentText, Hit, StoreStatus
 
@@ -85,6 +85,10 @@ _MIGRATIONS: tuple[str, ...] = (
         finished TEXT NOT NULL,
         report TEXT NOT NULL
     );
+    """,
+    # 2: consecutive checks that found a document missing (an HTTP 404 waits for confirmation).
+    """
+    ALTER TABLE documents ADD COLUMN missing INTEGER NOT NULL DEFAULT 0;
     """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
@@ -164,7 +168,7 @@ class SqliteStore:
     def manifest(self, source: str) -> dict[str, StoredDocument]:
         rows = self._db.execute(
             "SELECT key, size, mtime_ns, inode, bytes_hash, text_hash, derivation, title, "
-            "metadata, generation FROM documents WHERE source = ?",
+            "metadata, generation, etag, last_modified, missing FROM documents WHERE source = ?",
             (source,),
         )
         out = {}
@@ -174,6 +178,7 @@ class SqliteStore:
                 key=r["key"], stat=stat, bytes_hash=r["bytes_hash"], text_hash=r["text_hash"],
                 derivation=r["derivation"], title=r["title"], metadata=r["metadata"],
                 generation=r["generation"], chunk_digests=(),
+                validators=_validators(r["etag"], r["last_modified"]), missing=r["missing"],
             )
         return out
 
@@ -255,10 +260,11 @@ class SqliteStore:
         stat = version.stat
         self._db.execute(
             "UPDATE documents SET key = ?, locator = ?, media_type = ?, size = ?, mtime_ns = ?, "
-            "inode = ?, bytes_hash = ?, title = ?, metadata = ?, last_seen = ?, last_changed = ? "
-            "WHERE id = ?",
-            (doc.key, version.locator, version.media_type, *_stat_row(stat), version.bytes_hash,
-             version.title, version.metadata, now, now, found[0]),
+            "inode = ?, etag = ?, last_modified = ?, bytes_hash = ?, title = ?, metadata = ?, "
+            "missing = 0, last_seen = ?, last_changed = ? WHERE id = ?",
+            (doc.key, version.locator, version.media_type, *_stat_row(stat),
+             *_validator_row(version.validators), version.bytes_hash, version.title,
+             version.metadata, now, now, found[0]),
         )
 
     def _refresh(self, source: str, doc: DocumentPlan, now: str) -> None:
@@ -266,17 +272,20 @@ class SqliteStore:
         if found is None:
             return
         version = doc.version
-        if version is None:  # gate 2: same bytes, new stat
+        if version is None:  # gate 2 or a 304: same content, new stat or validators
             self._db.execute(
-                "UPDATE documents SET size = ?, mtime_ns = ?, inode = ? WHERE id = ?",
-                (*_stat_row(doc.stat), found[0]),
+                "UPDATE documents SET size = ?, mtime_ns = ?, inode = ?, etag = ?, "
+                "last_modified = ?, missing = 0 WHERE id = ?",
+                (*_stat_row(doc.stat), *_validator_row(doc.validators), found[0]),
             )
             return
         self._db.execute(
             "UPDATE documents SET locator = ?, media_type = ?, size = ?, mtime_ns = ?, inode = ?, "
-            "bytes_hash = ?, title = ?, metadata = ?, last_seen = ? WHERE id = ?",
-            (version.locator, version.media_type, *_stat_row(version.stat), version.bytes_hash,
-             version.title, version.metadata, now, found[0]),
+            "etag = ?, last_modified = ?, bytes_hash = ?, title = ?, metadata = ?, missing = 0, "
+            "last_seen = ? WHERE id = ?",
+            (version.locator, version.media_type, *_stat_row(version.stat),
+             *_validator_row(version.validators), version.bytes_hash, version.title,
+             version.metadata, now, found[0]),
         )
 
     def _write_version(self, source: str, doc: DocumentPlan, now: str) -> None:
@@ -284,14 +293,16 @@ class SqliteStore:
         assert version is not None
         db = self._db
         found = self._doc_id(source, doc.key)
-        row = (version.locator, version.media_type, *_stat_row(version.stat), version.bytes_hash,
-               version.text_hash, version.derivation, version.title, version.metadata)
+        row = (version.locator, version.media_type, *_stat_row(version.stat),
+               *_validator_row(version.validators), version.bytes_hash, version.text_hash,
+               version.derivation, version.title, version.metadata)
         if found is None:
             generation = 1
             cursor = db.execute(
                 "INSERT INTO documents (source, key, locator, media_type, size, mtime_ns, inode, "
-                "bytes_hash, text_hash, derivation, title, metadata, generation, first_seen, "
-                "last_seen, last_changed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "etag, last_modified, bytes_hash, text_hash, derivation, title, metadata, "
+                "generation, first_seen, last_seen, last_changed) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (source, doc.key, *row, generation, now, now, now),
             )
             doc_id = int(cursor.lastrowid or 0)
@@ -302,8 +313,9 @@ class SqliteStore:
             self._drop_fts(doc_id, old_generation)
             db.execute(
                 "UPDATE documents SET locator = ?, media_type = ?, size = ?, mtime_ns = ?, "
-                "inode = ?, bytes_hash = ?, text_hash = ?, derivation = ?, title = ?, "
-                "metadata = ?, generation = ?, last_seen = ?, last_changed = ? WHERE id = ?",
+                "inode = ?, etag = ?, last_modified = ?, bytes_hash = ?, text_hash = ?, "
+                "derivation = ?, title = ?, metadata = ?, generation = ?, missing = 0, "
+                "last_seen = ?, last_changed = ? WHERE id = ?",
                 (*row, generation, now, now, doc_id),
             )
             db.execute("DELETE FROM chunks WHERE doc_id = ? AND generation < ?",
@@ -326,6 +338,12 @@ class SqliteStore:
             )
             db.execute("INSERT INTO chunk_fts (rowid, text) VALUES (?, ?)",
                        (cursor.lastrowid, c.text))
+
+    def mark_missing(self, source: str, key: str) -> None:
+        self._db.execute(
+            "UPDATE documents SET missing = missing + 1 WHERE source = ? AND key = ?",
+            (source, key),
+        )
 
     def record_run(self, started: str, finished: str, report: Mapping[str, Any]) -> int:
         cursor = self._db.execute(
@@ -504,6 +522,18 @@ class SqliteStore:
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         self._vectors.clear()
         return {"chunk_texts": texts, "embeddings": vectors}
+
+
+def _validators(etag: str | None, last_modified: str | None) -> Validators | None:
+    if etag is None and last_modified is None:
+        return None
+    return Validators(etag, last_modified)
+
+
+def _validator_row(validators: Validators | None) -> tuple[str | None, str | None]:
+    if validators is None:
+        return (None, None)
+    return (validators.etag, validators.last_modified)
 
 
 def _stat_row(stat: SourceStat | None) -> tuple[int | None, int | None, int | None]:
