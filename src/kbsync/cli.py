@@ -257,6 +257,11 @@ def _print_report(report: SyncReport, as_json: bool) -> None:
         if report.diagnostics is not None and report.diagnostics.chunk_count:
             console.print(diagnostics_table(report.diagnostics))
         for s in report.sources:
+            for key, change in s.changes.items():
+                console.print(f"changed {s.source}:{key}: {change.verdict}, similarity "
+                              f"{change.similarity:.3f}, {len(change.regions)} region(s)",
+                              highlight=False)
+        for s in report.sources:
             for key, message in s.failures:
                 typer.echo(f"error: {s.source}:{key}: {message}" if key
                            else f"error: {s.source}: {message}", err=True)

@@ -22,11 +22,19 @@ import numpy.typing as npt
 
 from kbsync.chunking import chunk_text, make_params, parameters_hash, token_counter
 from kbsync.chunking.diagnostics import diagnose
+from kbsync.compare import compare
 from kbsync.embed import Embedder
 from kbsync.errors import DocumentError
 from kbsync.extract import Extractor
 from kbsync.identity import digest, normalized_text_hash, source_bytes_hash
-from kbsync.model import Chunk, ChunkingDiagnostics, KnownItem, Record, SourceItem
+from kbsync.model import (
+    ChangeReport,
+    Chunk,
+    ChunkingDiagnostics,
+    KnownItem,
+    Record,
+    SourceItem,
+)
 from kbsync.normalize import NORMALIZER_VERSION, normalize
 from kbsync.plan import (
     Action,
@@ -87,6 +95,7 @@ class SourceReport:
     failures: list[tuple[str, str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     actions: list[tuple[str, str]] = field(default_factory=list)
+    changes: dict[str, ChangeReport] = field(default_factory=dict)
     listing_complete: bool = True
     deletions_blocked: bool = False
 
@@ -227,6 +236,10 @@ def _plan_source(
             out.failures.append((d.key, d.message))
         if d.action is not Action.UNCHANGED:
             out.actions.append((d.key, str(d.action)))
+        if d.action is Action.MODIFIED and d.version is not None:
+            before = store.document(d.key, source.name)
+            if before is not None:
+                out.changes[d.key] = compare(before.text, d.version.text)
     return the_plan
 
 
@@ -397,9 +410,17 @@ def report_dict(report: SyncReport) -> dict[str, Any]:
                 "deletions_blocked": s.deletions_blocked,
                 "failures": [{"key": k, "message": m} for k, m in s.failures],
                 "warnings": s.warnings,
-                "changes": [{"key": k, "action": a} for k, a in s.actions],
+                "changes": [_change_dict(k, a, s.changes.get(k)) for k, a in s.actions],
             }
             for s in report.sources
         ],
         "diagnostics": diagnostics_dict(report.diagnostics) if report.diagnostics else None,
     }
+
+
+def _change_dict(key: str, action: str, change: ChangeReport | None) -> dict[str, Any]:
+    out: dict[str, Any] = {"key": key, "action": action}
+    if change is not None:
+        out |= {"verdict": str(change.verdict), "similarity": round(change.similarity, 4),
+                "regions": [{"offset": r.offset, "length": r.length} for r in change.regions]}
+    return out
