@@ -297,6 +297,42 @@ def sync(
         raise typer.Exit(EXIT_PROBLEMS)
 
 
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
+
+
+def _duration(text: str) -> float:
+    """Seconds of a duration like ``90s``, ``15m``, ``12h`` or ``1d``."""
+    try:
+        return float(text[:-1]) * _UNITS[text[-1]] if text[-1] in _UNITS else float(text)
+    except (ValueError, IndexError):
+        raise typer.BadParameter(f"{text!r} is not a duration like 90s, 15m, 12h or 1d") from None
+
+
+@app.command()
+def watch(
+    config: ConfigOption = Path("."),
+    interval: Annotated[str, typer.Option(help="Scheduled check every (e.g. 1d, 6h).")] = "1d",
+    full_every: Annotated[str, typer.Option(help="Full revalidation every (e.g. 30d).")] = "30d",
+    as_json: JsonOption = False,
+) -> None:
+    """Keep syncing: on file changes, on schedule, and with a periodic full revalidation."""
+    every, full = _duration(interval), _duration(full_every)
+
+    def show(report: SyncReport, reason: str) -> None:
+        data = report_dict(report)
+        if as_json:
+            typer.echo(json.dumps({"reason": reason, **data}, ensure_ascii=False))
+        else:
+            counts = ", ".join(f"{v} {k}" for k, v in data["documents"].items() if v)
+            typer.echo(f"{report.finished} {reason}: {counts or 'nothing to do'}")
+
+    with _Errors(), Engine(load_config(config)) as engine:
+        try:
+            engine.watch(interval=every, full_every=full, on_report=show)
+        except KeyboardInterrupt:
+            typer.echo("stopped", err=True)
+
+
 @app.command()
 def status(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
     """Documents, chunks, embeddings and the last run."""

@@ -8,6 +8,7 @@ extractors from it and hands them, as protocols, to :func:`kbsync.sync.sync_sour
 from __future__ import annotations
 
 import json
+import threading
 import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -26,6 +27,7 @@ from kbsync.store import DocumentText, Hit, StoreStatus
 from kbsync.store.lock import WriterLock
 from kbsync.store.sqlite import SqliteStore
 from kbsync.sync import Chunker, Progress, SyncReport, sync_sources
+from kbsync.watch import watch
 
 __all__ = [
     "CONFIG_NAME",
@@ -218,6 +220,14 @@ class Engine:
             return sync_sources(self.sources, self.store, self.embedder, extractor_for,
                                 self.config.chunker, verify=verify,
                                 allow_mass_delete=allow_mass_delete, progress=progress)
+
+    def watch(self, *, interval: float = 86_400.0, full_every: float = 30 * 86_400.0,
+              stop: threading.Event | None = None,
+              on_report: Callable[[SyncReport, str], None] | None = None) -> None:
+        """Sync on file events and on schedule, with a periodic full revalidation."""
+        folders = [self.config.root / s.path for s in self.config.sources]
+        watch(lambda verify: self.sync(verify=verify), folders, interval=interval,
+              full_every=full_every, stop=stop, on_report=on_report)
 
     def search(self, query: str, k: int = 5, mode: SearchMode = "hybrid") -> list[Hit]:
         """Chunks of the current generation best matching ``query``."""

@@ -178,7 +178,9 @@ def _plan_source(
     clock: _Clock, progress: Progress | None, chunked: list[Chunk],
 ) -> Plan:
     stored = store.manifest(source.name)
-    known = {k: KnownItem(k, d.stat, d.validators, d.missing) for k, d in stored.items()}
+    # --verify also revalidates web pages in full: no validators, so no 304 shortcut.
+    known = {k: KnownItem(k, d.stat, None if verify else d.validators, d.missing)
+             for k, d in stored.items()}
     listing = source.list(known)
     clock.lap("list")
     out.listing_complete = listing.complete

@@ -103,7 +103,10 @@ class SqliteStore:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
+            # One store is used by one thread at a time (the watch loop runs in its own).
+            self._db = sqlite3.connect(
+                self.path, isolation_level=None, timeout=30.0, check_same_thread=False
+            )
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: cannot open the store: {exc}") from exc
         self._db.row_factory = sqlite3.Row

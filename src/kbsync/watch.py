@@ -1,0 +1,97 @@
+"""Keep a knowledge base in sync over time: scheduled checks, file events, full revalidation.
+
+Folders are watched for file events (watchdog, extra ``watch``), which trigger a
+sync after a short quiet period; every ``interval`` a sync runs anyway (the
+reconciliation that catches a missed event, and the conditional check of web
+pages), and every ``full_every`` it runs with ``verify`` (every file read, every
+page fetched without validators) as the safety net against lying metadata.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from kbsync.errors import DependencyMissingError
+from kbsync.sync import SyncReport
+
+__all__ = ["watch"]
+
+RunSync = Callable[[bool], SyncReport]
+
+
+def watch(
+    run_sync: RunSync,
+    folders: Sequence[Path],
+    *,
+    interval: float = 86_400.0,
+    full_every: float = 30 * 86_400.0,
+    quiet: float = 1.0,
+    stop: threading.Event | None = None,
+    on_report: Callable[[SyncReport, str], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> None:
+    """Run ``run_sync(verify)`` on events and on schedule until ``stop`` is set."""
+    stop = stop or threading.Event()
+    changed = threading.Event()
+    observer = _observer(folders, changed) if folders else None
+    now = clock()
+    next_check, next_full = now, now + full_every
+    try:
+        while not stop.is_set():
+            now = clock()
+            reason = ""
+            if now >= next_full:
+                reason = "full revalidation"
+                next_full, next_check = now + full_every, now + interval
+            elif now >= next_check:
+                reason, next_check = "scheduled check", now + interval
+            elif changed.is_set():
+                # Let a burst of events settle before syncing once.
+                changed.clear()
+                if stop.wait(quiet):
+                    break
+                if changed.is_set():
+                    continue
+                reason = "file change"
+            if reason:
+                report = run_sync(reason == "full revalidation")
+                if on_report is not None:
+                    on_report(report, reason)
+                continue
+            stop.wait(min(0.2, max(0.0, min(next_check, next_full) - now)))
+    finally:
+        if observer is not None:
+            observer.stop()
+            observer.join()
+
+
+def _observer(folders: Sequence[Path], changed: threading.Event) -> Any:
+    watchdog = _watchdog()
+    events, observers = watchdog
+    handler_type: type = events.FileSystemEventHandler
+
+    class Handler(handler_type):  # type: ignore[misc]
+        def on_any_event(self, event: object) -> None:
+            if getattr(event, "event_type", "") not in ("opened", "closed_no_write"):
+                changed.set()
+
+    observer = observers.Observer()
+    for folder in folders:
+        if folder.is_dir():
+            observer.schedule(Handler(), str(folder), recursive=True)
+    observer.start()
+    return observer
+
+
+def _watchdog() -> tuple[ModuleType, ModuleType]:
+    try:
+        import watchdog.events as events
+        import watchdog.observers as observers
+    except ImportError as exc:
+        raise DependencyMissingError("watching folders", "watch", "watchdog") from exc
+    return events, observers
