@@ -22,6 +22,7 @@ from kbsync.embed.hashing import HashingEmbedder
 from kbsync.errors import ConfigError, KbsyncError, ParameterError
 from kbsync.extract.registry import extractor_for
 from kbsync.model import ChangeReport
+from kbsync.sources import Source
 from kbsync.sources.files import FilesystemSource
 from kbsync.store import DocumentText, Hit, StoreStatus
 from kbsync.store.lock import WriterLock
@@ -48,12 +49,18 @@ _RRF_K = 60
 
 @dataclass(frozen=True, slots=True)
 class SourceConfig:
-    """A folder source: its name in the knowledge base, path and globs."""
+    """A source: a folder (``path`` and globs) or a website (``urls`` and web settings)."""
 
     name: str
-    path: str
+    path: str = ""
     include: tuple[str, ...] = ("**/*",)
     exclude: tuple[str, ...] = ()
+    urls: tuple[str, ...] = ()
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_web(self) -> bool:
+        return bool(self.urls or self.options.get("sitemaps"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,12 +102,7 @@ def load_config(path: str | Path = CONFIG_NAME) -> Config:
         chunker_table = dict(data.get("chunker", {}))
         chunker = Chunker(str(chunker_table.pop("strategy", "tttd")), chunker_table)
         chunker.validate()
-        sources = tuple(
-            SourceConfig(name=str(s.get("name") or s["path"]), path=str(s["path"]),
-                         include=tuple(s.get("include", ("**/*",))),
-                         exclude=tuple(s.get("exclude", ())))
-            for s in data.get("sources", [])
-        )
+        sources = tuple(_source_config(dict(s)) for s in data.get("sources", []))
         names = [s.name for s in sources]
         if len(set(names)) != len(names):
             raise ConfigError(f"{file}: two sources share a name")
@@ -110,6 +112,19 @@ def load_config(path: str | Path = CONFIG_NAME) -> Config:
                       sources=sources)
     except (KeyError, TypeError, ParameterError) as exc:
         raise ConfigError(f"{file}: invalid configuration: {exc}") from exc
+
+
+def _source_config(table: dict[str, Any]) -> SourceConfig:
+    name = table.pop("name", None)
+    if "path" in table:
+        path = str(table.pop("path"))
+        return SourceConfig(name=str(name or path), path=path,
+                            include=tuple(table.pop("include", ("**/*",))),
+                            exclude=tuple(table.pop("exclude", ())), options=table)
+    urls = tuple(str(u) for u in table.pop("urls", ()))
+    if not urls and not table.get("sitemaps"):
+        raise ConfigError("a source needs a `path` (folder) or `urls` / `sitemaps` (website)")
+    return SourceConfig(name=str(name or urls[0]), urls=urls, options=table)
 
 
 def init_config(folder: str | Path, sources: Sequence[str] = ()) -> Config:
@@ -146,7 +161,9 @@ def remove_source(config: Config, name: str) -> Config:
 
 def _source_for(root: Path, path: str, name: str | None = None) -> SourceConfig:
     if "://" in path:
-        raise ConfigError(f"{path}: web sources are not supported yet; give a folder")
+        if not path.startswith(("http://", "https://")):
+            raise ConfigError(f"{path}: only http and https URLs can be crawled")
+        return SourceConfig(name=name or path.split("://", 1)[1].split("/", 1)[0], urls=(path,))
     folder = Path(path)
     shown = str(folder if folder.is_absolute() else folder.as_posix())
     return SourceConfig(name=name or folder.name or shown, path=shown)
@@ -169,10 +186,28 @@ def _write(config: Config) -> None:
     lines += [f"{k} = {_toml(v)}" for k, v in sorted(config.chunker.params.items())]
     lines += ["", "[embedder]"] + [f"{k} = {_toml(v)}" for k, v in config.embedder.items()]
     for s in config.sources:
-        lines += ["", "[[sources]]", f"name = {_toml(s.name)}", f"path = {_toml(s.path)}",
-                  f"include = {_toml(s.include)}", f"exclude = {_toml(s.exclude)}"]
+        lines += ["", "[[sources]]", f"name = {_toml(s.name)}"]
+        if s.is_web:
+            lines.append(f"urls = {_toml(s.urls)}")
+        else:
+            lines += [f"path = {_toml(s.path)}", f"include = {_toml(s.include)}",
+                      f"exclude = {_toml(s.exclude)}"]
+        lines += [f"{k} = {_toml(v)}" for k, v in sorted(s.options.items())]
     config.file.parent.mkdir(parents=True, exist_ok=True)
     config.file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _make_source(root: Path, s: SourceConfig) -> Source:
+    if s.is_web:
+        from kbsync.sources.web import WebSource  # needs the `web` extra
+
+        try:
+            return WebSource(s.urls, name=s.name, **s.options)
+        except TypeError as exc:
+            raise ConfigError(f"source {s.name!r}: {exc}") from exc
+    if s.options:
+        raise ConfigError(f"source {s.name!r}: unknown settings {', '.join(sorted(s.options))}")
+    return FilesystemSource(root / s.path, s.include, s.exclude, name=s.name)
 
 
 def make_embedder(settings: dict[str, Any]) -> Embedder:
@@ -190,10 +225,7 @@ class Engine:
         self.config = config
         self.embedder = make_embedder(config.embedder)
         self.store = SqliteStore(config.store_path)
-        self.sources = [
-            FilesystemSource(config.root / s.path, s.include, s.exclude, name=s.name)
-            for s in config.sources
-        ]
+        self.sources = [_make_source(config.root, s) for s in config.sources]
 
     def close(self) -> None:
         self.store.close()
@@ -225,7 +257,7 @@ class Engine:
               stop: threading.Event | None = None,
               on_report: Callable[[SyncReport, str], None] | None = None) -> None:
         """Sync on file events and on schedule, with a periodic full revalidation."""
-        folders = [self.config.root / s.path for s in self.config.sources]
+        folders = [self.config.root / s.path for s in self.config.sources if not s.is_web]
         watch(lambda verify: self.sync(verify=verify), folders, interval=interval,
               full_every=full_every, stop=stop, on_report=on_report)
 

@@ -1,0 +1,586 @@
+"""One crawl of a web source: what is there now, checked against what the store remembers.
+
+The crawl is a breadth-first walk (lowest depth first) from the seeds and
+the pages the sitemaps list, by up to ``max_connections`` workers at once,
+each request passing its host's politeness gate. Links are taken from
+``<a href>`` of HTML pages only, and followed when inside the scope and no
+deeper than ``max_depth``. At most ``max_pages`` pages are fetched.
+
+Then every known page that no link led to is checked as well (conditionally,
+without following its links): a page that lost its last link may still
+exist, and only the server can say it is gone. Outcomes:
+
+======================================  ===========================================
+answer                                  in the listing
+======================================  ===========================================
+200                                     an item with its body (kept for ``read``)
+304 to a conditional request            an item with ``not_modified=True``
+301/308 (then 200 or 304)               an item under the new key; the old key is
+                                        absent, so the engine sees a move
+302/303/307                             the item keeps the requested key
+410                                     absent: deleted
+404, soft 404                           ``ItemError(missing=True)``; absent (deleted)
+                                        when the store already counted one miss
+disallowed by robots.txt, out of scope  absent: the source no longer covers it
+robots.txt unreachable (5xx, network)   ``ItemError`` for known pages and seeds
+timeouts, resets, truncation, 5xx, 429  ``ItemError``: the stored version is kept
+caps, redirect loops, refused address   ``ItemError`` naming the URL
+not reached within ``max_pages``        ``ItemError`` for known pages
+media type not accepted                 absent
+======================================  ===========================================
+
+Errors other than a 200 after a permanent redirect are reported under the
+key that was requested, so the stored document stays. When no request of
+the crawl got any HTTP answer (the site is down, the network is out), the
+listing is incomplete (``complete=False``) and nothing is deleted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import mimetypes
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from urllib.parse import urlsplit
+
+import httpx
+
+from kbsync.errors import DocumentError
+from kbsync.model import ItemError, KnownItem, Listing, SourceItem, Validators
+from kbsync.sources.web.config import WebConfig
+from kbsync.sources.web.fetch import (
+    REDIRECT_STATUSES,
+    RETRY_STATUSES,
+    Failure,
+    Fetcher,
+    FetchError,
+    Response,
+)
+from kbsync.sources.web.links import HTML_TYPES, decode_text, parse_html, resolve_links
+from kbsync.sources.web.politeness import HostGates
+from kbsync.sources.web.robots import (
+    ROBOTS_MAX_BYTES,
+    RobotsCache,
+    RobotsPolicy,
+    RobotsState,
+    product_token,
+)
+from kbsync.sources.web.sitemaps import SitemapError, SitemapKind, parse_sitemap
+from kbsync.sources.web.soft404 import PROBE_PREFIX, Fingerprint, fingerprint
+from kbsync.sources.web.urls import UrlError, canonicalize, host_of, origin_of
+
+__all__ = ["MAX_SITEMAP_FILES", "MAX_SITEMAP_NESTING", "Crawl", "CrawlResult", "Progress"]
+
+MAX_SITEMAP_FILES = 100
+"""Sitemap files read per crawl at most (an index may name thousands)."""
+MAX_SITEMAP_NESTING = 2
+"""Levels of sitemap indexes followed below an explicit or robots.txt sitemap."""
+
+Progress = Callable[[str, int, int], None]
+"""Called after each page with its URL, the pages checked so far and the pages known to check."""
+
+# Errors that mean no HTTP answer came back at all.
+_NO_ANSWER = frozenset({Failure.NETWORK, Failure.REFUSED})
+
+
+class _Via(StrEnum):
+    """How a URL entered the crawl."""
+
+    SEED = "seed"
+    SITEMAP = "sitemap"
+    LINK = "link"
+    KNOWN = "known"
+
+
+@dataclass(frozen=True, slots=True)
+class _Task:
+    url: str
+    depth: int
+    via: _Via
+
+
+@dataclass(frozen=True, slots=True)
+class CrawlResult:
+    """The listing, the bodies of the pages fetched (by key), and sitemap lastmod hints."""
+
+    listing: Listing
+    bodies: dict[str, bytes] = field(default_factory=dict)
+    lastmod: dict[str, str] = field(default_factory=dict)
+
+
+class Crawl:
+    """The state of one crawl (or of one ``read``); used once."""
+
+    def __init__(
+        self,
+        config: WebConfig,
+        robots_cache: RobotsCache,
+        known: Mapping[str, KnownItem] | None = None,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        progress: Progress | None = None,
+    ) -> None:
+        self._config = config
+        self._robots_cache = robots_cache
+        self._known: Mapping[str, KnownItem] = known or {}
+        self._transport = transport
+        self._progress = progress
+        self._agent = product_token(config.user_agent)
+        self._gates = HostGates(config.per_host_connections, config.delay)
+        self._fetcher = Fetcher(config, self._gates, transport)
+        self._queue: asyncio.PriorityQueue[tuple[int, int, _Task]] = asyncio.PriorityQueue()
+        self._order = itertools.count()
+        self._seen: set[str] = set()
+        self._items: dict[str, SourceItem] = {}
+        self._errors: dict[str, ItemError] = {}
+        self._bodies: dict[str, bytes] = {}
+        self._lastmod: dict[str, str] = {}
+        self._warnings: list[str] = []
+        self._robots: dict[str, asyncio.Task[RobotsPolicy]] = {}
+        self._probes: dict[str, asyncio.Task[Fingerprint | None]] = {}
+        self._pages = 0
+        self._answered = False
+        self._cap_warned = False
+        self._unreachable_warned: set[str] = set()
+
+    # -- the crawl ----------------------------------------------------------------------------
+
+    async def run(self) -> CrawlResult:
+        """Crawl, then check the known pages no link reached; the listing and the bodies."""
+        self._robots_cache.forget_failures()
+        async with self._fetcher:
+            try:
+                for seed in self._config.seeds:
+                    self._enqueue(seed, 0, _Via.SEED)
+                await self._read_sitemaps()
+                workers = [
+                    asyncio.create_task(self._work()) for _ in range(self._config.max_connections)
+                ]
+                try:
+                    await self._queue.join()
+                    self._enqueue_known()
+                    await self._queue.join()
+                finally:
+                    for worker in workers:
+                        worker.cancel()
+                    await asyncio.gather(*workers, return_exceptions=True)
+            finally:
+                await self._cancel_helpers()
+        if not self._answered:
+            self._warnings.append(
+                "no request got an HTTP answer: the listing is incomplete, so nothing is deleted"
+            )
+        listing = Listing(
+            items=tuple(self._items[k] for k in sorted(self._items)),
+            complete=self._answered,
+            errors=tuple(self._errors[k] for k in sorted(self._errors)),
+            warnings=tuple(self._warnings),
+        )
+        return CrawlResult(listing, dict(self._bodies), dict(self._lastmod))
+
+    async def read(self, item: SourceItem) -> bytes:
+        """The body of one item, fetched again (with the same checks as a crawl)."""
+        async with self._fetcher:
+            try:
+                url = canonicalize(item.locator)
+                if not self._config.scope.contains(url):
+                    raise FetchError(url, "outside the allowed scope", Failure.SCOPE)
+                policy = await self._robots_of(origin_of(url))
+                if not policy.allows(url, self._agent):
+                    raise FetchError(url, _robots_refusal(policy), Failure.ROBOTS)
+                response = await self._fetcher.fetch(url, on_hop=self._check_hop)
+            except UrlError as exc:
+                raise DocumentError(item.locator, str(exc)) from exc
+            except FetchError as exc:
+                raise DocumentError(item.locator, exc.reason) from exc
+            finally:
+                await self._cancel_helpers()
+        if response.status not in (200, 203) or response.body is None:
+            raise DocumentError(item.locator, f"HTTP {response.status} from {response.url}")
+        return response.body
+
+    def _enqueue(self, url: str, depth: int, via: _Via) -> None:
+        if url in self._seen or depth > self._config.max_depth:
+            return
+        if self._pages >= self._config.max_pages and url not in self._known:
+            self._note_cap()
+            return  # it could not be fetched anyway
+        self._seen.add(url)
+        self._queue.put_nowait((depth, next(self._order), _Task(url, depth, via)))
+
+    def _enqueue_known(self) -> None:
+        for key in sorted(self._known):
+            try:
+                url = canonicalize(key)
+            except UrlError:
+                continue  # not a URL this source could have made: absent
+            # Checked, not expanded: its links were followed when it was still linked.
+            self._enqueue(url, self._config.max_depth, _Via.KNOWN)
+
+    async def _work(self) -> None:
+        while True:
+            _, _, task = await self._queue.get()
+            try:
+                await self._visit(task)
+            except Exception as exc:  # a bug must not lose the listing: report it on the page
+                self._error(task.url, f"unexpected {type(exc).__name__} while checking: {exc}")
+            finally:
+                self._queue.task_done()
+
+    async def _visit(self, task: _Task) -> None:
+        url = task.url
+        config = self._config
+        if not config.scope.contains(url):
+            if task.via is _Via.SEED:
+                self._warnings.append(f"the seed {url} is outside the allowed scope: not fetched")
+            return  # a known page out of scope is absent: the source no longer covers it
+        refusal = config.addresses.host_refusal(host_of(url))
+        if refusal is not None:
+            self._error(url, f"{url}: address refused: {refusal}")
+            return
+        if self._pages >= config.max_pages:
+            self._not_checked(url)
+            return
+        origin = origin_of(url)
+        policy = await self._robots_of(origin)
+        if policy.state is RobotsState.UNREACHABLE:
+            self._robots_unreachable(task, origin, policy)
+            return
+        if not policy.allows(url, self._agent):
+            if task.via is _Via.SEED:
+                self._warnings.append(f"robots.txt of {origin} disallows the seed {url}")
+            return  # absent: see the module doc
+        self._pages += 1
+        try:
+            response = await self._fetch_page(url)
+        except FetchError as exc:
+            if exc.kind not in _NO_ANSWER:
+                self._answered = True
+            self._error(url, str(exc))
+        else:
+            self._answered = True
+            await self._record(task, response)
+        self._report_progress(url)
+
+    async def _fetch_page(self, url: str) -> Response:
+        if self._config.head_mode and self._validators_for(url) is not None:
+            head = await self._fetcher.fetch(
+                url, method="HEAD", validators_for=self._validators_for, on_hop=self._check_hop
+            )
+            if head.status == 304:
+                return head
+        return await self._fetcher.fetch(
+            url,
+            validators_for=self._validators_for,
+            on_hop=self._check_hop,
+            media_types=self._config.media_types,
+        )
+
+    def _validators_for(self, key: str) -> Validators | None:
+        if self._config.revalidate_all:
+            return None
+        known = self._known.get(key)
+        if known is None or known.validators is None:
+            return None
+        v = known.validators
+        return v if v.etag or v.last_modified else None
+
+    async def _check_hop(self, target: str) -> None:
+        """Stop a redirect at a refused address, outside the scope, or where robots.txt says no."""
+        refusal = self._config.addresses.host_refusal(host_of(target))
+        if refusal is not None:
+            raise FetchError(
+                target, f"a redirect leads here, to a refused address: {refusal}", Failure.REFUSED
+            )
+        if not self._config.scope.contains(target):
+            raise FetchError(
+                target, "a redirect leads here, outside the allowed scope", Failure.SCOPE
+            )
+        policy = await self._robots_of(origin_of(target))
+        if not policy.allows(target, self._agent):
+            raise FetchError(
+                target, f"a redirect leads here, but {_robots_refusal(policy)}", Failure.ROBOTS
+            )
+
+    # -- outcomes -----------------------------------------------------------------------------
+
+    async def _record(self, task: _Task, response: Response) -> None:
+        status = response.status
+        if status in (200, 203):
+            await self._record_page(task, response)
+        elif status == 304:
+            if not response.conditional:
+                self._error(task.url, f"{response.url}: HTTP 304 to an unconditional request")
+                return
+            known = self._known.get(response.key)
+            old = known.validators if known is not None else None
+            new = response.validators
+            validators = Validators(
+                (new.etag if new else None) or (old.etag if old else None),
+                (new.last_modified if new else None) or (old.last_modified if old else None),
+            )
+            self._put(
+                SourceItem(
+                    response.key,
+                    response.url,
+                    _media_type_of_304(response),
+                    validators=validators,
+                    not_modified=True,
+                )
+            )
+        elif status == 410:
+            return  # gone: absent, so the engine deletes it
+        elif status == 404:
+            self._missing(
+                task.url,
+                f"HTTP 404: {response.url} was not found; deleted if the next check confirms it",
+            )
+        elif status in RETRY_STATUSES or status >= 500:
+            self._error(task.url, f"{response.url}: {_unavailable(response, self._config)}")
+        elif status in REDIRECT_STATUSES:
+            self._error(task.url, f"{response.url}: HTTP {status} without a usable Location")
+        else:
+            self._error(
+                task.url, f"{response.url}: HTTP {status}; the stored version (if any) is kept"
+            )
+
+    async def _record_page(self, task: _Task, response: Response) -> None:
+        accepted = self._config.media_types
+        if accepted is not None and response.media_type not in accepted:
+            if task.via is _Via.SEED:
+                self._warnings.append(
+                    f"the seed {task.url} is {response.media_type}, not an accepted media type"
+                )
+            return
+        body = response.body or b""
+        is_html = response.media_type in HTML_TYPES
+        page = parse_html(decode_text(body, response.charset)) if is_html else None
+        if self._config.soft_404_check and (is_html or response.media_type.startswith("text/")):
+            probe = await self._soft_404_of(origin_of(response.url))
+            text = page.text if page is not None else decode_text(body, response.charset)
+            if probe is not None and probe.matches(
+                fingerprint(_without_address(text, response.url))
+            ):
+                self._missing(
+                    task.url,
+                    f"soft 404: {response.url} answers 200 but says what the site says for an "
+                    "address that does not exist; deleted if the next check confirms it",
+                )
+                return
+        self._put(
+            SourceItem(
+                response.key, response.url, response.media_type, validators=response.validators
+            ),
+            body,
+        )
+        self._seen.add(response.key)
+        if page is not None and task.depth < self._config.max_depth:
+            for link in resolve_links(page, response.url):
+                if self._config.scope.contains(link):
+                    self._enqueue(link, task.depth + 1, _Via.LINK)
+
+    def _put(self, item: SourceItem, body: bytes | None = None) -> None:
+        if item.key in self._items:
+            return  # reached twice (a redirect and a link): the first answer stands
+        self._errors.pop(item.key, None)
+        self._items[item.key] = item
+        if body is not None:
+            self._bodies[item.key] = body
+
+    def _error(self, key: str, message: str, *, missing: bool = False) -> None:
+        if key not in self._items and key not in self._errors:
+            self._errors[key] = ItemError(key, message, missing=missing)
+
+    def _missing(self, key: str, message: str) -> None:
+        known = self._known.get(key)
+        if known is not None and known.missing >= 1:
+            return  # the second miss in a row: absent, so the engine deletes it
+        self._error(key, message, missing=True)
+
+    def _note_cap(self) -> None:
+        if not self._cap_warned:
+            self._cap_warned = True
+            self._warnings.append(
+                f"max_pages={self._config.max_pages} reached: further pages were not fetched"
+            )
+
+    def _not_checked(self, url: str) -> None:
+        self._note_cap()
+        if url in self._known:
+            self._error(
+                url,
+                f"{url}: not checked, max_pages={self._config.max_pages} was reached first; "
+                "the stored version is kept",
+            )
+
+    def _robots_unreachable(self, task: _Task, origin: str, policy: RobotsPolicy) -> None:
+        if origin not in self._unreachable_warned:
+            self._unreachable_warned.add(origin)
+            self._warnings.append(
+                f"robots.txt of {origin} could not be read ({policy.reason}): "
+                "nothing there was fetched"
+            )
+        if task.via is _Via.SEED or task.url in self._known:
+            self._error(
+                task.url,
+                f"{task.url}: not checked, robots.txt of {origin} could not be read "
+                f"({policy.reason}); the stored version is kept",
+            )
+
+    def _report_progress(self, url: str) -> None:
+        if self._progress is None:
+            return
+        try:
+            self._progress(url, self._pages, min(self._config.max_pages, len(self._seen)))
+        except Exception as exc:  # the caller's display must not break the crawl
+            self._progress = None
+            self._warnings.append(f"the progress callback failed and was dropped: {exc!r}")
+
+    # -- robots.txt, soft-404 probes, sitemaps --------------------------------------------------
+
+    async def _robots_of(self, origin: str) -> RobotsPolicy:
+        task = self._robots.get(origin)
+        if task is None:
+            task = self._robots[origin] = asyncio.create_task(self._load_robots(origin))
+        # Shielded: one waiter being cancelled must not cancel the fetch the others await.
+        return await asyncio.shield(task)
+
+    async def _load_robots(self, origin: str) -> RobotsPolicy:
+        policy = self._robots_cache.get(origin, time.monotonic())
+        if policy is None:
+            policy = await self._fetch_robots(origin)
+            self._robots_cache.put(origin, policy, time.monotonic())
+        delay = policy.crawl_delay(self._agent)
+        if delay:
+            self._gates.slow_down(urlsplit(origin).hostname or "", delay)
+        return policy
+
+    async def _fetch_robots(self, origin: str) -> RobotsPolicy:
+        try:
+            response = await self._fetcher.fetch(
+                origin + "/robots.txt", max_bytes=ROBOTS_MAX_BYTES, truncate=True
+            )
+        except FetchError as exc:
+            if exc.kind not in _NO_ANSWER:
+                self._answered = True
+            if exc.kind is Failure.REDIRECT:
+                return RobotsPolicy.allow_all(exc.reason)  # RFC 9309 §2.3.1.2
+            return RobotsPolicy.unreachable(exc.reason)
+        self._answered = True
+        return RobotsPolicy.from_response(response.status, response.body or b"")
+
+    async def _soft_404_of(self, origin: str) -> Fingerprint | None:
+        task = self._probes.get(origin)
+        if task is None:
+            task = self._probes[origin] = asyncio.create_task(self._probe(origin))
+        return await asyncio.shield(task)
+
+    async def _probe(self, origin: str) -> Fingerprint | None:
+        """Fingerprint of the answer to an address that cannot exist, if that answer is a 200."""
+        url = origin + PROBE_PREFIX + secrets.token_hex(8)
+        policy = await self._robots_of(origin)
+        if not policy.allows(url, self._agent):
+            return None
+        try:
+            response = await self._fetcher.fetch(
+                url, follow=False, media_types=self._config.media_types
+            )
+        except FetchError:
+            return None
+        if response.status != 200 or response.body is None:
+            return None
+        text = decode_text(response.body, response.charset)
+        if response.media_type in HTML_TYPES:
+            text = parse_html(text).text
+        return fingerprint(_without_address(text, url))
+
+    async def _read_sitemaps(self) -> None:
+        scope = self._config.scope
+        pending: list[tuple[str, int]] = [(u, 0) for u in self._config.sitemaps]
+        if self._config.use_robots_sitemaps:
+            for origin in dict.fromkeys(origin_of(s) for s in self._config.seeds):
+                policy = await self._robots_of(origin)
+                for raw in policy.sitemaps:
+                    try:
+                        url = canonicalize(raw, base=origin + "/")
+                    except UrlError:
+                        continue
+                    if scope.allows_host(host_of(url)):
+                        pending.append((url, 0))
+        done: set[str] = set()
+        while pending and len(done) < MAX_SITEMAP_FILES:
+            url, level = pending.pop(0)
+            if url in done:
+                continue
+            done.add(url)
+            try:
+                response = await self._fetcher.fetch(url)
+            except FetchError as exc:
+                if exc.kind not in _NO_ANSWER:
+                    self._answered = True
+                self._warnings.append(f"the sitemap {url} could not be read: {exc.reason}")
+                continue
+            self._answered = True
+            if response.status != 200:
+                self._warnings.append(f"the sitemap {url} answered HTTP {response.status}")
+                continue
+            try:
+                sitemap = parse_sitemap(response.body or b"", self._config.max_decompressed_bytes)
+            except SitemapError as exc:
+                self._warnings.append(f"the sitemap {url} was not read: {exc}")
+                continue
+            for entry in sitemap.entries:
+                try:
+                    loc = canonicalize(entry.loc, base=response.url)
+                except UrlError:
+                    continue
+                if sitemap.kind is SitemapKind.INDEX:
+                    if level < MAX_SITEMAP_NESTING and scope.allows_host(host_of(loc)):
+                        pending.append((loc, level + 1))
+                elif scope.contains(loc):
+                    if entry.lastmod:
+                        self._lastmod[loc] = entry.lastmod
+                    self._enqueue(loc, 0, _Via.SITEMAP)
+
+    async def _cancel_helpers(self) -> None:
+        helpers = [*self._robots.values(), *self._probes.values()]
+        for helper in helpers:
+            helper.cancel()
+        await asyncio.gather(*helpers, return_exceptions=True)
+
+
+def _without_address(text: str, url: str) -> str:
+    """The text without the page's own URL or path: error pages often echo what was asked for."""
+    path = urlsplit(url).path
+    text = text.replace(url, " ")
+    return text.replace(path, " ") if len(path) > 1 else text
+
+
+def _robots_refusal(policy: RobotsPolicy) -> str:
+    if policy.state is RobotsState.UNREACHABLE:
+        return f"robots.txt could not be read ({policy.reason})"
+    return "robots.txt disallows it"
+
+
+def _unavailable(response: Response, config: WebConfig) -> str:
+    text = f"HTTP {response.status}"
+    if response.retried:
+        text += " again after waiting as Retry-After asked"
+    elif response.retry_after is not None:
+        text += (
+            f" with Retry-After {response.retry_after!r}, beyond retry_after_cap="
+            f"{config.retry_after_cap:g} s or unreadable, so not retried"
+        )
+    return text + "; the stored version (if any) is kept"
+
+
+def _media_type_of_304(response: Response) -> str:
+    """A 304 rarely says its Content-Type: then guess from the URL's extension, else HTML."""
+    if response.typed:
+        return response.media_type
+    guessed, _ = mimetypes.guess_type(urlsplit(response.url).path, strict=False)
+    return guessed or response.media_type

@@ -1,0 +1,180 @@
+"""``WebSource``: a website as a kbsync source (the Source protocol over a crawl)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import httpx
+
+from kbsync.errors import DocumentError
+from kbsync.model import KnownItem, Listing, SourceItem
+from kbsync.sources.web.config import (
+    DEFAULT_MEDIA_TYPES,
+    DEFAULT_USER_AGENT,
+    WebConfig,
+    build_address_policy,
+    build_scope,
+    canonical_urls,
+)
+from kbsync.sources.web.crawler import Crawl, Progress
+from kbsync.sources.web.robots import RobotsCache
+
+__all__ = ["WebSource"]
+
+T = TypeVar("T")
+
+
+class WebSource:
+    """Pages of one or more websites, found from seeds and sitemaps within a scope.
+
+    ``list(known)`` crawls (see :mod:`kbsync.sources.web.crawler` for what
+    each HTTP answer becomes) and keeps the bodies it downloaded, so
+    ``read(item)`` of a listed item costs no second request; ``read`` fetches
+    again only for an item whose body is not held (each body is handed out
+    once, to bound memory). Keys are canonical URLs (:mod:`.urls`).
+
+    Settings beyond the obvious ones:
+
+    - ``allowed_hosts``: hosts whose pages belong to the source (default: the
+      hosts of the seeds and sitemaps; ``*.example.com`` for subdomains);
+      ``path_prefixes`` narrow it to paths starting with one of them.
+    - ``allow_private_addresses``: False refuses local, private and metadata
+      addresses; True allows every address but cloud metadata services; a
+      collection of addresses or networks (``("127.0.0.1",)``) allows those.
+    - ``per_host_connections`` and ``delay`` (seconds between request starts
+      to one host; a larger Crawl-delay wins) are per host; ``max_connections``
+      bounds the whole crawl.
+    - ``timeout`` is the total deadline of one request, body included.
+    - ``head_mode``: revalidate a known page with a conditional HEAD first and
+      GET only when it changed (for servers that compute bodies even for a 304).
+    - ``revalidate_all``: send no validators, so every page is downloaded and
+      compared by content: the periodic full revalidation.
+    - ``media_types``: answers of other types are skipped unread (None: all).
+    - ``use_robots_sitemaps``: also read the sitemaps robots.txt of the seeds' origins names.
+    - ``transport``: an httpx transport (tests, custom TLS); the source never closes it.
+    - ``progress(url, done, total)``: called after each page.
+    """
+
+    def __init__(
+        self,
+        seeds: str | Iterable[str] = (),
+        *,
+        sitemaps: str | Iterable[str] = (),
+        name: str | None = None,
+        allowed_hosts: str | Iterable[str] | None = None,
+        path_prefixes: str | Iterable[str] = (),
+        max_pages: int = 1000,
+        max_depth: int = 5,
+        user_agent: str = DEFAULT_USER_AGENT,
+        allow_private_addresses: bool | str | Iterable[str] = False,
+        per_host_connections: int = 2,
+        max_connections: int = 8,
+        delay: float = 0.25,
+        timeout: float = 10.0,
+        max_bytes: int = 10_000_000,
+        max_decompressed_bytes: int = 50_000_000,
+        max_redirects: int = 5,
+        retry_after_cap: float = 60.0,
+        head_mode: bool = False,
+        revalidate_all: bool = False,
+        soft_404_check: bool = True,
+        use_robots_sitemaps: bool = True,
+        media_types: Iterable[str] | None = DEFAULT_MEDIA_TYPES,
+        robots_max_age: float = 86_400.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+        progress: Progress | None = None,
+    ) -> None:
+        seed_urls = canonical_urls(seeds, "seed")
+        sitemap_urls = canonical_urls(sitemaps, "sitemap")
+        self._config = WebConfig(
+            seeds=seed_urls,
+            sitemaps=sitemap_urls,
+            scope=build_scope(allowed_hosts, path_prefixes, (*seed_urls, *sitemap_urls)),
+            addresses=build_address_policy(allow_private_addresses),
+            max_pages=max_pages,
+            max_depth=max_depth,
+            user_agent=user_agent,
+            per_host_connections=per_host_connections,
+            max_connections=max_connections,
+            delay=delay,
+            timeout=timeout,
+            max_bytes=max_bytes,
+            max_decompressed_bytes=max_decompressed_bytes,
+            max_redirects=max_redirects,
+            retry_after_cap=retry_after_cap,
+            head_mode=head_mode,
+            revalidate_all=revalidate_all,
+            soft_404_check=soft_404_check,
+            use_robots_sitemaps=use_robots_sitemaps,
+            media_types=None if media_types is None else frozenset(t.lower() for t in media_types),
+            robots_max_age=robots_max_age,
+        )
+        self._name = name or (seed_urls or sitemap_urls)[0]
+        self._transport = transport
+        self._progress = progress
+        # Kept across crawls of this source, each entry at most robots_max_age seconds.
+        self._robots = RobotsCache(robots_max_age)
+        self._bodies: dict[str, tuple[str, bytes]] = {}
+        self.lastmod_hints: dict[str, str] = {}
+        """``<lastmod>`` of each page the last crawl found in a sitemap: a hint, never a gate."""
+
+    @property
+    def name(self) -> str:
+        """The first seed (or sitemap) URL unless named otherwise."""
+        return self._name
+
+    @property
+    def config(self) -> WebConfig:
+        """The validated settings."""
+        return self._config
+
+    def list(self, known: Mapping[str, KnownItem] | None = None) -> Listing:
+        """Crawl the site now; ``known`` gives the validators to revalidate with."""
+        result = _run(
+            lambda: Crawl(
+                self._config,
+                self._robots,
+                known,
+                transport=self._transport,
+                progress=self._progress,
+            ).run()
+        )
+        by_key = {item.key: item for item in result.listing.items}
+        self._bodies = {
+            key: (by_key[key].locator, body) for key, body in result.bodies.items() if key in by_key
+        }
+        self.lastmod_hints = result.lastmod
+        return result.listing
+
+    def read(self, item: SourceItem) -> bytes:
+        """The bytes of a listed item: the body the crawl kept, else fetched again."""
+        held = self._bodies.get(item.key)
+        if held is not None and held[0] == item.locator:
+            del self._bodies[item.key]
+            return held[1]
+        try:
+            return _run(
+                lambda: Crawl(self._config, self._robots, transport=self._transport).read(item)
+            )
+        except DocumentError:
+            raise
+        except Exception as exc:  # never let a transport's own error escape unnamed
+            raise DocumentError(item.locator, f"{type(exc).__name__}: {exc}") from exc
+
+    def __repr__(self) -> str:
+        return f"WebSource(name={self._name!r}, seeds={self._config.seeds!r})"
+
+
+def _run(factory: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run a coroutine to completion on a fresh event loop, even when called from inside one."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(factory())
+    # Inside a running loop (a notebook, an async application) asyncio.run is not
+    # allowed: run on a fresh loop in a helper thread and wait for it.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(lambda: asyncio.run(factory())).result()

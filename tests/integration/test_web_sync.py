@@ -1,0 +1,114 @@
+"""A website kept in sync through the engine, against a real server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("httpx")
+pytest_httpserver = pytest.importorskip("pytest_httpserver")
+
+from pytest_httpserver import HTTPServer  # noqa: E402
+from werkzeug import Request, Response  # noqa: E402
+
+from kbsync.engine import Engine, init_config, load_config  # noqa: E402
+
+PARAGRAPHS = {
+    "/": "Welcome to the harbour guide. " * 40,
+    "/lights": "The lights of the harbour are kept by a keeper who climbs the stairs. " * 30,
+    "/tides": "Tides rise and fall twice a day and the boats wait for the water. " * 30,
+}
+
+
+class Site:
+    """Pages with ETags that honour If-None-Match, and a log of what was sent."""
+
+    def __init__(self) -> None:
+        self.pages = dict(PARAGRAPHS)
+        self.status: dict[str, int] = {}
+        self.location: dict[str, str] = {}
+        self.bodies_sent = 0
+
+    def html(self, path: str) -> str:
+        links = "".join(f'<li><a href="{p}">{p}</a></li>' for p in self.pages if p != path)
+        return (f"<html><head><title>Harbour {path}</title></head><body><main><h1>{path}</h1>"
+                f"<p>{self.pages[path]}</p><ul>{links}</ul></main></body></html>")
+
+    def __call__(self, request: Request) -> Response:
+        path = request.path
+        if path == "/robots.txt":
+            return Response("User-agent: *\nAllow: /\n", content_type="text/plain")
+        if path in self.status:
+            headers = {"Location": self.location[path]} if path in self.location else {}
+            return Response("", status=self.status[path], headers=headers)
+        if path not in self.pages:
+            return Response("not found", status=404)
+        body = self.html(path)
+        etag = '"' + hashlib.sha1(body.encode()).hexdigest()[:16] + '"'
+        if request.headers.get("If-None-Match") == etag:
+            return Response(status=304, headers={"ETag": etag})
+        self.bodies_sent += 1
+        return Response(body, content_type="text/html; charset=utf-8", headers={"ETag": etag})
+
+
+@pytest.fixture
+def site(httpserver: HTTPServer) -> Site:
+    handler = Site()
+    httpserver.expect_request("").respond_with_handler(handler)
+    return handler
+
+
+@pytest.fixture
+def kb(tmp_path: Path, httpserver: HTTPServer, site: Site) -> Path:
+    init_config(tmp_path, [httpserver.url_for("/")])
+    config = (tmp_path / "kbsync.toml").read_text()
+    config += "allow_private_addresses = true\ndelay = 0.0\nsoft_404_check = false\n"
+    (tmp_path / "kbsync.toml").write_text(config)
+    return tmp_path
+
+
+def test_a_site_is_crawled_then_revalidated_without_downloading(kb: Path, site: Site) -> None:
+    with Engine(load_config(kb)) as engine:
+        first = engine.sync()
+        assert first.total("new") == 3, first.sources[0].failures
+        sent = site.bodies_sent
+        second = engine.sync()
+        assert second.total("unchanged") == 3
+        assert site.bodies_sent == sent
+        assert second.sources[0].bytes_read == 0
+        assert engine.verify() == []
+
+
+def test_a_changed_page_is_modified_and_reported_with_regions(kb: Path, site: Site) -> None:
+    with Engine(load_config(kb)) as engine:
+        engine.sync()
+        site.pages["/tides"] += " A storm surge once flooded the quay."
+        report = engine.sync()
+        assert report.total("modified") == 1
+        (key,) = report.sources[0].changes
+        assert key.endswith("/tides")
+        assert report.sources[0].changes[key].regions
+
+
+def test_a_gone_page_is_deleted_and_a_404_waits_for_confirmation(kb: Path, site: Site) -> None:
+    with Engine(load_config(kb)) as engine:
+        engine.sync()
+        site.status["/lights"] = 410
+        del site.pages["/tides"]  # now a 404, and no longer linked
+        report = engine.sync()
+        assert report.total("deleted") == 1
+        assert report.total("failed") == 1  # the 404, kept until confirmed
+        again = engine.sync()
+        assert again.total("deleted") == 1
+        assert engine.status().documents == 1
+
+
+def test_a_server_error_keeps_the_page(kb: Path, site: Site) -> None:
+    with Engine(load_config(kb)) as engine:
+        engine.sync()
+        site.status["/lights"] = 503
+        report = engine.sync(allow_mass_delete=False)
+        assert report.total("deleted") == 0
+        assert engine.status().documents == 3
