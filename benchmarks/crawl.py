@@ -32,7 +32,11 @@ from rich.table import Table
 
 from kbsync.engine import Engine, init_config, load_config
 
-WORDS = ["harbour", "light", "keeper", "stairs", "wick", "lamp", "storm", "ship", "rock", "tide", "quay", "rope", "sail", "chart", "compass", "signal", "beacon", "fog", "horn", "island", "channel", "current", "anchor", "hull", "mast", "deck", "cabin", "lantern", "glass", "weather", "season", "winter", "summer", "evening", "morning", "shift", "watch", "log", "record", "crew", "captain", "pilot"]
+WORDS = (
+    "harbour light keeper stairs wick lamp storm ship rock tide quay rope sail chart compass "
+    "signal beacon fog horn island channel current anchor hull mast deck cabin lantern glass "
+    "weather season winter summer evening morning shift watch log record crew captain pilot"
+).split()
 
 
 @dataclass
