@@ -15,13 +15,13 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from kbsync.chunking import chunk_text, make_params, parameters_hash, token_counter
-from kbsync.chunking.diagnostics import diagnose
+from kbsync.chunking import TextChunker
 from kbsync.compare import compare
 from kbsync.embed import Embedder
 from kbsync.errors import DocumentError
@@ -59,7 +59,7 @@ ExtractorFor = Callable[[str], Extractor | None]
 EMBED_BATCH = 64
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Chunker:
     """The chunking settings of a knowledge base: a strategy and its parameters."""
 
@@ -67,16 +67,24 @@ class Chunker:
     params: Mapping[str, Any] = field(default_factory=dict)
 
     def validate(self) -> None:
-        make_params(self.strategy, **self.params)
+        self.text_chunker()
+
+    def text_chunker(self) -> TextChunker:
+        """The validated chunker (built once per settings)."""
+        return _text_chunker(self.strategy, json.dumps(dict(self.params), sort_keys=True))
 
     @property
     def fingerprint(self) -> str:
         """What a document's derivation commits to besides its extractor."""
-        return digest("kbsync:chunker-settings", NORMALIZER_VERSION, self.strategy,
-                      json.dumps(dict(self.params), sort_keys=True))
+        return self.text_chunker().params_hash
 
     def chunks(self, text: str) -> tuple[Chunk, ...]:
-        return chunk_text(text, strategy=self.strategy, **self.params).chunks  # type: ignore[arg-type]
+        return tuple(self.text_chunker().chunks([text]))
+
+
+@lru_cache(maxsize=16)
+def _text_chunker(strategy: str, params: str) -> TextChunker:
+    return TextChunker(strategy, **json.loads(params))
 
 
 @dataclass(slots=True)
@@ -193,11 +201,15 @@ def _plan_source(
     out.failures.extend(("", e.message) for e in listing.errors if not e.key)
     items = [i for i in listing.items if extractor_for(i.media_type) is not None]
     out.skipped = len(listing.items) - len(items)
+    derivations: dict[str, str] = {}
     for n, item in enumerate(items, 1):
         old = stored.get(item.key)
         extractor = extractor_for(item.media_type)
         assert extractor is not None
-        derivation = digest("kbsync:derivation", chunker.fingerprint, extractor.identity)
+        derivation = derivations.get(extractor.identity)
+        if derivation is None:
+            derivation = derivations[extractor.identity] = digest(
+                "kbsync:derivation", NORMALIZER_VERSION, chunker.fingerprint, extractor.identity)
         if old is not None and old.derivation == derivation and not verify and (
             item.not_modified or (item.stat is not None and old.stat == item.stat)
         ):
@@ -212,7 +224,8 @@ def _plan_source(
     listed = [i.key for i in listing.items] + [e.key for e in listing.errors if e.key]
     needs_digests = [stored[o.key] for o in observations
                      if isinstance(o, DocumentVersion) and o.key in stored]
-    needs_digests += [d for k, d in stored.items() if k not in set(listed)]
+    listed_keys = set(listed)
+    needs_digests += [d for k, d in stored.items() if k not in listed_keys]
     for doc in store.with_digests(source.name, needs_digests):
         stored[doc.key] = doc
     pending = {c.digest for o in observations if isinstance(o, DocumentVersion)
@@ -379,14 +392,7 @@ def _apply(
 
 
 def _diagnostics(chunker: Chunker, chunks: Iterable[Chunk]) -> ChunkingDiagnostics:
-    settings = make_params(chunker.strategy, **chunker.params)
-    counter = getattr(settings, "token_counter", "estimate")
-    return diagnose(
-        chunks, strategy=chunker.strategy, chunker_id=settings.chunker_id,
-        params_hash=parameters_hash(chunker.strategy, **chunker.params),
-        normalizer_version=NORMALIZER_VERSION, token_counter=token_counter(counter).identity,
-        snapping=bool(getattr(settings, "snap", False)),
-    )
+    return chunker.text_chunker().diagnose(chunks)
 
 
 def report_dict(report: SyncReport) -> dict[str, Any]:

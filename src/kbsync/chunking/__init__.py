@@ -25,7 +25,7 @@ from kbsync.chunking.tokens import (
 from kbsync.chunking.tttd import tttd_chunks
 from kbsync.errors import ParameterError
 from kbsync.identity import ChunkIdentity, params_hash
-from kbsync.model import Chunk, ChunkingResult
+from kbsync.model import Chunk, ChunkingDiagnostics, ChunkingResult
 from kbsync.normalize import NORMALIZER_VERSION
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "LocalParams",
     "Strategy",
     "TTTDParams",
+    "TextChunker",
     "TiktokenCounter",
     "TokenCounter",
     "byte_chunks",
@@ -66,6 +67,55 @@ def make_params(strategy: str, **params: Any) -> Params:
     return cls(**params)
 
 
+class TextChunker:
+    """A validated chunker configuration, ready to chunk many texts.
+
+    Validation, the token counter and the identity prefix are set up once, so
+    chunking many small documents does not pay for them each time.
+    """
+
+    def __init__(
+        self, strategy: str = "tttd", *, counter: TokenCounter | None = None, **params: Any
+    ) -> None:
+        self.settings = make_params(strategy, **params)
+        if counter is None:
+            counter = (EstimatingCounter() if isinstance(self.settings, ByteParams)
+                       else token_counter(self.settings.token_counter))
+        self.counter = counter
+        self.params_hash = _params_hash(self.settings, counter.identity)
+        self.identity = ChunkIdentity(NORMALIZER_VERSION, self.settings.chunker_id,
+                                      self.params_hash)
+
+    def chunks(self, pieces: Iterable[str]) -> Iterator[Chunk]:
+        """Chunks of the concatenation of ``pieces``; TTTD yields each as soon as it is final."""
+        s = self.settings
+        if isinstance(s, TTTDParams):
+            blocks = word_blocks(pieces, self.counter, s.window_words, with_sentences=s.snap)
+            return tttd_chunks(blocks, s, self.identity)
+        if isinstance(s, LocalParams):
+            return local_chunks(word_blocks(pieces, self.counter, s.window_words), s,
+                                self.identity)
+        return text_byte_chunks("".join(pieces), s, self.identity, self.counter)
+
+    def chunk(self, text: str) -> ChunkingResult:
+        """Chunks of ``text`` with the diagnostics of the run."""
+        chunks = tuple(self.chunks([text]))
+        return ChunkingResult(chunks=chunks, diagnostics=self.diagnose(chunks))
+
+    def diagnose(self, chunks: Iterable[Chunk]) -> ChunkingDiagnostics:
+        """Diagnostics of chunks made by this chunker (of one text or of many)."""
+        s = self.settings
+        return diagnose(
+            chunks,
+            strategy=s.chunker_id.split("-")[0],
+            chunker_id=s.chunker_id,
+            params_hash=self.params_hash,
+            normalizer_version=NORMALIZER_VERSION,
+            token_counter=self.counter.identity,
+            snapping=isinstance(s, TTTDParams) and s.snap,
+        )
+
+
 def chunk_text(
     text: str, *, strategy: Strategy = "tttd", counter: TokenCounter | None = None, **params: Any
 ) -> ChunkingResult:
@@ -75,8 +125,7 @@ def chunk_text(
     (normalized) and its ``identity`` commits to the normalizer, the chunker and
     its parameters. ``counter`` overrides the token counter named in the parameters.
     """
-    settings = make_params(strategy, **params)
-    return _run(settings, [text], counter)
+    return TextChunker(strategy, counter=counter, **params).chunk(text)
 
 
 def chunk_stream(
@@ -87,9 +136,17 @@ def chunk_stream(
     Memory does not grow with the input; the chunks equal those of
     ``chunk_text("".join(pieces), strategy="tttd", **params)``.
     """
-    settings = TTTDParams(**params)
-    counter = counter or token_counter(settings.token_counter)
-    yield from _tttd(settings, pieces, counter)
+    return TextChunker("tttd", counter=counter, **params).chunks(pieces)
+
+
+def identity_for(strategy: str, **params: Any) -> ChunkIdentity:
+    """The chunk-identity function of a chunker configuration (what ``verify`` recomputes)."""
+    return TextChunker(strategy, **params).identity
+
+
+def parameters_hash(strategy: str, **params: Any) -> str:
+    """The parameter hash that chunk identities of this configuration commit to."""
+    return TextChunker(strategy, **params).params_hash
 
 
 def _params_hash(settings: Params, counter_id: str) -> str:
@@ -98,63 +155,3 @@ def _params_hash(settings: Params, counter_id: str) -> str:
     if "token_counter" in canonical:
         canonical["token_counter"] = counter_id
     return params_hash({"chunker": settings.chunker_id, **canonical})
-
-
-def _identity(settings: Params, counter_id: str) -> ChunkIdentity:
-    phash = _params_hash(settings, counter_id)
-    return ChunkIdentity(NORMALIZER_VERSION, settings.chunker_id, phash)
-
-
-def identity_for(strategy: str, **params: Any) -> ChunkIdentity:
-    """The chunk-identity function of a chunker configuration (what ``verify`` recomputes)."""
-    settings = make_params(strategy, **params)
-    return _identity(settings, _counter_identity(settings))
-
-
-def parameters_hash(strategy: str, **params: Any) -> str:
-    """The parameter hash that chunk identities of this configuration commit to."""
-    settings = make_params(strategy, **params)
-    return _params_hash(settings, _counter_identity(settings))
-
-
-def _counter_identity(settings: Params) -> str:
-    if isinstance(settings, ByteParams):
-        return EstimatingCounter.identity
-    return token_counter(settings.token_counter).identity
-
-
-def _tttd(settings: TTTDParams, pieces: Iterable[str], counter: TokenCounter) -> Iterator[Chunk]:
-    blocks = word_blocks(pieces, counter, settings.window_words, with_sentences=settings.snap)
-    return tttd_chunks(blocks, settings, _identity(settings, counter.identity))
-
-
-def _run(settings: Params, pieces: list[str], counter: TokenCounter | None) -> ChunkingResult:
-    if isinstance(settings, ByteParams):
-        counter = counter or EstimatingCounter()
-        counter_id = counter.identity
-        phash = _params_hash(settings, counter_id)
-        identity = ChunkIdentity(NORMALIZER_VERSION, settings.chunker_id, phash)
-        chunks = tuple(text_byte_chunks("".join(pieces), settings, identity, counter))
-        snapping = False
-    else:
-        counter = counter or token_counter(settings.token_counter)
-        counter_id = counter.identity
-        phash = _params_hash(settings, counter_id)
-        if isinstance(settings, TTTDParams):
-            chunks = tuple(_tttd(settings, pieces, counter))
-            snapping = settings.snap
-        else:
-            blocks = word_blocks(pieces, counter, settings.window_words)
-            chunks = tuple(local_chunks(blocks, settings, _identity(settings, counter_id)))
-            snapping = False
-    diagnostics = diagnose(
-        chunks,
-        strategy=settings.chunker_id.split("-")[0],
-        chunker_id=settings.chunker_id,
-        params_hash=phash,
-        normalizer_version=NORMALIZER_VERSION,
-        token_counter=counter_id,
-        snapping=snapping,
-    )
-    return ChunkingResult(chunks=chunks, diagnostics=diagnostics)
-
