@@ -112,3 +112,15 @@ def test_a_server_error_keeps_the_page(kb: Path, site: Site) -> None:
         report = engine.sync(allow_mass_delete=False)
         assert report.total("deleted") == 0
         assert engine.status().documents == 3
+
+
+def test_a_markup_only_change_is_no_change_of_content(kb: Path, site: Site) -> None:
+    with Engine(load_config(kb)) as engine:
+        engine.sync()
+        original = site.html
+        site.html = lambda path: original(path).replace("<main>", '<main class="v2" id="x">')  # type: ignore[method-assign]
+        report = engine.sync()
+        assert report.total("modified") == 0
+        assert report.total("metadata-only") == 3
+        assert report.sources[0].embeddings_computed == 0
+        assert report.sources[0].changes == {}
