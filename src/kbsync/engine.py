@@ -73,6 +73,7 @@ class Config:
     embedder: dict[str, Any] = field(default_factory=lambda: {"kind": "hashing",
                                                               "dimension": 1024})
     sources: tuple[SourceConfig, ...] = ()
+    index: dict[str, Any] = field(default_factory=dict)
 
     @property
     def root(self) -> Path:
@@ -106,10 +107,14 @@ def load_config(path: str | Path = CONFIG_NAME) -> Config:
         names = [s.name for s in sources]
         if len(set(names)) != len(names):
             raise ConfigError(f"{file}: two sources share a name")
+        index = dict(data.get("index", {}))
+        unknown = set(index) - {"boilerplate_share", "index_boilerplate"}
+        if unknown:
+            raise ConfigError(f"{file}: unknown [index] settings: {', '.join(sorted(unknown))}")
         return Config(file=file.resolve(), store=str(data.get("store", {}).get("path",
                       ".kbsync/kbsync.db")), chunker=chunker,
                       embedder=dict(data.get("embedder", {"kind": "hashing", "dimension": 1024})),
-                      sources=sources)
+                      sources=sources, index=index)
     except (KeyError, TypeError, ParameterError) as exc:
         raise ConfigError(f"{file}: invalid configuration: {exc}") from exc
 
@@ -144,7 +149,7 @@ def add_source(config: Config, path: str, name: str | None = None) -> Config:
     if any(s.name == new.name for s in config.sources):
         raise ConfigError(f"a source named {new.name!r} already exists")
     updated = Config(config.file, config.store, config.chunker, config.embedder,
-                     (*config.sources, new))
+                     (*config.sources, new), config.index)
     _write(updated)
     return updated
 
@@ -154,7 +159,8 @@ def remove_source(config: Config, name: str) -> Config:
     kept = tuple(s for s in config.sources if s.name != name)
     if len(kept) == len(config.sources):
         raise ConfigError(f"no source named {name!r}")
-    updated = Config(config.file, config.store, config.chunker, config.embedder, kept)
+    updated = Config(config.file, config.store, config.chunker, config.embedder, kept,
+                     config.index)
     _write(updated)
     return updated
 
@@ -185,6 +191,8 @@ def _write(config: Config) -> None:
              "[chunker]", f"strategy = {_toml(config.chunker.strategy)}"]
     lines += [f"{k} = {_toml(v)}" for k, v in sorted(config.chunker.params.items())]
     lines += ["", "[embedder]"] + [f"{k} = {_toml(v)}" for k, v in config.embedder.items()]
+    if config.index:
+        lines += ["", "[index]"] + [f"{k} = {_toml(v)}" for k, v in sorted(config.index.items())]
     for s in config.sources:
         lines += ["", "[[sources]]", f"name = {_toml(s.name)}"]
         if s.is_web:
@@ -242,7 +250,8 @@ class Engine:
     def plan(self, *, progress: Progress | None = None) -> SyncReport:
         """What a sync would do, without writing anything."""
         return sync_sources(self.sources, self.store, self.embedder, extractor_for,
-                            self.config.chunker, dry_run=True, progress=progress)
+                            self.config.chunker, dry_run=True, progress=progress,
+                            **self._index_settings())
 
     def sync(self, *, verify: bool = False, allow_mass_delete: bool = False,
              progress: Progress | None = None, wait: bool = True,
@@ -251,7 +260,13 @@ class Engine:
         with self._lock(wait, on_wait):
             return sync_sources(self.sources, self.store, self.embedder, extractor_for,
                                 self.config.chunker, verify=verify,
-                                allow_mass_delete=allow_mass_delete, progress=progress)
+                                allow_mass_delete=allow_mass_delete, progress=progress,
+                                **self._index_settings())
+
+    def _index_settings(self) -> dict[str, Any]:
+        index = self.config.index
+        return {"boilerplate_share": float(index.get("boilerplate_share", 0.05)),
+                "index_boilerplate": bool(index.get("index_boilerplate", False))}
 
     def watch(self, *, interval: float = 86_400.0, full_every: float = 30 * 86_400.0,
               stop: threading.Event | None = None,

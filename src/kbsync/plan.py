@@ -9,7 +9,7 @@ added or deleted. Nothing here reads, writes or embeds.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -26,6 +26,7 @@ __all__ = [
     "Refreshed",
     "StoredDocument",
     "Unchanged",
+    "boilerplate",
     "chunk_ops",
     "plan",
 ]
@@ -196,13 +197,15 @@ def plan(
     *,
     listing_complete: bool = True,
     allow_mass_delete: bool = False,
+    skip: Collection[str] = frozenset(),
 ) -> Plan:
     """Diff one source's stored manifest against its fresh listing.
 
     A document observed under a new key with the exact text of a stored one
     whose key vanished from this listing is *moved*: its chunks and vectors are
     kept. Deletions need a complete listing, and more than half of a source's
-    documents going at once needs ``allow_mass_delete``.
+    documents going at once needs ``allow_mass_delete``. Digests in ``skip``
+    (boilerplate left out of the index) are never embedded.
     """
     listed_keys = set(listed)
     observed = {o.key: o for o in observations}
@@ -249,7 +252,7 @@ def plan(
             docs.append(DocumentPlan(key, Action.DELETED,
                                      ops=ChunkOps(deleted=len(stored[key].chunk_digests))))
 
-    have = set(cached)
+    have = set(cached) | set(skip)
     needed: dict[str, None] = {}
     for d in docs:
         for digest in d.ops.added_digests:
@@ -264,3 +267,29 @@ def plan(
         listing_complete=listing_complete,
         counts=dict(counts),
     )
+
+
+def boilerplate(
+    documents: Mapping[str, Collection[str]], share: float, min_documents: int = 3
+) -> frozenset[str]:
+    """Chunk digests found in more than ``share`` of the documents of one host.
+
+    ``documents`` maps a key to the digests of its current chunks; keys that are
+    URLs are grouped by host, other keys form one group. A digest counts only
+    when at least ``min_documents`` documents share it, so two copies of a file
+    are not boilerplate.
+    """
+    groups: dict[str, list[Collection[str]]] = {}
+    for key, digests in documents.items():
+        groups.setdefault(_host(key), []).append(digests)
+    found: set[str] = set()
+    for members in groups.values():
+        counts = Counter(d for digests in members for d in set(digests))
+        limit = share * len(members)
+        found.update(d for d, n in counts.items() if n >= min_documents and n > limit)
+    return frozenset(found)
+
+
+def _host(key: str) -> str:
+    _, sep, rest = key.partition("://")
+    return rest.split("/", 1)[0].lower() if sep else ""

@@ -46,6 +46,7 @@ from kbsync.plan import (
     Refreshed,
     StoredDocument,
     Unchanged,
+    boilerplate,
     plan,
 )
 from kbsync.report import diagnostics_dict
@@ -100,6 +101,7 @@ class SourceReport:
     embeddings_computed: int = 0
     embeddings_reused: int = 0
     embed_tokens: int = 0
+    boilerplate: int = 0
     failures: list[tuple[str, str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     actions: list[tuple[str, str]] = field(default_factory=list)
@@ -155,18 +157,26 @@ def sync_sources(
     verify: bool = False,
     allow_mass_delete: bool = False,
     progress: Progress | None = None,
+    boilerplate_share: float = 0.05,
+    index_boilerplate: bool = False,
 ) -> SyncReport:
-    """Bring ``store`` in step with ``sources`` (or, with ``dry_run``, only plan it)."""
+    """Bring ``store`` in step with ``sources`` (or, with ``dry_run``, only plan it).
+
+    Chunks found in more than ``boilerplate_share`` of a host's documents are
+    boilerplate: unless ``index_boilerplate``, they are neither embedded nor searched.
+    """
     report = SyncReport(dry_run=dry_run, started=_now())
     clock = _Clock(report)
     chunked: list[Chunk] = []
     for source in sources:
         source_report = SourceReport(source=source.name)
         report.sources.append(source_report)
-        the_plan = _plan_source(source, store, embedder, extractor_for, chunker, verify,
-                                allow_mass_delete, source_report, clock, progress, chunked)
+        the_plan, shared = _plan_source(source, store, embedder, extractor_for, chunker, verify,
+                                        allow_mass_delete, source_report, clock, progress,
+                                        chunked, boilerplate_share, index_boilerplate)
         if dry_run:
             continue
+        store.set_boilerplate(source.name, shared)
         vectors, failed = _embed(the_plan, embedder, source_report, progress)
         clock.lap("embed")
         _apply(the_plan, vectors, failed, store, embedder, source_report, progress)
@@ -184,7 +194,8 @@ def _plan_source(
     source: Source, store: RecordStore, embedder: Embedder, extractor_for: ExtractorFor,
     chunker: Chunker, verify: bool, allow_mass_delete: bool, out: SourceReport,
     clock: _Clock, progress: Progress | None, chunked: list[Chunk],
-) -> Plan:
+    boilerplate_share: float, index_boilerplate: bool,
+) -> tuple[Plan, frozenset[str]]:
     stored = store.manifest(source.name)
     # --verify also revalidates web pages in full: no validators, so no 304 shortcut.
     known = {k: KnownItem(k, d.stat, None if verify else d.validators, d.missing)
@@ -230,9 +241,14 @@ def _plan_source(
         stored[doc.key] = doc
     pending = {c.digest for o in observations if isinstance(o, DocumentVersion)
                for c in o.chunks}
+    shared = _boilerplate(store, source.name, observations,
+                          [k for k in stored if k not in listed_keys] if listing.complete else [],
+                          boilerplate_share)
+    out.boilerplate = len(shared)
     the_plan = plan(source.name, stored, listed, observations,
                     store.cached(embedder.identity, pending),
-                    listing_complete=listing.complete, allow_mass_delete=allow_mass_delete)
+                    listing_complete=listing.complete, allow_mass_delete=allow_mass_delete,
+                    skip=frozenset() if index_boilerplate else shared)
     clock.lap("plan")
     out.deletions_blocked = the_plan.deletions_blocked
     if the_plan.deletions_blocked:
@@ -255,7 +271,21 @@ def _plan_source(
             before = store.document(d.key, source.name)
             if before is not None:
                 out.changes[d.key] = compare(before.text, d.version.text)
-    return the_plan
+    return the_plan, shared
+
+
+def _boilerplate(store: RecordStore, source: str, observations: Sequence[Observation],
+                 vanished: Sequence[str], share: float) -> frozenset[str]:
+    """The source's boilerplate digests as they will be once this plan is applied."""
+    fresh = [o for o in observations if isinstance(o, DocumentVersion) and o.rechunked]
+    if not fresh and not vanished:
+        return store.boilerplate(source)
+    sets = store.digest_sets(source)
+    for version in fresh:
+        sets[version.key] = frozenset(c.digest for c in version.chunks)
+    for key in vanished:
+        sets.pop(key, None)
+    return boilerplate(sets, share)
 
 
 def _unchanged(item: SourceItem, old: StoredDocument) -> Observation:
@@ -414,6 +444,7 @@ def report_dict(report: SyncReport) -> dict[str, Any]:
                 "embeddings_computed": s.embeddings_computed,
                 "embeddings_reused": s.embeddings_reused,
                 "embedding_tokens": s.embed_tokens,
+                "boilerplate_chunks": s.boilerplate,
                 "listing_complete": s.listing_complete,
                 "deletions_blocked": s.deletions_blocked,
                 "failures": [{"key": k, "message": m} for k, m in s.failures],

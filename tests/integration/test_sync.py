@@ -350,4 +350,28 @@ def test_a_version_1_store_is_migrated_in_place(tmp_path: Path) -> None:
     db.close()
     store = SqliteStore(path)
     assert store.manifest("s")["k"].missing == 0
-    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 2
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == (
+        sqlite_store.SCHEMA_VERSION
+    )
+
+
+def test_boilerplate_shared_by_many_documents_is_neither_embedded_nor_searched(
+    tmp_path: Path,
+) -> None:
+    disclaimer = ("Legal notice. Quarterly figures are unaudited and the zorblax clause "
+                  "applies to every reader in every jurisdiction without exception. ") * 30
+    docs = {f"doc{i}.txt": (f"Document {i} talks about topic {i} and unique word w{i}x. " * 40
+                            + "\n\n" + disclaimer).encode() for i in range(12)}
+    source = MemorySource(docs)
+    store = SqliteStore(tmp_path / "kb.db")
+    chunker = Chunker("tttd", {"min_tokens": 16, "max_tokens": 64})
+    embedder = CountingEmbedder()
+    report = sync_sources([source], store, embedder, extractor_for, chunker)
+    shared = store.boilerplate("memory")
+    assert shared
+    assert report.sources[0].boilerplate == len(shared)
+    assert not any(h.digest in shared for h in store.search_text("zorblax clause", 50))
+    assert store.verify(embedder.identity, None) == []
+    kept = sync_sources([source], store, CountingEmbedder(), extractor_for, chunker,
+                        index_boilerplate=True)
+    assert kept.sources[0].documents["unchanged"] == 12

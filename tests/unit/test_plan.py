@@ -77,3 +77,13 @@ def test_mass_deletion_is_blocked_unless_allowed() -> None:
 def test_a_plan_of_unchanged_documents_writes_nothing() -> None:
     stored = {"a": _stored("a", ("x",))}
     assert not plan("s", stored, ["a"], [Unchanged("a")]).writes
+
+
+def test_boilerplate_is_what_too_many_documents_of_one_host_share() -> None:
+    from kbsync.plan import boilerplate
+
+    docs = {f"https://a.test/{i}": {f"u{i}", "footer"} for i in range(40)}
+    docs |= {f"https://b.test/{i}": {f"v{i}", "footer-b" if i < 2 else f"w{i}"}
+             for i in range(40)}
+    assert boilerplate(docs, share=0.05) == {"footer"}  # footer-b: 2 of 40 pages
+    assert boilerplate({"a": {"x"}, "b": {"x"}}, share=0.05) == frozenset()  # two copies

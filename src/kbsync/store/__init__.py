@@ -76,6 +76,17 @@ class RecordStore(Protocol):
         """Apply one document's plan, with its new vectors, in one transaction."""
         ...
 
+    def digest_sets(self, source: str) -> dict[str, frozenset[str]]:
+        """The digests of each document's current chunks."""
+        ...
+
+    def boilerplate(self, source: str) -> frozenset[str]:
+        """Digests of ``source`` left out of the index as boilerplate."""
+        ...
+
+    def set_boilerplate(self, source: str, digests: Collection[str]) -> None:
+        ...
+
     def mark_missing(self, source: str, key: str) -> None:
         """Count one more check that found the document missing (deleted once confirmed)."""
         ...

@@ -90,10 +90,21 @@ _MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE documents ADD COLUMN missing INTEGER NOT NULL DEFAULT 0;
     """,
+    # 3: chunk digests shared by too many documents of a source, left out of the index.
+    """
+    CREATE TABLE boilerplate (
+        source TEXT NOT NULL,
+        digest TEXT NOT NULL,
+        PRIMARY KEY (source, digest)
+    );
+    """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 _CURRENT = "c.doc_id = d.id AND c.generation = d.generation"
+_INDEXED = (
+    "NOT EXISTS (SELECT 1 FROM boilerplate b WHERE b.source = d.source AND b.digest = c.digest)"
+)
 
 
 class SqliteStore:
@@ -342,6 +353,29 @@ class SqliteStore:
             db.execute("INSERT INTO chunk_fts (rowid, text) VALUES (?, ?)",
                        (cursor.lastrowid, c.text))
 
+    def digest_sets(self, source: str) -> dict[str, frozenset[str]]:
+        sets: dict[str, set[str]] = {}
+        for key, digest in self._db.execute(
+            f"SELECT d.key, c.digest FROM documents d JOIN chunks c ON {_CURRENT} "
+            "WHERE d.source = ?",
+            (source,),
+        ):
+            sets.setdefault(key, set()).add(digest)
+        return {k: frozenset(v) for k, v in sets.items()}
+
+    def boilerplate(self, source: str) -> frozenset[str]:
+        return frozenset(r[0] for r in self._db.execute(
+            "SELECT digest FROM boilerplate WHERE source = ?", (source,)))
+
+    def set_boilerplate(self, source: str, digests: Collection[str]) -> None:
+        if self.boilerplate(source) == frozenset(digests):
+            return
+        self._vectors.clear()
+        with self._transaction() as db:
+            db.execute("DELETE FROM boilerplate WHERE source = ?", (source,))
+            db.executemany("INSERT INTO boilerplate (source, digest) VALUES (?, ?)",
+                           ((source, d) for d in digests))
+
     def mark_missing(self, source: str, key: str) -> None:
         self._db.execute(
             "UPDATE documents SET missing = missing + 1 WHERE source = ? AND key = ?",
@@ -373,9 +407,9 @@ class SqliteStore:
             "t.text, f.rank FROM (SELECT rowid, bm25(chunk_fts) AS rank FROM chunk_fts "
             "WHERE chunk_fts MATCH ? ORDER BY rank LIMIT ?) f JOIN chunks c ON c.id = f.rowid "
             f"JOIN documents d ON {_CURRENT} JOIN chunk_texts t ON t.digest = c.digest "
-            "ORDER BY f.rank",
-            (match, k),
-        ).fetchall()
+            f"WHERE {_INDEXED} ORDER BY f.rank",
+            (match, 4 * k + 10),  # room for boilerplate rows filtered out after ranking
+        ).fetchall()[:k]
         # bm25() is lower-is-better and negative; report its negation as the score.
         return [_hit(r, score=-float(r[9])) for r in rows]
 
@@ -385,7 +419,7 @@ class SqliteStore:
             return cached
         rows = self._db.execute(
             f"SELECT c.id, e.vector FROM documents d JOIN chunks c ON {_CURRENT} "
-            "JOIN embeddings e ON e.digest = c.digest AND e.embedder = ?",
+            f"JOIN embeddings e ON e.digest = c.digest AND e.embedder = ? WHERE {_INDEXED}",
             (embedder,),
         ).fetchall()
         ids = [int(r[0]) for r in rows]
@@ -472,7 +506,7 @@ class SqliteStore:
         for source, key, digest in db.execute(
             f"SELECT d.source, d.key, c.digest FROM documents d JOIN chunks c ON {_CURRENT} "
             "LEFT JOIN embeddings e ON e.digest = c.digest AND e.embedder = ? "
-            "WHERE e.digest IS NULL",
+            f"WHERE e.digest IS NULL AND {_INDEXED}",
             (embedder,),
         ):
             problems.append(f"{source}:{key}: chunk {digest[:12]} has no vector")
