@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Collection
+from dataclasses import replace
 
 import numpy as np
 
@@ -16,14 +18,34 @@ COSMETIC_SIMILARITY = 0.98
 REEXAMINE_SIMILARITY = 0.05
 
 
-def compare(old: str | bytes, new: str | bytes, params: ByteParams | None = None) -> ChangeReport:
+def compare(
+    old: str | bytes, new: str | bytes, params: ByteParams | None = None,
+    *, ignore: Collection[str] = (),
+) -> ChangeReport:
     """What changed from ``old`` to ``new``.
 
     Similarity is the Jaccard index of the two sets of chunk digests; regions are
     the merged runs of new chunks not found in the old version, in characters
     when ``new`` is text and in bytes otherwise; ``moved`` counts kept chunks that
-    left the longest run of kept chunks in their old order.
+    left the longest run of kept chunks in their old order. Passages in
+    ``ignore`` (boilerplate) are removed from both texts before the similarity
+    and the verdict are computed; the regions still index ``new`` as given.
     """
+    report = _compare(old, new, params)
+    if not ignore or not isinstance(old, str) or not isinstance(new, str) or not report.changed:
+        return report
+    stripped = _compare(_without(old, ignore), _without(new, ignore), params)
+    return replace(report, similarity=stripped.similarity,
+                   verdict=_verdict(stripped.changed, stripped.similarity))
+
+
+def _without(text: str, passages: Collection[str]) -> str:
+    for passage in sorted(passages, key=len, reverse=True):
+        text = text.replace(passage, "")
+    return text
+
+
+def _compare(old: str | bytes, new: str | bytes, params: ByteParams | None) -> ChangeReport:
     old_bytes = old.encode("utf-8") if isinstance(old, str) else old
     new_bytes = new.encode("utf-8") if isinstance(new, str) else new
     old_chunks = byte_chunks(old_bytes, params)

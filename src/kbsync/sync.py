@@ -270,7 +270,8 @@ def _plan_source(
         if d.action is Action.MODIFIED and d.version is not None:
             before = store.document(d.key, source.name)
             if before is not None:
-                out.changes[d.key] = compare(before.text, d.version.text)
+                noise = {c.text for c in d.version.chunks if c.digest in shared}
+                out.changes[d.key] = compare(before.text, d.version.text, ignore=noise)
     return the_plan, shared
 
 

@@ -117,3 +117,13 @@ def test_byte_strategy_chunks_decode_and_point_into_the_input(corpus: str) -> No
     assert "".join(c.text for c in result.chunks).split() == corpus.split()
     for c in result.chunks:
         assert 0 <= c.start <= c.end <= len(corpus)
+
+
+def test_ignored_boilerplate_does_not_count_in_similarity(prose: str) -> None:
+    footer = " ".join(f"Footer line {i} with legal words and links." for i in range(400))
+    old_text = prose[:20_000] + footer
+    new_text = prose[:20_000].replace("the", "THE") + footer
+    plain = compare(old_text, new_text)
+    ignoring = compare(old_text, new_text, ignore=[footer])
+    assert ignoring.similarity < plain.similarity
+    assert ignoring.regions == plain.regions
