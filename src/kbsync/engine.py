@@ -205,12 +205,13 @@ def _write(config: Config) -> None:
     config.file.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def _make_source(root: Path, s: SourceConfig) -> Source:
+def _make_source(root: Path, s: SourceConfig,
+                 crawled: Callable[[str, int, int], None]) -> Source:
     if s.is_web:
         from kbsync.sources.web import WebSource  # needs the `web` extra
 
         try:
-            return WebSource(s.urls, name=s.name, **s.options)
+            return WebSource(s.urls, name=s.name, progress=crawled, **s.options)
         except TypeError as exc:
             raise ConfigError(f"source {s.name!r}: {exc}") from exc
     if s.options:
@@ -233,7 +234,12 @@ class Engine:
         self.config = config
         self.embedder = make_embedder(config.embedder)
         self.store = SqliteStore(config.store_path)
-        self.sources = [_make_source(config.root, s) for s in config.sources]
+        self._progress: Progress | None = None
+        self.sources = [_make_source(config.root, s, self._crawled) for s in config.sources]
+
+    def _crawled(self, url: str, done: int, total: int) -> None:
+        if self._progress is not None:
+            self._progress("crawl", done, total)
 
     def close(self) -> None:
         self.store.close()
@@ -249,6 +255,7 @@ class Engine:
 
     def plan(self, *, progress: Progress | None = None) -> SyncReport:
         """What a sync would do, without writing anything."""
+        self._progress = progress
         return sync_sources(self.sources, self.store, self.embedder, extractor_for,
                             self.config.chunker, dry_run=True, progress=progress,
                             **self._index_settings())
@@ -257,6 +264,7 @@ class Engine:
              progress: Progress | None = None, wait: bool = True,
              on_wait: Callable[[str], None] | None = None) -> SyncReport:
         """Bring the store in step with the sources (one writer at a time)."""
+        self._progress = progress
         with self._lock(wait, on_wait):
             return sync_sources(self.sources, self.store, self.embedder, extractor_for,
                                 self.config.chunker, verify=verify,

@@ -29,12 +29,14 @@ class Site:
         self.pages = dict(PARAGRAPHS)
         self.status: dict[str, int] = {}
         self.location: dict[str, str] = {}
+        self.titles: dict[str, str] = {}
         self.bodies_sent = 0
 
     def html(self, path: str) -> str:
-        links = "".join(f'<li><a href="{p}">{p}</a></li>' for p in self.pages if p != path)
-        return (f"<html><head><title>Harbour {path}</title></head><body><main><h1>{path}</h1>"
-                f"<p>{self.pages[path]}</p><ul>{links}</ul></main></body></html>")
+        links = "".join(f'<a href="{p}"></a>' for p in self.pages if p != path)
+        title = self.titles.get(path, path)
+        return (f"<html><head><title>Harbour {title}</title></head><body><main><h1>{title}</h1>"
+                f"<p>{self.pages[path]}</p>{links}</main></body></html>")
 
     def __call__(self, request: Request) -> Response:
         path = request.path
@@ -124,3 +126,38 @@ def test_a_markup_only_change_is_no_change_of_content(kb: Path, site: Site) -> N
         assert report.total("metadata-only") == 3
         assert report.sources[0].embeddings_computed == 0
         assert report.sources[0].changes == {}
+
+
+def test_an_etag_that_changes_on_every_request_reports_no_false_change(
+    kb: Path, site: Site
+) -> None:
+    counter = iter(range(10_000))
+    original = site.__call__
+
+    def lying(request: Request) -> Response:
+        response = original(request)
+        if response.status_code == 200 and "ETag" in response.headers:
+            response.headers["ETag"] = f'"rotating-{next(counter)}"'
+        return response
+
+    site.__call__ = lying  # type: ignore[method-assign]
+    with Engine(load_config(kb)) as engine:
+        engine.sync()
+        report = engine.sync()
+        assert report.total("modified") == 0
+        assert report.sources[0].embeddings_computed == 0
+
+
+def test_a_permanent_redirect_moves_the_page_and_keeps_its_vectors(
+    kb: Path, site: Site, httpserver: HTTPServer
+) -> None:
+    with Engine(load_config(kb)) as engine:
+        engine.sync()
+        site.pages["/lighthouses"] = site.pages.pop("/lights")
+        site.titles["/lighthouses"] = "/lights"  # the same page at a new address
+        site.status["/lights"] = 301
+        site.location["/lights"] = httpserver.url_for("/lighthouses")
+        report = engine.sync()
+        assert report.total("moved") == 1
+        assert report.sources[0].embeddings_computed == 0
+        assert engine.store.document(httpserver.url_for("/lighthouses")) is not None
