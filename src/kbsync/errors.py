@@ -12,6 +12,7 @@ __all__ = [
     "ConfigError",
     "DependencyMissingError",
     "DocumentError",
+    "EmbeddingError",
     "ExtractionError",
     "KbsyncError",
     "LockedError",
@@ -78,3 +79,7 @@ class LockedError(KbsyncError):
 
 class ConfigError(KbsyncError):
     """The configuration file is missing, malformed or inconsistent."""
+
+
+class EmbeddingError(KbsyncError):
+    """An embedding provider failed or answered something unusable (after its retries)."""

@@ -1,0 +1,1 @@
+"""Embedding providers beyond the built-in hashing embedder: local models and HTTP APIs."""
