@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 ## store (examples/.kbsync/), print the report, and search it
 run: $(VENV)/.installed
 	$(BIN)/kbsync sync -c examples
-	$(BIN)/kbsync search "how do retries work" -k 3 -c examples
+	$(BIN)/kbsync search "how do retries work" -k 3 --context 512 -c examples
 	$(BIN)/kbsync status -c examples
 
 ## make test: install the dev extras, then ruff, mypy --strict, the import-layer check and pytest
@@ -31,7 +31,7 @@ $(VENV)/bin/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
-	$(BIN)/python -m pip install --quiet -e '.[html,pdf]'
+	$(BIN)/python -m pip install --quiet -e '.[html,pdf,local]'
 	touch $@
 
 $(VENV)/.dev-installed: pyproject.toml | $(VENV)/bin/python

@@ -354,6 +354,8 @@ def search(
     query: Annotated[str, typer.Argument(help="What to look for.")],
     k: Annotated[int, typer.Option("-k", help="How many results.")] = 5,
     mode: Annotated[str, typer.Option(help="vector, text or hybrid.")] = "hybrid",
+    context: Annotated[int | None, typer.Option(
+        help="Return each hit with its section neighbours, up to this many tokens.")] = None,
     config: ConfigOption = Path("."),
     as_json: JsonOption = False,
 ) -> None:
@@ -363,7 +365,7 @@ def search(
         raise typer.Exit(2)
     search_mode: SearchMode = mode  # type: ignore[assignment]
     with _Errors(), Engine(load_config(config)) as engine:
-        hits = engine.search(query, k=k, mode=search_mode)
+        hits = engine.search(query, k=k, mode=search_mode, context_tokens=context)
     if as_json:
         _emit([hit_dict(h) for h in hits])
     else:

@@ -112,7 +112,8 @@ def hits_table(hits: Sequence[Hit]) -> Table:
     for name in ("#", "score", "document", "heading", "text"):
         table.add_column(name, justify="right" if name in ("#", "score") else "left")
     for rank, hit in enumerate(hits, 1):
-        text = hit.text if len(hit.text) <= 400 else hit.text[:400] + "…"
+        shown = hit.context or hit.text
+        text = shown if len(shown) <= 400 else shown[:400] + "…"
         table.add_row(str(rank), f"{hit.score:.4f}", hit.key, hit.heading or "", text)
     return table
 

@@ -24,7 +24,7 @@ import numpy.typing as npt
 from kbsync.chunking import TextChunker
 from kbsync.compare import compare
 from kbsync.embed import Embedder
-from kbsync.errors import DocumentError
+from kbsync.errors import ConfigError, DocumentError
 from kbsync.extract import Extractor
 from kbsync.identity import digest, normalized_text_hash, source_bytes_hash
 from kbsync.model import (
@@ -101,6 +101,7 @@ class SourceReport:
     embeddings_computed: int = 0
     embeddings_reused: int = 0
     embed_tokens: int = 0
+    embeddings_truncated: int = 0
     boilerplate: int = 0
     failures: list[tuple[str, str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -165,6 +166,7 @@ def sync_sources(
     Chunks found in more than ``boilerplate_share`` of a host's documents are
     boilerplate: unless ``index_boilerplate``, they are neither embedded nor searched.
     """
+    _refuse_dimension_change(store, embedder)
     report = SyncReport(dry_run=dry_run, started=_now())
     clock = _Clock(report)
     chunked: list[Chunk] = []
@@ -188,6 +190,18 @@ def sync_sources(
         store.set_meta("embedder", embedder.identity)
         store.record_run(report.started, report.finished, report_dict(report))
     return report
+
+
+def _refuse_dimension_change(store: RecordStore, embedder: Embedder) -> None:
+    """The same model id with another dimension would mix vectors that cannot be compared."""
+    model = embedder.identity.rsplit(":", 1)[0]
+    for identity, dimension in store.embedder_dimensions().items():
+        if identity.rsplit(":", 1)[0] == model and dimension != embedder.dimension:
+            raise ConfigError(
+                f"the embedder {model} now gives {embedder.dimension}-dimensional vectors, but "
+                f"the store holds {dimension}-dimensional ones under the same model id; "
+                "give the model a new name or `kbsync erase '*'` and sync again"
+            )
 
 
 def _plan_source(
@@ -369,6 +383,10 @@ def _embed(
     wanted = list(the_plan.to_embed)
     vectors: dict[str, npt.NDArray[np.float32]] = {}
     failed: set[str] = set()
+    limit = embedder.max_input_tokens
+    if limit is not None and wanted:
+        lengths = embedder.count_tokens([texts[d] for d in wanted])
+        out.embeddings_truncated = sum(n > limit for n in lengths)
     for start in range(0, len(wanted), EMBED_BATCH):
         batch = wanted[start : start + EMBED_BATCH]
         try:
@@ -445,6 +463,7 @@ def report_dict(report: SyncReport) -> dict[str, Any]:
                 "embeddings_computed": s.embeddings_computed,
                 "embeddings_reused": s.embeddings_reused,
                 "embedding_tokens": s.embed_tokens,
+                "embeddings_truncated": s.embeddings_truncated,
                 "boilerplate_chunks": s.boilerplate,
                 "listing_complete": s.listing_complete,
                 "deletions_blocked": s.deletions_blocked,

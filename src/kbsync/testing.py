@@ -82,6 +82,13 @@ class CountingEmbedder:
     def dimension(self) -> int:
         return self._inner.dimension
 
+    @property
+    def max_input_tokens(self) -> int | None:
+        return None
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return self._inner.count_tokens(texts)
+
     def embed(self, texts: Sequence[str]) -> Vectors:
         self.calls += 1
         for text in texts:

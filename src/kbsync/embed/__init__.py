@@ -26,6 +26,19 @@ class Embedder(Protocol):
     def dimension(self) -> int:
         ...
 
+    @property
+    def max_input_tokens(self) -> int | None:
+        """The longest input the model reads, in its own tokens; ``None`` when unlimited.
+
+        Longer input is silently truncated by most models, so kbsync checks chunk
+        sizes against it and counts the chunks that would be cut.
+        """
+        ...
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Each text's length in the model's own tokens."""
+        ...
+
     def embed(self, texts: Sequence[str]) -> Vectors:
         """One L2-normalized row per text, in order."""
         ...

@@ -176,6 +176,13 @@ class HashingEmbedder:
         return self._dimension
 
     @property
+    def max_input_tokens(self) -> int | None:
+        return None
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return [len(_TOKEN.findall(t)) for t in texts]
+
+    @property
     def identity(self) -> str:
         return f"{self.version}:stemmed-unigram+bigram:log-tf:{self._dimension}"
 

@@ -11,12 +11,16 @@ import numpy.typing as npt
 
 from kbsync.plan import DocumentPlan, StoredDocument
 
-__all__ = ["DocumentText", "Hit", "RecordStore", "StoreStatus"]
+__all__ = ["DocumentText", "Hit", "RecordStore", "StoreStatus", "Window"]
 
 
 @dataclass(frozen=True, slots=True)
 class Hit:
-    """One search result: a chunk of a current document."""
+    """One search result: a chunk of a current document.
+
+    ``context`` is what a reader gets: the chunk itself, or with context windows
+    on, the chunk and its neighbours in the same section (``first``..``last``).
+    """
 
     source: str
     key: str
@@ -28,6 +32,20 @@ class Hit:
     score: float
     text: str
     digest: str
+    context: str = ""
+    context_tokens: int = 0
+    first: int = -1
+    last: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """A context window: neighbouring chunks of one section, as text."""
+
+    first: int
+    last: int
+    text: str
+    tokens: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +119,14 @@ class RecordStore(Protocol):
         ...
 
     def document(self, key: str, source: str | None = None) -> DocumentText | None:
+        ...
+
+    def window(self, hit: Hit, budget: int) -> Window:
+        """The hit's chunk grown with its section neighbours up to ``budget`` tokens."""
+        ...
+
+    def embedder_dimensions(self) -> dict[str, int]:
+        """The dimension of the stored vectors of each embedder identity."""
         ...
 
     def status(self) -> StoreStatus:

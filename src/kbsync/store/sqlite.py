@@ -23,7 +23,7 @@ import numpy.typing as npt
 from kbsync.errors import SchemaError, StoreError
 from kbsync.model import SourceStat, Validators
 from kbsync.plan import Action, DocumentPlan, StoredDocument
-from kbsync.store import DocumentText, Hit, StoreStatus
+from kbsync.store import DocumentText, Hit, StoreStatus, Window
 
 __all__ = ["SCHEMA_VERSION", "SqliteStore"]
 
@@ -392,7 +392,8 @@ class SqliteStore:
     # -- search ----------------------------------------------------------------------
 
     _HIT = (
-        "SELECT d.source, d.key, d.title, c.heading, c.idx, c.start, c.\"end\", c.digest, t.text "
+        "SELECT d.source, d.key, d.title, c.heading, c.idx, c.start, c.\"end\", c.digest, t.text, "
+        "c.tokens "
         "FROM chunks c JOIN documents d ON " + _CURRENT + " "
         "JOIN chunk_texts t ON t.digest = c.digest "
     )
@@ -404,14 +405,14 @@ class SqliteStore:
         match = " OR ".join(f'"{t}"' for t in terms)
         rows = self._db.execute(
             "SELECT d.source, d.key, d.title, c.heading, c.idx, c.start, c.\"end\", c.digest, "
-            "t.text, f.rank FROM (SELECT rowid, bm25(chunk_fts) AS rank FROM chunk_fts "
+            "t.text, c.tokens, f.rank FROM (SELECT rowid, bm25(chunk_fts) AS rank FROM chunk_fts "
             "WHERE chunk_fts MATCH ? ORDER BY rank LIMIT ?) f JOIN chunks c ON c.id = f.rowid "
             f"JOIN documents d ON {_CURRENT} JOIN chunk_texts t ON t.digest = c.digest "
             f"WHERE {_INDEXED} ORDER BY f.rank",
             (match, 4 * k + 10),  # room for boilerplate rows filtered out after ranking
         ).fetchall()[:k]
         # bm25() is lower-is-better and negative; report its negation as the score.
-        return [_hit(r, score=-float(r[9])) for r in rows]
+        return [_hit(r, score=-float(r[10])) for r in rows]
 
     def _vector_matrix(self, embedder: str) -> tuple[npt.NDArray[np.float32], list[int]]:
         cached = self._vectors.get(embedder)
@@ -441,6 +442,35 @@ class SqliteStore:
             row = self._db.execute(self._HIT + "WHERE c.id = ?", (ids[i],)).fetchone()
             hits.append(_hit(row, score=float(scores[i])))
         return hits
+
+    def window(self, hit: Hit, budget: int) -> Window:
+        rows = self._db.execute(
+            "SELECT c.idx, c.start, c.\"end\", c.tokens, c.section, t.text FROM documents d "
+            f"JOIN chunks c ON {_CURRENT} JOIN texts t ON t.doc_id = d.id "
+            "WHERE d.source = ? AND d.key = ? ORDER BY c.idx",
+            (hit.source, hit.key),
+        ).fetchall()
+        if not rows or not 0 <= hit.index < len(rows):
+            return Window(hit.index, hit.index, hit.text, 0)
+        section = rows[hit.index][4]
+        first = last = hit.index
+        tokens = rows[hit.index][3]
+        # Grow after, then before, alternately, within the section and the budget.
+        grew = True
+        while grew:
+            grew = False
+            for step in (last + 1, first - 1):
+                if 0 <= step < len(rows) and rows[step][4] == section \
+                        and tokens + rows[step][3] <= budget:
+                    tokens += rows[step][3]
+                    first, last = min(first, step), max(last, step)
+                    grew = True
+        document = rows[0][5]
+        return Window(first, last, document[rows[first][1] : rows[last][2]], tokens)
+
+    def embedder_dimensions(self) -> dict[str, int]:
+        return {r[0]: int(r[1]) for r in self._db.execute(
+            "SELECT embedder, max(dimension) FROM embeddings GROUP BY embedder")}
 
     # -- documents and status --------------------------------------------------------
 
@@ -589,4 +619,5 @@ def _fts_terms(query: str) -> list[str]:
 
 def _hit(row: sqlite3.Row, score: float) -> Hit:
     return Hit(source=row[0], key=row[1], title=row[2], heading=row[3], index=row[4],
-               start=row[5], end=row[6], digest=row[7], text=row[8], score=score)
+               start=row[5], end=row[6], digest=row[7], text=row[8], score=score,
+               context=row[8], context_tokens=row[9], first=row[4], last=row[4])

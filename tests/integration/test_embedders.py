@@ -1,0 +1,108 @@
+"""The local model, chunk-fit checks, dimension changes and context windows."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kbsync.embed import Vectors
+from kbsync.engine import Engine, init_config, load_config
+from kbsync.errors import ConfigError
+from kbsync.extract.registry import extractor_for
+from kbsync.store.sqlite import SqliteStore
+from kbsync.sync import Chunker, sync_sources
+from kbsync.testing import CountingEmbedder, MemorySource
+from tests.conftest import CORPUS
+
+SMALL = '\nmin_tokens = 48\nmax_tokens = 192\nprimary_bits = 6\nbackup_bits = 4\n'
+
+
+def _kb(tmp_path: Path, embedder: str, chunker: str = SMALL, files: str = "a-*") -> Path:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for path in sorted(CORPUS.glob(files)):
+        shutil.copy(path, docs / path.name)
+    init_config(tmp_path, ["docs"])
+    config = (tmp_path / "kbsync.toml").read_text()
+    config = config.replace('strategy = "tttd"', 'strategy = "tttd"' + chunker)
+    head, _, tail = config.partition("[embedder]")
+    rest = tail.split("\n[", 1)
+    config = head + "[embedder]\n" + embedder + ("\n[" + rest[1] if len(rest) > 1 else "")
+    (tmp_path / "kbsync.toml").write_text(config)
+    return tmp_path
+
+
+def test_the_local_model_embeds_offline_and_retrieves_the_right_passage(tmp_path: Path) -> None:
+    pytest.importorskip("sentence_transformers")
+    kb = _kb(tmp_path, 'kind = "local"\n')
+    with Engine(load_config(kb)) as engine:
+        report = engine.sync()
+        assert report.sources[0].embeddings_computed > 100
+        assert report.sources[0].embeddings_truncated == 0
+        assert engine.embedder.identity.startswith("local:all-MiniLM-L6-v2@")
+        assert engine.embedder.dimension == 384
+        first = engine.embedder.embed(["rotate the database password"])
+        again = engine.embedder.embed(["rotate the database password"])
+        assert np.array_equal(first, again)
+        hits = engine.search("how is the delay between retries computed", k=3, mode="vector")
+        assert any("retries-backoff" in h.key for h in hits)
+        assert engine.verify() == []
+
+
+def test_chunks_longer_than_the_model_window_are_refused_unless_allowed(tmp_path: Path) -> None:
+    pytest.importorskip("sentence_transformers")
+    kb = _kb(tmp_path, 'kind = "local"\n', chunker="\nmax_tokens = 512\n")
+    with pytest.raises(ConfigError, match="does not fit the embedder's input window"):
+        Engine(load_config(kb))
+    config = (kb / "kbsync.toml").read_text().replace('kind = "local"',
+                                                     'kind = "local"\nallow_truncation = true')
+    (kb / "kbsync.toml").write_text(config)
+    with Engine(load_config(kb)) as engine:
+        assert engine.embedder.max_input_tokens == 256
+
+
+class _Resized(CountingEmbedder):
+    """The same model id, another dimension."""
+
+    def __init__(self, dimension: int) -> None:
+        super().__init__(dimension=dimension)
+
+    @property
+    def identity(self) -> str:
+        return f"fake:model:{self.dimension}"
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        return super().embed(texts)
+
+
+def test_a_dimension_change_under_the_same_model_id_is_refused(tmp_path: Path) -> None:
+    source = MemorySource({"a.txt": b"alpha words " * 100})
+    store = SqliteStore(tmp_path / "kb.db")
+    chunker = Chunker("tttd", {"min_tokens": 16, "max_tokens": 64})
+    sync_sources([source], store, _Resized(16), extractor_for, chunker)
+    with pytest.raises(ConfigError, match="same model id"):
+        sync_sources([source], store, _Resized(32), extractor_for, chunker)
+
+
+def test_context_windows_grow_a_hit_within_its_section_and_merge_neighbours(
+    tmp_path: Path,
+) -> None:
+    kb = _kb(tmp_path, 'kind = "hashing"\n')
+    with Engine(load_config(kb)) as engine:
+        engine.sync()
+        plain = engine.search("retry backoff jitter", k=5, mode="text")
+        windows = engine.search("retry backoff jitter", k=5, mode="text", context_tokens=512)
+        assert windows
+        for hit in windows:
+            assert hit.text.split()[0] in hit.context
+            assert hit.context_tokens <= 512
+            assert hit.first <= hit.index <= hit.last
+        assert sum(h.context_tokens for h in windows) > sum(h.context_tokens for h in plain)
+        spans = [(h.key, h.first, h.last) for h in windows]
+        for key, first, last in spans:
+            others = [s for s in spans if s[0] == key and s != (key, first, last)]
+            assert all(last < lo or hi < first for _, lo, hi in others)  # windows never overlap
