@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import re
 import sqlite3
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
@@ -23,6 +24,7 @@ import numpy.typing as npt
 from kbsync.errors import SchemaError, StoreError
 from kbsync.model import SourceStat, Validators
 from kbsync.plan import Action, DocumentPlan, StoredDocument
+from kbsync.stopwords import STOPWORDS
 from kbsync.store import DocumentText, Hit, StoreStatus, Window
 
 __all__ = ["SCHEMA_VERSION", "SqliteStore"]
@@ -436,12 +438,17 @@ class SqliteStore:
         if not ids:
             return []
         scores = matrix @ np.asarray(vector, dtype=np.float32)
-        top = np.argsort(-scores, kind="stable")[:k]
-        hits = []
-        for i in top.tolist():
-            row = self._db.execute(self._HIT + "WHERE c.id = ?", (ids[i],)).fetchone()
-            hits.append(_hit(row, score=float(scores[i])))
-        return hits
+        if k < len(scores):  # select the best k in linear time, then order only those
+            best = np.argpartition(-scores, k)[:k]
+            top = best[np.argsort(-scores[best], kind="stable")]
+        else:
+            top = np.argsort(-scores, kind="stable")
+        wanted = [ids[i] for i in top.tolist()]
+        marks = ",".join("?" * len(wanted))
+        rows = {r["id"]: r for r in self._db.execute(
+            self._HIT.replace("SELECT ", "SELECT c.id AS id, ", 1) + f"WHERE c.id IN ({marks})",
+            wanted)}
+        return [_hit(rows[ids[i]], score=float(scores[i]), offset=1) for i in top.tolist()]
 
     def window(self, hit: Hit, budget: int) -> Window:
         rows = self._db.execute(
@@ -614,10 +621,14 @@ def _replace_digests(doc: StoredDocument, digests: tuple[str, ...]) -> StoredDoc
 
 
 def _fts_terms(query: str) -> list[str]:
-    return [t.replace('"', "") for t in query.split() if any(ch.isalnum() for ch in t)]
+    """Query words as FTS5 strings; function words go unless nothing else is left."""
+    words: list[str] = re.findall(r"\w+", query.lower())
+    content = [w for w in words if w not in STOPWORDS]
+    return list(dict.fromkeys(content or words))
 
 
-def _hit(row: sqlite3.Row, score: float) -> Hit:
-    return Hit(source=row[0], key=row[1], title=row[2], heading=row[3], index=row[4],
-               start=row[5], end=row[6], digest=row[7], text=row[8], score=score,
-               context=row[8], context_tokens=row[9], first=row[4], last=row[4])
+def _hit(row: sqlite3.Row, score: float, offset: int = 0) -> Hit:
+    r = tuple(row)[offset:]
+    return Hit(source=r[0], key=r[1], title=r[2], heading=r[3], index=r[4], start=r[5],
+               end=r[6], digest=r[7], text=r[8], score=score, context=r[8],
+               context_tokens=r[9], first=r[4], last=r[4])
