@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 ## store (examples/.kbsync/), print the report, and search it
 run: $(VENV)/.installed
 	$(BIN)/kbsync sync -c examples
-	$(BIN)/kbsync search "how do retries work" -k 3 --context 512 -c examples
+	$(BIN)/kbsync search "how do retries work" -k 3 -c examples
 	$(BIN)/kbsync status -c examples
 
 ## make test: install the dev extras, then ruff, mypy --strict, the import-layer check and pytest

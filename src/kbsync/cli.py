@@ -355,7 +355,8 @@ def search(
     k: Annotated[int, typer.Option("-k", help="How many results.")] = 5,
     mode: Annotated[str, typer.Option(help="vector, text or hybrid.")] = "hybrid",
     context: Annotated[int | None, typer.Option(
-        help="Return each hit with its section neighbours, up to this many tokens.")] = None,
+        help="Return each hit with its section neighbours, up to this many tokens "
+             "(default: [search] context_tokens; 0 for the chunk alone).")] = None,
     config: ConfigOption = Path("."),
     as_json: JsonOption = False,
 ) -> None:

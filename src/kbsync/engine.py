@@ -43,6 +43,12 @@ __all__ = [
 ]
 
 CONFIG_NAME = "kbsync.toml"
+# Embed small, return big (DESIGN.md §7; benchmarks/retrieval): ~130-token chunks fit
+# every model's window and halve re-embedding after edits; a search returns each
+# hit with its section neighbours up to 512 tokens.
+DEFAULT_CHUNKER = Chunker("tttd", {"min_tokens": 48, "max_tokens": 192, "primary_bits": 6,
+                                   "backup_bits": 4})
+DEFAULT_CONTEXT_TOKENS = 512
 SearchMode = Literal["vector", "text", "hybrid"]
 _RRF_K = 60
 
@@ -74,6 +80,7 @@ class Config:
                                                               "dimension": 1024})
     sources: tuple[SourceConfig, ...] = ()
     index: dict[str, Any] = field(default_factory=dict)
+    context_tokens: int = 0
 
     @property
     def root(self) -> Path:
@@ -111,10 +118,14 @@ def load_config(path: str | Path = CONFIG_NAME) -> Config:
         unknown = set(index) - {"boilerplate_share", "index_boilerplate"}
         if unknown:
             raise ConfigError(f"{file}: unknown [index] settings: {', '.join(sorted(unknown))}")
+        search = dict(data.get("search", {}))
+        context = int(search.pop("context_tokens", 0))
+        if search or context < 0:
+            raise ConfigError(f"{file}: [search] takes only context_tokens (>= 0)")
         return Config(file=file.resolve(), store=str(data.get("store", {}).get("path",
                       ".kbsync/kbsync.db")), chunker=chunker,
                       embedder=dict(data.get("embedder", {"kind": "hashing", "dimension": 1024})),
-                      sources=sources, index=index)
+                      sources=sources, index=index, context_tokens=context)
     except (KeyError, TypeError, ParameterError) as exc:
         raise ConfigError(f"{file}: invalid configuration: {exc}") from exc
 
@@ -137,8 +148,9 @@ def init_config(folder: str | Path, sources: Sequence[str] = ()) -> Config:
     file = Path(folder) / CONFIG_NAME
     if file.exists():
         raise ConfigError(f"{file}: a knowledge base is already configured here")
-    config = Config(file=file.resolve(), sources=tuple(_source_for(file.parent, s)
-                                                       for s in sources))
+    config = Config(file=file.resolve(), chunker=DEFAULT_CHUNKER,
+                    sources=tuple(_source_for(file.parent, s) for s in sources),
+                    context_tokens=DEFAULT_CONTEXT_TOKENS)
     _write(config)
     return config
 
@@ -148,8 +160,7 @@ def add_source(config: Config, path: str, name: str | None = None) -> Config:
     new = _source_for(config.root, path, name)
     if any(s.name == new.name for s in config.sources):
         raise ConfigError(f"a source named {new.name!r} already exists")
-    updated = Config(config.file, config.store, config.chunker, config.embedder,
-                     (*config.sources, new), config.index)
+    updated = replace(config, sources=(*config.sources, new))
     _write(updated)
     return updated
 
@@ -159,8 +170,7 @@ def remove_source(config: Config, name: str) -> Config:
     kept = tuple(s for s in config.sources if s.name != name)
     if len(kept) == len(config.sources):
         raise ConfigError(f"no source named {name!r}")
-    updated = Config(config.file, config.store, config.chunker, config.embedder, kept,
-                     config.index)
+    updated = replace(config, sources=kept)
     _write(updated)
     return updated
 
@@ -193,6 +203,8 @@ def _write(config: Config) -> None:
     lines += ["", "[embedder]"] + [f"{k} = {_toml(v)}" for k, v in config.embedder.items()]
     if config.index:
         lines += ["", "[index]"] + [f"{k} = {_toml(v)}" for k, v in sorted(config.index.items())]
+    if config.context_tokens:
+        lines += ["", "[search]", f"context_tokens = {config.context_tokens}"]
     for s in config.sources:
         lines += ["", "[[sources]]", f"name = {_toml(s.name)}"]
         if s.is_web:
@@ -323,12 +335,15 @@ class Engine:
                context_tokens: int | None = None) -> list[Hit]:
         """Chunks of the current generation best matching ``query``.
 
-        With ``context_tokens`` each hit comes with a context window: its chunk and
-        the neighbouring chunks of the same section, up to that many tokens; a hit
+        With ``context_tokens`` (default: the configuration's ``[search]`` setting;
+        0 for none) each hit comes with a context window: its chunk and the
+        neighbouring chunks of the same section, up to that many tokens; a hit
         inside a window already returned is merged into it. (Embed small chunks,
         return big context: see DESIGN.md §7.)
         """
         if context_tokens is None:
+            context_tokens = self.config.context_tokens
+        if not context_tokens:
             return self._ranked(query, k, mode)
         results: list[Hit] = []
         for hit in self._ranked(query, 3 * k, mode):

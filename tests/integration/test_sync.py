@@ -191,8 +191,7 @@ def test_search_finds_text_by_vector_full_text_and_both(kb: Path) -> None:
 def test_a_changed_chunker_is_planned_as_re_derivation(kb: Path) -> None:
     with _engine(kb) as engine:
         engine.sync()
-    config = (kb / "kbsync.toml").read_text().replace('strategy = "tttd"',
-                                                      'strategy = "tttd"\nmax_tokens = 400')
+    config = (kb / "kbsync.toml").read_text().replace("max_tokens = 192", "max_tokens = 160")
     (kb / "kbsync.toml").write_text(config)
     with _engine(kb) as engine:
         planned = engine.plan()
