@@ -53,23 +53,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from kbsync.errors import DocumentError, ParameterError
+from kbsync.media import media_type_for
 from kbsync.model import ItemError, KnownItem, Listing, SourceItem, SourceStat
 
 __all__ = ["FilesystemSource", "glob_regex", "guess_media_type", "match_glob"]
 
 DEFAULT_MAX_BYTES = 50_000_000
-
-_MEDIA_TYPES = {
-    ".txt": "text/plain",
-    ".text": "text/plain",
-    ".rst": "text/plain",
-    ".log": "text/plain",
-    ".md": "text/markdown",
-    ".markdown": "text/markdown",
-    ".html": "text/html",
-    ".htm": "text/html",
-    ".pdf": "application/pdf",
-}
 
 _O_NOFOLLOW: int = getattr(os, "O_NOFOLLOW", 0)
 _O_DIRECTORY: int = getattr(os, "O_DIRECTORY", 0)
@@ -79,13 +68,8 @@ _O_CLOEXEC: int = getattr(os, "O_CLOEXEC", 0)
 _O_BINARY: int = getattr(os, "O_BINARY", 0)
 
 
-def guess_media_type(key: str) -> str:
-    """Media type from the key's extension (case-insensitive); unknown ones are octet-stream."""
-    base = key.rsplit("/", 1)[-1]
-    dot = base.rfind(".")
-    if dot <= 0:  # no extension; a name like ".md" is all stem, as in pathlib
-        return "application/octet-stream"
-    return _MEDIA_TYPES.get(base[dot:].lower(), "application/octet-stream")
+guess_media_type = media_type_for
+"""Media type from the key's extension (case-insensitive); unknown ones are octet-stream."""
 
 
 def _segment_regex(segment: str) -> str:
