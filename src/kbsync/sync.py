@@ -328,7 +328,7 @@ def _observe(
             return Unchanged(item.key)
         return Refreshed(item.key, item.stat, item.validators)
     try:
-        record = extractor.extract(data, locator=item.locator)
+        record = extractor.extract(data, locator=item.locator, media_type=item.media_type)
     except DocumentError as exc:
         return Failed(item.key, exc.reason)
     text = record.text

@@ -30,6 +30,7 @@ class Site:
         self.status: dict[str, int] = {}
         self.location: dict[str, str] = {}
         self.titles: dict[str, str] = {}
+        self.raw: dict[str, tuple[bytes, str]] = {}
         self.bodies_sent = 0
 
     def html(self, path: str) -> str:
@@ -42,6 +43,9 @@ class Site:
         path = request.path
         if path == "/robots.txt":
             return Response("User-agent: *\nAllow: /\n", content_type="text/plain")
+        if path in self.raw:
+            body, content_type = self.raw[path]
+            return Response(body, content_type=content_type)
         if path in self.status:
             headers = {"Location": self.location[path]} if path in self.location else {}
             return Response("", status=self.status[path], headers=headers)
@@ -161,3 +165,24 @@ def test_a_permanent_redirect_moves_the_page_and_keeps_its_vectors(
         assert report.total("moved") == 1
         assert report.sources[0].embeddings_computed == 0
         assert engine.store.document(httpserver.url_for("/lighthouses")) is not None
+
+
+def test_the_charset_comes_from_the_header_and_a_wrong_label_does_not_garble_text(
+    kb: Path, site: Site
+) -> None:
+    russian = "Маяк стоит на скале, и смотритель каждый вечер зажигает лампу. " * 20
+    page = f"<html><body><main><h1>Маяк</h1><p>{russian}</p></main></body></html>"
+    site.raw["/ru"] = (page.encode("cp1251"), "text/html; charset=windows-1251")
+    wrong = "Café crème, naïve façade — the keeper wrote in his log. " * 20
+    body = f"<html><body><main><h1>Log</h1><p>{wrong}</p></main></body></html>"
+    site.raw["/mislabeled"] = (body.encode("utf-8"), "text/html; charset=iso-8859-1")
+    site.pages["/index"] = '<a href="/ru">ru</a> <a href="/mislabeled">log</a> ' * 5
+    with Engine(load_config(kb)) as engine:
+        engine.sync()
+        keys = list(engine.store.manifest(engine.sources[0].name))
+        ru = engine.store.document(next(k for k in keys if k.endswith("/ru")))
+        log = engine.store.document(next(k for k in keys if k.endswith("/mislabeled")))
+        assert ru is not None
+        assert "смотритель" in ru.text
+        assert log is not None
+        assert "Café crème, naïve façade" in log.text

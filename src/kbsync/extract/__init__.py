@@ -32,7 +32,8 @@ class Extractor(Protocol):
         """Name, version and settings, e.g. ``"markdown-v1"``."""
         ...
 
-    def extract(self, data: bytes, *, locator: str) -> Record:
+    def extract(self, data: bytes, *, locator: str, media_type: str = "") -> Record:
+        """The record of ``data``; ``media_type`` may carry a ``charset`` parameter."""
         ...
 
 

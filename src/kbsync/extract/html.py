@@ -14,7 +14,7 @@ from html.parser import HTMLParser
 from typing import Any
 
 from kbsync.errors import DependencyMissingError, ExtractionError
-from kbsync.extract.text import TITLE_MAX_CHARS, decode_text
+from kbsync.extract.text import TITLE_MAX_CHARS, charset_of, decode_text
 from kbsync.model import Record, Section
 
 __all__ = ["HtmlExtractor", "declared_charset", "html_to_text"]
@@ -38,14 +38,15 @@ class HtmlExtractor:
         """Name, library and version; the trafilatura settings below belong to it."""
         return "html-trafilatura-v1"
 
-    def extract(self, data: bytes, *, locator: str) -> Record:
-        """Decode (BOM, then the page's ``<meta charset>``), extract, split at headings."""
+    def extract(self, data: bytes, *, locator: str, media_type: str = "") -> Record:
+        """Decode (BOM, the HTTP charset, then ``<meta charset>``), extract, split at headings."""
         try:
             import trafilatura
         except ImportError:
             raise DependencyMissingError("HTML extraction", "html", "trafilatura") from None
 
-        text = decode_text(data, locator, declared_encoding=declared_charset(data))
+        declared = charset_of(media_type) or declared_charset(data)
+        text = decode_text(data, locator, declared_encoding=declared)
         url = locator if locator.startswith(("http://", "https://")) else None
         document = None
         if text.strip():

@@ -11,7 +11,7 @@ from __future__ import annotations
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from kbsync.extract.text import TITLE_MAX_CHARS, decode_text
+from kbsync.extract.text import TITLE_MAX_CHARS, charset_of, decode_text
 from kbsync.model import Record, Section
 
 __all__ = ["MarkdownExtractor", "parse_front_matter", "split_sections"]
@@ -30,9 +30,9 @@ class MarkdownExtractor:
         """Name and version; it has no settings."""
         return "markdown-v1"
 
-    def extract(self, data: bytes, *, locator: str) -> Record:
+    def extract(self, data: bytes, *, locator: str, media_type: str = "") -> Record:
         """Title: front matter ``title``, else the first level-1 heading, else None."""
-        text = decode_text(data, locator)
+        text = decode_text(data, locator, declared_encoding=charset_of(media_type))
         metadata, body = parse_front_matter(text)
         sections = split_sections(body)
         title = metadata.pop("title", None) or next(

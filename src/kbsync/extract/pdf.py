@@ -33,7 +33,7 @@ class PdfExtractor:
         """Name, library and version; pypdf's default text extraction belongs to it."""
         return "pdf-pypdf-v1"
 
-    def extract(self, data: bytes, *, locator: str) -> Record:
+    def extract(self, data: bytes, *, locator: str, media_type: str = "") -> Record:
         """Read every page; an encrypted or damaged PDF is an ExtractionError saying which."""
         try:
             from pypdf import PdfReader

@@ -14,7 +14,13 @@ from charset_normalizer import from_bytes
 from kbsync.errors import ExtractionError
 from kbsync.model import Record, Section
 
-__all__ = ["TITLE_MAX_CHARS", "TextExtractor", "decode_text", "first_line_title"]
+__all__ = [
+    "TITLE_MAX_CHARS",
+    "TextExtractor",
+    "charset_of",
+    "decode_text",
+    "first_line_title",
+]
 
 TITLE_MAX_CHARS = 200
 """A title taken from a document's first line is cut to this many characters."""
@@ -141,9 +147,9 @@ class TextExtractor:
         """Name and version; it has no settings."""
         return "text-v1"
 
-    def extract(self, data: bytes, *, locator: str) -> Record:
+    def extract(self, data: bytes, *, locator: str, media_type: str = "") -> Record:
         """Decode the bytes; an empty or blank document has no sections."""
-        text = decode_text(data, locator)
+        text = decode_text(data, locator, declared_encoding=charset_of(media_type))
         sections = (Section(heading=None, text=text),) if text.strip() else ()
         return Record(title=first_line_title(text), description=None, sections=sections)
 
@@ -243,3 +249,12 @@ def _detect(data: bytes) -> str | None:
 
 _WESTERN_CHAOS_MARGIN = 0.1
 _WESTERN_COHERENCE_MARGIN = 0.05
+
+
+def charset_of(media_type: str) -> str | None:
+    """The ``charset`` parameter of a media type such as ``text/html; charset=ISO-8859-1``."""
+    for parameter in media_type.split(";")[1:]:
+        name, _, value = parameter.partition("=")
+        if name.strip().lower() == "charset":
+            return value.strip().strip("\"'") or None
+    return None

@@ -371,12 +371,13 @@ class Crawl:
                     "address that does not exist; deleted if the next check confirms it",
                 )
                 return
-        self._put(
-            SourceItem(
-                response.key, response.url, response.media_type, validators=response.validators
-            ),
-            body,
-        )
+        # The charset parameter travels with the media type, so the extractor can use
+        # the header's label between the byte order mark and the page's own <meta>.
+        media_type = response.media_type
+        if response.charset:
+            media_type = f"{media_type}; charset={response.charset}"
+        self._put(SourceItem(response.key, response.url, media_type,
+                             validators=response.validators), body)
         self._seen.add(response.key)
         if page is not None and task.depth < self._config.max_depth:
             for link in resolve_links(page, response.url):
