@@ -75,7 +75,7 @@ def test_a_200_is_an_item_with_validators_and_its_body_is_read_without_a_second_
     assert item == SourceItem(
         server.url_for("/page"),
         server.url_for("/page"),
-        "text/html",
+        "text/html; charset=iso-8859-1",  # the charset travels to the extractor
         validators=Validators('"v1"', LAST_MODIFIED),
         not_modified=False,
     )
