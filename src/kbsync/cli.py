@@ -272,7 +272,7 @@ def _print_report(report: SyncReport, as_json: bool) -> None:
 @app.command()
 def plan(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
     """Show what a sync would do (documents, chunks to embed, embedding tokens); write nothing."""
-    with _Errors(), Engine(load_config(config)) as engine:
+    with _Errors(), Engine(load_config(config), create=False) as engine:
         report = _progress_run(lambda tick: engine.plan(progress=tick), as_json)
     _print_report(report, as_json)
 
@@ -336,7 +336,7 @@ def watch(
 @app.command()
 def status(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
     """Documents, chunks, embeddings and the last run."""
-    with _Errors(), Engine(load_config(config)) as engine:
+    with _Errors(), Engine(load_config(config), create=False) as engine:
         st = engine.status()
     data = {"documents": st.documents, "chunks": st.chunks, "embeddings": st.embeddings,
             "runs": st.runs, "by_source": dict(st.by_source),
@@ -365,7 +365,7 @@ def search(
         typer.echo(f"error: unknown search mode {mode!r}: use vector, text or hybrid", err=True)
         raise typer.Exit(2)
     search_mode: SearchMode = mode  # type: ignore[assignment]
-    with _Errors(), Engine(load_config(config)) as engine:
+    with _Errors(), Engine(load_config(config), create=False) as engine:
         hits = engine.search(query, k=k, mode=search_mode, context_tokens=context)
     if as_json:
         _emit([hit_dict(h) for h in hits])
@@ -380,7 +380,7 @@ def diff(
     as_json: JsonOption = False,
 ) -> None:
     """The last change of a document: verdict, similarity and the changed regions."""
-    with _Errors(), Engine(load_config(config)) as engine:
+    with _Errors(), Engine(load_config(config), create=False) as engine:
         doc, change = engine.diff(key)
     if as_json:
         _emit({"key": doc.key, "source": doc.source, "verdict": str(change.verdict),
@@ -400,7 +400,7 @@ def diff(
 @app.command()
 def verify(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
     """Recompute and check every invariant of the store; exit 4 with the problems found."""
-    with _Errors(), Engine(load_config(config)) as engine:
+    with _Errors(), Engine(load_config(config), create=False) as engine:
         problems = engine.verify()
     if as_json:
         _emit({"ok": not problems, "problems": problems})

@@ -276,11 +276,14 @@ def check_fit(chunker: Chunker, embedder: Embedder, settings: dict[str, Any]) ->
 class Engine:
     """An opened knowledge base: plan, sync, search, diff, status, verify, erase, gc."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, *, create: bool = True) -> None:
+        """Open the knowledge base; with ``create`` false a missing store is not created
+        (read-only commands such as ``plan`` and ``status`` then see an empty one)."""
         self.config = config
         self.embedder = make_embedder(config.embedder)
         check_fit(config.chunker, self.embedder, config.embedder)
-        self.store = SqliteStore(config.store_path)
+        exists = config.store_path.exists()
+        self.store = SqliteStore(config.store_path if create or exists else ":memory:")
         self._progress: Progress | None = None
         self.sources = [_make_source(config.root, s, self._crawled) for s in config.sources]
 
