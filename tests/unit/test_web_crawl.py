@@ -166,7 +166,9 @@ def test_crawl_delay_spaces_requests_to_a_host(server: HTTPServer) -> None:
     web_source(server.url_for("/"), delay=0.01, per_host_connections=2).list()
     assert len(handler.stamps) == 4
     gaps = [b - a for a, b in zip(handler.stamps, handler.stamps[1:], strict=False)]
-    assert min(gaps) >= 0.28
+    # Server-side arrival times jitter under load; without the delay the gaps are ~0.01 s.
+    assert min(gaps) >= 0.2
+    assert sum(gaps) / len(gaps) >= 0.28
 
 
 def test_at_most_per_host_connections_requests_run_at_once(server: HTTPServer) -> None:
