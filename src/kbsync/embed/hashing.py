@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import zlib
 from collections.abc import Sequence
-from itertools import pairwise
+from functools import lru_cache
 
 import numpy as np
 
@@ -24,6 +24,12 @@ _TOKEN = re.compile(r"\w+")
 _STOPWORDS = STOPWORDS
 
 
+@lru_cache(maxsize=1 << 17)
+def _code(feature: str) -> int:
+    return zlib.crc32(feature.encode())
+
+
+@lru_cache(maxsize=1 << 17)
 def _stem(word: str) -> str:
     """A light suffix stripper: "retries", "retried", "retrying" all become "retr"."""
     for suffix in ("ying", "ies", "ied", "ing", "ed", "es", "s", "y"):
@@ -66,11 +72,14 @@ class HashingEmbedder:
         dim = self._dimension
         for row, text in enumerate(texts):
             words = [_stem(w) for w in _TOKEN.findall(text.lower()) if w not in _STOPWORDS]
-            features = words + [f"{a} {b}" for a, b in pairwise(words)]
-            if not features:
+            if not words:
                 continue
+            # A bigram's code is the CRC of "a b", continued from the CRC of "a ".
+            heads = [_code(w + " ") for w in words[:-1]]
             codes = np.fromiter(
-                (zlib.crc32(f.encode()) for f in features), dtype=np.uint32, count=len(features)
+                [_code(w) for w in words]
+                + [zlib.crc32(b.encode(), h) for h, b in zip(heads, words[1:], strict=True)],
+                dtype=np.uint32, count=2 * len(words) - 1,
             )
             unique, counts = np.unique(codes, return_counts=True)
             weights = (1.0 + np.log(counts)).astype(np.float32)
