@@ -345,15 +345,17 @@ class SqliteStore:
             "INSERT OR IGNORE INTO chunk_texts (digest, text) VALUES (?, ?)",
             ((c.digest, c.text) for c in version.chunks),
         )
-        for index, c in enumerate(version.chunks):
-            cursor = db.execute(
-                "INSERT INTO chunks (doc_id, generation, idx, digest, section, heading, start, "
-                '"end", tokens, boundary) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
-                (doc_id, generation, index, c.digest, c.section, c.heading, c.start, c.end,
-                 c.tokens, c.boundary),
-            )
-            db.execute("INSERT INTO chunk_fts (rowid, text) VALUES (?, ?)",
-                       (cursor.lastrowid, c.text))
+        db.executemany(
+            "INSERT INTO chunks (doc_id, generation, idx, digest, section, heading, start, "
+            '"end", tokens, boundary) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+            ((doc_id, generation, index, c.digest, c.section, c.heading, c.start, c.end,
+              c.tokens, c.boundary) for index, c in enumerate(version.chunks)),
+        )
+        db.execute(
+            "INSERT INTO chunk_fts (rowid, text) SELECT c.id, t.text FROM chunks c "
+            "JOIN chunk_texts t ON t.digest = c.digest WHERE c.doc_id = ? AND c.generation = ?",
+            (doc_id, generation),
+        )
 
     def digest_sets(self, source: str) -> dict[str, frozenset[str]]:
         sets: dict[str, set[str]] = {}
