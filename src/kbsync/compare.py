@@ -11,6 +11,7 @@ import numpy as np
 from kbsync.chunking.bytecdc import byte_chunks
 from kbsync.chunking.params import ByteParams
 from kbsync.model import ByteChunk, ChangeReport, Region, Verdict
+from kbsync.normalize import normalize
 
 __all__ = ["COSMETIC_SIMILARITY", "REEXAMINE_SIMILARITY", "compare"]
 
@@ -28,13 +29,15 @@ def compare(
     the merged runs of new chunks not found in the old version, in characters
     when ``new`` is text and in bytes otherwise; ``moved`` counts kept chunks that
     left the longest run of kept chunks in their old order. Passages in
-    ``ignore`` (boilerplate) are removed from both texts before the similarity
-    and the verdict are computed; the regions still index ``new`` as given.
+    ``ignore`` (boilerplate, in normalized form) are removed from both normalized
+    texts before the similarity and the verdict are computed; the regions still
+    index ``new`` as given.
     """
     report = _compare(old, new, params)
     if not ignore or not isinstance(old, str) or not isinstance(new, str) or not report.changed:
         return report
-    stripped = _compare(_without(old, ignore), _without(new, ignore), params)
+    stripped = _compare(_without(normalize(old).text, ignore),
+                        _without(normalize(new).text, ignore), params)
     return replace(report, similarity=stripped.similarity,
                    verdict=_verdict(stripped.changed, stripped.similarity))
 

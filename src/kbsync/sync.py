@@ -32,6 +32,7 @@ from kbsync.model import (
     Chunk,
     ChunkingDiagnostics,
     KnownItem,
+    Listing,
     Record,
     SourceItem,
 )
@@ -102,6 +103,7 @@ class SourceReport:
     embeddings_reused: int = 0
     embed_tokens: int = 0
     embeddings_truncated: int = 0
+    embeddings_backfill: int = 0
     boilerplate: int = 0
     failures: list[tuple[str, str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -170,18 +172,26 @@ def sync_sources(
     report = SyncReport(dry_run=dry_run, started=_now())
     clock = _Clock(report)
     chunked: list[Chunk] = []
-    for source in sources:
+    configured = {s.name for s in sources}
+    removed = [_Removed(name) for name in sorted(store.source_names() - configured)]
+    for source in [*sources, *removed]:
         source_report = SourceReport(source=source.name)
         report.sources.append(source_report)
-        the_plan, shared = _plan_source(source, store, embedder, extractor_for, chunker, verify,
-                                        allow_mass_delete, source_report, clock, progress,
-                                        chunked, boilerplate_share, index_boilerplate)
+        if isinstance(source, _Removed):
+            source_report.warnings.append("no longer configured: its documents are deleted")
+        the_plan, shared = _plan_source(
+            source, store, embedder, extractor_for, chunker, verify,
+            allow_mass_delete or isinstance(source, _Removed), source_report, clock, progress,
+            chunked, boilerplate_share, index_boilerplate)
         if dry_run:
+            source_report.embeddings_backfill = len(store.unembedded(source.name,
+                                                                     embedder.identity))
             continue
-        store.set_boilerplate(source.name, shared)
+        store.set_boilerplate(source.name, frozenset() if index_boilerplate else shared)
         vectors, failed = _embed(the_plan, embedder, source_report, progress)
         clock.lap("embed")
         _apply(the_plan, vectors, failed, store, embedder, source_report, progress)
+        _backfill(source.name, store, embedder, source_report)
         clock.lap("apply")
     report.diagnostics = _diagnostics(chunker, chunked)
     report.finished = _now()
@@ -190,6 +200,45 @@ def sync_sources(
         store.set_meta("embedder", embedder.identity)
         store.record_run(report.started, report.finished, report_dict(report))
     return report
+
+
+class _Removed:
+    """A source that has documents in the store but is no longer configured: it lists nothing."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def list(self, known: Mapping[str, KnownItem] | None = None) -> Listing:
+        return Listing(())
+
+    def read(self, item: SourceItem) -> bytes:
+        raise DocumentError(item.locator, "its source is no longer configured")
+
+
+def _backfill(source: str, store: RecordStore, embedder: Embedder, out: SourceReport) -> None:
+    """Embed current chunks that have no vector for this embedder.
+
+    That happens when the embedder changes (unchanged documents keep their chunks
+    but need new vectors) and when a chunk stops being boilerplate.
+    """
+    missing = store.unembedded(source, embedder.identity)
+    if not missing:
+        return
+    digests = list(missing)
+    vectors: dict[str, npt.NDArray[np.float32]] = {}
+    for start in range(0, len(digests), EMBED_BATCH):
+        batch = digests[start : start + EMBED_BATCH]
+        try:
+            vectors.update(_embed_batch(embedder, batch, missing))
+        except Exception as exc:  # retried by the next sync; nothing half-applied
+            out.warnings.append(f"embedding {len(batch)} chunks without vectors failed: {exc}")
+    store.put_vectors(embedder.identity, vectors)
+    out.embeddings_computed += len(vectors)
+    out.embeddings_backfill = len(vectors)
 
 
 def _refuse_dimension_change(store: RecordStore, embedder: Embedder) -> None:
@@ -246,7 +295,9 @@ def _plan_source(
         if progress is not None:
             progress("read", n, len(items))
     clock.lap("read")
-    listed = [i.key for i in listing.items] + [e.key for e in listing.errors if e.key]
+    # An item no extractor reads is not a document of the knowledge base (a page that
+    # became an image): if it was stored, it is deleted like a vanished one.
+    listed = [i.key for i in items] + [e.key for e in listing.errors if e.key]
     needs_digests = [stored[o.key] for o in observations
                      if isinstance(o, DocumentVersion) and o.key in stored]
     listed_keys = set(listed)
@@ -320,6 +371,8 @@ def _observe(
         data = source.read(item)
     except DocumentError as exc:
         return Failed(item.key, exc.reason)
+    except Exception as exc:  # a bug or an unforeseen error must not stop the run
+        return Failed(item.key, f"cannot be read: {type(exc).__name__}: {exc}")
     out.bytes_read += len(data)
     bytes_hash = source_bytes_hash(data)
     same_derivation = old is not None and old.derivation == derivation
@@ -331,6 +384,8 @@ def _observe(
         record = extractor.extract(data, locator=item.locator, media_type=item.media_type)
     except DocumentError as exc:
         return Failed(item.key, exc.reason)
+    except Exception as exc:  # a bug or an unforeseen error must not stop the run
+        return Failed(item.key, f"cannot be extracted: {type(exc).__name__}: {exc}")
     text = record.text
     text_hash = normalized_text_hash(normalize(text).text, NORMALIZER_VERSION, extractor.identity)
     rechunk = not (same_derivation and old is not None and text_hash == old.text_hash)
@@ -464,6 +519,7 @@ def report_dict(report: SyncReport) -> dict[str, Any]:
                 "embeddings_reused": s.embeddings_reused,
                 "embedding_tokens": s.embed_tokens,
                 "embeddings_truncated": s.embeddings_truncated,
+                "embeddings_backfill": s.embeddings_backfill,
                 "boilerplate_chunks": s.boilerplate,
                 "listing_complete": s.listing_complete,
                 "deletions_blocked": s.deletions_blocked,

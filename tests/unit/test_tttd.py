@@ -180,3 +180,10 @@ def test_diagnostics_count_every_boundary_kind(corpus: str) -> None:
     assert 0.0 <= d.hard_cut_rate < 0.05
     assert d.chunker_id == "tttd-v1"
     assert d.token_counter == "estimate-v1"
+
+
+def test_a_tail_of_exactly_the_maximum_is_one_final_chunk() -> None:
+    params = {"min_tokens": 20, "max_tokens": 60, "primary_bits": 30, "backup_bits": 1}
+    chunks = chunk_text(" ".join(["ab"] * 60), **params).chunks
+    assert [(c.token_count, c.boundary) for c in chunks] == [(60, Boundary.FINAL)]
+    assert reference.tttd(" ".join(["ab"] * 60), TTTDParams(**params))[0][1] == "final"

@@ -138,7 +138,7 @@ def _cut(
         i = bisect_left(prim_t, lo)
         if i < len(prim_t) and prim_t[i] <= hi:
             cut, kind = prim_pos[i], Boundary.PRIMARY
-        elif not ended and total < hi:
+        elif not ended and total <= hi:
             break  # a primary or the end of the input may still come within the maximum
         elif ended and total <= hi:
             cut, kind = m - 1, Boundary.FINAL

@@ -125,12 +125,11 @@ def _lines(text: str) -> list[str]:
 
 def _body(lines: list[str], start: int, end: int) -> str:
     """Source lines ``[start, end)`` without leading and trailing blank lines."""
-    chunk = lines[start:end]
-    while chunk and not chunk[0].strip():
-        chunk.pop(0)
-    while chunk and not chunk[-1].strip():
-        chunk.pop()
-    return "\n".join(line.rstrip() for line in chunk)
+    while start < end and not lines[start].strip():
+        start += 1
+    while end > start and not lines[end - 1].strip():
+        end -= 1
+    return "\n".join(line.rstrip() for line in lines[start:end])
 
 
 def _plain_text(inline: Token) -> str:

@@ -108,7 +108,7 @@ def decode_text(data: bytes, locator: str, *, declared_encoding: str | None = No
         if declared is not None:
             try:
                 return _check_not_binary(data.decode(declared), locator)
-            except UnicodeDecodeError:
+            except (UnicodeError, LookupError):
                 pass  # the declaration lies; detect instead
 
     invalid_at = utf8_error.start
@@ -176,8 +176,10 @@ def _bomless_utf16_or_32(data: bytes) -> str | None:
     candidates: list[str] = []
     if len(data) % 4 == 0:
         candidates += ["utf-32-le", "utf-32-be"]
-    if len(data) % 2 == 0:
-        nuls = data.count(0)
+    nuls = data.count(0)
+    # Text in UTF-16 has a NUL in most code units (Latin scripts) or none at all; a few
+    # stray NULs in ASCII are not UTF-16.
+    if len(data) % 2 == 0 and nuls >= len(data) // 8:
         odd = data[1::2].count(0)
         if odd >= 0.95 * nuls:
             candidates.append("utf-16-le")
@@ -196,9 +198,13 @@ def _bomless_utf16_or_32(data: bytes) -> str | None:
 def _codec_name(label: str) -> str | None:
     """The Python codec for an encoding label, or None if unknown or not a byte encoding."""
     try:
-        name = codecs.lookup(label.strip()).name
+        info = codecs.lookup(label.strip())
     except LookupError:
         return None
+    # rot13, hex, base64, zlib… are codecs too, but not text encodings of bytes.
+    if not getattr(info, "_is_text_encoding", True) or info.name == "undefined":
+        return None
+    name = info.name
     if name in _WINDOWS_1252_ALIASES:
         return "cp1252"
     if name.startswith(("utf-16", "utf-32")):

@@ -105,6 +105,19 @@ class RecordStore(Protocol):
     def set_boilerplate(self, source: str, digests: Collection[str]) -> None:
         ...
 
+    def source_names(self) -> set[str]:
+        """The sources that have documents in the store."""
+        ...
+
+    def unembedded(self, source: str, embedder: str) -> dict[str, str]:
+        """Digest -> text of the current, indexed chunks of ``source`` with no vector yet."""
+        ...
+
+    def put_vectors(self, embedder: str,
+                    vectors: Mapping[str, npt.NDArray[np.float32]]) -> None:
+        """Add vectors to the cache in one transaction (a backfill)."""
+        ...
+
     def mark_missing(self, source: str, key: str) -> None:
         """Count one more check that found the document missing (deleted once confirmed)."""
         ...

@@ -123,7 +123,12 @@ class SqliteStore:
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: cannot open the store: {exc}") from exc
         self._db.row_factory = sqlite3.Row
-        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        try:
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            self._db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            raise StoreError(f"{self.path}: not a kbsync store ({exc})") from exc
         if version > SCHEMA_VERSION:
             self._db.close()
             raise SchemaError(
@@ -136,6 +141,7 @@ class SqliteStore:
         if version < SCHEMA_VERSION:
             self._migrate(version)
         self._vectors: dict[str, tuple[npt.NDArray[np.float32], list[int]]] = {}
+        self._data_version = -1
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -229,13 +235,7 @@ class SqliteStore:
             return
         self._vectors.clear()
         with self._transaction() as db:
-            for digest, vector in vectors.items():
-                v = np.asarray(vector, dtype=np.float32)
-                db.execute(
-                    "INSERT OR IGNORE INTO embeddings (digest, embedder, dimension, vector) "
-                    "VALUES (?, ?, ?, ?)",
-                    (digest, embedder, int(v.shape[0]), v.tobytes()),
-                )
+            self._insert_vectors(db, embedder, vectors)
             if doc.action is Action.DELETED:
                 self._delete(source, doc.key)
             elif doc.action is Action.MOVED:
@@ -380,6 +380,36 @@ class SqliteStore:
             db.executemany("INSERT INTO boilerplate (source, digest) VALUES (?, ?)",
                            ((source, d) for d in digests))
 
+    def source_names(self) -> set[str]:
+        return {r[0] for r in self._db.execute("SELECT DISTINCT source FROM documents")}
+
+    def unembedded(self, source: str, embedder: str) -> dict[str, str]:
+        return dict(self._db.execute(
+            f"SELECT DISTINCT c.digest, t.text FROM documents d JOIN chunks c ON {_CURRENT} "
+            "JOIN chunk_texts t ON t.digest = c.digest LEFT JOIN embeddings e "
+            "ON e.digest = c.digest AND e.embedder = ? "
+            f"WHERE d.source = ? AND e.digest IS NULL AND {_INDEXED}",
+            (embedder, source),
+        ).fetchall())
+
+    def put_vectors(self, embedder: str,
+                    vectors: Mapping[str, npt.NDArray[np.float32]]) -> None:
+        if not vectors:
+            return
+        self._vectors.clear()
+        with self._transaction() as db:
+            self._insert_vectors(db, embedder, vectors)
+
+    def _insert_vectors(self, db: sqlite3.Connection, embedder: str,
+                        vectors: Mapping[str, npt.NDArray[np.float32]]) -> None:
+        for digest, vector in vectors.items():
+            v = np.asarray(vector, dtype=np.float32)
+            db.execute(
+                "INSERT OR IGNORE INTO embeddings (digest, embedder, dimension, vector) "
+                "VALUES (?, ?, ?, ?)",
+                (digest, embedder, int(v.shape[0]), v.tobytes()),
+            )
+
     def mark_missing(self, source: str, key: str) -> None:
         self._db.execute(
             "UPDATE documents SET missing = missing + 1 WHERE source = ? AND key = ?",
@@ -419,6 +449,11 @@ class SqliteStore:
         return [_hit(r, score=-float(r[10])) for r in rows]
 
     def _vector_matrix(self, embedder: str) -> tuple[npt.NDArray[np.float32], list[int]]:
+        # data_version changes when another connection commits; our own writes clear the cache.
+        version = self._db.execute("PRAGMA data_version").fetchone()[0]
+        if version != self._data_version:
+            self._vectors.clear()
+            self._data_version = version
         cached = self._vectors.get(embedder)
         if cached is not None:
             return cached
@@ -450,7 +485,8 @@ class SqliteStore:
         rows = {r["id"]: r for r in self._db.execute(
             self._HIT.replace("SELECT ", "SELECT c.id AS id, ", 1) + f"WHERE c.id IN ({marks})",
             wanted)}
-        return [_hit(rows[ids[i]], score=float(scores[i]), offset=1) for i in top.tolist()]
+        return [_hit(rows[ids[i]], score=float(scores[i]), offset=1)
+                for i in top.tolist() if ids[i] in rows]
 
     def window(self, hit: Hit, budget: int) -> Window:
         rows = self._db.execute(
@@ -579,10 +615,20 @@ class SqliteStore:
         for source, key in gone:
             with self._transaction():
                 self._delete(source, key)
+                self._scrub_runs(key)
         self._vectors.clear()
         if gone:
             self.gc()
         return gone
+
+    def _scrub_runs(self, key: str) -> None:
+        """Erasure covers run reports too: the erased key is replaced wherever it appears."""
+        quoted = json.dumps(key)
+        for run_id, report in self._db.execute(
+            "SELECT id, report FROM runs WHERE instr(report, ?) > 0", (quoted,)
+        ).fetchall():
+            self._db.execute("UPDATE runs SET report = ? WHERE id = ?",
+                             (report.replace(quoted, '"[erased]"'), run_id))
 
     def gc(self) -> dict[str, int]:
         db = self._db
