@@ -325,6 +325,12 @@ def watch(
         else:
             counts = ", ".join(f"{v} {k}" for k, v in data["documents"].items() if v)
             typer.echo(f"{report.finished} {reason}: {counts or 'nothing to do'}")
+            for s in report.sources:
+                for key, message in s.failures:
+                    typer.echo(f"error: {s.source}:{key}: {message}" if key
+                               else f"error: {s.source}: {message}", err=True)
+                for warning in s.warnings:
+                    typer.echo(f"warning: {s.source}: {warning}", err=True)
 
     with _Errors(), Engine(load_config(config)) as engine:
         try:

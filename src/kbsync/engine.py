@@ -118,6 +118,8 @@ def load_config(path: str | Path = CONFIG_NAME) -> Config:
         unknown = set(index) - {"boilerplate_share", "index_boilerplate"}
         if unknown:
             raise ConfigError(f"{file}: unknown [index] settings: {', '.join(sorted(unknown))}")
+        if not 0.0 < float(index.get("boilerplate_share", 0.05)) <= 1.0:
+            raise ConfigError(f"{file}: [index] boilerplate_share must be in (0, 1]")
         search = dict(data.get("search", {}))
         context = int(search.pop("context_tokens", 0))
         if search or context < 0:
@@ -126,7 +128,7 @@ def load_config(path: str | Path = CONFIG_NAME) -> Config:
                       ".kbsync/kbsync.db")), chunker=chunker,
                       embedder=dict(data.get("embedder", {"kind": "hashing", "dimension": 1024})),
                       sources=sources, index=index, context_tokens=context)
-    except (KeyError, TypeError, ParameterError) as exc:
+    except (KeyError, TypeError, ValueError) as exc:  # ParameterError is a ValueError
         raise ConfigError(f"{file}: invalid configuration: {exc}") from exc
 
 
@@ -332,7 +334,8 @@ class Engine:
         """Sync on file events and on schedule, with a periodic full revalidation."""
         folders = [self.config.root / s.path for s in self.config.sources if not s.is_web]
         watch(lambda verify: self.sync(verify=verify), folders, interval=interval,
-              full_every=full_every, stop=stop, on_report=on_report)
+              full_every=full_every, stop=stop, on_report=on_report,
+              ignore=[self.config.store_path.parent, self.config.lock_path])
 
     def search(self, query: str, k: int = 5, mode: SearchMode = "hybrid",
                context_tokens: int | None = None) -> list[Hit]:

@@ -34,11 +34,16 @@ def watch(
     stop: threading.Event | None = None,
     on_report: Callable[[SyncReport, str], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    ignore: Sequence[Path] = (),
 ) -> None:
-    """Run ``run_sync(verify)`` on events and on schedule until ``stop`` is set."""
+    """Run ``run_sync(verify)`` on events and on schedule until ``stop`` is set.
+
+    Events under ``ignore`` (the store's own folder) and under hidden folders or
+    files are not changes of a source: the sync writing its store must not wake it.
+    """
     stop = stop or threading.Event()
     changed = threading.Event()
-    observer = _observer(folders, changed) if folders else None
+    observer = _observer(folders, changed, ignore) if folders else None
     now = clock()
     next_check, next_full = now, now + full_every
     try:
@@ -70,14 +75,25 @@ def watch(
             observer.join()
 
 
-def _observer(folders: Sequence[Path], changed: threading.Event) -> Any:
+def _observer(folders: Sequence[Path], changed: threading.Event,
+              ignore: Sequence[Path]) -> Any:
     watchdog = _watchdog()
     events, observers = watchdog
     handler_type: type = events.FileSystemEventHandler
+    skipped = [str(p.resolve()) for p in ignore]
+
+    def relevant(path: str) -> bool:
+        resolved = str(Path(path).resolve())
+        if any(resolved == s or resolved.startswith(s + "/") for s in skipped):
+            return False
+        return not any(part.startswith(".") for part in Path(path).parts[1:])
 
     class Handler(handler_type):  # type: ignore[misc]
         def on_any_event(self, event: object) -> None:
-            if getattr(event, "event_type", "") not in ("opened", "closed_no_write"):
+            if getattr(event, "event_type", "") in ("opened", "closed_no_write"):
+                return
+            paths = [getattr(event, "src_path", ""), getattr(event, "dest_path", "")]
+            if any(p and relevant(str(p)) for p in paths):
                 changed.set()
 
     observer = observers.Observer()

@@ -53,3 +53,21 @@ def test_the_schedule_alternates_checks_and_full_revalidations() -> None:
 
     watch(run, [], interval=10.0, full_every=30.0, stop=stop, clock=lambda: now[0])
     assert calls == [False, False, False, True, False, False, True]
+
+
+def test_the_store_writing_itself_inside_a_watched_folder_does_not_wake_the_watch(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "a.md").write_text("# A\n\nWords about harbours.\n")
+    init_config(tmp_path, ["."])  # the store lives inside the watched folder
+    seen: list[str] = []
+    stop = threading.Event()
+    with Engine(load_config(tmp_path)) as engine:
+        worker = threading.Thread(target=engine.watch, kwargs={
+            "interval": 3600, "full_every": 7200, "stop": stop,
+            "on_report": lambda report, reason: seen.append(reason)})
+        worker.start()
+        time.sleep(4)
+        stop.set()
+        worker.join(timeout=10)
+    assert seen == ["scheduled check"]
