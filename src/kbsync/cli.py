@@ -29,7 +29,10 @@ from kbsync.engine import (
     load_config,
     remove_source,
 )
-from kbsync.errors import KbsyncError, LockedError
+from kbsync.errors import DocumentError, KbsyncError, LockedError
+from kbsync.extract.registry import extractor_for
+from kbsync.extract.text import TextExtractor
+from kbsync.media import media_type_for
 from kbsync.model import Chunk, ChunkingResult
 from kbsync.normalize import NORMALIZER_VERSION
 from kbsync.report import (
@@ -102,10 +105,15 @@ def chunk(
         results: dict[str, ChunkingResult] = {}
         failures: dict[str, str] = {}
         for path in files:
+            # Chunk what a sync would chunk: the extracted text, never raw markup.
+            extractor = extractor_for(media_type_for(path.name)) or TextExtractor()
             try:
-                text = path.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
-                failures[str(path)] = f"cannot read as UTF-8 text: {exc}"
+                text = extractor.extract(path.read_bytes(), locator=str(path)).text
+            except OSError as exc:
+                failures[str(path)] = f"cannot be read: {exc.strerror or exc}"
+                continue
+            except DocumentError as exc:
+                failures[str(path)] = exc.reason
                 continue
             results[str(path)] = chunk_text(text, strategy=strategy, **params)  # type: ignore[arg-type]
         everything: list[Chunk] = [c for r in results.values() for c in r.chunks]

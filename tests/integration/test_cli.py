@@ -37,7 +37,7 @@ def test_a_missing_path_is_one_clear_line_and_exit_code_1(tmp_path: Path) -> Non
 
 def test_an_unreadable_file_is_reported_by_name_and_the_others_still_chunk(tmp_path: Path) -> None:
     (tmp_path / "good.md").write_text("# Title\n\nSome words here.\n")
-    (tmp_path / "bad.bin").write_bytes(b"\xff\xfe\x00\x9c" * 10)
+    (tmp_path / "bad.bin").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4)
     result = runner.invoke(app, ["chunk", str(tmp_path), "--json"])
     assert result.exit_code == 1
     payload = json.loads(result.stdout)
