@@ -22,6 +22,7 @@ from kbsync.embed.hashing import HashingEmbedder
 from kbsync.errors import ConfigError, KbsyncError, ParameterError
 from kbsync.extract.registry import extractor_for
 from kbsync.model import ChangeReport
+from kbsync.normalize import normalize
 from kbsync.sources import Source
 from kbsync.sources.files import FilesystemSource
 from kbsync.store import DocumentText, Hit, StoreStatus
@@ -364,6 +365,7 @@ class Engine:
         return results
 
     def _ranked(self, query: str, k: int, mode: SearchMode) -> list[Hit]:
+        query = normalize(query).text  # the same form as the indexed chunk texts
         if mode == "text":
             return self.store.search_text(query, k)
         vector = self.embedder.embed([query])[0]
