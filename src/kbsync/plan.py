@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 
 from kbsync.model import SourceStat, Validators
@@ -163,8 +163,6 @@ class Plan:
     documents: tuple[DocumentPlan, ...]
     to_embed: tuple[str, ...]
     deletions_blocked: bool = False
-    listing_complete: bool = True
-    counts: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def writes(self) -> bool:
@@ -258,14 +256,11 @@ def plan(
         for digest in d.ops.added_digests:
             if digest not in have:
                 needed[digest] = None
-    counts = Counter(str(d.action) for d in docs)
     return Plan(
         source=source,
         documents=tuple(docs),
         to_embed=tuple(needed),
         deletions_blocked=blocked,
-        listing_complete=listing_complete,
-        counts=dict(counts),
     )
 
 

@@ -228,14 +228,7 @@ def _backfill(source: str, store: RecordStore, embedder: Embedder, out: SourceRe
     missing = store.unembedded(source, embedder.identity)
     if not missing:
         return
-    digests = list(missing)
-    vectors: dict[str, npt.NDArray[np.float32]] = {}
-    for start in range(0, len(digests), EMBED_BATCH):
-        batch = digests[start : start + EMBED_BATCH]
-        try:
-            vectors.update(_embed_batch(embedder, batch, missing))
-        except Exception as exc:  # retried by the next sync; nothing half-applied
-            out.warnings.append(f"embedding {len(batch)} chunks without vectors failed: {exc}")
+    vectors, _ = _embed_texts(embedder, list(missing), missing, out, None)
     store.put_vectors(embedder.identity, vectors)
     out.embeddings_computed += len(vectors)
     out.embeddings_backfill = len(vectors)
@@ -436,12 +429,24 @@ def _embed(
     texts = {c.digest: c.text for d in the_plan.documents if d.version is not None
              for c in d.version.chunks}
     wanted = list(the_plan.to_embed)
-    vectors: dict[str, npt.NDArray[np.float32]] = {}
-    failed: set[str] = set()
     limit = embedder.max_input_tokens
     if limit is not None and wanted:
         lengths = embedder.count_tokens([texts[d] for d in wanted])
         out.embeddings_truncated = sum(n > limit for n in lengths)
+    vectors, failed = _embed_texts(embedder, wanted, texts, out, progress)
+    out.embeddings_computed = len(vectors)
+    added = {d for doc in the_plan.documents for d in doc.ops.added_digests}
+    out.embeddings_reused = len(added) - len(wanted)
+    return vectors, failed
+
+
+def _embed_texts(
+    embedder: Embedder, wanted: list[str], texts: Mapping[str, str], out: SourceReport,
+    progress: Progress | None,
+) -> tuple[dict[str, npt.NDArray[np.float32]], set[str]]:
+    """Vectors of ``wanted`` digests in batches; the digests that could not be embedded apart."""
+    vectors: dict[str, npt.NDArray[np.float32]] = {}
+    failed: set[str] = set()
     for start in range(0, len(wanted), EMBED_BATCH):
         batch = wanted[start : start + EMBED_BATCH]
         try:
@@ -456,9 +461,6 @@ def _embed(
                     out.warnings.append(f"embedding failed for chunk {one[:12]}: {exc}")
         if progress is not None:
             progress("embed", min(start + EMBED_BATCH, len(wanted)), len(wanted))
-    out.embeddings_computed = len(vectors)
-    added = {d for doc in the_plan.documents for d in doc.ops.added_digests}
-    out.embeddings_reused = len(added) - len(wanted)
     return vectors, failed
 
 
