@@ -8,6 +8,8 @@ extractors from it and hands them, as protocols, to :func:`kbsync.sync.sync_sour
 from __future__ import annotations
 
 import json
+import os
+import re
 import threading
 import tomllib
 from collections.abc import Callable, Sequence
@@ -27,6 +29,7 @@ from kbsync.sources import Source
 from kbsync.sources.files import FilesystemSource
 from kbsync.store import DocumentText, Hit, StoreStatus
 from kbsync.store.lock import WriterLock
+from kbsync.store.postgres import AdvisoryLock, PostgresStore
 from kbsync.store.sqlite import SqliteStore
 from kbsync.sync import Chunker, Progress, SyncReport, sync_sources
 from kbsync.watch import watch
@@ -40,6 +43,7 @@ __all__ = [
     "add_source",
     "init_config",
     "load_config",
+    "open_store",
     "remove_source",
 ]
 
@@ -82,6 +86,11 @@ class Config:
     sources: tuple[SourceConfig, ...] = ()
     index: dict[str, Any] = field(default_factory=dict)
     context_tokens: int = 0
+    # A PostgreSQL store: ``[store] url`` (no password in it), the name of the environment
+    # variable that holds the password (else libpq's pgpass or service file), a schema.
+    store_url: str = ""
+    store_password_env: str = ""
+    store_schema: str = ""
 
     @property
     def root(self) -> Path:
@@ -125,10 +134,22 @@ def load_config(path: str | Path = CONFIG_NAME) -> Config:
         context = int(search.pop("context_tokens", 0))
         if search or context < 0:
             raise ConfigError(f"{file}: [search] takes only context_tokens (>= 0)")
-        return Config(file=file.resolve(), store=str(data.get("store", {}).get("path",
-                      ".kbsync/kbsync.db")), chunker=chunker,
+        store = dict(data.get("store", {}))
+        unknown = set(store) - {"path", "url", "password_env", "schema"}
+        if unknown:
+            raise ConfigError(f"{file}: unknown [store] settings: {', '.join(sorted(unknown))}")
+        url = str(store.get("url", ""))
+        if url and not url.startswith(("postgresql://", "postgres://")):
+            raise ConfigError(f"{file}: [store] url must be a postgresql:// URL")
+        if re.match(r"^[a-z]+://[^/@]*:[^/@]+@", url):
+            raise ConfigError(f"{file}: [store] url must not hold a password: name an "
+                              "environment variable in password_env, or use ~/.pgpass")
+        return Config(file=file.resolve(), store=str(store.get("path", ".kbsync/kbsync.db")),
+                      chunker=chunker,
                       embedder=dict(data.get("embedder", {"kind": "hashing", "dimension": 1024})),
-                      sources=sources, index=index, context_tokens=context)
+                      sources=sources, index=index, context_tokens=context, store_url=url,
+                      store_password_env=str(store.get("password_env", "")),
+                      store_schema=str(store.get("schema", "")))
     except (KeyError, TypeError, ValueError) as exc:  # ParameterError is a ValueError
         raise ConfigError(f"{file}: invalid configuration: {exc}") from exc
 
@@ -199,8 +220,12 @@ def _toml(value: Any) -> str:
 
 
 def _write(config: Config) -> None:
+    store = ([f"url = {_toml(config.store_url)}"] if config.store_url
+             else [f"path = {_toml(config.store)}"])
+    store += [f"{k} = {_toml(v)}" for k, v in (("password_env", config.store_password_env),
+                                                ("schema", config.store_schema)) if v]
     lines = ["# kbsync knowledge base; paths are relative to this file.", "",
-             "[store]", f"path = {_toml(config.store)}", "",
+             "[store]", *store, "",
              "[chunker]", f"strategy = {_toml(config.chunker.strategy)}"]
     lines += [f"{k} = {_toml(v)}" for k, v in sorted(config.chunker.params.items())]
     lines += ["", "[embedder]"] + [f"{k} = {_toml(v)}" for k, v in config.embedder.items()]
@@ -276,6 +301,25 @@ def check_fit(chunker: Chunker, embedder: Embedder, settings: dict[str, Any]) ->
         )
 
 
+def open_store(config: Config, *, create: bool = True) -> SqliteStore | PostgresStore:
+    """The configured store: a SQLite file (default) or a PostgreSQL database (``url``).
+
+    With ``create`` false a missing SQLite file is not created (read-only commands then
+    see an empty store) and a PostgreSQL database without kbsync's tables is an error.
+    """
+    if config.store_url:
+        password = None
+        if config.store_password_env:
+            password = os.environ.get(config.store_password_env)
+            if password is None:
+                raise ConfigError(f"[store] password_env names {config.store_password_env}, "
+                                  "which is not set")
+        return PostgresStore(config.store_url, password=password,
+                             schema=config.store_schema or None, create=create)
+    exists = config.store_path.exists()
+    return SqliteStore(config.store_path if create or exists else ":memory:")
+
+
 class Engine:
     """An opened knowledge base: plan, sync, search, diff, status, verify, erase, gc."""
 
@@ -285,8 +329,7 @@ class Engine:
         self.config = config
         self.embedder = make_embedder(config.embedder)
         check_fit(config.chunker, self.embedder, config.embedder)
-        exists = config.store_path.exists()
-        self.store = SqliteStore(config.store_path if create or exists else ":memory:")
+        self.store = open_store(config, create=create)
         self._progress: Progress | None = None
         self.sources = [_make_source(config.root, s, self._crawled) for s in config.sources]
 
@@ -303,7 +346,10 @@ class Engine:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _lock(self, wait: bool, on_wait: Callable[[str], None] | None) -> WriterLock:
+    def _lock(self, wait: bool,
+              on_wait: Callable[[str], None] | None) -> WriterLock | AdvisoryLock:
+        if isinstance(self.store, PostgresStore):
+            return self.store.lock(wait=wait, on_wait=on_wait)
         return WriterLock(self.config.lock_path, wait=wait, on_wait=on_wait)
 
     def plan(self, *, progress: Progress | None = None) -> SyncReport:

@@ -7,12 +7,12 @@ from pathlib import Path
 
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
 from kbsync.extract.registry import extractor_for
-from kbsync.store.sqlite import SqliteStore
 from kbsync.sync import Chunker, sync_sources
 from kbsync.testing import CountingEmbedder, MemorySource
+from tests.conftest import Backend
 
 WORDS = ["harbour", "light", "keeper", "stairs", "wick", "night", "storm", "ship", "lamp", "rock"]
 KEYS = st.sampled_from([f"doc{i}.txt" for i in range(6)])
@@ -23,10 +23,12 @@ CHUNKER = Chunker("tttd", {"min_tokens": 8, "max_tokens": 32, "primary_bits": 3,
 
 
 class SyncedStore(RuleBasedStateMachine):
+    backend = Backend("sqlite")
+
     def __init__(self) -> None:
         super().__init__()
         self.dir = tempfile.TemporaryDirectory()
-        self.store = SqliteStore(Path(self.dir.name) / "kb.db")
+        self.store = self.backend.open(Path(self.dir.name))
         self.source = MemorySource()
         self.embedder = CountingEmbedder(dimension=16)
         self._sync()
@@ -73,5 +75,7 @@ class SyncedStore(RuleBasedStateMachine):
             assert doc.text.split() == body.decode().split()
 
 
-TestSyncedStore = SyncedStore.TestCase
-TestSyncedStore.settings = settings(max_examples=25, stateful_step_count=12, deadline=None)
+def test_random_edits_each_followed_by_a_sync_keep_the_store_sound(backend: Backend) -> None:
+    machine = type("SyncedStoreOn" + backend.name.title(), (SyncedStore,), {"backend": backend})
+    run_state_machine_as_test(
+        machine, settings=settings(max_examples=25, stateful_step_count=12, deadline=None))
