@@ -64,7 +64,14 @@ def postgres_url() -> Iterator[str]:
     folder.chmod(0o755)
     server = pgserver.get_server(folder / "data", cleanup_mode="delete")
     try:
-        yield server.get_uri()
+        url = server.get_uri()
+        import psycopg
+
+        with psycopg.connect(url, autocommit=True) as conn:
+            # A throwaway server: commits need not wait for the disk (the tests commit a lot).
+            conn.execute("ALTER SYSTEM SET synchronous_commit = off")
+            conn.execute("SELECT pg_reload_conf()")
+        yield url
     finally:
         server.cleanup()
         shutil.rmtree(folder, ignore_errors=True)

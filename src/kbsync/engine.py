@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 import threading
 import tomllib
 from collections.abc import Callable, Sequence
@@ -33,6 +35,7 @@ from kbsync.store.postgres import AdvisoryLock, PostgresStore
 from kbsync.store.sqlite import SqliteStore
 from kbsync.sync import Chunker, Progress, SyncReport, sync_sources
 from kbsync.watch import watch
+from kbsync.workers import drain, sync_parallel
 
 __all__ = [
     "CONFIG_NAME",
@@ -361,14 +364,51 @@ class Engine:
 
     def sync(self, *, verify: bool = False, allow_mass_delete: bool = False,
              progress: Progress | None = None, wait: bool = True,
-             on_wait: Callable[[str], None] | None = None) -> SyncReport:
-        """Bring the store in step with the sources (one writer at a time)."""
+             on_wait: Callable[[str], None] | None = None, workers: int = 0) -> SyncReport:
+        """Bring the store in step with the sources (one writer at a time).
+
+        With ``workers`` (PostgreSQL only) that many processes on this machine, and any
+        ``kbsync worker`` elsewhere, share the documents through the store's work queue.
+        """
+        if workers and not isinstance(self.store, PostgresStore):
+            raise ConfigError("--workers needs a PostgreSQL store ([store] url in kbsync.toml): "
+                              "a SQLite file takes one writer at a time")
         self._progress = progress
         with self._lock(wait, on_wait):
+            if workers and isinstance(self.store, PostgresStore):
+                return sync_parallel(self.sources, self.store, self.embedder, extractor_for,
+                                     self.config.chunker, workers=workers, spawn=self._spawn,
+                                     verify=verify, allow_mass_delete=allow_mass_delete,
+                                     progress=progress, **self._index_settings())
             return sync_sources(self.sources, self.store, self.embedder, extractor_for,
                                 self.config.chunker, verify=verify,
                                 allow_mass_delete=allow_mass_delete, progress=progress,
                                 **self._index_settings())
+
+    def _spawn(self, run: str, count: int) -> Callable[[], list[int]]:
+        """Start ``count`` worker processes for ``run``; the result waits for their exit codes."""
+        command = [sys.executable, "-m", "kbsync", "worker", "--run", run,
+                   "-c", str(self.config.file)]
+        processes = [subprocess.Popen(command, stdin=subprocess.DEVNULL) for _ in range(count)]
+        return lambda: [p.wait() for p in processes]
+
+    def work(self, *, run: str | None = None, follow: bool = False, poll: float = 2.0,
+             stop: threading.Event | None = None) -> int:
+        """Serve parallel syncs: process the queued documents of ``run`` (or of every run in
+        progress) until none is left; with ``follow``, keep waiting for new runs."""
+        if not isinstance(self.store, PostgresStore):
+            raise ConfigError("kbsync worker needs a PostgreSQL store ([store] url in "
+                              "kbsync.toml)")
+        stop = stop or threading.Event()
+        done = 0
+        while not stop.is_set():
+            for current in [run] if run else self.store.open_runs():
+                done += drain(current, self.sources, self.store, self.embedder, extractor_for,
+                              self.config.chunker)
+            if not follow:
+                break
+            stop.wait(poll)
+        return done
 
     def _index_settings(self) -> dict[str, Any]:
         index = self.config.index

@@ -498,6 +498,10 @@ class PostgresStore:
         self._write_many("INSERT INTO embeddings (digest, embedder, dimension, vector) "
                          "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING", rows)
 
+    def prepare_vectors(self, dimension: int) -> None:
+        """Make the vector index of ``dimension`` now, before workers insert concurrently."""
+        self._ensure_index(dimension)
+
     def _ensure_index(self, dimension: int) -> None:
         """The HNSW index of one dimension, made when its first vectors arrive."""
         if dimension in self._indexed_dimensions or dimension > HNSW_MAX_DIMENSION:
