@@ -746,6 +746,10 @@ class PostgresStore:
         its transaction. ``None`` when nothing is left that no one holds.
         """
         with self._transaction():
+            # A document's records and its "done" mark commit together, so a commit lost in a
+            # server crash loses both and the document is simply processed again: no need
+            # to wait for the disk at every document.
+            self._conn.execute("SET LOCAL synchronous_commit = off")
             row = self._conn.execute(
                 "SELECT source, key, item FROM work WHERE run = %s AND state = 'todo' "
                 "ORDER BY source, key LIMIT 1 FOR UPDATE SKIP LOCKED", (run,)).fetchone()
