@@ -436,6 +436,20 @@ def gc(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
         typer.echo(", ".join(f"{v} {k} removed" for k, v in removed.items()))
 
 
+@app.command()
+def mcp(
+    config: ConfigOption = Path("."),
+    allow_sync: Annotated[bool, typer.Option(
+        help="Let clients run the sync tool (by default they may only read).")] = False,
+) -> None:
+    """Serve the knowledge base over the Model Context Protocol on stdio (extra `mcp`)."""
+    with _Errors():
+        from kbsync.mcp_server import serve  # needs the `mcp` extra
+
+        with KnowledgeBase.open(config) as kb:
+            serve(kb, allow_sync=allow_sync)
+
+
 def main() -> None:
     """Entry point of the ``kbsync`` command."""
     app(prog_name="kbsync")
