@@ -5,19 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from langchain_core.documents import Document as LCDocument
+from llama_index.core import Document as LIDocument
+from llama_index.core.schema import NodeRelationship
 
 from kbsync import KnowledgeBase, chunk_text
+from kbsync.adapters import langchain as lc
+from kbsync.adapters import llamaindex as li
 from tests.conftest import CORPUS
-
-pytest.importorskip("langchain_core")
-pytest.importorskip("llama_index.core")
-
-from langchain_core.documents import Document as LCDocument  # noqa: E402
-from llama_index.core import Document as LIDocument  # noqa: E402
-from llama_index.core.schema import NodeRelationship  # noqa: E402
-
-from kbsync.adapters import langchain as lc  # noqa: E402
-from kbsync.adapters import llamaindex as li  # noqa: E402
 
 PARAMS = {"min_tokens": 48, "max_tokens": 192}
 QUERY = "how do retries and exponential backoff work"

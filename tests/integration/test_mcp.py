@@ -11,13 +11,10 @@ from typing import Any
 
 import anyio
 import pytest
+from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
 
-pytest.importorskip("mcp")
-
-from mcp import Client, StdioServerParameters  # noqa: E402
-from mcp.shared.exceptions import MCPError  # noqa: E402
-
-from kbsync import KnowledgeBase  # noqa: E402
+from kbsync import KnowledgeBase
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
