@@ -27,7 +27,7 @@ import time
 import uuid
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from kbsync.embed import Embedder
 from kbsync.errors import ConfigError
@@ -82,6 +82,7 @@ class ClaimedDocument(Protocol):
     def item(self) -> Mapping[str, Any]: ...
 
 
+@runtime_checkable
 class WorkQueue(RecordStore, Protocol):
     """A record store that also holds the work queue of parallel runs (PostgreSQL)."""
 

@@ -10,9 +10,10 @@ import numpy as np
 import psycopg
 import pytest
 
-from kbsync.engine import Engine, init_config, load_config
+from kbsync.engine import init_config, load_config
 from kbsync.errors import ConfigError, LockedError, SchemaError, StoreError
 from kbsync.extract.registry import extractor_for
+from kbsync.knowledge_base import KnowledgeBase
 from kbsync.store import RecordStore
 from kbsync.store import postgres as pg
 from kbsync.store.postgres import PostgresStore
@@ -49,7 +50,7 @@ def test_a_store_from_a_newer_kbsync_is_refused_without_writes(pg_backend: Backe
         assert conn.execute(f'SELECT * FROM "{schema}".meta ORDER BY name').fetchall() == before
         tables = conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = %s",
                               (schema,)).fetchone()
-    assert tables == (9,)  # nothing dropped or added
+    assert tables == (10,)  # nothing dropped or added
 
 
 def test_a_version_1_store_is_migrated_in_place(pg_backend: Backend) -> None:
@@ -91,9 +92,9 @@ def test_a_password_in_the_url_is_refused_and_one_from_the_environment_is_used(
     file.write_text(file.read_text().replace("[store]\n",
                                              '[store]\npassword_env = "KBSYNC_TEST_PW"\n'))
     with pytest.raises(ConfigError, match="KBSYNC_TEST_PW"):
-        Engine(load_config(tmp_path))
+        KnowledgeBase.open(tmp_path)
     monkeypatch.setenv("KBSYNC_TEST_PW", "unused-with-trust-authentication")
-    with Engine(load_config(tmp_path)) as engine:
+    with KnowledgeBase.open(tmp_path) as engine:
         assert engine.status().documents == 0
     assert "unused-with" not in file.read_text()
 

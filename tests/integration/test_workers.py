@@ -12,11 +12,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 
-from kbsync.engine import Engine, init_config, load_config
+from kbsync.engine import init_config
 from kbsync.errors import ConfigError
+from kbsync.knowledge_base import KnowledgeBase
 from kbsync.store.postgres import PostgresStore
 from tests.conftest import Backend
 
@@ -93,10 +93,10 @@ def one_worker(corpus: Path, pg: Backend,
                tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[Any, ...]]]:
     """The store as one worker (this process, through the queue) leaves it."""
     kb = _kb(tmp_path_factory.mktemp("one"), corpus, pg)
-    with Engine(load_config(kb)) as engine:
+    with KnowledgeBase.open(kb) as engine:
         report = engine.sync(workers=1)
         assert report.total("new") == DOCUMENTS
-        assert engine.verify() == []
+        assert engine.verify().problems == ()
         assert isinstance(engine.store, PostgresStore)
         return dump(engine.store)
 
@@ -105,12 +105,12 @@ def test_four_worker_processes_build_exactly_the_store_one_worker_builds(
     corpus: Path, pg: Backend, tmp_path: Path, one_worker: dict[str, list[tuple[Any, ...]]],
 ) -> None:
     kb = _kb(tmp_path, corpus, pg)
-    with Engine(load_config(kb)) as engine:
+    with KnowledgeBase.open(kb) as engine:
         report = engine.sync(workers=4)
         assert report.total("new") == DOCUMENTS
         assert not report.failed
         assert not report.sources[0].warnings
-        assert report.sources[0].boilerplate > 0
+        assert report.sources[0].boilerplate_chunks > 0
         assert isinstance(engine.store, PostgresStore)
         assert dump(engine.store) == one_worker
         again = engine.sync(workers=4)
@@ -126,17 +126,17 @@ def test_a_killed_worker_loses_nothing(
     marker = tmp_path / "claimed"
     # A worker that stops for good after writing its first document, before it commits.
     doomed = ("import sys, time\n"
-              "from kbsync.engine import Engine, load_config\n"
+              "from kbsync.knowledge_base import KnowledgeBase\n"
               "from kbsync.store.postgres import PostgresStore\n"
               "def stuck(store, claim, result):\n"
               "    open(sys.argv[2], 'w').write(claim.key)\n"
               "    time.sleep(3600)\n"
               "PostgresStore.finish = stuck\n"
-              "with Engine(load_config(sys.argv[1])) as engine:\n"
+              "with KnowledgeBase.open(sys.argv[1]) as engine:\n"
               "    engine.work(run=sys.argv[3])\n")
     killed: list[str] = []
 
-    def spawn(engine: Engine) -> Callable[[str, int], Callable[[], list[int]]]:
+    def spawn(engine: KnowledgeBase) -> Callable[[str, int], Callable[[], list[int]]]:
         others = engine._spawn
 
         def start(run: str, count: int) -> Callable[[], list[int]]:
@@ -154,13 +154,13 @@ def test_a_killed_worker_loses_nothing(
             return others(run, count - 1)
         return start
 
-    with Engine(load_config(kb)) as engine:
+    with KnowledgeBase.open(kb) as engine:
         engine._spawn = spawn(engine)  # type: ignore[method-assign]
         report = engine.sync(workers=3)
         assert killed
         assert report.total("new") == DOCUMENTS
         assert engine.store.document(killed[0]) is not None
-        assert engine.verify() == []
+        assert engine.verify().problems == ()
         assert isinstance(engine.store, PostgresStore)
         assert dump(engine.store) == one_worker
 
@@ -171,7 +171,7 @@ def test_a_rename_seen_by_a_worker_is_a_move_and_embeds_nothing(
     docs = tmp_path / "docs"
     _corpus(docs, 12)
     kb = _kb(tmp_path, docs, pg)
-    with Engine(load_config(kb)) as engine:
+    with KnowledgeBase.open(kb) as engine:
         engine.sync(workers=2)
         (docs / "log-00003.txt").rename(docs / "renamed.txt")
         (docs / "log-00004.txt").unlink()
@@ -181,14 +181,14 @@ def test_a_rename_seen_by_a_worker_is_a_move_and_embeds_nothing(
         assert report.sources[0].embeddings_computed == 0
         assert engine.store.document("renamed.txt") is not None
         assert engine.store.document("log-00004.txt") is None
-        assert engine.verify() == []
+        assert engine.verify().problems == ()
 
 
 def test_workers_keep_the_mass_deletion_guard(pg: Backend, tmp_path: Path) -> None:
     docs = tmp_path / "docs"
     _corpus(docs, 6)
     kb = _kb(tmp_path, docs, pg)
-    with Engine(load_config(kb)) as engine:
+    with KnowledgeBase.open(kb) as engine:
         engine.sync(workers=1)
         for path in sorted(docs.iterdir())[:4]:
             path.unlink()
@@ -201,7 +201,7 @@ def test_workers_keep_the_mass_deletion_guard(pg: Backend, tmp_path: Path) -> No
 def test_workers_on_a_sqlite_store_are_refused_with_a_clear_message(tmp_path: Path) -> None:
     (tmp_path / "docs").mkdir()
     init_config(tmp_path, ["docs"])
-    with Engine(load_config(tmp_path)) as engine, pytest.raises(ConfigError,
+    with KnowledgeBase.open(tmp_path) as engine, pytest.raises(ConfigError,
                                                                  match="PostgreSQL store"):
         engine.sync(workers=2)
     out = subprocess.run([sys.executable, "-m", "kbsync", "sync", "--workers", "2", "-c",
@@ -214,14 +214,14 @@ def test_a_worker_with_another_configuration_is_refused(pg: Backend, tmp_path: P
     docs = tmp_path / "docs"
     _corpus(docs, 3)
     kb = _kb(tmp_path, docs, pg)
-    with Engine(load_config(kb)) as engine:
-        assert isinstance(engine.store, PostgresStore)
-        engine.store.enqueue("a-run", "docs", [("log-00000.txt", {
+    with KnowledgeBase.open(kb) as engine:
+        queue = PostgresStore(pg.url, schema=engine.config.store_schema)
+        queue.enqueue("a-run", "docs", [("log-00000.txt", {
             "locator": str(docs / "log-00000.txt"), "media_type": "text/plain", "stat": None,
             "validators": None, "not_modified": False, "derivation": "another chunker",
             "embedder": engine.embedder.identity})])
         with pytest.raises(ConfigError, match="differ"):
             engine.work(run="a-run")
-        assert engine.store.pending("a-run") == 1  # the claim went back to the queue
-    with psycopg.connect(pg.url) as conn:
-        assert conn.execute("SELECT 1").fetchone() == (1,)
+        assert queue.pending("a-run") == 1  # the claim went back to the queue
+        assert engine.status().documents == 0
+        queue.close()

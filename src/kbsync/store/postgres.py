@@ -44,7 +44,7 @@ from kbsync.errors import DependencyMissingError, LockedError, SchemaError, Stor
 from kbsync.model import SourceStat, Validators
 from kbsync.plan import Action, DocumentPlan, StoredDocument
 from kbsync.stopwords import STOPWORDS
-from kbsync.store import DocumentText, Hit, StoreStatus, Window
+from kbsync.store import ChunkRef, DocumentText, Hit, StoreStatus, Window
 
 if TYPE_CHECKING:
     import psycopg
@@ -132,6 +132,13 @@ _MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (run, source, key)
     );
     CREATE INDEX work_state ON work (run, state);
+    """,
+    # 3: the outbox: ids of external vectors to delete, committed with the records.
+    """
+    CREATE TABLE outbox (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        vector_id TEXT NOT NULL UNIQUE
+    );
     """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
@@ -256,6 +263,16 @@ class PostgresStore:
         row = self._conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
         return 0 if row is None else int(row[0])
 
+    @staticmethod
+    def exists(url: str, *, password: str | None = None, schema: str | None = None) -> bool:
+        """Whether the database (schema) holds kbsync's tables; creates nothing."""
+        conn = _connect(url, password, None)
+        try:
+            where = "meta" if schema is None else f"{_ident(schema)}.meta"
+            return _scalar(conn, "SELECT to_regclass(%s)", (where,)) is not None
+        finally:
+            conn.close()
+
     def close(self) -> None:
         self._conn.close()
 
@@ -338,11 +355,14 @@ class PostgresStore:
     # -- writing ---------------------------------------------------------------------
 
     def apply(self, source: str, doc: DocumentPlan,
-              vectors: Mapping[str, npt.NDArray[np.float32]], embedder: str, now: str) -> None:
+              vectors: Mapping[str, npt.NDArray[np.float32]], embedder: str, now: str,
+              outbox: Collection[str] = ()) -> None:
         if doc.action in (Action.UNCHANGED, Action.FAILED):
             return
         with self._transaction():
             self._insert_vectors(embedder, vectors)
+            self._write_many("INSERT INTO outbox (vector_id) VALUES (%s) ON CONFLICT DO NOTHING",
+                             [(i,) for i in sorted(outbox)])
             if doc.action is Action.DELETED:
                 self._delete(source, doc.key)
             elif doc.action is Action.MOVED:
@@ -351,6 +371,13 @@ class PostgresStore:
                 self._refresh(source, doc, now)
             else:
                 self._write_version(source, doc, now)
+
+    def pending_outbox(self) -> list[str]:
+        return [r[0] for r in self._conn.execute("SELECT vector_id FROM outbox ORDER BY id")]
+
+    def clear_outbox(self, ids: Collection[str]) -> None:
+        if ids:
+            self._write("DELETE FROM outbox WHERE vector_id = ANY(%s)", (list(ids),))
 
     def _doc_id(self, source: str, key: str) -> tuple[int, int] | None:
         row = self._conn.execute(
@@ -566,6 +593,44 @@ class PostgresStore:
         # <#> is the negated inner product; the score is the inner product, as SQLite's.
         return [_hit(r, score=-float(r[10])) for r in rows]
 
+    def hits_at(self, refs: Sequence[tuple[str, str, int, str]],
+                scores: Sequence[float]) -> list[Hit]:
+        if not refs:
+            return []
+        rows = {(r[0], r[1], r[4], r[7]): r for r in self._conn.execute(
+            f"SELECT {_HIT} FROM unnest(%s::text[], %s::text[], %s::int[], %s::text[]) "
+            "AS q(source, key, idx, digest) JOIN documents d ON d.source = q.source "
+            f"AND d.key = q.key JOIN chunks c ON {_CURRENT} AND c.idx = q.idx "
+            f"AND c.digest = q.digest JOIN chunk_texts t ON t.digest = c.digest WHERE {_INDEXED}",
+            ([r[0] for r in refs], [r[1] for r in refs], [r[2] for r in refs],
+             [r[3] for r in refs]))}
+        return [_hit(rows[ref], score=score) for ref, score in zip(refs, scores, strict=True)
+                if ref in rows]
+
+    def indexed_chunks(self, source: str | None = None,
+                       key: str | None = None) -> Iterator[ChunkRef]:
+        sql = (f"SELECT d.source, d.key, c.idx, c.digest, c.heading, c.start, c.\"end\" "
+               f"FROM documents d JOIN chunks c ON {_CURRENT} WHERE {_INDEXED}")
+        args: list[str] = []
+        for column, value in (("source", source), ("key", key)):
+            if value is not None:
+                sql += f" AND d.{column} = %s"
+                args.append(value)
+        for row in self._conn.execute(sql + " ORDER BY d.source, d.key, c.idx",
+                                      args).fetchall():
+            yield ChunkRef(*row)
+
+    def vectors(self, embedder: str,
+                digests: Collection[str]) -> dict[str, npt.NDArray[np.float32]]:
+        items = list(digests)
+        found: dict[str, npt.NDArray[np.float32]] = {}
+        for i in range(0, len(items), 5000):
+            for dig, vector in self._conn.execute(
+                "SELECT digest, vector FROM embeddings WHERE embedder = %s AND digest = ANY(%s)",
+                (embedder, items[i : i + 5000])):
+                found[dig] = np.asarray(vector.to_numpy(), dtype=np.float32)
+        return found
+
     def window(self, hit: Hit, budget: int) -> Window:
         rows = self._conn.execute(
             "SELECT c.idx, c.start, c.\"end\", c.tokens, c.section FROM documents d "
@@ -690,7 +755,8 @@ class PostgresStore:
         if gone:
             self.gc()
             # Rewrite the tables that held the erased text, so no dead row keeps a copy of it.
-            for table in ("documents", "texts", "chunks", "chunk_texts", "runs", "work"):
+            for table in ("documents", "texts", "chunks", "chunk_texts", "runs", "work",
+                          "outbox"):
                 self._conn.execute(f"VACUUM FULL {table}")
         return gone
 
