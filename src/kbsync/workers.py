@@ -110,6 +110,8 @@ class WorkQueue(RecordStore, Protocol):
 
     def prepare_vectors(self, dimension: int) -> None: ...
 
+    def finish_vectors(self, dimension: int) -> None: ...
+
 
 # Starts ``n`` worker processes for a run; returns a function that waits for their exit codes.
 Spawn = Callable[[str, int], Callable[[], list[int]]]
@@ -170,6 +172,9 @@ def sync_parallel(
     drain(run, everything, store, embedder, extractor_for, chunker)
     report.seconds["documents"] = time.perf_counter() - started
     started = time.perf_counter()
+    store.finish_vectors(embedder.dimension)
+    report.seconds["index"] = time.perf_counter() - started
+    started = time.perf_counter()
     for source, out in zip(everything, report.sources, strict=True):
         _collect(run, source.name, store, out)
         _delete_vanished(run, source.name, store, embedder, out, sizes[source.name],
@@ -193,7 +198,12 @@ def _overall(store: WorkQueue, run: str, total: int,
     """Progress of the whole run (every worker's documents), not only this process's."""
     if progress is None:
         return None
-    return lambda stage, done, _: progress(stage, total - store.pending(run), total)
+
+    def tick(stage: str, done: int, _: int) -> None:
+        if done % 20 == 1:  # counting the queue is a query: not after every document
+            progress(stage, total - store.pending(run), total)
+
+    return tick
 
 
 def _derivation(chunker: Chunker, extractor_identity: str) -> str:

@@ -113,6 +113,10 @@ def test_four_worker_processes_build_exactly_the_store_one_worker_builds(
         assert report.sources[0].boilerplate_chunks > 0
         assert isinstance(engine.store, PostgresStore)
         assert dump(engine.store) == one_worker
+        # The vector index, deferred during the first load, was built at its end.
+        assert engine.store._conn.execute(
+            "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() "
+            "AND indexname LIKE 'embeddings_hnsw_%'").fetchall() == [("embeddings_hnsw_32",)]
         again = engine.sync(workers=4)
         assert again.total("unchanged") == DOCUMENTS
         assert again.sources[0].bytes_read == 0

@@ -132,6 +132,8 @@ _MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (run, source, key)
     );
     CREATE INDEX work_state ON work (run, state);
+    -- Claims take the first waiting row in key order without sorting the whole run.
+    CREATE INDEX work_todo ON work (run, source, key) WHERE state = 'todo';
     """,
     # 3: the outbox: ids of external vectors to delete, committed with the records.
     """
@@ -217,6 +219,7 @@ class PostgresStore:
         self._conn = _connect(url, password, schema)
         self._changes = 0
         self._indexed_dimensions: set[int] = set()
+        self._deferred_dimensions: set[int] = set()
         try:
             self._open(create)
         except BaseException:
@@ -526,12 +529,37 @@ class PostgresStore:
                          "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING", rows)
 
     def prepare_vectors(self, dimension: int) -> None:
-        """Make the vector index of ``dimension`` now, before workers insert concurrently."""
-        self._ensure_index(dimension)
+        """Before workers insert vectors of ``dimension``: make its index, or defer it.
 
-    def _ensure_index(self, dimension: int) -> None:
-        """The HNSW index of one dimension, made when its first vectors arrive."""
+        Building an HNSW index over vectors already loaded is several times cheaper
+        than growing it one insert at a time, so when there are no vectors of that
+        dimension yet (a first sync) the index is deferred to :meth:`finish_vectors`,
+        and every process inserting meanwhile sees the deferral in ``meta``.
+        """
         if dimension in self._indexed_dimensions or dimension > HNSW_MAX_DIMENSION:
+            return
+        if _scalar(self._conn, "SELECT count(*) FROM (SELECT 1 FROM embeddings "
+                               "WHERE dimension = %s LIMIT 1) x", (dimension,)):
+            self._ensure_index(dimension)
+        else:
+            self.set_meta(f"index_deferred:{dimension}", "1")
+
+    def finish_vectors(self, dimension: int) -> None:
+        """Build a deferred index of ``dimension`` (after the workers are done)."""
+        if self.get_meta(f"index_deferred:{dimension}") is not None:
+            self._ensure_index(dimension, deferred=False)
+            self._write("DELETE FROM meta WHERE name = %s", (f"index_deferred:{dimension}",))
+
+    def _ensure_index(self, dimension: int, *, deferred: bool | None = None) -> None:
+        """The HNSW index of one dimension, made when its first vectors arrive (unless a
+        parallel first sync deferred it)."""
+        if dimension in self._indexed_dimensions or dimension > HNSW_MAX_DIMENSION:
+            return
+        if deferred is None:
+            deferred = dimension in self._deferred_dimensions or self.get_meta(
+                f"index_deferred:{dimension}") is not None
+        if deferred:
+            self._deferred_dimensions.add(dimension)
             return
         with self._transaction():
             self._conn.execute("SELECT pg_advisory_xact_lock(hashtext('kbsync:index'))")
