@@ -142,3 +142,20 @@ def test_vectors_of_two_dimensions_coexist_each_with_its_own_hnsw_index(
     assert store.search_vector("another-model:48", query, 3) == []  # a wrong dimension
     assert store.verify(embedder.identity, None) == []
     store.close()
+
+
+def test_hits_by_reference_skip_chunks_that_are_no_longer_current(
+    pg_backend: Backend, tmp_path: Path,
+) -> None:
+    store = pg_backend.open(tmp_path)
+    source = MemorySource({f"d{i}.txt": f"lamp {i} harbour stairs wick {i}".encode() * 30
+                           for i in range(3)})
+    sync_sources([source], store, CountingEmbedder(dimension=16), extractor_for, CHUNKER)
+    refs = [(c.source, c.key, c.index, c.digest) for c in store.indexed_chunks()]
+    gone = ("memory", "d1.txt", 0, "no such digest")
+    hits = store.hits_at([refs[1], gone, refs[0]], [0.5, 0.4, 0.3])
+    assert [(h.key, h.index, h.digest, h.score) for h in hits] == [
+        (refs[1][1], refs[1][2], refs[1][3], 0.5), (refs[0][1], refs[0][2], refs[0][3], 0.3)]
+    assert set(store.vectors(CountingEmbedder(dimension=16).identity, [refs[0][3]])) == {
+        refs[0][3]}
+    store.close()

@@ -598,26 +598,40 @@ class PostgresStore:
         return [_hit(r, score=float(r[10])) for r in rows]
 
     def search_vector(self, embedder: str, vector: npt.NDArray[np.float32], k: int) -> list[Hit]:
+        # One vector's dimension stands for the embedder's (verify checks they agree).
         dims = self._conn.execute(
-            "SELECT DISTINCT dimension FROM embeddings WHERE embedder = %s", (embedder,)
+            "SELECT dimension FROM embeddings WHERE embedder = %s LIMIT 1", (embedder,)
         ).fetchall()
         query = np.asarray(vector, dtype=np.float32)
         if [r[0] for r in dims] != [query.shape[0]]:
             return []
         n = int(query.shape[0])
-        typed = f"e.vector::vector({n})" if n <= HNSW_MAX_DIMENSION else "e.vector"
+        typed = f"vector::vector({n})" if n <= HNSW_MAX_DIMENSION else "vector"
         cast = f"::vector({n})" if n <= HNSW_MAX_DIMENSION else "::vector"
-        with self._transaction():
-            # Keep walking the HNSW graph until k rows pass the filters (current, indexed).
-            self._conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
-            rows = self._conn.execute(
-                f"SELECT {_HIT}, {typed} <#> %s{cast} AS distance FROM embeddings e "
-                "JOIN chunks c ON c.digest = e.digest "
-                f"JOIN documents d ON {_CURRENT} JOIN chunk_texts t ON t.digest = c.digest "
-                f"WHERE e.embedder = %s AND e.dimension = {n} AND {_INDEXED} "
-                "ORDER BY distance LIMIT %s",
-                (query, embedder, k),
-            ).fetchall()
+        # Nearest cached vectors first, from the index alone (a join would hide the index
+        # from the planner); then the chunks they belong to, if current and not
+        # boilerplate. Cache entries of no current chunk can crowd the candidates out, so
+        # too few hits means asking again for more, up to every vector (exact).
+        candidates = 4 * k + 40
+        while True:
+            with self._transaction():
+                self._conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
+                self._conn.execute(f"SET LOCAL hnsw.ef_search = {min(1000, candidates)}")
+                rows = self._conn.execute(
+                    f"WITH near AS MATERIALIZED (SELECT digest, {typed} <#> %s{cast} AS distance "
+                    f"FROM embeddings WHERE embedder = %s AND dimension = {n} "
+                    "ORDER BY distance LIMIT %s) "
+                    f"SELECT {_HIT}, e.distance FROM near e JOIN chunks c ON c.digest = e.digest "
+                    f"JOIN documents d ON {_CURRENT} JOIN chunk_texts t ON t.digest = c.digest "
+                    f"WHERE {_INDEXED} ORDER BY e.distance, d.source, d.key, c.idx LIMIT %s",
+                    (query, embedder, candidates, k),
+                ).fetchall()
+                total = len(rows) >= k or _scalar(
+                    self._conn, "SELECT count(*) <= %s FROM embeddings WHERE embedder = %s",
+                    (candidates, embedder))
+            if total:
+                break
+            candidates *= 4
         # <#> is the negated inner product; the score is the inner product, as SQLite's.
         return [_hit(r, score=-float(r[10])) for r in rows]
 
