@@ -330,7 +330,7 @@ def store_exists(config: Config) -> bool:
 def writer_lock(config: Config, *, wait: bool = True,
                 on_wait: Callable[[str], None] | None = None) -> WriterLock | AdvisoryLock:
     """One writer at a time: a lock file beside a SQLite store; an advisory lock held by
-    its own session in PostgreSQL (where writers may run on several machines)."""
+    its own connection in PostgreSQL (where writers may run on several machines)."""
     if config.store_url:
         return AdvisoryLock(config.store_url, _password(config), config.store_schema or None,
                             wait=wait, on_wait=on_wait)

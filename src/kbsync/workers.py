@@ -156,7 +156,9 @@ def sync_parallel(
     report.seconds["list"] = time.perf_counter() - started
     started = time.perf_counter()
     total = store.pending(run)
-    wait = spawn(run, workers - 1) if spawn is not None and workers > 1 else None
+    # Nothing queued (a no-op sync): no process to start.
+    wait = spawn(run, min(workers - 1, total)) if spawn is not None and workers > 1 and total \
+        else None
     codes: list[int] = []
     try:
         drain(run, everything, store, embedder, extractor_for, chunker,

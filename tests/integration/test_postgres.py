@@ -99,7 +99,7 @@ def test_a_password_in_the_url_is_refused_and_one_from_the_environment_is_used(
     assert "unused-with" not in file.read_text()
 
 
-def test_the_writer_lock_is_an_advisory_lock_released_with_its_session(
+def test_the_writer_lock_is_an_advisory_lock_released_with_its_connection(
     pg_backend: Backend, tmp_path: Path,
 ) -> None:
     store = pg_backend.open(tmp_path)

@@ -305,7 +305,7 @@ class PostgresStore:
 
     def lock(self, *, wait: bool = True,
              on_wait: Callable[[str], None] | None = None) -> AdvisoryLock:
-        """The writer lock of this knowledge base: an advisory lock, held by its own session."""
+        """The writer lock of this knowledge base: an advisory lock on a connection of its own."""
         return AdvisoryLock(self.url, self._password, self.schema, wait=wait, on_wait=on_wait)
 
     # -- meta ------------------------------------------------------------------------
@@ -903,9 +903,9 @@ class PostgresStore:
 
 
 class AdvisoryLock:
-    """The writer lock of a PostgreSQL store: a session advisory lock on its own connection.
+    """The writer lock of a PostgreSQL store: an advisory lock held by a connection of its own.
 
-    The server drops it when the holding session ends, so a killed sync never
+    The server drops it when that connection ends, so a killed sync never
     leaves a stuck lock, on any machine.
     """
 
@@ -938,7 +938,7 @@ class AdvisoryLock:
 
     def release(self) -> None:
         if self._conn is not None:
-            self._conn.close()  # ending the session releases the lock
+            self._conn.close()  # closing the connection releases the lock
             self._conn = None
 
     def __enter__(self) -> AdvisoryLock:
