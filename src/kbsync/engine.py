@@ -25,7 +25,7 @@ from kbsync.model import ChangeReport
 from kbsync.normalize import normalize
 from kbsync.sources import Source
 from kbsync.sources.files import FilesystemSource
-from kbsync.store import DocumentText, Hit, StoreStatus
+from kbsync.store import DocumentText, Hit, RunRecord, StoreStatus
 from kbsync.store.lock import WriterLock
 from kbsync.store.sqlite import SqliteStore
 from kbsync.sync import Chunker, Progress, SyncReport, sync_sources
@@ -34,6 +34,7 @@ from kbsync.watch import watch
 __all__ = [
     "CONFIG_NAME",
     "Config",
+    "DocumentChange",
     "Engine",
     "SearchMode",
     "SourceConfig",
@@ -52,6 +53,21 @@ DEFAULT_CHUNKER = Chunker("tttd", {"min_tokens": 48, "max_tokens": 192, "primary
 DEFAULT_CONTEXT_TOKENS = 512
 SearchMode = Literal["vector", "text", "hybrid"]
 _RRF_K = 60
+# A document's history is read from the run reports; this many of the latest runs are looked at.
+HISTORY_RUNS = 200
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentChange:
+    """One run's change to a document, as its report recorded it."""
+
+    run: int
+    finished: str
+    source: str
+    action: str
+    verdict: str | None
+    similarity: float | None
+    regions: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -388,12 +404,37 @@ class Engine:
     def status(self) -> StoreStatus:
         return self.store.status()
 
-    def diff(self, key: str) -> tuple[DocumentText, ChangeReport]:
+    def diff(self, key: str, source: str | None = None) -> tuple[DocumentText, ChangeReport]:
         """The last change of a document: its texts and the change report between them."""
-        doc = self.store.document(key)
+        doc = self.store.document(key, source)
         if doc is None:
             raise KbsyncError(f"{key}: no such document in the knowledge base")
         return doc, compare(doc.previous if doc.previous is not None else "", doc.text)
+
+    def runs(self, limit: int = 50) -> list[RunRecord]:
+        """The latest recorded syncs, newest first."""
+        return self.store.runs(limit)
+
+    def run(self, run_id: int) -> RunRecord | None:
+        return self.store.run(run_id)
+
+    def history(self, key: str, source: str | None = None, limit: int = 20) -> list[DocumentChange]:
+        """The changes to a document among the latest ``HISTORY_RUNS`` runs, newest first."""
+        found: list[DocumentChange] = []
+        for record in self.store.runs(HISTORY_RUNS):
+            for s in record.report.get("sources", ()):
+                if source is not None and s.get("source") != source:
+                    continue
+                for change in s.get("changes", ()):
+                    if change.get("key") == key:
+                        found.append(DocumentChange(
+                            run=record.id, finished=record.finished, source=s["source"],
+                            action=change["action"], verdict=change.get("verdict"),
+                            similarity=change.get("similarity"),
+                            regions=len(change.get("regions", ()))))
+                        if len(found) == limit:
+                            return found
+        return found
 
     def chunk_identity(self) -> Callable[[str], str]:
         """The identity function of the configured chunker (for verify)."""

@@ -11,7 +11,7 @@ import numpy.typing as npt
 
 from kbsync.plan import DocumentPlan, StoredDocument
 
-__all__ = ["DocumentText", "Hit", "RecordStore", "StoreStatus", "Window"]
+__all__ = ["DocumentText", "Hit", "RecordStore", "RunRecord", "StoreStatus", "Window"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +73,16 @@ class StoreStatus:
     last_run: Mapping[str, Any] | None
 
 
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """One recorded sync: when it ran and its report (the shape of ``report_dict``)."""
+
+    id: int
+    started: str
+    finished: str
+    report: Mapping[str, Any]
+
+
 @runtime_checkable
 class RecordStore(Protocol):
     """Everything kbsync remembers. Each ``apply`` is one transaction."""
@@ -123,6 +133,14 @@ class RecordStore(Protocol):
         ...
 
     def record_run(self, started: str, finished: str, report: Mapping[str, Any]) -> int:
+        ...
+
+    def runs(self, limit: int = 50) -> list[RunRecord]:
+        """The latest ``limit`` recorded runs, newest first."""
+        ...
+
+    def run(self, run_id: int) -> RunRecord | None:
+        """One recorded run, or None when there is no such run."""
         ...
 
     def search_text(self, query: str, k: int) -> list[Hit]:
