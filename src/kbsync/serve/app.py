@@ -12,7 +12,7 @@ import glob
 import json
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from urllib.parse import parse_qs
 
 import jinja2
@@ -217,7 +217,8 @@ class _Dashboard:
         mode = params.get("mode") or "hybrid"
         if mode not in _MODES:
             raise _RefusedError(400, f"unknown search mode {mode!r}: use hybrid, vector or text")
-        return (params.get("q") or "").strip(), _int(params.get("k"), 10, 1, 100), mode  # type: ignore[return-value]
+        return (params.get("q") or "").strip(), _int(params.get("k"), 10, 1, 100), cast(
+            SearchMode, mode)
 
     def _search(self, query: str, k: int, mode: SearchMode) -> list[dict[str, Any]]:
         return [hit_view(h) for h in self.engine.search(query, k=k, mode=mode)]
