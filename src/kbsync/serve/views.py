@@ -32,7 +32,9 @@ __all__ = [
 HIGHLIGHT = ByteParams(window_bytes=12, min_size=16, avg_size=64, max_size=256)
 # How many of the latest runs the overview's chart covers.
 CHART_RUNS = 30
+# The overview lists the document changes of the latest runs, up to this many.
 _RECENT_RUNS = 5
+_RECENT_CHANGES = 50
 
 
 def overview(engine: Engine) -> dict[str, Any]:
@@ -47,7 +49,7 @@ def overview(engine: Engine) -> dict[str, Any]:
                 for name, n in sorted(counts.items())]
     records = engine.runs(CHART_RUNS)
     recent = [{**change, "run": r.id, "finished": r.finished}
-              for r in records[:_RECENT_RUNS] for change in _changes(r.report)]
+              for r in records[:_RECENT_RUNS] for change in _changes(r.report)][:_RECENT_CHANGES]
     return {
         "documents": status.documents,
         "chunks": status.chunks,
