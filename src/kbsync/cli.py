@@ -412,15 +412,29 @@ def diff(
 
 
 @app.command()
-def verify(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
-    """Recompute and check every invariant of the store; exit 4 with the problems found."""
+def verify(
+    config: ConfigOption = Path("."),
+    as_json: JsonOption = False,
+    repair: Annotated[bool, typer.Option("--repair", help="Make the external vector store "
+                                         "match the records (the problems found are printed).")
+                      ] = False,
+) -> None:
+    """Recompute and check every invariant of the store and the vector store; exit 4 with
+    the problems found (with --repair, 4 only for problems that remain)."""
     with _Errors(), Engine(load_config(config), create=False) as engine:
-        problems = engine.verify()
+        problems = engine.verify(repair=repair)
+        remaining = engine.verify() if repair else problems
     if as_json:
-        _emit({"ok": not problems, "problems": problems})
+        _emit({"ok": not remaining, "problems": problems, "remaining": remaining})
     else:
-        typer.echo("ok: every invariant holds" if not problems else "\n".join(problems))
-    if problems:
+        if not problems:
+            typer.echo("ok: every invariant holds")
+        else:
+            typer.echo("\n".join(problems))
+            if repair:
+                typer.echo("repaired" if not remaining else
+                           "still wrong after repair:\n" + "\n".join(remaining))
+    if remaining:
         raise typer.Exit(EXIT_PROBLEMS)
 
 

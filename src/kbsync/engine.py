@@ -15,12 +15,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
+import numpy.typing as npt
+
 from kbsync.chunking import identity_for
 from kbsync.compare import compare
 from kbsync.embed import Embedder
 from kbsync.embed.hashing import HashingEmbedder
 from kbsync.errors import ConfigError, KbsyncError, ParameterError
 from kbsync.extract.registry import extractor_for
+from kbsync.mirror import Reconciliation, reconcile
+from kbsync.mirror import erase as erase_vectors
 from kbsync.model import ChangeReport
 from kbsync.normalize import normalize
 from kbsync.sources import Source
@@ -29,6 +34,7 @@ from kbsync.store import DocumentText, Hit, RunRecord, StoreStatus
 from kbsync.store.lock import WriterLock
 from kbsync.store.sqlite import SqliteStore
 from kbsync.sync import Chunker, Progress, SyncReport, sync_sources
+from kbsync.vectors import VectorSink
 from kbsync.watch import watch
 
 __all__ = [
@@ -41,6 +47,7 @@ __all__ = [
     "add_source",
     "init_config",
     "load_config",
+    "make_sink",
     "remove_source",
 ]
 
@@ -98,6 +105,7 @@ class Config:
     sources: tuple[SourceConfig, ...] = ()
     index: dict[str, Any] = field(default_factory=dict)
     context_tokens: int = 0
+    vectors: dict[str, Any] = field(default_factory=dict)
 
     @property
     def root(self) -> Path:
@@ -141,12 +149,50 @@ def load_config(path: str | Path = CONFIG_NAME) -> Config:
         context = int(search.pop("context_tokens", 0))
         if search or context < 0:
             raise ConfigError(f"{file}: [search] takes only context_tokens (>= 0)")
+        vectors = dict(data.get("vectors", {}))
+        _check_vectors(vectors)
         return Config(file=file.resolve(), store=str(data.get("store", {}).get("path",
                       ".kbsync/kbsync.db")), chunker=chunker,
                       embedder=dict(data.get("embedder", {"kind": "hashing", "dimension": 1024})),
-                      sources=sources, index=index, context_tokens=context)
+                      sources=sources, index=index, context_tokens=context, vectors=vectors)
     except (KeyError, TypeError, ValueError) as exc:  # ParameterError is a ValueError
         raise ConfigError(f"{file}: invalid configuration: {exc}") from exc
+
+
+# [vectors]: where vectors live besides the records; none means the store's own index.
+_SINK_SETTINGS = {"qdrant": {"kind", "path", "url", "collection", "api_key_env"},
+                  "lancedb": {"kind", "path", "table"}}
+
+
+def _check_vectors(table: dict[str, Any]) -> None:
+    if not table:
+        return
+    kind = table.get("kind")
+    if kind not in _SINK_SETTINGS:
+        raise ConfigError(f"[vectors] kind must be one of {', '.join(sorted(_SINK_SETTINGS))}")
+    unknown = set(table) - _SINK_SETTINGS[kind]
+    if unknown:
+        raise ConfigError(f"[vectors] {kind}: unknown settings {', '.join(sorted(unknown))}")
+    if kind == "lancedb" and "path" not in table:
+        raise ConfigError("[vectors] lancedb needs a `path`")
+    if kind == "qdrant" and ("path" in table) == ("url" in table):
+        raise ConfigError("[vectors] qdrant needs exactly one of `path` or `url`")
+
+
+def make_sink(settings: dict[str, Any], root: Path) -> VectorSink | None:
+    """The external vector store of a ``[vectors]`` table (paths relative to ``root``)."""
+    if not settings:
+        return None
+    options = {k: v for k, v in settings.items() if k != "kind"}
+    if "path" in options:
+        options["path"] = root / str(options["path"])
+    if settings["kind"] == "qdrant":
+        from kbsync.vectors.qdrant import QdrantSink  # needs the `qdrant` extra
+
+        return QdrantSink(**options)
+    from kbsync.vectors.lancedb import LanceDBSink  # needs the `lancedb` extra
+
+    return LanceDBSink(**options)
 
 
 def _source_config(table: dict[str, Any]) -> SourceConfig:
@@ -224,6 +270,8 @@ def _write(config: Config) -> None:
         lines += ["", "[index]"] + [f"{k} = {_toml(v)}" for k, v in sorted(config.index.items())]
     if config.context_tokens:
         lines += ["", "[search]", f"context_tokens = {config.context_tokens}"]
+    if config.vectors:
+        lines += ["", "[vectors]"] + [f"{k} = {_toml(v)}" for k, v in config.vectors.items()]
     for s in config.sources:
         lines += ["", "[[sources]]", f"name = {_toml(s.name)}"]
         if s.is_web:
@@ -303,6 +351,7 @@ class Engine:
         check_fit(config.chunker, self.embedder, config.embedder)
         exists = config.store_path.exists()
         self.store = SqliteStore(config.store_path if create or exists else ":memory:")
+        self.sink = make_sink(config.vectors, config.root) if create or exists else None
         self._progress: Progress | None = None
         self.sources = [_make_source(config.root, s, self._crawled) for s in config.sources]
 
@@ -311,6 +360,8 @@ class Engine:
             self._progress("crawl", done, total)
 
     def close(self) -> None:
+        if self.sink is not None:
+            self.sink.close()
         self.store.close()
 
     def __enter__(self) -> Engine:
@@ -327,7 +378,7 @@ class Engine:
         self._progress = progress
         return sync_sources(self.sources, self.store, self.embedder, extractor_for,
                             self.config.chunker, dry_run=True, progress=progress,
-                            **self._index_settings())
+                            sink=self.sink, **self._index_settings())
 
     def sync(self, *, verify: bool = False, allow_mass_delete: bool = False,
              progress: Progress | None = None, wait: bool = True,
@@ -338,7 +389,7 @@ class Engine:
             return sync_sources(self.sources, self.store, self.embedder, extractor_for,
                                 self.config.chunker, verify=verify,
                                 allow_mass_delete=allow_mass_delete, progress=progress,
-                                **self._index_settings())
+                                sink=self.sink, **self._index_settings())
 
     def _index_settings(self) -> dict[str, Any]:
         index = self.config.index
@@ -386,20 +437,29 @@ class Engine:
             return self.store.search_text(query, k)
         vector = self.embedder.embed([query])[0]
         if mode == "vector":
-            return self.store.search_vector(self.embedder.identity, vector, k)
+            return self._nearest(vector, k)
         if mode != "hybrid":
             raise ParameterError(f"unknown search mode {mode!r}: use vector, text or hybrid")
         pool = max(k * 4, 20)
         ranked: dict[tuple[str, str, int], float] = {}
         hits: dict[tuple[str, str, int], Hit] = {}
-        for results in (self.store.search_vector(self.embedder.identity, vector, pool),
-                        self.store.search_text(query, pool)):
+        for results in (self._nearest(vector, pool), self.store.search_text(query, pool)):
             for rank, hit in enumerate(results):
                 key = (hit.source, hit.key, hit.index)
                 ranked[key] = ranked.get(key, 0.0) + 1.0 / (_RRF_K + rank + 1)
                 hits.setdefault(key, hit)
         best = sorted(ranked, key=lambda key: -ranked[key])[:k]
         return [_rescored(hits[key], ranked[key]) for key in best]
+
+    def _nearest(self, vector: npt.NDArray[np.float32], k: int) -> list[Hit]:
+        """Vector hits: from the external vector store when one is configured."""
+        if self.sink is None:
+            return self.store.search_vector(self.embedder.identity, vector, k)
+        # A few spare hits cover points that are out of step with the records.
+        found = [(h.payload, h.score) for h in self.sink.search(vector, k + 10)
+                 if h.payload is not None]
+        refs = [(p.source, p.key, p.index, p.digest) for p, _ in found]
+        return self.store.hits_at(refs, [score for _, score in found])[:k]
 
     def status(self) -> StoreStatus:
         return self.store.status()
@@ -440,11 +500,31 @@ class Engine:
         """The identity function of the configured chunker (for verify)."""
         return identity_for(self.config.chunker.strategy, **self.config.chunker.params)
 
-    def verify(self) -> list[str]:
-        return self.store.verify(self.embedder.identity, self.chunk_identity())
+    def verify(self, *, repair: bool = False, wait: bool = True) -> list[str]:
+        """Every problem found: the store's invariants, then the vector store against it.
+
+        With ``repair`` the vector store is made to match the records (the
+        problems returned are those found before repairing).
+        """
+        problems = self.store.verify(self.embedder.identity, self.chunk_identity())
+        found = self.reconcile(repair=repair, wait=wait)
+        return problems + (found.problems() if found is not None else [])
+
+    def reconcile(self, *, repair: bool = False, wait: bool = True) -> Reconciliation | None:
+        """The differences between the records and the vector store (``None`` without one)."""
+        if self.sink is None:
+            return None
+        if not repair:
+            return reconcile(self.store, self.sink, self.embedder.identity,
+                             self.embedder.dimension)
+        with self._lock(wait, None):
+            return reconcile(self.store, self.sink, self.embedder.identity,
+                             self.embedder.dimension, repair=True)
 
     def erase(self, pattern: str, *, wait: bool = True) -> list[tuple[str, str]]:
         with self._lock(wait, None):
+            if self.sink is not None:
+                erase_vectors(self.store, self.sink, self.embedder.identity, pattern)
             return self.store.erase(pattern)
 
     def gc(self, *, wait: bool = True) -> dict[str, int]:
