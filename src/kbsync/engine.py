@@ -1,54 +1,44 @@
-"""Configuration -> components -> sync: the one place that knows concrete classes.
+"""Configuration -> components: the one place that knows concrete classes.
 
 A knowledge base is a ``kbsync.toml`` file; every path in it is relative to the
-file's folder. The engine builds the sources, the store, the embedder and the
-extractors from it and hands them, as protocols, to :func:`kbsync.sync.sync_sources`.
+file's folder. The engine reads and writes it and builds the sources, the store
+and the embedder it names; :class:`kbsync.knowledge_base.KnowledgeBase` receives
+them as protocols.
 """
 
 from __future__ import annotations
 
 import json
-import threading
 import tomllib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-import numpy as np
-import numpy.typing as npt
-
-from kbsync.chunking import identity_for
-from kbsync.compare import compare
 from kbsync.embed import Embedder
 from kbsync.embed.hashing import HashingEmbedder
-from kbsync.errors import ConfigError, KbsyncError, ParameterError
-from kbsync.extract.registry import extractor_for
-from kbsync.mirror import Reconciliation, reconcile
-from kbsync.mirror import erase as erase_vectors
-from kbsync.model import ChangeReport
-from kbsync.normalize import normalize
+from kbsync.errors import ConfigError
 from kbsync.sources import Source
 from kbsync.sources.files import FilesystemSource
-from kbsync.store import DocumentText, Hit, RunRecord, StoreStatus
-from kbsync.store.lock import WriterLock
+from kbsync.store import RecordStore
 from kbsync.store.sqlite import SqliteStore
-from kbsync.sync import Chunker, Progress, SyncReport, sync_sources
+from kbsync.sync import Chunker
 from kbsync.vectors import VectorSink
-from kbsync.watch import watch
 
 __all__ = [
     "CONFIG_NAME",
     "Config",
-    "DocumentChange",
-    "Engine",
-    "SearchMode",
     "SourceConfig",
     "add_source",
+    "check_fit",
     "init_config",
     "load_config",
+    "make_embedder",
     "make_sink",
+    "make_sources",
+    "open_store",
     "remove_source",
+    "store_exists",
 ]
 
 CONFIG_NAME = "kbsync.toml"
@@ -58,23 +48,6 @@ CONFIG_NAME = "kbsync.toml"
 DEFAULT_CHUNKER = Chunker("tttd", {"min_tokens": 48, "max_tokens": 192, "primary_bits": 6,
                                    "backup_bits": 4})
 DEFAULT_CONTEXT_TOKENS = 512
-SearchMode = Literal["vector", "text", "hybrid"]
-_RRF_K = 60
-# A document's history is read from the run reports; this many of the latest runs are looked at.
-HISTORY_RUNS = 200
-
-
-@dataclass(frozen=True, slots=True)
-class DocumentChange:
-    """One run's change to a document, as its report recorded it."""
-
-    run: int
-    finished: str
-    source: str
-    action: str
-    verdict: str | None
-    similarity: float | None
-    regions: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,14 +181,23 @@ def _source_config(table: dict[str, Any]) -> SourceConfig:
     return SourceConfig(name=str(name or urls[0]), urls=urls, options=table)
 
 
-def init_config(folder: str | Path, sources: Sequence[str] = ()) -> Config:
-    """Write a new ``kbsync.toml`` with defaults and the given folder sources."""
+def init_config(folder: str | Path, sources: Sequence[str] = (), *,
+                embedder: Mapping[str, Any] | None = None, store: str | None = None) -> Config:
+    """Write a new ``kbsync.toml`` with defaults and the given sources (folders or URLs).
+
+    ``embedder`` is an ``[embedder]`` table (default: the offline hashing embedder);
+    ``store`` the store's path relative to ``folder`` (default ``.kbsync/kbsync.db``).
+    """
     file = Path(folder) / CONFIG_NAME
     if file.exists():
         raise ConfigError(f"{file}: a knowledge base is already configured here")
     config = Config(file=file.resolve(), chunker=DEFAULT_CHUNKER,
                     sources=tuple(_source_for(file.parent, s) for s in sources),
                     context_tokens=DEFAULT_CONTEXT_TOKENS)
+    if embedder is not None:
+        config = replace(config, embedder=dict(embedder))
+    if store is not None:
+        config = replace(config, store=store)
     _write(config)
     return config
 
@@ -284,6 +266,24 @@ def _write(config: Config) -> None:
     config.file.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
+def make_sources(config: Config, crawled: Callable[[str, int, int], None]) -> list[Source]:
+    """The configured sources; web sources report crawl progress to ``crawled``."""
+    return [_make_source(config.root, s, crawled) for s in config.sources]
+
+
+def open_store(config: Config, *, create: bool) -> RecordStore:
+    """The configured store; without ``create`` a missing store is an empty one in memory,
+    so that reading a knowledge base never writes a file."""
+    if create or config.store_path.exists():
+        return SqliteStore(config.store_path)
+    return SqliteStore(":memory:")
+
+
+def store_exists(config: Config) -> bool:
+    """Whether the configured store has been created."""
+    return config.store_path.exists()
+
+
 def _make_source(root: Path, s: SourceConfig,
                  crawled: Callable[[str, int, int], None]) -> Source:
     if s.is_web:
@@ -338,199 +338,3 @@ def check_fit(chunker: Chunker, embedder: Embedder, settings: dict[str, Any]) ->
             f"be retrievable. Lower max_tokens to {fits} or less (embed small chunks and return "
             "big context with `search --context`), or set allow_truncation = true in [embedder]."
         )
-
-
-class Engine:
-    """An opened knowledge base: plan, sync, search, diff, status, verify, erase, gc."""
-
-    def __init__(self, config: Config, *, create: bool = True) -> None:
-        """Open the knowledge base; with ``create`` false a missing store is not created
-        (read-only commands such as ``plan`` and ``status`` then see an empty one)."""
-        self.config = config
-        self.embedder = make_embedder(config.embedder)
-        check_fit(config.chunker, self.embedder, config.embedder)
-        exists = config.store_path.exists()
-        self.store = SqliteStore(config.store_path if create or exists else ":memory:")
-        self.sink = make_sink(config.vectors, config.root) if create or exists else None
-        self._progress: Progress | None = None
-        self.sources = [_make_source(config.root, s, self._crawled) for s in config.sources]
-
-    def _crawled(self, url: str, done: int, total: int) -> None:
-        if self._progress is not None:
-            self._progress("crawl", done, total)
-
-    def close(self) -> None:
-        if self.sink is not None:
-            self.sink.close()
-        self.store.close()
-
-    def __enter__(self) -> Engine:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _lock(self, wait: bool, on_wait: Callable[[str], None] | None) -> WriterLock:
-        return WriterLock(self.config.lock_path, wait=wait, on_wait=on_wait)
-
-    def plan(self, *, progress: Progress | None = None) -> SyncReport:
-        """What a sync would do, without writing anything."""
-        self._progress = progress
-        return sync_sources(self.sources, self.store, self.embedder, extractor_for,
-                            self.config.chunker, dry_run=True, progress=progress,
-                            sink=self.sink, **self._index_settings())
-
-    def sync(self, *, verify: bool = False, allow_mass_delete: bool = False,
-             progress: Progress | None = None, wait: bool = True,
-             on_wait: Callable[[str], None] | None = None) -> SyncReport:
-        """Bring the store in step with the sources (one writer at a time)."""
-        self._progress = progress
-        with self._lock(wait, on_wait):
-            return sync_sources(self.sources, self.store, self.embedder, extractor_for,
-                                self.config.chunker, verify=verify,
-                                allow_mass_delete=allow_mass_delete, progress=progress,
-                                sink=self.sink, **self._index_settings())
-
-    def _index_settings(self) -> dict[str, Any]:
-        index = self.config.index
-        return {"boilerplate_share": float(index.get("boilerplate_share", 0.05)),
-                "index_boilerplate": bool(index.get("index_boilerplate", False))}
-
-    def watch(self, *, interval: float = 86_400.0, full_every: float = 30 * 86_400.0,
-              stop: threading.Event | None = None,
-              on_report: Callable[[SyncReport, str], None] | None = None) -> None:
-        """Sync on file events and on schedule, with a periodic full revalidation."""
-        folders = [self.config.root / s.path for s in self.config.sources if not s.is_web]
-        watch(lambda verify: self.sync(verify=verify), folders, interval=interval,
-              full_every=full_every, stop=stop, on_report=on_report,
-              ignore=[self.config.store_path.parent, self.config.lock_path])
-
-    def search(self, query: str, k: int = 5, mode: SearchMode = "hybrid",
-               context_tokens: int | None = None) -> list[Hit]:
-        """Chunks of the current generation best matching ``query``.
-
-        With ``context_tokens`` (default: the configuration's ``[search]`` setting;
-        0 for none) each hit comes with a context window: its chunk and the
-        neighbouring chunks of the same section, up to that many tokens; a hit
-        inside a window already returned is merged into it. (Embed small chunks,
-        return big context: see DESIGN.md §7.)
-        """
-        if context_tokens is None:
-            context_tokens = self.config.context_tokens
-        if not context_tokens:
-            return self._ranked(query, k, mode)
-        results: list[Hit] = []
-        for hit in self._ranked(query, 3 * k, mode):
-            if any(r.source == hit.source and r.key == hit.key and r.first <= hit.index <= r.last
-                   for r in results):
-                continue
-            window = self.store.window(hit, context_tokens)
-            results.append(replace(hit, context=window.text, context_tokens=window.tokens,
-                                   first=window.first, last=window.last))
-            if len(results) == k:
-                break
-        return results
-
-    def _ranked(self, query: str, k: int, mode: SearchMode) -> list[Hit]:
-        query = normalize(query).text  # the same form as the indexed chunk texts
-        if mode == "text":
-            return self.store.search_text(query, k)
-        vector = self.embedder.embed([query])[0]
-        if mode == "vector":
-            return self._nearest(vector, k)
-        if mode != "hybrid":
-            raise ParameterError(f"unknown search mode {mode!r}: use vector, text or hybrid")
-        pool = max(k * 4, 20)
-        ranked: dict[tuple[str, str, int], float] = {}
-        hits: dict[tuple[str, str, int], Hit] = {}
-        for results in (self._nearest(vector, pool), self.store.search_text(query, pool)):
-            for rank, hit in enumerate(results):
-                key = (hit.source, hit.key, hit.index)
-                ranked[key] = ranked.get(key, 0.0) + 1.0 / (_RRF_K + rank + 1)
-                hits.setdefault(key, hit)
-        best = sorted(ranked, key=lambda key: -ranked[key])[:k]
-        return [_rescored(hits[key], ranked[key]) for key in best]
-
-    def _nearest(self, vector: npt.NDArray[np.float32], k: int) -> list[Hit]:
-        """Vector hits: from the external vector store when one is configured."""
-        if self.sink is None:
-            return self.store.search_vector(self.embedder.identity, vector, k)
-        # A few spare hits cover points that are out of step with the records.
-        found = [(h.payload, h.score) for h in self.sink.search(vector, k + 10)
-                 if h.payload is not None]
-        refs = [(p.source, p.key, p.index, p.digest) for p, _ in found]
-        return self.store.hits_at(refs, [score for _, score in found])[:k]
-
-    def status(self) -> StoreStatus:
-        return self.store.status()
-
-    def diff(self, key: str, source: str | None = None) -> tuple[DocumentText, ChangeReport]:
-        """The last change of a document: its texts and the change report between them."""
-        doc = self.store.document(key, source)
-        if doc is None:
-            raise KbsyncError(f"{key}: no such document in the knowledge base")
-        return doc, compare(doc.previous if doc.previous is not None else "", doc.text)
-
-    def runs(self, limit: int = 50) -> list[RunRecord]:
-        """The latest recorded syncs, newest first."""
-        return self.store.runs(limit)
-
-    def run(self, run_id: int) -> RunRecord | None:
-        return self.store.run(run_id)
-
-    def history(self, key: str, source: str | None = None, limit: int = 20) -> list[DocumentChange]:
-        """The changes to a document among the latest ``HISTORY_RUNS`` runs, newest first."""
-        found: list[DocumentChange] = []
-        for record in self.store.runs(HISTORY_RUNS):
-            for s in record.report.get("sources", ()):
-                if source is not None and s.get("source") != source:
-                    continue
-                for change in s.get("changes", ()):
-                    if change.get("key") == key:
-                        found.append(DocumentChange(
-                            run=record.id, finished=record.finished, source=s["source"],
-                            action=change["action"], verdict=change.get("verdict"),
-                            similarity=change.get("similarity"),
-                            regions=len(change.get("regions", ()))))
-                        if len(found) == limit:
-                            return found
-        return found
-
-    def chunk_identity(self) -> Callable[[str], str]:
-        """The identity function of the configured chunker (for verify)."""
-        return identity_for(self.config.chunker.strategy, **self.config.chunker.params)
-
-    def verify(self, *, repair: bool = False, wait: bool = True) -> list[str]:
-        """Every problem found: the store's invariants, then the vector store against it.
-
-        With ``repair`` the vector store is made to match the records (the
-        problems returned are those found before repairing).
-        """
-        problems = self.store.verify(self.embedder.identity, self.chunk_identity())
-        found = self.reconcile(repair=repair, wait=wait)
-        return problems + (found.problems() if found is not None else [])
-
-    def reconcile(self, *, repair: bool = False, wait: bool = True) -> Reconciliation | None:
-        """The differences between the records and the vector store (``None`` without one)."""
-        if self.sink is None:
-            return None
-        if not repair:
-            return reconcile(self.store, self.sink, self.embedder.identity,
-                             self.embedder.dimension)
-        with self._lock(wait, None):
-            return reconcile(self.store, self.sink, self.embedder.identity,
-                             self.embedder.dimension, repair=True)
-
-    def erase(self, pattern: str, *, wait: bool = True) -> list[tuple[str, str]]:
-        with self._lock(wait, None):
-            if self.sink is not None:
-                erase_vectors(self.store, self.sink, self.embedder.identity, pattern)
-            return self.store.erase(pattern)
-
-    def gc(self, *, wait: bool = True) -> dict[str, int]:
-        with self._lock(wait, None):
-            return self.store.gc()
-
-
-def _rescored(hit: Hit, score: float) -> Hit:
-    return replace(hit, score=score)

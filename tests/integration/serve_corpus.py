@@ -6,7 +6,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from kbsync.engine import Engine, init_config, load_config
+from kbsync import KnowledgeBase
 from tests.conftest import CORPUS
 
 __all__ = ["ADDED", "KnowledgeBaseOnDisk", "changed_knowledge_base"]
@@ -29,12 +29,11 @@ def changed_knowledge_base(folder: Path) -> KnowledgeBaseOnDisk:
     for path in sorted(CORPUS.glob("a-harbormaster-*.md"))[:4]:
         shutil.copy(path, docs / path.name)
     (docs / "controls.txt").write_bytes(b"\x01\x02\x03\x04\x05\x06\x07\x08" * 4)
-    init_config(folder, ["docs"])
     changed = docs / "a-harbormaster-configuration.md"
-    with Engine(load_config(folder)) as engine:
-        engine.sync()
+    with KnowledgeBase.create(folder, ["docs"]) as kb:
+        kb.sync()
         body = changed.read_text(encoding="utf-8")
         at = body.index("\n\n", len(body) // 2)
         changed.write_text(body[:at] + "\n\n" + ADDED + body[at:], encoding="utf-8")
-        engine.sync()
+        kb.sync()
     return KnowledgeBaseOnDisk(folder, changed.name, "controls.txt", 4)

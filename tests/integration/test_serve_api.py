@@ -13,8 +13,8 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
+from kbsync import KnowledgeBase
 from kbsync.cli import app as cli_app
-from kbsync.engine import Engine, load_config
 from kbsync.serve import create_app, is_loopback
 from kbsync.serve.guard import Guard
 from tests.integration.serve_corpus import ADDED, KnowledgeBaseOnDisk, changed_knowledge_base
@@ -30,8 +30,8 @@ def kb(tmp_path_factory: pytest.TempPathFactory) -> KnowledgeBaseOnDisk:
 @pytest.fixture(scope="module")
 def client(kb: KnowledgeBaseOnDisk) -> Iterator[TestClient]:
     """A read-only dashboard over the shared knowledge base."""
-    with Engine(load_config(kb.folder), create=False) as engine, \
-            TestClient(create_app(engine), base_url=BASE) as c:
+    with KnowledgeBase.open(kb.folder) as opened, \
+            TestClient(create_app(opened), base_url=BASE) as c:
         yield c
 
 
@@ -39,8 +39,8 @@ def client(kb: KnowledgeBaseOnDisk) -> Iterator[TestClient]:
 def acting(tmp_path: Path) -> Iterator[tuple[TestClient, KnowledgeBaseOnDisk, str]]:
     """A dashboard with actions allowed over a knowledge base of its own, and its token."""
     own = changed_knowledge_base(tmp_path)
-    with Engine(load_config(own.folder)) as engine, \
-            TestClient(create_app(engine, allow_actions=True), base_url=BASE) as c:
+    with KnowledgeBase.open(own.folder) as opened, \
+            TestClient(create_app(opened, allow_actions=True), base_url=BASE) as c:
         token = c.get("/api/actions").json()["csrf_token"]
         yield c, own, token
 
@@ -258,7 +258,7 @@ def test_kbsync_serve_warns_when_listening_beyond_this_machine(
         kb: KnowledgeBaseOnDisk, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[dict[str, Any]] = []
     monkeypatch.setattr("kbsync.serve.serve",
-                        lambda engine, **kwargs: calls.append(kwargs))
+                        lambda kb, **kwargs: calls.append(kwargs))
     runner = CliRunner()
     result = runner.invoke(cli_app, ["serve", "-c", str(kb.folder), "--host", "0.0.0.0",
                                      "--port", "9000"])

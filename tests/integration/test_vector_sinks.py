@@ -18,8 +18,9 @@ import numpy.typing as npt
 import pytest
 from typer.testing import CliRunner
 
+from kbsync import DocumentRef, KnowledgeBase
 from kbsync.cli import app
-from kbsync.engine import Engine, init_config, load_config
+from kbsync.engine import init_config, load_config
 from kbsync.errors import ConfigError, DependencyMissingError
 from kbsync.extract.registry import extractor_for
 from kbsync.identity import IDENTITY_SCHEMA_VERSION, canonical_bytes, vector_id
@@ -85,24 +86,25 @@ def _knowledge_base(folder: Path, vectors: str | None) -> Path:
 
 
 @pytest.fixture(params=sorted(SINKS))
-def kb(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
+def kb(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[KnowledgeBase]:
     folder = _knowledge_base(tmp_path / "kb", SINKS[request.param])
-    with Engine(load_config(folder)) as engine:
-        assert engine.sink is not None
-        engine.sink = Counting(engine.sink)
-        yield engine
+    with KnowledgeBase.open(folder) as kb:
+        kb.sync()  # the store, and with it the sink, exist from the first write on
+        assert kb.sink is not None
+        kb.sink = Counting(kb.sink)
+        yield kb
 
 
-def _sink(engine: Engine) -> Counting:
+def _sink(engine: KnowledgeBase) -> Counting:
     assert isinstance(engine.sink, Counting)
     return engine.sink
 
 
-def _ids(engine: Engine) -> set[str]:
+def _ids(engine: KnowledgeBase) -> set[str]:
     return {p.id for p in _sink(engine).scan()}
 
 
-def _assert_next_sync_writes_nothing(engine: Engine) -> None:
+def _assert_next_sync_writes_nothing(engine: KnowledgeBase) -> None:
     rows, points = engine.store.total_changes, _sink(engine).writes
     report = engine.sync()
     assert report.total("unchanged") == report.sources[0].documents["unchanged"] > 0
@@ -110,22 +112,22 @@ def _assert_next_sync_writes_nothing(engine: Engine) -> None:
     assert _sink(engine).writes == points
 
 
-def test_a_sync_mirrors_every_indexed_chunk_under_deterministic_ids(kb: Engine) -> None:
+def test_a_sync_mirrors_every_indexed_chunk_under_deterministic_ids(kb: KnowledgeBase) -> None:
     kb.sync()
     expected = expected_points(kb.store, kb.embedder.identity)
     assert len(expected) == kb.status().chunks > 20
     assert _ids(kb) == set(expected)
     some = next(iter(expected.values()))
     assert vector_id(some.source, some.key, some.digest, 0) in expected
-    assert kb.verify() == []
+    assert kb.verify().ok
     _assert_next_sync_writes_nothing(kb)
 
 
-def test_search_through_a_sink_gives_the_same_results_as_the_store(kb: Engine,
+def test_search_through_a_sink_gives_the_same_results_as_the_store(kb: KnowledgeBase,
                                                                    tmp_path: Path) -> None:
     kb.sync()
     plain_folder = _knowledge_base(tmp_path / "plain", None)
-    with Engine(load_config(plain_folder)) as plain:
+    with KnowledgeBase.open(plain_folder) as plain:
         plain.sync()
         assert plain.sink is None
         for query in ("how to configure the server for a deployment",
@@ -146,7 +148,7 @@ def test_search_through_a_sink_gives_the_same_results_as_the_store(kb: Engine,
 
 
 def test_vectors_removed_behind_its_back_and_strays_are_reported_and_repaired(
-        kb: Engine) -> None:
+        kb: KnowledgeBase) -> None:
     kb.sync()
     before = _ids(kb)
     removed = set(sorted(before)[:3])
@@ -159,18 +161,18 @@ def test_vectors_removed_behind_its_back_and_strays_are_reported_and_repaired(
     found = kb.reconcile()
     assert found is not None
     assert (found.missing, found.stray, found.stale) == (removed, strays, frozenset())
-    problems = kb.verify()
+    problems = kb.verify().problems
     assert len(problems) == 2
     assert all(i in problems[0] for i in removed)
     assert all(i in problems[1] for i in strays)
 
-    assert kb.verify(repair=True) == problems
-    assert kb.verify() == []
+    assert kb.verify(repair=True).problems == problems
+    assert kb.verify().ok
     assert _ids(kb) == before
     _assert_next_sync_writes_nothing(kb)
 
 
-def test_an_edit_moves_only_the_vectors_of_the_changed_chunks(kb: Engine) -> None:
+def test_an_edit_moves_only_the_vectors_of_the_changed_chunks(kb: KnowledgeBase) -> None:
     kb.sync()
     before = _ids(kb)
     page = kb.config.root / "docs" / "a-harbormaster-cli.md"
@@ -185,21 +187,21 @@ def test_an_edit_moves_only_the_vectors_of_the_changed_chunks(kb: Engine) -> Non
     assert len(before - after) == report.chunks["deleted"]
     assert len(after & before) > 5 * len(after - before)  # most vectors stayed put
     assert report.vectors_deleted == report.chunks["deleted"]
-    assert kb.verify() == []
+    assert kb.verify().ok
     _assert_next_sync_writes_nothing(kb)
 
 
-def test_erase_removes_the_sinks_vectors(kb: Engine) -> None:
+def test_erase_removes_the_sinks_vectors(kb: KnowledgeBase) -> None:
     kb.sync()
     mine = {i for i, p in expected_points(kb.store, kb.embedder.identity).items()
             if p.key == "a-harbormaster-cli.md"}
     assert mine
-    assert kb.erase("*-cli.md") == [("docs", "a-harbormaster-cli.md")]
+    assert kb.erase("*-cli.md").documents == (DocumentRef("docs", "a-harbormaster-cli.md"),)
     assert not mine & _ids(kb)
-    assert kb.verify() == []
+    assert kb.verify().ok
 
 
-def test_verify_repair_on_the_command_line(kb: Engine) -> None:
+def test_verify_repair_on_the_command_line(kb: KnowledgeBase) -> None:
     kb.sync()
     kb.sink.delete(sorted(_ids(kb))[:1])  # type: ignore[union-attr]
     kb.close()  # Qdrant's local mode admits one client at a time

@@ -20,16 +20,16 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the installation
     raise DependencyMissingError("The dashboard", "serve", exc.name or "starlette") from exc
 
-from kbsync.engine import Engine
+from kbsync.knowledge_base import KnowledgeBase
 from kbsync.serve.app import create_app
 from kbsync.serve.guard import is_loopback
 
 __all__ = ["create_app", "is_loopback", "serve"]
 
 
-def serve(engine: Engine, *, host: str = "127.0.0.1", port: int = 8765,
+def serve(kb: KnowledgeBase, *, host: str = "127.0.0.1", port: int = 8765,
           allow_actions: bool = False) -> None:
-    """Serve the dashboard over ``engine`` until interrupted."""
-    app = create_app(engine, allow_actions=allow_actions, host=host)
+    """Serve the dashboard over ``kb`` until interrupted."""
+    app = create_app(kb, allow_actions=allow_actions, host=host)
     uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
                                   server_header=False)).run()

@@ -1,8 +1,8 @@
-"""The dashboard's web application: server-rendered pages and a JSON API over one Engine.
+"""The dashboard's web application: server-rendered pages and a JSON API over a knowledge base.
 
 Read-only unless built with ``allow_actions``; then sync and erase are POST
-endpoints behind :class:`~kbsync.serve.guard.Guard`. The engine is shared by the
-request threads, so every call to it holds one lock (SQLite connections and the
+endpoints behind :class:`~kbsync.serve.guard.Guard`. The knowledge base is shared
+by the request threads, so every call to it holds one lock (SQLite connections and the
 sync itself are one-at-a-time anyway).
 """
 
@@ -28,8 +28,8 @@ from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kbsync import __version__
-from kbsync.engine import Engine, SearchMode
 from kbsync.errors import KbsyncError, LockedError
+from kbsync.knowledge_base import KnowledgeBase, SearchMode
 from kbsync.serve.chart import COMPUTED_COLOUR, REUSED_COLOUR, embeddings_chart
 from kbsync.serve.guard import TOKEN_FIELD, TOKEN_HEADER, Guard
 from kbsync.serve.openapi import openapi
@@ -41,7 +41,6 @@ from kbsync.serve.views import (
     run_summary,
     segments,
 )
-from kbsync.sync import report_dict
 
 __all__ = ["create_app"]
 
@@ -93,10 +92,10 @@ def _when(stamp: str | None) -> str:
 
 
 class _Dashboard:
-    """The handlers, bound to one engine."""
+    """The handlers, bound to one knowledge base."""
 
-    def __init__(self, engine: Engine, allow_actions: bool, guard: Guard) -> None:
-        self.engine = engine
+    def __init__(self, kb: KnowledgeBase, allow_actions: bool, guard: Guard) -> None:
+        self.kb = kb
         self.allow_actions = allow_actions
         self.guard = guard
         self._lock = threading.Lock()
@@ -122,17 +121,17 @@ class _Dashboard:
     # -- pages ------------------------------------------------------------------------
 
     async def overview_page(self, request: Request) -> Response:
-        data = await self._call(overview, self.engine)
+        data = await self._call(overview, self.kb)
         chart = Markup(embeddings_chart(data["embeddings_per_run"]))  # every value in it is escaped
         return self._page(request, "overview.html", o=data, chart=chart)
 
     async def runs_page(self, request: Request) -> Response:
         limit = _int(request.query_params.get("limit"), 50, 1, 500)
-        records = await self._call(self.engine.runs, limit)
+        records = await self._call(self.kb.runs, limit)
         return self._page(request, "runs.html", runs=[run_summary(r) for r in records])
 
     async def run_page(self, request: Request) -> Response:
-        record = await self._call(self.engine.run, request.path_params["run_id"])
+        record = await self._call(self.kb.run, request.path_params["run_id"])
         if record is None:
             raise _RefusedError(404, f"no run {request.path_params['run_id']}")
         return self._page(request, "run.html", run=run_detail(record))
@@ -159,15 +158,15 @@ class _Dashboard:
     # -- API --------------------------------------------------------------------------
 
     async def api_overview(self, request: Request) -> Response:
-        return JSONResponse(await self._call(overview, self.engine))
+        return JSONResponse(await self._call(overview, self.kb))
 
     async def api_runs(self, request: Request) -> Response:
         limit = _int(request.query_params.get("limit"), 50, 1, 500)
-        records = await self._call(self.engine.runs, limit)
+        records = await self._call(self.kb.runs, limit)
         return JSONResponse([run_summary(r) for r in records])
 
     async def api_run(self, request: Request) -> Response:
-        record = await self._call(self.engine.run, request.path_params["run_id"])
+        record = await self._call(self.kb.run, request.path_params["run_id"])
         if record is None:
             raise _RefusedError(404, f"no run {request.path_params['run_id']}")
         return JSONResponse(run_detail(record))
@@ -207,7 +206,7 @@ class _Dashboard:
             raise _RefusedError(400, "the query parameter key is required")
         source = request.query_params.get("source") or None
         try:
-            return await self._call(document_view, self.engine, key, source)
+            return await self._call(document_view, self.kb, key, source)
         except KbsyncError as exc:
             raise _RefusedError(404, str(exc)) from None
 
@@ -221,25 +220,25 @@ class _Dashboard:
             SearchMode, mode)
 
     def _search(self, query: str, k: int, mode: SearchMode) -> list[dict[str, Any]]:
-        return [hit_view(h) for h in self.engine.search(query, k=k, mode=mode)]
+        return [hit_view(h) for h in self.kb.search(query, k=k, mode=mode)]
 
     def _sync(self) -> dict[str, Any]:
         try:
-            report = self.engine.sync(wait=False)
+            result = self.kb.sync(wait=False)
         except LockedError as exc:
             raise _RefusedError(409, str(exc)) from None
-        latest = self.engine.runs(1)
-        return {"run": latest[0].id if latest else None, "report": report_dict(report)}
+        latest = self.kb.runs(1)
+        return {"run": latest[0].id if latest else None, "report": result.to_dict()}
 
     def _erase(self, key: str) -> list[dict[str, str]]:
         if not key:
             raise _RefusedError(400, "no document key given")
         # A key, not a pattern: glob characters in it match themselves.
         try:
-            gone = self.engine.erase(glob.escape(key), wait=False)
+            gone = self.kb.erase(glob.escape(key), wait=False)
         except LockedError as exc:
             raise _RefusedError(409, str(exc)) from None
-        return [{"source": s, "key": k} for s, k in gone]
+        return [{"source": d.source, "key": d.key} for d in gone.documents]
 
     async def _check_action(self, request: Request, *, form: bool) -> dict[str, Any]:
         """The request's fields, once it is allowed to act; refused with 403 otherwise."""
@@ -272,11 +271,11 @@ class _Dashboard:
                           reason=exc.reason)
 
 
-def create_app(engine: Engine, *, allow_actions: bool = False,
+def create_app(kb: KnowledgeBase, *, allow_actions: bool = False,
                host: str = "127.0.0.1", guard: Guard | None = None) -> Starlette:
-    """The dashboard over ``engine``, expecting requests addressed to ``host``."""
+    """The dashboard over ``kb``, expecting requests addressed to ``host``."""
     guard = guard or Guard(bound=host)
-    d = _Dashboard(engine, allow_actions, guard)
+    d = _Dashboard(kb, allow_actions, guard)
     routes = [
         Route("/", d.overview_page),
         Route("/runs", d.runs_page),

@@ -69,7 +69,7 @@ _SCHEMAS: dict[str, Any] = {
     })]},
     "Region": _obj({"offset": _INT, "length": _INT, "text": _STR}),
     "Document": _obj({
-        "source": _STR, "key": _STR, "title": _OPT_STR, "generation": _INT,
+        "source": _STR, "key": _STR, "title": _OPT_STR,
         "last_changed": _STR, "first_version": {"type": "boolean"},
         "verdict": {"enum": ["unchanged", "cosmetic", "reprocess", "reexamine-extraction"]},
         "similarity": _NUM,

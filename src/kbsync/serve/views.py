@@ -1,6 +1,6 @@
 """What the dashboard shows, as JSON-ready data: one shape for the pages and the API.
 
-Every function reads through the :class:`~kbsync.engine.Engine` and does no work
+Every function reads through a :class:`~kbsync.KnowledgeBase` and does no work
 of its own beyond reshaping (and the one comparison a diff needs).
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 
 from kbsync.chunking import ByteParams
 from kbsync.compare import compare
-from kbsync.engine import Engine
+from kbsync.knowledge_base import KnowledgeBase
 from kbsync.model import Region
 from kbsync.store import Hit, RunRecord
 
@@ -37,17 +37,17 @@ _RECENT_RUNS = 5
 _RECENT_CHANGES = 50
 
 
-def overview(engine: Engine) -> dict[str, Any]:
+def overview(kb: KnowledgeBase) -> dict[str, Any]:
     """Counts, sources, the last sync, embeddings per run and the latest document changes."""
-    status = engine.status()
+    status = kb.status()
     counts = dict(status.by_source)
     sources = [{"name": s.name, "kind": "web" if s.is_web else "folder",
                 "location": ", ".join(s.urls) if s.is_web else s.path,
-                "documents": counts.pop(s.name, 0)} for s in engine.config.sources]
+                "documents": counts.pop(s.name, 0)} for s in kb.config.sources]
     # Documents of sources no longer configured stay until the next sync deletes them.
     sources += [{"name": name, "kind": "removed", "location": "", "documents": n}
                 for name, n in sorted(counts.items())]
-    records = engine.runs(CHART_RUNS)
+    records = kb.runs(CHART_RUNS)
     recent = [{**change, "run": r.id, "finished": r.finished}
               for r in records[:_RECENT_RUNS] for change in _changes(r.report)][:_RECENT_CHANGES]
     return {
@@ -55,7 +55,7 @@ def overview(engine: Engine) -> dict[str, Any]:
         "chunks": status.chunks,
         "embeddings": status.embeddings,
         "runs": status.runs,
-        "last_sync": status.last_run.get("finished") if status.last_run else None,
+        "last_sync": status.last_run.finished if status.last_run else None,
         "sources": sources,
         "embeddings_per_run": [_embeddings(r) for r in reversed(records)],
         "recent_changes": recent,
@@ -109,7 +109,7 @@ def run_detail(record: RunRecord) -> dict[str, Any]:
     }
 
 
-def document_view(engine: Engine, key: str, source: str | None = None) -> dict[str, Any]:
+def document_view(kb: KnowledgeBase, key: str, source: str | None = None) -> dict[str, Any]:
     """A document's texts, its last change (verdict, similarity, regions) and its history.
 
     The verdict and similarity are those of the sync (default byte-CDC settings);
@@ -118,7 +118,7 @@ def document_view(engine: Engine, key: str, source: str | None = None) -> dict[s
 
     Raises :class:`~kbsync.errors.KbsyncError` when there is no such document.
     """
-    doc, change = engine.diff(key, source)
+    doc = kb.diff(key, source)
     previous = doc.previous or ""
     added: tuple[Region, ...] = ()
     removed: tuple[Region, ...] = ()
@@ -130,16 +130,15 @@ def document_view(engine: Engine, key: str, source: str | None = None) -> dict[s
         "source": doc.source,
         "key": doc.key,
         "title": doc.title,
-        "generation": doc.generation,
         "last_changed": doc.last_changed,
         "first_version": doc.previous is None,
-        "verdict": str(change.verdict),
-        "similarity": round(change.similarity, 4),
+        "verdict": str(doc.verdict),
+        "similarity": round(doc.similarity, 4),
         "added": _regions(doc.text, added),
         "removed": _regions(previous, removed),
         "text": doc.text,
         "previous": doc.previous,
-        "history": [asdict(h) for h in engine.history(doc.key, doc.source)],
+        "history": [asdict(h) for h in kb.history(doc.key, doc.source)],
     }
 
 
