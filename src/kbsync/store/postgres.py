@@ -44,7 +44,7 @@ from kbsync.errors import DependencyMissingError, LockedError, SchemaError, Stor
 from kbsync.model import SourceStat, Validators
 from kbsync.plan import Action, DocumentPlan, StoredDocument
 from kbsync.stopwords import STOPWORDS
-from kbsync.store import ChunkRef, DocumentText, Hit, StoreStatus, Window
+from kbsync.store import ChunkRef, DocumentText, Hit, RunRecord, StoreStatus, Window
 
 if TYPE_CHECKING:
     import psycopg
@@ -580,6 +580,17 @@ class PostgresStore:
             (started, finished, json.dumps(report, sort_keys=True)))
         self._changes += 1
         return int(run_id)
+
+    def runs(self, limit: int = 50) -> list[RunRecord]:
+        rows = self._conn.execute(
+            "SELECT id, started, finished, report FROM runs ORDER BY id DESC LIMIT %s",
+            (max(limit, 0),)).fetchall()
+        return [RunRecord(int(r[0]), r[1], r[2], json.loads(r[3])) for r in rows]
+
+    def run(self, run_id: int) -> RunRecord | None:
+        row = self._conn.execute(
+            "SELECT id, started, finished, report FROM runs WHERE id = %s", (run_id,)).fetchone()
+        return RunRecord(int(row[0]), row[1], row[2], json.loads(row[3])) if row else None
 
     # -- search ----------------------------------------------------------------------
 
