@@ -165,7 +165,8 @@ def _psycopg() -> Any:
     return psycopg, register_vector
 
 
-def _connect(url: str, password: str | None, schema: str | None) -> psycopg.Connection[Any]:
+def _connect(url: str, password: str | None, schema: str | None, *,
+             create: bool = True) -> psycopg.Connection[Any]:
     driver, _ = _psycopg()
     options: dict[str, Any] = {"autocommit": True}
     if password is not None:
@@ -175,7 +176,8 @@ def _connect(url: str, password: str | None, schema: str | None) -> psycopg.Conn
     except driver.Error as exc:
         raise StoreError(f"{_shown(url)}: cannot connect: {exc}".strip()) from exc
     if schema is not None:
-        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {_ident(schema)}")
+        if create:
+            conn.execute(f"CREATE SCHEMA IF NOT EXISTS {_ident(schema)}")
         conn.execute(f"SET search_path TO {_ident(schema)}, public")
     return conn
 
@@ -216,7 +218,7 @@ class PostgresStore:
         self.url = url
         self._password = password
         self.schema = schema
-        self._conn = _connect(url, password, schema)
+        self._conn = _connect(url, password, schema, create=create)
         self._changes = 0
         self._indexed_dimensions: set[int] = set()
         self._deferred_dimensions: set[int] = set()
@@ -278,10 +280,6 @@ class PostgresStore:
 
     def close(self) -> None:
         self._conn.close()
-
-    def connect_again(self) -> PostgresStore:
-        """A second store on the same database (another connection, e.g. for a thread)."""
-        return PostgresStore(self.url, password=self._password, schema=self.schema)
 
     @property
     def total_changes(self) -> int:
