@@ -228,6 +228,12 @@ def _enqueue(run: str, source: Source, store: WorkQueue, embedder: Embedder,
     out.failures.extend(("", e.message) for e in listing.errors if not e.key)
     items = [i for i in listing.items if extractor_for(i.media_type) is not None]
     out.skipped = len(listing.items) - len(items)
+    # Vanished documents first: a worker already serving the run may take one as the
+    # origin of a move as soon as the documents that need reading arrive.
+    listed = {i.key for i in items} | {e.key for e in listing.errors if e.key}
+    if listing.complete:
+        store.enqueue(run, source.name, [(k, {}) for k in sorted(stored) if k not in listed],
+                      state="vanished")
     queued: list[tuple[str, Mapping[str, Any]]] = []
     for item in items:
         extractor = extractor_for(item.media_type)
@@ -241,11 +247,10 @@ def _enqueue(run: str, source: Source, store: WorkQueue, embedder: Embedder,
             out.bytes_skipped += item.stat.size if item.stat else 0
         else:
             queued.append((item.key, _item_json(item, derivation, embedder.identity)))
+            if len(queued) == 1000:  # queued as listed, not held for the whole source
+                store.enqueue(run, source.name, queued)
+                queued.clear()
     store.enqueue(run, source.name, queued)
-    listed = {i.key for i in items} | {e.key for e in listing.errors if e.key}
-    if listing.complete:
-        store.enqueue(run, source.name, [(k, {}) for k in sorted(stored) if k not in listed],
-                      state="vanished")
     # Gate-1 results (unchanged, refreshed validators) and listing failures, applied here.
     settled = plan(source.name, {o.key: stored[o.key] for o in observations if o.key in stored},
                    [o.key for o in observations], observations, listing_complete=False)
