@@ -9,6 +9,7 @@ writer lock (with ``--no-wait``); 4 the command finished but found problems
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -19,7 +20,7 @@ from kbsync import __version__
 from kbsync.chunk_files import chunk_files
 from kbsync.engine import CONFIG_NAME, add_source, init_config, load_config, remove_source
 from kbsync.errors import KbsyncError, LockedError
-from kbsync.knowledge_base import SEARCH_MODES, KnowledgeBase, SearchMode, SyncResult
+from kbsync.knowledge_base import KnowledgeBase, Progress, SearchMode, SyncResult
 from kbsync.report import (
     chunks_table,
     diagnostics_table,
@@ -123,6 +124,7 @@ app.add_typer(sources_app, name="sources")
 
 
 def _emit(data: Any) -> None:
+    """Print ``data`` as indented JSON (what ``--json`` asks for)."""
     typer.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
 
@@ -172,22 +174,23 @@ def sources_remove(
         typer.echo(f"removed {name}")
 
 
-def _progress_run(fn: Any, quiet: bool) -> SyncResult:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+def _progress_run(run: Callable[[Progress | None], SyncResult], quiet: bool) -> SyncResult:
+    """``run(progress)`` with progress bars on stderr, or without any when ``quiet``."""
+    from rich import progress as bars  # only the commands that draw bars pay for it
 
     if quiet:
-        result: SyncResult = fn(None)
-        return result
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  transient=True, console=Console(stderr=True)) as bar:
-        tasks: dict[str, Any] = {}
+        return run(None)
+    with bars.Progress(bars.TextColumn("{task.description}"), bars.BarColumn(),
+                       bars.MofNCompleteColumn(), transient=True,
+                       console=Console(stderr=True)) as bar:
+        tasks: dict[str, bars.TaskID] = {}
 
         def tick(stage: str, done: int, total: int) -> None:
             if stage not in tasks:
                 tasks[stage] = bar.add_task(stage, total=total)
             bar.update(tasks[stage], completed=done, total=total)
 
-        return fn(tick)  # type: ignore[no-any-return]
+        return run(tick)
 
 
 def _print_report(report: SyncResult, as_json: bool) -> None:
@@ -299,7 +302,7 @@ def status(config: ConfigOption = Path("."), as_json: JsonOption = False) -> Non
 def search(
     query: Annotated[str, typer.Argument(help="What to look for.")],
     k: Annotated[int, typer.Option("-k", help="How many results.")] = 5,
-    mode: Annotated[str, typer.Option(help="vector, text or hybrid.")] = "hybrid",
+    mode: Annotated[SearchMode, typer.Option(help="vector, text or hybrid.")] = "hybrid",
     context: Annotated[int | None, typer.Option(
         help="Return each hit with its section neighbours, up to this many tokens "
              "(default: [search] context_tokens; 0 for the chunk alone).")] = None,
@@ -307,12 +310,8 @@ def search(
     as_json: JsonOption = False,
 ) -> None:
     """Search the current chunks: vector similarity, full text, or both fused (default)."""
-    if mode not in SEARCH_MODES:
-        typer.echo(f"error: unknown search mode {mode!r}: use vector, text or hybrid", err=True)
-        raise typer.Exit(2)
-    search_mode: SearchMode = mode  # type: ignore[assignment]
     with _Errors(), KnowledgeBase.open(config) as kb:
-        hits = kb.search(query, k=k, mode=search_mode, context_tokens=context)
+        hits = kb.search(query, k=k, mode=mode, context_tokens=context)
     if as_json:
         _emit([hit_dict(h) for h in hits])
     else:

@@ -20,7 +20,7 @@ from urllib.parse import quote
 
 from kbsync import __version__
 from kbsync.errors import DependencyMissingError, KbsyncError
-from kbsync.knowledge_base import SEARCH_MODES, DocumentRef, KnowledgeBase, SearchMode
+from kbsync.knowledge_base import DocumentRef, KnowledgeBase, SearchMode
 
 try:
     import anyio.to_thread
@@ -60,6 +60,8 @@ class Passage(TypedDict):
 
 
 class SearchResult(TypedDict):
+    """What the ``search`` tool returns: the passages, best first."""
+
     passages: list[Passage]
 
 
@@ -76,12 +78,9 @@ def build_server(kb: KnowledgeBase, *, allow_sync: bool = False,
 
     @server.tool(description="Search the knowledge base; passages come best first. mode: "
                              "hybrid (default), vector or text.")
-    def search(query: str, k: int = 5, mode: str = "hybrid") -> SearchResult:
-        if mode not in SEARCH_MODES:
-            raise ToolError(f"unknown mode {mode!r}: use one of {', '.join(SEARCH_MODES)}")
-        search_mode: SearchMode = mode  # type: ignore[assignment]  # checked just above
+    def search(query: str, k: int = 5, mode: SearchMode = "hybrid") -> SearchResult:
         with lock, _errors():
-            hits = kb.search(query, k=k, mode=search_mode)
+            hits = kb.search(query, k=k, mode=mode)
         return {"passages": [Passage(source=h.source, key=h.key, title=h.title,
                                      heading=h.heading, score=h.score, text=h.context or h.text,
                                      chunk_identity=h.digest, start=h.start, end=h.end)
@@ -93,7 +92,8 @@ def build_server(kb: KnowledgeBase, *, allow_sync: bool = False,
             return kb.status().to_dict()
 
     @server.tool(description="The last change of a document (by key): verdict, similarity "
-                             "and the changed regions of its current text.")
+                             "and the changed regions of its current text; first_version is "
+                             "true, with no verdict, when there is no earlier version.")
     def diff(key: str) -> dict[str, Any]:
         with lock, _errors():
             return kb.diff(key).to_dict()
