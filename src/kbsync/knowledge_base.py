@@ -314,6 +314,7 @@ class KnowledgeBase:
                 sink=self.sink, **self._index_settings())
 
     def _index_settings(self) -> dict[str, Any]:
+        """The ``[index]`` table as the orchestrator's boilerplate arguments."""
         index = self.config.index
         return {"boilerplate_share": float(index.get("boilerplate_share", 0.05)),
                 "index_boilerplate": bool(index.get("index_boilerplate", False))}
@@ -358,6 +359,7 @@ class KnowledgeBase:
         if not context_tokens:
             return self._ranked(query, k, mode)
         results: list[Hit] = []
+        # Hits that fall into a window already returned are merged: rank a few spare ones.
         for hit in self._ranked(query, 3 * k, mode):
             if any(r.source == hit.source and r.key == hit.key and r.first <= hit.index <= r.last
                    for r in results):
