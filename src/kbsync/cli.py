@@ -407,6 +407,29 @@ def mcp(
             serve(kb, allow_sync=allow_sync)
 
 
+@app.command("serve")
+def serve_command(
+    config: ConfigOption = Path("."),
+    host: Annotated[str, typer.Option(help="The address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="The port to listen on.")] = 8765,
+    allow_actions: Annotated[bool, typer.Option(
+        "--allow-actions", help="Offer sync and erase (otherwise read-only).")] = False,
+) -> None:
+    """Serve a local web dashboard: sources, runs, document changes, search, a JSON API."""
+    with _Errors():
+        from kbsync.serve import is_loopback, serve  # needs the `serve` extra
+
+        if not is_loopback(host):
+            typer.echo(f"warning: {host} is reachable from other machines; the dashboard "
+                       "has no login, so anyone who can reach it can read the knowledge base"
+                       + (" and run its actions" if allow_actions else ""), err=True)
+        with KnowledgeBase.open(config) as kb:
+            typer.echo(f"serving http://{host}:{port}/ "
+                       f"({'actions allowed' if allow_actions else 'read-only'}); "
+                       "Ctrl-C stops", err=True)
+            serve(kb, host=host, port=port, allow_actions=allow_actions)
+
+
 def main() -> None:
     """Entry point of the ``kbsync`` command (it exits with the command's exit code)."""
     app(prog_name="kbsync")

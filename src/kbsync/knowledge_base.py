@@ -41,7 +41,7 @@ from kbsync.mirror import erase as erase_vectors
 from kbsync.model import ChangeReport, Verdict
 from kbsync.normalize import normalize
 from kbsync.report import DocumentChange, SourceResult, SyncResult
-from kbsync.store import DocumentText, Hit
+from kbsync.store import DocumentText, Hit, RunRecord
 from kbsync.store.lock import WriterLock
 from kbsync.sync import Progress, sync_sources
 from kbsync.watch import watch
@@ -54,6 +54,7 @@ __all__ = [
     "DocumentDiff",
     "DocumentRef",
     "Erased",
+    "HistoryEntry",
     "KnowledgeBase",
     "Progress",
     "RunSummary",
@@ -69,6 +70,8 @@ SearchMode = Literal["vector", "text", "hybrid"]
 SEARCH_MODES: tuple[str, ...] = get_args(SearchMode)
 # Reciprocal rank fusion constant: ranks deeper than a few dozen barely count.
 _RRF_K = 60
+# A document's history is read from the run reports; this many of the latest runs are looked at.
+HISTORY_RUNS = 200
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -193,6 +196,19 @@ class Erased:
     """The documents an erasure removed, with every row, text and vector derived from them."""
 
     documents: tuple[DocumentRef, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryEntry:
+    """One run's change to a document, as the run's report recorded it."""
+
+    run: int
+    finished: str
+    source: str
+    action: str
+    verdict: str | None
+    similarity: float | None
+    regions: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -462,6 +478,36 @@ class KnowledgeBase:
             embeddings=st.embeddings, runs=st.runs, by_source=dict(st.by_source),
             last_run=None if last is None else RunSummary(
                 str(last["started"]), str(last["finished"]), dict(last["documents"])))
+
+    def runs(self, limit: int = 50) -> list[RunRecord]:
+        """The latest recorded syncs, newest first, each with its report
+        (the shape of :meth:`SyncResult.to_dict`)."""
+        return self.store.runs(limit)
+
+    def run(self, run_id: int) -> RunRecord | None:
+        """One recorded sync, or None when there is no such run."""
+        return self.store.run(run_id)
+
+    def history(self, key: str, source: str | None = None,
+                limit: int = 20) -> list[HistoryEntry]:
+        """The changes to a document recorded by the latest ``HISTORY_RUNS`` runs,
+        newest first, at most ``limit``."""
+        found: list[HistoryEntry] = []
+        for record in self.store.runs(HISTORY_RUNS):
+            for s in record.report.get("sources", ()):
+                if source is not None and s.get("source") != source:
+                    continue
+                for change in s.get("changes", ()):
+                    if change.get("key") != key:
+                        continue
+                    found.append(HistoryEntry(
+                        run=record.id, finished=record.finished, source=s["source"],
+                        action=change["action"], verdict=change.get("verdict"),
+                        similarity=change.get("similarity"),
+                        regions=len(change.get("regions", ()))))
+                    if len(found) == limit:
+                        return found
+        return found
 
     def verify(self, *, repair: bool = False, wait: bool = True) -> Verification:
         """Recompute and check every invariant of the store (chunk identities included),
