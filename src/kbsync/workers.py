@@ -44,6 +44,7 @@ from kbsync.plan import (
     boilerplate,
     plan,
 )
+from kbsync.report import SyncResult
 from kbsync.sources import Source
 from kbsync.store import RecordStore
 from kbsync.sync import (
@@ -60,7 +61,6 @@ from kbsync.sync import (
     _refuse_dimension_change,
     _Removed,
     _unchanged,
-    report_dict,
 )
 
 __all__ = ["ClaimedDocument", "WorkQueue", "drain", "sync_parallel"]
@@ -131,7 +131,7 @@ def sync_parallel(
     progress: Progress | None = None,
     boilerplate_share: float = 0.05,
     index_boilerplate: bool = False,
-) -> SyncReport:
+) -> SyncResult:
     """A sync whose per-document work is shared by ``workers`` processes (this one included).
 
     ``spawn`` starts the other ``workers - 1`` processes; without it, or with
@@ -191,8 +191,9 @@ def sync_parallel(
     report.finished = _now()
     store.set_meta("chunker", chunker.fingerprint)
     store.set_meta("embedder", embedder.identity)
-    store.record_run(report.started, report.finished, report_dict(report))
-    return report
+    result = report.result()
+    store.record_run(result.started, result.finished, result.to_dict())
+    return result
 
 
 def _overall(store: WorkQueue, run: str, total: int,

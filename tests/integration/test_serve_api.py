@@ -111,6 +111,8 @@ def test_a_document_shows_its_last_change_highlighted_and_its_history(
         ("modified", False), ("new", True)]
     untouched = _get(client, "/api/document?key=a-harbormaster-cli.md")
     assert untouched["first_version"]
+    assert untouched["verdict"] is None
+    assert untouched["similarity"] is None
     assert [h["action"] for h in untouched["history"]] == ["new"]
 
 

@@ -71,8 +71,9 @@ _SCHEMAS: dict[str, Any] = {
     "Document": _obj({
         "source": _STR, "key": _STR, "title": _OPT_STR,
         "last_changed": _STR, "first_version": {"type": "boolean"},
-        "verdict": {"enum": ["unchanged", "cosmetic", "reprocess", "reexamine-extraction"]},
-        "similarity": _NUM,
+        "verdict": {"enum": ["unchanged", "cosmetic", "reprocess", "reexamine-extraction",
+                             None], "description": "None for a first version"},
+        "similarity": _OPT_NUM,
         "added": {"type": "array", "items": _ref("Region"),
                   "description": "Regions of the current text not in the previous one "
                   "(a finer comparison than the similarity's; none for a first version)"},
