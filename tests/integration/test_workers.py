@@ -16,8 +16,11 @@ import pytest
 
 from kbsync.engine import init_config
 from kbsync.errors import ConfigError
+from kbsync.extract.registry import extractor_for
 from kbsync.knowledge_base import KnowledgeBase
+from kbsync.model import SourceItem
 from kbsync.store.postgres import PostgresStore
+from kbsync.workers import _derivation, _item_json
 from tests.conftest import Backend
 
 DOCUMENTS = int(os.environ.get("KBSYNC_TEST_WORKER_DOCUMENTS", "2000"))
@@ -229,3 +232,31 @@ def test_a_worker_with_another_configuration_is_refused(pg: Backend, tmp_path: P
         assert queue.pending("a-run") == 1  # the claim went back to the queue
         assert engine.status().documents == 0
         queue.close()
+
+
+def test_a_worker_started_on_its_own_serves_every_run_in_progress(
+    pg: Backend, tmp_path: Path,
+) -> None:
+    docs = tmp_path / "docs"
+    _corpus(docs, 4)
+    kb = _kb(tmp_path, docs, pg)
+    with KnowledgeBase.open(kb) as engine:
+        queue = PostgresStore(pg.url, schema=engine.config.store_schema)
+        extractor = extractor_for("text/plain")
+        assert extractor is not None
+        items = [(path.name, _item_json(SourceItem(path.name, str(path), "text/plain"),
+                                        _derivation(engine.config.chunker, extractor.identity),
+                                        engine.embedder.identity))
+                 for path in sorted(docs.iterdir())]
+        queue.enqueue("run-a", "docs", items[:2])
+        queue.enqueue("run-b", "docs", items[2:])
+        assert queue.open_runs() == ["run-a", "run-b"]
+        out = subprocess.run([sys.executable, "-m", "kbsync", "worker", "-c", str(kb)],
+                             capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        assert "4 documents processed" in out.stderr
+        assert queue.open_runs() == []
+        queue.close()
+    with KnowledgeBase.open(kb) as engine:
+        assert engine.status().documents == 4
+        assert engine.verify().problems == ()
