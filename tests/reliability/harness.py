@@ -17,6 +17,7 @@ import sqlite3
 import sys
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +27,14 @@ from kbsync.engine import Engine, init_config, load_config
 __all__ = [
     "RESULTS",
     "Scenario",
+    "Step",
     "clone",
     "crash_in_child",
     "dump",
     "killed",
     "make_kb",
+    "record_scenario",
+    "recover",
     "save_result",
     "text_of",
 ]
@@ -128,6 +132,55 @@ class Scenario:
 
     def prepare(self, root: Path) -> None:
         make_kb(root, 30)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One recorded step of the scenario: the state before it, what it does, what it leaves."""
+
+    name: str
+    before: Path
+    operation: Callable[[Path], None]
+    points: list[str]
+    expected: dict[str, Any]
+
+
+def record_scenario(folder: Path) -> list[Step]:
+    """Run the scenario once, uncrashed, recording each step's crash points and result."""
+    ref = folder / "reference"
+    scenario = Scenario()
+    scenario.prepare(ref)
+    steps = []
+    for i, (name, change, operation) in enumerate(scenario.steps):
+        change(ref)
+        before = folder / f"before-step-{i}"
+        clone(ref, before)
+        record = folder / f"points-{i}.txt"
+        crashpoints.arm(record=str(record))
+        try:
+            operation(ref)
+        finally:
+            crashpoints.disarm()
+        with Engine(load_config(ref)) as engine:
+            engine.sync()
+        steps.append(Step(name, before, operation, record.read_text(encoding="utf-8").split(),
+                          dump(ref / ".kbsync" / "kbsync.db")))
+    return steps
+
+
+def recover(root: Path, step: Step) -> list[str]:
+    """Redo an interrupted step, then check the store; the problems found."""
+    step.operation(root)  # a rerun of the sync or of the erase that was interrupted
+    with Engine(load_config(root)) as engine:
+        problems = engine.verify()
+        before = engine.store.total_changes
+        engine.sync(wait=False)  # wait=False: a lock left behind would fail here
+        writes = engine.store.total_changes - before
+    if writes != 1:  # its run report only
+        problems.append(f"one more sync wrote {writes} rows, not just its run report")
+    if dump(root / ".kbsync" / "kbsync.db") != step.expected:
+        problems.append("the logical dump differs from the uncrashed run's")
+    return problems
 
 
 def clone(src: Path, dst: Path) -> None:

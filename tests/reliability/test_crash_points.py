@@ -13,81 +13,44 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from kbsync import crashpoints
-from kbsync.engine import Engine, add_source, load_config, remove_source
+from kbsync.engine import add_source, load_config, remove_source
 from tests.reliability.harness import (
-    Scenario,
     clone,
     crash_in_child,
-    dump,
     killed,
     make_kb,
+    record_scenario,
+    recover,
     save_result,
 )
-
-
-def _recover(root: Path, operation: object) -> list[str]:
-    """Redo the interrupted operation, then check; the problems found."""
-    assert callable(operation)
-    operation(root)  # a rerun of the sync or of the erase that was killed
-    with Engine(load_config(root)) as engine:
-        problems = engine.verify()
-        before = engine.store.total_changes
-        engine.sync(wait=False)  # wait=False: a lock left behind would fail here
-        writes = engine.store.total_changes - before
-    if writes != 1:  # its run report only
-        problems.append(f"one more sync wrote {writes} rows, not just its run report")
-    return problems
 
 
 def test_a_kill_at_every_crash_point_of_the_scenario_converges_on_the_next_run(
     scratch: Path,
 ) -> None:
     started = time.perf_counter()
-    scenario = Scenario()
-    ref = scratch / "reference"
-    scenario.prepare(ref)
-    plans = []
-    for i, (_, change, operation) in enumerate(scenario.steps):
-        change(ref)
-        snapshot = scratch / f"before-step-{i}"
-        clone(ref, snapshot)
-        record = scratch / f"points-{i}.txt"
-        crashpoints.arm(record=str(record))
-        try:
-            operation(ref)
-        finally:
-            crashpoints.disarm()
-        with Engine(load_config(ref)) as engine:
-            engine.sync()
-        names = record.read_text(encoding="utf-8").split()
-        plans.append((snapshot, operation, names, dump(ref / ".kbsync" / "kbsync.db")))
-
-    total = sum(len(names) for _, _, names, _ in plans)
+    steps = record_scenario(scratch)
+    total = sum(len(step.points) for step in steps)
     survived = 0
     failures: list[str] = []
-    for i, (snapshot, operation, names, expected) in enumerate(plans):
-        for n, name in enumerate(names, 1):
+    for step in steps:
+        for n, name in enumerate(step.points, 1):
             work = scratch / "crash"
-            clone(snapshot, work)
-            status = crash_in_child(lambda w=work, op=operation: op(w), crash_at=n)
+            clone(step.before, work)
+            status = crash_in_child(lambda w=work, op=step.operation: op(w), crash_at=n)
             if not killed(status):
-                failures.append(f"step {i} point {n} ({name}): not reached (status {status})")
+                failures.append(f"{step.name}, point {n} ({name}): not reached ({status})")
+            elif problems := recover(work, step):
+                failures.append(f"{step.name}, point {n} ({name}): {'; '.join(problems)}")
             else:
-                problems = _recover(work, operation)
-                if dump(work / ".kbsync" / "kbsync.db") != expected:
-                    problems.append("the logical dump differs from the uncrashed run's")
-                if problems:
-                    failures.append(f"step {i} point {n} ({name}): {'; '.join(problems)}")
-                else:
-                    survived += 1
+                survived += 1
             shutil.rmtree(work)
 
     seconds = time.perf_counter() - started
-    names = Counter(name for _, _, step, _ in plans for name in step)
+    names = Counter(name for step in steps for name in step.points)
     save_result("crash_points", {
         "crash_points": total, "survived": survived,
-        "per_step": {scenario.steps[i][0]: len(p[2]) for i, p in enumerate(plans)},
+        "per_step": {step.name: len(step.points) for step in steps},
         "per_name": dict(sorted(names.items())), "seconds": round(seconds, 1),
     })
     print(f"\ncrash points survived: {survived} of {total} ({seconds:.0f} s)")

@@ -31,8 +31,8 @@ class WriterLock:
         self._fd: int | None = None
 
     def acquire(self) -> None:
-        crashpoint("lock.acquire")
         try:
+            crashpoint("lock.acquire")
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
@@ -55,10 +55,10 @@ class WriterLock:
                     told = True
                 time.sleep(self.poll)
         self._fd = fd
-        crashpoint("lock.acquired")
         try:
             # Only a hint for the next waiter's message: the lock is the flock itself,
             # and a full disk must not stop `gc` or `erase` from freeing space.
+            crashpoint("lock.acquired")
             os.ftruncate(fd, 0)
             os.write(fd, str(os.getpid()).encode())
         except OSError:
@@ -66,10 +66,14 @@ class WriterLock:
 
     def release(self) -> None:
         if self._fd is not None:
-            crashpoint("lock.release")
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
+            fd, self._fd = self._fd, None
+            try:
+                crashpoint("lock.release")
+            except OSError as exc:
+                raise StoreError(f"{self.path}: cannot release the lock: {exc}") from exc
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
 
     def __enter__(self) -> WriterLock:
         self.acquire()

@@ -161,24 +161,23 @@ class SqliteStore:
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction; a database error (a full disk, an I/O error) is a StoreError.
+        """One write transaction; a database or I/O error (a full disk) is a StoreError.
 
-        Whatever fails inside, nothing of the transaction is kept.
+        Whatever fails before the commit, nothing of the transaction is kept.
         """
-        crashpoint("store.begin")
         try:
+            crashpoint("store.begin")
             self._db.execute("BEGIN IMMEDIATE")
             yield self._db
             crashpoint("store.commit")
             self._db.execute("COMMIT")
+            crashpoint("store.committed")
         except BaseException as exc:
             if self._db.in_transaction:  # SQLite may have rolled back already (SQLITE_FULL)
                 self._db.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.Error):
-                raise StoreError(f"{self.path}: cannot write the store, nothing of this step "
-                                 f"was kept: {exc}") from exc
+            if isinstance(exc, sqlite3.Error | OSError):
+                raise StoreError(f"{self.path}: cannot write the store: {exc}") from exc
             raise
-        crashpoint("store.committed")
 
     def close(self) -> None:
         self._db.close()
@@ -716,10 +715,10 @@ class SqliteStore:
                                                   "VALUES ('optimize')"),
                            ("store.vacuum", "VACUUM"),
                            ("store.checkpoint", "PRAGMA wal_checkpoint(TRUNCATE)")):
-            crashpoint(point)
             try:
+                crashpoint(point)
                 db.execute(sql)
-            except sqlite3.Error as exc:
+            except (sqlite3.Error, OSError) as exc:
                 raise StoreError(f"{self.path}: cannot compact the store: {exc}") from exc
         return {"chunk_texts": texts, "embeddings": vectors}
 
