@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from kbsync import crashpoints
-from kbsync.engine import Engine, init_config, load_config
+from kbsync.engine import init_config
+from kbsync.knowledge_base import KnowledgeBase
 
 __all__ = [
     "RESULTS",
@@ -78,14 +79,14 @@ def make_kb(root: Path, documents: int, *, dimension: int = 64, words: int = 160
 
 
 def _sync(root: Path) -> None:
-    with Engine(load_config(root)) as engine:
-        engine.sync(allow_mass_delete=True)
+    with KnowledgeBase.open(root) as kb:
+        kb.sync(allow_mass_delete=True)
 
 
 def _erase(key: str) -> Callable[[Path], None]:
     def run(root: Path) -> None:
-        with Engine(load_config(root)) as engine:
-            engine.erase(key)
+        with KnowledgeBase.open(root) as kb:
+            kb.erase(key)
     return run
 
 
@@ -161,8 +162,8 @@ def record_scenario(folder: Path) -> list[Step]:
             operation(ref)
         finally:
             crashpoints.disarm()
-        with Engine(load_config(ref)) as engine:
-            engine.sync()
+        with KnowledgeBase.open(ref) as kb:
+            kb.sync()
         steps.append(Step(name, before, operation, record.read_text(encoding="utf-8").split(),
                           dump(ref / ".kbsync" / "kbsync.db")))
     return steps
@@ -171,11 +172,11 @@ def record_scenario(folder: Path) -> list[Step]:
 def recover(root: Path, step: Step) -> list[str]:
     """Redo an interrupted step, then check the store; the problems found."""
     step.operation(root)  # a rerun of the sync or of the erase that was interrupted
-    with Engine(load_config(root)) as engine:
-        problems = engine.verify()
-        before = engine.store.total_changes
-        engine.sync(wait=False)  # wait=False: a lock left behind would fail here
-        writes = engine.store.total_changes - before
+    with KnowledgeBase.open(root) as kb:
+        problems = list(kb.verify().problems)
+        before = kb.store.total_changes
+        kb.sync(wait=False)  # wait=False: a lock left behind would fail here
+        writes = kb.store.total_changes - before
     if writes != 1:  # its run report only
         problems.append(f"one more sync wrote {writes} rows, not just its run report")
     if dump(root / ".kbsync" / "kbsync.db") != step.expected:

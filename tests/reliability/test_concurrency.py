@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 
 from kbsync.crashpoints import ENV_RECORD
-from kbsync.engine import Engine, load_config
+from kbsync.knowledge_base import KnowledgeBase
 from tests.reliability.harness import make_kb
 
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
@@ -44,9 +44,9 @@ def test_a_second_sync_waits_for_the_first_or_exits_3_with_no_wait(tmp_path: Pat
     assert first.wait(timeout=120) == 0
     _, err = waiting.communicate(timeout=120)
     assert waiting.returncode == 0, err
-    with Engine(load_config(root)) as engine:
-        assert engine.verify() == []
-        assert engine.status().documents == 60
+    with KnowledgeBase.open(root) as kb:
+        assert kb.verify().problems == ()
+        assert kb.status().documents == 60
 
 
 def test_four_processes_of_random_syncs_erases_and_searches_leave_a_sound_store(
@@ -63,11 +63,11 @@ def test_four_processes_of_random_syncs_erases_and_searches_leave_a_sound_store(
         assert "Traceback" not in err, err
         assert worker.returncode == 0, err
         assert len(out.split()) == 20
-    with Engine(load_config(root)) as engine:
-        assert engine.verify() == []
-        engine.sync(allow_mass_delete=True, wait=False)
-        assert engine.verify() == []
-        assert engine.status().documents == 40
+    with KnowledgeBase.open(root) as kb:
+        assert kb.verify().problems == ()
+        kb.sync(allow_mass_delete=True, wait=False)
+        assert kb.verify().problems == ()
+        assert kb.status().documents == 40
 
 
 def _generations(db: sqlite3.Connection) -> dict[str, tuple[str, tuple[str, ...]]]:
@@ -89,8 +89,8 @@ def _generations(db: sqlite3.Connection) -> dict[str, tuple[str, tuple[str, ...]
 
 def test_readers_during_a_sync_see_only_whole_committed_generations(tmp_path: Path) -> None:
     root = make_kb(tmp_path / "kb", 30)
-    with Engine(load_config(root)) as engine:
-        engine.sync()
+    with KnowledgeBase.open(root) as kb:
+        kb.sync()
     db_path = root / ".kbsync" / "kbsync.db"
     reader = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
     old = _generations(reader)
@@ -108,8 +108,8 @@ def test_readers_during_a_sync_see_only_whole_committed_generations(tmp_path: Pa
     thread = threading.Thread(target=read)
     thread.start()
     try:
-        with Engine(load_config(root)) as engine:
-            engine.sync()
+        with KnowledgeBase.open(root) as kb:
+            kb.sync()
     finally:
         done.set()
         thread.join()

@@ -10,9 +10,18 @@ from pathlib import Path
 import pytest
 
 from kbsync import crashpoints
-from kbsync.engine import Engine, add_source, load_config
+from kbsync.engine import add_source, load_config
 from kbsync.errors import ConfigError, StoreError
-from tests.reliability.harness import clone, dump, make_kb, record_scenario, recover, text_of
+from kbsync.knowledge_base import KnowledgeBase
+from tests.reliability.harness import (
+    clone,
+    dump,
+    make_kb,
+    record_scenario,
+    recover,
+    save_result,
+    text_of,
+)
 
 
 def test_an_io_error_at_a_write_step_is_a_store_error_and_the_next_run_converges(
@@ -35,12 +44,14 @@ def test_an_io_error_at_a_write_step_is_a_store_error_and_the_next_run_converges
                         step.operation(work)
             finally:
                 crashpoints.disarm()
-            with Engine(load_config(work)) as engine:
-                assert engine.verify() == [], (step.name, n, step.points[n - 1])
+            with KnowledgeBase.open(work) as kb:
+                assert kb.verify().problems == (), (step.name, n, step.points[n - 1])
             assert recover(work, step) == [], (step.name, n, step.points[n - 1])
             shutil.rmtree(work)
             tried += 1
     assert tried > 40
+    save_result("io_errors", {"write_steps_failed": tried,
+                              "write_steps": sum(len(step.points) for step in steps)})
 
 
 def _grow(docs: Path, start: int, count: int) -> None:
@@ -52,28 +63,28 @@ def test_a_disk_that_fills_up_mid_sync_leaves_the_store_intact_and_the_next_sync
     tmp_path: Path,
 ) -> None:
     root = make_kb(tmp_path / "kb", 10)
-    with Engine(load_config(root)) as engine:
-        engine.sync()
+    with KnowledgeBase.open(root) as kb:
+        kb.sync()
     _grow(root / "docs", 10, 40)
-    with Engine(load_config(root)) as engine:
+    with KnowledgeBase.open(root) as kb:
         # A page limit on this connection is a disk that fills up after a few pages.
-        db = engine.store._db
+        db = kb.store._db
         pages = db.execute("PRAGMA page_count").fetchone()[0]
         db.execute(f"PRAGMA max_page_count = {pages + 12}")
         with pytest.raises(StoreError, match="full"):
-            engine.sync()
-        assert engine.verify() == []
-        partly = engine.status().documents
+            kb.sync()
+        assert kb.verify().problems == ()
+        partly = kb.status().documents
     assert 10 <= partly < 50
-    with Engine(load_config(root)) as engine:  # space again (a new connection: no limit)
-        report = engine.sync(wait=False)
+    with KnowledgeBase.open(root) as kb:  # space again (a new connection: no limit)
+        report = kb.sync(wait=False)
         assert report.total("new") == 50 - partly
-        assert engine.verify() == []
+        assert kb.verify().problems == ()
     fresh = tmp_path / "fresh"
     clone(root, fresh)
     shutil.rmtree(fresh / ".kbsync")
-    with Engine(load_config(fresh)) as engine:
-        engine.sync()
+    with KnowledgeBase.open(fresh) as kb:
+        kb.sync()
     assert dump(root / ".kbsync" / "kbsync.db") == dump(fresh / ".kbsync" / "kbsync.db")
 
 
@@ -108,7 +119,7 @@ def test_a_disk_too_full_for_the_lock_note_still_lets_a_sync_and_gc_run(
         return real_write(fd, data)
 
     monkeypatch.setattr(os, "write", full)
-    with Engine(load_config(root)) as engine:
-        assert engine.sync().total("new") == 5
-        engine.gc()
-        assert engine.verify() == []
+    with KnowledgeBase.open(root) as kb:
+        assert kb.sync().total("new") == 5
+        kb.gc()
+        assert kb.verify().problems == ()

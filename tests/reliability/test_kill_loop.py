@@ -19,7 +19,7 @@ from collections import Counter
 from pathlib import Path
 
 from kbsync.crashpoints import ENV_RECORD
-from kbsync.engine import Engine, load_config
+from kbsync.knowledge_base import KnowledgeBase
 from kbsync.store.lock import WriterLock
 from tests.reliability.harness import clone, make_kb, save_result, text_of
 
@@ -109,8 +109,8 @@ def test_syncs_killed_at_random_moments_always_leave_a_sound_store(tmp_path: Pat
             finished += 1
             phases["finished"] += 1
 
-        with Engine(load_config(root)) as engine:
-            assert engine.verify() == [], f"iteration {serial}"
+        with KnowledgeBase.open(root) as kb:
+            assert kb.verify().problems == (), f"iteration {serial}"
         lock = WriterLock(root / ".kbsync" / "kbsync.db.lock", wait=False)
         lock.acquire()  # raises LockedError if the killed process left it held
         lock.release()
@@ -118,15 +118,15 @@ def test_syncs_killed_at_random_moments_always_leave_a_sound_store(tmp_path: Pat
         assert not left, f"iteration {serial}: leftover files {left}"
         assert not [p for p in root.iterdir() if p.name.endswith(".tmp")]
 
-    with Engine(load_config(root)) as engine:
-        engine.sync(allow_mass_delete=True, wait=False)
-        assert engine.verify() == []
+    with KnowledgeBase.open(root) as kb:
+        kb.sync(allow_mass_delete=True, wait=False)
+        assert kb.verify().problems == ()
     fresh = tmp_path / "fresh"
     clone(root, fresh)
     for path in (fresh / ".kbsync").iterdir():
         path.unlink()
-    with Engine(load_config(fresh)) as engine:
-        engine.sync()
+    with KnowledgeBase.open(fresh) as kb:
+        kb.sync()
     assert _current(root / ".kbsync" / "kbsync.db") == _current(fresh / ".kbsync" / "kbsync.db")
 
     seconds = time.perf_counter() - started

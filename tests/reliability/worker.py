@@ -9,7 +9,7 @@ import random
 import sys
 from pathlib import Path
 
-from kbsync.engine import Engine, load_config
+from kbsync.knowledge_base import KnowledgeBase
 from tests.reliability.harness import WORDS
 
 
@@ -25,14 +25,14 @@ def main(root: Path, seed: int, count: int) -> None:
             temp.write_text(" ".join(rng.choice(WORDS) for _ in range(150)) + ".\n",
                             encoding="utf-8")
             temp.replace(path)
-            with Engine(load_config(root)) as engine:
-                engine.sync(allow_mass_delete=True)
+            with KnowledgeBase.open(root) as kb:
+                kb.sync(allow_mass_delete=True)
         elif operation == "erase":
-            with Engine(load_config(root)) as engine:
-                engine.erase(f"doc-{rng.randrange(40):03d}.txt")
+            with KnowledgeBase.open(root) as kb:
+                kb.erase(f"doc-{rng.randrange(40):03d}.txt")
         else:
-            with Engine(load_config(root), create=False) as engine:
-                engine.search(" ".join(rng.sample(WORDS, 2)), k=3)
+            with KnowledgeBase.open(root) as kb:
+                kb.search(" ".join(rng.sample(WORDS, 2)), k=3)
         print(operation, flush=True)
 
 
