@@ -8,54 +8,32 @@ equals the uncrashed run's, and one more sync writes nothing but its run report.
 
 from __future__ import annotations
 
-import shutil
-import time
-from collections import Counter
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from kbsync.engine import add_source, load_config, remove_source
-from tests.reliability.harness import (
-    clone,
-    crash_in_child,
-    killed,
-    make_kb,
-    record_scenario,
-    recover,
-    save_result,
-)
+from tests.reliability.harness import crash_in_child, killed, make_kb, save_result
 
 
 def test_a_kill_at_every_crash_point_of_the_scenario_converges_on_the_next_run(
     scratch: Path,
 ) -> None:
-    started = time.perf_counter()
-    steps = record_scenario(scratch)
-    total = sum(len(step.points) for step in steps)
-    survived = 0
-    failures: list[str] = []
-    for step in steps:
-        for n, name in enumerate(step.points, 1):
-            work = scratch / "crash"
-            clone(step.before, work)
-            status = crash_in_child(lambda w=work, op=step.operation: op(w), crash_at=n)
-            if not killed(status):
-                failures.append(f"{step.name}, point {n} ({name}): not reached ({status})")
-            elif problems := recover(work, step):
-                failures.append(f"{step.name}, point {n} ({name}): {'; '.join(problems)}")
-            else:
-                survived += 1
-            shutil.rmtree(work)
-
-    seconds = time.perf_counter() - started
-    names = Counter(name for step in steps for name in step.points)
-    save_result("crash_points", {
-        "crash_points": total, "survived": survived,
-        "per_step": {step.name: len(step.points) for step in steps},
-        "per_name": dict(sorted(names.items())), "seconds": round(seconds, 1),
-    })
-    print(f"\ncrash points survived: {survived} of {total} ({seconds:.0f} s)")
+    run = subprocess.run(
+        [sys.executable, "-m", "tests.reliability.crash_runner", str(scratch)],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        capture_output=True, text=True, check=False, timeout=1200,
+    )
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout.splitlines()[-1])
+    failures = result.pop("failures")
+    save_result("crash_points", result)
+    print(f"\ncrash points survived: {result['survived']} of {result['crash_points']} "
+          f"({result['seconds']:.0f} s)")
     assert not failures, "\n".join(failures[:20])
-    assert survived == total > 0
+    assert result["survived"] == result["crash_points"] > 0
 
 
 def test_a_configuration_write_killed_at_any_step_leaves_the_old_or_the_new_file(
