@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
@@ -51,16 +51,17 @@ from kbsync.sync import (
     Chunker,
     ExtractorFor,
     Progress,
+    RemovedSource,
     SourceReport,
     SyncReport,
-    _apply,
-    _backfill,
-    _embed,
-    _now,
-    _observe,
-    _refuse_dimension_change,
-    _Removed,
-    _unchanged,
+    apply_plan,
+    backfill,
+    count_plan,
+    embed_plan,
+    observe,
+    refuse_dimension_change,
+    unchanged_observation,
+    utc_now,
 )
 
 __all__ = ["ClaimedDocument", "WorkQueue", "drain", "sync_parallel"]
@@ -137,19 +138,19 @@ def sync_parallel(
     ``spawn`` starts the other ``workers - 1`` processes; without it, or with
     one worker, this process does all the work through the same queue.
     """
-    _refuse_dimension_change(store, embedder)
+    refuse_dimension_change(store, embedder)
     store.prepare_vectors(embedder.dimension)
-    report = SyncReport(dry_run=False, started=_now())
+    report = SyncReport(dry_run=False, started=utc_now())
     run = f"{report.started}/{uuid.uuid4().hex[:12]}"
     configured = {s.name for s in sources}
-    removed = [_Removed(name) for name in sorted(store.source_names() - configured)]
+    removed = [RemovedSource(name) for name in sorted(store.source_names() - configured)]
     everything: list[Source] = [*sources, *removed]
     sizes: dict[str, int] = {}
     started = time.perf_counter()
     for source in everything:
         out = SourceReport(source=source.name)
         report.sources.append(out)
-        if isinstance(source, _Removed):
+        if isinstance(source, RemovedSource):
             out.warnings.append("no longer configured: its documents are deleted")
         sizes[source.name] = _enqueue(run, source, store, embedder, extractor_for, chunker,
                                       verify, out)
@@ -180,15 +181,15 @@ def sync_parallel(
     for source, out in zip(everything, report.sources, strict=True):
         _collect(run, source.name, store, out)
         _delete_vanished(run, source.name, store, embedder, out, sizes[source.name],
-                         allow_mass_delete or isinstance(source, _Removed))
+                         allow_mass_delete or isinstance(source, RemovedSource))
         shared = frozenset() if index_boilerplate else boilerplate(
             store.digest_sets(source.name), boilerplate_share)
         out.boilerplate = len(shared)
         store.set_boilerplate(source.name, shared)
-        _backfill(source.name, store, embedder, out)
+        backfill(source.name, store, embedder, out)
     store.end_run(run)
     report.seconds["finish"] = time.perf_counter() - started
-    report.finished = _now()
+    report.finished = utc_now()
     store.set_meta("chunker", chunker.fingerprint)
     store.set_meta("embedder", embedder.identity)
     result = report.result()
@@ -244,7 +245,7 @@ def _enqueue(run: str, source: Source, store: WorkQueue, embedder: Embedder,
         if old is not None and old.derivation == derivation and not verify and (
             item.not_modified or (item.stat is not None and old.stat == item.stat)
         ):
-            observations.append(_unchanged(item, old))
+            observations.append(unchanged_observation(item, old))
             out.bytes_skipped += item.stat.size if item.stat else 0
         else:
             queued.append((item.key, _item_json(item, derivation, embedder.identity)))
@@ -255,22 +256,9 @@ def _enqueue(run: str, source: Source, store: WorkQueue, embedder: Embedder,
     # Gate-1 results (unchanged, refreshed validators) and listing failures, applied here.
     settled = plan(source.name, {o.key: stored[o.key] for o in observations if o.key in stored},
                    [o.key for o in observations], observations, listing_complete=False)
-    _count(out, settled.documents)
-    _apply(settled, {}, set(), store, embedder, out, None)
+    count_plan(out, settled.documents)
+    apply_plan(settled, {}, set(), store, embedder, out, None)
     return len(stored)
-
-
-def _count(out: SourceReport, docs: Collection[DocumentPlan]) -> None:
-    for d in docs:
-        out.documents[str(d.action)] += 1
-        out.chunks["kept"] += d.ops.kept
-        out.chunks["moved"] += d.ops.moved
-        out.chunks["added"] += d.ops.added
-        out.chunks["deleted"] += d.ops.deleted
-        if d.action is Action.FAILED:
-            out.failures.append((d.key, d.message))
-        if d.action is not Action.UNCHANGED:
-            out.actions.append((d.key, str(d.action)))
 
 
 def drain(run: str, sources: Sequence[Source], store: WorkQueue, embedder: Embedder,
@@ -311,7 +299,7 @@ def _process(job: ClaimedDocument, source: Source, store: WorkQueue, embedder: E
                           "the sync it serves: use the same kbsync.toml and kbsync version")
     out = SourceReport(source=job.source)
     old = store.stored(job.source, job.key)
-    observation = _observe(source, item, old, extractor, derivation, chunker, out, [])
+    observation = observe(source, item, old, extractor, derivation, chunker, out, [])
     stored = {job.key: old} if old is not None else {}
     if isinstance(observation, DocumentVersion) and old is None:
         origin = store.claim_vanished(job.run, job.source, observation.text_hash,
@@ -322,12 +310,12 @@ def _process(job: ClaimedDocument, source: Source, store: WorkQueue, embedder: E
         if isinstance(observation, DocumentVersion) else set()
     the_plan = plan(job.source, stored, [job.key], [observation],
                     store.cached(embedder.identity, pending), skip=skip)
-    _count(out, the_plan.documents)
+    count_plan(out, the_plan.documents)
     tokens = {c.digest: c.tokens for c in observation.chunks} \
         if isinstance(observation, DocumentVersion) else {}
     out.embed_tokens = sum(tokens[d] for d in the_plan.to_embed)
-    vectors, failed = _embed(the_plan, embedder, out, None)
-    _apply(the_plan, vectors, failed, store, embedder, out, None)
+    vectors, failed = embed_plan(the_plan, embedder, out, None)
+    apply_plan(the_plan, vectors, failed, store, embedder, out, None)
     return {
         "documents": dict(out.documents), "chunks": dict(out.chunks),
         "bytes_read": out.bytes_read, "embeddings_computed": out.embeddings_computed,
@@ -361,7 +349,7 @@ def _delete_vanished(run: str, source: str, store: WorkQueue, embedder: Embedder
         out.failures.append(("", "more than half of this source's documents would be deleted; "
                                  "nothing was deleted (use --allow-mass-delete)"))
         return
-    now = _now()
+    now = utc_now()
     for key in gone:
         store.apply(source, DocumentPlan(key, Action.DELETED), {}, embedder.identity, now)
         out.documents[str(Action.DELETED)] += 1

@@ -27,7 +27,6 @@ so a worker that dies releases its claim and leaves nothing half-written.
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import re
 import time
@@ -41,10 +40,23 @@ import numpy as np
 import numpy.typing as npt
 
 from kbsync.errors import DependencyMissingError, LockedError, SchemaError, StoreError
-from kbsync.model import SourceStat, Validators
 from kbsync.plan import Action, DocumentPlan, StoredDocument
-from kbsync.stopwords import STOPWORDS
-from kbsync.store import ChunkRef, DocumentText, Hit, RunRecord, StoreStatus, Window
+from kbsync.store import ChunkRef, DocumentText, Hit, RunRecord, StoreStatus, Window, invariants
+from kbsync.store.rows import (
+    CURRENT,
+    HIT_COLUMNS,
+    INDEXED,
+    MANIFEST_COLUMNS,
+    as_hit,
+    digest_sets,
+    erased,
+    query_terms,
+    run_record,
+    stat_row,
+    stored_document,
+    validator_row,
+    window_span,
+)
 
 if TYPE_CHECKING:
     import psycopg
@@ -146,13 +158,6 @@ _MIGRATIONS: tuple[str, ...] = (
 SCHEMA_VERSION = len(_MIGRATIONS)
 # pgvector indexes `vector` columns of at most 2,000 dimensions with HNSW.
 HNSW_MAX_DIMENSION = 2000
-
-_CURRENT = "c.doc_id = d.id AND c.generation = d.generation"
-_INDEXED = (
-    "NOT EXISTS (SELECT 1 FROM boilerplate b WHERE b.source = d.source AND b.digest = c.digest)"
-)
-_HIT = ("d.source, d.key, d.title, c.heading, c.idx, c.start, c.\"end\", c.digest, t.text, "
-        "c.tokens")
 
 
 def _psycopg() -> Any:
@@ -319,25 +324,24 @@ class PostgresStore:
 
     # -- reading ---------------------------------------------------------------------
 
-    _MANIFEST = ("SELECT key, size, mtime_ns, inode, bytes_hash, text_hash, derivation, title, "
-                 "metadata, generation, etag, last_modified, missing FROM documents ")
+    _MANIFEST = f"SELECT {MANIFEST_COLUMNS} FROM documents "
 
     def manifest(self, source: str) -> dict[str, StoredDocument]:
         rows = self._conn.execute(self._MANIFEST + "WHERE source = %s", (source,))
-        return {r[0]: _stored(r) for r in rows}
+        return {r[0]: stored_document(r) for r in rows}
 
     def stored(self, source: str, key: str) -> StoredDocument | None:
         """One stored document with its chunk digests (what a worker plans against)."""
         row = self._conn.execute(self._MANIFEST + "WHERE source = %s AND key = %s",
                                  (source, key)).fetchone()
-        return None if row is None else self.with_digests(source, [_stored(row)])[0]
+        return None if row is None else self.with_digests(source, [stored_document(row)])[0]
 
     def with_digests(self, source: str, docs: Collection[StoredDocument]) -> list[StoredDocument]:
         digests: dict[str, list[str]] = {}
         keys = [d.key for d in docs]
         for i in range(0, len(keys), 1000):
             for key, dig in self._conn.execute(
-                f"SELECT d.key, c.digest FROM documents d JOIN chunks c ON {_CURRENT} "
+                f"SELECT d.key, c.digest FROM documents d JOIN chunks c ON {CURRENT} "
                 "WHERE d.source = %s AND d.key = ANY(%s) ORDER BY d.key, c.idx",
                 (source, keys[i : i + 1000]),
             ):
@@ -402,8 +406,8 @@ class PostgresStore:
             "mtime_ns = %s, inode = %s, etag = %s, last_modified = %s, bytes_hash = %s, "
             "title = %s, metadata = %s, missing = 0, last_seen = %s, last_changed = %s "
             "WHERE id = %s",
-            (doc.key, version.locator, version.media_type, *_stat_row(version.stat),
-             *_validator_row(version.validators), version.bytes_hash, version.title,
+            (doc.key, version.locator, version.media_type, *stat_row(version.stat),
+             *validator_row(version.validators), version.bytes_hash, version.title,
              version.metadata, now, now, found[0]),
         )
 
@@ -416,15 +420,15 @@ class PostgresStore:
             self._write(
                 "UPDATE documents SET size = %s, mtime_ns = %s, inode = %s, etag = %s, "
                 "last_modified = %s, missing = 0 WHERE id = %s",
-                (*_stat_row(doc.stat), *_validator_row(doc.validators), found[0]),
+                (*stat_row(doc.stat), *validator_row(doc.validators), found[0]),
             )
             return
         self._write(
             "UPDATE documents SET locator = %s, media_type = %s, size = %s, mtime_ns = %s, "
             "inode = %s, etag = %s, last_modified = %s, bytes_hash = %s, title = %s, "
             "metadata = %s, missing = 0, last_seen = %s WHERE id = %s",
-            (version.locator, version.media_type, *_stat_row(version.stat),
-             *_validator_row(version.validators), version.bytes_hash, version.title,
+            (version.locator, version.media_type, *stat_row(version.stat),
+             *validator_row(version.validators), version.bytes_hash, version.title,
              version.metadata, now, found[0]),
         )
 
@@ -432,8 +436,8 @@ class PostgresStore:
         version = doc.version
         assert version is not None
         found = self._doc_id(source, doc.key)
-        row = (version.locator, version.media_type, *_stat_row(version.stat),
-               *_validator_row(version.validators), version.bytes_hash, version.text_hash,
+        row = (version.locator, version.media_type, *stat_row(version.stat),
+               *validator_row(version.validators), version.bytes_hash, version.text_hash,
                version.derivation, version.title, version.metadata)
         if found is None:
             generation = 1
@@ -477,13 +481,10 @@ class PostgresStore:
         )
 
     def digest_sets(self, source: str) -> dict[str, frozenset[str]]:
-        sets: dict[str, set[str]] = {}
-        for key, dig in self._conn.execute(
-            f"SELECT d.key, c.digest FROM documents d JOIN chunks c ON {_CURRENT} "
+        return digest_sets(self._conn.execute(
+            f"SELECT d.key, c.digest FROM documents d JOIN chunks c ON {CURRENT} "
             "WHERE d.source = %s", (source,),
-        ):
-            sets.setdefault(key, set()).add(dig)
-        return {k: frozenset(v) for k, v in sets.items()}
+        ))
 
     def boilerplate(self, source: str) -> frozenset[str]:
         return frozenset(r[0] for r in self._conn.execute(
@@ -502,10 +503,10 @@ class PostgresStore:
 
     def unembedded(self, source: str, embedder: str) -> dict[str, str]:
         return dict(self._conn.execute(
-            f"SELECT DISTINCT c.digest, t.text FROM documents d JOIN chunks c ON {_CURRENT} "
+            f"SELECT DISTINCT c.digest, t.text FROM documents d JOIN chunks c ON {CURRENT} "
             "JOIN chunk_texts t ON t.digest = c.digest LEFT JOIN embeddings e "
             "ON e.digest = c.digest AND e.embedder = %s "
-            f"WHERE d.source = %s AND e.digest IS NULL AND {_INDEXED}",
+            f"WHERE d.source = %s AND e.digest IS NULL AND {INDEXED}",
             (embedder, source),
         ).fetchall())
 
@@ -583,28 +584,28 @@ class PostgresStore:
         rows = self._conn.execute(
             "SELECT id, started, finished, report FROM runs ORDER BY id DESC LIMIT %s",
             (max(limit, 0),)).fetchall()
-        return [RunRecord(int(r[0]), r[1], r[2], json.loads(r[3])) for r in rows]
+        return [run_record(r) for r in rows]
 
     def run(self, run_id: int) -> RunRecord | None:
         row = self._conn.execute(
             "SELECT id, started, finished, report FROM runs WHERE id = %s", (run_id,)).fetchone()
-        return RunRecord(int(row[0]), row[1], row[2], json.loads(row[3])) if row else None
+        return run_record(row) if row else None
 
     # -- search ----------------------------------------------------------------------
 
     def search_text(self, query: str, k: int) -> list[Hit]:
-        terms = _fts_terms(query)
+        terms = query_terms(query)
         if not terms:
             return []
         tsquery = " || ".join(["plainto_tsquery('simple', %s)"] * len(terms))
         rows = self._conn.execute(
-            f"SELECT {_HIT}, ts_rank(t.tsv, x.q) AS rank FROM (SELECT {tsquery} AS q) x "
+            f"SELECT {HIT_COLUMNS}, ts_rank(t.tsv, x.q) AS rank FROM (SELECT {tsquery} AS q) x "
             "JOIN chunk_texts t ON t.tsv @@ x.q JOIN chunks c ON c.digest = t.digest "
-            f"JOIN documents d ON {_CURRENT} WHERE {_INDEXED} "
+            f"JOIN documents d ON {CURRENT} WHERE {INDEXED} "
             "ORDER BY rank DESC, d.source, d.key, c.idx LIMIT %s",
             (*terms, k),
         ).fetchall()
-        return [_hit(r, score=float(r[10])) for r in rows]
+        return [as_hit(r, score=float(r[10])) for r in rows]
 
     def search_vector(self, embedder: str, vector: npt.NDArray[np.float32], k: int) -> list[Hit]:
         # One vector's dimension stands for the embedder's (verify checks they agree).
@@ -630,9 +631,10 @@ class PostgresStore:
                     f"WITH near AS MATERIALIZED (SELECT digest, {typed} <#> %s{cast} AS distance "
                     f"FROM embeddings WHERE embedder = %s AND dimension = {n} "
                     "ORDER BY distance LIMIT %s) "
-                    f"SELECT {_HIT}, e.distance FROM near e JOIN chunks c ON c.digest = e.digest "
-                    f"JOIN documents d ON {_CURRENT} JOIN chunk_texts t ON t.digest = c.digest "
-                    f"WHERE {_INDEXED} ORDER BY e.distance, d.source, d.key, c.idx LIMIT %s",
+                    f"SELECT {HIT_COLUMNS}, e.distance FROM near e "
+                    "JOIN chunks c ON c.digest = e.digest "
+                    f"JOIN documents d ON {CURRENT} JOIN chunk_texts t ON t.digest = c.digest "
+                    f"WHERE {INDEXED} ORDER BY e.distance, d.source, d.key, c.idx LIMIT %s",
                     (query, embedder, candidates, k),
                 ).fetchall()
                 total = len(rows) >= k or _scalar(
@@ -642,26 +644,26 @@ class PostgresStore:
                 break
             candidates *= 4
         # <#> is the negated inner product; the score is the inner product, as SQLite's.
-        return [_hit(r, score=-float(r[10])) for r in rows]
+        return [as_hit(r, score=-float(r[10])) for r in rows]
 
     def hits_at(self, refs: Sequence[tuple[str, str, int, str]],
                 scores: Sequence[float]) -> list[Hit]:
         if not refs:
             return []
         rows = {(r[0], r[1], r[4], r[7]): r for r in self._conn.execute(
-            f"SELECT {_HIT} FROM unnest(%s::text[], %s::text[], %s::int[], %s::text[]) "
+            f"SELECT {HIT_COLUMNS} FROM unnest(%s::text[], %s::text[], %s::int[], %s::text[]) "
             "AS q(source, key, idx, digest) JOIN documents d ON d.source = q.source "
-            f"AND d.key = q.key JOIN chunks c ON {_CURRENT} AND c.idx = q.idx "
-            f"AND c.digest = q.digest JOIN chunk_texts t ON t.digest = c.digest WHERE {_INDEXED}",
+            f"AND d.key = q.key JOIN chunks c ON {CURRENT} AND c.idx = q.idx "
+            f"AND c.digest = q.digest JOIN chunk_texts t ON t.digest = c.digest WHERE {INDEXED}",
             ([r[0] for r in refs], [r[1] for r in refs], [r[2] for r in refs],
              [r[3] for r in refs]))}
-        return [_hit(rows[ref], score=score) for ref, score in zip(refs, scores, strict=True)
+        return [as_hit(rows[ref], score=score) for ref, score in zip(refs, scores, strict=True)
                 if ref in rows]
 
     def indexed_chunks(self, source: str | None = None,
                        key: str | None = None) -> Iterator[ChunkRef]:
         sql = (f"SELECT d.source, d.key, c.idx, c.digest, c.heading, c.start, c.\"end\" "
-               f"FROM documents d JOIN chunks c ON {_CURRENT} WHERE {_INDEXED}")
+               f"FROM documents d JOIN chunks c ON {CURRENT} WHERE {INDEXED}")
         args: list[str] = []
         for column, value in (("source", source), ("key", key)):
             if value is not None:
@@ -685,23 +687,13 @@ class PostgresStore:
     def window(self, hit: Hit, budget: int) -> Window:
         rows = self._conn.execute(
             "SELECT c.idx, c.start, c.\"end\", c.tokens, c.section FROM documents d "
-            f"JOIN chunks c ON {_CURRENT} WHERE d.source = %s AND d.key = %s ORDER BY c.idx",
+            f"JOIN chunks c ON {CURRENT} WHERE d.source = %s AND d.key = %s ORDER BY c.idx",
             (hit.source, hit.key),
         ).fetchall()
-        if not rows or not 0 <= hit.index < len(rows):
+        span = window_span(rows, hit.index, budget)
+        if span is None:
             return Window(hit.index, hit.index, hit.text, 0)
-        section = rows[hit.index][4]
-        first = last = hit.index
-        tokens = rows[hit.index][3]
-        grew = True
-        while grew:  # grow after, then before, within the section and the budget
-            grew = False
-            for step in (last + 1, first - 1):
-                if 0 <= step < len(rows) and rows[step][4] == section \
-                        and tokens + rows[step][3] <= budget:
-                    tokens += rows[step][3]
-                    first, last = min(first, step), max(last, step)
-                    grew = True
+        first, last, tokens = span
         start, end = rows[first][1], rows[last][2]
         text = self._conn.execute(
             "SELECT substr(t.text, %s, %s) FROM documents d JOIN texts t ON t.doc_id = d.id "
@@ -733,7 +725,7 @@ class PostgresStore:
         return StoreStatus(
             documents=sum(by_source.values()),
             chunks=int(_scalar(db,
-                f"SELECT count(*) FROM chunks c JOIN documents d ON {_CURRENT}")),
+                f"SELECT count(*) FROM chunks c JOIN documents d ON {CURRENT}")),
             embeddings=int(_scalar(db, "SELECT count(*) FROM embeddings")),
             runs=int(_scalar(db, "SELECT count(*) FROM runs")),
             by_source=by_source,
@@ -743,62 +735,13 @@ class PostgresStore:
     # -- maintenance -----------------------------------------------------------------
 
     def verify(self, embedder: str, identity: Callable[[str], str] | None) -> list[str]:
-        db = self._conn
-        problems: list[str] = []
-        for source, key, generation, gens, max_gen in db.execute(
-            "SELECT d.source, d.key, d.generation, count(DISTINCT c.generation), "
-            "max(c.generation) FROM documents d LEFT JOIN chunks c ON c.doc_id = d.id "
-            "GROUP BY d.id ORDER BY d.id"
-        ):
-            if gens > 2:
-                problems.append(f"{source}:{key}: {gens} chunk generations (at most 2 allowed)")
-            if max_gen is not None and max_gen > generation:
-                problems.append(f"{source}:{key}: chunks of generation {max_gen} beyond the "
-                                f"current {generation}")
-        for source, key, n, top in db.execute(
-            f"SELECT d.source, d.key, count(c.id), max(c.idx) FROM documents d "
-            f"JOIN chunks c ON {_CURRENT} GROUP BY d.id ORDER BY d.id"
-        ):
-            if top != n - 1:
-                problems.append(f"{source}:{key}: chunk indexes are not 0..{n - 1}")
-        for (dig,) in db.execute(
-            "SELECT DISTINCT c.digest FROM chunks c LEFT JOIN chunk_texts t USING (digest) "
-            "WHERE t.digest IS NULL"
-        ):
-            problems.append(f"chunk {dig[:12]}: text missing")
-        if identity is not None:
-            for dig, text in db.execute(
-                f"SELECT DISTINCT t.digest, t.text FROM chunk_texts t JOIN chunks c "
-                f"ON c.digest = t.digest JOIN documents d ON {_CURRENT}"
-            ):
-                if identity(text) != dig:
-                    problems.append(f"chunk {dig[:12]}: digest does not match its text")
-        for source, key, dig in db.execute(
-            f"SELECT d.source, d.key, c.digest FROM documents d JOIN chunks c ON {_CURRENT} "
-            "LEFT JOIN embeddings e ON e.digest = c.digest AND e.embedder = %s "
-            f"WHERE e.digest IS NULL AND {_INDEXED}",
-            (embedder,),
-        ):
-            problems.append(f"{source}:{key}: chunk {dig[:12]} has no vector")
-        for emb, dims in db.execute(
-            "SELECT embedder, count(DISTINCT dimension) FROM embeddings GROUP BY embedder"
-        ):
-            if dims != 1:
-                problems.append(f"embedder {emb}: vectors of {dims} different dimensions")
-        bad = _scalar(db,
-            "SELECT count(*) FROM embeddings WHERE vector_dims(vector) != dimension")
-        if bad:
-            problems.append(f"{bad} vectors whose size does not match their dimension")
-        orphans = _scalar(db,
-            "SELECT count(*) FROM chunks WHERE doc_id NOT IN (SELECT id FROM documents)"
-        )
-        if orphans:
-            problems.append(f"{orphans} chunks of no document")
-        return problems
+        return invariants.problems(
+            self._conn.execute, embedder, identity, mark="%s",
+            bad_vectors="SELECT count(*) FROM embeddings WHERE vector_dims(vector) != dimension")
 
     def erase(self, pattern: str) -> list[tuple[str, str]]:
-        rows = self._conn.execute("SELECT source, key FROM documents ORDER BY id").fetchall()
-        gone = [(s, k) for s, k in rows if fnmatch.fnmatchcase(k, pattern)]
+        gone = erased(self._conn.execute("SELECT source, key FROM documents ORDER BY id"),
+                      pattern)
         for source, key in gone:
             with self._transaction():
                 self._delete(source, key)
@@ -964,36 +907,3 @@ def _scalar(conn: psycopg.Connection[Any], sql: str, args: Sequence[Any] = ()) -
     row = conn.execute(sql, args).fetchone()
     assert row is not None
     return row[0]
-
-
-def _stored(r: Any) -> StoredDocument:
-    stat = None if r[1] is None else SourceStat(r[1], r[2], r[3])
-    validators = None if r[10] is None and r[11] is None else Validators(r[10], r[11])
-    return StoredDocument(key=r[0], stat=stat, bytes_hash=r[4], text_hash=r[5],
-                          derivation=r[6], title=r[7], metadata=r[8], generation=r[9],
-                          chunk_digests=(), validators=validators, missing=r[12])
-
-
-def _validator_row(validators: Validators | None) -> tuple[str | None, str | None]:
-    if validators is None:
-        return (None, None)
-    return (validators.etag, validators.last_modified)
-
-
-def _stat_row(stat: SourceStat | None) -> tuple[int | None, int | None, int | None]:
-    if stat is None:
-        return (None, None, None)
-    return (stat.size, stat.mtime_ns, stat.inode)
-
-
-def _fts_terms(query: str) -> list[str]:
-    """Query words; function words go unless nothing else is left."""
-    words: list[str] = re.findall(r"\w+", query.lower())
-    content = [w for w in words if w not in STOPWORDS]
-    return list(dict.fromkeys(content or words))
-
-
-def _hit(r: Any, score: float) -> Hit:
-    return Hit(source=r[0], key=r[1], title=r[2], heading=r[3], index=r[4], start=r[5],
-               end=r[6], digest=r[7], text=r[8], score=score, context=r[8],
-               context_tokens=r[9], first=r[4], last=r[4])
