@@ -458,14 +458,6 @@ def test_a_short_run_of_invalid_utf8_never_turns_the_whole_file_into_mojibake(
         _expect_indexed(outcome, "stray.txt", "The café on the quay")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="UTF-8 with encoded surrogates (surrogatepass / CESU-8 emoji) is decoded by "
-    "charset detection as another code page ('naĂŻve cafĂ©'): _UTF8_MULTIBYTE in "
-    "extract/text.py counts ED A0..BF xx as valid UTF-8 while the decoder replaces each of "
-    "its bytes, so _mixes_utf8 says no and the file is silently mis-decoded",
-)
 def test_surrogate_escapes_in_utf8_text_never_turn_the_file_into_mojibake(
     tmp_path: Path,
 ) -> None:

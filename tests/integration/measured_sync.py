@@ -1,0 +1,122 @@
+"""Sync knowledge bases one after another in a fresh process and print what each cost, as JSON.
+
+Run as ``python -m tests.integration.measured_sync WARMUP_KB KB...``. The first
+knowledge base warms the process up (every extractor imported, the store
+created), so what is measured for the others is the sync alone:
+
+- ``extra_rss_bytes``: the peak resident memory during the sync above the
+  resident memory before it (Linux ``VmHWM``, reset through ``clear_refs``
+  before each sync; elsewhere the growth of ``ru_maxrss``, which can only
+  over-count);
+- ``seconds``: wall time of the sync, for the record; a hang is cut by an
+  alarm after ``CASE_SECONDS`` and reported as ``"hung": true``;
+- ``opened``: every path the process asked to open during the sync (audit
+  events ``open`` and ``sqlite3.connect``; a path opened relative to a
+  directory descriptor is recorded as given, one name);
+- the report's failures, warnings and action counts, and ``verify``'s findings.
+
+Why a separate process: peak memory and audit hooks are process-wide, and an
+audit hook cannot be removed once added.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import resource
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from kbsync.engine import Engine, load_config
+
+CASE_SECONDS = 120
+
+_opened: list[str] | None = None
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    if _opened is None or event not in ("open", "sqlite3.connect"):
+        return
+    path = args[0] if args else None
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    if isinstance(path, os.PathLike):
+        path = os.fspath(path)
+    if isinstance(path, str):
+        _opened.append(path)
+
+
+def _status_kib(field: str) -> int | None:
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            found = re.search(rf"^{field}:\s+(\d+) kB", f.read(), re.MULTILINE)
+    except OSError:
+        return None
+    return int(found.group(1)) if found else None
+
+
+def _reset_peak() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
+            f.write("5")
+    except OSError:
+        return False
+    return True
+
+
+def _on_alarm(signum: int, frame: object) -> None:
+    raise TimeoutError(f"the sync took longer than {CASE_SECONDS} s")
+
+
+def _measure(kb: Path) -> dict[str, Any]:
+    global _opened
+    resettable = _reset_peak()
+    before = _status_kib("VmRSS") if resettable else None
+    before_max = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    opened: list[str] = []
+    result: dict[str, Any] = {"kb": str(kb), "hung": False}
+    with Engine(load_config(kb)) as engine:
+        signal.alarm(CASE_SECONDS)
+        started = time.monotonic()
+        _opened = opened
+        try:
+            report = engine.sync()
+        except TimeoutError:
+            result["hung"] = True
+            return result
+        finally:
+            _opened = None
+            signal.alarm(0)
+            result["seconds"] = round(time.monotonic() - started, 3)
+        peak = _status_kib("VmHWM") if resettable else None
+        if peak is not None and before is not None:
+            result["extra_rss_bytes"] = max(0, peak - before) * 1024
+        else:
+            grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before_max
+            result["extra_rss_bytes"] = max(0, grown) * 1024
+        source = report.sources[0]
+        result["failures"] = {key: message for key, message in source.failures}
+        result["warnings"] = list(source.warnings)
+        result["actions"] = {a: report.total(a) for a in ("new", "failed", "unchanged")}
+        result["verify"] = list(engine.verify())
+        result["keys"] = sorted(engine.store.manifest(engine.sources[0].name))
+    result["opened"] = opened
+    return result
+
+
+def main(argv: list[str]) -> int:
+    signal.signal(signal.SIGALRM, _on_alarm)
+    sys.addaudithook(_audit)
+    warmup, *kbs = (Path(a) for a in argv[1:])
+    _measure(warmup)
+    results = [_measure(kb) for kb in kbs]
+    print(json.dumps(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
