@@ -103,7 +103,12 @@ def _measure(kb: Path) -> dict[str, Any]:
         result["warnings"] = list(source.warnings)
         result["actions"] = {a: report.total(a) for a in ("new", "failed", "unchanged")}
         result["verify"] = list(engine.verify())
-        result["keys"] = sorted(engine.store.manifest(engine.sources[0].name))
+        name = engine.sources[0].name
+        result["keys"] = sorted(engine.store.manifest(name))
+        result["texts"] = {}
+        for key in result["keys"]:
+            document = engine.store.document(key, name)
+            result["texts"][key] = document.text[:2000] if document is not None else None
     result["opened"] = opened
     return result
 

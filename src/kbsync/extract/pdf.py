@@ -94,6 +94,12 @@ class PdfExtractor:
                 f"is an encrypted PDF that pypdf cannot decrypt without an extra package ({exc})",
             ) from None
         except Exception as exc:  # a damaged file can fail anywhere in pypdf's parser
+            if type(exc).__name__ == "LimitReachedError":  # pypdf's own caps (pypdf >= 5)
+                raise ExtractionError(
+                    locator,
+                    f"has a stream past pypdf's decompression limit (a decompression bomb?; "
+                    f"{_describe(exc)}); not extracted",
+                ) from exc
             raise ExtractionError(
                 locator, f"is a damaged or unreadable PDF ({_describe(exc)})"
             ) from exc
