@@ -26,6 +26,7 @@ import os
 import re
 import resource
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -34,6 +35,7 @@ from typing import Any
 from kbsync.engine import Engine, load_config
 
 CASE_SECONDS = 120
+ROOT = Path(__file__).resolve().parents[2]
 
 _opened: list[str] | None = None
 
@@ -111,6 +113,19 @@ def _measure(kb: Path) -> dict[str, Any]:
             result["texts"][key] = document.text[:2000] if document is not None else None
     result["opened"] = opened
     return result
+
+
+def measure_in_child(warmup: Path, kbs: list[Path]) -> list[dict[str, Any]]:
+    """Run this module in a fresh interpreter over the knowledge bases; one result each."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.integration.measured_sync", str(warmup), *map(str, kbs)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "Traceback" not in done.stderr, done.stderr[-4000:]
+    results: list[dict[str, Any]] = json.loads(done.stdout)
+    return results
 
 
 def main(argv: list[str]) -> int:

@@ -18,8 +18,6 @@ import gzip
 import io
 import json
 import os
-import subprocess
-import sys
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator
@@ -29,9 +27,9 @@ from typing import Any
 import pytest
 
 from kbsync.engine import init_config
+from tests.integration.measured_sync import measure_in_child
 from tests.integration.test_bad_inputs import GOOD, _assert_readable, _pdf
 
-ROOT = Path(__file__).resolve().parents[2]
 EXTRA_MEMORY_MAX = 256 * 1024 * 1024
 GIB = 1024**3
 RESULTS_ENV = "KBSYNC_BOUNDED_RESULTS"
@@ -172,14 +170,7 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dic
         make(docs / file_name)
         init_config(kb, ["docs"])
         kbs.append(kb)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.integration.measured_sync", *map(str, kbs)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    assert "Traceback" not in done.stderr, done.stderr[-4000:]
-    results = dict(zip(CASES, json.loads(done.stdout), strict=True))
+    results = dict(zip(CASES, measure_in_child(kbs[0], kbs[1:]), strict=True))
     if os.environ.get(RESULTS_ENV):
         figures = {name: {k: r.get(k) for k in ("seconds", "extra_rss_bytes", "failures")}
                    for name, r in results.items()}
