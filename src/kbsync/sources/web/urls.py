@@ -37,6 +37,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
+from kbsync.errors import SourceError
+
 __all__ = [
     "DEFAULT_PORTS",
     "Scope",
@@ -61,7 +63,7 @@ _HOST_CHARS = re.compile(r"[a-z0-9._-]+")
 _CONTROL = re.compile(r"[\t\n\r]")
 
 
-class UrlError(ValueError):
+class UrlError(SourceError, ValueError):
     """The text is not an absolute http(s) URL that kbsync can fetch."""
 
 
@@ -72,9 +74,10 @@ def canonicalize(url: str, base: str | None = None) -> str:
     """
     # Browsers strip ASCII tab and newlines anywhere in a URL and surrounding spaces.
     text = _CONTROL.sub("", url).strip()
-    if base is not None:
-        text = urljoin(base, text)
     try:
+        if base is not None:
+            # urljoin parses both, and raises ValueError for a malformed [host].
+            text = urljoin(base, text)
         parts = urlsplit(text)
         port = parts.port
     except ValueError as exc:
@@ -114,7 +117,9 @@ def canonical_host(host: str) -> str:
             name = name.encode("idna").decode("ascii")
         except UnicodeError as exc:
             raise UrlError(f"host is not a valid international domain name: {host!r}") from exc
-    if not _HOST_CHARS.fullmatch(name) or ".." in name or name.startswith("."):
+    if not _HOST_CHARS.fullmatch(name) or ".." in name or name.startswith(".") or (
+        name.endswith(".")  # one trailing dot is the root label, dropped above; two is empty
+    ):
         raise UrlError(f"malformed host {host!r}")
     return name
 

@@ -1,0 +1,95 @@
+"""Fuzz one kbsync parser with atheris (libFuzzer) for a while and report what it found.
+
+Usage::
+
+    python scripts/fuzz.py TARGET --seconds N [--jobs 1] [--save DIR] [--merge]
+    python scripts/fuzz.py --list
+
+TARGET is a name from ``tests/fuzz/targets.py`` (normalize, extract_text,
+extract_markdown, extract_html, extract_pdf, urls, robots, sitemaps). The saved
+corpus ``tests/fuzz/corpus/TARGET`` seeds the run and is never written to; new
+inputs go to ``--save`` (a temporary folder by default). ``--merge`` then adds
+the inputs that bring new coverage to the saved corpus (libFuzzer ``-merge=1``,
+inputs up to 4 KiB). A failing input is written as ``crash-*`` or ``timeout-*``
+next to the new inputs; replay it with the target function to debug it.
+
+Needs atheris (``pip install atheris``); the saved corpus is replayed in CI by
+``tests/fuzz/test_fuzz_corpus.py`` without it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGET_NAMES = ("normalize", "extract_text", "extract_markdown", "extract_html", "extract_pdf",
+                "urls", "robots", "sitemaps")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("target", nargs="?", choices=TARGET_NAMES)
+    parser.add_argument("--seconds", type=int, default=60, help="how long to fuzz")
+    parser.add_argument("--save", type=Path, help="folder for new inputs and failures")
+    parser.add_argument("--merge", action="store_true",
+                        help="add new-coverage inputs to the saved corpus afterwards")
+    parser.add_argument("--timeout", type=int, default=10, help="seconds one input may take")
+    parser.add_argument("--list", action="store_true", help="list the targets and exit")
+    args = parser.parse_args()
+    if args.list or args.target is None:
+        print("\n".join(TARGET_NAMES))
+        return 0
+
+    import atheris
+
+    sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
+    with atheris.instrument_imports(include=["kbsync"]):
+        from tests.fuzz.targets import TARGETS
+    target = TARGETS[args.target]
+    saved = ROOT / "tests" / "fuzz" / "corpus" / args.target
+    work = args.save or Path(tempfile.mkdtemp(prefix=f"kbsync-fuzz-{args.target}-"))
+    work.mkdir(parents=True, exist_ok=True)
+
+    if args.merge:
+        # A separate pass: keep only what adds coverage to the saved corpus.
+        libfuzzer = [sys.argv[0], "-merge=1", "-max_len=4096", str(saved), str(work)]
+        atheris.Setup(libfuzzer, target)
+        atheris.Fuzz()
+        return 0
+
+    executions = 0
+    started = time.monotonic()
+
+    def counted(data: bytes) -> None:
+        nonlocal executions
+        executions += 1
+        target(data)
+
+    def report() -> None:
+        elapsed = time.monotonic() - started
+        found = sorted(p.name for p in work.iterdir()
+                       if p.name.startswith(("crash-", "timeout-", "oom-", "leak-")))
+        # On a failure libFuzzer writes the input after this runs: its message follows.
+        print(f"\nfuzz {args.target}: {executions:,} executions in {elapsed:.0f} s; "
+              f"earlier failing inputs: {', '.join(found) if found else 'none'}; "
+              f"inputs in {work}", file=sys.stderr)
+
+    atexit.register(report)
+    libfuzzer = [
+        sys.argv[0], str(work), str(saved),
+        f"-max_total_time={args.seconds}", f"-timeout={args.timeout}", "-rss_limit_mb=2048",
+        f"-artifact_prefix={work}{os.sep}", "-print_final_stats=1",
+    ]
+    atheris.Setup(libfuzzer, counted)
+    atheris.Fuzz()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
