@@ -11,7 +11,8 @@ corpus ``tests/fuzz/corpus/TARGET`` seeds the run and is never written to; new
 inputs go to ``--save`` (a temporary folder by default). ``--merge`` then adds
 the inputs that bring new coverage to the saved corpus (libFuzzer ``-merge=1``,
 inputs up to 4 KiB). A failing input is written as ``crash-*`` or ``timeout-*``
-next to the new inputs; replay it with the target function to debug it.
+next to the new inputs; replay it with the target function to debug it. libFuzzer
+ends with ``Done N runs in S second(s)`` and its final statistics.
 
 Needs atheris (``pip install atheris``); the saved corpus is replayed in CI by
 ``tests/fuzz/test_fuzz_corpus.py`` without it.
@@ -20,11 +21,9 @@ Needs atheris (``pip install atheris``); the saved corpus is replayed in CI by
 from __future__ import annotations
 
 import argparse
-import atexit
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,7 +37,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=int, default=60, help="how long to fuzz")
     parser.add_argument("--save", type=Path, help="folder for new inputs and failures")
     parser.add_argument("--merge", action="store_true",
-                        help="add new-coverage inputs to the saved corpus afterwards")
+                        help="merge the --save folder of an earlier run into the saved corpus")
     parser.add_argument("--timeout", type=int, default=10, help="seconds one input may take")
     parser.add_argument("--list", action="store_true", help="list the targets and exit")
     args = parser.parse_args()
@@ -63,30 +62,14 @@ def main() -> int:
         atheris.Fuzz()
         return 0
 
-    executions = 0
-    started = time.monotonic()
-
-    def counted(data: bytes) -> None:
-        nonlocal executions
-        executions += 1
-        target(data)
-
-    def report() -> None:
-        elapsed = time.monotonic() - started
-        found = sorted(p.name for p in work.iterdir()
-                       if p.name.startswith(("crash-", "timeout-", "oom-", "leak-")))
-        # On a failure libFuzzer writes the input after this runs: its message follows.
-        print(f"\nfuzz {args.target}: {executions:,} executions in {elapsed:.0f} s; "
-              f"earlier failing inputs: {', '.join(found) if found else 'none'}; "
-              f"inputs in {work}", file=sys.stderr)
-
-    atexit.register(report)
     libfuzzer = [
         sys.argv[0], str(work), str(saved),
         f"-max_total_time={args.seconds}", f"-timeout={args.timeout}", "-rss_limit_mb=2048",
         f"-artifact_prefix={work}{os.sep}", "-print_final_stats=1",
     ]
-    atheris.Setup(libfuzzer, counted)
+    print(f"fuzz {args.target} for {args.seconds} s; inputs and failures go to {work}",
+          file=sys.stderr)
+    atheris.Setup(libfuzzer, target)
     atheris.Fuzz()
     return 0
 

@@ -41,7 +41,7 @@ def _text(data: bytes) -> str:
 
 
 def fuzz_normalize(data: bytes) -> None:
-    """normalize never fails, is idempotent, keeps no surrogate or NUL, and its words are its text."""
+    """normalize never fails, is idempotent, keeps no surrogate or NUL; its words are its text."""
     text = _text(data)
     once = normalize(text)
     assert normalize(once.text).text == once.text, "normalize is not idempotent"
@@ -69,7 +69,11 @@ def _extractor_target(
         try:
             first = extract(data, locator="fuzz-input", media_type=media_type)
         except KbsyncError as exc:
-            assert str(exc).startswith("fuzz-input: "), f"the message does not name it: {exc}"
+            message = str(exc)
+        else:
+            message = None
+        if message is not None:
+            assert message.startswith("fuzz-input: "), f"the message does not name it: {message}"
             return
         _check_record(first)
         assert extract(data, locator="fuzz-input", media_type=media_type) == first, (
@@ -122,7 +126,8 @@ def fuzz_sitemaps(data: bytes) -> None:
         return
     assert len(sitemap.entries) <= MAX_ENTRIES
     for entry in sitemap.entries:
-        assert isinstance(entry.loc, str) and entry.loc
+        assert isinstance(entry.loc, str)
+        assert entry.loc
 
 
 TARGETS: dict[str, Callable[[bytes], None]] = {

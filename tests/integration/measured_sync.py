@@ -101,7 +101,7 @@ def _measure(kb: Path) -> dict[str, Any]:
             grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before_max
             result["extra_rss_bytes"] = max(0, grown) * 1024
         source = report.sources[0]
-        result["failures"] = {key: message for key, message in source.failures}
+        result["failures"] = dict(source.failures)
         result["warnings"] = list(source.warnings)
         result["actions"] = {a: report.total(a) for a in ("new", "failed", "unchanged")}
         result["verify"] = list(engine.verify())

@@ -98,11 +98,11 @@ def _write(make: Callable[[], bytes]) -> Callable[[Path], None]:
 
 def _zip_bomb() -> bytes:
     out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
-        with archive.open("inner.md", "w", force_zip64=True) as member:
-            block = bytes(1 << 20)
-            for _ in range(256):
-                member.write(block)
+    with (zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive,
+          archive.open("inner.md", "w", force_zip64=True) as member):
+        block = bytes(1 << 20)
+        for _ in range(256):
+            member.write(block)
     return out.getvalue()
 
 
@@ -175,7 +175,7 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dic
         figures = {name: {k: r.get(k) for k in ("seconds", "extra_rss_bytes", "failures")}
                    for name, r in results.items()}
         Path(os.environ[RESULTS_ENV]).write_text(json.dumps(figures, indent=2))
-    yield results
+    return results
 
 
 _WARMUP = ("warm.pdf", _write(lambda: _pdf("Warm up every extractor")), "indexed", ())

@@ -188,7 +188,8 @@ def test_no_error_path_leaks_the_api_key(
     sync = runs[0]
     assert sync.code != 0, sync.stdout[-2000:]  # the failure was noticed
     assert "DEBUG" in sync.stderr  # debug logging was on
-    assert "Traceback" not in runs[1].stderr and "Traceback" not in runs[3].stderr
+    assert "Traceback" not in runs[1].stderr
+    assert "Traceback" not in runs[3].stderr
     assert all(run.code in (0, 1, 4) for run in runs), [run.code for run in runs]
     for run in runs:
         assert _hits(run.stdout.encode()) == [], run.stdout[-3000:]

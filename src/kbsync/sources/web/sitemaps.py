@@ -98,7 +98,9 @@ def _parse_xml(data: bytes) -> Sitemap:
     try:
         parser.feed(data)
         root = parser.close()
-    except ET.ParseError as exc:
+    except SitemapError:
+        raise
+    except (ET.ParseError, LookupError, ValueError) as exc:  # LookupError: an unknown encoding
         raise SitemapError(f"malformed XML: {exc}") from exc
     kind_name = _local(root.tag)
     if kind_name == "urlset":

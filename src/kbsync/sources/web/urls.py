@@ -107,16 +107,18 @@ def canonical_host(host: str) -> str:
             return str(ipaddress.IPv6Address(name))
         except ValueError as exc:
             raise UrlError(f"malformed IPv6 address {host!r}") from exc
-    if name.endswith(".") and len(name) > 1:
-        name = name[:-1]
-    ipv4 = parse_ipv4(name)
-    if ipv4 is not None:
-        return str(ipv4)
+    # IDNA mapping first, as browsers do: it can turn a name into a number
+    # ("0xf\u00b91", full-width or circled digits), which must then parse as an address.
     if not name.isascii():
         try:
             name = name.encode("idna").decode("ascii")
         except UnicodeError as exc:
             raise UrlError(f"host is not a valid international domain name: {host!r}") from exc
+    if name.endswith(".") and len(name) > 1:
+        name = name[:-1]
+    ipv4 = parse_ipv4(name)
+    if ipv4 is not None:
+        return str(ipv4)
     if not _HOST_CHARS.fullmatch(name) or ".." in name or name.startswith(".") or (
         name.endswith(".")  # one trailing dot is the root label, dropped above; two is empty
     ):
