@@ -6,8 +6,8 @@ created), so what is measured for the others is the sync alone:
 
 - ``extra_rss_bytes``: the peak resident memory during the sync above the
   resident memory before it (Linux ``VmHWM``, reset through ``clear_refs``
-  before each sync; elsewhere the growth of ``ru_maxrss``, which can only
-  over-count);
+  before each sync; elsewhere the growth of ``ru_maxrss``). Each case runs in
+  a child forked from the warm process, so each starts from the same memory;
 - ``seconds``: wall time of the sync, for the record; a hang is cut by an
   alarm after ``CASE_SECONDS`` and reported as ``"hung": true``;
 - ``opened``: every path the process asked to open during the sync (audit
@@ -133,9 +133,37 @@ def main(argv: list[str]) -> int:
     sys.addaudithook(_audit)
     warmup, *kbs = (Path(a) for a in argv[1:])
     _measure(warmup)
-    results = [_measure(kb) for kb in kbs]
+    results = [_forked(kb) for kb in kbs]
     print(json.dumps(results))
     return 0
+
+
+def _forked(kb: Path) -> dict[str, Any]:
+    """``_measure(kb)`` in a child forked from the warm process, so every case starts from
+    the same memory: memory freed by an earlier case cannot hide a later one's growth."""
+    if not hasattr(os, "fork"):
+        return _measure(kb)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: measure, send the result, leave without cleanup handlers
+        os.close(read_end)
+        code = 0
+        try:
+            payload = json.dumps(_measure(kb)).encode()
+        except BaseException as exc:  # reported by the parent as the case's failure
+            payload = json.dumps({"kb": str(kb), "hung": False, "crash": repr(exc)}).encode()
+            code = 1
+        with os.fdopen(write_end, "wb") as out:
+            out.write(payload)
+        os._exit(code)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as source:
+        data = source.read()
+    os.waitpid(pid, 0)
+    result: dict[str, Any] = json.loads(data)
+    if "crash" in result:
+        raise RuntimeError(f"measuring {kb} failed: {result['crash']}")
+    return result
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ Each case is a folder with the two good documents of ``test_bad_inputs`` and one
 hostile file. All cases run in one child process (``measured_sync``) after a
 warm-up sync, each with its own knowledge base, so each case's peak memory is
 measured from the same starting point. The rule: the hostile file fails alone
-with a message for a person (or is indexed cleanly), the good documents are
+with a message for a person (or is indexed cleanly, or, when no extractor reads
+its type, is no document and is never parsed), the good documents are
 indexed, ``verify`` is clean, the sync adds less than ``EXTRA_MEMORY_MAX`` of
 resident memory, and a file rejected by its size is never opened.
 
@@ -129,7 +130,8 @@ def _deep(opening: bytes, closing: bytes) -> Callable[[], bytes]:
 LAUGHS = _entity_bomb()
 DEEP = 100_000
 
-# name -> (file name, how to make it, expectation: "failed" with words or "indexed" with words)
+# name -> (file name, how to make it, expectation, words): "failed" with one of the words in
+# the message, "indexed" with every word in the text, or "skipped" (no extractor reads it).
 CASES: dict[str, tuple[str, Callable[[Path], None], str, tuple[str, ...]]] = {
     "sparse-1gib": ("huge.txt", _sparse, "failed", ("over the cap",)),
     "pdf-flate-1gib": ("bomb.pdf", _write(lambda: _pdf_with_stream(_deflate_zeros(1024))),
@@ -150,6 +152,13 @@ CASES: dict[str, tuple[str, Callable[[Path], None], str, tuple[str, ...]]] = {
         f"<html><body><p>Vector drawings explained.</p><svg><!DOCTYPE svg [\n{LAUGHS}\n]>"
         "<text>&lol9;</text></svg></body></html>").encode()),
         "indexed", ("Vector drawings",)),
+    "billion-laughs-xhtml": ("laughs.xhtml", _write(lambda: (
+        f'<?xml version="1.0"?>\n<!DOCTYPE html [\n{LAUGHS}\n]>\n'
+        '<html xmlns="http://www.w3.org/1999/xhtml"><body><p>&lol9;</p></body></html>').encode()),
+        "skipped", ()),
+    "billion-laughs-xml": ("laughs.xml", _write(lambda: (
+        f'<?xml version="1.0"?>\n<!DOCTYPE lolz [\n{LAUGHS}\n]>\n<lolz>&lol9;</lolz>').encode()),
+        "skipped", ()),
     "billion-laughs-markdown": ("laughs.md", _write(lambda: (
         f"# Laughs\n\n<!DOCTYPE x [\n{LAUGHS}\n]>\n\n&lol9; and prose\n").encode()),
         "indexed", ("prose",)),
@@ -192,7 +201,11 @@ def test_a_hostile_file_fails_alone_or_is_indexed_within_bounded_memory(
     assert result["extra_rss_bytes"] < EXTRA_MEMORY_MAX, result["extra_rss_bytes"]
     for good in GOOD:
         assert good in result["keys"]
-    if expected == "failed":
+    if expected == "skipped":  # no extractor reads the type: not a document, never parsed
+        assert result["failures"] == {}, result["failures"]
+        assert file_name not in result["keys"]
+        assert result["actions"]["new"] == 2
+    elif expected == "failed":
         assert set(result["failures"]) == {file_name}, result["failures"]
         message = result["failures"][file_name]
         _assert_readable(message)
