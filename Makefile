@@ -2,7 +2,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint docs bench clean
 
 ## make run: create .venv, install kbsync, sync the sample corpus into an embedded SQLite
 ## store (examples/.kbsync/), print the report, and search it
@@ -11,12 +11,17 @@ run: $(VENV)/.installed
 	$(BIN)/kbsync search "how do retries work" -k 3 -c examples
 	$(BIN)/kbsync status -c examples
 
-## make test: install the dev extras, then ruff, mypy --strict, the import-layer check and pytest
-test: $(VENV)/.dev-installed lint
+## make test: install the dev extras, then ruff, mypy --strict, the import-layer check, pytest
+## and the documentation build (warnings are errors)
+test: $(VENV)/.dev-installed lint docs
 	$(BIN)/pytest
 
+## make docs: the API reference from docstrings, into site/
+docs: $(VENV)/.dev-installed
+	$(BIN)/mkdocs build --strict --site-dir site
+
 lint: $(VENV)/.dev-installed
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
@@ -39,4 +44,4 @@ $(VENV)/.dev-installed: pyproject.toml | $(VENV)/bin/python
 	touch $@ $(VENV)/.installed
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis site

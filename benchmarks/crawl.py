@@ -30,7 +30,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from kbsync.engine import Engine, init_config, load_config
+from kbsync.engine import init_config
+from kbsync.knowledge_base import KnowledgeBase
 
 WORDS = (
     "harbour light keeper stairs wick lamp storm ship rock tide quay rope sail chart compass "
@@ -125,7 +126,7 @@ def main() -> None:
         config.write_text(config.read_text() + f"allow_private_addresses = true\ndelay = 0.0\n"
                           f"max_pages = {args.pages + 100}\nmax_depth = 1000\n"
                           "soft_404_check = false\n")
-        with Engine(load_config(tmp)) as engine:
+        with KnowledgeBase.open(tmp) as engine:
             def run(name: str, verify: bool = False) -> None:
                 requests, sent = site.requests, site.bytes_sent
                 started = time.perf_counter()

@@ -24,8 +24,9 @@ from rich.console import Console
 from rich.table import Table
 
 from kbsync.embed import Vectors
-from kbsync.engine import Engine, init_config, load_config
+from kbsync.engine import init_config
 from kbsync.identity import digest
+from kbsync.knowledge_base import KnowledgeBase
 from kbsync.plan import Action, ChunkDraft, ChunkOps, DocumentPlan, DocumentVersion
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "corpus"
@@ -50,7 +51,7 @@ class RandomEmbedder:
         return out
 
 
-def fill(engine: Engine, chunks: int, per_doc: int = 50) -> None:
+def fill(engine: KnowledgeBase, chunks: int, per_doc: int = 50) -> None:
     words = " ".join(p.read_text() for p in EXAMPLES.glob("*.txt")).split()
     rng = random.Random(0)
     embedder = engine.embedder
@@ -83,7 +84,7 @@ def main() -> None:
     console = Console()
     with tempfile.TemporaryDirectory() as tmp:
         init_config(tmp, [])
-        with Engine(load_config(Path(tmp))) as engine:
+        with KnowledgeBase.open(Path(tmp)) as engine:
             engine.embedder = RandomEmbedder()  # type: ignore[assignment]
             started = time.perf_counter()
             fill(engine, args.chunks)

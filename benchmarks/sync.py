@@ -15,7 +15,7 @@ What is measured
        then a re-sync: wall time and the number of embeddings computed.
 
     Tools
-        kbsync        ``Engine.sync()`` with the configuration ``init_config`` writes (SQLite
+        kbsync        ``KnowledgeBase.sync()`` with the configuration ``init_config`` writes (SQLite
                       store, TTTD chunker, offline hashing embedder). Embeddings are counted by
                       kbsync itself (``report.sources[0].embeddings_computed``).
         steadlith     ``prepare_index`` (plan) + ``apply_prepared`` (transactional index) with
@@ -75,7 +75,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from corpus import DATA_DIR, generated_text
 from kbsync.embed.hashing import HashingEmbedder
-from kbsync.engine import Engine, init_config, load_config
+from kbsync.engine import init_config
+from kbsync.knowledge_base import KnowledgeBase
 
 FILE_BYTES = 5_000
 FOLDERS = 10  # top-level folders, each with FOLDERS subfolders: FOLDERS**2 leaf folders
@@ -250,7 +251,7 @@ class KbsyncTool(Tool):
     def __init__(self, workspace: Path) -> None:
         super().__init__(workspace)
         init_config(workspace, ["docs"])
-        self.engine = Engine(load_config(workspace))
+        self.engine = KnowledgeBase.open(workspace)
         self.reports: list[Any] = []
 
     def sync(self) -> Step:

@@ -91,9 +91,10 @@ from check_questions import CORPUS, Question, collapse, load_questions  # noqa: 
 from chunking import make_edits  # noqa: E402
 from kbsync.chunking.tokens import EstimatingCounter  # noqa: E402
 from kbsync.embed import Embedder  # noqa: E402
-from kbsync.engine import Engine, init_config, load_config, make_embedder  # noqa: E402
+from kbsync.engine import init_config, make_embedder  # noqa: E402
 from kbsync.errors import ConfigError, KbsyncError  # noqa: E402
 from kbsync.extract.registry import extractor_for, media_type_for  # noqa: E402
+from kbsync.knowledge_base import KnowledgeBase  # noqa: E402
 from kbsync.normalize import scan_words  # noqa: E402
 from kbsync.sync import Chunker  # noqa: E402
 
@@ -363,7 +364,7 @@ def set_table(toml: str, table: str, values: dict[str, object]) -> str:
     return "\n".join([*lines[:start], *body, *lines[end:]]) + "\n"
 
 
-def open_engine(folder: Path, config: KbsyncConfig, embedder: dict[str, Any]) -> Engine:
+def open_engine(folder: Path, config: KbsyncConfig, embedder: dict[str, Any]) -> KnowledgeBase:
     """A synced knowledge base of a copy of the corpus in ``folder``, per ``config``."""
     shutil.copytree(CORPUS, folder / "docs")
     init_config(folder, ["docs"])
@@ -374,7 +375,7 @@ def open_engine(folder: Path, config: KbsyncConfig, embedder: dict[str, Any]) ->
     text = set_table(set_table(original, "chunker", chunker), "embedder", embedder)
     file.write_text(text, encoding="utf-8")
     try:
-        engine = Engine(load_config(folder))
+        engine = KnowledgeBase.open(folder)
     except ConfigError as error:
         if "allow_truncation" not in str(error):
             raise
@@ -383,7 +384,7 @@ def open_engine(folder: Path, config: KbsyncConfig, embedder: dict[str, Any]) ->
                      "embeds only the start of longer chunks)")
         with_truncation = {**embedder, "allow_truncation": True}
         file.write_text(set_table(text, "embedder", with_truncation), encoding="utf-8")
-        engine = Engine(load_config(folder))
+        engine = KnowledgeBase.open(folder)
     return engine
 
 
@@ -393,8 +394,8 @@ def run_kbsync(config: KbsyncConfig, settings: dict[str, Any], embedder: Embedde
     result = Result(config.key, config.label, config.params)
     extra: dict[str, Any] = {}
     if config.context_tokens is not None:
-        if "context_tokens" not in inspect.signature(Engine.search).parameters:
-            result.skipped = "Engine.search has no context_tokens yet"
+        if "context_tokens" not in inspect.signature(KnowledgeBase.search).parameters:
+            result.skipped = "KnowledgeBase.search has no context_tokens yet"
             notes.append(f"{config.label}: skipped ({result.skipped})")
             return result
         extra["context_tokens"] = config.context_tokens

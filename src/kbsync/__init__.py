@@ -1,7 +1,8 @@
 """kbsync keeps a retrieval knowledge base in sync with changing sources.
 
-The facade: a handful of names that reach the whole pure core. Everything else
-is importable from its module, but only these are promised.
+The facade: :class:`KnowledgeBase` and the results its methods return, and a
+handful of names that reach the whole pure core. Everything else is importable
+from its module, but only these are promised.
 """
 
 from __future__ import annotations
@@ -11,6 +12,17 @@ from kbsync.chunking.bytecdc import byte_chunks
 from kbsync.compare import compare
 from kbsync.errors import KbsyncError, ParameterError
 from kbsync.identity import IDENTITY_SCHEMA_VERSION
+from kbsync.knowledge_base import (
+    Collected,
+    DocumentDiff,
+    DocumentRef,
+    Erased,
+    KnowledgeBase,
+    SearchMode,
+    Status,
+    SyncResult,
+    Verification,
+)
 from kbsync.model import (
     Boundary,
     ByteChunk,
@@ -22,6 +34,7 @@ from kbsync.model import (
     Verdict,
 )
 from kbsync.normalize import NORMALIZER_VERSION, NormalizedText, normalize
+from kbsync.store import DocumentText, Hit
 
 __version__ = "0.1.0"
 
@@ -35,13 +48,24 @@ __all__ = [
     "Chunk",
     "ChunkingDiagnostics",
     "ChunkingResult",
+    "Collected",
+    "DocumentDiff",
+    "DocumentRef",
+    "DocumentText",
+    "Erased",
+    "Hit",
     "KbsyncError",
+    "KnowledgeBase",
     "LocalParams",
     "NormalizedText",
     "ParameterError",
     "Region",
+    "SearchMode",
+    "Status",
+    "SyncResult",
     "TTTDParams",
     "Verdict",
+    "Verification",
     "__version__",
     "byte_chunks",
     "chunk_stream",

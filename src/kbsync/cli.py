@@ -20,18 +20,11 @@ from rich.console import Console
 from kbsync import __version__
 from kbsync.chunking import chunk_text, make_params
 from kbsync.chunking.diagnostics import diagnose
-from kbsync.engine import (
-    CONFIG_NAME,
-    Engine,
-    SearchMode,
-    add_source,
-    init_config,
-    load_config,
-    remove_source,
-)
+from kbsync.engine import CONFIG_NAME, add_source, init_config, load_config, remove_source
 from kbsync.errors import DocumentError, KbsyncError, LockedError
 from kbsync.extract.registry import extractor_for
 from kbsync.extract.text import TextExtractor
+from kbsync.knowledge_base import SEARCH_MODES, KnowledgeBase, SearchMode, SyncResult
 from kbsync.media import media_type_for
 from kbsync.model import Chunk, ChunkingResult
 from kbsync.normalize import NORMALIZER_VERSION
@@ -45,7 +38,6 @@ from kbsync.report import (
     hits_table,
     sync_tables,
 )
-from kbsync.sync import SyncReport, report_dict
 
 __all__ = ["app", "main"]
 
@@ -236,11 +228,11 @@ def sources_remove(
         typer.echo(f"removed {name}")
 
 
-def _progress_run(fn: Any, quiet: bool) -> SyncReport:
+def _progress_run(fn: Any, quiet: bool) -> SyncResult:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     if quiet:
-        result: SyncReport = fn(None)
+        result: SyncResult = fn(None)
         return result
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   transient=True, console=Console(stderr=True)) as bar:
@@ -254,8 +246,8 @@ def _progress_run(fn: Any, quiet: bool) -> SyncReport:
         return fn(tick)  # type: ignore[no-any-return]
 
 
-def _print_report(report: SyncReport, as_json: bool) -> None:
-    data = report_dict(report)
+def _print_report(report: SyncResult, as_json: bool) -> None:
+    data = report.to_dict()
     if as_json:
         _emit(data)
     else:
@@ -265,10 +257,11 @@ def _print_report(report: SyncReport, as_json: bool) -> None:
         if report.diagnostics is not None and report.diagnostics.chunk_count:
             console.print(diagnostics_table(report.diagnostics))
         for s in report.sources:
-            for key, change in s.changes.items():
-                console.print(f"changed {s.source}:{key}: {change.verdict}, similarity "
-                              f"{change.similarity:.3f}, {len(change.regions)} region(s)",
-                              highlight=False)
+            for c in s.changes:
+                if c.change is not None:
+                    console.print(f"changed {s.source}:{c.key}: {c.change.verdict}, similarity "
+                                  f"{c.change.similarity:.3f}, {len(c.change.regions)} region(s)",
+                                  highlight=False)
         for s in report.sources:
             for key, message in s.failures:
                 typer.echo(f"error: {s.source}:{key}: {message}" if key
@@ -280,8 +273,8 @@ def _print_report(report: SyncReport, as_json: bool) -> None:
 @app.command()
 def plan(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
     """Show what a sync would do (documents, chunks to embed, embedding tokens); write nothing."""
-    with _Errors(), Engine(load_config(config), create=False) as engine:
-        report = _progress_run(lambda tick: engine.plan(progress=tick), as_json)
+    with _Errors(), KnowledgeBase.open(config) as kb:
+        report = _progress_run(lambda tick: kb.plan(progress=tick), as_json)
     _print_report(report, as_json)
 
 
@@ -296,8 +289,8 @@ def sync(
     as_json: JsonOption = False,
 ) -> None:
     """Bring the knowledge base in step with its sources."""
-    with _Errors(), Engine(load_config(config)) as engine:
-        report = _progress_run(lambda tick: engine.sync(
+    with _Errors(), KnowledgeBase.open(config) as kb:
+        report = _progress_run(lambda tick: kb.sync(
             verify=verify, allow_mass_delete=allow_mass_delete, progress=tick, wait=wait,
             on_wait=lambda message: typer.echo(message, err=True)), as_json)
     _print_report(report, as_json)
@@ -326,8 +319,8 @@ def watch(
     """Keep syncing: on file changes, on schedule, and with a periodic full revalidation."""
     every, full = _duration(interval), _duration(full_every)
 
-    def show(report: SyncReport, reason: str) -> None:
-        data = report_dict(report)
+    def show(report: SyncResult, reason: str) -> None:
+        data = report.to_dict()
         if as_json:
             typer.echo(json.dumps({"reason": reason, **data}, ensure_ascii=False))
         else:
@@ -340,9 +333,9 @@ def watch(
                 for warning in s.warnings:
                     typer.echo(f"warning: {s.source}: {warning}", err=True)
 
-    with _Errors(), Engine(load_config(config)) as engine:
+    with _Errors(), KnowledgeBase.open(config) as kb:
         try:
-            engine.watch(interval=every, full_every=full, on_report=show)
+            kb.watch(interval=every, full_every=full, on_report=show)
         except KeyboardInterrupt:
             typer.echo("stopped", err=True)
 
@@ -350,12 +343,8 @@ def watch(
 @app.command()
 def status(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
     """Documents, chunks, embeddings and the last run."""
-    with _Errors(), Engine(load_config(config), create=False) as engine:
-        st = engine.status()
-    data = {"documents": st.documents, "chunks": st.chunks, "embeddings": st.embeddings,
-            "runs": st.runs, "by_source": dict(st.by_source),
-            "last_run": {k: st.last_run[k] for k in ("started", "finished", "documents")}
-            if st.last_run else None}
+    with _Errors(), KnowledgeBase.open(config) as kb:
+        data = kb.status().to_dict()
     if as_json:
         _emit(data)
     else:
@@ -375,12 +364,12 @@ def search(
     as_json: JsonOption = False,
 ) -> None:
     """Search the current chunks: vector similarity, full text, or both fused (default)."""
-    if mode not in ("vector", "text", "hybrid"):
+    if mode not in SEARCH_MODES:
         typer.echo(f"error: unknown search mode {mode!r}: use vector, text or hybrid", err=True)
         raise typer.Exit(2)
     search_mode: SearchMode = mode  # type: ignore[assignment]
-    with _Errors(), Engine(load_config(config), create=False) as engine:
-        hits = engine.search(query, k=k, mode=search_mode, context_tokens=context)
+    with _Errors(), KnowledgeBase.open(config) as kb:
+        hits = kb.search(query, k=k, mode=search_mode, context_tokens=context)
     if as_json:
         _emit([hit_dict(h) for h in hits])
     else:
@@ -394,33 +383,44 @@ def diff(
     as_json: JsonOption = False,
 ) -> None:
     """The last change of a document: verdict, similarity and the changed regions."""
-    with _Errors(), Engine(load_config(config), create=False) as engine:
-        doc, change = engine.diff(key)
+    with _Errors(), KnowledgeBase.open(config) as kb:
+        change = kb.diff(key)
     if as_json:
-        _emit({"key": doc.key, "source": doc.source, "verdict": str(change.verdict),
-               "similarity": change.similarity, "last_changed": doc.last_changed,
-               "regions": [{"offset": r.offset, "length": r.length,
-                            "text": doc.text[r.offset : r.end]} for r in change.regions]})
+        _emit(change.to_dict())
         return
     console = Console()
-    console.print(f"[bold]{doc.key}[/] ({doc.source}), changed {doc.last_changed}: "
+    console.print(f"[bold]{change.key}[/] ({change.source}), changed {change.last_changed}: "
                   f"{change.verdict}, similarity {change.similarity:.3f}, "
                   f"{len(change.regions)} changed region(s)")
-    if doc.previous is None:
+    if change.previous is None:
         console.print("first version: no earlier text to compare with")
-    console.print(highlighted(doc.text, change.regions))
+    console.print(highlighted(change.text, change.change.regions))
 
 
 @app.command()
-def verify(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
-    """Recompute and check every invariant of the store; exit 4 with the problems found."""
-    with _Errors(), Engine(load_config(config), create=False) as engine:
-        problems = engine.verify()
+def verify(
+    config: ConfigOption = Path("."),
+    as_json: JsonOption = False,
+    repair: Annotated[bool, typer.Option("--repair", help="Make the external vector store "
+                                         "match the records (the problems found are printed).")
+                      ] = False,
+) -> None:
+    """Recompute and check every invariant of the store and the vector store; exit 4 with
+    the problems found (with --repair, 4 only for problems that remain)."""
+    with _Errors(), KnowledgeBase.open(config) as kb:
+        problems = list(kb.verify(repair=repair).problems)
+        remaining = list(kb.verify().problems) if repair else problems
     if as_json:
-        _emit({"ok": not problems, "problems": problems})
+        _emit({"ok": not remaining, "problems": problems, "remaining": remaining})
     else:
-        typer.echo("ok: every invariant holds" if not problems else "\n".join(problems))
-    if problems:
+        if not problems:
+            typer.echo("ok: every invariant holds")
+        else:
+            typer.echo("\n".join(problems))
+            if repair:
+                typer.echo("repaired" if not remaining else
+                           "still wrong after repair:\n" + "\n".join(remaining))
+    if remaining:
         raise typer.Exit(EXIT_PROBLEMS)
 
 
@@ -431,10 +431,10 @@ def erase(
     as_json: JsonOption = False,
 ) -> None:
     """Remove every row, text and vector derived from matching documents."""
-    with _Errors(), Engine(load_config(config)) as engine:
-        gone = engine.erase(pattern)
+    with _Errors(), KnowledgeBase.open(config) as kb:
+        gone = kb.erase(pattern).documents
     if as_json:
-        _emit({"erased": [{"source": s, "key": k} for s, k in gone]})
+        _emit({"erased": [{"source": d.source, "key": d.key} for d in gone]})
     else:
         typer.echo(f"erased {len(gone)} document(s)")
 
@@ -442,12 +442,26 @@ def erase(
 @app.command()
 def gc(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
     """Drop cache entries and texts nothing refers to, and compact the store."""
-    with _Errors(), Engine(load_config(config)) as engine:
-        removed = engine.gc()
+    with _Errors(), KnowledgeBase.open(config) as kb:
+        removed = dict(kb.gc().removed)
     if as_json:
         _emit(removed)
     else:
         typer.echo(", ".join(f"{v} {k} removed" for k, v in removed.items()))
+
+
+@app.command()
+def mcp(
+    config: ConfigOption = Path("."),
+    allow_sync: Annotated[bool, typer.Option(
+        help="Let clients run the sync tool (by default they may only read).")] = False,
+) -> None:
+    """Serve the knowledge base over the Model Context Protocol on stdio (extra `mcp`)."""
+    with _Errors():
+        from kbsync.mcp_server import serve  # needs the `mcp` extra
+
+        with KnowledgeBase.open(config) as kb:
+            serve(kb, allow_sync=allow_sync)
 
 
 def main() -> None:

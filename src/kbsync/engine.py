@@ -1,46 +1,44 @@
-"""Configuration -> components -> sync: the one place that knows concrete classes.
+"""Configuration -> components: the one place that knows concrete classes.
 
 A knowledge base is a ``kbsync.toml`` file; every path in it is relative to the
-file's folder. The engine builds the sources, the store, the embedder and the
-extractors from it and hands them, as protocols, to :func:`kbsync.sync.sync_sources`.
+file's folder. The engine reads and writes it and builds the sources, the store
+and the embedder it names; :class:`kbsync.knowledge_base.KnowledgeBase` receives
+them as protocols.
 """
 
 from __future__ import annotations
 
 import json
-import threading
 import tomllib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from kbsync.chunking import identity_for
-from kbsync.compare import compare
 from kbsync.embed import Embedder
 from kbsync.embed.hashing import HashingEmbedder
-from kbsync.errors import ConfigError, KbsyncError, ParameterError
-from kbsync.extract.registry import extractor_for
-from kbsync.model import ChangeReport
-from kbsync.normalize import normalize
+from kbsync.errors import ConfigError
 from kbsync.sources import Source
 from kbsync.sources.files import FilesystemSource
-from kbsync.store import DocumentText, Hit, StoreStatus
-from kbsync.store.lock import WriterLock
+from kbsync.store import RecordStore
 from kbsync.store.sqlite import SqliteStore
-from kbsync.sync import Chunker, Progress, SyncReport, sync_sources
-from kbsync.watch import watch
+from kbsync.sync import Chunker
+from kbsync.vectors import VectorSink
 
 __all__ = [
     "CONFIG_NAME",
     "Config",
-    "Engine",
-    "SearchMode",
     "SourceConfig",
     "add_source",
+    "check_fit",
     "init_config",
     "load_config",
+    "make_embedder",
+    "make_sink",
+    "make_sources",
+    "open_store",
     "remove_source",
+    "store_exists",
 ]
 
 CONFIG_NAME = "kbsync.toml"
@@ -50,8 +48,6 @@ CONFIG_NAME = "kbsync.toml"
 DEFAULT_CHUNKER = Chunker("tttd", {"min_tokens": 48, "max_tokens": 192, "primary_bits": 6,
                                    "backup_bits": 4})
 DEFAULT_CONTEXT_TOKENS = 512
-SearchMode = Literal["vector", "text", "hybrid"]
-_RRF_K = 60
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +78,7 @@ class Config:
     sources: tuple[SourceConfig, ...] = ()
     index: dict[str, Any] = field(default_factory=dict)
     context_tokens: int = 0
+    vectors: dict[str, Any] = field(default_factory=dict)
 
     @property
     def root(self) -> Path:
@@ -125,12 +122,50 @@ def load_config(path: str | Path = CONFIG_NAME) -> Config:
         context = int(search.pop("context_tokens", 0))
         if search or context < 0:
             raise ConfigError(f"{file}: [search] takes only context_tokens (>= 0)")
+        vectors = dict(data.get("vectors", {}))
+        _check_vectors(vectors)
         return Config(file=file.resolve(), store=str(data.get("store", {}).get("path",
                       ".kbsync/kbsync.db")), chunker=chunker,
                       embedder=dict(data.get("embedder", {"kind": "hashing", "dimension": 1024})),
-                      sources=sources, index=index, context_tokens=context)
+                      sources=sources, index=index, context_tokens=context, vectors=vectors)
     except (KeyError, TypeError, ValueError) as exc:  # ParameterError is a ValueError
         raise ConfigError(f"{file}: invalid configuration: {exc}") from exc
+
+
+# [vectors]: where vectors live besides the records; none means the store's own index.
+_SINK_SETTINGS = {"qdrant": {"kind", "path", "url", "collection", "api_key_env"},
+                  "lancedb": {"kind", "path", "table"}}
+
+
+def _check_vectors(table: dict[str, Any]) -> None:
+    if not table:
+        return
+    kind = table.get("kind")
+    if kind not in _SINK_SETTINGS:
+        raise ConfigError(f"[vectors] kind must be one of {', '.join(sorted(_SINK_SETTINGS))}")
+    unknown = set(table) - _SINK_SETTINGS[kind]
+    if unknown:
+        raise ConfigError(f"[vectors] {kind}: unknown settings {', '.join(sorted(unknown))}")
+    if kind == "lancedb" and "path" not in table:
+        raise ConfigError("[vectors] lancedb needs a `path`")
+    if kind == "qdrant" and ("path" in table) == ("url" in table):
+        raise ConfigError("[vectors] qdrant needs exactly one of `path` or `url`")
+
+
+def make_sink(settings: dict[str, Any], root: Path) -> VectorSink | None:
+    """The external vector store of a ``[vectors]`` table (paths relative to ``root``)."""
+    if not settings:
+        return None
+    options = {k: v for k, v in settings.items() if k != "kind"}
+    if "path" in options:
+        options["path"] = root / str(options["path"])
+    if settings["kind"] == "qdrant":
+        from kbsync.vectors.qdrant import QdrantSink  # needs the `qdrant` extra
+
+        return QdrantSink(**options)
+    from kbsync.vectors.lancedb import LanceDBSink  # needs the `lancedb` extra
+
+    return LanceDBSink(**options)
 
 
 def _source_config(table: dict[str, Any]) -> SourceConfig:
@@ -146,14 +181,23 @@ def _source_config(table: dict[str, Any]) -> SourceConfig:
     return SourceConfig(name=str(name or urls[0]), urls=urls, options=table)
 
 
-def init_config(folder: str | Path, sources: Sequence[str] = ()) -> Config:
-    """Write a new ``kbsync.toml`` with defaults and the given folder sources."""
+def init_config(folder: str | Path, sources: Sequence[str] = (), *,
+                embedder: Mapping[str, Any] | None = None, store: str | None = None) -> Config:
+    """Write a new ``kbsync.toml`` with defaults and the given sources (folders or URLs).
+
+    ``embedder`` is an ``[embedder]`` table (default: the offline hashing embedder);
+    ``store`` the store's path relative to ``folder`` (default ``.kbsync/kbsync.db``).
+    """
     file = Path(folder) / CONFIG_NAME
     if file.exists():
         raise ConfigError(f"{file}: a knowledge base is already configured here")
     config = Config(file=file.resolve(), chunker=DEFAULT_CHUNKER,
                     sources=tuple(_source_for(file.parent, s) for s in sources),
                     context_tokens=DEFAULT_CONTEXT_TOKENS)
+    if embedder is not None:
+        config = replace(config, embedder=dict(embedder))
+    if store is not None:
+        config = replace(config, store=store)
     _write(config)
     return config
 
@@ -208,6 +252,8 @@ def _write(config: Config) -> None:
         lines += ["", "[index]"] + [f"{k} = {_toml(v)}" for k, v in sorted(config.index.items())]
     if config.context_tokens:
         lines += ["", "[search]", f"context_tokens = {config.context_tokens}"]
+    if config.vectors:
+        lines += ["", "[vectors]"] + [f"{k} = {_toml(v)}" for k, v in config.vectors.items()]
     for s in config.sources:
         lines += ["", "[[sources]]", f"name = {_toml(s.name)}"]
         if s.is_web:
@@ -218,6 +264,24 @@ def _write(config: Config) -> None:
         lines += [f"{k} = {_toml(v)}" for k, v in sorted(s.options.items())]
     config.file.parent.mkdir(parents=True, exist_ok=True)
     config.file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def make_sources(config: Config, crawled: Callable[[str, int, int], None]) -> list[Source]:
+    """The configured sources; web sources report crawl progress to ``crawled``."""
+    return [_make_source(config.root, s, crawled) for s in config.sources]
+
+
+def open_store(config: Config, *, create: bool) -> RecordStore:
+    """The configured store; without ``create`` a missing store is an empty one in memory,
+    so that reading a knowledge base never writes a file."""
+    if create or config.store_path.exists():
+        return SqliteStore(config.store_path)
+    return SqliteStore(":memory:")
+
+
+def store_exists(config: Config) -> bool:
+    """Whether the configured store has been created."""
+    return config.store_path.exists()
 
 
 def _make_source(root: Path, s: SourceConfig,
@@ -274,142 +338,3 @@ def check_fit(chunker: Chunker, embedder: Embedder, settings: dict[str, Any]) ->
             f"be retrievable. Lower max_tokens to {fits} or less (embed small chunks and return "
             "big context with `search --context`), or set allow_truncation = true in [embedder]."
         )
-
-
-class Engine:
-    """An opened knowledge base: plan, sync, search, diff, status, verify, erase, gc."""
-
-    def __init__(self, config: Config, *, create: bool = True) -> None:
-        """Open the knowledge base; with ``create`` false a missing store is not created
-        (read-only commands such as ``plan`` and ``status`` then see an empty one)."""
-        self.config = config
-        self.embedder = make_embedder(config.embedder)
-        check_fit(config.chunker, self.embedder, config.embedder)
-        exists = config.store_path.exists()
-        self.store = SqliteStore(config.store_path if create or exists else ":memory:")
-        self._progress: Progress | None = None
-        self.sources = [_make_source(config.root, s, self._crawled) for s in config.sources]
-
-    def _crawled(self, url: str, done: int, total: int) -> None:
-        if self._progress is not None:
-            self._progress("crawl", done, total)
-
-    def close(self) -> None:
-        self.store.close()
-
-    def __enter__(self) -> Engine:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _lock(self, wait: bool, on_wait: Callable[[str], None] | None) -> WriterLock:
-        return WriterLock(self.config.lock_path, wait=wait, on_wait=on_wait)
-
-    def plan(self, *, progress: Progress | None = None) -> SyncReport:
-        """What a sync would do, without writing anything."""
-        self._progress = progress
-        return sync_sources(self.sources, self.store, self.embedder, extractor_for,
-                            self.config.chunker, dry_run=True, progress=progress,
-                            **self._index_settings())
-
-    def sync(self, *, verify: bool = False, allow_mass_delete: bool = False,
-             progress: Progress | None = None, wait: bool = True,
-             on_wait: Callable[[str], None] | None = None) -> SyncReport:
-        """Bring the store in step with the sources (one writer at a time)."""
-        self._progress = progress
-        with self._lock(wait, on_wait):
-            return sync_sources(self.sources, self.store, self.embedder, extractor_for,
-                                self.config.chunker, verify=verify,
-                                allow_mass_delete=allow_mass_delete, progress=progress,
-                                **self._index_settings())
-
-    def _index_settings(self) -> dict[str, Any]:
-        index = self.config.index
-        return {"boilerplate_share": float(index.get("boilerplate_share", 0.05)),
-                "index_boilerplate": bool(index.get("index_boilerplate", False))}
-
-    def watch(self, *, interval: float = 86_400.0, full_every: float = 30 * 86_400.0,
-              stop: threading.Event | None = None,
-              on_report: Callable[[SyncReport, str], None] | None = None) -> None:
-        """Sync on file events and on schedule, with a periodic full revalidation."""
-        folders = [self.config.root / s.path for s in self.config.sources if not s.is_web]
-        watch(lambda verify: self.sync(verify=verify), folders, interval=interval,
-              full_every=full_every, stop=stop, on_report=on_report,
-              ignore=[self.config.store_path.parent, self.config.lock_path])
-
-    def search(self, query: str, k: int = 5, mode: SearchMode = "hybrid",
-               context_tokens: int | None = None) -> list[Hit]:
-        """Chunks of the current generation best matching ``query``.
-
-        With ``context_tokens`` (default: the configuration's ``[search]`` setting;
-        0 for none) each hit comes with a context window: its chunk and the
-        neighbouring chunks of the same section, up to that many tokens; a hit
-        inside a window already returned is merged into it. (Embed small chunks,
-        return big context: see DESIGN.md §7.)
-        """
-        if context_tokens is None:
-            context_tokens = self.config.context_tokens
-        if not context_tokens:
-            return self._ranked(query, k, mode)
-        results: list[Hit] = []
-        for hit in self._ranked(query, 3 * k, mode):
-            if any(r.source == hit.source and r.key == hit.key and r.first <= hit.index <= r.last
-                   for r in results):
-                continue
-            window = self.store.window(hit, context_tokens)
-            results.append(replace(hit, context=window.text, context_tokens=window.tokens,
-                                   first=window.first, last=window.last))
-            if len(results) == k:
-                break
-        return results
-
-    def _ranked(self, query: str, k: int, mode: SearchMode) -> list[Hit]:
-        query = normalize(query).text  # the same form as the indexed chunk texts
-        if mode == "text":
-            return self.store.search_text(query, k)
-        vector = self.embedder.embed([query])[0]
-        if mode == "vector":
-            return self.store.search_vector(self.embedder.identity, vector, k)
-        if mode != "hybrid":
-            raise ParameterError(f"unknown search mode {mode!r}: use vector, text or hybrid")
-        pool = max(k * 4, 20)
-        ranked: dict[tuple[str, str, int], float] = {}
-        hits: dict[tuple[str, str, int], Hit] = {}
-        for results in (self.store.search_vector(self.embedder.identity, vector, pool),
-                        self.store.search_text(query, pool)):
-            for rank, hit in enumerate(results):
-                key = (hit.source, hit.key, hit.index)
-                ranked[key] = ranked.get(key, 0.0) + 1.0 / (_RRF_K + rank + 1)
-                hits.setdefault(key, hit)
-        best = sorted(ranked, key=lambda key: -ranked[key])[:k]
-        return [_rescored(hits[key], ranked[key]) for key in best]
-
-    def status(self) -> StoreStatus:
-        return self.store.status()
-
-    def diff(self, key: str) -> tuple[DocumentText, ChangeReport]:
-        """The last change of a document: its texts and the change report between them."""
-        doc = self.store.document(key)
-        if doc is None:
-            raise KbsyncError(f"{key}: no such document in the knowledge base")
-        return doc, compare(doc.previous if doc.previous is not None else "", doc.text)
-
-    def chunk_identity(self) -> Callable[[str], str]:
-        """The identity function of the configured chunker (for verify)."""
-        return identity_for(self.config.chunker.strategy, **self.config.chunker.params)
-
-    def verify(self) -> list[str]:
-        return self.store.verify(self.embedder.identity, self.chunk_identity())
-
-    def erase(self, pattern: str, *, wait: bool = True) -> list[tuple[str, str]]:
-        with self._lock(wait, None):
-            return self.store.erase(pattern)
-
-    def gc(self, *, wait: bool = True) -> dict[str, int]:
-        with self._lock(wait, None):
-            return self.store.gc()
-
-
-def _rescored(hit: Hit, score: float) -> Hit:
-    return replace(hit, score=score)

@@ -20,6 +20,7 @@ __all__ = [
     "SchemaError",
     "SourceError",
     "StoreError",
+    "VectorStoreError",
 ]
 
 
@@ -83,3 +84,7 @@ class ConfigError(KbsyncError):
 
 class EmbeddingError(KbsyncError):
     """An embedding provider failed or answered something unusable (after its retries)."""
+
+
+class VectorStoreError(KbsyncError):
+    """An external vector store failed; the record store is left consistent."""

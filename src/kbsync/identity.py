@@ -11,6 +11,7 @@ bytes. Changing anything here changes identities: that is a new
 from __future__ import annotations
 
 import hashlib
+import uuid
 from collections.abc import Mapping
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "normalized_text_hash",
     "params_hash",
     "source_bytes_hash",
+    "vector_id",
 ]
 
 IDENTITY_SCHEMA_VERSION = 1
@@ -76,6 +78,18 @@ def normalized_text_hash(text: str, normalizer_version: int, *context: Field) ->
     return digest(
         "kbsync:normalized-text", IDENTITY_SCHEMA_VERSION, normalizer_version, *context, text
     )
+
+
+def vector_id(source: str, key: str, chunk_digest: str, occurrence: int) -> str:
+    """The id of a chunk's vector in an external vector store, as a UUID string.
+
+    It commits to the document (source and key), the chunk identity and which
+    occurrence of that identity in the document it is, but not to the chunk's
+    position: an edit elsewhere in the document leaves the id, and so the stored
+    vector, in place. Stores such as Qdrant accept only integers or UUIDs as ids.
+    """
+    h = digest("kbsync:vector-id", IDENTITY_SCHEMA_VERSION, source, key, chunk_digest, occurrence)
+    return str(uuid.UUID(hex=h[:32]))
 
 
 class ChunkIdentity:

@@ -24,9 +24,10 @@ import numpy.typing as npt
 from kbsync.chunking import TextChunker
 from kbsync.compare import compare
 from kbsync.embed import Embedder
-from kbsync.errors import ConfigError, DocumentError
+from kbsync.errors import ConfigError, DocumentError, VectorStoreError
 from kbsync.extract import Extractor
 from kbsync.identity import digest, normalized_text_hash, source_bytes_hash
+from kbsync.mirror import prepare, reconcile, replay_outbox, write_document
 from kbsync.model import (
     ChangeReport,
     Chunk,
@@ -53,6 +54,7 @@ from kbsync.plan import (
 from kbsync.report import diagnostics_dict
 from kbsync.sources import Source
 from kbsync.store import RecordStore
+from kbsync.vectors import VectorSink
 
 __all__ = ["Chunker", "SourceReport", "SyncReport", "sync_sources"]
 
@@ -105,6 +107,8 @@ class SourceReport:
     embeddings_truncated: int = 0
     embeddings_backfill: int = 0
     boilerplate: int = 0
+    vectors_upserted: int = 0
+    vectors_deleted: int = 0
     failures: list[tuple[str, str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     actions: list[tuple[str, str]] = field(default_factory=list)
@@ -162,14 +166,23 @@ def sync_sources(
     progress: Progress | None = None,
     boilerplate_share: float = 0.05,
     index_boilerplate: bool = False,
+    sink: VectorSink | None = None,
 ) -> SyncReport:
     """Bring ``store`` in step with ``sources`` (or, with ``dry_run``, only plan it).
 
     Chunks found in more than ``boilerplate_share`` of a host's documents are
     boilerplate: unless ``index_boilerplate``, they are neither embedded nor searched.
+    With a ``sink`` (an external vector store), each document's vectors are
+    written there as well, in the order of :func:`kbsync.mirror.write_document`.
     """
     _refuse_dimension_change(store, embedder)
     report = SyncReport(dry_run=dry_run, started=_now())
+    # Changes that touch vectors of documents the plan leaves alone (a rebuilt
+    # collection, boilerplate coming or going, a backfill) end in one reconciliation.
+    mirror_all = False
+    if sink is not None and not dry_run:
+        replay_outbox(store, sink)
+        mirror_all = prepare(sink, embedder.dimension)
     clock = _Clock(report)
     chunked: list[Chunk] = []
     configured = {s.name for s in sources}
@@ -187,12 +200,17 @@ def sync_sources(
             source_report.embeddings_backfill = len(store.unembedded(source.name,
                                                                      embedder.identity))
             continue
-        store.set_boilerplate(source.name, frozenset() if index_boilerplate else shared)
+        skip = frozenset() if index_boilerplate else shared
+        mirror_all |= sink is not None and store.boilerplate(source.name) != skip
+        store.set_boilerplate(source.name, skip)
         vectors, failed = _embed(the_plan, embedder, source_report, progress)
         clock.lap("embed")
-        _apply(the_plan, vectors, failed, store, embedder, source_report, progress)
+        _apply(the_plan, vectors, failed, store, embedder, source_report, progress, sink, skip)
         _backfill(source.name, store, embedder, source_report)
+        mirror_all |= source_report.embeddings_backfill > 0
         clock.lap("apply")
+    if sink is not None and mirror_all:
+        reconcile(store, sink, embedder.identity, embedder.dimension, repair=True)
     report.diagnostics = _diagnostics(chunker, chunked)
     report.finished = _now()
     if not dry_run:
@@ -477,6 +495,7 @@ def _embed_batch(embedder: Embedder, batch: list[str], texts: Mapping[str, str],
 def _apply(
     the_plan: Plan, vectors: Mapping[str, npt.NDArray[np.float32]], failed: set[str],
     store: RecordStore, embedder: Embedder, out: SourceReport, progress: Progress | None,
+    sink: VectorSink | None = None, skip: frozenset[str] = frozenset(),
 ) -> None:
     for doc in the_plan.documents:
         if doc.missing:
@@ -492,7 +511,21 @@ def _apply(
             out.failures.append((doc.key, "embedding failed; the previous version is kept"))
             continue
         mine = {d: vectors[d] for d in doc.ops.added_digests if d in vectors}
-        store.apply(the_plan.source, doc, mine, embedder.identity, now)
+        if sink is None:
+            store.apply(the_plan.source, doc, mine, embedder.identity, now)
+        else:
+            try:
+                written = write_document(store, sink, the_plan.source, doc, mine,
+                                         embedder.identity, now, skip)
+            except VectorStoreError as exc:
+                out.documents[str(doc.action)] -= 1
+                out.documents[str(Action.FAILED)] += 1
+                out.failures.append((doc.key, f"{exc}; the previous version is kept"))
+                continue
+            out.vectors_upserted += written.upserted
+            out.vectors_deleted += written.deleted
+            if written.warning:
+                out.warnings.append(written.warning)
         if progress is not None:
             progress("apply", n, len(writable))
 
@@ -523,6 +556,8 @@ def report_dict(report: SyncReport) -> dict[str, Any]:
                 "embeddings_truncated": s.embeddings_truncated,
                 "embeddings_backfill": s.embeddings_backfill,
                 "boilerplate_chunks": s.boilerplate,
+                "vectors_upserted": s.vectors_upserted,
+                "vectors_deleted": s.vectors_deleted,
                 "listing_complete": s.listing_complete,
                 "deletions_blocked": s.deletions_blocked,
                 "failures": [{"key": k, "message": m} for k, m in s.failures],

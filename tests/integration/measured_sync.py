@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kbsync.engine import Engine, load_config
+from kbsync.knowledge_base import KnowledgeBase
 
 CASE_SECONDS = 120
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,7 +81,7 @@ def _measure(kb: Path) -> dict[str, Any]:
     before_max = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     opened: list[str] = []
     result: dict[str, Any] = {"kb": str(kb), "hung": False}
-    with Engine(load_config(kb)) as engine:
+    with KnowledgeBase.open(kb) as engine:
         signal.alarm(CASE_SECONDS)
         started = time.monotonic()
         _opened = opened
@@ -104,7 +104,7 @@ def _measure(kb: Path) -> dict[str, Any]:
         result["failures"] = dict(source.failures)
         result["warnings"] = list(source.warnings)
         result["actions"] = {a: report.total(a) for a in ("new", "failed", "unchanged")}
-        result["verify"] = list(engine.verify())
+        result["verify"] = list(engine.verify().problems)
         name = engine.sources[0].name
         result["keys"] = sorted(engine.store.manifest(name))
         result["texts"] = {}

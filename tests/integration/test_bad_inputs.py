@@ -27,8 +27,9 @@ import pytest
 
 from kbsync.chunking import identity_for
 from kbsync.embed.hashing import HashingEmbedder
-from kbsync.engine import Engine, init_config, load_config
+from kbsync.engine import init_config
 from kbsync.extract.registry import extractor_for
+from kbsync.knowledge_base import KnowledgeBase, SyncResult
 from kbsync.model import SourceItem
 from kbsync.sources.files import FilesystemSource
 from kbsync.store.sqlite import SqliteStore
@@ -105,8 +106,8 @@ def _touch_later(path: Path) -> None:
 
 @dataclass
 class Outcome:
-    report: SyncReport
-    second: SyncReport
+    report: SyncResult
+    second: SyncResult
     texts: dict[str, str]
     chunks: dict[str, int]
     failures: dict[str, str]
@@ -114,16 +115,16 @@ class Outcome:
     found: dict[str, list[str]] = field(default_factory=dict)
 
 
-def _failures(report: SyncReport) -> dict[str, str]:
+def _failures(report: SyncReport | SyncResult) -> dict[str, str]:
     return {key: message for source in report.sources for key, message in source.failures}
 
 
-def _found(engine: Engine, word: str) -> list[str]:
+def _found(engine: KnowledgeBase, word: str) -> list[str]:
     """Keys of the documents a full-text search for ``word`` finds."""
     return [hit.key for hit in engine.search(word, k=10, mode="text", context_tokens=0)]
 
 
-def _stored(engine: Engine) -> tuple[dict[str, str], dict[str, int]]:
+def _stored(engine: KnowledgeBase) -> tuple[dict[str, str], dict[str, int]]:
     """Text and number of current chunks of every stored document of the source."""
     source = engine.sources[0].name
     manifest = engine.store.manifest(source)
@@ -145,16 +146,16 @@ def _assert_readable(message: str) -> None:
     assert re.search(r"[a-z]{3,} [a-z]{2,}", message), message
 
 
-def _assert_good_documents_searchable(engine: Engine) -> None:
+def _assert_good_documents_searchable(engine: KnowledgeBase) -> None:
     for key, word in GOOD_WORDS.items():
         assert key in _found(engine, word), (key, word)
 
 
 def _sync(tmp_path: Path, queries: Iterable[str] = ()) -> Outcome:
     """Sync twice; check completion, the good documents, verify and idempotency."""
-    with Engine(load_config(tmp_path)) as engine:
+    with KnowledgeBase.open(tmp_path) as engine:
         report = engine.sync()
-        assert engine.verify() == []
+        assert engine.verify().problems == ()
         _assert_good_documents_searchable(engine)
         found = {q: _found(engine, q) for q in queries}
         texts, chunks = _stored(engine)
@@ -162,9 +163,9 @@ def _sync(tmp_path: Path, queries: Iterable[str] = ()) -> Outcome:
         second = engine.sync()
         assert engine.store.total_changes - before == 1, "a repeated sync wrote rows"
         for action in WRITING_ACTIONS:
-            assert second.total(action) == 0, (action, second.sources[0].actions)
+            assert second.total(action) == 0, (action, second.sources[0].changes)
         assert set(_failures(second)) == set(_failures(report))
-        assert engine.verify() == []
+        assert engine.verify().problems == ()
     for key in GOOD:
         assert key in texts, key
     return Outcome(report, second, texts, chunks, _failures(report),
@@ -220,13 +221,13 @@ def _keeps_old_version(
     word: str,
     spoil: Callable[[Path], None],
     *message_words: str,
-) -> Engine:
+) -> KnowledgeBase:
     """Index ``good`` under ``key``, spoil the file, sync: the failure is reported by key
     and the old version stays searchable. Returns the still open engine."""
     docs = _kb(tmp_path)
     path = docs / key
     path.write_bytes(good)
-    engine = Engine(load_config(tmp_path))
+    engine = KnowledgeBase.open(tmp_path)
     try:
         first = engine.sync()
         assert first.total("new") == 3
@@ -241,13 +242,13 @@ def _keeps_old_version(
         assert any(w.lower() in failures[key].lower() for w in message_words), failures[key]
         assert report.total("failed") == 1
         for action in ("deleted", "modified", "metadata"):
-            assert report.total(action) == 0, report.sources[0].actions
+            assert report.total(action) == 0, report.sources[0].changes
         kept = engine.store.document(key)
         assert kept is not None
         assert kept.text == old.text
         assert key in _found(engine, word)
         _assert_good_documents_searchable(engine)
-        assert engine.verify() == []
+        assert engine.verify().problems == ()
     except BaseException:
         engine.close()
         raise
@@ -262,7 +263,7 @@ def _spoil_with(data: bytes) -> Callable[[Path], None]:
     return spoil
 
 
-def _assert_second_sync_writes_nothing(engine: Engine) -> None:
+def _assert_second_sync_writes_nothing(engine: KnowledgeBase) -> None:
     with engine:
         before = engine.store.total_changes
         again = engine.sync()
@@ -507,8 +508,8 @@ def test_a_markdown_file_of_a_million_and_a_half_blank_lines_does_not_stall_the_
     _bad(tmp_path, "blank-lines.md", b"\n" * 1_500_000 + b"Finally a sentence about otters.\n")
     script = (
         "import sys\n"
-        "from kbsync.engine import Engine, load_config\n"
-        "with Engine(load_config(sys.argv[1])) as engine:\n"
+        "from kbsync.knowledge_base import KnowledgeBase\n"
+        "with KnowledgeBase.open(sys.argv[1]) as engine:\n"
         "    print(engine.sync().total('new'))\n"
     )
     # A child process, so that a stall can be killed; linear work takes about two seconds.
@@ -517,7 +518,7 @@ def test_a_markdown_file_of_a_million_and_a_half_blank_lines_does_not_stall_the_
         capture_output=True, text=True, timeout=12, check=True,
     )
     assert done.stdout.split() == ["3"]
-    with Engine(load_config(tmp_path)) as engine:
+    with KnowledgeBase.open(tmp_path) as engine:
         assert any(h.key == "blank-lines.md" for h in engine.search("otters", mode="text"))
 
 
@@ -664,17 +665,16 @@ def test_a_file_name_with_a_newline_is_indexed_under_that_key(tmp_path: Path) ->
 def test_a_file_named_like_a_glob_is_indexed_under_its_literal_name(tmp_path: Path) -> None:
     _bad(tmp_path, "[abc].md", b"A gazebo in a file named like a glob.")
     (tmp_path / "docs" / "a.md").write_text("Another file, an aqueduct, that the glob matches.")
-    with Engine(load_config(tmp_path)) as engine:
+    with KnowledgeBase.open(tmp_path) as engine:
         report = engine.sync()
         assert report.total("new") == 4
         assert _failures(report) == {}
         assert "[abc].md" in _found(engine, "gazebo")
-        doc, _ = engine.diff("[abc].md")
-        assert "gazebo" in doc.text
+        assert "gazebo" in engine.diff("[abc].md").text
         before = engine.store.total_changes
         engine.sync()
         assert engine.store.total_changes - before == 1
-        assert engine.verify() == []
+        assert engine.verify().problems == ()
 
 
 # -- links, special files and directories ---------------------------------------------------------
@@ -744,7 +744,7 @@ def test_a_file_removed_between_listing_and_reading_fails_by_name(
 ) -> None:
     _bad(tmp_path, "gone.md", b"Here one moment, gone the next.")
     changed = _patch_read(monkeypatch, "gone.md", Path.unlink)
-    with Engine(load_config(tmp_path)) as engine:
+    with KnowledgeBase.open(tmp_path) as engine:
         report = engine.sync()
         assert changed == ["gone.md"]
         assert report.total("new") == 2
@@ -752,7 +752,7 @@ def test_a_file_removed_between_listing_and_reading_fails_by_name(
         assert set(failures) == {"gone.md"}
         _assert_readable(failures["gone.md"])
         assert "no longer exists" in failures["gone.md"]
-        assert engine.verify() == []
+        assert engine.verify().problems == ()
         before = engine.store.total_changes
         again = engine.sync()
         assert engine.store.total_changes - before == 1
@@ -769,14 +769,14 @@ def test_a_file_replaced_by_a_directory_between_listing_and_reading_fails_by_nam
 
     _bad(tmp_path, "x.md", b"About to become a directory.")
     _patch_read(monkeypatch, "x.md", to_directory)
-    with Engine(load_config(tmp_path)) as engine:
+    with KnowledgeBase.open(tmp_path) as engine:
         report = engine.sync()
         assert report.total("new") == 2
         failures = _failures(report)
         assert set(failures) == {"x.md"}
         _assert_readable(failures["x.md"])
         assert "directory" in failures["x.md"]
-        assert engine.verify() == []
+        assert engine.verify().problems == ()
         before = engine.store.total_changes
         engine.sync()
         assert engine.store.total_changes - before == 1
@@ -791,12 +791,12 @@ def test_a_file_replaced_by_a_fifo_between_listing_and_reading_is_not_opened(
 
     path = _bad(tmp_path, "pipe.md", b"About to become a FIFO.")
     _patch_read(monkeypatch, "pipe.md", to_fifo)
-    reports: list[SyncReport] = []
+    reports: list[SyncResult] = []
 
     def run() -> None:
-        with Engine(load_config(tmp_path)) as engine:
+        with KnowledgeBase.open(tmp_path) as engine:
             reports.append(engine.sync())
-            assert engine.verify() == []
+            assert engine.verify().problems == ()
 
     _in_thread(run, _release_fifo(path))
     failures = _failures(reports[0])
@@ -815,14 +815,14 @@ def test_a_file_swapped_for_a_symlink_to_etc_passwd_before_reading_is_not_read(
 
     _bad(tmp_path, "swap.md", b"Innocent at listing time.")
     _patch_read(monkeypatch, "swap.md", to_link)
-    with Engine(load_config(tmp_path)) as engine:
+    with KnowledgeBase.open(tmp_path) as engine:
         report = engine.sync()
         failures = _failures(report)
         assert set(failures) == {"swap.md"}
         assert "outside the source root" in failures["swap.md"]
         assert report.total("new") == 2
         assert not any("root:" in hit.text for hit in engine.search("root", mode="text"))
-        assert engine.verify() == []
+        assert engine.verify().problems == ()
 
 
 # -- the size cap (a FilesystemSource setting the engine does not expose) -------------------------
@@ -955,7 +955,7 @@ def test_an_edited_file_removed_before_it_is_read_keeps_its_indexed_version_unti
         gone = engine.sync()  # now the listing shows it is gone: it is deleted, as it should be
         assert gone.total("deleted") == 1
         assert "notes.txt" not in _found(engine, "otter")
-        assert engine.verify() == []
+        assert engine.verify().problems == ()
 
 
 # -- names that differ only in Unicode normalization ----------------------------------------------
@@ -1046,7 +1046,7 @@ def test_an_unreadable_folder_makes_the_listing_incomplete_and_deletes_nothing(
     docs = _kb(tmp_path)
     (docs / "vault").mkdir()
     (docs / "vault" / "keys.md").write_text("The vault holds the harbour master's keys.")
-    with Engine(load_config(tmp_path)) as engine:
+    with KnowledgeBase.open(tmp_path) as engine:
         assert engine.sync().total("new") == 3
         denied = _deny(monkeypatch, "vault", "scandir")
         report = engine.sync()
@@ -1059,7 +1059,7 @@ def test_an_unreadable_folder_makes_the_listing_incomplete_and_deletes_nothing(
         assert "nothing will be deleted" in failures["vault"]
         assert "vault/keys.md" in _found(engine, "harbour")
         _assert_good_documents_searchable(engine)
-        assert engine.verify() == []
+        assert engine.verify().problems == ()
 
 
 def test_a_file_rewritten_between_listing_and_reading_is_indexed_as_read_and_converges(
@@ -1072,18 +1072,18 @@ def test_a_file_rewritten_between_listing_and_reading_is_indexed_as_read_and_con
         _touch_later(p)
 
     _patch_read(monkeypatch, "draft.md", rewrite)
-    with Engine(load_config(tmp_path)) as engine:
+    with KnowledgeBase.open(tmp_path) as engine:
         report = engine.sync()
         assert report.total("new") == 3
         assert _failures(report) == {}
         assert "draft.md" in _found(engine, "narwhals")
         assert "draft.md" not in _found(engine, "walruses")
-        assert engine.verify() == []
+        assert engine.verify().problems == ()
         # The stat stored is the listing's, older than the bytes read: the next sync
         # reads the file again, finds the same bytes, and after that nothing is written.
         again = engine.sync()
         for action in ("new", "modified", "deleted", "moved"):
-            assert again.total(action) == 0, again.sources[0].actions
+            assert again.total(action) == 0, again.sources[0].changes
         before = engine.store.total_changes
         engine.sync()
         assert engine.store.total_changes - before == 1

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from kbsync.embed import Vectors
-from kbsync.engine import Engine, init_config, load_config
+from kbsync.engine import init_config
 from kbsync.errors import ConfigError
 from kbsync.extract.registry import extractor_for
+from kbsync.knowledge_base import KnowledgeBase
 from kbsync.store.sqlite import SqliteStore
 from kbsync.sync import Chunker, sync_sources
 from kbsync.testing import CountingEmbedder, MemorySource
@@ -41,7 +42,7 @@ def _kb(tmp_path: Path, embedder: str, chunker: str = SMALL, files: str = "a-*")
 def test_the_local_model_embeds_offline_and_retrieves_the_right_passage(tmp_path: Path) -> None:
     pytest.importorskip("sentence_transformers")
     kb = _kb(tmp_path, 'kind = "local"\n')
-    with Engine(load_config(kb)) as engine:
+    with KnowledgeBase.open(kb) as engine:
         report = engine.sync()
         assert report.sources[0].embeddings_computed > 100
         assert report.sources[0].embeddings_truncated == 0
@@ -52,18 +53,18 @@ def test_the_local_model_embeds_offline_and_retrieves_the_right_passage(tmp_path
         assert np.array_equal(first, again)
         hits = engine.search("how is the delay between retries computed", k=3, mode="vector")
         assert any("retries-backoff" in h.key for h in hits)
-        assert engine.verify() == []
+        assert engine.verify().problems == ()
 
 
 def test_chunks_longer_than_the_model_window_are_refused_unless_allowed(tmp_path: Path) -> None:
     pytest.importorskip("sentence_transformers")
     kb = _kb(tmp_path, 'kind = "local"\n', chunker="\nmax_tokens = 512\n")
     with pytest.raises(ConfigError, match="does not fit the embedder's input window"):
-        Engine(load_config(kb))
+        KnowledgeBase.open(kb)
     config = (kb / "kbsync.toml").read_text().replace('kind = "local"',
                                                      'kind = "local"\nallow_truncation = true')
     (kb / "kbsync.toml").write_text(config)
-    with Engine(load_config(kb)) as engine:
+    with KnowledgeBase.open(kb) as engine:
         assert engine.embedder.max_input_tokens == 256
 
 
@@ -94,7 +95,7 @@ def test_context_windows_grow_a_hit_within_its_section_and_merge_neighbours(
     tmp_path: Path,
 ) -> None:
     kb = _kb(tmp_path, 'kind = "hashing"\n')
-    with Engine(load_config(kb)) as engine:
+    with KnowledgeBase.open(kb) as engine:
         engine.sync()
         plain = engine.search("retry backoff jitter", k=5, mode="text", context_tokens=0)
         windows = engine.search("retry backoff jitter", k=5, mode="text", context_tokens=512)

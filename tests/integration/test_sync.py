@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from kbsync.engine import Engine, init_config, load_config
+from kbsync.engine import init_config, load_config
 from kbsync.errors import LockedError
 from kbsync.extract.registry import extractor_for
+from kbsync.knowledge_base import KnowledgeBase
 from kbsync.plan import Action
 from kbsync.store.lock import WriterLock
 from kbsync.store.sqlite import SqliteStore
@@ -33,8 +34,8 @@ def kb(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _engine(kb: Path) -> Engine:
-    return Engine(load_config(kb))
+def _engine(kb: Path) -> KnowledgeBase:
+    return KnowledgeBase.open(kb)
 
 
 def _edit(path: Path, text: str | None = None) -> None:
@@ -48,7 +49,7 @@ def test_a_first_sync_adds_every_document_and_the_store_verifies(kb: Path) -> No
         report = engine.sync()
         assert report.total("new") == 12
         assert report.sources[0].embeddings_computed > 0
-        assert engine.verify() == []
+        assert engine.verify().problems == ()
         assert engine.status().documents == 12
 
 
@@ -114,10 +115,11 @@ def test_a_one_sentence_edit_re_embeds_only_the_chunks_around_it(kb: Path) -> No
         assert report.total("modified") == 1
         assert 1 <= src.embeddings_computed <= 3
         assert src.chunks["kept"] + src.chunks["moved"] > 0
-        assert engine.verify() == []
-        doc, change = engine.diff("a-essay-learning-to-bake-bread.txt")
+        assert engine.verify().problems == ()
+        change = engine.diff("a-essay-learning-to-bake-bread.txt")
         assert change.regions
-        assert any(SENTENCE.strip()[:20] in doc.text[r.offset : r.end] for r in change.regions)
+        assert any(SENTENCE.strip()[:20] in r.text for r in change.regions)
+        assert all(r.text == change.text[r.offset : r.offset + r.length] for r in change.regions)
 
 
 def test_a_deleted_file_is_removed_with_its_chunks(kb: Path) -> None:
@@ -127,7 +129,7 @@ def test_a_deleted_file_is_removed_with_its_chunks(kb: Path) -> None:
         report = engine.sync()
         assert report.total("deleted") == 1
         assert engine.status().documents == 11
-        assert engine.verify() == []
+        assert engine.verify().problems == ()
 
 
 def test_a_renamed_file_is_moved_and_nothing_is_re_embedded(kb: Path) -> None:
@@ -140,7 +142,7 @@ def test_a_renamed_file_is_moved_and_nothing_is_re_embedded(kb: Path) -> None:
         assert report.total("deleted") == 0
         assert report.sources[0].embeddings_computed == 0
         assert engine.store.document("lighthouses-renamed.txt") is not None
-        assert engine.verify() == []
+        assert engine.verify().problems == ()
 
 
 def test_a_failed_listing_deletes_nothing(kb: Path) -> None:
@@ -196,7 +198,7 @@ def test_a_changed_chunker_is_planned_as_re_derivation(kb: Path) -> None:
     with _engine(kb) as engine:
         planned = engine.plan()
         assert planned.total("modified") == 12
-        assert planned.sources[0].embed_tokens > 0
+        assert planned.sources[0].embedding_tokens > 0
         assert engine.status().runs == 1  # plan wrote nothing
 
 
@@ -206,9 +208,9 @@ def test_erase_and_gc_leave_no_byte_of_the_erased_text(kb: Path) -> None:
     with _engine(kb) as engine:
         engine.sync()
         assert engine.search(canary, mode="text")
-        assert [k for _, k in engine.erase("secret.*")] == ["secret.txt"]
+        assert [d.key for d in engine.erase("secret.*").documents] == ["secret.txt"]
         engine.gc()
-        assert engine.verify() == []
+        assert engine.verify().problems == ()
     (kb / "docs" / "secret.txt").unlink()
     for path in (kb / ".kbsync").iterdir():
         assert canary.encode() not in path.read_bytes(), path.name
@@ -223,7 +225,7 @@ def test_verify_catches_a_corrupted_store(kb: Path) -> None:
     db.commit()
     db.close()
     with _engine(kb) as engine:
-        problems = engine.verify()
+        problems = engine.verify().problems
     assert any("does not match its text" in p for p in problems)
     assert any("has no vector" in p for p in problems)
 

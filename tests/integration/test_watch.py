@@ -4,7 +4,8 @@ import threading
 import time
 from pathlib import Path
 
-from kbsync.engine import Engine, init_config, load_config
+from kbsync.engine import init_config
+from kbsync.knowledge_base import KnowledgeBase, SyncResult
 from kbsync.sync import SyncReport
 from kbsync.watch import watch
 
@@ -18,8 +19,8 @@ def test_a_file_change_triggers_a_sync_and_the_schedule_runs_a_full_revalidation
     init_config(tmp_path, ["docs"])
     seen: list[tuple[str, int]] = []
     stop = threading.Event()
-    with Engine(load_config(tmp_path)) as engine:
-        def record(report: SyncReport, reason: str) -> None:
+    with KnowledgeBase.open(tmp_path) as engine:
+        def record(report: SyncResult, reason: str) -> None:
             seen.append((reason, report.total("new") + report.total("modified")))
 
         worker = threading.Thread(target=engine.watch, kwargs={
@@ -62,7 +63,7 @@ def test_the_store_writing_itself_inside_a_watched_folder_does_not_wake_the_watc
     init_config(tmp_path, ["."])  # the store lives inside the watched folder
     seen: list[str] = []
     stop = threading.Event()
-    with Engine(load_config(tmp_path)) as engine:
+    with KnowledgeBase.open(tmp_path) as engine:
         worker = threading.Thread(target=engine.watch, kwargs={
             "interval": 3600, "full_every": 7200, "stop": stop,
             "on_report": lambda report, reason: seen.append(reason)})

@@ -13,7 +13,8 @@ pytest_httpserver = pytest.importorskip("pytest_httpserver")
 from pytest_httpserver import HTTPServer  # noqa: E402
 from werkzeug import Request, Response  # noqa: E402
 
-from kbsync.engine import Engine, init_config, load_config  # noqa: E402
+from kbsync.engine import init_config  # noqa: E402
+from kbsync.knowledge_base import KnowledgeBase  # noqa: E402
 
 PARAGRAPHS = {
     "/": "Welcome to the harbour guide. " * 40,
@@ -76,7 +77,7 @@ def kb(tmp_path: Path, httpserver: HTTPServer, site: Site) -> Path:
 
 
 def test_a_site_is_crawled_then_revalidated_without_downloading(kb: Path, site: Site) -> None:
-    with Engine(load_config(kb)) as engine:
+    with KnowledgeBase.open(kb) as engine:
         first = engine.sync()
         assert first.total("new") == 3, first.sources[0].failures
         sent = site.bodies_sent
@@ -84,22 +85,24 @@ def test_a_site_is_crawled_then_revalidated_without_downloading(kb: Path, site: 
         assert second.total("unchanged") == 3
         assert site.bodies_sent == sent
         assert second.sources[0].bytes_read == 0
-        assert engine.verify() == []
+        assert engine.verify().problems == ()
 
 
 def test_a_changed_page_is_modified_and_reported_with_regions(kb: Path, site: Site) -> None:
-    with Engine(load_config(kb)) as engine:
+    with KnowledgeBase.open(kb) as engine:
         engine.sync()
         site.pages["/tides"] += " A storm surge once flooded the quay."
         report = engine.sync()
         assert report.total("modified") == 1
-        (key,) = report.sources[0].changes
-        assert key.endswith("/tides")
-        assert report.sources[0].changes[key].regions
+        (edit,) = [c for c in report.sources[0].changes if c.change is not None]
+        assert edit.key.endswith("/tides")
+        assert edit.action == "modified"
+        assert edit.change is not None
+        assert edit.change.regions
 
 
 def test_a_gone_page_is_deleted_and_a_404_waits_for_confirmation(kb: Path, site: Site) -> None:
-    with Engine(load_config(kb)) as engine:
+    with KnowledgeBase.open(kb) as engine:
         engine.sync()
         site.status["/lights"] = 410
         del site.pages["/tides"]  # now a 404, and no longer linked
@@ -112,7 +115,7 @@ def test_a_gone_page_is_deleted_and_a_404_waits_for_confirmation(kb: Path, site:
 
 
 def test_a_server_error_keeps_the_page(kb: Path, site: Site) -> None:
-    with Engine(load_config(kb)) as engine:
+    with KnowledgeBase.open(kb) as engine:
         engine.sync()
         site.status["/lights"] = 503
         report = engine.sync(allow_mass_delete=False)
@@ -121,7 +124,7 @@ def test_a_server_error_keeps_the_page(kb: Path, site: Site) -> None:
 
 
 def test_a_markup_only_change_is_no_change_of_content(kb: Path, site: Site) -> None:
-    with Engine(load_config(kb)) as engine:
+    with KnowledgeBase.open(kb) as engine:
         engine.sync()
         original = site.html
         site.html = lambda path: original(path).replace("<main>", '<main class="v2" id="x">')  # type: ignore[method-assign]
@@ -129,7 +132,7 @@ def test_a_markup_only_change_is_no_change_of_content(kb: Path, site: Site) -> N
         assert report.total("modified") == 0
         assert report.total("metadata-only") == 3
         assert report.sources[0].embeddings_computed == 0
-        assert report.sources[0].changes == {}
+        assert all(c.change is None for c in report.sources[0].changes)
 
 
 def test_an_etag_that_changes_on_every_request_reports_no_false_change(
@@ -145,7 +148,7 @@ def test_an_etag_that_changes_on_every_request_reports_no_false_change(
         return response
 
     site.__call__ = lying  # type: ignore[method-assign]
-    with Engine(load_config(kb)) as engine:
+    with KnowledgeBase.open(kb) as engine:
         engine.sync()
         report = engine.sync()
         assert report.total("modified") == 0
@@ -155,7 +158,7 @@ def test_an_etag_that_changes_on_every_request_reports_no_false_change(
 def test_a_permanent_redirect_moves_the_page_and_keeps_its_vectors(
     kb: Path, site: Site, httpserver: HTTPServer
 ) -> None:
-    with Engine(load_config(kb)) as engine:
+    with KnowledgeBase.open(kb) as engine:
         engine.sync()
         site.pages["/lighthouses"] = site.pages.pop("/lights")
         site.titles["/lighthouses"] = "/lights"  # the same page at a new address
@@ -177,7 +180,7 @@ def test_the_charset_comes_from_the_header_and_a_wrong_label_does_not_garble_tex
     body = f"<html><body><main><h1>Log</h1><p>{wrong}</p></main></body></html>"
     site.raw["/mislabeled"] = (body.encode("utf-8"), "text/html; charset=iso-8859-1")
     site.pages["/index"] = '<a href="/ru">ru</a> <a href="/mislabeled">log</a> ' * 5
-    with Engine(load_config(kb)) as engine:
+    with KnowledgeBase.open(kb) as engine:
         engine.sync()
         keys = list(engine.store.manifest(engine.sources[0].name))
         ru = engine.store.document(next(k for k in keys if k.endswith("/ru")))

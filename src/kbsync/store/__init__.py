@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -11,7 +11,7 @@ import numpy.typing as npt
 
 from kbsync.plan import DocumentPlan, StoredDocument
 
-__all__ = ["DocumentText", "Hit", "RecordStore", "StoreStatus", "Window"]
+__all__ = ["ChunkRef", "DocumentText", "Hit", "RecordStore", "StoreStatus", "Window"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +36,19 @@ class Hit:
     context_tokens: int = 0
     first: int = -1
     last: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRef:
+    """Where an indexed current chunk lies: what an external vector store's point describes."""
+
+    source: str
+    key: str
+    index: int
+    digest: str
+    heading: str | None
+    start: int
+    end: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,8 +103,40 @@ class RecordStore(Protocol):
         ...
 
     def apply(self, source: str, doc: DocumentPlan,
-              vectors: Mapping[str, npt.NDArray[np.float32]], embedder: str, now: str) -> None:
-        """Apply one document's plan, with its new vectors, in one transaction."""
+              vectors: Mapping[str, npt.NDArray[np.float32]], embedder: str, now: str,
+              outbox: Collection[str] = ()) -> None:
+        """Apply one document's plan, with its new vectors, in one transaction.
+
+        ``outbox`` are ids of external vectors to delete once the records are
+        committed; they are recorded in the same transaction (see :meth:`pending_outbox`).
+        """
+        ...
+
+    def pending_outbox(self) -> list[str]:
+        """Ids of external vectors still to be deleted (the outbox), oldest first."""
+        ...
+
+    def clear_outbox(self, ids: Collection[str]) -> None:
+        """Forget outbox entries whose deletion the external vector store has done."""
+        ...
+
+    def indexed_chunks(self, source: str | None = None,
+                       key: str | None = None) -> Iterator[ChunkRef]:
+        """The current, indexed (not boilerplate) chunks, by source, key and index."""
+        ...
+
+    def vectors(self, embedder: str,
+                digests: Collection[str]) -> dict[str, npt.NDArray[np.float32]]:
+        """Cached vectors of ``digests`` for ``embedder`` (those the cache has)."""
+        ...
+
+    def hits_at(self, refs: Sequence[tuple[str, str, int, str]],
+                scores: Sequence[float]) -> list[Hit]:
+        """Hits for (source, key, index, digest) of current chunks, in order, with ``scores``.
+
+        A reference to a chunk that is not current any more (another digest at that
+        place, or no such document) is left out.
+        """
         ...
 
     def digest_sets(self, source: str) -> dict[str, frozenset[str]]:

@@ -12,7 +12,7 @@ import fnmatch
 import json
 import re
 import sqlite3
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -25,7 +25,7 @@ from kbsync.errors import SchemaError, StoreError
 from kbsync.model import SourceStat, Validators
 from kbsync.plan import Action, DocumentPlan, StoredDocument
 from kbsync.stopwords import STOPWORDS
-from kbsync.store import DocumentText, Hit, StoreStatus, Window
+from kbsync.store import ChunkRef, DocumentText, Hit, StoreStatus, Window
 
 __all__ = ["SCHEMA_VERSION", "SqliteStore"]
 
@@ -99,6 +99,10 @@ _MIGRATIONS: tuple[str, ...] = (
         digest TEXT NOT NULL,
         PRIMARY KEY (source, digest)
     );
+    """,
+    # 4: the outbox: ids of external vectors to delete, committed with the records.
+    """
+    CREATE TABLE outbox (id INTEGER PRIMARY KEY, vector_id TEXT NOT NULL UNIQUE);
     """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
@@ -230,12 +234,15 @@ class SqliteStore:
     # -- writing ---------------------------------------------------------------------
 
     def apply(self, source: str, doc: DocumentPlan,
-              vectors: Mapping[str, npt.NDArray[np.float32]], embedder: str, now: str) -> None:
+              vectors: Mapping[str, npt.NDArray[np.float32]], embedder: str, now: str,
+              outbox: Collection[str] = ()) -> None:
         if doc.action in (Action.UNCHANGED, Action.FAILED):
             return
         self._vectors.clear()
         with self._transaction() as db:
             self._insert_vectors(db, embedder, vectors)
+            db.executemany("INSERT OR IGNORE INTO outbox (vector_id) VALUES (?)",
+                           ((i,) for i in outbox))
             if doc.action is Action.DELETED:
                 self._delete(source, doc.key)
             elif doc.action is Action.MOVED:
@@ -244,6 +251,14 @@ class SqliteStore:
                 self._refresh(source, doc, now)
             else:
                 self._write_version(source, doc, now)
+
+    def pending_outbox(self) -> list[str]:
+        return [r[0] for r in self._db.execute("SELECT vector_id FROM outbox ORDER BY id")]
+
+    def clear_outbox(self, ids: Collection[str]) -> None:
+        if ids:
+            with self._transaction() as db:
+                db.executemany("DELETE FROM outbox WHERE vector_id = ?", ((i,) for i in ids))
 
     def _doc_id(self, source: str, key: str) -> tuple[int, int] | None:
         row = self._db.execute(
@@ -488,6 +503,19 @@ class SqliteStore:
         return [_hit(rows[ids[i]], score=float(scores[i]), offset=1)
                 for i in top.tolist() if ids[i] in rows]
 
+    def hits_at(self, refs: Sequence[tuple[str, str, int, str]],
+                scores: Sequence[float]) -> list[Hit]:
+        out = []
+        for (source, key, index, digest), score in zip(refs, scores, strict=True):
+            row = self._db.execute(
+                self._HIT + f"WHERE d.source = ? AND d.key = ? AND c.idx = ? AND c.digest = ? "
+                f"AND {_INDEXED}",
+                (source, key, index, digest),
+            ).fetchone()
+            if row is not None:
+                out.append(_hit(row, score=score))
+        return out
+
     def window(self, hit: Hit, budget: int) -> Window:
         rows = self._db.execute(
             "SELECT c.idx, c.start, c.\"end\", c.tokens, c.section, t.text FROM documents d "
@@ -512,6 +540,32 @@ class SqliteStore:
                     grew = True
         document = rows[0][5]
         return Window(first, last, document[rows[first][1] : rows[last][2]], tokens)
+
+    def indexed_chunks(self, source: str | None = None,
+                       key: str | None = None) -> Iterator[ChunkRef]:
+        sql = (f"SELECT d.source, d.key, c.idx, c.digest, c.heading, c.start, c.\"end\" "
+               f"FROM documents d JOIN chunks c ON {_CURRENT} WHERE {_INDEXED}")
+        args: list[str] = []
+        for column, value in (("source", source), ("key", key)):
+            if value is not None:
+                sql += f" AND d.{column} = ?"
+                args.append(value)
+        for row in self._db.execute(sql + " ORDER BY d.source, d.key, c.idx", args).fetchall():
+            yield ChunkRef(*row)
+
+    def vectors(self, embedder: str,
+                digests: Collection[str]) -> dict[str, npt.NDArray[np.float32]]:
+        found: dict[str, npt.NDArray[np.float32]] = {}
+        items = list(digests)
+        for i in range(0, len(items), 500):
+            batch = items[i : i + 500]
+            marks = ",".join("?" * len(batch))
+            for digest, blob in self._db.execute(
+                f"SELECT digest, vector FROM embeddings WHERE embedder = ? AND digest IN ({marks})",
+                (embedder, *batch),
+            ):
+                found[digest] = np.frombuffer(blob, dtype=np.float32)
+        return found
 
     def embedder_dimensions(self) -> dict[str, int]:
         return {r[0]: int(r[1]) for r in self._db.execute(

@@ -1,0 +1,98 @@
+"""LangChain: a text splitter with kbsync's content-defined chunking, and a retriever.
+
+    from kbsync.adapters.langchain import KbsyncRetriever, KbsyncTextSplitter
+
+    splitter = KbsyncTextSplitter(min_tokens=48, max_tokens=192)
+    retriever = KbsyncRetriever(knowledge_base=KnowledgeBase.open("docs/"), k=4)
+
+Needs the ``langchain`` extra (``langchain-core`` and ``langchain-text-splitters``).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+from typing import Any
+
+from kbsync.adapters.metadata import chunk_metadata, hit_metadata
+from kbsync.chunking import TextChunker
+from kbsync.errors import DependencyMissingError
+from kbsync.knowledge_base import KnowledgeBase, SearchMode
+
+try:
+    from langchain_core.callbacks import CallbackManagerForRetrieverRun
+    from langchain_core.documents import Document
+    from langchain_core.retrievers import BaseRetriever
+    from langchain_text_splitters import TextSplitter
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise DependencyMissingError("the LangChain adapter", "langchain", exc.name or "langchain-core"
+                                 ) from exc
+
+__all__ = ["KbsyncRetriever", "KbsyncTextSplitter"]
+
+
+class KbsyncTextSplitter(TextSplitter):
+    """Splits text into kbsync's content-defined chunks, so an edit moves nearby
+    boundaries only and unchanged passages keep their chunks (and their vectors).
+
+    The pieces are the chunks' canonical (normalized) text, exactly as
+    :func:`kbsync.chunk_text` makes them. :meth:`create_documents` adds each
+    chunk's ``start`` and ``end`` offsets in the original text, ``chunk_index``,
+    ``chunk_identity``, ``token_count`` and ``boundary`` to the metadata (and
+    ``start_index``, LangChain's name for the start).
+    """
+
+    def __init__(self, strategy: str = "tttd", **params: Any) -> None:
+        """``strategy`` and ``params`` as for :func:`kbsync.chunk_text` (e.g. ``min_tokens``,
+        ``max_tokens``, ``snap``); invalid parameters raise ``ParameterError`` here."""
+        self._chunker = TextChunker(strategy, **params)
+        # The base class sizes chunks in characters; kbsync sizes them itself, in tokens.
+        super().__init__(chunk_size=max(1, int(params.get("max_tokens", 1))), chunk_overlap=0)
+
+    @classmethod
+    def from_knowledge_base(cls, kb: KnowledgeBase) -> KbsyncTextSplitter:
+        """The splitter that chunks exactly like the knowledge base ``kb`` does."""
+        return cls(kb.config.chunker.strategy, **kb.config.chunker.params)
+
+    def split_text(self, text: str) -> list[str]:
+        return [chunk.text for chunk in self._chunker.chunk(text).chunks]
+
+    def create_documents(self, texts: list[str],
+                         metadatas: list[dict[Any, Any]] | None = None) -> list[Document]:
+        documents: list[Document] = []
+        for i, text in enumerate(texts):
+            base = metadatas[i] if metadatas else {}
+            for chunk in self._chunker.chunk(text).chunks:
+                metadata = {**copy.deepcopy(base), **chunk_metadata(chunk),
+                            "start_index": chunk.start}
+                documents.append(Document(page_content=chunk.text, metadata=metadata))
+        return documents
+
+    def split_documents(self, documents: Iterable[Document]) -> list[Document]:
+        docs = list(documents)
+        return self.create_documents([d.page_content for d in docs], [d.metadata for d in docs])
+
+
+class KbsyncRetriever(BaseRetriever):
+    """Retrieves from a kbsync knowledge base: hybrid search (or ``vector``, ``text``),
+    each hit returned with its section neighbours up to ``context_tokens``
+    (embed small, return big).
+
+    Documents come best first; ``page_content`` is the context window (the chunk
+    alone when ``context_tokens`` is 0), and the metadata holds ``source``, ``key``,
+    ``title``, ``heading``, the chunk's ``start``/``end`` offsets, ``chunk_index``,
+    ``chunk_identity``, ``score`` and the window's ``context_first``/``context_last``.
+    """
+
+    knowledge_base: KnowledgeBase
+    k: int = 4
+    mode: SearchMode = "hybrid"
+    context_tokens: int | None = None
+    """Tokens of context around each hit; ``None`` uses the knowledge base's setting."""
+
+    def _get_relevant_documents(self, query: str, *,
+                                run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
+        hits = self.knowledge_base.search(query, k=self.k, mode=self.mode,
+                                          context_tokens=self.context_tokens)
+        return [Document(page_content=hit.context or hit.text, metadata=hit_metadata(hit))
+                for hit in hits]

@@ -1,0 +1,105 @@
+"""LlamaIndex: a node parser with kbsync's content-defined chunking, and a retriever.
+
+    from kbsync.adapters.llamaindex import KbsyncNodeParser, KbsyncRetriever
+
+    nodes = KbsyncNodeParser(params={"max_tokens": 192}).get_nodes_from_documents(docs)
+    retriever = KbsyncRetriever(KnowledgeBase.open("docs/"), k=4)
+
+Needs the ``llamaindex`` extra (``llama-index-core``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from kbsync.adapters.metadata import CHUNK_KEYS, HIT_KEYS, chunk_metadata, hit_metadata
+from kbsync.chunking import TextChunker
+from kbsync.errors import DependencyMissingError
+from kbsync.knowledge_base import KnowledgeBase, SearchMode
+
+try:
+    from llama_index.core.base.base_retriever import BaseRetriever
+    from llama_index.core.bridge.pydantic import Field
+    from llama_index.core.callbacks import CallbackManager
+    from llama_index.core.node_parser import NodeParser
+    from llama_index.core.node_parser.node_utils import build_nodes_from_splits
+    from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle, TextNode
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise DependencyMissingError("the LlamaIndex adapter", "llamaindex",
+                                 exc.name or "llama-index-core") from exc
+
+__all__ = ["KbsyncNodeParser", "KbsyncRetriever"]
+
+
+class KbsyncNodeParser(NodeParser):
+    """Parses documents into nodes along kbsync's content-defined chunk boundaries, so an
+    edit changes the nodes near it only.
+
+    Each node's text is a chunk's canonical text, exactly as :func:`kbsync.chunk_text`
+    makes it; ``start_char_idx``/``end_char_idx`` locate it in the document, and the
+    metadata adds ``chunk_index``, ``chunk_identity``, ``token_count`` and ``boundary``
+    (kept out of the text that is embedded or shown to the model).
+    """
+
+    strategy: str = Field(default="tttd", description="tttd, local or bytes.")
+    params: dict[str, Any] = Field(default_factory=dict, description=(
+        "Chunker parameters, as for kbsync.chunk_text (min_tokens, max_tokens...)."))
+
+    @classmethod
+    def from_knowledge_base(cls, kb: KnowledgeBase) -> KbsyncNodeParser:
+        """The parser that chunks exactly like the knowledge base ``kb`` does."""
+        return cls(strategy=kb.config.chunker.strategy, params=dict(kb.config.chunker.params))
+
+    def _parse_nodes(self, nodes: Sequence[BaseNode], show_progress: bool = False,
+                     **kwargs: Any) -> list[BaseNode]:
+        chunker = TextChunker(self.strategy, **self.params)
+        parsed: list[BaseNode] = []
+        for node in nodes:
+            chunks = chunker.chunk(node.get_content()).chunks
+            built = build_nodes_from_splits([c.text for c in chunks], node, id_func=self.id_func)
+            for chunk, text_node in zip(chunks, built, strict=True):
+                text_node.start_char_idx, text_node.end_char_idx = chunk.start, chunk.end
+                text_node.metadata.update(chunk_metadata(chunk))
+                _exclude(text_node, CHUNK_KEYS)
+                parsed.append(text_node)
+        return parsed
+
+
+class KbsyncRetriever(BaseRetriever):
+    """Retrieves ``NodeWithScore`` from a kbsync knowledge base, best first.
+
+    Hybrid search by default (``mode``: ``vector``, ``text``, ``hybrid``); each node's
+    text is the hit's context window of up to ``context_tokens`` (``None``: the
+    knowledge base's setting; 0: the chunk alone). Metadata: ``source``, ``key``,
+    ``title``, ``heading``, ``start``/``end``, ``chunk_index``, ``chunk_identity``,
+    ``score``, ``context_first``/``context_last``/``context_tokens``.
+    """
+
+    def __init__(self, knowledge_base: KnowledgeBase, *, k: int = 4,
+                 mode: SearchMode = "hybrid", context_tokens: int | None = None,
+                 callback_manager: CallbackManager | None = None) -> None:
+        self.knowledge_base = knowledge_base
+        self.k = k
+        self.mode: SearchMode = mode
+        self.context_tokens = context_tokens
+        super().__init__(callback_manager=callback_manager)
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        hits = self.knowledge_base.search(query_bundle.query_str, k=self.k, mode=self.mode,
+                                          context_tokens=self.context_tokens)
+        results: list[NodeWithScore] = []
+        for hit in hits:
+            node = TextNode(id_=f"{hit.source}:{hit.key}#{hit.index}",
+                            text=hit.context or hit.text, metadata=hit_metadata(hit))
+            _exclude(node, HIT_KEYS)
+            results.append(NodeWithScore(node=node, score=hit.score))
+        return results
+
+
+def _exclude(node: TextNode, keys: Sequence[str]) -> None:
+    """Keep kbsync's bookkeeping out of the text LlamaIndex embeds or shows the model."""
+    node.excluded_embed_metadata_keys = [*node.excluded_embed_metadata_keys,
+                                         *(k for k in keys if k not in ("title", "heading"))]
+    node.excluded_llm_metadata_keys = [*node.excluded_llm_metadata_keys,
+                                       *(k for k in keys if k not in ("title", "heading"))]

@@ -1,0 +1,131 @@
+"""The Python API: KnowledgeBase and its typed, frozen results, on real files and SQLite."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+import kbsync
+from kbsync import KnowledgeBase
+from kbsync.engine import load_config
+from kbsync.errors import ConfigError, KbsyncError, LockedError, ParameterError
+from kbsync.store.lock import WriterLock
+from tests.conftest import CORPUS
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for path in sorted(CORPUS.glob("a-harbormaster-*.md"))[:5]:
+        shutil.copy(path, docs / path.name)
+    return tmp_path
+
+
+def test_create_writes_a_configuration_that_open_reads_back(home: Path) -> None:
+    with KnowledgeBase.create(home, sources=["docs"], embedder={"kind": "hashing",
+                              "dimension": 256}, store="state/kb.db") as kb:
+        assert kb.status().sources == ("docs",)
+    config = load_config(home)
+    assert config.embedder == {"kind": "hashing", "dimension": 256}
+    assert config.store_path == (home / "state" / "kb.db").resolve()
+    with KnowledgeBase.open(config) as kb, KnowledgeBase.open(home / "kbsync.toml") as again:
+        assert kb.status().embedder.endswith(":256")
+        assert again.config == kb.config
+    with pytest.raises(ConfigError, match="already configured"):
+        KnowledgeBase.create(home)
+
+
+def test_reading_a_knowledge_base_that_never_synced_writes_nothing(home: Path) -> None:
+    with KnowledgeBase.create(home, sources=["docs"]) as kb:
+        planned = kb.plan()
+        assert planned.dry_run
+        assert planned.total("new") == 5
+        assert kb.search("retries") == []
+        assert kb.status().documents == 0
+        assert kb.verify().ok
+        assert kb.documents() == ()
+    assert not (home / ".kbsync").exists()
+
+
+def test_a_sync_result_is_frozen_and_is_the_report_the_store_keeps(home: Path) -> None:
+    with KnowledgeBase.create(home, sources=["docs"]) as kb:
+        result = kb.sync()
+        assert not result.failed
+        assert result.total("new") == 5
+        assert result.sources[0].documents["deleted"] == 0  # absent counts read 0
+        assert {c.action for c in result.sources[0].changes} == {"new"}
+        stored = kb.status()
+        assert stored.last_run is not None
+        assert stored.last_run.documents["new"] == 5
+        kept = kb.store.status().last_run
+        assert json.loads(json.dumps(result.to_dict())) == kept
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            result.dry_run = True  # type: ignore[misc]
+        assert kb.sync().total("unchanged") == 5
+
+
+def test_search_ranks_by_mode_and_returns_context_windows(synced_corpus: Path) -> None:
+    with KnowledgeBase.open(synced_corpus) as kb:
+        for mode in ("vector", "text", "hybrid"):
+            hits = kb.search("retry backoff jitter", k=4, mode=mode, context_tokens=0)
+            assert len(hits) == 4, mode
+            assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+            assert all(h.context == h.text and h.first == h.index == h.last for h in hits)
+        windows = kb.search("retry backoff jitter", k=3, context_tokens=400)
+        assert all(w.first <= w.index <= w.last for w in windows)
+        assert any(w.context_tokens > 0 for w in windows)
+        with pytest.raises(ParameterError, match="unknown search mode"):
+            kb.search("x", mode="fuzzy")  # type: ignore[arg-type]
+        with pytest.raises(ParameterError, match="k must be"):
+            kb.search("x", k=0)
+
+
+def test_diff_reports_the_edit_as_regions_of_the_current_text(home: Path) -> None:
+    page = sorted((home / "docs").iterdir())[0]
+    with KnowledgeBase.create(home, sources=["docs"]) as kb:
+        kb.sync()
+        first = kb.diff(page.name)
+        assert first.previous is None
+        page.write_text(page.read_text() + "\n\nA closing note about tide tables.\n")
+        assert kb.sync().total("modified") == 1
+        change = kb.diff(page.name)
+        assert change.previous is not None
+        assert 0.5 < change.similarity < 1.0
+        assert str(change.verdict) == "reprocess"
+        assert any("tide tables" in r.text for r in change.regions)
+        assert all(r.text == change.text[r.offset : r.offset + r.length] for r in change.regions)
+        assert change.to_dict()["regions"][0]["text"] == change.regions[0].text
+        with pytest.raises(KbsyncError, match="no such document"):
+            kb.diff("missing.md")
+
+
+def test_documents_erase_and_gc_return_what_they_did(home: Path) -> None:
+    with KnowledgeBase.create(home, sources=["docs"]) as kb:
+        kb.sync()
+        keys = [d.key for d in kb.documents()]
+        assert keys == sorted(p.name for p in (home / "docs").iterdir())
+        assert kb.document(keys[0]).text
+        erased = kb.erase(keys[0])
+        assert erased.documents == (kbsync.DocumentRef("docs", keys[0]),)
+        assert keys[0] not in [d.key for d in kb.documents()]
+        assert isinstance(kb.gc().removed, dict)
+        assert kb.verify().problems == ()
+
+
+def test_a_writer_waits_for_the_lock_or_fails_fast(home: Path) -> None:
+    with KnowledgeBase.create(home, sources=["docs"]) as kb:
+        with WriterLock(kb.config.lock_path), pytest.raises(LockedError):
+            kb.sync(wait=False)
+        assert kb.sync().total("new") == 5  # released: the lock is held per write
+
+
+def test_closing_releases_the_store(home: Path) -> None:
+    with KnowledgeBase.create(home, sources=["docs"]) as kb:
+        kb.sync()
+    with pytest.raises(Exception, match="closed"):
+        kb.status()

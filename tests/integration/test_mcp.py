@@ -1,0 +1,102 @@
+"""`kbsync mcp` end to end: the SDK's own client spawns the server over stdio."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
+
+from kbsync import KnowledgeBase
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+
+
+def _talk(folder: Path, body: Callable[[Client], Awaitable[None]], *extra: str) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [SRC, *filter(None, [os.environ.get("PYTHONPATH")])])}
+    params = StdioServerParameters(command=sys.executable, env=env,
+                                   args=["-m", "kbsync", "mcp", "-c", str(folder), *extra])
+
+    async def main() -> None:
+        async with Client(params, read_timeout_seconds=120) as client:
+            await body(client)
+
+    anyio.run(main)
+
+
+def _data(result: Any) -> Any:
+    assert not result.is_error, result.content
+    return result.structured_content
+
+
+def test_a_real_client_searches_reads_and_diffs_but_may_not_sync(synced_corpus: Path) -> None:
+    with KnowledgeBase.open(synced_corpus) as kb:
+        expected = kb.search("retry backoff jitter", k=3)
+        status = kb.status()
+        text = kb.document("a-harbormaster-cli.md").text
+
+    async def body(client: Client) -> None:
+        tools = {t.name for t in (await client.list_tools()).tools}
+        assert tools == {"search", "status", "diff", "sync"}
+
+        found = _data(await client.call_tool("search", {"query": "retry backoff jitter", "k": 3}))
+        passages = found["passages"]
+        assert [(p["key"], p["heading"]) for p in passages] == [
+            (h.key, h.heading) for h in expected]
+        assert [p["text"] for p in passages] == [h.context for h in expected]
+        assert passages[0]["score"] >= passages[-1]["score"]
+        text_only = _data(await client.call_tool("search", {"query": "harbor", "mode": "text"}))
+        assert text_only["passages"]
+        bad = await client.call_tool("search", {"query": "x", "mode": "fuzzy"})
+        assert bad.is_error
+
+        counts = _data(await client.call_tool("status", {}))
+        assert counts["documents"] == status.documents == 28
+        assert counts["chunks"] == status.chunks
+
+        change = _data(await client.call_tool("diff", {"key": "a-harbormaster-cli.md"}))
+        assert change["key"] == "a-harbormaster-cli.md"
+        assert {"verdict", "similarity", "regions"} <= set(change)
+        missing = await client.call_tool("diff", {"key": "nope.md"})
+        assert missing.is_error
+        assert "no such document" in missing.content[0].text
+
+        refused = await client.call_tool("sync", {})
+        assert refused.is_error
+        assert "--allow-sync" in refused.content[0].text
+
+        templates = (await client.list_resource_templates()).resource_templates
+        assert [t.uri_template for t in templates] == ["kbsync://document/{+key}"]
+        read = await client.read_resource("kbsync://document/a-harbormaster-cli.md")
+        assert read.contents[0].text == text
+        with pytest.raises(MCPError, match="no such document"):
+            await client.read_resource("kbsync://document/nope.md")
+
+    _talk(synced_corpus, body)
+
+
+def test_with_allow_sync_a_client_brings_the_knowledge_base_up_to_date(
+    synced_corpus: Path, tmp_path: Path,
+) -> None:
+    home = tmp_path / "kb"
+    shutil.copytree(synced_corpus, home)
+    page = home / "corpus" / "b-oncall-runbook.md"
+    page.write_text(page.read_text() + "\n\nPage the harbour master after midnight.\n")
+
+    async def body(client: Client) -> None:
+        synced = _data(await client.call_tool("sync", {}))
+        assert synced["documents"]["modified"] == 1
+        assert synced["failed"] is False
+        change = _data(await client.call_tool("diff", {"key": "b-oncall-runbook.md"}))
+        assert change["verdict"] in ("reprocess", "cosmetic")
+        assert any("harbour master after midnight" in r["text"] for r in change["regions"])
+
+    _talk(home, body, "--allow-sync")
