@@ -29,6 +29,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_NAMES = ("normalize", "extract_text", "extract_markdown", "extract_html", "extract_pdf",
                 "urls", "robots", "sitemaps")
+# Libraries whose Python code a target drives: instrumented too, so that coverage of
+# their parsers guides the fuzzer (C code, lxml and expat, gives no feedback).
+LIBRARIES = {
+    "extract_text": ["charset_normalizer"],
+    "extract_markdown": ["markdown_it", "charset_normalizer"],
+    "extract_html": ["trafilatura", "htmldate", "courlan", "justext"],
+    "extract_pdf": ["pypdf"],
+    "robots": ["protego"],
+}
 
 
 def main() -> int:
@@ -48,7 +57,7 @@ def main() -> int:
     import atheris
 
     sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
-    with atheris.instrument_imports(include=["kbsync"]):
+    with atheris.instrument_imports(include=["kbsync", *LIBRARIES.get(args.target, [])]):
         from tests.fuzz.targets import TARGETS
     target = TARGETS[args.target]
     saved = ROOT / "tests" / "fuzz" / "corpus" / args.target

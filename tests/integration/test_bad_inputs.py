@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import unicodedata
+import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,6 +74,38 @@ def _pdf(text: str) -> bytes:
         xref,
     )
     return bytes(out)
+
+
+def _pdf_with_stream(raw: bytes, pages: int = 1) -> bytes:
+    """A PDF whose pages all draw one FlateDecode content stream ``raw``."""
+    kids = b" ".join(b"%d 0 R" % (6 + i) for i in range(pages))
+    page = (b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+            b"/Resources << /Font << /F1 5 0 R >> >> >>")
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [%s] /Count %d >>" % (kids, pages),
+        b"<< >>",
+        b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(raw) + raw + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        *([page] * pages),
+    ]
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
+        len(objects) + 1, xref)
+    return bytes(out)
+
+
+def _operators_pdf() -> bytes:
+    """50 pages drawing one 5 MB stream of text operators, deflated to a few kilobytes."""
+    ops = b"BT /F1 12 Tf 72 720 Td\n" + b"(a) Tj\n" * 700_000 + b"ET\n"
+    return _pdf_with_stream(zlib.compress(ops, 9), pages=50)
 
 
 def _encrypted_pdf(text: str, user_password: str) -> bytes:
@@ -1088,3 +1121,11 @@ def test_a_file_rewritten_between_listing_and_reading_is_indexed_as_read_and_con
         engine.sync()
         assert engine.store.total_changes - before == 1
         assert path.read_bytes().startswith(b"Second draft")
+
+
+def test_a_pdf_replaced_by_a_decompression_bomb_keeps_its_indexed_version(
+    tmp_path: Path,
+) -> None:
+    engine = _keeps_old_version(tmp_path, "report.pdf", GOOD_PDF, "kelp",
+                                _spoil_with(_operators_pdf()), "decompression bomb")
+    _assert_second_sync_writes_nothing(engine)

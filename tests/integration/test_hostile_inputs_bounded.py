@@ -29,7 +29,13 @@ import pytest
 
 from kbsync.engine import init_config
 from tests.integration.measured_sync import measure_in_child
-from tests.integration.test_bad_inputs import GOOD, _assert_readable, _pdf
+from tests.integration.test_bad_inputs import (
+    GOOD,
+    _assert_readable,
+    _operators_pdf,
+    _pdf,
+    _pdf_with_stream,
+)
 
 EXTRA_MEMORY_MAX = 256 * 1024 * 1024
 GIB = 1024**3
@@ -61,32 +67,6 @@ def _deflate_zeros(mebibytes: int) -> bytes:
     return b"\x78\xda" + piece * mebibytes + end + checksum.to_bytes(4, "big")
 
 
-def _pdf_with_stream(raw: bytes, pages: int = 1) -> bytes:
-    """A PDF whose pages all draw one FlateDecode content stream ``raw``."""
-    kids = b" ".join(b"%d 0 R" % (6 + i) for i in range(pages))
-    page = (b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
-            b"/Resources << /Font << /F1 5 0 R >> >> >>")
-    objects = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids [%s] /Count %d >>" % (kids, pages),
-        b"<< >>",
-        b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(raw) + raw + b"\nendstream",
-        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-        *([page] * pages),
-    ]
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
-        len(objects) + 1, xref)
-    return bytes(out)
-
-
 def _sparse(path: Path) -> None:
     with open(path, "wb") as f:
         f.truncate(GIB)
@@ -114,12 +94,6 @@ def _gzip_bomb() -> bytes:
         for _ in range(256):
             f.write(block)
     return out.getvalue()
-
-
-def _operators_pdf() -> bytes:
-    """50 pages drawing one 5 MB stream of text operators, deflated to a few kilobytes."""
-    ops = b"BT /F1 12 Tf 72 720 Td\n" + b"(a) Tj\n" * 700_000 + b"ET\n"
-    return _pdf_with_stream(zlib.compress(ops, 9), pages=50)
 
 
 def _deep(opening: bytes, closing: bytes) -> Callable[[], bytes]:
