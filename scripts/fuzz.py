@@ -21,6 +21,7 @@ Needs atheris (``pip install atheris``); the saved corpus is replayed in CI by
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 import tempfile
@@ -57,7 +58,10 @@ def main() -> int:
     import atheris
 
     sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
-    with atheris.instrument_imports(include=["kbsync", *LIBRARIES.get(args.target, [])]):
+    libraries = LIBRARIES.get(args.target, [])
+    with atheris.instrument_imports(include=["kbsync", *libraries]):
+        for name in libraries:  # extractors import theirs lazily, after this block
+            importlib.import_module(name)
         from tests.fuzz.targets import TARGETS
     target = TARGETS[args.target]
     saved = ROOT / "tests" / "fuzz" / "corpus" / args.target
