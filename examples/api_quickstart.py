@@ -45,4 +45,5 @@ with tempfile.TemporaryDirectory() as home:
 
         status = kb.status()
         print(f"status: {status.documents} documents, {status.chunks} chunks")
-        print("verify:", "ok" if kb.verify().ok else kb.verify().problems)
+        checked = kb.verify()
+        print("verify:", "ok" if checked.ok else "\n".join(checked.problems))

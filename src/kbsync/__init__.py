@@ -17,6 +17,7 @@ from kbsync.knowledge_base import (
     DocumentDiff,
     DocumentRef,
     Erased,
+    HistoryEntry,
     KnowledgeBase,
     SearchMode,
     Status,
@@ -34,7 +35,7 @@ from kbsync.model import (
     Verdict,
 )
 from kbsync.normalize import NORMALIZER_VERSION, NormalizedText, normalize
-from kbsync.store import DocumentText, Hit
+from kbsync.store import DocumentText, Hit, RunRecord
 
 __version__ = "0.1.0"
 
@@ -53,6 +54,7 @@ __all__ = [
     "DocumentRef",
     "DocumentText",
     "Erased",
+    "HistoryEntry",
     "Hit",
     "KbsyncError",
     "KnowledgeBase",
@@ -60,6 +62,7 @@ __all__ = [
     "NormalizedText",
     "ParameterError",
     "Region",
+    "RunRecord",
     "SearchMode",
     "Status",
     "SyncResult",

@@ -9,8 +9,7 @@ writer lock (with ``--no-wait``); 4 the command finished but found problems
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,20 +17,12 @@ import typer
 from rich.console import Console
 
 from kbsync import __version__
-from kbsync.chunking import chunk_text, make_params
-from kbsync.chunking.diagnostics import diagnose
+from kbsync.chunk_files import chunk_files
 from kbsync.engine import CONFIG_NAME, add_source, init_config, load_config, remove_source
-from kbsync.errors import DocumentError, KbsyncError, LockedError
-from kbsync.extract.registry import extractor_for
-from kbsync.extract.text import TextExtractor
-from kbsync.knowledge_base import SEARCH_MODES, KnowledgeBase, SearchMode, SyncResult
-from kbsync.media import media_type_for
-from kbsync.model import Chunk, ChunkingResult
-from kbsync.normalize import NORMALIZER_VERSION
+from kbsync.errors import KbsyncError, LockedError
+from kbsync.knowledge_base import KnowledgeBase, Progress, SearchMode, SyncResult
 from kbsync.report import (
-    chunk_dict,
     chunks_table,
-    diagnostics_dict,
     diagnostics_table,
     highlighted,
     hit_dict,
@@ -92,69 +83,23 @@ def chunk(
     if token_counter is not None:
         params["token_counter"] = token_counter
     with _Errors():
-        settings = make_params(strategy, **params)
-        files = sorted(_files(paths))
-        results: dict[str, ChunkingResult] = {}
-        failures: dict[str, str] = {}
-        for path in files:
-            # Chunk what a sync would chunk: the extracted text, never raw markup.
-            extractor = extractor_for(media_type_for(path.name)) or TextExtractor()
-            try:
-                text = extractor.extract(path.read_bytes(), locator=str(path)).text
-            except OSError as exc:
-                failures[str(path)] = f"cannot be read: {exc.strerror or exc}"
-                continue
-            except DocumentError as exc:
-                failures[str(path)] = exc.reason
-                continue
-            results[str(path)] = chunk_text(text, strategy=strategy, **params)  # type: ignore[arg-type]
-        everything: list[Chunk] = [c for r in results.values() for c in r.chunks]
-        first = next(iter(results.values()), None)
-        total = diagnose(
-            everything,
-            strategy=strategy,
-            chunker_id=settings.chunker_id,
-            params_hash=first.diagnostics.params_hash if first else "",
-            normalizer_version=NORMALIZER_VERSION,
-            token_counter=first.diagnostics.token_counter if first else "",
-            snapping=snap,
-        )
-    listing = show_chunks if show_chunks is not None else len(results) == 1
+        chunked = chunk_files(paths, strategy, **params)
+    listing = show_chunks if show_chunks is not None else len(chunked.files) == 1
     if as_json:
-        payload = {
-            "files": {
-                name: {
-                    "diagnostics": diagnostics_dict(r.diagnostics),
-                    **({"chunks": [chunk_dict(c) for c in r.chunks]} if listing else {}),
-                }
-                for name, r in results.items()
-            },
-            "failures": failures,
-            "diagnostics": diagnostics_dict(total),
-        }
-        typer.echo(json.dumps(payload, indent=2, ensure_ascii=False))
+        _emit(chunked.to_dict(chunks=listing))
     else:
         console = Console()
         if listing:
-            for name, r in results.items():
-                console.print(chunks_table(r.chunks, title=name))
+            for name, result in chunked.files.items():
+                console.print(chunks_table(result.chunks, title=name))
         else:
-            console.print(f"[bold]{len(results)}[/] files, [bold]{len(everything)}[/] chunks")
-        for name, why in failures.items():
+            console.print(f"[bold]{len(chunked.files)}[/] files, "
+                          f"[bold]{chunked.diagnostics.chunk_count}[/] chunks")
+        for name, why in chunked.failures.items():
             typer.echo(f"error: {name}: {why}", err=True)
-        console.print(diagnostics_table(total))
-    if failures:
+        console.print(diagnostics_table(chunked.diagnostics))
+    if chunked.failures:
         raise typer.Exit(EXIT_ERROR)
-
-
-def _files(paths: list[Path]) -> Iterator[Path]:
-    for path in paths:
-        if path.is_dir():
-            yield from (p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
-        elif path.is_file():
-            yield path
-        else:
-            raise KbsyncError(f"{path}: no such file or folder")
 
 
 class _Errors:
@@ -179,6 +124,7 @@ app.add_typer(sources_app, name="sources")
 
 
 def _emit(data: Any) -> None:
+    """Print ``data`` as indented JSON (what ``--json`` asks for)."""
     typer.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
 
@@ -228,46 +174,51 @@ def sources_remove(
         typer.echo(f"removed {name}")
 
 
-def _progress_run(fn: Any, quiet: bool) -> SyncResult:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+def _progress_run(run: Callable[[Progress | None], SyncResult], quiet: bool) -> SyncResult:
+    """``run(progress)`` with progress bars on stderr, or without any when ``quiet``."""
+    from rich import progress as bars  # only the commands that draw bars pay for it
 
     if quiet:
-        result: SyncResult = fn(None)
-        return result
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  transient=True, console=Console(stderr=True)) as bar:
-        tasks: dict[str, Any] = {}
+        return run(None)
+    with bars.Progress(bars.TextColumn("{task.description}"), bars.BarColumn(),
+                       bars.MofNCompleteColumn(), transient=True,
+                       console=Console(stderr=True)) as bar:
+        tasks: dict[str, bars.TaskID] = {}
 
         def tick(stage: str, done: int, total: int) -> None:
             if stage not in tasks:
                 tasks[stage] = bar.add_task(stage, total=total)
             bar.update(tasks[stage], completed=done, total=total)
 
-        return fn(tick)  # type: ignore[no-any-return]
+        return run(tick)
 
 
 def _print_report(report: SyncResult, as_json: bool) -> None:
-    data = report.to_dict()
     if as_json:
-        _emit(data)
-    else:
-        console = Console()
-        for table in sync_tables(data):
-            console.print(table)
-        if report.diagnostics is not None and report.diagnostics.chunk_count:
-            console.print(diagnostics_table(report.diagnostics))
-        for s in report.sources:
-            for c in s.changes:
-                if c.change is not None:
-                    console.print(f"changed {s.source}:{c.key}: {c.change.verdict}, similarity "
-                                  f"{c.change.similarity:.3f}, {len(c.change.regions)} region(s)",
-                                  highlight=False)
-        for s in report.sources:
-            for key, message in s.failures:
-                typer.echo(f"error: {s.source}:{key}: {message}" if key
-                           else f"error: {s.source}: {message}", err=True)
-            for warning in s.warnings:
-                typer.echo(f"warning: {s.source}: {warning}", err=True)
+        _emit(report.to_dict())
+        return
+    console = Console()
+    for table in sync_tables(report):
+        console.print(table)
+    if report.diagnostics is not None and report.diagnostics.chunk_count:
+        console.print(diagnostics_table(report.diagnostics))
+    for s in report.sources:
+        for c in s.changes:
+            if c.change is not None:
+                console.print(f"changed {s.source}:{c.key}: {c.change.verdict}, similarity "
+                              f"{c.change.similarity:.3f}, {len(c.change.regions)} region(s)",
+                              highlight=False)
+    _print_problems(report)
+
+
+def _print_problems(report: SyncResult) -> None:
+    """Failures and warnings of a run, one line each on stderr."""
+    for s in report.sources:
+        for key, message in s.failures:
+            typer.echo(f"error: {s.source}:{key}: {message}" if key
+                       else f"error: {s.source}: {message}", err=True)
+        for warning in s.warnings:
+            typer.echo(f"warning: {s.source}: {warning}", err=True)
 
 
 @app.command()
@@ -320,18 +271,13 @@ def watch(
     every, full = _duration(interval), _duration(full_every)
 
     def show(report: SyncResult, reason: str) -> None:
-        data = report.to_dict()
         if as_json:
-            typer.echo(json.dumps({"reason": reason, **data}, ensure_ascii=False))
+            # One line per run, so a consumer can read the stream line by line.
+            typer.echo(json.dumps({"reason": reason, **report.to_dict()}, ensure_ascii=False))
         else:
-            counts = ", ".join(f"{v} {k}" for k, v in data["documents"].items() if v)
+            counts = ", ".join(f"{v} {k}" for k, v in report.documents.items() if v)
             typer.echo(f"{report.finished} {reason}: {counts or 'nothing to do'}")
-            for s in report.sources:
-                for key, message in s.failures:
-                    typer.echo(f"error: {s.source}:{key}: {message}" if key
-                               else f"error: {s.source}: {message}", err=True)
-                for warning in s.warnings:
-                    typer.echo(f"warning: {s.source}: {warning}", err=True)
+            _print_problems(report)
 
     with _Errors(), KnowledgeBase.open(config) as kb:
         try:
@@ -356,7 +302,7 @@ def status(config: ConfigOption = Path("."), as_json: JsonOption = False) -> Non
 def search(
     query: Annotated[str, typer.Argument(help="What to look for.")],
     k: Annotated[int, typer.Option("-k", help="How many results.")] = 5,
-    mode: Annotated[str, typer.Option(help="vector, text or hybrid.")] = "hybrid",
+    mode: Annotated[SearchMode, typer.Option(help="vector, text or hybrid.")] = "hybrid",
     context: Annotated[int | None, typer.Option(
         help="Return each hit with its section neighbours, up to this many tokens "
              "(default: [search] context_tokens; 0 for the chunk alone).")] = None,
@@ -364,12 +310,8 @@ def search(
     as_json: JsonOption = False,
 ) -> None:
     """Search the current chunks: vector similarity, full text, or both fused (default)."""
-    if mode not in SEARCH_MODES:
-        typer.echo(f"error: unknown search mode {mode!r}: use vector, text or hybrid", err=True)
-        raise typer.Exit(2)
-    search_mode: SearchMode = mode  # type: ignore[assignment]
     with _Errors(), KnowledgeBase.open(config) as kb:
-        hits = kb.search(query, k=k, mode=search_mode, context_tokens=context)
+        hits = kb.search(query, k=k, mode=mode, context_tokens=context)
     if as_json:
         _emit([hit_dict(h) for h in hits])
     else:
@@ -389,11 +331,13 @@ def diff(
         _emit(change.to_dict())
         return
     console = Console()
+    if change.change is None:
+        console.print(f"[bold]{change.key}[/] ({change.source}), first version of "
+                      f"{change.last_changed}: no earlier text to compare with")
+        return
     console.print(f"[bold]{change.key}[/] ({change.source}), changed {change.last_changed}: "
-                  f"{change.verdict}, similarity {change.similarity:.3f}, "
+                  f"{change.verdict}, similarity {change.change.similarity:.3f}, "
                   f"{len(change.regions)} changed region(s)")
-    if change.previous is None:
-        console.print("first version: no earlier text to compare with")
     console.print(highlighted(change.text, change.change.regions))
 
 
@@ -408,19 +352,18 @@ def verify(
     """Recompute and check every invariant of the store and the vector store; exit 4 with
     the problems found (with --repair, 4 only for problems that remain)."""
     with _Errors(), KnowledgeBase.open(config) as kb:
-        problems = list(kb.verify(repair=repair).problems)
-        remaining = list(kb.verify().problems) if repair else problems
+        checked = kb.verify(repair=repair)
     if as_json:
-        _emit({"ok": not remaining, "problems": problems, "remaining": remaining})
+        _emit({"ok": checked.ok, "problems": list(checked.problems),
+               "remaining": list(checked.remaining)})
+    elif not checked.problems:
+        typer.echo("ok: every invariant holds")
     else:
-        if not problems:
-            typer.echo("ok: every invariant holds")
-        else:
-            typer.echo("\n".join(problems))
-            if repair:
-                typer.echo("repaired" if not remaining else
-                           "still wrong after repair:\n" + "\n".join(remaining))
-    if remaining:
+        typer.echo("\n".join(checked.problems))
+        if repair:
+            typer.echo("repaired" if checked.ok else
+                       "still wrong after repair:\n" + "\n".join(checked.remaining))
+    if not checked.ok:
         raise typer.Exit(EXIT_PROBLEMS)
 
 
@@ -464,7 +407,29 @@ def mcp(
             serve(kb, allow_sync=allow_sync)
 
 
+@app.command("serve")
+def serve_command(
+    config: ConfigOption = Path("."),
+    host: Annotated[str, typer.Option(help="The address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="The port to listen on.")] = 8765,
+    allow_actions: Annotated[bool, typer.Option(
+        "--allow-actions", help="Offer sync and erase (otherwise read-only).")] = False,
+) -> None:
+    """Serve a local web dashboard: sources, runs, document changes, search, a JSON API."""
+    with _Errors():
+        from kbsync.serve import is_loopback, serve  # needs the `serve` extra
+
+        if not is_loopback(host):
+            typer.echo(f"warning: {host} is reachable from other machines; the dashboard "
+                       "has no login, so anyone who can reach it can read the knowledge base"
+                       + (" and run its actions" if allow_actions else ""), err=True)
+        with KnowledgeBase.open(config) as kb:
+            typer.echo(f"serving http://{host}:{port}/ "
+                       f"({'actions allowed' if allow_actions else 'read-only'}); "
+                       "Ctrl-C stops", err=True)
+            serve(kb, host=host, port=port, allow_actions=allow_actions)
+
+
 def main() -> None:
-    """Entry point of the ``kbsync`` command."""
+    """Entry point of the ``kbsync`` command (it exits with the command's exit code)."""
     app(prog_name="kbsync")
-    sys.exit(0)

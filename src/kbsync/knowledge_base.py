@@ -13,7 +13,6 @@ a frozen, typed result, so what a script sees is what the command line prints.
 from __future__ import annotations
 
 import threading
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -39,12 +38,12 @@ from kbsync.errors import KbsyncError, ParameterError
 from kbsync.extract.registry import extractor_for
 from kbsync.mirror import Reconciliation, reconcile
 from kbsync.mirror import erase as erase_vectors
-from kbsync.model import ChangeReport, ChunkingDiagnostics, Verdict
+from kbsync.model import ChangeReport, Verdict
 from kbsync.normalize import normalize
-from kbsync.report import diagnostics_dict
-from kbsync.store import DocumentText, Hit
+from kbsync.report import DocumentChange, SourceResult, SyncResult
+from kbsync.store import DocumentText, Hit, RunRecord
 from kbsync.store.lock import WriterLock
-from kbsync.sync import Progress, SyncReport, report_dict, sync_sources
+from kbsync.sync import Progress, sync_sources
 from kbsync.watch import watch
 
 __all__ = [
@@ -55,6 +54,7 @@ __all__ = [
     "DocumentDiff",
     "DocumentRef",
     "Erased",
+    "HistoryEntry",
     "KnowledgeBase",
     "Progress",
     "RunSummary",
@@ -70,119 +70,19 @@ SearchMode = Literal["vector", "text", "hybrid"]
 SEARCH_MODES: tuple[str, ...] = get_args(SearchMode)
 # Reciprocal rank fusion constant: ranks deeper than a few dozen barely count.
 _RRF_K = 60
+# A document's history is read from the run reports; this many of the latest runs are looked at.
+HISTORY_RUNS = 200
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, order=True)
 class DocumentRef:
-    """A document of the knowledge base: its source's name and its key (path or URL)."""
+    """A document of the knowledge base: its source's name and its key (path or URL).
 
-    source: str
-    key: str
-
-
-@dataclass(frozen=True, slots=True)
-class DocumentChange:
-    """One document a sync touched: the action taken and, for an edit, how its text changed."""
-
-    key: str
-    action: str
-    change: ChangeReport | None
-
-
-@dataclass(frozen=True, slots=True)
-class SourceResult:
-    """What one sync (or plan) did to one source.
-
-    ``documents`` counts documents per action (``new``, ``modified``, ``deleted``...),
-    ``chunks`` counts chunks per fate (``kept``, ``moved``, ``added``, ``deleted``);
-    both read 0 for a name they do not hold. ``changes`` lists every document the
-    run acted on, with the text change of each edit.
-    A source whose listing failed (``listing_complete`` false) deleted nothing.
+    References order by source, then key: the order of :meth:`KnowledgeBase.documents`.
     """
 
     source: str
-    documents: Mapping[str, int]
-    chunks: Mapping[str, int]
-    bytes_read: int
-    bytes_skipped: int
-    skipped_unsupported: int
-    embeddings_computed: int
-    embeddings_reused: int
-    embedding_tokens: int
-    embeddings_truncated: int
-    embeddings_backfill: int
-    boilerplate_chunks: int
-    vectors_upserted: int
-    vectors_deleted: int
-    listing_complete: bool
-    deletions_blocked: bool
-    failures: tuple[tuple[str, str], ...]
-    """``(key, message)`` of each document that failed; the key is empty for the listing."""
-    warnings: tuple[str, ...]
-    changes: tuple[DocumentChange, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready data, as stored in the run's report."""
-        return {
-            "source": self.source,
-            "documents": dict(self.documents),
-            "chunks": dict(self.chunks),
-            "bytes_read": self.bytes_read,
-            "bytes_skipped": self.bytes_skipped,
-            "skipped_unsupported": self.skipped_unsupported,
-            "embeddings_computed": self.embeddings_computed,
-            "embeddings_reused": self.embeddings_reused,
-            "embedding_tokens": self.embedding_tokens,
-            "embeddings_truncated": self.embeddings_truncated,
-            "embeddings_backfill": self.embeddings_backfill,
-            "boilerplate_chunks": self.boilerplate_chunks,
-            "vectors_upserted": self.vectors_upserted,
-            "vectors_deleted": self.vectors_deleted,
-            "listing_complete": self.listing_complete,
-            "deletions_blocked": self.deletions_blocked,
-            "failures": [{"key": k, "message": m} for k, m in self.failures],
-            "warnings": list(self.warnings),
-            "changes": [_change_dict(c) for c in self.changes],
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class SyncResult:
-    """The report of one sync, or of a plan (``dry_run``: what a sync would do).
-
-    ``documents`` sums the document actions over sources; ``seconds`` is the time
-    spent per stage; ``diagnostics`` describes the chunks made in this run.
-    """
-
-    dry_run: bool
-    started: str
-    finished: str
-    documents: Mapping[str, int]
-    sources: tuple[SourceResult, ...]
-    seconds: Mapping[str, float]
-    diagnostics: ChunkingDiagnostics | None
-
-    @property
-    def failed(self) -> bool:
-        """Whether a document failed, a listing was incomplete or deletions were blocked."""
-        return any(s.failures or s.deletions_blocked or not s.listing_complete
-                   for s in self.sources)
-
-    def total(self, action: str) -> int:
-        """How many documents took ``action`` (e.g. ``"new"``), over every source."""
-        return self.documents.get(action, 0)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready data: what ``--json`` prints and the store keeps for the run."""
-        return {
-            "dry_run": self.dry_run,
-            "started": self.started,
-            "finished": self.finished,
-            "seconds": {k: round(v, 4) for k, v in self.seconds.items()},
-            "documents": dict(self.documents),
-            "sources": [s.to_dict() for s in self.sources],
-            "diagnostics": diagnostics_dict(self.diagnostics) if self.diagnostics else None,
-        }
+    key: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,38 +140,55 @@ class DocumentDiff:
     """The last change of a document: its current and previous text and how they differ.
 
     ``verdict`` routes the change (cosmetic, an ordinary edit, or a text so different
-    that the extraction deserves a look); ``similarity`` is in [0, 1]. A document seen
-    once has no ``previous`` text: it is all one added region.
+    that the extraction deserves a look); ``similarity`` is in [0, 1]; ``regions`` are
+    the runs of the current text the change made. A document known in one version
+    only has nothing to compare with: ``first_version`` is true, ``previous``,
+    ``verdict``, ``similarity`` and ``change`` are ``None`` and there are no regions.
     """
 
     source: str
     key: str
     title: str | None
     last_changed: str
-    verdict: Verdict
-    similarity: float
+    """When the current text was stored: the last change, or the first sight."""
+    verdict: Verdict | None
+    similarity: float | None
     regions: tuple[ChangedRegion, ...]
     text: str
     previous: str | None
-    change: ChangeReport
+    change: ChangeReport | None
+    """The full comparison (added, removed, kept and moved byte chunks)."""
+
+    @property
+    def first_version(self) -> bool:
+        """Whether the document has no previous version, so no change to show."""
+        return self.previous is None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data (without the full texts)."""
-        return {"key": self.key, "source": self.source, "verdict": str(self.verdict),
-                "similarity": self.similarity, "last_changed": self.last_changed,
+        return {"key": self.key, "source": self.source, "title": self.title,
+                "last_changed": self.last_changed, "first_version": self.first_version,
+                "verdict": None if self.verdict is None else str(self.verdict),
+                "similarity": self.similarity,
                 "regions": [{"offset": r.offset, "length": r.length, "text": r.text}
                             for r in self.regions]}
 
 
 @dataclass(frozen=True, slots=True)
 class Verification:
-    """The result of checking every invariant of the store; ``problems`` empty when sound."""
+    """The result of checking every invariant of the store and the vector store.
+
+    ``problems`` are those found; ``remaining`` those still there afterwards, which
+    differ only when the check was asked to repair (see :meth:`KnowledgeBase.verify`).
+    """
 
     problems: tuple[str, ...]
+    remaining: tuple[str, ...]
 
     @property
     def ok(self) -> bool:
-        return not self.problems
+        """Whether the knowledge base is sound now (after any repair)."""
+        return not self.remaining
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,6 +196,19 @@ class Erased:
     """The documents an erasure removed, with every row, text and vector derived from them."""
 
     documents: tuple[DocumentRef, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryEntry:
+    """One run's change to a document, as the run's report recorded it."""
+
+    run: int
+    finished: str
+    source: str
+    action: str
+    verdict: str | None
+    similarity: float | None
+    regions: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -376,9 +306,9 @@ class KnowledgeBase:
         ``progress(stage, done, total)`` is called as the work advances.
         """
         self._progress = progress
-        return _sync_result(sync_sources(
+        return sync_sources(
             self.sources, self.store, self.embedder, extractor_for, self.config.chunker,
-            dry_run=True, progress=progress, sink=self.sink, **self._index_settings()))
+            dry_run=True, progress=progress, sink=self.sink, **self._index_settings())
 
     def sync(self, *, progress: Progress | None = None, verify: bool = False,
              allow_mass_delete: bool = False, wait: bool = True,
@@ -394,12 +324,13 @@ class KnowledgeBase:
         """
         self._progress = progress
         with self._writing(wait, on_wait):
-            return _sync_result(sync_sources(
+            return sync_sources(
                 self.sources, self.store, self.embedder, extractor_for, self.config.chunker,
                 verify=verify, allow_mass_delete=allow_mass_delete, progress=progress,
-                sink=self.sink, **self._index_settings()))
+                sink=self.sink, **self._index_settings())
 
     def _index_settings(self) -> dict[str, Any]:
+        """The ``[index]`` table as the orchestrator's boilerplate arguments."""
         index = self.config.index
         return {"boilerplate_share": float(index.get("boilerplate_share", 0.05)),
                 "index_boilerplate": bool(index.get("index_boilerplate", False))}
@@ -413,23 +344,11 @@ class KnowledgeBase:
         ``on_report(result, reason)`` receives each run's result and why it ran.
         """
         folders = [self.config.root / s.path for s in self.config.sources if not s.is_web]
-
-        def report(raw: SyncReport, reason: str) -> None:
-            if on_report is not None:
-                on_report(_sync_result(raw), reason)
-
         # Created before the folders are watched: its creation is no change of a source.
         self._create_store()
-        # watch() drives the orchestrator's own report type; results are converted here.
-        watch(lambda verify: self._sync_raw(verify), folders, interval=interval,
-              full_every=full_every, stop=stop, on_report=report,
+        watch(lambda verify: self.sync(verify=verify), folders, interval=interval,
+              full_every=full_every, stop=stop, on_report=on_report,
               ignore=[self.config.store_path.parent, self.config.lock_path])
-
-    def _sync_raw(self, verify: bool) -> SyncReport:
-        with self._writing(True, None):
-            return sync_sources(self.sources, self.store, self.embedder, extractor_for,
-                                self.config.chunker, verify=verify, sink=self.sink,
-                                **self._index_settings())
 
     # -- reading ----------------------------------------------------------------------
 
@@ -456,6 +375,7 @@ class KnowledgeBase:
         if not context_tokens:
             return self._ranked(query, k, mode)
         results: list[Hit] = []
+        # Hits that fall into a window already returned are merged: rank a few spare ones.
         for hit in self._ranked(query, 3 * k, mode):
             if any(r.source == hit.source and r.key == hit.key and r.first <= hit.index <= r.last
                    for r in results):
@@ -496,10 +416,28 @@ class KnowledgeBase:
         refs = [(p.source, p.key, p.index, p.digest) for p, _ in found]
         return self.store.hits_at(refs, [score for _, score in found])[:k]
 
-    def documents(self) -> tuple[DocumentRef, ...]:
-        """Every document in the store, by source and key."""
-        return tuple(DocumentRef(source, key) for source in sorted(self.store.source_names())
-                     for key in sorted(self.store.manifest(source)))
+    def documents(self, *, after: DocumentRef | None = None,
+                  limit: int | None = None) -> tuple[DocumentRef, ...]:
+        """The documents in the store, ordered by source and key.
+
+        ``after`` and ``limit`` page through a large store: the next page starts
+        after the last document of the previous one, so documents added or removed
+        in between neither repeat nor shift the rest.
+        """
+        if limit is not None and limit < 1:
+            raise ParameterError(f"limit must be at least 1, not {limit}")
+        found: list[DocumentRef] = []
+        for source in sorted(self.store.source_names()):
+            if after is not None and source < after.source:
+                continue  # its manifest need not be read
+            for key in sorted(self.store.manifest(source)):
+                ref = DocumentRef(source, key)
+                if after is not None and ref <= after:
+                    continue
+                if len(found) == limit:
+                    return tuple(found)
+                found.append(ref)
+        return tuple(found)
 
     def document(self, key: str, source: str | None = None) -> DocumentText:
         """The current (and previous) canonical text of a document.
@@ -512,9 +450,17 @@ class KnowledgeBase:
         return doc
 
     def diff(self, key: str, source: str | None = None) -> DocumentDiff:
-        """The last change of a document: verdict, similarity and the changed regions."""
+        """The last change of a document: verdict, similarity and the changed regions.
+
+        A document with one version only comes back with ``first_version`` true.
+        """
         doc = self.document(key, source)
-        change = compare(doc.previous if doc.previous is not None else "", doc.text)
+        if doc.previous is None:
+            return DocumentDiff(
+                source=doc.source, key=doc.key, title=doc.title, last_changed=doc.last_changed,
+                verdict=None, similarity=None, regions=(), text=doc.text, previous=None,
+                change=None)
+        change = compare(doc.previous, doc.text)
         return DocumentDiff(
             source=doc.source, key=doc.key, title=doc.title, last_changed=doc.last_changed,
             verdict=change.verdict, similarity=change.similarity,
@@ -533,17 +479,54 @@ class KnowledgeBase:
             last_run=None if last is None else RunSummary(
                 str(last["started"]), str(last["finished"]), dict(last["documents"])))
 
+    def runs(self, limit: int = 50) -> list[RunRecord]:
+        """The latest recorded syncs, newest first, each with its report
+        (the shape of :meth:`SyncResult.to_dict`)."""
+        return self.store.runs(limit)
+
+    def run(self, run_id: int) -> RunRecord | None:
+        """One recorded sync, or None when there is no such run."""
+        return self.store.run(run_id)
+
+    def history(self, key: str, source: str | None = None,
+                limit: int = 20) -> list[HistoryEntry]:
+        """The changes to a document recorded by the latest ``HISTORY_RUNS`` runs,
+        newest first, at most ``limit``."""
+        found: list[HistoryEntry] = []
+        for record in self.store.runs(HISTORY_RUNS):
+            for s in record.report.get("sources", ()):
+                if source is not None and s.get("source") != source:
+                    continue
+                for change in s.get("changes", ()):
+                    if change.get("key") != key:
+                        continue
+                    found.append(HistoryEntry(
+                        run=record.id, finished=record.finished, source=s["source"],
+                        action=change["action"], verdict=change.get("verdict"),
+                        similarity=change.get("similarity"),
+                        regions=len(change.get("regions", ()))))
+                    if len(found) == limit:
+                        return found
+        return found
+
     def verify(self, *, repair: bool = False, wait: bool = True) -> Verification:
         """Recompute and check every invariant of the store (chunk identities included),
         then compare the external vector store, if any, with the records.
 
-        With ``repair`` the vector store is made to match the records; the problems
-        returned are those found before repairing.
+        With ``repair`` the vector store is made to match the records (under the
+        writer lock) and checked again: ``problems`` are those found before
+        repairing, ``remaining`` those the repair could not fix, such as problems
+        of the store itself, which only a sync or an erasure changes.
         """
         identity = identity_for(self.config.chunker.strategy, **self.config.chunker.params)
-        problems = self.store.verify(self.embedder.identity, identity)
-        found = self.reconcile(repair=repair, wait=wait)
-        return Verification(tuple(problems + (found.problems() if found is not None else [])))
+        in_store = tuple(self.store.verify(self.embedder.identity, identity))
+
+        def in_mirror(repair: bool) -> tuple[str, ...]:
+            found = self.reconcile(repair=repair, wait=wait)
+            return () if found is None else tuple(found.problems())
+
+        problems = in_store + in_mirror(repair)
+        return Verification(problems, in_store + in_mirror(False) if repair else problems)
 
     def reconcile(self, *, repair: bool = False, wait: bool = True) -> Reconciliation | None:
         """The differences between the records and the vector store (``None`` without one)."""
@@ -570,31 +553,3 @@ class KnowledgeBase:
         """Drop cache entries and texts nothing refers to, and compact the store."""
         with self._writing(wait, None):
             return Collected(self.store.gc())
-
-
-def _sync_result(report: SyncReport) -> SyncResult:
-    data = report_dict(report)  # the document totals, with every action present
-    return SyncResult(
-        dry_run=report.dry_run, started=report.started, finished=report.finished,
-        documents=data["documents"], seconds=dict(report.seconds),
-        diagnostics=report.diagnostics,
-        sources=tuple(SourceResult(
-            source=s.source, documents=Counter(s.documents), chunks=Counter(s.chunks),
-            bytes_read=s.bytes_read, bytes_skipped=s.bytes_skipped,
-            skipped_unsupported=s.skipped, embeddings_computed=s.embeddings_computed,
-            embeddings_reused=s.embeddings_reused, embedding_tokens=s.embed_tokens,
-            embeddings_truncated=s.embeddings_truncated,
-            embeddings_backfill=s.embeddings_backfill, boilerplate_chunks=s.boilerplate,
-            vectors_upserted=s.vectors_upserted, vectors_deleted=s.vectors_deleted,
-            listing_complete=s.listing_complete, deletions_blocked=s.deletions_blocked,
-            failures=tuple(s.failures), warnings=tuple(s.warnings),
-            changes=tuple(DocumentChange(k, a, s.changes.get(k)) for k, a in s.actions),
-        ) for s in report.sources))
-
-
-def _change_dict(c: DocumentChange) -> dict[str, Any]:
-    out: dict[str, Any] = {"key": c.key, "action": c.action}
-    if c.change is not None:
-        out |= {"verdict": str(c.change.verdict), "similarity": round(c.change.similarity, 4),
-                "regions": [{"offset": r.offset, "length": r.length} for r in c.change.regions]}
-    return out

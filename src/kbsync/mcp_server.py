@@ -5,31 +5,43 @@
 ``status``, ``diff`` (verdict, similarity, changed regions of a document's last
 change) and ``sync``, which refuses unless the server was started with
 ``--allow-sync``: an agent may read a knowledge base by default, not rewrite it.
-Every document is a resource, ``kbsync://document/<key>``, holding its current text.
+Every document is a resource, ``kbsync://document/<key>``, holding its current text;
+``resources/list`` names them a page at a time.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 import threading
 from typing import Any
+from urllib.parse import quote
 
 from kbsync import __version__
 from kbsync.errors import DependencyMissingError, KbsyncError
-from kbsync.knowledge_base import SEARCH_MODES, KnowledgeBase, SearchMode
+from kbsync.knowledge_base import DocumentRef, KnowledgeBase, SearchMode
 
 try:
-    # pydantic needs this TypedDict (not typing's) to derive output schemas on Python 3.11.
+    import anyio.to_thread
+    from mcp.server.context import ServerRequestContext
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
     from mcp.server.mcpserver.resources import ResourceSecurity
+    from mcp.shared.exceptions import MCPError
+    from mcp.types import INVALID_PARAMS, ListResourcesResult, PaginatedRequestParams, Resource
+
+    # pydantic needs this TypedDict (not typing's) to derive output schemas on Python 3.11.
     from typing_extensions import TypedDict
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise DependencyMissingError("the MCP server", "mcp", exc.name or "mcp") from exc
 
-__all__ = ["DOCUMENT_URI", "Passage", "build_server", "serve"]
+__all__ = ["DOCUMENT_URI", "PAGE_SIZE", "Passage", "build_server", "document_uri", "serve"]
 
 DOCUMENT_URI = "kbsync://document/{+key}"
 """The resource of a document; ``{+key}`` keeps the slashes of paths and URLs."""
+PAGE_SIZE = 100
+"""Documents per page of ``resources/list``; a client follows ``nextCursor`` for more."""
 
 
 class Passage(TypedDict):
@@ -48,26 +60,27 @@ class Passage(TypedDict):
 
 
 class SearchResult(TypedDict):
+    """What the ``search`` tool returns: the passages, best first."""
+
     passages: list[Passage]
 
 
-def build_server(kb: KnowledgeBase, *, allow_sync: bool = False) -> MCPServer:
-    """An MCP server over ``kb``; ``sync`` runs only with ``allow_sync``."""
-    server = MCPServer(
-        "kbsync", version=__version__, log_level="WARNING",
-        instructions="Search a knowledge base kept in sync with its sources; read documents "
-                     "as kbsync://document/<key> resources; diff shows a document's last change.")
+def build_server(kb: KnowledgeBase, *, allow_sync: bool = False,
+                 page_size: int = PAGE_SIZE) -> MCPServer:
+    """An MCP server over ``kb``; ``sync`` runs only with ``allow_sync``, and
+    ``resources/list`` names ``page_size`` documents per page."""
     # Tools run in worker threads; the knowledge base is one store connection.
     lock = threading.Lock()
+    server = _Server(
+        kb, lock, page_size, "kbsync", version=__version__, log_level="WARNING",
+        instructions="Search a knowledge base kept in sync with its sources; read documents "
+                     "as kbsync://document/<key> resources; diff shows a document's last change.")
 
     @server.tool(description="Search the knowledge base; passages come best first. mode: "
                              "hybrid (default), vector or text.")
-    def search(query: str, k: int = 5, mode: str = "hybrid") -> SearchResult:
-        if mode not in SEARCH_MODES:
-            raise ToolError(f"unknown mode {mode!r}: use one of {', '.join(SEARCH_MODES)}")
-        search_mode: SearchMode = mode  # type: ignore[assignment]  # checked just above
+    def search(query: str, k: int = 5, mode: SearchMode = "hybrid") -> SearchResult:
         with lock, _errors():
-            hits = kb.search(query, k=k, mode=search_mode)
+            hits = kb.search(query, k=k, mode=mode)
         return {"passages": [Passage(source=h.source, key=h.key, title=h.title,
                                      heading=h.heading, score=h.score, text=h.context or h.text,
                                      chunk_identity=h.digest, start=h.start, end=h.end)
@@ -79,7 +92,8 @@ def build_server(kb: KnowledgeBase, *, allow_sync: bool = False) -> MCPServer:
             return kb.status().to_dict()
 
     @server.tool(description="The last change of a document (by key): verdict, similarity "
-                             "and the changed regions of its current text.")
+                             "and the changed regions of its current text; first_version is "
+                             "true, with no verdict, when there is no earlier version.")
     def diff(key: str) -> dict[str, Any]:
         with lock, _errors():
             return kb.diff(key).to_dict()
@@ -108,6 +122,65 @@ def build_server(kb: KnowledgeBase, *, allow_sync: bool = False) -> MCPServer:
                 raise ResourceNotFoundError(str(exc)) from exc
 
     return server
+
+
+def document_uri(key: str) -> str:
+    """The resource URI of the document ``key``, which :data:`DOCUMENT_URI` matches back.
+
+    Slashes and the other characters paths and URLs are made of stay as they are;
+    ``?``, ``#``, ``%``, spaces and non-ASCII are percent-encoded.
+    """
+    return DOCUMENT_URI.replace("{+key}", quote(key, safe="/:@!$&'()*+,;="))
+
+
+class _Server(MCPServer):
+    """An MCP server that lists the knowledge base's documents as resources, page by page.
+
+    MCPServer lists only resources registered one by one, and ignores the cursor;
+    the documents live in the store, and there may be very many of them.
+    """
+
+    def __init__(self, kb: KnowledgeBase, lock: threading.Lock, page_size: int,
+                 name: str, **settings: Any) -> None:
+        if page_size < 1:
+            raise ValueError(f"page_size must be at least 1, not {page_size}")
+        super().__init__(name, **settings)
+        self._kb, self._lock, self._page_size = kb, lock, page_size
+
+    async def _handle_list_resources(self, ctx: ServerRequestContext[Any],
+                                     params: PaginatedRequestParams | None) -> ListResourcesResult:
+        after = _after(params.cursor if params is not None else None)
+        # One more than a page tells whether another page follows.
+        refs = await anyio.to_thread.run_sync(self._page, after)
+        page = refs[: self._page_size]
+        more = len(refs) > self._page_size
+        return ListResourcesResult(
+            resources=[Resource(name=ref.key, uri=document_uri(ref.key), mime_type="text/plain",
+                                description=f"A document of the source {ref.source!r}.")
+                       for ref in page],
+            next_cursor=_cursor(page[-1]) if more else None)
+
+    def _page(self, after: DocumentRef | None) -> tuple[DocumentRef, ...]:
+        with self._lock:
+            return self._kb.documents(after=after, limit=self._page_size + 1)
+
+
+def _cursor(last: DocumentRef) -> str:
+    """An opaque cursor: the last document of a page, which the next page starts after."""
+    return base64.urlsafe_b64encode(json.dumps([last.source, last.key]).encode()).decode()
+
+
+def _after(cursor: str | None) -> DocumentRef | None:
+    """The document a cursor names; a cursor this server did not make is a client error."""
+    if cursor is None:
+        return None
+    try:
+        source, key = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+    except (binascii.Error, ValueError, TypeError) as exc:
+        raise MCPError(code=INVALID_PARAMS, message=f"invalid cursor {cursor!r}") from exc
+    if not (isinstance(source, str) and isinstance(key, str)):
+        raise MCPError(code=INVALID_PARAMS, message=f"invalid cursor {cursor!r}")
+    return DocumentRef(source, key)
 
 
 class _errors:  # noqa: N801 - used as a statement, like contextlib's helpers

@@ -1,18 +1,25 @@
-"""Renderings of results: plain dictionaries for ``--json`` and rich tables for people."""
+"""The report of a run, and renderings of results: JSON-ready dictionaries and rich tables.
+
+:class:`SyncResult` is the one form of a sync's (or plan's) report: what the
+API returns, what ``--json`` prints and what the store keeps for the run.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from rich.table import Table
 from rich.text import Text
 
-from kbsync.model import Chunk, ChunkingDiagnostics, Region
+from kbsync.model import ChangeReport, Chunk, ChunkingDiagnostics, Region
 from kbsync.store import Hit
 
 __all__ = [
+    "DocumentChange",
+    "SourceResult",
+    "SyncResult",
     "chunk_dict",
     "chunks_table",
     "diagnostics_dict",
@@ -22,6 +29,121 @@ __all__ = [
     "hits_table",
     "sync_tables",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentChange:
+    """One document a sync touched: the action taken and, for an edit, how its text changed."""
+
+    key: str
+    action: str
+    change: ChangeReport | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data: the action, and for an edit its verdict, similarity and regions."""
+        out: dict[str, Any] = {"key": self.key, "action": self.action}
+        if self.change is not None:
+            out |= {"verdict": str(self.change.verdict),
+                    "similarity": round(self.change.similarity, 4),
+                    "regions": [{"offset": r.offset, "length": r.length}
+                                for r in self.change.regions]}
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class SourceResult:
+    """What one sync (or plan) did to one source.
+
+    ``documents`` counts documents per action (``new``, ``modified``, ``deleted``...),
+    ``chunks`` counts chunks per fate (``kept``, ``moved``, ``added``, ``deleted``);
+    both read 0 for a name they do not hold. ``changes`` lists every document the
+    run acted on, with the text change of each edit.
+    A source whose listing failed (``listing_complete`` false) deleted nothing.
+    """
+
+    source: str
+    documents: Mapping[str, int]
+    chunks: Mapping[str, int]
+    bytes_read: int
+    bytes_skipped: int
+    skipped_unsupported: int
+    embeddings_computed: int
+    embeddings_reused: int
+    embedding_tokens: int
+    embeddings_truncated: int
+    embeddings_backfill: int
+    boilerplate_chunks: int
+    vectors_upserted: int
+    vectors_deleted: int
+    listing_complete: bool
+    deletions_blocked: bool
+    failures: tuple[tuple[str, str], ...]
+    """``(key, message)`` of each document that failed; the key is empty for the listing."""
+    warnings: tuple[str, ...]
+    changes: tuple[DocumentChange, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data, as stored in the run's report."""
+        return {
+            "source": self.source,
+            "documents": dict(self.documents),
+            "chunks": dict(self.chunks),
+            "bytes_read": self.bytes_read,
+            "bytes_skipped": self.bytes_skipped,
+            "skipped_unsupported": self.skipped_unsupported,
+            "embeddings_computed": self.embeddings_computed,
+            "embeddings_reused": self.embeddings_reused,
+            "embedding_tokens": self.embedding_tokens,
+            "embeddings_truncated": self.embeddings_truncated,
+            "embeddings_backfill": self.embeddings_backfill,
+            "boilerplate_chunks": self.boilerplate_chunks,
+            "vectors_upserted": self.vectors_upserted,
+            "vectors_deleted": self.vectors_deleted,
+            "listing_complete": self.listing_complete,
+            "deletions_blocked": self.deletions_blocked,
+            "failures": [{"key": k, "message": m} for k, m in self.failures],
+            "warnings": list(self.warnings),
+            "changes": [c.to_dict() for c in self.changes],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SyncResult:
+    """The report of one sync, or of a plan (``dry_run``: what a sync would do).
+
+    ``documents`` sums the document actions over sources; ``seconds`` is the time
+    spent per stage; ``diagnostics`` describes the chunks made in this run.
+    """
+
+    dry_run: bool
+    started: str
+    finished: str
+    documents: Mapping[str, int]
+    sources: tuple[SourceResult, ...]
+    seconds: Mapping[str, float]
+    diagnostics: ChunkingDiagnostics | None
+
+    @property
+    def failed(self) -> bool:
+        """Whether a document failed, a listing was incomplete or deletions were blocked."""
+        return any(s.failures or s.deletions_blocked or not s.listing_complete
+                   for s in self.sources)
+
+    def total(self, action: str) -> int:
+        """How many documents took ``action`` (e.g. ``"new"``), over every source."""
+        return self.documents.get(action, 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data: what ``--json`` prints and the store keeps for the run."""
+        return {
+            "dry_run": self.dry_run,
+            "started": self.started,
+            "finished": self.finished,
+            "seconds": {k: round(v, 4) for k, v in self.seconds.items()},
+            "documents": dict(self.documents),
+            "sources": [s.to_dict() for s in self.sources],
+            "diagnostics": diagnostics_dict(self.diagnostics) if self.diagnostics else None,
+        }
 
 
 def diagnostics_dict(d: ChunkingDiagnostics) -> dict[str, Any]:
@@ -79,9 +201,9 @@ def chunks_table(chunks: tuple[Chunk, ...], title: str) -> Table:
     return table
 
 
-def sync_tables(data: Mapping[str, Any]) -> list[Table]:
-    """Tables of a sync (or plan) report given as :func:`kbsync.sync.report_dict` data."""
-    title = "Plan (nothing written)" if data["dry_run"] else "Sync report"
+def sync_tables(report: SyncResult) -> list[Table]:
+    """Tables of a sync (or plan): documents per action, work done, seconds per stage."""
+    title = "Plan (nothing written)" if report.dry_run else "Sync report"
     docs = Table(title=title, title_justify="left")
     for name in ("source", "new", "modified", "metadata-only", "moved", "deleted", "unchanged",
                  "failed"):
@@ -90,18 +212,18 @@ def sync_tables(data: Mapping[str, Any]) -> list[Table]:
     for name in ("source", "bytes read", "bytes skipped", "chunks kept", "moved", "added",
                  "deleted", "embeddings computed", "reused", "embed tokens"):
         work.add_column(name, justify="left" if name == "source" else "right")
-    for s in data["sources"]:
-        d, c = s["documents"], s["chunks"]
-        docs.add_row(s["source"], *(str(d.get(k, 0)) for k in (
+    for s in report.sources:
+        d, c = s.documents, s.chunks
+        docs.add_row(s.source, *(str(d.get(k, 0)) for k in (
             "new", "modified", "metadata-only", "moved", "deleted", "unchanged", "failed")))
-        work.add_row(s["source"], f"{s['bytes_read']:,}", f"{s['bytes_skipped']:,}",
+        work.add_row(s.source, f"{s.bytes_read:,}", f"{s.bytes_skipped:,}",
                      *(str(c.get(k, 0)) for k in ("kept", "moved", "added", "deleted")),
-                     str(s["embeddings_computed"]), str(s["embeddings_reused"]),
-                     f"{s['embedding_tokens']:,}")
+                     str(s.embeddings_computed), str(s.embeddings_reused),
+                     f"{s.embedding_tokens:,}")
     times = Table(title="Seconds per stage", title_justify="left", show_header=False)
     times.add_column("stage")
     times.add_column("seconds", justify="right")
-    for stage, seconds in data["seconds"].items():
+    for stage, seconds in report.seconds.items():
         times.add_row(stage, f"{seconds:.3f}")
     return [docs, work, times]
 
@@ -119,6 +241,7 @@ def hits_table(hits: Sequence[Hit]) -> Table:
 
 
 def hit_dict(hit: Hit) -> dict[str, Any]:
+    """A search hit as a JSON-ready dictionary."""
     return asdict(hit)
 
 

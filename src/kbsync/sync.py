@@ -51,7 +51,7 @@ from kbsync.plan import (
     boilerplate,
     plan,
 )
-from kbsync.report import diagnostics_dict
+from kbsync.report import DocumentChange, SourceResult, SyncResult
 from kbsync.sources import Source
 from kbsync.store import RecordStore
 from kbsync.vectors import VectorSink
@@ -93,7 +93,7 @@ def _text_chunker(strategy: str, params: str) -> TextChunker:
 
 @dataclass(slots=True)
 class SourceReport:
-    """What one sync (or plan) did to one source."""
+    """What one sync (or plan) has done so far to one source (frozen by :meth:`result`)."""
 
     source: str
     documents: Counter[str] = field(default_factory=Counter)
@@ -116,10 +116,27 @@ class SourceReport:
     listing_complete: bool = True
     deletions_blocked: bool = False
 
+    def result(self) -> SourceResult:
+        """The frozen report of this source."""
+        return SourceResult(
+            source=self.source, documents=Counter(self.documents), chunks=Counter(self.chunks),
+            bytes_read=self.bytes_read, bytes_skipped=self.bytes_skipped,
+            skipped_unsupported=self.skipped, embeddings_computed=self.embeddings_computed,
+            embeddings_reused=self.embeddings_reused, embedding_tokens=self.embed_tokens,
+            embeddings_truncated=self.embeddings_truncated,
+            embeddings_backfill=self.embeddings_backfill, boilerplate_chunks=self.boilerplate,
+            vectors_upserted=self.vectors_upserted, vectors_deleted=self.vectors_deleted,
+            listing_complete=self.listing_complete, deletions_blocked=self.deletions_blocked,
+            failures=tuple(self.failures), warnings=tuple(self.warnings),
+            changes=tuple(DocumentChange(k, a, self.changes.get(k)) for k, a in self.actions))
+
 
 @dataclass(slots=True)
 class SyncReport:
-    """The report of one run: per source, stage times and chunking diagnostics."""
+    """What one run has done so far: per source, stage times and chunking diagnostics.
+
+    The orchestrator fills it in as it goes; :meth:`result` freezes it.
+    """
 
     dry_run: bool
     started: str
@@ -128,14 +145,13 @@ class SyncReport:
     seconds: dict[str, float] = field(default_factory=dict)
     diagnostics: ChunkingDiagnostics | None = None
 
-    def total(self, name: str) -> int:
-        """A document action count (e.g. ``"new"``) summed over sources."""
-        return sum(s.documents[name] for s in self.sources)
-
-    @property
-    def failed(self) -> bool:
-        return any(s.failures or s.deletions_blocked or not s.listing_complete
-                   for s in self.sources)
+    def result(self) -> SyncResult:
+        """The frozen report, with a count for every document action."""
+        return SyncResult(
+            dry_run=self.dry_run, started=self.started, finished=self.finished,
+            documents={a.value: sum(s.documents[a.value] for s in self.sources) for a in Action},
+            seconds=dict(self.seconds), diagnostics=self.diagnostics,
+            sources=tuple(s.result() for s in self.sources))
 
 
 def _now() -> str:
@@ -167,7 +183,7 @@ def sync_sources(
     boilerplate_share: float = 0.05,
     index_boilerplate: bool = False,
     sink: VectorSink | None = None,
-) -> SyncReport:
+) -> SyncResult:
     """Bring ``store`` in step with ``sources`` (or, with ``dry_run``, only plan it).
 
     Chunks found in more than ``boilerplate_share`` of a host's documents are
@@ -213,11 +229,12 @@ def sync_sources(
         reconcile(store, sink, embedder.identity, embedder.dimension, repair=True)
     report.diagnostics = _diagnostics(chunker, chunked)
     report.finished = _now()
+    result = report.result()
     if not dry_run:
         store.set_meta("chunker", chunker.fingerprint)
         store.set_meta("embedder", embedder.identity)
-        store.record_run(report.started, report.finished, report_dict(report))
-    return report
+        store.record_run(result.started, result.finished, result.to_dict())
+    return result
 
 
 class _Removed:
@@ -532,47 +549,3 @@ def _apply(
 
 def _diagnostics(chunker: Chunker, chunks: Iterable[Chunk]) -> ChunkingDiagnostics:
     return chunker.text_chunker().diagnose(chunks)
-
-
-def report_dict(report: SyncReport) -> dict[str, Any]:
-    """The report as JSON-ready data (what ``--json`` prints and the runs table keeps)."""
-    return {
-        "dry_run": report.dry_run,
-        "started": report.started,
-        "finished": report.finished,
-        "seconds": {k: round(v, 4) for k, v in report.seconds.items()},
-        "documents": {a.value: report.total(a.value) for a in Action},
-        "sources": [
-            {
-                "source": s.source,
-                "documents": dict(s.documents),
-                "chunks": dict(s.chunks),
-                "bytes_read": s.bytes_read,
-                "bytes_skipped": s.bytes_skipped,
-                "skipped_unsupported": s.skipped,
-                "embeddings_computed": s.embeddings_computed,
-                "embeddings_reused": s.embeddings_reused,
-                "embedding_tokens": s.embed_tokens,
-                "embeddings_truncated": s.embeddings_truncated,
-                "embeddings_backfill": s.embeddings_backfill,
-                "boilerplate_chunks": s.boilerplate,
-                "vectors_upserted": s.vectors_upserted,
-                "vectors_deleted": s.vectors_deleted,
-                "listing_complete": s.listing_complete,
-                "deletions_blocked": s.deletions_blocked,
-                "failures": [{"key": k, "message": m} for k, m in s.failures],
-                "warnings": s.warnings,
-                "changes": [_change_dict(k, a, s.changes.get(k)) for k, a in s.actions],
-            }
-            for s in report.sources
-        ],
-        "diagnostics": diagnostics_dict(report.diagnostics) if report.diagnostics else None,
-    }
-
-
-def _change_dict(key: str, action: str, change: ChangeReport | None) -> dict[str, Any]:
-    out: dict[str, Any] = {"key": key, "action": action}
-    if change is not None:
-        out |= {"verdict": str(change.verdict), "similarity": round(change.similarity, 4),
-                "regions": [{"offset": r.offset, "length": r.length} for r in change.regions]}
-    return out

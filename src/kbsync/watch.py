@@ -14,25 +14,24 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 from kbsync.errors import DependencyMissingError
-from kbsync.sync import SyncReport
 
 __all__ = ["watch"]
 
-RunSync = Callable[[bool], SyncReport]
+Report = TypeVar("Report")
 
 
 def watch(
-    run_sync: RunSync,
+    run_sync: Callable[[bool], Report],
     folders: Sequence[Path],
     *,
     interval: float = 86_400.0,
     full_every: float = 30 * 86_400.0,
     quiet: float = 1.0,
     stop: threading.Event | None = None,
-    on_report: Callable[[SyncReport, str], None] | None = None,
+    on_report: Callable[[Report, str], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
     ignore: Sequence[Path] = (),
 ) -> None:

@@ -34,7 +34,7 @@ from kbsync.knowledge_base import KnowledgeBase, SyncResult
 from kbsync.model import SourceItem
 from kbsync.sources.files import FilesystemSource
 from kbsync.store.sqlite import SqliteStore
-from kbsync.sync import Chunker, SyncReport, sync_sources
+from kbsync.sync import Chunker, sync_sources
 
 GOOD = {
     "alpha.txt": "The lighthouse keeper logs every passing ship in a leather notebook before "
@@ -148,7 +148,7 @@ class Outcome:
     found: dict[str, list[str]] = field(default_factory=dict)
 
 
-def _failures(report: SyncReport | SyncResult) -> dict[str, str]:
+def _failures(report: SyncResult) -> dict[str, str]:
     return {key: message for source in report.sources for key, message in source.failures}
 
 
@@ -861,7 +861,7 @@ def test_a_file_swapped_for_a_symlink_to_etc_passwd_before_reading_is_not_read(
 # -- the size cap (a FilesystemSource setting the engine does not expose) -------------------------
 
 
-def _capped_sync(docs: Path, store: SqliteStore, max_bytes: int) -> SyncReport:
+def _capped_sync(docs: Path, store: SqliteStore, max_bytes: int) -> SyncResult:
     source = FilesystemSource(docs, name="docs", max_bytes=max_bytes)
     return sync_sources([source], store, HashingEmbedder(), extractor_for, Chunker())
 

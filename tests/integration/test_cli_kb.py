@@ -54,6 +54,10 @@ def test_diff_shows_the_changed_region_of_the_last_change(kb: Path) -> None:
     c = str(kb)
     _run("sync", "-c", c)
     path = sorted((kb / "docs").iterdir())[0]
+    code, out = _run("diff", path.name, "-c", c, "--json")
+    assert code == 0
+    assert json.loads(out)["first_version"] is True
+    assert "first version" in _run("diff", path.name, "-c", c)[1]
     body = path.read_text()
     at = body.index("\n\n", len(body) // 2)
     path.write_text(body[:at] + "\n\nA brand new paragraph about lighthouse keepers." + body[at:])
@@ -61,6 +65,7 @@ def test_diff_shows_the_changed_region_of_the_last_change(kb: Path) -> None:
     code, out = _run("diff", path.name, "-c", c, "--json")
     data = json.loads(out)
     assert code == 0
+    assert data["first_version"] is False
     assert data["verdict"] in ("cosmetic", "reprocess")
     assert any("lighthouse keepers" in r["text"] for r in data["regions"])
     code, out = _run("diff", path.name, "-c", c)

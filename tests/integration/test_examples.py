@@ -38,3 +38,22 @@ def test_the_example_runs_on_a_copy_of_the_sample_corpus(example: Path, tmp_path
     for line in EXPECTED[example.name]:
         assert line in done.stdout, (line, done.stdout)
     assert {p.name: p.read_bytes() for p in docs.iterdir()} == before  # examples only read
+
+
+def test_the_readme_api_example_runs_as_written(tmp_path: Path) -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## The Python API"):]
+    start = section.index("```python\n") + len("```python\n")
+    code = section[start : section.index("\n```", start)]
+    docs = tmp_path / "kb" / "docs"
+    shutil.copytree(CORPUS, docs)
+    (docs / "guide").mkdir()
+    (docs / "guide" / "secrets.md").write_text(
+        "# Secrets\n\nRotate secrets every ninety days; keep them in the vault.\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(ROOT / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "guide/secrets.md > Secrets" in done.stdout
+    assert done.stdout.splitlines()[-2:] == ["True", f"{len(list(CORPUS.iterdir())) + 1} True"]

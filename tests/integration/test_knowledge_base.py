@@ -89,12 +89,13 @@ def test_diff_reports_the_edit_as_regions_of_the_current_text(home: Path) -> Non
     page = sorted((home / "docs").iterdir())[0]
     with KnowledgeBase.create(home, sources=["docs"]) as kb:
         kb.sync()
-        first = kb.diff(page.name)
-        assert first.previous is None
         page.write_text(page.read_text() + "\n\nA closing note about tide tables.\n")
         assert kb.sync().total("modified") == 1
         change = kb.diff(page.name)
+        assert not change.first_version
         assert change.previous is not None
+        assert change.verdict is not None
+        assert change.similarity is not None
         assert 0.5 < change.similarity < 1.0
         assert str(change.verdict) == "reprocess"
         assert any("tide tables" in r.text for r in change.regions)
@@ -102,6 +103,55 @@ def test_diff_reports_the_edit_as_regions_of_the_current_text(home: Path) -> Non
         assert change.to_dict()["regions"][0]["text"] == change.regions[0].text
         with pytest.raises(KbsyncError, match="no such document"):
             kb.diff("missing.md")
+
+
+def test_the_diff_of_a_document_seen_once_says_there_is_no_previous_version(
+    home: Path,
+) -> None:
+    page = sorted((home / "docs").iterdir())[0]
+    with KnowledgeBase.create(home, sources=["docs"]) as kb:
+        kb.sync()
+        first = kb.diff(page.name)
+    assert first.first_version
+    assert (first.previous, first.verdict, first.similarity, first.change) == (None,) * 4
+    assert first.regions == ()
+    assert first.text
+    data = first.to_dict()
+    assert data["first_version"] is True
+    assert (data["verdict"], data["similarity"], data["regions"]) == (None, None, [])
+
+
+def test_a_report_counts_every_action_and_a_plan_is_not_recorded(home: Path) -> None:
+    with KnowledgeBase.create(home, sources=["docs"]) as kb:
+        (home / "docs" / "extra.md").write_text("# Extra\n\nA page about tide tables.\n")
+        result = kb.sync()
+        assert kb.store.status().last_run == json.loads(json.dumps(result.to_dict()))
+        data = result.to_dict()
+        assert data["documents"] == {"new": 6, "modified": 0, "metadata-only": 0, "moved": 0,
+                                     "deleted": 0, "unchanged": 0, "failed": 0}
+        assert [c["key"] for c in data["sources"][0]["changes"]] == sorted(
+            p.name for p in (home / "docs").iterdir())
+        planned = kb.plan()
+        assert planned.dry_run
+        assert planned.to_dict()["dry_run"] is True
+        assert kb.store.status().runs == 1  # a plan is not recorded
+
+
+def test_documents_come_in_pages_that_resume_after_the_last_one(home: Path) -> None:
+    with KnowledgeBase.create(home, sources=["docs"]) as kb:
+        kb.sync()
+        everything = kb.documents()
+        assert list(everything) == sorted(everything)
+        pages: list[kbsync.DocumentRef] = []
+        after = None
+        while page := kb.documents(after=after, limit=2):
+            assert len(page) <= 2
+            pages.extend(page)
+            after = page[-1]
+        assert tuple(pages) == everything
+        assert kb.documents(after=everything[1], limit=100) == everything[2:]
+        with pytest.raises(ParameterError, match="limit"):
+            kb.documents(limit=0)
 
 
 def test_documents_erase_and_gc_return_what_they_did(home: Path) -> None:

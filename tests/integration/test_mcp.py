@@ -15,6 +15,7 @@ from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
 from kbsync import KnowledgeBase
+from kbsync.mcp_server import build_server, document_uri
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
@@ -42,6 +43,7 @@ def test_a_real_client_searches_reads_and_diffs_but_may_not_sync(synced_corpus: 
         expected = kb.search("retry backoff jitter", k=3)
         status = kb.status()
         text = kb.document("a-harbormaster-cli.md").text
+        documents = kb.documents()
 
     async def body(client: Client) -> None:
         tools = {t.name for t in (await client.list_tools()).tools}
@@ -75,12 +77,55 @@ def test_a_real_client_searches_reads_and_diffs_but_may_not_sync(synced_corpus: 
 
         templates = (await client.list_resource_templates()).resource_templates
         assert [t.uri_template for t in templates] == ["kbsync://document/{+key}"]
+        listed = await client.list_resources()
+        assert [r.name for r in listed.resources] == [d.key for d in documents]
+        assert listed.next_cursor is None  # 28 documents fit in one page
         read = await client.read_resource("kbsync://document/a-harbormaster-cli.md")
         assert read.contents[0].text == text
         with pytest.raises(MCPError, match="no such document"):
             await client.read_resource("kbsync://document/nope.md")
 
     _talk(synced_corpus, body)
+
+
+def test_documents_are_listed_page_by_page_and_each_listed_uri_reads_back(
+    synced_corpus: Path, tmp_path: Path,
+) -> None:
+    home = tmp_path / "kb"
+    shutil.copytree(synced_corpus, home)
+    odd = home / "corpus" / "notes" / "tide tables?#100%.md"
+    odd.parent.mkdir()
+    odd.write_text("# Tides\n\nHigh water at the harbour mouth comes an hour late.\n")
+
+    async def body(client: Client) -> None:
+        pages: list[list[str]] = []
+        cursor = None
+        while True:
+            listed = await client.list_resources(cursor=cursor)
+            assert len(listed.resources) <= 5
+            pages.append([r.uri for r in listed.resources])
+            cursor = listed.next_cursor
+            if cursor is None:
+                break
+        uris = [uri for page in pages for uri in page]
+        assert uris == [document_uri(d.key) for d in documents]
+        assert len(pages) == 6  # 29 documents, 5 a page
+        for key in (documents[0].key, "notes/tide tables?#100%.md"):
+            assert document_uri(key) in uris
+            read = await client.read_resource(document_uri(key))
+            assert read.contents[0].text == kb.document(key).text
+        with pytest.raises(MCPError, match="invalid cursor"):
+            await client.list_resources(cursor="not a cursor")
+
+    with KnowledgeBase.open(home) as kb:
+        assert kb.sync().total("new") == 1
+        documents = kb.documents()
+
+        async def main() -> None:
+            async with Client(build_server(kb, page_size=5), raise_exceptions=True) as client:
+                await body(client)
+
+        anyio.run(main)
 
 
 def test_with_allow_sync_a_client_brings_the_knowledge_base_up_to_date(

@@ -370,7 +370,7 @@ def test_boilerplate_shared_by_many_documents_is_neither_embedded_nor_searched(
     report = sync_sources([source], store, embedder, extractor_for, chunker)
     shared = store.boilerplate("memory")
     assert shared
-    assert report.sources[0].boilerplate == len(shared)
+    assert report.sources[0].boilerplate_chunks == len(shared)
     assert not any(h.digest in shared for h in store.search_text("zorblax clause", 50))
     assert store.verify(embedder.identity, None) == []
     kept = sync_sources([source], store, CountingEmbedder(), extractor_for, chunker,

@@ -161,12 +161,16 @@ def test_vectors_removed_behind_its_back_and_strays_are_reported_and_repaired(
     found = kb.reconcile()
     assert found is not None
     assert (found.missing, found.stray, found.stale) == (removed, strays, frozenset())
-    problems = kb.verify().problems
+    checked = kb.verify()
+    problems = checked.problems
     assert len(problems) == 2
     assert all(i in problems[0] for i in removed)
     assert all(i in problems[1] for i in strays)
+    assert checked.remaining == problems
+    assert not checked.ok
 
-    assert kb.verify(repair=True).problems == problems
+    repaired = kb.verify(repair=True)
+    assert (repaired.problems, repaired.remaining, repaired.ok) == (problems, (), True)
     assert kb.verify().ok
     assert _ids(kb) == before
     _assert_next_sync_writes_nothing(kb)

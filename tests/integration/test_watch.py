@@ -6,7 +6,6 @@ from pathlib import Path
 
 from kbsync.engine import init_config
 from kbsync.knowledge_base import KnowledgeBase, SyncResult
-from kbsync.sync import SyncReport
 from kbsync.watch import watch
 
 
@@ -45,12 +44,12 @@ def test_the_schedule_alternates_checks_and_full_revalidations() -> None:
     calls: list[bool] = []
     stop = threading.Event()
 
-    def run(verify: bool) -> SyncReport:
+    def run(verify: bool) -> bool:
         calls.append(verify)
         now[0] += 10.0
         if len(calls) == 7:
             stop.set()
-        return SyncReport(dry_run=False, started="")
+        return verify
 
     watch(run, [], interval=10.0, full_every=30.0, stop=stop, clock=lambda: now[0])
     assert calls == [False, False, False, True, False, False, True]

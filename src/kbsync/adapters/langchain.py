@@ -11,7 +11,6 @@ Needs the ``langchain`` extra (``langchain-core`` and ``langchain-text-splitters
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
 from typing import Any
 
 from kbsync.adapters.metadata import chunk_metadata, hit_metadata
@@ -55,10 +54,15 @@ class KbsyncTextSplitter(TextSplitter):
         return cls(kb.config.chunker.strategy, **kb.config.chunker.params)
 
     def split_text(self, text: str) -> list[str]:
+        """The canonical texts of the chunks of ``text``."""
         return [chunk.text for chunk in self._chunker.chunk(text).chunks]
 
     def create_documents(self, texts: list[str],
                          metadatas: list[dict[Any, Any]] | None = None) -> list[Document]:
+        """One ``Document`` per chunk of each text, with the text's metadata and the chunk's.
+
+        ``split_documents`` (inherited) comes here too.
+        """
         documents: list[Document] = []
         for i, text in enumerate(texts):
             base = metadatas[i] if metadatas else {}
@@ -67,10 +71,6 @@ class KbsyncTextSplitter(TextSplitter):
                             "start_index": chunk.start}
                 documents.append(Document(page_content=chunk.text, metadata=metadata))
         return documents
-
-    def split_documents(self, documents: Iterable[Document]) -> list[Document]:
-        docs = list(documents)
-        return self.create_documents([d.page_content for d in docs], [d.metadata for d in docs])
 
 
 class KbsyncRetriever(BaseRetriever):

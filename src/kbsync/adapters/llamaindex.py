@@ -98,8 +98,10 @@ class KbsyncRetriever(BaseRetriever):
 
 
 def _exclude(node: TextNode, keys: Sequence[str]) -> None:
-    """Keep kbsync's bookkeeping out of the text LlamaIndex embeds or shows the model."""
-    node.excluded_embed_metadata_keys = [*node.excluded_embed_metadata_keys,
-                                         *(k for k in keys if k not in ("title", "heading"))]
-    node.excluded_llm_metadata_keys = [*node.excluded_llm_metadata_keys,
-                                       *(k for k in keys if k not in ("title", "heading"))]
+    """Keep kbsync's bookkeeping out of the text LlamaIndex embeds or shows the model.
+
+    The title and heading stay: they are words that help both.
+    """
+    bookkeeping = [k for k in keys if k not in ("title", "heading")]
+    node.excluded_embed_metadata_keys = [*node.excluded_embed_metadata_keys, *bookkeeping]
+    node.excluded_llm_metadata_keys = [*node.excluded_llm_metadata_keys, *bookkeeping]

@@ -11,7 +11,8 @@ import numpy.typing as npt
 
 from kbsync.plan import DocumentPlan, StoredDocument
 
-__all__ = ["ChunkRef", "DocumentText", "Hit", "RecordStore", "StoreStatus", "Window"]
+__all__ = ["ChunkRef", "DocumentText", "Hit", "RecordStore", "RunRecord", "StoreStatus",
+           "Window"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +85,16 @@ class StoreStatus:
     runs: int
     by_source: Mapping[str, int]
     last_run: Mapping[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """One recorded sync: when it ran and its report (the shape of ``report_dict``)."""
+
+    id: int
+    started: str
+    finished: str
+    report: Mapping[str, Any]
 
 
 @runtime_checkable
@@ -168,6 +179,14 @@ class RecordStore(Protocol):
         ...
 
     def record_run(self, started: str, finished: str, report: Mapping[str, Any]) -> int:
+        ...
+
+    def runs(self, limit: int = 50) -> list[RunRecord]:
+        """The latest ``limit`` recorded runs, newest first."""
+        ...
+
+    def run(self, run_id: int) -> RunRecord | None:
+        """One recorded run, or None when there is no such run."""
         ...
 
     def search_text(self, query: str, k: int) -> list[Hit]:

@@ -25,7 +25,7 @@ from kbsync.errors import SchemaError, StoreError
 from kbsync.model import SourceStat, Validators
 from kbsync.plan import Action, DocumentPlan, StoredDocument
 from kbsync.stopwords import STOPWORDS
-from kbsync.store import ChunkRef, DocumentText, Hit, StoreStatus, Window
+from kbsync.store import ChunkRef, DocumentText, Hit, RunRecord, StoreStatus, Window
 
 __all__ = ["SCHEMA_VERSION", "SqliteStore"]
 
@@ -437,6 +437,19 @@ class SqliteStore:
             (started, finished, json.dumps(report, sort_keys=True)),
         )
         return int(cursor.lastrowid or 0)
+
+    def runs(self, limit: int = 50) -> list[RunRecord]:
+        rows = self._db.execute(
+            "SELECT id, started, finished, report FROM runs ORDER BY id DESC LIMIT ?",
+            (max(limit, 0),),
+        ).fetchall()
+        return [RunRecord(r[0], r[1], r[2], json.loads(r[3])) for r in rows]
+
+    def run(self, run_id: int) -> RunRecord | None:
+        row = self._db.execute(
+            "SELECT id, started, finished, report FROM runs WHERE id = ?", (run_id,)
+        ).fetchone()
+        return RunRecord(row[0], row[1], row[2], json.loads(row[3])) if row else None
 
     # -- search ----------------------------------------------------------------------
 

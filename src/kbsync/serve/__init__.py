@@ -1,0 +1,35 @@
+"""The local web dashboard (``kbsync serve``): pages and a JSON API over the library.
+
+- :mod:`.app`: the Starlette application (pages, API, actions)
+- :mod:`.views`: what the pages and the API show, as JSON-ready data
+- :mod:`.chart`: the server-drawn SVG chart of embeddings per run
+- :mod:`.guard`: host, origin and token checks against cross-site requests
+- :mod:`.openapi`: the API's OpenAPI description
+
+Needs the ``serve`` extra (starlette, jinja2, uvicorn).
+"""
+
+from __future__ import annotations
+
+from kbsync.errors import DependencyMissingError
+
+try:
+    import jinja2  # noqa: F401
+    import starlette  # noqa: F401
+    import uvicorn
+except ImportError as exc:  # pragma: no cover - depends on the installation
+    raise DependencyMissingError("The dashboard", "serve", exc.name or "starlette") from exc
+
+from kbsync.knowledge_base import KnowledgeBase
+from kbsync.serve.app import create_app
+from kbsync.serve.guard import is_loopback
+
+__all__ = ["create_app", "is_loopback", "serve"]
+
+
+def serve(kb: KnowledgeBase, *, host: str = "127.0.0.1", port: int = 8765,
+          allow_actions: bool = False) -> None:
+    """Serve the dashboard over ``kb`` until interrupted."""
+    app = create_app(kb, allow_actions=allow_actions, host=host)
+    uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
+                                  server_header=False)).run()

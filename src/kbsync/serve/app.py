@@ -1,0 +1,298 @@
+"""The dashboard's web application: server-rendered pages and a JSON API over a knowledge base.
+
+Read-only unless built with ``allow_actions``; then sync and erase are POST
+endpoints behind :class:`~kbsync.serve.guard.Guard`. The knowledge base is shared
+by the request threads, so every call to it holds one lock (SQLite connections and the
+sync itself are one-at-a-time anyway).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+from urllib.parse import parse_qs
+
+import jinja2
+from markupsafe import Markup
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import Headers
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Route
+from starlette.templating import Jinja2Templates
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from kbsync import __version__
+from kbsync.errors import KbsyncError, LockedError
+from kbsync.knowledge_base import KnowledgeBase, SearchMode
+from kbsync.serve.chart import COMPUTED_COLOUR, REUSED_COLOUR, embeddings_chart
+from kbsync.serve.guard import TOKEN_FIELD, TOKEN_HEADER, Guard
+from kbsync.serve.openapi import openapi
+from kbsync.serve.views import (
+    document_view,
+    hit_view,
+    overview,
+    run_detail,
+    run_summary,
+    segments,
+)
+
+__all__ = ["create_app"]
+
+T = TypeVar("T")
+_MODES = ("hybrid", "vector", "text")
+_READ_ONLY = "read-only dashboard: start `kbsync serve` with --allow-actions to sync or erase"
+
+
+class _RefusedError(Exception):
+    """A request the dashboard will not serve: an HTTP status and the reason."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+class _HostCheck:
+    """Refuse requests addressed to an unexpected host name (DNS rebinding)."""
+
+    def __init__(self, app: ASGIApp, guard: Guard) -> None:
+        self.app = app
+        self.guard = guard
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not self.guard.host_allowed(Headers(scope=scope)):
+            await PlainTextResponse("unexpected Host header", 403)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def _int(value: str | None, default: int, low: int, high: int) -> int:
+    if value is None or value == "":
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        raise _RefusedError(400, f"{value!r} is not a whole number") from None
+    if not low <= number <= high:
+        raise _RefusedError(400, f"{number} is outside {low}..{high}")
+    return number
+
+
+def _when(stamp: str | None) -> str:
+    """An ISO timestamp as people read it: ``2026-01-31 08:15:02 UTC``."""
+    if not stamp:
+        return "never"
+    return stamp.replace("T", " ").replace("+00:00", " UTC")
+
+
+class _Dashboard:
+    """The handlers, bound to one knowledge base."""
+
+    def __init__(self, kb: KnowledgeBase, allow_actions: bool, guard: Guard) -> None:
+        self.kb = kb
+        self.allow_actions = allow_actions
+        self.guard = guard
+        self._lock = threading.Lock()
+        env = jinja2.Environment(loader=jinja2.PackageLoader("kbsync.serve", "templates"),
+                                 autoescape=True, undefined=jinja2.StrictUndefined)
+        env.globals.update(version=__version__, actions=allow_actions, token=guard.token,
+                           token_field=TOKEN_FIELD, computed_colour=COMPUTED_COLOUR,
+                           reused_colour=REUSED_COLOUR, segments=segments)
+        env.filters["when"] = _when
+        self.templates = Jinja2Templates(env=env)
+
+    async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        def locked() -> T:
+            with self._lock:
+                return fn(*args, **kwargs)
+
+        return await run_in_threadpool(locked)
+
+    def _page(self, request: Request, name: str, status_code: int = 200,
+              **context: Any) -> Response:
+        return self.templates.TemplateResponse(request, name, context, status_code=status_code)
+
+    # -- pages ------------------------------------------------------------------------
+
+    async def overview_page(self, request: Request) -> Response:
+        data = await self._call(overview, self.kb)
+        chart = Markup(embeddings_chart(data["embeddings_per_run"]))  # every value in it is escaped
+        return self._page(request, "overview.html", o=data, chart=chart)
+
+    async def runs_page(self, request: Request) -> Response:
+        limit = _int(request.query_params.get("limit"), 50, 1, 500)
+        records = await self._call(self.kb.runs, limit)
+        return self._page(request, "runs.html", runs=[run_summary(r) for r in records])
+
+    async def run_page(self, request: Request) -> Response:
+        record = await self._call(self.kb.run, request.path_params["run_id"])
+        if record is None:
+            raise _RefusedError(404, f"no run {request.path_params['run_id']}")
+        return self._page(request, "run.html", run=run_detail(record))
+
+    async def document_page(self, request: Request) -> Response:
+        return self._page(request, "document.html", doc=await self._document(request))
+
+    async def search_page(self, request: Request) -> Response:
+        query, k, mode = self._search_args(request)
+        hits = await self._call(self._search, query, k, mode) if query else []
+        return self._page(request, "search.html", q=query, k=k, mode=mode, modes=_MODES,
+                          hits=hits)
+
+    async def sync_form(self, request: Request) -> Response:
+        await self._check_action(request, form=True)
+        run = await self._call(self._sync)
+        return RedirectResponse(f"/runs/{run['run']}" if run["run"] else "/runs", 303)
+
+    async def erase_form(self, request: Request) -> Response:
+        fields = await self._check_action(request, form=True)
+        await self._call(self._erase, fields.get("key", ""))
+        return RedirectResponse("/", 303)
+
+    # -- API --------------------------------------------------------------------------
+
+    async def api_overview(self, request: Request) -> Response:
+        return JSONResponse(await self._call(overview, self.kb))
+
+    async def api_runs(self, request: Request) -> Response:
+        limit = _int(request.query_params.get("limit"), 50, 1, 500)
+        records = await self._call(self.kb.runs, limit)
+        return JSONResponse([run_summary(r) for r in records])
+
+    async def api_run(self, request: Request) -> Response:
+        record = await self._call(self.kb.run, request.path_params["run_id"])
+        if record is None:
+            raise _RefusedError(404, f"no run {request.path_params['run_id']}")
+        return JSONResponse(run_detail(record))
+
+    async def api_document(self, request: Request) -> Response:
+        return JSONResponse(await self._document(request))
+
+    async def api_search(self, request: Request) -> Response:
+        query, k, mode = self._search_args(request)
+        if not query:
+            raise _RefusedError(400, "the query parameter q is required")
+        return JSONResponse(await self._call(self._search, query, k, mode))
+
+    async def api_actions(self, request: Request) -> Response:
+        return JSONResponse({"enabled": self.allow_actions,
+                             "csrf_token": self.guard.token if self.allow_actions else None})
+
+    async def api_sync(self, request: Request) -> Response:
+        await self._check_action(request, form=False)
+        return JSONResponse(await self._call(self._sync))
+
+    async def api_erase(self, request: Request) -> Response:
+        body = await self._check_action(request, form=False)
+        key = body.get("key")
+        if not isinstance(key, str) or not key:
+            raise _RefusedError(400, 'the body must be {"key": "<document key>"}')
+        return JSONResponse({"erased": await self._call(self._erase, key)})
+
+    async def api_openapi(self, request: Request) -> Response:
+        return JSONResponse(openapi(__version__))
+
+    # -- shared -----------------------------------------------------------------------
+
+    async def _document(self, request: Request) -> dict[str, Any]:
+        key = request.query_params.get("key")
+        if not key:
+            raise _RefusedError(400, "the query parameter key is required")
+        source = request.query_params.get("source") or None
+        try:
+            return await self._call(document_view, self.kb, key, source)
+        except KbsyncError as exc:
+            raise _RefusedError(404, str(exc)) from None
+
+    @staticmethod
+    def _search_args(request: Request) -> tuple[str, int, SearchMode]:
+        params = request.query_params
+        mode = params.get("mode") or "hybrid"
+        if mode not in _MODES:
+            raise _RefusedError(400, f"unknown search mode {mode!r}: use hybrid, vector or text")
+        return (params.get("q") or "").strip(), _int(params.get("k"), 10, 1, 100), cast(
+            SearchMode, mode)
+
+    def _search(self, query: str, k: int, mode: SearchMode) -> list[dict[str, Any]]:
+        return [hit_view(h) for h in self.kb.search(query, k=k, mode=mode)]
+
+    def _sync(self) -> dict[str, Any]:
+        try:
+            result = self.kb.sync(wait=False)
+        except LockedError as exc:
+            raise _RefusedError(409, str(exc)) from None
+        latest = self.kb.runs(1)
+        return {"run": latest[0].id if latest else None, "report": result.to_dict()}
+
+    def _erase(self, key: str) -> list[dict[str, str]]:
+        if not key:
+            raise _RefusedError(400, "no document key given")
+        # A key, not a pattern: glob characters in it match themselves.
+        try:
+            gone = self.kb.erase(glob.escape(key), wait=False)
+        except LockedError as exc:
+            raise _RefusedError(409, str(exc)) from None
+        return [{"source": d.source, "key": d.key} for d in gone.documents]
+
+    async def _check_action(self, request: Request, *, form: bool) -> dict[str, Any]:
+        """The request's fields, once it is allowed to act; refused with 403 otherwise."""
+        if not self.allow_actions:
+            raise _RefusedError(403, _READ_ONLY)
+        raw = await request.body()
+        fields: dict[str, Any] = {}
+        if form:
+            fields = {k: v[0] for k, v in parse_qs(raw.decode("utf-8", "replace")).items()}
+            submitted = fields.get(TOKEN_FIELD)
+        else:
+            submitted = request.headers.get(TOKEN_HEADER)
+            if raw.strip():
+                try:
+                    fields = json.loads(raw)
+                except ValueError:
+                    raise _RefusedError(400, "the body is not JSON") from None
+                if not isinstance(fields, dict):
+                    raise _RefusedError(400, "the body must be a JSON object")
+        reason = self.guard.refusal(request.headers, submitted)
+        if reason is not None:
+            raise _RefusedError(403, f"refused: {reason}")
+        return fields
+
+    async def refused(self, request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, _RefusedError)
+        if request.url.path.startswith("/api/"):
+            return JSONResponse({"error": exc.reason}, exc.status)
+        return self._page(request, "error.html", exc.status, code=exc.status,
+                          reason=exc.reason)
+
+
+def create_app(kb: KnowledgeBase, *, allow_actions: bool = False,
+               host: str = "127.0.0.1", guard: Guard | None = None) -> Starlette:
+    """The dashboard over ``kb``, expecting requests addressed to ``host``."""
+    guard = guard or Guard(bound=host)
+    d = _Dashboard(kb, allow_actions, guard)
+    routes = [
+        Route("/", d.overview_page),
+        Route("/runs", d.runs_page),
+        Route("/runs/{run_id:int}", d.run_page),
+        Route("/document", d.document_page),
+        Route("/search", d.search_page),
+        Route("/actions/sync", d.sync_form, methods=["POST"]),
+        Route("/actions/erase", d.erase_form, methods=["POST"]),
+        Route("/api/overview", d.api_overview),
+        Route("/api/runs", d.api_runs),
+        Route("/api/runs/{run_id:int}", d.api_run),
+        Route("/api/document", d.api_document),
+        Route("/api/search", d.api_search),
+        Route("/api/actions", d.api_actions),
+        Route("/api/sync", d.api_sync, methods=["POST"]),
+        Route("/api/erase", d.api_erase, methods=["POST"]),
+        Route("/api/openapi.json", d.api_openapi),
+    ]
+    return Starlette(routes=routes, middleware=[Middleware(_HostCheck, guard=guard)],
+                     exception_handlers={_RefusedError: d.refused})

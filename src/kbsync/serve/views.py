@@ -1,0 +1,202 @@
+"""What the dashboard shows, as JSON-ready data: one shape for the pages and the API.
+
+Every function reads through a :class:`~kbsync.KnowledgeBase` and does no work
+of its own beyond reshaping (and the one comparison a diff needs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from typing import Any
+
+from kbsync.chunking import ByteParams
+from kbsync.compare import compare
+from kbsync.knowledge_base import KnowledgeBase
+from kbsync.model import Region
+from kbsync.store import Hit, RunRecord
+
+__all__ = [
+    "CHART_RUNS",
+    "HIGHLIGHT",
+    "document_view",
+    "hit_view",
+    "overview",
+    "run_detail",
+    "run_summary",
+    "segments",
+]
+
+# Byte-CDC settings for highlighting a change: far smaller chunks than the defaults
+# behind the verdict and similarity (~2 KB), so a one-line edit marks about a line.
+HIGHLIGHT = ByteParams(window_bytes=12, min_size=16, avg_size=64, max_size=256)
+# How many of the latest runs the overview's chart covers.
+CHART_RUNS = 30
+# The overview lists the document changes of the latest runs, up to this many.
+_RECENT_RUNS = 5
+_RECENT_CHANGES = 50
+
+
+def overview(kb: KnowledgeBase) -> dict[str, Any]:
+    """Counts, sources, the last sync, embeddings per run and the latest document changes."""
+    status = kb.status()
+    counts = dict(status.by_source)
+    sources = [{"name": s.name, "kind": "web" if s.is_web else "folder",
+                "location": ", ".join(s.urls) if s.is_web else s.path,
+                "documents": counts.pop(s.name, 0)} for s in kb.config.sources]
+    # Documents of sources no longer configured stay until the next sync deletes them.
+    sources += [{"name": name, "kind": "removed", "location": "", "documents": n}
+                for name, n in sorted(counts.items())]
+    records = kb.runs(CHART_RUNS)
+    recent = [{**change, "run": r.id, "finished": r.finished}
+              for r in records[:_RECENT_RUNS] for change in _changes(r.report)][:_RECENT_CHANGES]
+    return {
+        "documents": status.documents,
+        "chunks": status.chunks,
+        "embeddings": status.embeddings,
+        "runs": status.runs,
+        "last_sync": status.last_run.finished if status.last_run else None,
+        "sources": sources,
+        "embeddings_per_run": [_embeddings(r) for r in reversed(records)],
+        "recent_changes": recent,
+    }
+
+
+def _embeddings(record: RunRecord) -> dict[str, Any]:
+    return {"run": record.id, "finished": record.finished,
+            **_vectors(record.report.get("sources", ()))}
+
+
+def _vectors(sources: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """Vectors computed, and vectors reused: new chunks found in the cache, and chunks
+    that changed documents kept (in place or moved) with their vectors."""
+    hits = sum(int(s.get("embeddings_reused", 0)) for s in sources)
+    kept = sum(int(s.get("chunks", {}).get(k, 0)) for s in sources for k in ("kept", "moved"))
+    return {"computed": sum(int(s.get("embeddings_computed", 0)) for s in sources),
+            "reused": hits + kept, "cache_hits": hits, "kept": kept}
+
+
+def run_summary(record: RunRecord) -> dict[str, Any]:
+    """One line of the runs list."""
+    report = record.report
+    failures = sum(len(s.get("failures", ())) for s in report.get("sources", ()))
+    return {
+        "id": record.id,
+        "started": record.started,
+        "finished": record.finished,
+        "seconds": round(sum(report.get("seconds", {}).values()), 3),
+        "documents": {k: v for k, v in report.get("documents", {}).items() if v},
+        "embeddings": _vectors(report.get("sources", ())),
+        "failures": failures,
+    }
+
+
+def run_detail(record: RunRecord) -> dict[str, Any]:
+    """A run's summary, its per-source report, its failures with reasons and its changes."""
+    sources = list(record.report.get("sources", ()))
+    return {
+        **run_summary(record),
+        "failure_list": [{"source": s["source"], "key": f.get("key", ""),
+                          "message": f.get("message", "")}
+                         for s in sources for f in s.get("failures", ())],
+        "changes": _changes(record.report),
+        "sources": [{"source": s["source"], "documents": s.get("documents", {}),
+                     "chunks": s.get("chunks", {}), "embeddings": _vectors([s]),
+                     "bytes_read": s.get("bytes_read", 0),
+                     "listing_complete": s.get("listing_complete", True),
+                     "warnings": s.get("warnings", [])} for s in sources],
+        "report": dict(record.report),
+    }
+
+
+def document_view(kb: KnowledgeBase, key: str, source: str | None = None) -> dict[str, Any]:
+    """A document's texts, its last change (verdict, similarity, regions) and its history.
+
+    The verdict and similarity are those of the sync (default byte-CDC settings);
+    the regions come from a finer comparison made for highlighting. A first
+    version has no regions.
+
+    Raises :class:`~kbsync.errors.KbsyncError` when there is no such document.
+    """
+    doc = kb.diff(key, source)
+    previous = doc.previous or ""
+    added: tuple[Region, ...] = ()
+    removed: tuple[Region, ...] = ()
+    if doc.previous is not None:
+        added = compare(previous, doc.text, HIGHLIGHT).regions
+        # Regions of the old text that the new one lacks: the same comparison, the other way.
+        removed = compare(doc.text, previous, HIGHLIGHT).regions
+    return {
+        "source": doc.source,
+        "key": doc.key,
+        "title": doc.title,
+        "last_changed": doc.last_changed,
+        "first_version": doc.first_version,
+        "verdict": None if doc.verdict is None else str(doc.verdict),
+        "similarity": None if doc.similarity is None else round(doc.similarity, 4),
+        "added": _regions(doc.text, added),
+        "removed": _regions(previous, removed),
+        "text": doc.text,
+        "previous": doc.previous,
+        "history": [asdict(h) for h in kb.history(doc.key, doc.source)],
+    }
+
+
+def hit_view(hit: Hit) -> dict[str, Any]:
+    """A search result: where it is, its heading, its score, the matching chunk's text and
+    (with context windows on) the text around it that a reader would get."""
+    return {"source": hit.source, "key": hit.key, "title": hit.title, "heading": hit.heading,
+            "index": hit.index, "score": round(hit.score, 6), "text": hit.text,
+            "context": hit.context or hit.text}
+
+
+def segments(text: str, regions: Sequence[Mapping[str, Any]],
+             context: int | None = None) -> list[tuple[str, str]]:
+    """``text`` cut at the regions into ``(piece, kind)`` runs, kind ``same`` or ``changed``.
+
+    With ``context``, unchanged text farther than that many characters from a
+    region is left out, each omission a ``gap`` run (empty piece).
+    """
+    out: list[tuple[str, str]] = []
+    last = 0
+    for r in regions:
+        start, end = max(last, r["offset"]), r["offset"] + r["length"]
+        out += _unchanged(text[last:start], context, leading=not out)
+        if end > start:
+            out.append((text[start:end], "changed"))
+        last = max(last, end)
+    out += _unchanged(text[last:], context, leading=not out, trailing=True)
+    return out
+
+
+def _unchanged(piece: str, context: int | None, *, leading: bool,
+               trailing: bool = False) -> list[tuple[str, str]]:
+    """An unchanged run, cut to ``context`` characters next to the regions around it."""
+    if not piece:
+        return []
+    if context is None or (leading and trailing):
+        return [(piece, "same")]
+    keep_head, keep_tail = (0 if leading else context), (0 if trailing else context)
+    if len(piece) <= keep_head + keep_tail + context:  # too short to be worth cutting
+        return [(piece, "same")]
+    # Cut at line breaks where the kept context has one, so no line starts mid-word.
+    head = piece[:keep_head]
+    head = head[: head.rfind("\n") + 1] or head
+    tail = piece[len(piece) - keep_tail :] if keep_tail else ""
+    tail = tail[tail.find("\n") + 1 :] if "\n" in tail[:-1] else tail
+    out = [(head, "same")] if head else []
+    out.append(("", "gap"))
+    if tail:
+        out.append((tail, "same"))
+    return out
+
+
+def _regions(text: str, regions: Sequence[Region]) -> list[dict[str, Any]]:
+    return [{"offset": r.offset, "length": r.length, "text": text[r.offset : r.end]}
+            for r in regions]
+
+
+def _changes(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [{"source": s["source"], "key": c["key"], "action": c["action"],
+             "verdict": c.get("verdict"), "similarity": c.get("similarity")}
+            for s in report.get("sources", ()) for c in s.get("changes", ())]
