@@ -1129,3 +1129,10 @@ def test_a_pdf_replaced_by_a_decompression_bomb_keeps_its_indexed_version(
     engine = _keeps_old_version(tmp_path, "report.pdf", GOOD_PDF, "kelp",
                                 _spoil_with(_operators_pdf()), "decompression bomb")
     _assert_second_sync_writes_nothing(engine)
+
+
+def test_html_with_an_unknown_marked_section_is_indexed(tmp_path: Path) -> None:
+    """Found by fuzzing: the standard library's parser asserted on ``<![FOO[``."""
+    _bad(tmp_path, "marked.html", b"<html><body><p>Before the storm.</p><![NheadTITY [ x ]]>"
+         b"<p>After the calm, the harbour reopened.</p></body></html>")
+    _expect_indexed(_sync(tmp_path), "marked.html", "harbour reopened")
