@@ -2,15 +2,15 @@
 
 Usage::
 
-    python scripts/fuzz.py TARGET --seconds N [--jobs 1] [--save DIR] [--merge]
+    python scripts/fuzz.py TARGET --seconds N [--save DIR] [--timeout S]
     python scripts/fuzz.py --list
 
 TARGET is a name from ``tests/fuzz/targets.py`` (normalize, extract_text,
 extract_markdown, extract_html, extract_pdf, urls, robots, sitemaps). The saved
 corpus ``tests/fuzz/corpus/TARGET`` seeds the run and is never written to; new
-inputs go to ``--save`` (a temporary folder by default). ``--merge`` then adds
-the inputs that bring new coverage to the saved corpus (libFuzzer ``-merge=1``,
-inputs up to 4 KiB). A failing input is written as ``crash-*`` or ``timeout-*``
+inputs go to ``--save`` (a temporary folder by default). An input worth keeping
+(one that failed, once fixed) is copied by hand into the saved corpus, named
+``finding-*``. A failing input is written as ``crash-*`` or ``timeout-*``
 next to the new inputs; replay it with the target function to debug it. libFuzzer
 ends with ``Done N runs in S second(s)`` and its final statistics.
 
@@ -46,8 +46,6 @@ def main() -> int:
     parser.add_argument("target", nargs="?", choices=TARGET_NAMES)
     parser.add_argument("--seconds", type=int, default=60, help="how long to fuzz")
     parser.add_argument("--save", type=Path, help="folder for new inputs and failures")
-    parser.add_argument("--merge", action="store_true",
-                        help="merge the --save folder of an earlier run into the saved corpus")
     parser.add_argument("--timeout", type=int, default=10, help="seconds one input may take")
     parser.add_argument("--list", action="store_true", help="list the targets and exit")
     args = parser.parse_args()
@@ -67,13 +65,6 @@ def main() -> int:
     saved = ROOT / "tests" / "fuzz" / "corpus" / args.target
     work = args.save or Path(tempfile.mkdtemp(prefix=f"kbsync-fuzz-{args.target}-"))
     work.mkdir(parents=True, exist_ok=True)
-
-    if args.merge:
-        # A separate pass: keep only what adds coverage to the saved corpus.
-        libfuzzer = [sys.argv[0], "-merge=1", "-max_len=4096", str(saved), str(work)]
-        atheris.Setup(libfuzzer, target)
-        atheris.Fuzz()
-        return 0
 
     libfuzzer = [
         sys.argv[0], str(work), str(saved),
