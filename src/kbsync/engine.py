@@ -9,12 +9,14 @@ them as protocols.
 from __future__ import annotations
 
 import json
+import os
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from kbsync.crashpoints import crashpoint
 from kbsync.embed import Embedder
 from kbsync.embed.hashing import HashingEmbedder
 from kbsync.errors import ConfigError
@@ -262,8 +264,58 @@ def _write(config: Config) -> None:
             lines += [f"path = {_toml(s.path)}", f"include = {_toml(s.include)}",
                       f"exclude = {_toml(s.exclude)}"]
         lines += [f"{k} = {_toml(v)}" for k, v in sorted(s.options.items())]
-    config.file.parent.mkdir(parents=True, exist_ok=True)
-    config.file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    _replace_file(config.file, ("\n".join(lines) + "\n").encode())
+
+
+def _replace_file(file: Path, data: bytes) -> None:
+    """Write ``file`` whole or not at all: temp file, fsync, rename, fsync of the folder.
+
+    A crash or a full disk at any step leaves the old file (or none), never half of one.
+    """
+    temp = file.with_name(f".{file.name}.{os.getpid()}.tmp")
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale_temps(file)
+        mode = file.stat().st_mode & 0o777 if file.exists() else 0o644
+        crashpoint("config.write")
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            crashpoint("config.fsync")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        crashpoint("config.rename")
+        os.replace(temp, file)
+        crashpoint("config.fsync_dir")
+        folder = os.open(file.parent, os.O_RDONLY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
+    except OSError as exc:
+        temp.unlink(missing_ok=True)
+        raise ConfigError(f"{file}: cannot write the configuration: {exc}") from exc
+
+
+def _remove_stale_temps(file: Path) -> None:
+    """Temp files that a killed writer left beside ``file`` (their process is gone)."""
+    for stale in file.parent.glob(f".{file.name}.*.tmp"):
+        pid = stale.name[len(file.name) + 2 : -len(".tmp")]
+        if pid.isdigit() and not _alive(int(pid)):
+            stale.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def make_sources(config: Config, crawled: Callable[[str, int, int], None]) -> list[Source]:

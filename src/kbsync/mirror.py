@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
+from kbsync.crashpoints import crashpoint
 from kbsync.errors import VectorStoreError
 from kbsync.identity import vector_id
 from kbsync.plan import Action, DocumentPlan
@@ -132,6 +133,7 @@ def prepare(sink: VectorSink, dimension: int) -> bool:
     """
     if sink.dimension == dimension:
         return False
+    crashpoint("sink.reset")
     sink.reset(dimension)
     return True
 
@@ -140,6 +142,7 @@ def replay_outbox(store: RecordStore, sink: VectorSink) -> int:
     """Delete the vectors whose deletion was committed but maybe not done; how many."""
     pending = store.pending_outbox()
     if pending:
+        crashpoint("sink.delete")
         sink.delete(pending)
         store.clear_outbox(pending)
     return len(pending)
@@ -172,6 +175,7 @@ def write_document(store: RecordStore, sink: VectorSink, source: str, doc: Docum
     deletes = [i for i in old if i not in new]
     if upserts:
         try:
+            crashpoint("sink.upsert")
             sink.upsert(_points(store, embedder, upserts, vectors))
         except Exception as exc:  # any client error: nothing is committed
             raise VectorStoreError(f"the vector store refused the new vectors: {exc}") from exc
@@ -179,6 +183,7 @@ def write_document(store: RecordStore, sink: VectorSink, source: str, doc: Docum
     if not deletes:
         return SinkWrite(upserted=len(upserts))
     try:
+        crashpoint("sink.delete")
         sink.delete(deletes)
     except Exception as exc:  # the outbox keeps them for the next sync
         return SinkWrite(len(upserts), 0, f"{len(deletes)} old vector(s) of {doc.key} stay in "
@@ -211,8 +216,10 @@ def reconcile(store: RecordStore, sink: VectorSink, embedder: str, dimension: in
     if prepare(sink, dimension):
         rewrite = frozenset(expected)
     else:
+        crashpoint("sink.delete")
         sink.delete(sorted(found.stray))
     points = _points(store, embedder, {i: expected[i] for i in rewrite}, {})
+    crashpoint("sink.upsert")
     sink.upsert(points)
     return replace(found, unrepairable=len(rewrite) - len(points))
 
@@ -229,4 +236,5 @@ def erase(store: RecordStore, sink: VectorSink, embedder: str, pattern: str) -> 
            if fnmatch.fnmatchcase(p.key, pattern)}
     ids.update(p.id for p in sink.scan()
                if p.payload is not None and fnmatch.fnmatchcase(p.payload.key, pattern))
+    crashpoint("sink.delete")
     sink.delete(sorted(ids))

@@ -13,7 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
-from kbsync.errors import LockedError
+from kbsync.crashpoints import crashpoint
+from kbsync.errors import LockedError, StoreError
 
 __all__ = ["WriterLock"]
 
@@ -30,8 +31,12 @@ class WriterLock:
         self._fd: int | None = None
 
     def acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            crashpoint("lock.acquire")
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise StoreError(f"{self.path}: cannot open the lock file: {exc}") from exc
         told = False
         while True:
             try:
@@ -49,15 +54,26 @@ class WriterLock:
                     self.on_wait(f"waiting for another kbsync process{holder} to finish…")
                     told = True
                 time.sleep(self.poll)
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
         self._fd = fd
+        try:
+            # Only a hint for the next waiter's message: the lock is the flock itself,
+            # and a full disk must not stop `gc` or `erase` from freeing space.
+            crashpoint("lock.acquired")
+            os.ftruncate(fd, 0)
+            os.write(fd, str(os.getpid()).encode())
+        except OSError:
+            pass
 
     def release(self) -> None:
         if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
+            fd, self._fd = self._fd, None
+            try:
+                crashpoint("lock.release")
+            except OSError as exc:
+                raise StoreError(f"{self.path}: cannot release the lock: {exc}") from exc
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
 
     def __enter__(self) -> WriterLock:
         self.acquire()

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import os
 import re
 import sqlite3
+import stat
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -21,6 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from kbsync.crashpoints import crashpoint
 from kbsync.errors import SchemaError, StoreError
 from kbsync.model import SourceStat, Validators
 from kbsync.plan import Action, DocumentPlan, StoredDocument
@@ -118,7 +121,8 @@ class SqliteStore:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if str(path) != ":memory:":
+            _prepare_state(self.path)
         try:
             # One store is used by one thread at a time (the watch loop runs in its own).
             self._db = sqlite3.connect(
@@ -151,6 +155,8 @@ class SqliteStore:
 
     def _migrate(self, version: int) -> None:
         with self._transaction():
+            # Another process may have migrated while we waited for the write lock.
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
             for step in range(version, SCHEMA_VERSION):
                 for statement in _MIGRATIONS[step].split(";"):
                     if statement.strip():
@@ -159,13 +165,23 @@ class SqliteStore:
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        self._db.execute("BEGIN IMMEDIATE")
+        """One write transaction; a database or I/O error (a full disk) is a StoreError.
+
+        Whatever fails before the commit, nothing of the transaction is kept.
+        """
         try:
+            crashpoint("store.begin")
+            self._db.execute("BEGIN IMMEDIATE")
             yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
+            crashpoint("store.commit")
+            self._db.execute("COMMIT")
+            crashpoint("store.committed")
+        except BaseException as exc:
+            if self._db.in_transaction:  # SQLite may have rolled back already (SQLITE_FULL)
+                self._db.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error | OSError):
+                raise StoreError(f"{self.path}: cannot write the store: {exc}") from exc
             raise
-        self._db.execute("COMMIT")
 
     def close(self) -> None:
         self._db.close()
@@ -183,11 +199,12 @@ class SqliteStore:
 
     def set_meta(self, name: str, value: str) -> None:
         if self.get_meta(name) != value:
-            self._db.execute(
-                "INSERT INTO meta (name, value) VALUES (?, ?) "
-                "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-                (name, value),
-            )
+            with self._transaction() as db:
+                db.execute(
+                    "INSERT INTO meta (name, value) VALUES (?, ?) "
+                    "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                    (name, value),
+                )
 
     # -- reading ---------------------------------------------------------------------
 
@@ -241,8 +258,10 @@ class SqliteStore:
         self._vectors.clear()
         with self._transaction() as db:
             self._insert_vectors(db, embedder, vectors)
+            crashpoint("store.write_outbox")
             db.executemany("INSERT OR IGNORE INTO outbox (vector_id) VALUES (?)",
                            ((i,) for i in outbox))
+            crashpoint("store.apply")
             if doc.action is Action.DELETED:
                 self._delete(source, doc.key)
             elif doc.action is Action.MOVED:
@@ -267,6 +286,7 @@ class SqliteStore:
         return None if row is None else (int(row[0]), int(row[1]))
 
     def _drop_fts(self, doc_id: int, generation: int) -> None:
+        crashpoint("store.drop_fts")
         self._db.execute(
             "DELETE FROM chunk_fts WHERE rowid IN "
             "(SELECT id FROM chunks WHERE doc_id = ? AND generation = ?)",
@@ -278,6 +298,7 @@ class SqliteStore:
         if found is None:
             return
         self._drop_fts(*found)
+        crashpoint("store.delete_document")
         self._db.execute("DELETE FROM documents WHERE id = ?", (found[0],))
 
     def _move(self, source: str, doc: DocumentPlan, now: str) -> None:
@@ -289,6 +310,7 @@ class SqliteStore:
             self._write_version(source, doc, now)
             return
         stat = version.stat
+        crashpoint("store.move_document")
         self._db.execute(
             "UPDATE documents SET key = ?, locator = ?, media_type = ?, size = ?, mtime_ns = ?, "
             "inode = ?, etag = ?, last_modified = ?, bytes_hash = ?, title = ?, metadata = ?, "
@@ -303,6 +325,7 @@ class SqliteStore:
         if found is None:
             return
         version = doc.version
+        crashpoint("store.refresh_document")
         if version is None:  # gate 2 or a 304: same content, new stat or validators
             self._db.execute(
                 "UPDATE documents SET size = ?, mtime_ns = ?, inode = ?, etag = ?, "
@@ -327,6 +350,7 @@ class SqliteStore:
         row = (version.locator, version.media_type, *_stat_row(version.stat),
                *_validator_row(version.validators), version.bytes_hash, version.text_hash,
                version.derivation, version.title, version.metadata)
+        crashpoint("store.write_document")
         if found is None:
             generation = 1
             cursor = db.execute(
@@ -337,6 +361,7 @@ class SqliteStore:
                 (source, doc.key, *row, generation, now, now, now),
             )
             doc_id = int(cursor.lastrowid or 0)
+            crashpoint("store.write_text")
             db.execute("INSERT INTO texts (doc_id, text) VALUES (?, ?)", (doc_id, version.text))
         else:
             doc_id, old_generation = found
@@ -349,23 +374,28 @@ class SqliteStore:
                 "last_seen = ?, last_changed = ? WHERE id = ?",
                 (*row, generation, now, now, doc_id),
             )
+            crashpoint("store.drop_old_chunks")
             db.execute("DELETE FROM chunks WHERE doc_id = ? AND generation < ?",
                        (doc_id, generation - 1))
+            crashpoint("store.write_text")
             db.execute(
                 "INSERT INTO texts (doc_id, text) VALUES (?, ?) ON CONFLICT (doc_id) DO UPDATE "
                 "SET previous = texts.text, text = excluded.text",
                 (doc_id, version.text),
             )
+        crashpoint("store.write_chunk_texts")
         db.executemany(
             "INSERT OR IGNORE INTO chunk_texts (digest, text) VALUES (?, ?)",
             ((c.digest, c.text) for c in version.chunks),
         )
+        crashpoint("store.write_chunks")
         db.executemany(
             "INSERT INTO chunks (doc_id, generation, idx, digest, section, heading, start, "
             '"end", tokens, boundary) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
             ((doc_id, generation, index, c.digest, c.section, c.heading, c.start, c.end,
               c.tokens, c.boundary) for index, c in enumerate(version.chunks)),
         )
+        crashpoint("store.write_fts")
         db.execute(
             "INSERT INTO chunk_fts (rowid, text) SELECT c.id, t.text FROM chunks c "
             "JOIN chunk_texts t ON t.digest = c.digest WHERE c.doc_id = ? AND c.generation = ?",
@@ -392,6 +422,7 @@ class SqliteStore:
         self._vectors.clear()
         with self._transaction() as db:
             db.execute("DELETE FROM boilerplate WHERE source = ?", (source,))
+            crashpoint("store.write_boilerplate")
             db.executemany("INSERT INTO boilerplate (source, digest) VALUES (?, ?)",
                            ((source, d) for d in digests))
 
@@ -417,25 +448,30 @@ class SqliteStore:
 
     def _insert_vectors(self, db: sqlite3.Connection, embedder: str,
                         vectors: Mapping[str, npt.NDArray[np.float32]]) -> None:
-        for digest, vector in vectors.items():
-            v = np.asarray(vector, dtype=np.float32)
-            db.execute(
-                "INSERT OR IGNORE INTO embeddings (digest, embedder, dimension, vector) "
-                "VALUES (?, ?, ?, ?)",
-                (digest, embedder, int(v.shape[0]), v.tobytes()),
-            )
+        if not vectors:
+            return
+        crashpoint("store.write_vectors")
+        rows = [(digest, np.asarray(vector, dtype=np.float32)) for digest, vector in
+                vectors.items()]
+        db.executemany(
+            "INSERT OR IGNORE INTO embeddings (digest, embedder, dimension, vector) "
+            "VALUES (?, ?, ?, ?)",
+            ((digest, embedder, int(v.shape[0]), v.tobytes()) for digest, v in rows),
+        )
 
     def mark_missing(self, source: str, key: str) -> None:
-        self._db.execute(
-            "UPDATE documents SET missing = missing + 1 WHERE source = ? AND key = ?",
-            (source, key),
-        )
+        with self._transaction() as db:
+            db.execute(
+                "UPDATE documents SET missing = missing + 1 WHERE source = ? AND key = ?",
+                (source, key),
+            )
 
     def record_run(self, started: str, finished: str, report: Mapping[str, Any]) -> int:
-        cursor = self._db.execute(
-            "INSERT INTO runs (started, finished, report) VALUES (?, ?, ?)",
-            (started, finished, json.dumps(report, sort_keys=True)),
-        )
+        with self._transaction() as db:
+            cursor = db.execute(
+                "INSERT INTO runs (started, finished, report) VALUES (?, ?, ?)",
+                (started, finished, json.dumps(report, sort_keys=True)),
+            )
         return int(cursor.lastrowid or 0)
 
     def runs(self, limit: int = 50) -> list[RunRecord]:
@@ -615,6 +651,23 @@ class SqliteStore:
     # -- maintenance -----------------------------------------------------------------
 
     def verify(self, embedder: str, identity: Callable[[str], str] | None) -> list[str]:
+        # One read transaction: a sync committing meanwhile must not look like damage.
+        with self._snapshot():
+            return self._verify(embedder, identity)
+
+    @contextmanager
+    def _snapshot(self) -> Iterator[None]:
+        """A read transaction: every query inside sees the same committed state."""
+        if self._db.in_transaction:
+            yield
+            return
+        self._db.execute("BEGIN")
+        try:
+            yield
+        finally:
+            self._db.execute("ROLLBACK")
+
+    def _verify(self, embedder: str, identity: Callable[[str], str] | None) -> list[str]:
         db = self._db
         problems: list[str] = []
         for source, key, generation, gens, max_gen in db.execute(
@@ -680,13 +733,28 @@ class SqliteStore:
         rows = self._db.execute("SELECT source, key FROM documents").fetchall()
         gone = [(s, k) for s, k in rows if fnmatch.fnmatchcase(k, pattern)]
         for source, key in gone:
-            with self._transaction():
+            with self._transaction() as db:
+                digests = [r[0] for r in db.execute(
+                    "SELECT DISTINCT c.digest FROM documents d JOIN chunks c ON c.doc_id = d.id "
+                    "WHERE d.source = ? AND d.key = ?", (source, key))]
                 self._delete(source, key)
                 self._scrub_runs(key)
+                self._drop_unreferenced(digests)
         self._vectors.clear()
-        if gone:
-            self.gc()
+        # Even when nothing matched: a rerun of an interrupted erase finishes its scrub.
+        self.gc()
         return gone
+
+    def _drop_unreferenced(self, digests: list[str]) -> None:
+        """Texts and vectors of ``digests`` that no chunk refers to any more."""
+        for i in range(0, len(digests), 500):
+            batch = digests[i : i + 500]
+            marks = ",".join("?" * len(batch))
+            for table in ("chunk_texts", "embeddings"):
+                crashpoint("store.erase_derived")
+                self._db.execute(
+                    f"DELETE FROM {table} WHERE digest IN ({marks}) "
+                    "AND digest NOT IN (SELECT digest FROM chunks)", batch)
 
     def _scrub_runs(self, key: str) -> None:
         """Erasure covers run reports too: the erased key is replaced wherever it appears."""
@@ -694,6 +762,7 @@ class SqliteStore:
         for run_id, report in self._db.execute(
             "SELECT id, report FROM runs WHERE instr(report, ?) > 0", (quoted,)
         ).fetchall():
+            crashpoint("store.scrub_run")
             self._db.execute("UPDATE runs SET report = ? WHERE id = ?",
                              (report.replace(quoted, '"[erased]"'), run_id))
 
@@ -703,13 +772,22 @@ class SqliteStore:
             texts = db.execute(
                 "DELETE FROM chunk_texts WHERE digest NOT IN (SELECT digest FROM chunks)"
             ).rowcount
+            crashpoint("store.gc_vectors")
             vectors = db.execute(
                 "DELETE FROM embeddings WHERE digest NOT IN (SELECT digest FROM chunks)"
             ).rowcount
-        db.execute("INSERT INTO chunk_fts (chunk_fts) VALUES ('optimize')")
-        db.execute("VACUUM")
-        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         self._vectors.clear()
+        # Deleted rows can live on in full-text segments, free pages and the WAL: merge
+        # the segments, rewrite the file and empty the WAL so no byte of them is left.
+        for point, sql in (("store.fts_optimize", "INSERT INTO chunk_fts (chunk_fts) "
+                                                  "VALUES ('optimize')"),
+                           ("store.vacuum", "VACUUM"),
+                           ("store.checkpoint", "PRAGMA wal_checkpoint(TRUNCATE)")):
+            try:
+                crashpoint(point)
+                db.execute(sql)
+            except (sqlite3.Error, OSError) as exc:
+                raise StoreError(f"{self.path}: cannot compact the store: {exc}") from exc
         return {"chunk_texts": texts, "embeddings": vectors}
 
 
@@ -747,3 +825,24 @@ def _hit(row: sqlite3.Row, score: float, offset: int = 0) -> Hit:
     return Hit(source=r[0], key=r[1], title=r[2], heading=r[3], index=r[4], start=r[5],
                end=r[6], digest=r[7], text=r[8], score=score, context=r[8],
                context_tokens=r[9], first=r[4], last=r[4])
+
+
+def _prepare_state(path: Path) -> None:
+    """Create the state directory (0700) and the store file (0600); refuse a shared directory.
+
+    Whoever can write the state directory can swap the store or its WAL for their
+    own; SQLite gives the WAL and shared-memory files the store file's mode.
+    """
+    folder = path.parent
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        mode = folder.stat().st_mode
+    except OSError as exc:
+        raise StoreError(f"{folder}: cannot create the state directory: {exc}") from exc
+    if mode & stat.S_IWOTH:
+        raise StoreError(f"{folder}: the state directory is writable by every user, so anyone "
+                         "could replace the store; use a private folder (chmod 700)")
+    try:
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot open the store: {exc}") from exc

@@ -1,0 +1,263 @@
+"""The crash scenario, its corpus, forked crashing runs and the logical dump of a store.
+
+The dump is what a knowledge base means (documents, texts, chunks, full-text rows,
+vectors, cache keys), free of row ids, timestamps, inode numbers and absolute
+paths, so two stores built through different histories can be compared for equality.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import sqlite3
+import sys
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kbsync import crashpoints
+from kbsync.engine import init_config
+from kbsync.knowledge_base import KnowledgeBase
+
+__all__ = [
+    "RESULTS",
+    "Scenario",
+    "Step",
+    "clone",
+    "crash_in_child",
+    "dump",
+    "killed",
+    "make_kb",
+    "record_scenario",
+    "recover",
+    "save_result",
+    "text_of",
+]
+
+RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / ".data" / "reliability"
+WORDS = ("harbour light keeper stairs wick night storm ship lamp rock tide rope gull fog "
+         "bell chart oar sail mast deck pier crane cargo anchor reef buoy beacon lantern "
+         "signal current").split()
+CHUNKER = 'strategy = "tttd"\nbackup_bits = 3\nmax_tokens = 96\nmin_tokens = 24\nprimary_bits = 5'
+
+
+def text_of(seed: int, words: int = 160) -> str:
+    """A deterministic document of about ``words`` words in sentences and paragraphs."""
+    rng = random.Random(seed)
+    paragraphs = []
+    while words > 0:
+        sentences = []
+        for _ in range(rng.randint(2, 5)):
+            n = rng.randint(6, 14)
+            words -= n
+            sentences.append(" ".join(rng.choice(WORDS) for _ in range(n)).capitalize() + ".")
+        paragraphs.append(" ".join(sentences))
+    return f"Document {seed}\n\n" + "\n\n".join(paragraphs) + "\n"
+
+
+def make_kb(root: Path, documents: int, *, dimension: int = 64, words: int = 160) -> Path:
+    """A knowledge base in ``root`` over ``root/docs`` with ``documents`` generated files."""
+    docs = root / "docs"
+    docs.mkdir(parents=True)
+    for i in range(documents):
+        (docs / f"doc-{i:03d}.txt").write_text(text_of(i, words), encoding="utf-8")
+    init_config(root, ["docs"])
+    config = root / "kbsync.toml"
+    body = config.read_text(encoding="utf-8")
+    start = body.index('strategy = "tttd"')
+    end = body.index("\n\n", start)
+    body = body[:start] + CHUNKER + body[end:]
+    body = body.replace("dimension = 1024", f"dimension = {dimension}")
+    config.write_text(body, encoding="utf-8")
+    return root
+
+
+def _sync(root: Path) -> None:
+    with KnowledgeBase.open(root) as kb:
+        kb.sync(allow_mass_delete=True)
+
+
+def _erase(key: str) -> Callable[[Path], None]:
+    def run(root: Path) -> None:
+        with KnowledgeBase.open(root) as kb:
+            kb.erase(key)
+    return run
+
+
+def _index(root: Path) -> None:
+    """The 30 documents are written by :meth:`Scenario.prepare`, before any crash point."""
+
+
+def _churn(root: Path) -> None:
+    docs = root / "docs"
+    for i in range(10):  # edit 10: one sentence inserted mid-document
+        path = docs / f"doc-{i:03d}.txt"
+        body = path.read_text(encoding="utf-8")
+        at = body.index(". ", len(body) // 2) + 1
+        # Saved as editors do, into a new file renamed over the old one: a clone's hard
+        # link keeps the old version.
+        temp = path.with_name(path.name + ".new")
+        temp.write_text(body[:at] + f" A new sentence about shift {i} at the pier." + body[at:],
+                        encoding="utf-8")
+        temp.replace(path)
+    for i in range(10, 15):  # delete 5
+        (docs / f"doc-{i:03d}.txt").unlink()
+    for i in range(30, 35):  # add 5
+        (docs / f"doc-{i:03d}.txt").write_text(text_of(i), encoding="utf-8")
+    for i in (15, 16):  # rename 2
+        (docs / f"doc-{i:03d}.txt").rename(docs / f"renamed-{i:03d}.txt")
+
+
+def _forget(root: Path) -> None:
+    (root / "docs" / "doc-017.txt").unlink()
+
+
+class Scenario:
+    """Steps of (change the files, then one kbsync operation).
+
+    Index 30 documents; then edit 10, delete 5, add 5, rename 2 and sync; then
+    erase 1 (its file removed and the document erased, which also runs gc).
+    """
+
+    steps: tuple[tuple[str, Callable[[Path], None], Callable[[Path], None]], ...] = (
+        ("index 30", _index, _sync),
+        ("edit 10, delete 5, add 5, rename 2", _churn, _sync),
+        ("erase 1", _forget, _erase("doc-017.txt")),
+    )
+
+    def prepare(self, root: Path) -> None:
+        make_kb(root, 30)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One recorded step of the scenario: the state before it, what it does, what it leaves."""
+
+    name: str
+    before: Path
+    operation: Callable[[Path], None]
+    points: list[str]
+    expected: dict[str, Any]
+
+
+def record_scenario(folder: Path) -> list[Step]:
+    """Run the scenario once, uncrashed, recording each step's crash points and result."""
+    ref = folder / "reference"
+    scenario = Scenario()
+    scenario.prepare(ref)
+    steps = []
+    for i, (name, change, operation) in enumerate(scenario.steps):
+        change(ref)
+        before = folder / f"before-step-{i}"
+        clone(ref, before)
+        record = folder / f"points-{i}.txt"
+        crashpoints.arm(record=str(record))
+        try:
+            operation(ref)
+        finally:
+            crashpoints.disarm()
+        with KnowledgeBase.open(ref) as kb:
+            kb.sync()
+        steps.append(Step(name, before, operation, record.read_text(encoding="utf-8").split(),
+                          dump(ref / ".kbsync" / "kbsync.db")))
+    return steps
+
+
+def recover(root: Path, step: Step) -> list[str]:
+    """Redo an interrupted step, then check the store; the problems found."""
+    step.operation(root)  # a rerun of the sync or of the erase that was interrupted
+    with KnowledgeBase.open(root) as kb:
+        problems = list(kb.verify().problems)
+        before = kb.store.total_changes
+        kb.sync(wait=False)  # wait=False: a lock left behind would fail here
+        writes = kb.store.total_changes - before
+    if writes != 1:  # its run report only
+        problems.append(f"one more sync wrote {writes} rows, not just its run report")
+    if dump(root / ".kbsync" / "kbsync.db") != step.expected:
+        problems.append("the logical dump differs from the uncrashed run's")
+    return problems
+
+
+def clone(src: Path, dst: Path) -> None:
+    """A copy of a knowledge base whose source files are hard links: same inode, same mtime.
+
+    So the copy's stat gate decides exactly as the original's did, and a run on the
+    copy reaches the same crash points. (kbsync never writes its source files.)
+    """
+    def link_or_copy(a: str, b: str) -> None:
+        if Path(a).is_relative_to(src / "docs"):
+            os.link(a, b)
+        else:
+            shutil.copy2(a, b)
+
+    shutil.copytree(src, dst, copy_function=link_or_copy)
+
+
+def crash_in_child(work: Callable[[], None], *, crash_at: int = 0, record: str | None = None,
+                   ) -> int:
+    """Run ``work`` in a forked child with the crash points armed; its wait status.
+
+    The child never returns into the test runner: it ends by SIGKILL at a crash
+    point, or by ``os._exit`` (0 when ``work`` finished, 2 on an exception).
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the child
+        code = 2
+        try:
+            crashpoints.arm(crash_at=crash_at, record=record)
+            work()
+            code = 0
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return status
+
+
+def killed(status: int) -> bool:
+    return os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+
+
+def dump(db_path: Path) -> dict[str, Any]:
+    """The logical content of a store (see the module docstring)."""
+    db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    try:
+        key_of = {r[0]: (r[1], r[2]) for r in db.execute("SELECT id, source, key FROM documents")}
+        chunk_of = {r[0]: (*key_of[r[1]], r[2], r[3]) for r in db.execute(
+            "SELECT id, doc_id, generation, idx FROM chunks")}
+        return {
+            "documents": sorted(db.execute(
+                "SELECT source, key, media_type, size, bytes_hash, text_hash, derivation, title, "
+                "metadata, status, generation, missing FROM documents")),
+            "texts": sorted((*key_of[d], t, p) for d, t, p in db.execute(
+                "SELECT doc_id, text, previous FROM texts")),
+            "chunks": sorted((*key_of[d], *rest) for d, *rest in db.execute(
+                'SELECT doc_id, generation, idx, digest, section, heading, start, "end", tokens, '
+                "boundary FROM chunks")),
+            "chunk_texts": sorted(db.execute("SELECT digest, text FROM chunk_texts")),
+            "full_text": sorted((*chunk_of[r], t) for r, t in db.execute(
+                "SELECT rowid, text FROM chunk_fts")),
+            "vectors": sorted((d, e, n, hashlib.sha256(v).hexdigest()) for d, e, n, v in
+                              db.execute("SELECT digest, embedder, dimension, vector "
+                                         "FROM embeddings")),
+            "boilerplate": sorted(db.execute("SELECT source, digest FROM boilerplate")),
+        }
+    finally:
+        db.close()
+
+
+def save_result(name: str, result: dict[str, Any]) -> Path:
+    """Write a measured figure where docs/reliability.md can quote it from."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return path
