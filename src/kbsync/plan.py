@@ -196,6 +196,7 @@ def plan(
     listing_complete: bool = True,
     allow_mass_delete: bool = False,
     skip: Collection[str] = frozenset(),
+    delete: bool = True,
 ) -> Plan:
     """Diff one source's stored manifest against its fresh listing.
 
@@ -204,6 +205,10 @@ def plan(
     kept. Deletions need a complete listing, and more than half of a source's
     documents going at once needs ``allow_mass_delete``. Digests in ``skip``
     (boilerplate left out of the index) are never embedded.
+
+    With ``delete`` false, vanished documents serve only as origins of moves and
+    nothing is deleted: the plan of one batch of a source's documents, whose
+    deletions are planned once every batch has had its chance to move them.
     """
     listed_keys = set(listed)
     observed = {o.key: o for o in observations}
@@ -244,8 +249,9 @@ def plan(
             docs.append(DocumentPlan(key, Action.MODIFIED, version=obs, ops=ops))
 
     deletions = [k for k in vanished if k not in moved_from]
-    blocked = bool(deletions) and not allow_mass_delete and 2 * len(deletions) > len(stored)
-    if not blocked:
+    blocked = delete and bool(deletions) and not allow_mass_delete \
+        and 2 * len(deletions) > len(stored)
+    if delete and not blocked:
         for key in deletions:
             docs.append(DocumentPlan(key, Action.DELETED,
                                      ops=ChunkOps(deleted=len(stored[key].chunk_digests))))

@@ -9,10 +9,13 @@ at a time, each in one transaction.
 from __future__ import annotations
 
 import json
+import os
+import pickle
+import tempfile
 import time
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -29,6 +32,7 @@ from kbsync.extract import Extractor
 from kbsync.identity import digest, normalized_text_hash, source_bytes_hash
 from kbsync.mirror import prepare, reconcile, replay_outbox, write_document
 from kbsync.model import (
+    Boundary,
     ChangeReport,
     Chunk,
     ChunkingDiagnostics,
@@ -57,9 +61,9 @@ from kbsync.sources import Source
 from kbsync.store import RecordStore
 from kbsync.vectors import VectorSink
 
-__all__ = ["Chunker", "ExtractorFor", "Progress", "RemovedSource", "SourceReport", "SyncReport",
-           "apply_plan", "backfill", "count_plan", "embed_plan", "observe",
-           "refuse_dimension_change", "sync_sources", "unchanged_observation", "utc_now"]
+__all__ = ["BatchLimits", "Chunker", "ExtractorFor", "Progress", "RemovedSource",
+           "SourceReport", "SyncReport", "apply_plan", "backfill", "count_plan", "embed_plan",
+           "observe", "refuse_dimension_change", "sync_sources", "unchanged_observation", "utc_now"]
 
 Progress = Callable[[str, int, int], None]
 ExtractorFor = Callable[[str], Extractor | None]
@@ -162,6 +166,112 @@ def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
+@dataclass(frozen=True)
+class BatchLimits:
+    """How much of a source's changed documents a sync holds at once.
+
+    A batch closes at ``documents`` documents or once the versions read for it
+    (text and chunks) reach ``bytes``; a single larger document is a batch of its own.
+    """
+
+    documents: int = 256
+    bytes: int = 16 * 2**20
+
+
+@dataclass(frozen=True, slots=True)
+class _Spooled:
+    """Where a document version waits in the spool file between its read and its batch."""
+
+    key: str
+    offset: int
+    size: int
+
+
+class _Spool:
+    """Document versions of one source, in a temporary file while the rest is read.
+
+    The file is unlinked from the start: nothing is left behind, whatever ends the process.
+    """
+
+    def __init__(self) -> None:
+        # Closed by __exit__: the spool lives as long as one source's sync.
+        self._file = tempfile.TemporaryFile()  # noqa: SIM115
+
+    def __enter__(self) -> _Spool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._file.close()
+
+    def put(self, version: DocumentVersion) -> _Spooled:
+        data = pickle.dumps(version, protocol=pickle.HIGHEST_PROTOCOL)
+        offset = self._file.seek(0, os.SEEK_END)
+        self._file.write(data)
+        return _Spooled(version.key, offset, len(data))
+
+    def get(self, entry: Observation | _Spooled) -> Observation:
+        """The observation itself: a spooled version read back, anything else as it is."""
+        if not isinstance(entry, _Spooled):
+            return entry
+        self._file.seek(entry.offset)
+        version = pickle.loads(self._file.read(entry.size))
+        assert isinstance(version, DocumentVersion)
+        return version
+
+
+class _ChunkTally:
+    """What the chunking diagnostics need of every chunk of a run, counted instead of kept."""
+
+    def __init__(self) -> None:
+        self._counts: Counter[tuple[int, Boundary, bool]] = Counter()
+
+    def add(self, chunk: Chunk) -> None:
+        self._counts[chunk.token_count, chunk.boundary, chunk.snapped] += 1
+
+    def chunks(self) -> Iterator[Chunk]:
+        """Text-less stand-ins with the counted sizes, boundaries and snapping, as many as made."""
+        for (tokens, boundary, snapped), n in self._counts.items():
+            stand_in = Chunk(0, "", 0, 0, tokens, boundary, "", snapped)
+            for _ in range(n):
+                yield stand_in
+
+
+class _Added:
+    """The digests new to documents of the batches done so far of one source.
+
+    A digest can come back in a later batch only if more than one changed
+    document holds it, so only those are kept, not every chunk of a first sync.
+    """
+
+    def __init__(self, fresh: Mapping[str, Collection[str]]) -> None:
+        counts = Counter(d for digests in fresh.values() for d in digests)
+        self._recurring = {d for d, n in counts.items() if n > 1}
+        self.digests: set[str] = set()
+
+    def note(self, the_plan: Plan) -> None:
+        self.digests.update(d for doc in the_plan.documents for d in doc.ops.added_digests
+                            if d in self._recurring)
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What every step of one sync shares."""
+
+    store: RecordStore
+    embedder: Embedder
+    extractor_for: ExtractorFor
+    chunker: Chunker
+    dry_run: bool
+    verify: bool
+    progress: Progress | None
+    boilerplate_share: float
+    index_boilerplate: bool
+    sink: VectorSink | None
+    batch: BatchLimits
+    clock: _Clock
+    tally: _ChunkTally
+
+
 class _Clock:
     def __init__(self, report: SyncReport) -> None:
         self.report = report
@@ -187,6 +297,7 @@ def sync_sources(
     boilerplate_share: float = 0.05,
     index_boilerplate: bool = False,
     sink: VectorSink | None = None,
+    batch: BatchLimits = BatchLimits(),
 ) -> SyncResult:
     """Bring ``store`` in step with ``sources`` (or, with ``dry_run``, only plan it).
 
@@ -194,6 +305,8 @@ def sync_sources(
     boilerplate: unless ``index_boilerplate``, they are neither embedded nor searched.
     With a ``sink`` (an external vector store), each document's vectors are
     written there as well, in the order of :func:`kbsync.mirror.write_document`.
+    Documents are planned, embedded and applied a ``batch`` at a time, so memory
+    does not grow with the size of a source (see :func:`_sync_source`).
     """
     refuse_dimension_change(store, embedder)
     report = SyncReport(dry_run=dry_run, started=utc_now())
@@ -203,8 +316,10 @@ def sync_sources(
     if sink is not None and not dry_run:
         replay_outbox(store, sink)
         mirror_all = prepare(sink, embedder.dimension)
-    clock = _Clock(report)
-    chunked: list[Chunk] = []
+    run = _Run(store, embedder, extractor_for, chunker, dry_run=dry_run, verify=verify,
+               progress=progress, boilerplate_share=boilerplate_share,
+               index_boilerplate=index_boilerplate, sink=sink, batch=batch,
+               clock=_Clock(report), tally=_ChunkTally())
     configured = {s.name for s in sources}
     removed = [RemovedSource(name) for name in sorted(store.source_names() - configured)]
     for source in [*sources, *removed]:
@@ -212,26 +327,12 @@ def sync_sources(
         report.sources.append(source_report)
         if isinstance(source, RemovedSource):
             source_report.warnings.append("no longer configured: its documents are deleted")
-        the_plan, shared = _plan_source(
-            source, store, embedder, extractor_for, chunker, verify,
-            allow_mass_delete or isinstance(source, RemovedSource), source_report, clock, progress,
-            chunked, boilerplate_share, index_boilerplate)
-        if dry_run:
-            source_report.embeddings_backfill = len(store.unembedded(source.name,
-                                                                     embedder.identity))
-            continue
-        skip = frozenset() if index_boilerplate else shared
-        mirror_all |= sink is not None and store.boilerplate(source.name) != skip
-        store.set_boilerplate(source.name, skip)
-        vectors, failed = embed_plan(the_plan, embedder, source_report, progress)
-        clock.lap("embed")
-        apply_plan(the_plan, vectors, failed, store, embedder, source_report, progress, sink, skip)
-        backfill(source.name, store, embedder, source_report)
-        mirror_all |= source_report.embeddings_backfill > 0
-        clock.lap("apply")
+        mirror_all |= _sync_source(run, source,
+                                   allow_mass_delete or isinstance(source, RemovedSource),
+                                   source_report)
     if sink is not None and mirror_all:
         reconcile(store, sink, embedder.identity, embedder.dimension, repair=True)
-    report.diagnostics = _diagnostics(chunker, chunked)
+    report.diagnostics = chunker.text_chunker().diagnose(run.tally.chunks())
     report.finished = utc_now()
     result = report.result()
     if not dry_run:
@@ -285,83 +386,202 @@ def refuse_dimension_change(store: RecordStore, embedder: Embedder) -> None:
             )
 
 
-def _plan_source(
-    source: Source, store: RecordStore, embedder: Embedder, extractor_for: ExtractorFor,
-    chunker: Chunker, verify: bool, allow_mass_delete: bool, out: SourceReport,
-    clock: _Clock, progress: Progress | None, chunked: list[Chunk],
-    boilerplate_share: float, index_boilerplate: bool,
-) -> tuple[Plan, frozenset[str]]:
+def _sync_source(run: _Run, source: Source, allow_mass_delete: bool,
+                 out: SourceReport) -> bool:
+    """List, observe, then plan, embed and apply one source a batch at a time.
+
+    Whether a document is boilerplate depends on every document of the source,
+    and it must be known before anything is embedded. So the changed documents
+    are read, extracted and chunked first, each one's version written to a
+    spool file with only its chunk digests kept in memory; then the boilerplate
+    is decided, and the spooled versions come back a batch at a time to be
+    planned, embedded and applied. Across the whole source only small facts per
+    document stay in memory: the manifest, the listing and what each document
+    came to. Deletions wait for the last batch, which may have moved a vanished
+    document. Returns whether the sink needs a reconciliation.
+    """
+    store = run.store
     stored = store.manifest(source.name)
     # --verify also revalidates web pages in full: no validators, so no 304 shortcut.
-    known = {k: KnownItem(k, d.stat, None if verify else d.validators, d.missing)
+    known = {k: KnownItem(k, d.stat, None if run.verify else d.validators, d.missing)
              for k, d in stored.items()}
     listing = source.list(known)
-    clock.lap("list")
+    run.clock.lap("list")
     out.listing_complete = listing.complete
     out.warnings.extend(listing.warnings)
+    out.failures.extend(("", e.message) for e in listing.errors if not e.key)
+    # An item no extractor reads is not a document of the knowledge base (a page that
+    # became an image): if it was stored, it is deleted like a vanished one.
+    items = sorted((i for i in listing.items if run.extractor_for(i.media_type) is not None),
+                   key=lambda i: i.key)
+    out.skipped = len(listing.items) - len(items)
+    listed = {i.key for i in items} | {e.key for e in listing.errors if e.key}
+    vanished = [k for k in stored if k not in listed] if listing.complete else []
+    mirror = False
+    with _Spool() as spool:
+        observed, fresh = _observe_source(run, source, listing, items, stored, out, spool)
+        shared = _boilerplate(store, source.name, fresh, vanished, run.boilerplate_share)
+        added = _Added(fresh)
+        del fresh
+        out.boilerplate = len(shared)
+        skip = frozenset() if run.index_boilerplate else shared
+        if not run.dry_run:
+            mirror = run.sink is not None and store.boilerplate(source.name) != skip
+            store.set_boilerplate(source.name, skip)
+        origins: dict[str, list[str]] = {}
+        for k in vanished:
+            origins.setdefault(_text_key(stored[k]), []).append(k)
+        moved: set[str] = set()
+        for batch in _batches(observed, run.batch):
+            moved |= _run_batch(run, source.name, [spool.get(o) for o in batch], stored,
+                                origins, skip, shared, added, out)
+    _delete_vanished(run, source.name, stored, [k for k in vanished if k not in moved],
+                     allow_mass_delete, out)
+    if run.dry_run:
+        out.embeddings_backfill = len(store.unembedded(source.name, run.embedder.identity))
+        return False
+    backfill(source.name, store, run.embedder, out)
+    run.clock.lap("apply")
+    return mirror or out.embeddings_backfill > 0
+
+
+def _observe_source(
+    run: _Run, source: Source, listing: Listing, items: Sequence[SourceItem],
+    stored: Mapping[str, StoredDocument], out: SourceReport, spool: _Spool,
+) -> tuple[dict[str, Observation | _Spooled], dict[str, tuple[str, ...]]]:
+    """What each listed document came to, in key order, with the versions spooled.
+
+    Also the chunk digests of every re-chunked version: all that boilerplate
+    detection needs of them.
+    """
     # A listing error with a key means the document exists but cannot be taken now:
     # it fails (and keeps its stored version); one without a key is about the source.
-    observations: list[Observation] = [
-        Failed(e.key, e.message, missing=e.missing) for e in listing.errors if e.key
-    ]
-    out.failures.extend(("", e.message) for e in listing.errors if not e.key)
-    items = [i for i in listing.items if extractor_for(i.media_type) is not None]
-    out.skipped = len(listing.items) - len(items)
+    observed: dict[str, Observation | _Spooled] = {
+        e.key: Failed(e.key, e.message, missing=e.missing) for e in listing.errors if e.key}
+    fresh: dict[str, tuple[str, ...]] = {}
     derivations: dict[str, str] = {}
     for n, item in enumerate(items, 1):
         old = stored.get(item.key)
-        extractor = extractor_for(item.media_type)
+        extractor = run.extractor_for(item.media_type)
         assert extractor is not None
         derivation = derivations.get(extractor.identity)
         if derivation is None:
             derivation = derivations[extractor.identity] = digest(
-                "kbsync:derivation", NORMALIZER_VERSION, chunker.fingerprint, extractor.identity)
-        if old is not None and old.derivation == derivation and not verify and (
+                "kbsync:derivation", NORMALIZER_VERSION, run.chunker.fingerprint,
+                extractor.identity)
+        if old is not None and old.derivation == derivation and not run.verify and (
             item.not_modified or (item.stat is not None and old.stat == item.stat)
         ):
-            observations.append(unchanged_observation(item, old))
+            observed[item.key] = unchanged_observation(item, old)
             out.bytes_skipped += item.stat.size if item.stat else 0
         else:
-            observations.append(observe(source, item, old, extractor, derivation, chunker,
-                                         out, chunked))
-        if progress is not None:
-            progress("read", n, len(items))
-    clock.lap("read")
-    # An item no extractor reads is not a document of the knowledge base (a page that
-    # became an image): if it was stored, it is deleted like a vanished one.
-    listed = [i.key for i in items] + [e.key for e in listing.errors if e.key]
-    needs_digests = [stored[o.key] for o in observations
-                     if isinstance(o, DocumentVersion) and o.key in stored]
-    listed_keys = set(listed)
-    needs_digests += [d for k, d in stored.items() if k not in listed_keys]
-    for doc in store.with_digests(source.name, needs_digests):
-        stored[doc.key] = doc
-    pending = {c.digest for o in observations if isinstance(o, DocumentVersion)
-               for c in o.chunks}
-    shared = _boilerplate(store, source.name, observations,
-                          [k for k in stored if k not in listed_keys] if listing.complete else [],
-                          boilerplate_share)
-    out.boilerplate = len(shared)
-    the_plan = plan(source.name, stored, listed, observations,
-                    store.cached(embedder.identity, pending),
-                    listing_complete=listing.complete, allow_mass_delete=allow_mass_delete,
-                    skip=frozenset() if index_boilerplate else shared)
-    clock.lap("plan")
+            seen = observe(source, item, old, extractor, derivation, run.chunker, out,
+                           run.tally.add)
+            if isinstance(seen, DocumentVersion):
+                if seen.rechunked:
+                    fresh[seen.key] = tuple(dict.fromkeys(c.digest for c in seen.chunks))
+                observed[item.key] = spool.put(seen)
+            else:
+                observed[item.key] = seen
+        if run.progress is not None:
+            run.progress("read", n, len(items))
+    run.clock.lap("read")
+    return {k: observed[k] for k in sorted(observed)}, fresh
+
+
+def _batches(observed: Mapping[str, Observation | _Spooled],
+             limits: BatchLimits) -> Iterator[list[Observation | _Spooled]]:
+    """The observations in key order, cut where a batch reaches either limit."""
+    batch: list[Observation | _Spooled] = []
+    size = 0
+    for o in observed.values():
+        batch.append(o)
+        size += o.size if isinstance(o, _Spooled) else 0
+        if len(batch) >= limits.documents or size >= limits.bytes:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def _run_batch(
+    run: _Run, source: str, observations: Sequence[Observation],
+    stored: Mapping[str, StoredDocument], origins: dict[str, list[str]],
+    skip: frozenset[str], shared: frozenset[str], added: _Added, out: SourceReport,
+) -> set[str]:
+    """Plan, embed and apply one batch; the vanished keys its documents moved from.
+
+    ``origins`` (vanished keys by text, in manifest order) loses the keys this
+    batch moves from; ``added`` learns the digests new to this batch's
+    documents, so that counts and a dry run's embedding estimate stay those of
+    one plan of the whole source.
+    """
+    store, embedder = run.store, run.embedder
+    versions = [o for o in observations if isinstance(o, DocumentVersion)]
+    # Batches go in key order, as one plan of the source takes moves: a new document
+    # moves from the first vanished one with its text that no earlier key has taken.
+    offered = list(dict.fromkeys(k for v in versions if v.key not in stored
+                                 for k in origins.get(_text_key(v), ())))
+    filled = {d.key: d for d in store.with_digests(
+        source, [stored[k] for k in offered] + [stored[v.key] for v in versions
+                                                if v.key in stored])}
+    local = {k: filled[k] for k in offered}
+    for o in observations:
+        if o.key in stored:
+            local[o.key] = filled.get(o.key, stored[o.key])
+    pending = {c.digest for v in versions for c in v.chunks}
+    cached = store.cached(embedder.identity, pending) if pending else set()
+    if run.dry_run:  # nothing is applied, so what earlier batches would embed is not cached
+        cached |= pending & added.digests
+    the_plan = plan(source, local, [o.key for o in observations], observations, cached,
+                    skip=skip, delete=False)
+    moved = {d.previous_key for d in the_plan.documents
+             if d.action is Action.MOVED and d.previous_key is not None}
+    for keys in origins.values():
+        keys[:] = [k for k in keys if k not in moved]
+    run.clock.lap("plan")
+    tokens = {c.digest: c.tokens for v in versions for c in v.chunks}
+    out.embed_tokens += sum(tokens[d] for d in the_plan.to_embed)
+    count_plan(out, the_plan.documents)
+    for d in the_plan.documents:
+        if d.action is Action.MODIFIED and d.version is not None:
+            before = store.document(d.key, source)
+            if before is not None:
+                noise = {c.text for c in d.version.chunks if c.digest in shared}
+                out.changes[d.key] = compare(before.text, d.version.text, ignore=noise)
+    if not run.dry_run:
+        vectors, failed = embed_plan(the_plan, embedder, out, run.progress, added.digests)
+        run.clock.lap("embed")
+        apply_plan(the_plan, vectors, failed, store, embedder, out, run.progress, run.sink,
+                   skip)
+        run.clock.lap("apply")
+    added.note(the_plan)
+    return moved
+
+
+def _delete_vanished(run: _Run, source: str, stored: Mapping[str, StoredDocument],
+                     gone: Sequence[str], allow_mass_delete: bool, out: SourceReport) -> None:
+    """Delete what vanished and moved nowhere, unless that is more than half of the source."""
+    if not gone:
+        return
+    with_digests = dict(stored)
+    for doc in run.store.with_digests(source, [stored[k] for k in gone]):
+        with_digests[doc.key] = doc
+    gone_keys = set(gone)
+    the_plan = plan(source, with_digests, [k for k in stored if k not in gone_keys], [],
+                    allow_mass_delete=allow_mass_delete)
     out.deletions_blocked = the_plan.deletions_blocked
     if the_plan.deletions_blocked:
         out.failures.append(("", "more than half of this source's documents would be deleted; "
                                  "nothing was deleted (use --allow-mass-delete)"))
-    tokens = {c.digest: c.tokens for o in observations if isinstance(o, DocumentVersion)
-              for c in o.chunks}
-    out.embed_tokens = sum(tokens[d] for d in the_plan.to_embed)
     count_plan(out, the_plan.documents)
-    for d in the_plan.documents:
-        if d.action is Action.MODIFIED and d.version is not None:
-            before = store.document(d.key, source.name)
-            if before is not None:
-                noise = {c.text for c in d.version.chunks if c.digest in shared}
-                out.changes[d.key] = compare(before.text, d.version.text, ignore=noise)
-    return the_plan, shared
+    if not run.dry_run:
+        apply_plan(the_plan, {}, set(), run.store, run.embedder, out, run.progress, run.sink)
+
+
+def _text_key(doc: StoredDocument | DocumentVersion) -> str:
+    """What a renamed document shares with its origin (as :func:`kbsync.plan.plan` matches)."""
+    return doc.text_hash + "|" + doc.derivation
 
 
 def count_plan(out: SourceReport, docs: Collection[DocumentPlan]) -> None:
@@ -378,15 +598,15 @@ def count_plan(out: SourceReport, docs: Collection[DocumentPlan]) -> None:
             out.actions.append((d.key, str(d.action)))
 
 
-def _boilerplate(store: RecordStore, source: str, observations: Sequence[Observation],
+def _boilerplate(store: RecordStore, source: str, fresh: Mapping[str, Collection[str]],
                  vanished: Sequence[str], share: float) -> frozenset[str]:
-    """The source's boilerplate digests as they will be once this plan is applied."""
-    fresh = [o for o in observations if isinstance(o, DocumentVersion) and o.rechunked]
+    """The source's boilerplate digests as they will be once this sync is applied.
+
+    ``fresh`` holds the chunk digests of the re-chunked documents.
+    """
     if not fresh and not vanished:
         return store.boilerplate(source)
-    sets = store.digest_sets(source)
-    for version in fresh:
-        sets[version.key] = frozenset(c.digest for c in version.chunks)
+    sets: dict[str, Collection[str]] = {**store.digest_sets(source), **fresh}
     for key in vanished:
         sets.pop(key, None)
     return boilerplate(sets, share)
@@ -402,9 +622,13 @@ def unchanged_observation(item: SourceItem, old: StoredDocument) -> Observation:
 
 def observe(
     source: Source, item: SourceItem, old: StoredDocument | None, extractor: Extractor,
-    derivation: str, chunker: Chunker, out: SourceReport, chunked: list[Chunk],
+    derivation: str, chunker: Chunker, out: SourceReport,
+    on_chunk: Callable[[Chunk], None] | None = None,
 ) -> Observation:
-    """Gates 2 and 3 for one document that the stat gate let through."""
+    """Gates 2 and 3 for one document that the stat gate let through.
+
+    ``on_chunk`` sees every chunk made (for the run's chunking diagnostics).
+    """
     try:
         data = source.read(item)
     except DocumentError as exc:
@@ -431,12 +655,13 @@ def observe(
         key=item.key, locator=item.locator, media_type=item.media_type, stat=item.stat,
         bytes_hash=bytes_hash, text_hash=text_hash, derivation=derivation, title=record.title,
         metadata=json.dumps(dict(record.metadata), sort_keys=True), text=text,
-        chunks=_chunk_record(record, chunker, chunked) if rechunk else (), rechunked=rechunk,
+        chunks=_chunk_record(record, chunker, on_chunk) if rechunk else (), rechunked=rechunk,
         validators=item.validators,
     )
 
 
-def _chunk_record(record: Record, chunker: Chunker, chunked: list[Chunk]) -> tuple[ChunkDraft, ...]:
+def _chunk_record(record: Record, chunker: Chunker,
+                  on_chunk: Callable[[Chunk], None] | None) -> tuple[ChunkDraft, ...]:
     """Chunk the record's text as one stream; each chunk takes the heading it starts under.
 
     One stream (rather than one per section) keeps short sections together with
@@ -445,7 +670,8 @@ def _chunk_record(record: Record, chunker: Chunker, chunked: list[Chunk]) -> tup
     text, starts = _record_layout(record)
     drafts: list[ChunkDraft] = []
     for c in chunker.chunks(text):
-        chunked.append(c)
+        if on_chunk is not None:
+            on_chunk(c)
         section = max(0, bisect_right(starts, c.start) - 1)
         heading = record.sections[section].heading if record.sections else None
         drafts.append(ChunkDraft(c.identity, c.text, section, heading, c.start, c.end,
@@ -469,19 +695,24 @@ def _record_layout(record: Record) -> tuple[str, list[int]]:
 
 def embed_plan(
     the_plan: Plan, embedder: Embedder, out: SourceReport, progress: Progress | None,
+    earlier: Collection[str] = frozenset(),
 ) -> tuple[dict[str, npt.NDArray[np.float32]], set[str]]:
-    """Vectors of the plan's cache misses; digests whose batch failed are returned apart."""
+    """Vectors of the plan's cache misses; digests whose batch failed are returned apart.
+
+    Counts add up in ``out``; ``earlier`` are the digests new to documents of
+    earlier batches of the same source, counted there already.
+    """
     texts = {c.digest: c.text for d in the_plan.documents if d.version is not None
              for c in d.version.chunks}
     wanted = list(the_plan.to_embed)
     limit = embedder.max_input_tokens
     if limit is not None and wanted:
         lengths = embedder.count_tokens([texts[d] for d in wanted])
-        out.embeddings_truncated = sum(n > limit for n in lengths)
+        out.embeddings_truncated += sum(n > limit for n in lengths)
     vectors, failed = _embed_texts(embedder, wanted, texts, out, progress)
-    out.embeddings_computed = len(vectors)
-    added = {d for doc in the_plan.documents for d in doc.ops.added_digests}
-    out.embeddings_reused = len(added) - len(wanted)
+    out.embeddings_computed += len(vectors)
+    added = {d for doc in the_plan.documents for d in doc.ops.added_digests} - set(earlier)
+    out.embeddings_reused += len(added - set(wanted))
     return vectors, failed
 
 
@@ -559,7 +790,3 @@ def apply_plan(
                 out.warnings.append(written.warning)
         if progress is not None:
             progress("apply", n, len(writable))
-
-
-def _diagnostics(chunker: Chunker, chunks: Iterable[Chunk]) -> ChunkingDiagnostics:
-    return chunker.text_chunker().diagnose(chunks)

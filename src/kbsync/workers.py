@@ -299,7 +299,7 @@ def _process(job: ClaimedDocument, source: Source, store: WorkQueue, embedder: E
                           "the sync it serves: use the same kbsync.toml and kbsync version")
     out = SourceReport(source=job.source)
     old = store.stored(job.source, job.key)
-    observation = observe(source, item, old, extractor, derivation, chunker, out, [])
+    observation = observe(source, item, old, extractor, derivation, chunker, out)
     stored = {job.key: old} if old is not None else {}
     if isinstance(observation, DocumentVersion) and old is None:
         origin = store.claim_vanished(job.run, job.source, observation.text_hash,

@@ -1,0 +1,121 @@
+"""A sync plans, embeds and applies a source in bounded batches, with the result of one plan."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from kbsync.embed import Vectors
+from kbsync.extract.registry import extractor_for
+from kbsync.report import SyncResult
+from kbsync.store.sqlite import SqliteStore
+from kbsync.sync import BatchLimits, Chunker, sync_sources
+from kbsync.testing import CountingEmbedder, MemorySource
+from tests.reliability.harness import dump
+
+CHUNKER = Chunker("tttd", {"min_tokens": 16, "max_tokens": 64})
+DISCLAIMER = ("Legal notice. Quarterly figures are unaudited and the zorblax clause applies "
+              "to every reader in every jurisdiction without exception. ") * 12
+
+
+def _text(i: int) -> bytes:
+    return (f"Document {i} talks about topic {i} and the unique word w{i}x. " * 30
+            + "\n\n" + DISCLAIMER).encode()
+
+
+def _first() -> dict[str, bytes | None]:
+    return {f"doc{i:02}.txt": _text(i) for i in range(14)}
+
+
+def _second() -> dict[str, bytes | None]:
+    """Renames at both ends of the key order, two new copies of one vanished text,
+    an edit, a deletion and a new document."""
+    docs = _first()
+    docs["a-renamed.txt"] = docs.pop("doc01.txt")
+    docs["z-renamed.txt"] = docs.pop("doc00.txt")
+    gone = docs.pop("doc02.txt")
+    docs["b-copy.txt"] = docs["y-copy.txt"] = gone
+    docs["doc03.txt"] = _text(3).replace(b"talks about", b"now writes about", 5)
+    del docs["doc04.txt"]
+    docs["doc99.txt"] = _text(99)
+    return docs
+
+
+def _comparable(result: SyncResult) -> dict[str, Any]:
+    """A report without what depends on the clock."""
+    report = result.to_dict()
+    for key in ("started", "finished", "seconds"):
+        report.pop(key, None)
+    return report
+
+
+def _sync(source: MemorySource, store: SqliteStore, limits: BatchLimits,
+          *, dry_run: bool = False) -> SyncResult:
+    return sync_sources([source], store, CountingEmbedder(), extractor_for, CHUNKER,
+                        dry_run=dry_run, batch=limits)
+
+
+def test_a_sync_in_tiny_batches_gives_the_store_and_report_of_one_batch(tmp_path: Path) -> None:
+    stores = {name: SqliteStore(tmp_path / f"{name}.db") for name in ("tiny", "whole")}
+    limits = {"tiny": BatchLimits(documents=2), "whole": BatchLimits(documents=10_000)}
+    sources = {name: MemorySource(_first()) for name in stores}
+    try:
+        for step in (_first, _second):
+            reports: dict[str, dict[str, Any]] = {}
+            for name, store in stores.items():
+                sources[name].documents = step()
+                planned = _sync(sources[name], store, limits[name], dry_run=True)
+                done = _sync(sources[name], store, limits[name])
+                reports[name] = {"plan": _comparable(planned), "sync": _comparable(done)}
+            assert reports["tiny"] == reports["whole"]
+            assert dump(tmp_path / "tiny.db") == dump(tmp_path / "whole.db")
+        sync = reports["tiny"]["sync"]
+        actions = {c["key"]: c["action"] for c in sync["sources"][0]["changes"]}
+        assert actions == {"a-renamed.txt": "moved", "z-renamed.txt": "moved",
+                           "b-copy.txt": "moved", "y-copy.txt": "new",
+                           "doc03.txt": "modified", "doc04.txt": "deleted",
+                           "doc99.txt": "new"}
+        assert sync["sources"][0]["boilerplate_chunks"] > 0
+        assert stores["tiny"].verify(CountingEmbedder().identity, None) == []
+    finally:
+        for store in stores.values():
+            store.close()
+
+
+class _WatchingEmbedder(CountingEmbedder):
+    """Notes, at every call, how many documents the store file already holds."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = path
+        self.seen: list[tuple[int, int]] = []
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
+        try:
+            (stored,) = db.execute("SELECT count(*) FROM documents").fetchone()
+        finally:
+            db.close()
+        self.seen.append((stored, len(texts)))
+        return super().embed(texts)
+
+
+def test_each_batch_is_embedded_and_applied_before_the_next_is_planned(tmp_path: Path) -> None:
+    docs: dict[str, bytes | None] = {
+        f"doc{i}.txt": f"Document {i} is about subject {i} alone, word q{i}z. ".encode() * 20
+        for i in range(9)}
+    store = SqliteStore(tmp_path / "kb.db")
+    embedder = _WatchingEmbedder(tmp_path / "kb.db")
+    try:
+        report = sync_sources([MemorySource(docs)], store, embedder, extractor_for, CHUNKER,
+                              batch=BatchLimits(documents=3))
+    finally:
+        store.close()
+    assert report.total("new") == 9
+    # Three batches: the second is embedded once the first three documents are stored.
+    assert sorted({stored for stored, _ in embedder.seen}) == [0, 3, 6]
+    per_batch = {n: sum(size for stored, size in embedder.seen if stored == n) for n in (0, 3, 6)}
+    assert sum(per_batch.values()) == report.sources[0].embeddings_computed
+    assert max(per_batch.values()) < report.sources[0].embeddings_computed / 2
