@@ -253,6 +253,30 @@ class _Added:
                             if d in self._recurring)
 
 
+class _Counted:
+    """Progress of a source's batches told as one count that goes on from batch to batch."""
+
+    def __init__(self, progress: Progress | None) -> None:
+        self._progress = progress
+        self._before: Counter[str] = Counter()
+        self._latest: dict[str, int] = {}
+
+    def batch(self) -> Progress | None:
+        """The progress callback of the next batch."""
+        self._before.update(self._latest)
+        self._latest = {}
+        progress = self._progress
+        if progress is None:
+            return None
+
+        def tick(stage: str, done: int, total: int) -> None:
+            self._latest[stage] = total
+            base = self._before[stage]
+            progress(stage, base + done, base + total)
+
+        return tick
+
+
 @dataclass(frozen=True)
 class _Run:
     """What every step of one sync shares."""
@@ -432,9 +456,10 @@ def _sync_source(run: _Run, source: Source, allow_mass_delete: bool,
         for k in vanished:
             origins.setdefault(_text_key(stored[k]), []).append(k)
         moved: set[str] = set()
+        counted = _Counted(run.progress)
         for batch in _batches(observed, run.batch):
             moved |= _run_batch(run, source.name, [spool.get(o) for o in batch], stored,
-                                origins, skip, shared, added, out)
+                                origins, skip, shared, added, out, counted.batch())
     _delete_vanished(run, source.name, stored, [k for k in vanished if k not in moved],
                      allow_mass_delete, out)
     if run.dry_run:
@@ -508,6 +533,7 @@ def _run_batch(
     run: _Run, source: str, observations: Sequence[Observation],
     stored: Mapping[str, StoredDocument], origins: dict[str, list[str]],
     skip: frozenset[str], shared: frozenset[str], added: _Added, out: SourceReport,
+    progress: Progress | None,
 ) -> set[str]:
     """Plan, embed and apply one batch; the vanished keys its documents moved from.
 
@@ -550,10 +576,9 @@ def _run_batch(
                 noise = {c.text for c in d.version.chunks if c.digest in shared}
                 out.changes[d.key] = compare(before.text, d.version.text, ignore=noise)
     if not run.dry_run:
-        vectors, failed = embed_plan(the_plan, embedder, out, run.progress, added.digests)
+        vectors, failed = embed_plan(the_plan, embedder, out, progress, added.digests)
         run.clock.lap("embed")
-        apply_plan(the_plan, vectors, failed, store, embedder, out, run.progress, run.sink,
-                   skip)
+        apply_plan(the_plan, vectors, failed, store, embedder, out, progress, run.sink, skip)
         run.clock.lap("apply")
     added.note(the_plan)
     return moved

@@ -108,9 +108,12 @@ def test_each_batch_is_embedded_and_applied_before_the_next_is_planned(tmp_path:
         for i in range(9)}
     store = SqliteStore(tmp_path / "kb.db")
     embedder = _WatchingEmbedder(tmp_path / "kb.db")
+    ticks: dict[str, list[tuple[int, int]]] = {}
     try:
         report = sync_sources([MemorySource(docs)], store, embedder, extractor_for, CHUNKER,
-                              batch=BatchLimits(documents=3))
+                              batch=BatchLimits(documents=3),
+                              progress=lambda stage, done, total:
+                              ticks.setdefault(stage, []).append((done, total)))
     finally:
         store.close()
     assert report.total("new") == 9
@@ -119,3 +122,9 @@ def test_each_batch_is_embedded_and_applied_before_the_next_is_planned(tmp_path:
     per_batch = {n: sum(size for stored, size in embedder.seen if stored == n) for n in (0, 3, 6)}
     assert sum(per_batch.values()) == report.sources[0].embeddings_computed
     assert max(per_batch.values()) < report.sources[0].embeddings_computed / 2
+    # Progress goes on from batch to batch instead of starting again at each one.
+    assert ticks["apply"][-1] == (9, 9)
+    assert ticks["embed"][-1][0] == report.sources[0].embeddings_computed
+    for stage in ("read", "embed", "apply"):
+        done = [d for d, _ in ticks[stage]]
+        assert done == sorted(done)
