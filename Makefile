@@ -2,7 +2,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint docs bench clean
+.PHONY: run test lint docs bench bench-scale clean
 
 ## make run: create .venv, install kbsync, sync the sample corpus into an embedded SQLite
 ## store (examples/.kbsync/), print the report, and search it
@@ -30,6 +30,10 @@ bench: $(VENV)/.dev-installed
 	$(BIN)/python -m pip install --quiet -r benchmarks/requirements.txt
 	$(BIN)/python benchmarks/chunking.py
 	$(BIN)/python benchmarks/sync.py
+
+## make bench-scale: SQLite against PostgreSQL, 1 and 2 workers, at two corpus sizes (an hour)
+bench-scale: $(VENV)/.dev-installed
+	$(BIN)/python benchmarks/scale.py --docs 3000 --docs 10000
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)

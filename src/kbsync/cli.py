@@ -237,16 +237,32 @@ def sync(
     allow_mass_delete: Annotated[bool, typer.Option(
         help="Allow deleting more than half of a source's documents.")] = False,
     wait: Annotated[bool, typer.Option(help="Wait for another writer to finish.")] = True,
+    workers: Annotated[int, typer.Option(min=0, help="Process documents in this many processes "
+                                         "(PostgreSQL store only).")] = 0,
     as_json: JsonOption = False,
 ) -> None:
     """Bring the knowledge base in step with its sources."""
     with _Errors(), KnowledgeBase.open(config) as kb:
         report = _progress_run(lambda tick: kb.sync(
             verify=verify, allow_mass_delete=allow_mass_delete, progress=tick, wait=wait,
-            on_wait=lambda message: typer.echo(message, err=True)), as_json)
+            on_wait=lambda message: typer.echo(message, err=True), workers=workers), as_json)
     _print_report(report, as_json)
     if report.failed:
         raise typer.Exit(EXIT_PROBLEMS)
+
+
+@app.command()
+def worker(
+    config: ConfigOption = Path("."),
+    run: Annotated[str | None, typer.Option(help="Serve this run only, then exit.")] = None,
+    follow: Annotated[bool, typer.Option(help="Keep waiting for new runs.")] = False,
+    poll: Annotated[float, typer.Option(min=0.1, help="Seconds between looks for "
+                                        "work with --follow.")] = 2.0,
+) -> None:
+    """Process documents of syncs in progress on a shared PostgreSQL store (`sync --workers`)."""
+    with _Errors(), KnowledgeBase.open(config) as kb:
+        done = kb.work(run=run, follow=follow, poll=poll)
+    typer.echo(f"{done} documents processed", err=True)
 
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}

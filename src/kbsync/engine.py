@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -23,6 +24,8 @@ from kbsync.errors import ConfigError
 from kbsync.sources import Source
 from kbsync.sources.files import FilesystemSource
 from kbsync.store import RecordStore
+from kbsync.store.lock import WriterLock
+from kbsync.store.postgres import AdvisoryLock, PostgresStore
 from kbsync.store.sqlite import SqliteStore
 from kbsync.sync import Chunker
 from kbsync.vectors import VectorSink
@@ -41,6 +44,7 @@ __all__ = [
     "open_store",
     "remove_source",
     "store_exists",
+    "writer_lock",
 ]
 
 CONFIG_NAME = "kbsync.toml"
@@ -81,6 +85,11 @@ class Config:
     index: dict[str, Any] = field(default_factory=dict)
     context_tokens: int = 0
     vectors: dict[str, Any] = field(default_factory=dict)
+    # A PostgreSQL store: ``[store] url`` (no password in it), the name of the environment
+    # variable that holds the password (else libpq's pgpass or service file), a schema.
+    store_url: str = ""
+    store_password_env: str = ""
+    store_schema: str = ""
 
     @property
     def root(self) -> Path:
@@ -126,12 +135,30 @@ def load_config(path: str | Path = CONFIG_NAME) -> Config:
             raise ConfigError(f"{file}: [search] takes only context_tokens (>= 0)")
         vectors = dict(data.get("vectors", {}))
         _check_vectors(vectors)
-        return Config(file=file.resolve(), store=str(data.get("store", {}).get("path",
-                      ".kbsync/kbsync.db")), chunker=chunker,
+        store = dict(data.get("store", {}))
+        _check_store(store)
+        return Config(file=file.resolve(), store=str(store.get("path", ".kbsync/kbsync.db")),
+                      chunker=chunker,
                       embedder=dict(data.get("embedder", {"kind": "hashing", "dimension": 1024})),
-                      sources=sources, index=index, context_tokens=context, vectors=vectors)
+                      sources=sources, index=index, context_tokens=context, vectors=vectors,
+                      store_url=str(store.get("url", "")),
+                      store_password_env=str(store.get("password_env", "")),
+                      store_schema=str(store.get("schema", "")))
     except (KeyError, TypeError, ValueError) as exc:  # ParameterError is a ValueError
         raise ConfigError(f"{file}: invalid configuration: {exc}") from exc
+
+
+def _check_store(table: dict[str, Any]) -> None:
+    """``[store]``: a SQLite ``path``, or a PostgreSQL ``url`` whose password is never in it."""
+    unknown = set(table) - {"path", "url", "password_env", "schema"}
+    if unknown:
+        raise ConfigError(f"unknown [store] settings: {', '.join(sorted(unknown))}")
+    url = str(table.get("url", ""))
+    if url and not url.startswith(("postgresql://", "postgres://")):
+        raise ConfigError("[store] url must be a postgresql:// URL")
+    if re.match(r"^[a-z]+://[^/@]*:[^/@]+@", url):
+        raise ConfigError("[store] url must not hold a password: name an environment "
+                          "variable in password_env, or use a libpq service or pgpass file")
 
 
 # [vectors]: where vectors live besides the records; none means the store's own index.
@@ -245,8 +272,12 @@ def _toml(value: Any) -> str:
 
 
 def _write(config: Config) -> None:
+    store = ([f"url = {_toml(config.store_url)}"] if config.store_url
+             else [f"path = {_toml(config.store)}"])
+    store += [f"{k} = {_toml(v)}" for k, v in (("password_env", config.store_password_env),
+                                                ("schema", config.store_schema)) if v]
     lines = ["# kbsync knowledge base; paths are relative to this file.", "",
-             "[store]", f"path = {_toml(config.store)}", "",
+             "[store]", *store, "",
              "[chunker]", f"strategy = {_toml(config.chunker.strategy)}"]
     lines += [f"{k} = {_toml(v)}" for k, v in sorted(config.chunker.params.items())]
     lines += ["", "[embedder]"] + [f"{k} = {_toml(v)}" for k, v in config.embedder.items()]
@@ -324,8 +355,16 @@ def make_sources(config: Config, crawled: Callable[[str, int, int], None]) -> li
 
 
 def open_store(config: Config, *, create: bool) -> RecordStore:
-    """The configured store; without ``create`` a missing store is an empty one in memory,
-    so that reading a knowledge base never writes a file."""
+    """The configured store: a SQLite file (default) or a PostgreSQL database (``url``).
+
+    Without ``create`` a missing store is an empty one in memory, so that reading a
+    knowledge base never writes a file or a table.
+    """
+    if config.store_url:
+        if create or store_exists(config):
+            return PostgresStore(config.store_url, password=_password(config),
+                                 schema=config.store_schema or None)
+        return SqliteStore(":memory:")
     if create or config.store_path.exists():
         return SqliteStore(config.store_path)
     return SqliteStore(":memory:")
@@ -333,7 +372,31 @@ def open_store(config: Config, *, create: bool) -> RecordStore:
 
 def store_exists(config: Config) -> bool:
     """Whether the configured store has been created."""
+    if config.store_url:
+        return PostgresStore.exists(config.store_url, password=_password(config),
+                                    schema=config.store_schema or None)
     return config.store_path.exists()
+
+
+def writer_lock(config: Config, *, wait: bool = True,
+                on_wait: Callable[[str], None] | None = None) -> WriterLock | AdvisoryLock:
+    """One writer at a time: a lock file beside a SQLite store; an advisory lock held by
+    its own connection in PostgreSQL (where writers may run on several machines)."""
+    if config.store_url:
+        return AdvisoryLock(config.store_url, _password(config), config.store_schema or None,
+                            wait=wait, on_wait=on_wait)
+    return WriterLock(config.lock_path, wait=wait, on_wait=on_wait)
+
+
+def _password(config: Config) -> str | None:
+    """The PostgreSQL password from the variable ``password_env`` names (libpq's own without)."""
+    if not config.store_password_env:
+        return None
+    password = os.environ.get(config.store_password_env)
+    if password is None:
+        raise ConfigError(f"[store] password_env names {config.store_password_env}, "
+                          "which is not set")
+    return password
 
 
 def _make_source(root: Path, s: SourceConfig,

@@ -12,6 +12,8 @@ a frozen, typed result, so what a script sees is what the command line prints.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -33,8 +35,9 @@ from kbsync.engine import (
     make_sources,
     open_store,
     store_exists,
+    writer_lock,
 )
-from kbsync.errors import KbsyncError, ParameterError
+from kbsync.errors import ConfigError, KbsyncError, ParameterError
 from kbsync.extract.registry import extractor_for
 from kbsync.mirror import Reconciliation, reconcile
 from kbsync.mirror import erase as erase_vectors
@@ -43,8 +46,10 @@ from kbsync.normalize import normalize
 from kbsync.report import DocumentChange, SourceResult, SyncResult
 from kbsync.store import DocumentText, Hit, RunRecord
 from kbsync.store.lock import WriterLock
+from kbsync.store.postgres import AdvisoryLock
 from kbsync.sync import Progress, sync_sources
 from kbsync.watch import watch
+from kbsync.workers import WorkQueue, drain, sync_parallel
 
 __all__ = [
     "SEARCH_MODES",
@@ -293,10 +298,11 @@ class KnowledgeBase:
             self.sink = make_sink(self.config.vectors, self.config.root)
             self._created = True
 
-    def _writing(self, wait: bool, on_wait: Callable[[str], None] | None) -> WriterLock:
+    def _writing(self, wait: bool,
+                 on_wait: Callable[[str], None] | None) -> WriterLock | AdvisoryLock:
         """The writer lock, with the store created first if it was not yet."""
         self._create_store()
-        return WriterLock(self.config.lock_path, wait=wait, on_wait=on_wait)
+        return writer_lock(self.config, wait=wait, on_wait=on_wait)
 
     # -- syncing ----------------------------------------------------------------------
 
@@ -312,7 +318,7 @@ class KnowledgeBase:
 
     def sync(self, *, progress: Progress | None = None, verify: bool = False,
              allow_mass_delete: bool = False, wait: bool = True,
-             on_wait: Callable[[str], None] | None = None) -> SyncResult:
+             on_wait: Callable[[str], None] | None = None, workers: int = 0) -> SyncResult:
         """Bring the store in step with the sources, doing the least work that is correct.
 
         Args:
@@ -321,13 +327,63 @@ class KnowledgeBase:
             allow_mass_delete: allow deleting more than half of a source's documents.
             wait: wait for another writer; when false a held lock raises ``LockedError``.
             on_wait: told once, with a message, when the sync has to wait for the lock.
+            workers: share the documents among this many processes (this one and
+                ``workers - 1`` started here) and any ``kbsync worker`` serving the same
+                store, through its work queue (PostgreSQL only; see :mod:`kbsync.workers`).
         """
+        if workers and not self.config.store_url:
+            raise ConfigError("--workers needs a PostgreSQL store ([store] url in kbsync.toml): "
+                              "a SQLite file takes one writer at a time")
+        if workers and self.config.vectors:
+            raise ConfigError("--workers does not drive an external vector store ([vectors]) "
+                              "yet: sync without --workers")
         self._progress = progress
         with self._writing(wait, on_wait):
+            if workers:
+                return sync_parallel(
+                    self.sources, self._queue(), self.embedder, extractor_for,
+                    self.config.chunker, workers=workers, spawn=self._spawn, verify=verify,
+                    allow_mass_delete=allow_mass_delete, progress=progress,
+                    **self._index_settings())
             return sync_sources(
                 self.sources, self.store, self.embedder, extractor_for, self.config.chunker,
                 verify=verify, allow_mass_delete=allow_mass_delete, progress=progress,
                 sink=self.sink, **self._index_settings())
+
+    def work(self, *, run: str | None = None, follow: bool = False, poll: float = 2.0,
+             stop: threading.Event | None = None) -> int:
+        """Serve parallel syncs of this knowledge base as a worker; the documents processed.
+
+        Processes the queued documents of ``run`` (or of every run in progress) until
+        none is left unclaimed; with ``follow``, keeps looking for new runs every
+        ``poll`` seconds until ``stop`` is set. Needs the same ``kbsync.toml`` (and
+        source folders at the same paths) as the process that started the sync.
+        """
+        self._create_store()
+        queue = self._queue()
+        stop = stop or threading.Event()
+        done = 0
+        while not stop.is_set():
+            for current in [run] if run else queue.open_runs():
+                done += drain(current, self.sources, queue, self.embedder, extractor_for,
+                              self.config.chunker)
+            if not follow:
+                break
+            stop.wait(poll)
+        return done
+
+    def _queue(self) -> WorkQueue:
+        if not isinstance(self.store, WorkQueue):
+            raise ConfigError("parallel workers need a PostgreSQL store ([store] url in "
+                              "kbsync.toml)")
+        return self.store
+
+    def _spawn(self, run: str, count: int) -> Callable[[], list[int]]:
+        """Start ``count`` worker processes for ``run``; the result waits for their exit codes."""
+        command = [sys.executable, "-m", "kbsync", "worker", "--run", run,
+                   "-c", str(self.config.file)]
+        processes = [subprocess.Popen(command, stdin=subprocess.DEVNULL) for _ in range(count)]
+        return lambda: [p.wait() for p in processes]
 
     def _index_settings(self) -> dict[str, Any]:
         """The ``[index]`` table as the orchestrator's boilerplate arguments."""

@@ -12,7 +12,7 @@ import json
 import time
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -41,6 +41,7 @@ from kbsync.normalize import NORMALIZER_VERSION, normalize
 from kbsync.plan import (
     Action,
     ChunkDraft,
+    DocumentPlan,
     DocumentVersion,
     Failed,
     Observation,
@@ -56,7 +57,9 @@ from kbsync.sources import Source
 from kbsync.store import RecordStore
 from kbsync.vectors import VectorSink
 
-__all__ = ["Chunker", "SourceReport", "SyncReport", "sync_sources"]
+__all__ = ["Chunker", "ExtractorFor", "Progress", "RemovedSource", "SourceReport", "SyncReport",
+           "apply_plan", "backfill", "count_plan", "embed_plan", "observe",
+           "refuse_dimension_change", "sync_sources", "unchanged_observation", "utc_now"]
 
 Progress = Callable[[str, int, int], None]
 ExtractorFor = Callable[[str], Extractor | None]
@@ -154,7 +157,8 @@ class SyncReport:
             sources=tuple(s.result() for s in self.sources))
 
 
-def _now() -> str:
+def utc_now() -> str:
+    """Now, in UTC, to the second: the time stamp of runs and records."""
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
@@ -191,8 +195,8 @@ def sync_sources(
     With a ``sink`` (an external vector store), each document's vectors are
     written there as well, in the order of :func:`kbsync.mirror.write_document`.
     """
-    _refuse_dimension_change(store, embedder)
-    report = SyncReport(dry_run=dry_run, started=_now())
+    refuse_dimension_change(store, embedder)
+    report = SyncReport(dry_run=dry_run, started=utc_now())
     # Changes that touch vectors of documents the plan leaves alone (a rebuilt
     # collection, boilerplate coming or going, a backfill) end in one reconciliation.
     mirror_all = False
@@ -202,15 +206,15 @@ def sync_sources(
     clock = _Clock(report)
     chunked: list[Chunk] = []
     configured = {s.name for s in sources}
-    removed = [_Removed(name) for name in sorted(store.source_names() - configured)]
+    removed = [RemovedSource(name) for name in sorted(store.source_names() - configured)]
     for source in [*sources, *removed]:
         source_report = SourceReport(source=source.name)
         report.sources.append(source_report)
-        if isinstance(source, _Removed):
+        if isinstance(source, RemovedSource):
             source_report.warnings.append("no longer configured: its documents are deleted")
         the_plan, shared = _plan_source(
             source, store, embedder, extractor_for, chunker, verify,
-            allow_mass_delete or isinstance(source, _Removed), source_report, clock, progress,
+            allow_mass_delete or isinstance(source, RemovedSource), source_report, clock, progress,
             chunked, boilerplate_share, index_boilerplate)
         if dry_run:
             source_report.embeddings_backfill = len(store.unembedded(source.name,
@@ -219,16 +223,16 @@ def sync_sources(
         skip = frozenset() if index_boilerplate else shared
         mirror_all |= sink is not None and store.boilerplate(source.name) != skip
         store.set_boilerplate(source.name, skip)
-        vectors, failed = _embed(the_plan, embedder, source_report, progress)
+        vectors, failed = embed_plan(the_plan, embedder, source_report, progress)
         clock.lap("embed")
-        _apply(the_plan, vectors, failed, store, embedder, source_report, progress, sink, skip)
-        _backfill(source.name, store, embedder, source_report)
+        apply_plan(the_plan, vectors, failed, store, embedder, source_report, progress, sink, skip)
+        backfill(source.name, store, embedder, source_report)
         mirror_all |= source_report.embeddings_backfill > 0
         clock.lap("apply")
     if sink is not None and mirror_all:
         reconcile(store, sink, embedder.identity, embedder.dimension, repair=True)
     report.diagnostics = _diagnostics(chunker, chunked)
-    report.finished = _now()
+    report.finished = utc_now()
     result = report.result()
     if not dry_run:
         store.set_meta("chunker", chunker.fingerprint)
@@ -237,7 +241,7 @@ def sync_sources(
     return result
 
 
-class _Removed:
+class RemovedSource:
     """A source that has documents in the store but is no longer configured: it lists nothing."""
 
     def __init__(self, name: str) -> None:
@@ -254,7 +258,7 @@ class _Removed:
         raise DocumentError(item.locator, "its source is no longer configured")
 
 
-def _backfill(source: str, store: RecordStore, embedder: Embedder, out: SourceReport) -> None:
+def backfill(source: str, store: RecordStore, embedder: Embedder, out: SourceReport) -> None:
     """Embed current chunks that have no vector for this embedder.
 
     That happens when the embedder changes (unchanged documents keep their chunks
@@ -269,7 +273,7 @@ def _backfill(source: str, store: RecordStore, embedder: Embedder, out: SourceRe
     out.embeddings_backfill = len(vectors)
 
 
-def _refuse_dimension_change(store: RecordStore, embedder: Embedder) -> None:
+def refuse_dimension_change(store: RecordStore, embedder: Embedder) -> None:
     """The same model id with another dimension would mix vectors that cannot be compared."""
     model = embedder.identity.rsplit(":", 1)[0]
     for identity, dimension in store.embedder_dimensions().items():
@@ -315,10 +319,10 @@ def _plan_source(
         if old is not None and old.derivation == derivation and not verify and (
             item.not_modified or (item.stat is not None and old.stat == item.stat)
         ):
-            observations.append(_unchanged(item, old))
+            observations.append(unchanged_observation(item, old))
             out.bytes_skipped += item.stat.size if item.stat else 0
         else:
-            observations.append(_observe(source, item, old, extractor, derivation, chunker,
+            observations.append(observe(source, item, old, extractor, derivation, chunker,
                                          out, chunked))
         if progress is not None:
             progress("read", n, len(items))
@@ -350,7 +354,19 @@ def _plan_source(
     tokens = {c.digest: c.tokens for o in observations if isinstance(o, DocumentVersion)
               for c in o.chunks}
     out.embed_tokens = sum(tokens[d] for d in the_plan.to_embed)
+    count_plan(out, the_plan.documents)
     for d in the_plan.documents:
+        if d.action is Action.MODIFIED and d.version is not None:
+            before = store.document(d.key, source.name)
+            if before is not None:
+                noise = {c.text for c in d.version.chunks if c.digest in shared}
+                out.changes[d.key] = compare(before.text, d.version.text, ignore=noise)
+    return the_plan, shared
+
+
+def count_plan(out: SourceReport, docs: Collection[DocumentPlan]) -> None:
+    """Add what a plan does to each document (its action, its chunk operations) to ``out``."""
+    for d in docs:
         out.documents[str(d.action)] += 1
         out.chunks["kept"] += d.ops.kept
         out.chunks["moved"] += d.ops.moved
@@ -360,12 +376,6 @@ def _plan_source(
             out.failures.append((d.key, d.message))
         if d.action is not Action.UNCHANGED:
             out.actions.append((d.key, str(d.action)))
-        if d.action is Action.MODIFIED and d.version is not None:
-            before = store.document(d.key, source.name)
-            if before is not None:
-                noise = {c.text for c in d.version.chunks if c.digest in shared}
-                out.changes[d.key] = compare(before.text, d.version.text, ignore=noise)
-    return the_plan, shared
 
 
 def _boilerplate(store: RecordStore, source: str, observations: Sequence[Observation],
@@ -382,7 +392,7 @@ def _boilerplate(store: RecordStore, source: str, observations: Sequence[Observa
     return boilerplate(sets, share)
 
 
-def _unchanged(item: SourceItem, old: StoredDocument) -> Observation:
+def unchanged_observation(item: SourceItem, old: StoredDocument) -> Observation:
     """Gate 1 passed; still refresh validators a 304 brought, or clear a missing count."""
     fresh = item.validators if item.validators is not None else old.validators
     if fresh != old.validators or old.missing:
@@ -390,7 +400,7 @@ def _unchanged(item: SourceItem, old: StoredDocument) -> Observation:
     return Unchanged(item.key)
 
 
-def _observe(
+def observe(
     source: Source, item: SourceItem, old: StoredDocument | None, extractor: Extractor,
     derivation: str, chunker: Chunker, out: SourceReport, chunked: list[Chunk],
 ) -> Observation:
@@ -457,7 +467,7 @@ def _record_layout(record: Record) -> tuple[str, list[int]]:
     return "\n\n".join(parts), starts
 
 
-def _embed(
+def embed_plan(
     the_plan: Plan, embedder: Embedder, out: SourceReport, progress: Progress | None,
 ) -> tuple[dict[str, npt.NDArray[np.float32]], set[str]]:
     """Vectors of the plan's cache misses; digests whose batch failed are returned apart."""
@@ -509,18 +519,22 @@ def _embed_batch(embedder: Embedder, batch: list[str], texts: Mapping[str, str],
     return dict(zip(batch, result, strict=True))
 
 
-def _apply(
+def apply_plan(
     the_plan: Plan, vectors: Mapping[str, npt.NDArray[np.float32]], failed: set[str],
     store: RecordStore, embedder: Embedder, out: SourceReport, progress: Progress | None,
     sink: VectorSink | None = None, skip: frozenset[str] = frozenset(),
 ) -> None:
+    """Write a plan's documents to the store (and ``sink``), moves first and deletions last.
+
+    A document whose new vectors failed keeps its previous version and counts as failed.
+    """
     for doc in the_plan.documents:
         if doc.missing:
             store.mark_missing(the_plan.source, doc.key)
     order = {Action.MOVED: 0, Action.DELETED: 2}
     docs = sorted(the_plan.documents, key=lambda d: order.get(d.action, 1))
     writable = [d for d in docs if d.action not in (Action.UNCHANGED, Action.FAILED)]
-    now = _now()
+    now = utc_now()
     for n, doc in enumerate(writable, 1):
         if failed.intersection(doc.ops.added_digests):
             out.documents[str(doc.action)] -= 1

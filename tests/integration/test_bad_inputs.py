@@ -9,6 +9,7 @@ is retried and fails again, without writing). Fixtures are generated in ``tmp_pa
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import random
@@ -16,9 +17,12 @@ import re
 import subprocess
 import sys
 import threading
+import unicodedata
+import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -70,6 +74,38 @@ def _pdf(text: str) -> bytes:
         xref,
     )
     return bytes(out)
+
+
+def _pdf_with_stream(raw: bytes, pages: int = 1) -> bytes:
+    """A PDF whose pages all draw one FlateDecode content stream ``raw``."""
+    kids = b" ".join(b"%d 0 R" % (6 + i) for i in range(pages))
+    page = (b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+            b"/Resources << /Font << /F1 5 0 R >> >> >>")
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [%s] /Count %d >>" % (kids, pages),
+        b"<< >>",
+        b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(raw) + raw + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        *([page] * pages),
+    ]
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
+        len(objects) + 1, xref)
+    return bytes(out)
+
+
+def _operators_pdf() -> bytes:
+    """50 pages drawing one 5 MB stream of text operators, deflated to a few kilobytes."""
+    ops = b"BT /F1 12 Tf 72 720 Td\n" + b"(a) Tj\n" * 700_000 + b"ET\n"
+    return _pdf_with_stream(zlib.compress(ops, 9), pages=50)
 
 
 def _encrypted_pdf(text: str, user_password: str) -> bytes:
@@ -459,14 +495,6 @@ def test_a_short_run_of_invalid_utf8_never_turns_the_whole_file_into_mojibake(
         _expect_indexed(outcome, "stray.txt", "The café on the quay")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="UTF-8 with encoded surrogates (surrogatepass / CESU-8 emoji) is decoded by "
-    "charset detection as another code page ('naĂŻve cafĂ©'): _UTF8_MULTIBYTE in "
-    "extract/text.py counts ED A0..BF xx as valid UTF-8 while the decoder replaces each of "
-    "its bytes, so _mixes_utf8 says no and the file is silently mis-decoded",
-)
 def test_surrogate_escapes_in_utf8_text_never_turn_the_file_into_mojibake(
     tmp_path: Path,
 ) -> None:
@@ -961,3 +989,150 @@ def test_an_edited_file_removed_before_it_is_read_keeps_its_indexed_version_unti
         assert gone.total("deleted") == 1
         assert "notes.txt" not in _found(engine, "otter")
         assert engine.verify().problems == ()
+
+
+# -- names that differ only in Unicode normalization ----------------------------------------------
+
+NFC_NAME = unicodedata.normalize("NFC", "café.md")
+NFD_NAME = unicodedata.normalize("NFD", "café.md")
+
+
+def _twins(tmp_path: Path, order: tuple[str, ...]) -> tuple[str, dict[str, str], list[str]]:
+    """Sync a folder holding both spellings of café.md, created in ``order``.
+
+    Returns the text indexed under the key, the failures and the warnings.
+    """
+    tmp_path.mkdir()
+    docs = _kb(tmp_path)
+    texts = {NFC_NAME: "Composed name: the espresso menu.",
+             NFD_NAME: "Decomposed name: the tea menu."}
+    for name in order:
+        (docs / name).write_text(texts[name], encoding="utf-8")
+    outcome = _sync(tmp_path)
+    return outcome.texts[NFC_NAME], outcome.failures, outcome.warnings
+
+
+def test_two_names_that_differ_only_in_normalization_index_one_and_report_the_other(
+    tmp_path: Path,
+) -> None:
+    assert NFC_NAME != NFD_NAME
+    first = _twins(tmp_path / "a", (NFC_NAME, NFD_NAME))
+    second = _twins(tmp_path / "b", (NFD_NAME, NFC_NAME))
+    # Whichever was created first, the same file wins: the first raw name in code-point order.
+    assert first[0] == second[0] == "Decomposed name: the tea menu."
+    for _, failures, warnings in (first, second):
+        assert failures == {}
+        [warning] = [w for w in warnings if "same key" in w]
+        _assert_readable(warning)
+        assert warning.startswith(f"{NFC_NAME}: ")
+        assert "NFC" in warning
+
+
+# -- errors injected where a root user cannot make them --------------------------------------------
+
+
+def _deny(monkeypatch: pytest.MonkeyPatch, name: str, what: str = "open") -> list[str]:
+    """Make ``os.open`` (or ``os.scandir``) fail with EACCES for paths ending in ``name``.
+
+    Tests run as root, for whom chmod denies nothing, so the error is injected
+    where the operating system would raise it.
+    """
+    real = getattr(os, what)
+    denied: list[str] = []
+
+    def guarded(path: Any, *args: Any, **kwargs: Any) -> Any:
+        text = os.fsdecode(path) if isinstance(path, (str, bytes, os.PathLike)) else ""
+        if text == name or text.endswith(os.sep + name):
+            denied.append(text)
+            raise PermissionError(errno.EACCES, "Permission denied", text)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, what, guarded)
+    return denied
+
+
+def test_a_file_that_cannot_be_opened_fails_by_name_saying_permission_denied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _bad(tmp_path, "locked.md", b"A ledger nobody may read.")
+    denied = _deny(monkeypatch, "locked.md")
+    message = _expect_failed(_sync(tmp_path), "locked.md", "permission denied")
+    assert denied
+    assert "ledger" not in message
+
+
+def test_a_file_that_becomes_unreadable_keeps_its_indexed_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def lock(path: Path) -> None:
+        path.write_bytes(GOOD_TEXT + b"An edit behind a lock.\n")
+        _deny(monkeypatch, path.name)
+
+    engine = _keeps_old_version(tmp_path, "notes.txt", GOOD_TEXT, "otter", lock,
+                                "permission denied")
+    _assert_second_sync_writes_nothing(engine)
+
+
+def test_an_unreadable_folder_makes_the_listing_incomplete_and_deletes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    docs = _kb(tmp_path)
+    (docs / "vault").mkdir()
+    (docs / "vault" / "keys.md").write_text("The vault holds the harbour master's keys.")
+    with KnowledgeBase.open(tmp_path) as engine:
+        assert engine.sync().total("new") == 3
+        denied = _deny(monkeypatch, "vault", "scandir")
+        report = engine.sync()
+        assert denied
+        assert report.total("deleted") == 0
+        failures = _failures(report)
+        assert set(failures) == {"vault"}, failures
+        _assert_readable(failures["vault"])
+        assert "Permission denied" in failures["vault"]
+        assert "nothing will be deleted" in failures["vault"]
+        assert "vault/keys.md" in _found(engine, "harbour")
+        _assert_good_documents_searchable(engine)
+        assert engine.verify().problems == ()
+
+
+def test_a_file_rewritten_between_listing_and_reading_is_indexed_as_read_and_converges(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    path = _bad(tmp_path, "draft.md", b"First draft about walruses.")
+
+    def rewrite(p: Path) -> None:
+        p.write_bytes(b"Second draft, much longer, about narwhals and their tusks.")
+        _touch_later(p)
+
+    _patch_read(monkeypatch, "draft.md", rewrite)
+    with KnowledgeBase.open(tmp_path) as engine:
+        report = engine.sync()
+        assert report.total("new") == 3
+        assert _failures(report) == {}
+        assert "draft.md" in _found(engine, "narwhals")
+        assert "draft.md" not in _found(engine, "walruses")
+        assert engine.verify().problems == ()
+        # The stat stored is the listing's, older than the bytes read: the next sync
+        # reads the file again, finds the same bytes, and after that nothing is written.
+        again = engine.sync()
+        for action in ("new", "modified", "deleted", "moved"):
+            assert again.total(action) == 0, again.sources[0].changes
+        before = engine.store.total_changes
+        engine.sync()
+        assert engine.store.total_changes - before == 1
+        assert path.read_bytes().startswith(b"Second draft")
+
+
+def test_a_pdf_replaced_by_a_decompression_bomb_keeps_its_indexed_version(
+    tmp_path: Path,
+) -> None:
+    engine = _keeps_old_version(tmp_path, "report.pdf", GOOD_PDF, "kelp",
+                                _spoil_with(_operators_pdf()), "decompression bomb")
+    _assert_second_sync_writes_nothing(engine)
+
+
+def test_html_with_an_unknown_marked_section_is_indexed(tmp_path: Path) -> None:
+    """Found by fuzzing: the standard library's parser asserted on ``<![FOO[``."""
+    _bad(tmp_path, "marked.html", b"<html><body><p>Before the storm.</p><![NheadTITY [ x ]]>"
+         b"<p>After the calm, the harbour reopened.</p></body></html>")
+    _expect_indexed(_sync(tmp_path), "marked.html", "harbour reopened")

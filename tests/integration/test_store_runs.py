@@ -1,15 +1,14 @@
-"""Reading recorded runs back from the SQLite store."""
+"""Reading recorded runs back from each kind of store."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from kbsync.store import RunRecord
+from kbsync.store.postgres import PostgresStore
 from kbsync.store.sqlite import SqliteStore
 
 
-def test_runs_come_back_newest_first_limited_and_one_by_one(tmp_path: Path) -> None:
-    store = SqliteStore(tmp_path / "kb.db")
+def test_runs_come_back_newest_first_limited_and_one_by_one(
+        store: SqliteStore | PostgresStore) -> None:
     ids = [store.record_run(f"2026-01-0{i}T00:00:00+00:00", f"2026-01-0{i}T00:01:00+00:00",
                             {"documents": {"new": i}}) for i in range(1, 4)]
     runs = store.runs()
@@ -20,4 +19,3 @@ def test_runs_come_back_newest_first_limited_and_one_by_one(tmp_path: Path) -> N
     assert store.runs(limit=0) == []
     assert store.run(ids[0]) == runs[-1]
     assert store.run(999) is None
-    store.close()

@@ -10,27 +10,31 @@ from pathlib import Path
 
 import pytest
 
-from kbsync.engine import init_config, load_config
+from kbsync.engine import init_config, load_config, writer_lock
 from kbsync.errors import LockedError
 from kbsync.extract.registry import extractor_for
 from kbsync.knowledge_base import KnowledgeBase
 from kbsync.plan import Action
-from kbsync.store.lock import WriterLock
+from kbsync.store.postgres import PostgresStore
 from kbsync.store.sqlite import SqliteStore
 from kbsync.sync import Chunker, sync_sources
 from kbsync.testing import CountingEmbedder, MemorySource
-from tests.conftest import CORPUS
+from tests.conftest import CORPUS, Backend
+
+Store = SqliteStore | PostgresStore
 
 SENTENCE = " A new sentence about the night shift and the harbour lights."
 
 
 @pytest.fixture
-def kb(tmp_path: Path) -> Path:
+def kb(tmp_path: Path, backend: Backend) -> Path:
+    """A knowledge base of 12 files, on each kind of store."""
     docs = tmp_path / "docs"
     docs.mkdir()
     for path in sorted(CORPUS.iterdir())[:12]:
         shutil.copy(path, docs / path.name)
     init_config(tmp_path, ["docs"])
+    backend.configure(tmp_path)
     return tmp_path
 
 
@@ -202,7 +206,7 @@ def test_a_changed_chunker_is_planned_as_re_derivation(kb: Path) -> None:
         assert engine.status().runs == 1  # plan wrote nothing
 
 
-def test_erase_and_gc_leave_no_byte_of_the_erased_text(kb: Path) -> None:
+def test_erase_and_gc_leave_no_byte_of_the_erased_text(kb: Path, backend: Backend) -> None:
     canary = "CanaryXyzzyPlugh"
     (kb / "docs" / "secret.txt").write_text(f"This file holds the {canary} passphrase. " * 20)
     with _engine(kb) as engine:
@@ -211,19 +215,29 @@ def test_erase_and_gc_leave_no_byte_of_the_erased_text(kb: Path) -> None:
         assert [d.key for d in engine.erase("secret.*").documents] == ["secret.txt"]
         engine.gc()
         assert engine.verify().problems == ()
+        if isinstance(engine.store, PostgresStore):
+            # Every row of every table, as text (the tables were rewritten by VACUUM FULL).
+            conn = engine.store._conn
+            tables = [r[0] for r in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")]
+            assert "texts" in tables
+            for table in tables:
+                rows = conn.execute(f"SELECT t::text FROM {table} t").fetchall()
+                assert not any(canary in r[0] for r in rows), table
     (kb / "docs" / "secret.txt").unlink()
-    for path in (kb / ".kbsync").iterdir():
-        assert canary.encode() not in path.read_bytes(), path.name
+    if backend.name == "sqlite":
+        for path in (kb / ".kbsync").iterdir():
+            assert canary.encode() not in path.read_bytes(), path.name
 
 
-def test_verify_catches_a_corrupted_store(kb: Path) -> None:
+def test_verify_catches_a_corrupted_store(kb: Path, backend: Backend) -> None:
+    current = ("SELECT min(c.digest) FROM chunks c JOIN documents d ON c.doc_id = d.id "
+               "AND c.generation = d.generation")
     with _engine(kb) as engine:
         engine.sync()
-    db = sqlite3.connect(kb / ".kbsync" / "kbsync.db")
-    db.execute("UPDATE chunk_texts SET text = text || ' tampered' WHERE rowid = 1")
-    db.execute("DELETE FROM embeddings WHERE rowid = 2")
-    db.commit()
-    db.close()
+        backend.execute(engine.store, "UPDATE chunk_texts SET text = text || ' tampered' "
+                                      f"WHERE digest = ({current})")
+        backend.execute(engine.store, f"DELETE FROM embeddings WHERE digest = ({current})")
     with _engine(kb) as engine:
         problems = engine.verify().problems
     assert any("does not match its text" in p for p in problems)
@@ -245,7 +259,7 @@ def test_a_store_from_a_newer_kbsync_is_refused_without_writes(tmp_path: Path) -
 
 def test_a_second_writer_waits_or_fails_fast_with_no_wait(kb: Path) -> None:
     config = load_config(kb)
-    with WriterLock(config.lock_path):
+    with writer_lock(config):
         with pytest.raises(LockedError):
             _engine(kb).sync(wait=False)
         started = time.monotonic()
@@ -257,10 +271,9 @@ def test_a_second_writer_waits_or_fails_fast_with_no_wait(kb: Path) -> None:
 
 
 def test_a_failing_embedder_leaves_documents_as_they_were_and_retries_only_the_rest(
-    tmp_path: Path,
+    store: Store,
 ) -> None:
     source = MemorySource({"a.txt": b"alpha words " * 200, "b.txt": b"beta words " * 200})
-    store = SqliteStore(tmp_path / "kb.db")
     chunker = Chunker("tttd", {"min_tokens": 16, "max_tokens": 64})
     good = CountingEmbedder()
     sync_sources([source], store, good, extractor_for, chunker)
@@ -278,14 +291,13 @@ def test_a_failing_embedder_leaves_documents_as_they_were_and_retries_only_the_r
     assert again.sources[0].documents[Action.UNCHANGED.value] == 1
 
 
-def _memory_sync(source: MemorySource, store: SqliteStore, embedder: CountingEmbedder):
+def _memory_sync(source: MemorySource, store: Store, embedder: CountingEmbedder):
     chunker = Chunker("tttd", {"min_tokens": 16, "max_tokens": 64})
     return sync_sources([source], store, embedder, extractor_for, chunker)
 
 
-def test_a_not_modified_answer_skips_reading_and_validators_are_kept(tmp_path: Path) -> None:
+def test_a_not_modified_answer_skips_reading_and_validators_are_kept(store: Store) -> None:
     source = MemorySource({"https://x.test/a": b"alpha words " * 50}, http=True)
-    store = SqliteStore(tmp_path / "kb.db")
     embedder = CountingEmbedder()
     _memory_sync(source, store, embedder)
     source.reads.clear()
@@ -297,13 +309,12 @@ def test_a_not_modified_answer_skips_reading_and_validators_are_kept(tmp_path: P
     assert store.manifest("memory")["https://x.test/a"].validators is not None
 
 
-def test_a_404_deletes_only_when_the_next_check_confirms_it(tmp_path: Path) -> None:
+def test_a_404_deletes_only_when_the_next_check_confirms_it(store: Store) -> None:
     from kbsync.model import ItemError
 
     key = "https://x.test/a"
     source = MemorySource({key: b"alpha words " * 50, "https://x.test/b": b"beta " * 50},
                           http=True)
-    store = SqliteStore(tmp_path / "kb.db")
     embedder = CountingEmbedder()
     _memory_sync(source, store, embedder)
     source.errors[key] = ItemError(key, "HTTP 404", missing=True)
@@ -317,13 +328,12 @@ def test_a_404_deletes_only_when_the_next_check_confirms_it(tmp_path: Path) -> N
     assert second.total("deleted") == 1
 
 
-def test_a_page_back_after_a_404_clears_its_missing_count(tmp_path: Path) -> None:
+def test_a_page_back_after_a_404_clears_its_missing_count(store: Store) -> None:
     from kbsync.model import ItemError
 
     key = "https://x.test/a"
     source = MemorySource({key: b"alpha words " * 50, "https://x.test/b": b"beta " * 50},
                           http=True)
-    store = SqliteStore(tmp_path / "kb.db")
     embedder = CountingEmbedder()
     _memory_sync(source, store, embedder)
     source.errors[key] = ItemError(key, "HTTP 404", missing=True)
@@ -357,14 +367,13 @@ def test_a_version_1_store_is_migrated_in_place(tmp_path: Path) -> None:
 
 
 def test_boilerplate_shared_by_many_documents_is_neither_embedded_nor_searched(
-    tmp_path: Path,
+    store: Store,
 ) -> None:
     disclaimer = ("Legal notice. Quarterly figures are unaudited and the zorblax clause "
                   "applies to every reader in every jurisdiction without exception. ") * 30
     docs = {f"doc{i}.txt": (f"Document {i} talks about topic {i} and unique word w{i}x. " * 40
                             + "\n\n" + disclaimer).encode() for i in range(12)}
     source = MemorySource(docs)
-    store = SqliteStore(tmp_path / "kb.db")
     chunker = Chunker("tttd", {"min_tokens": 16, "max_tokens": 64})
     embedder = CountingEmbedder()
     report = sync_sources([source], store, embedder, extractor_for, chunker)

@@ -25,6 +25,7 @@ from kbsync.errors import ConfigError, DependencyMissingError
 from kbsync.extract.registry import extractor_for
 from kbsync.identity import IDENTITY_SCHEMA_VERSION, canonical_bytes, vector_id
 from kbsync.mirror import expected_points, reconcile
+from kbsync.store.postgres import PostgresStore
 from kbsync.store.sqlite import SqliteStore
 from kbsync.sync import Chunker, sync_sources
 from kbsync.testing import CountingEmbedder, MemorySink, MemorySource
@@ -230,9 +231,9 @@ def _docs() -> dict[str, bytes | None]:
 
 
 class _Setup:
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, store: SqliteStore | PostgresStore) -> None:
         self.source = MemorySource(_docs())
-        self.store = SqliteStore(tmp_path / "kb.db")
+        self.store = store
         self.embedder = CountingEmbedder(32)
         self.sink = MemorySink()
 
@@ -250,10 +251,9 @@ class _Setup:
 
 
 @pytest.fixture
-def setup(tmp_path: Path) -> Iterator[_Setup]:
-    s = _Setup(tmp_path)
-    yield s
-    s.store.close()
+def setup(store: SqliteStore | PostgresStore) -> _Setup:
+    """A memory source, a memory sink and each kind of record store."""
+    return _Setup(store)
 
 
 def test_a_refused_upsert_keeps_the_previous_version_and_the_next_sync_converges(

@@ -74,14 +74,15 @@ def test_keys_are_nfc_even_when_the_file_name_on_disk_is_decomposed(root: Path) 
     assert source.read(item) == b"bonjour"  # the locator keeps the name as stored
 
 
-def test_two_names_equal_after_nfc_give_one_item_and_an_error(root: Path) -> None:
+def test_two_names_equal_after_nfc_give_one_item_and_a_warning(root: Path) -> None:
     _write(root, "caf\u00e9.md", "composed")
     _write(root, "cafe\u0301.md", "decomposed")
     listing = FilesystemSource(root).list()
     assert [i.key for i in listing.items] == ["caf\u00e9.md"]
-    [error] = listing.errors
-    assert error.key == "caf\u00e9.md"
-    assert "NFC" in error.message
+    assert listing.errors == ()
+    [warning] = listing.warnings
+    assert warning.startswith("caf\u00e9.md: ")
+    assert "NFC" in warning
     assert listing.complete
 
 

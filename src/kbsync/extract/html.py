@@ -221,6 +221,15 @@ class _PageText(HTMLParser):
         if tag in self._BLOCK:
             self._lines.append([])
 
+    def parse_marked_section(self, i: int, report: int = 1) -> int:
+        """``<![...`` up to the next ``>`` is a bogus comment, as HTML parsers read it.
+
+        Why: the standard library's parser raises AssertionError on an unknown
+        keyword there (``<![FOO[``), which would fail the whole page.
+        """
+        end = self.rawdata.find(">", i + 3)
+        return -1 if end < 0 else end + 1
+
     def handle_data(self, data: str) -> None:
         if self._in_title:
             self._title_parts.append(data)

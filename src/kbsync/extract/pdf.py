@@ -3,6 +3,14 @@
 Pages stay separate sections (with no heading; section ``i`` is page ``i + 1``,
 empty pages included) so a change on one page is a change in one section, and a
 search hit can name its page.
+
+A few kilobytes of PDF can hold a FlateDecode stream that inflates to tens of
+megabytes of drawing operators, and pypdf's text extraction spends seconds per
+megabyte on them (a decompression bomb costs minutes, not memory). So the
+decompressed page content a document may hold is budgeted by its size: at most
+``CONTENT_RATIO_MAX`` times the file's bytes, and never less than
+``CONTENT_FLOOR_BYTES``; a page's content streams and the form XObjects they draw
+are counted before its text is extracted.
 """
 
 from __future__ import annotations
@@ -15,7 +23,14 @@ from kbsync.errors import DependencyMissingError, ExtractionError
 from kbsync.extract.text import TITLE_MAX_CHARS
 from kbsync.model import Record, Section
 
-__all__ = ["PdfExtractor"]
+__all__ = ["CONTENT_FLOOR_BYTES", "CONTENT_RATIO_MAX", "PdfExtractor"]
+
+CONTENT_RATIO_MAX = 25
+"""Decompressed page content may be at most this many times the PDF's size; text
+streams deflate about 3 to 10 times, so only a bomb goes past it."""
+
+CONTENT_FLOOR_BYTES = 2 * 1024 * 1024
+"""A small PDF may always hold this much decompressed page content."""
 
 _METADATA_KEYS = (
     ("/Author", "author"),
@@ -49,7 +64,17 @@ class PdfExtractor:
                 raise ExtractionError(locator, "is an encrypted PDF that needs a password to open")
             info: Any = reader.metadata
             pages: list[Section] = []
+            budget = max(CONTENT_FLOOR_BYTES, CONTENT_RATIO_MAX * len(data))
+            used = 0
             for number, page in enumerate(reader.pages, start=1):
+                used += _content_bytes(page, budget - used)
+                if used > budget:
+                    raise ExtractionError(
+                        locator,
+                        f"page {number} of the PDF brings its decompressed content past "
+                        f"{budget:,} bytes, the budget for a file of {len(data):,} bytes "
+                        "(a decompression bomb?); not extracted",
+                    )
                 try:
                     text = page.extract_text()
                 except Exception as exc:  # pypdf raises many kinds on damaged content streams
@@ -69,6 +94,12 @@ class PdfExtractor:
                 f"is an encrypted PDF that pypdf cannot decrypt without an extra package ({exc})",
             ) from None
         except Exception as exc:  # a damaged file can fail anywhere in pypdf's parser
+            if type(exc).__name__ == "LimitReachedError":  # pypdf's own caps (pypdf >= 5)
+                raise ExtractionError(
+                    locator,
+                    f"has a stream past pypdf's decompression limit (a decompression bomb?; "
+                    f"{_describe(exc)}); not extracted",
+                ) from exc
             raise ExtractionError(
                 locator, f"is a damaged or unreadable PDF ({_describe(exc)})"
             ) from exc
@@ -82,6 +113,40 @@ class PdfExtractor:
             sections=tuple(pages),
             metadata=tuple(sorted((k, v) for k, v in metadata if v)),
         )
+
+
+def _content_bytes(page: Any, budget: int) -> int:
+    """Decompressed bytes of a page's content streams and of the form XObjects it draws.
+
+    Counting stops once ``budget`` is exceeded. Each object is counted once, and
+    forms inside forms are followed, as text extraction follows them; images are
+    not decoded by text extraction, so they are not counted.
+    """
+    total = 0
+    seen: dict[int, Any] = {}  # holding the objects keeps their ids unique
+    pending: list[Any] = [page.get("/Contents"), page.get("/Resources")]
+    while pending and total <= budget:
+        obj = _resolved(pending.pop())
+        if obj is None or id(obj) in seen:
+            continue
+        seen[id(obj)] = obj
+        if isinstance(obj, list):  # an array of content streams
+            pending.extend(obj)
+        elif hasattr(obj, "get_data"):  # a content stream or a form XObject
+            total += len(obj.get_data())
+            pending.append(obj.get("/Resources"))
+        elif isinstance(obj, dict):  # a resource dictionary
+            xobjects = _resolved(obj.get("/XObject"))
+            if isinstance(xobjects, dict):
+                forms = (_resolved(x) for x in xobjects.values())
+                pending.extend(f for f in forms if isinstance(f, dict)
+                               and f.get("/Subtype") == "/Form")
+    return total
+
+
+def _resolved(obj: Any) -> Any:
+    """A PDF object with an indirect reference followed."""
+    return obj.get_object() if hasattr(obj, "get_object") else obj
 
 
 def _info_text(info: Any, key: str) -> str | None:

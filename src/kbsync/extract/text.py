@@ -103,6 +103,10 @@ def decode_text(data: bytes, locator: str, *, declared_encoding: str | None = No
     except UnicodeDecodeError as exc:
         utf8_error = exc
 
+    repaired = _utf8_with_surrogates(data)
+    if repaired is not None:
+        return _check_not_binary(repaired, locator)
+
     if declared_encoding is not None:
         declared = _codec_name(declared_encoding)
         if declared is not None:
@@ -212,6 +216,22 @@ def _codec_name(label: str) -> str | None:
     return name
 
 
+def _utf8_with_surrogates(data: bytes) -> str | None:
+    """UTF-8 whose only fault is UTF-16 surrogates encoded as UTF-8, repaired; else None.
+
+    Such files come from CESU-8 writers (a pair per character outside the BMP)
+    and from programs that wrote a lone surrogate. A pair is joined into its
+    character; a lone surrogate becomes U+FFFD, so the text never holds one.
+    """
+    if _ENCODED_SURROGATE.search(data) is None:
+        return None
+    try:
+        text = data.decode("utf-8", errors="surrogatepass")
+    except UnicodeDecodeError:
+        return None
+    return text.encode("utf-16-le", errors="surrogatepass").decode("utf-16-le", errors="replace")
+
+
 def _mixes_utf8(data: bytes) -> bool:
     """Whether invalid UTF-8 sits beside at least as many valid multi-byte UTF-8 sequences.
 
@@ -226,9 +246,14 @@ def _mixes_utf8(data: bytes) -> bool:
     return valid >= invalid
 
 
+# Well-formed multi-byte sequences only (RFC 3629): no overlong forms, no encoded
+# surrogates (ED A0..BF), nothing above U+10FFFF.
 _UTF8_MULTIBYTE = re.compile(
-    rb"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3}"
+    rb"[\xc2-\xdf][\x80-\xbf]"
+    rb"|\xe0[\xa0-\xbf][\x80-\xbf]|[\xe1-\xec\xee\xef][\x80-\xbf]{2}|\xed[\x80-\x9f][\x80-\xbf]"
+    rb"|\xf0[\x90-\xbf][\x80-\xbf]{2}|[\xf1-\xf3][\x80-\xbf]{3}|\xf4[\x80-\x8f][\x80-\xbf]{2}"
 )
+_ENCODED_SURROGATE = re.compile(rb"\xed[\xa0-\xbf][\x80-\xbf]")
 
 
 def _detect(data: bytes) -> str | None:

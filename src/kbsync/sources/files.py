@@ -6,8 +6,8 @@ Policies (DESIGN.md §6), each one a promise the rest of kbsync relies on:
   file gets the same key on every platform and after a copy between
   file systems that store names decomposed (macOS) or composed (Linux).
   Two names that differ only in normalization would share a key: the first
-  (in code-point order of the raw path) is listed, the other reported in
-  ``Listing.errors``.
+  (in code-point order of the raw path) is listed, the other skipped with a
+  warning in ``Listing.warnings``.
 - ``include`` and ``exclude`` are globs matched against the whole key, case
   sensitively: ``*`` and ``?`` stay within one path segment, ``[...]`` is a
   character class, and a segment that is exactly ``**`` matches zero or more
@@ -243,12 +243,12 @@ class _Walk:
         items: list[SourceItem] = []
         for f in self.found:
             if items and items[-1].key == f.key:
-                self.errors.append(
-                    ItemError(
-                        f.key,
-                        f"{_shown(f.locator)} has the same key as {items[-1].locator} after "
-                        "Unicode NFC normalization; skipped",
-                    )
+                # A warning, not an error with the key: the key is listed (by its twin),
+                # and an error would say the document cannot be taken now.
+                self.warnings.append(
+                    f"{f.key}: {_shown(f.locator)} has the same key as {_shown(items[-1].locator)} "
+                    "after Unicode NFC normalization; skipped, and the first name in code-point "
+                    "order is indexed"
                 )
                 continue
             items.append(SourceItem(f.key, f.locator, self.source.media_type(f.key), f.stat))

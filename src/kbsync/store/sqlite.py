@@ -8,10 +8,8 @@ refused before anything is written.
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import os
-import re
 import sqlite3
 import stat
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -25,10 +23,23 @@ import numpy.typing as npt
 
 from kbsync.crashpoints import crashpoint
 from kbsync.errors import SchemaError, StoreError
-from kbsync.model import SourceStat, Validators
 from kbsync.plan import Action, DocumentPlan, StoredDocument
-from kbsync.stopwords import STOPWORDS
-from kbsync.store import ChunkRef, DocumentText, Hit, RunRecord, StoreStatus, Window
+from kbsync.store import ChunkRef, DocumentText, Hit, RunRecord, StoreStatus, Window, invariants
+from kbsync.store.rows import (
+    CURRENT,
+    HIT_COLUMNS,
+    INDEXED,
+    MANIFEST_COLUMNS,
+    as_hit,
+    digest_sets,
+    erased,
+    query_terms,
+    run_record,
+    stat_row,
+    stored_document,
+    validator_row,
+    window_span,
+)
 
 __all__ = ["SCHEMA_VERSION", "SqliteStore"]
 
@@ -109,11 +120,6 @@ _MIGRATIONS: tuple[str, ...] = (
     """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
-
-_CURRENT = "c.doc_id = d.id AND c.generation = d.generation"
-_INDEXED = (
-    "NOT EXISTS (SELECT 1 FROM boilerplate b WHERE b.source = d.source AND b.digest = c.digest)"
-)
 
 
 class SqliteStore:
@@ -210,30 +216,18 @@ class SqliteStore:
 
     def manifest(self, source: str) -> dict[str, StoredDocument]:
         rows = self._db.execute(
-            "SELECT key, size, mtime_ns, inode, bytes_hash, text_hash, derivation, title, "
-            "metadata, generation, etag, last_modified, missing FROM documents WHERE source = ?",
-            (source,),
-        )
-        out = {}
-        for r in rows:
-            stat = None if r["size"] is None else SourceStat(r["size"], r["mtime_ns"], r["inode"])
-            out[r["key"]] = StoredDocument(
-                key=r["key"], stat=stat, bytes_hash=r["bytes_hash"], text_hash=r["text_hash"],
-                derivation=r["derivation"], title=r["title"], metadata=r["metadata"],
-                generation=r["generation"], chunk_digests=(),
-                validators=_validators(r["etag"], r["last_modified"]), missing=r["missing"],
-            )
-        return out
+            f"SELECT {MANIFEST_COLUMNS} FROM documents WHERE source = ?", (source,))
+        return {r[0]: stored_document(r) for r in rows}
 
     def with_digests(self, source: str, docs: Collection[StoredDocument]) -> list[StoredDocument]:
         out = []
         for doc in docs:
             rows = self._db.execute(
-                f"SELECT c.digest FROM documents d JOIN chunks c ON {_CURRENT} "
+                f"SELECT c.digest FROM documents d JOIN chunks c ON {CURRENT} "
                 "WHERE d.source = ? AND d.key = ? ORDER BY c.idx",
                 (source, doc.key),
             ).fetchall()
-            out.append(_replace_digests(doc, tuple(r[0] for r in rows)))
+            out.append(replace(doc, chunk_digests=tuple(r[0] for r in rows)))
         return out
 
     def cached(self, embedder: str, digests: Collection[str]) -> set[str]:
@@ -315,8 +309,8 @@ class SqliteStore:
             "UPDATE documents SET key = ?, locator = ?, media_type = ?, size = ?, mtime_ns = ?, "
             "inode = ?, etag = ?, last_modified = ?, bytes_hash = ?, title = ?, metadata = ?, "
             "missing = 0, last_seen = ?, last_changed = ? WHERE id = ?",
-            (doc.key, version.locator, version.media_type, *_stat_row(stat),
-             *_validator_row(version.validators), version.bytes_hash, version.title,
+            (doc.key, version.locator, version.media_type, *stat_row(stat),
+             *validator_row(version.validators), version.bytes_hash, version.title,
              version.metadata, now, now, found[0]),
         )
 
@@ -330,15 +324,15 @@ class SqliteStore:
             self._db.execute(
                 "UPDATE documents SET size = ?, mtime_ns = ?, inode = ?, etag = ?, "
                 "last_modified = ?, missing = 0 WHERE id = ?",
-                (*_stat_row(doc.stat), *_validator_row(doc.validators), found[0]),
+                (*stat_row(doc.stat), *validator_row(doc.validators), found[0]),
             )
             return
         self._db.execute(
             "UPDATE documents SET locator = ?, media_type = ?, size = ?, mtime_ns = ?, inode = ?, "
             "etag = ?, last_modified = ?, bytes_hash = ?, title = ?, metadata = ?, missing = 0, "
             "last_seen = ? WHERE id = ?",
-            (version.locator, version.media_type, *_stat_row(version.stat),
-             *_validator_row(version.validators), version.bytes_hash, version.title,
+            (version.locator, version.media_type, *stat_row(version.stat),
+             *validator_row(version.validators), version.bytes_hash, version.title,
              version.metadata, now, found[0]),
         )
 
@@ -347,8 +341,8 @@ class SqliteStore:
         assert version is not None
         db = self._db
         found = self._doc_id(source, doc.key)
-        row = (version.locator, version.media_type, *_stat_row(version.stat),
-               *_validator_row(version.validators), version.bytes_hash, version.text_hash,
+        row = (version.locator, version.media_type, *stat_row(version.stat),
+               *validator_row(version.validators), version.bytes_hash, version.text_hash,
                version.derivation, version.title, version.metadata)
         crashpoint("store.write_document")
         if found is None:
@@ -403,14 +397,11 @@ class SqliteStore:
         )
 
     def digest_sets(self, source: str) -> dict[str, frozenset[str]]:
-        sets: dict[str, set[str]] = {}
-        for key, digest in self._db.execute(
-            f"SELECT d.key, c.digest FROM documents d JOIN chunks c ON {_CURRENT} "
+        return digest_sets(self._db.execute(
+            f"SELECT d.key, c.digest FROM documents d JOIN chunks c ON {CURRENT} "
             "WHERE d.source = ?",
             (source,),
-        ):
-            sets.setdefault(key, set()).add(digest)
-        return {k: frozenset(v) for k, v in sets.items()}
+        ))
 
     def boilerplate(self, source: str) -> frozenset[str]:
         return frozenset(r[0] for r in self._db.execute(
@@ -431,10 +422,10 @@ class SqliteStore:
 
     def unembedded(self, source: str, embedder: str) -> dict[str, str]:
         return dict(self._db.execute(
-            f"SELECT DISTINCT c.digest, t.text FROM documents d JOIN chunks c ON {_CURRENT} "
+            f"SELECT DISTINCT c.digest, t.text FROM documents d JOIN chunks c ON {CURRENT} "
             "JOIN chunk_texts t ON t.digest = c.digest LEFT JOIN embeddings e "
             "ON e.digest = c.digest AND e.embedder = ? "
-            f"WHERE d.source = ? AND e.digest IS NULL AND {_INDEXED}",
+            f"WHERE d.source = ? AND e.digest IS NULL AND {INDEXED}",
             (embedder, source),
         ).fetchall())
 
@@ -479,38 +470,34 @@ class SqliteStore:
             "SELECT id, started, finished, report FROM runs ORDER BY id DESC LIMIT ?",
             (max(limit, 0),),
         ).fetchall()
-        return [RunRecord(r[0], r[1], r[2], json.loads(r[3])) for r in rows]
+        return [run_record(r) for r in rows]
 
     def run(self, run_id: int) -> RunRecord | None:
         row = self._db.execute(
             "SELECT id, started, finished, report FROM runs WHERE id = ?", (run_id,)
         ).fetchone()
-        return RunRecord(row[0], row[1], row[2], json.loads(row[3])) if row else None
+        return run_record(row) if row else None
 
     # -- search ----------------------------------------------------------------------
 
-    _HIT = (
-        "SELECT d.source, d.key, d.title, c.heading, c.idx, c.start, c.\"end\", c.digest, t.text, "
-        "c.tokens "
-        "FROM chunks c JOIN documents d ON " + _CURRENT + " "
-        "JOIN chunk_texts t ON t.digest = c.digest "
-    )
+    _HIT = (f"SELECT {HIT_COLUMNS} FROM chunks c JOIN documents d ON {CURRENT} "
+            "JOIN chunk_texts t ON t.digest = c.digest ")
 
     def search_text(self, query: str, k: int) -> list[Hit]:
-        terms = _fts_terms(query)
+        terms = query_terms(query)
         if not terms:
             return []
         match = " OR ".join(f'"{t}"' for t in terms)
         rows = self._db.execute(
-            "SELECT d.source, d.key, d.title, c.heading, c.idx, c.start, c.\"end\", c.digest, "
-            "t.text, c.tokens, f.rank FROM (SELECT rowid, bm25(chunk_fts) AS rank FROM chunk_fts "
-            "WHERE chunk_fts MATCH ? ORDER BY rank LIMIT ?) f JOIN chunks c ON c.id = f.rowid "
-            f"JOIN documents d ON {_CURRENT} JOIN chunk_texts t ON t.digest = c.digest "
-            f"WHERE {_INDEXED} ORDER BY f.rank",
+            f"SELECT {HIT_COLUMNS}, f.rank FROM (SELECT rowid, bm25(chunk_fts) AS rank "
+            "FROM chunk_fts WHERE chunk_fts MATCH ? ORDER BY rank LIMIT ?) f "
+            "JOIN chunks c ON c.id = f.rowid "
+            f"JOIN documents d ON {CURRENT} JOIN chunk_texts t ON t.digest = c.digest "
+            f"WHERE {INDEXED} ORDER BY f.rank",
             (match, 4 * k + 10),  # room for boilerplate rows filtered out after ranking
         ).fetchall()[:k]
         # bm25() is lower-is-better and negative; report its negation as the score.
-        return [_hit(r, score=-float(r[10])) for r in rows]
+        return [as_hit(r, score=-float(r[10])) for r in rows]
 
     def _vector_matrix(self, embedder: str) -> tuple[npt.NDArray[np.float32], list[int]]:
         # data_version changes when another connection commits; our own writes clear the cache.
@@ -522,8 +509,8 @@ class SqliteStore:
         if cached is not None:
             return cached
         rows = self._db.execute(
-            f"SELECT c.id, e.vector FROM documents d JOIN chunks c ON {_CURRENT} "
-            f"JOIN embeddings e ON e.digest = c.digest AND e.embedder = ? WHERE {_INDEXED}",
+            f"SELECT c.id, e.vector FROM documents d JOIN chunks c ON {CURRENT} "
+            f"JOIN embeddings e ON e.digest = c.digest AND e.embedder = ? WHERE {INDEXED}",
             (embedder,),
         ).fetchall()
         ids = [int(r[0]) for r in rows]
@@ -549,7 +536,7 @@ class SqliteStore:
         rows = {r["id"]: r for r in self._db.execute(
             self._HIT.replace("SELECT ", "SELECT c.id AS id, ", 1) + f"WHERE c.id IN ({marks})",
             wanted)}
-        return [_hit(rows[ids[i]], score=float(scores[i]), offset=1)
+        return [as_hit(tuple(rows[ids[i]])[1:], score=float(scores[i]))
                 for i in top.tolist() if ids[i] in rows]
 
     def hits_at(self, refs: Sequence[tuple[str, str, int, str]],
@@ -558,42 +545,31 @@ class SqliteStore:
         for (source, key, index, digest), score in zip(refs, scores, strict=True):
             row = self._db.execute(
                 self._HIT + f"WHERE d.source = ? AND d.key = ? AND c.idx = ? AND c.digest = ? "
-                f"AND {_INDEXED}",
+                f"AND {INDEXED}",
                 (source, key, index, digest),
             ).fetchone()
             if row is not None:
-                out.append(_hit(row, score=score))
+                out.append(as_hit(row, score=score))
         return out
 
     def window(self, hit: Hit, budget: int) -> Window:
         rows = self._db.execute(
             "SELECT c.idx, c.start, c.\"end\", c.tokens, c.section, t.text FROM documents d "
-            f"JOIN chunks c ON {_CURRENT} JOIN texts t ON t.doc_id = d.id "
+            f"JOIN chunks c ON {CURRENT} JOIN texts t ON t.doc_id = d.id "
             "WHERE d.source = ? AND d.key = ? ORDER BY c.idx",
             (hit.source, hit.key),
         ).fetchall()
-        if not rows or not 0 <= hit.index < len(rows):
+        span = window_span(rows, hit.index, budget)
+        if span is None:
             return Window(hit.index, hit.index, hit.text, 0)
-        section = rows[hit.index][4]
-        first = last = hit.index
-        tokens = rows[hit.index][3]
-        # Grow after, then before, alternately, within the section and the budget.
-        grew = True
-        while grew:
-            grew = False
-            for step in (last + 1, first - 1):
-                if 0 <= step < len(rows) and rows[step][4] == section \
-                        and tokens + rows[step][3] <= budget:
-                    tokens += rows[step][3]
-                    first, last = min(first, step), max(last, step)
-                    grew = True
+        first, last, tokens = span
         document = rows[0][5]
         return Window(first, last, document[rows[first][1] : rows[last][2]], tokens)
 
     def indexed_chunks(self, source: str | None = None,
                        key: str | None = None) -> Iterator[ChunkRef]:
         sql = (f"SELECT d.source, d.key, c.idx, c.digest, c.heading, c.start, c.\"end\" "
-               f"FROM documents d JOIN chunks c ON {_CURRENT} WHERE {_INDEXED}")
+               f"FROM documents d JOIN chunks c ON {CURRENT} WHERE {INDEXED}")
         args: list[str] = []
         for column, value in (("source", source), ("key", key)):
             if value is not None:
@@ -641,7 +617,7 @@ class SqliteStore:
         return StoreStatus(
             documents=sum(by_source.values()),
             chunks=db.execute(
-                f"SELECT count(*) FROM chunks c JOIN documents d ON {_CURRENT}").fetchone()[0],
+                f"SELECT count(*) FROM chunks c JOIN documents d ON {CURRENT}").fetchone()[0],
             embeddings=db.execute("SELECT count(*) FROM embeddings").fetchone()[0],
             runs=db.execute("SELECT count(*) FROM runs").fetchone()[0],
             by_source=by_source,
@@ -669,69 +645,21 @@ class SqliteStore:
 
     def _verify(self, embedder: str, identity: Callable[[str], str] | None) -> list[str]:
         db = self._db
-        problems: list[str] = []
-        for source, key, generation, gens, max_gen in db.execute(
-            "SELECT d.source, d.key, d.generation, count(DISTINCT c.generation), "
-            "max(c.generation) FROM documents d LEFT JOIN chunks c ON c.doc_id = d.id "
-            "GROUP BY d.id"
-        ):
-            if gens > 2:
-                problems.append(f"{source}:{key}: {gens} chunk generations (at most 2 allowed)")
-            if max_gen is not None and max_gen > generation:
-                problems.append(f"{source}:{key}: chunks of generation {max_gen} beyond the "
-                                f"current {generation}")
-        for source, key, n, top in db.execute(
-            f"SELECT d.source, d.key, count(c.id), max(c.idx) FROM documents d "
-            f"JOIN chunks c ON {_CURRENT} GROUP BY d.id"
-        ):
-            if top != n - 1:
-                problems.append(f"{source}:{key}: chunk indexes are not 0..{n - 1}")
-        for (digest,) in db.execute(
-            "SELECT DISTINCT c.digest FROM chunks c LEFT JOIN chunk_texts t USING (digest) "
-            "WHERE t.digest IS NULL"
-        ):
-            problems.append(f"chunk {digest[:12]}: text missing")
-        if identity is not None:
-            for digest, text in db.execute(
-                f"SELECT DISTINCT t.digest, t.text FROM chunk_texts t JOIN chunks c "
-                f"ON c.digest = t.digest JOIN documents d ON {_CURRENT}"
-            ):
-                if identity(text) != digest:
-                    problems.append(f"chunk {digest[:12]}: digest does not match its text")
-        for source, key, digest in db.execute(
-            f"SELECT d.source, d.key, c.digest FROM documents d JOIN chunks c ON {_CURRENT} "
-            "LEFT JOIN embeddings e ON e.digest = c.digest AND e.embedder = ? "
-            f"WHERE e.digest IS NULL AND {_INDEXED}",
-            (embedder,),
-        ):
-            problems.append(f"{source}:{key}: chunk {digest[:12]} has no vector")
-        for emb, dims in db.execute(
-            "SELECT embedder, count(DISTINCT dimension) FROM embeddings GROUP BY embedder"
-        ):
-            if dims != 1:
-                problems.append(f"embedder {emb}: vectors of {dims} different dimensions")
-        for (bad,) in db.execute(
-            "SELECT count(*) FROM embeddings WHERE length(vector) != 4 * dimension"
-        ):
-            if bad:
-                problems.append(f"{bad} vectors whose size does not match their dimension")
+        problems = invariants.problems(
+            db.execute, embedder, identity, mark="?",
+            bad_vectors="SELECT count(*) FROM embeddings WHERE length(vector) != 4 * dimension")
+        # The full-text table keeps its own copy of the chunks, which can drift from them.
         indexed = {r[0] for r in db.execute("SELECT rowid FROM chunk_fts")}
         current = {r[0] for r in db.execute(
-            f"SELECT c.id FROM chunks c JOIN documents d ON {_CURRENT}")}
+            f"SELECT c.id FROM chunks c JOIN documents d ON {CURRENT}")}
         if indexed - current:
             problems.append(f"{len(indexed - current)} full-text rows of no current chunk")
         if current - indexed:
             problems.append(f"{len(current - indexed)} current chunks missing from full text")
-        orphans = db.execute(
-            "SELECT count(*) FROM chunks WHERE doc_id NOT IN (SELECT id FROM documents)"
-        ).fetchone()[0]
-        if orphans:
-            problems.append(f"{orphans} chunks of no document")
         return problems
 
     def erase(self, pattern: str) -> list[tuple[str, str]]:
-        rows = self._db.execute("SELECT source, key FROM documents").fetchall()
-        gone = [(s, k) for s, k in rows if fnmatch.fnmatchcase(k, pattern)]
+        gone = erased(self._db.execute("SELECT source, key FROM documents").fetchall(), pattern)
         for source, key in gone:
             with self._transaction() as db:
                 digests = [r[0] for r in db.execute(
@@ -789,42 +717,6 @@ class SqliteStore:
             except (sqlite3.Error, OSError) as exc:
                 raise StoreError(f"{self.path}: cannot compact the store: {exc}") from exc
         return {"chunk_texts": texts, "embeddings": vectors}
-
-
-def _validators(etag: str | None, last_modified: str | None) -> Validators | None:
-    if etag is None and last_modified is None:
-        return None
-    return Validators(etag, last_modified)
-
-
-def _validator_row(validators: Validators | None) -> tuple[str | None, str | None]:
-    if validators is None:
-        return (None, None)
-    return (validators.etag, validators.last_modified)
-
-
-def _stat_row(stat: SourceStat | None) -> tuple[int | None, int | None, int | None]:
-    if stat is None:
-        return (None, None, None)
-    return (stat.size, stat.mtime_ns, stat.inode)
-
-
-def _replace_digests(doc: StoredDocument, digests: tuple[str, ...]) -> StoredDocument:
-    return replace(doc, chunk_digests=digests)
-
-
-def _fts_terms(query: str) -> list[str]:
-    """Query words as FTS5 strings; function words go unless nothing else is left."""
-    words: list[str] = re.findall(r"\w+", query.lower())
-    content = [w for w in words if w not in STOPWORDS]
-    return list(dict.fromkeys(content or words))
-
-
-def _hit(row: sqlite3.Row, score: float, offset: int = 0) -> Hit:
-    r = tuple(row)[offset:]
-    return Hit(source=r[0], key=r[1], title=r[2], heading=r[3], index=r[4], start=r[5],
-               end=r[6], digest=r[7], text=r[8], score=score, context=r[8],
-               context_tokens=r[9], first=r[4], last=r[4])
 
 
 def _prepare_state(path: Path) -> None:

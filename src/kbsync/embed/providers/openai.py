@@ -182,6 +182,8 @@ class OpenAIEmbedder:
         self._rng = random.Random(seed)
         self._counter = EstimatingCounter()
         self._client: httpx.Client | None = None
+        if api_key_env is not None:
+            _redact_in_http_logs(api_key_env)
         self._params_hash = digest(
             "kbsync:embedder-params",
             IDENTITY_SCHEMA_VERSION,
@@ -548,6 +550,52 @@ def _safe_url(url: str) -> str:
     if "@" not in parts.netloc:
         return url
     return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+
+
+# httpcore logs every response header at DEBUG, and a server or proxy may echo the
+# Authorization header back in one; these are the loggers it writes them with.
+_HTTP_LOGGERS = ("httpcore.http11", "httpcore.http2", "httpcore.connection", "httpx")
+
+
+class _KeyRedactingFilter(logging.Filter):
+    """Scrubs the API keys named by environment variables from the HTTP libraries' records."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.variables: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        keys = [k for k in (os.environ.get(v) for v in sorted(self.variables)) if k]
+        if not keys:
+            return True
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed record is not ours to fix; let logging report it
+            return True
+        scrubbed = message
+        for key in keys:
+            scrubbed = _redact(scrubbed, key)
+        if scrubbed != message:
+            record.msg, record.args = scrubbed, None
+        return True
+
+
+_LOG_FILTER = _KeyRedactingFilter()
+_LOG_FILTER_LOCK = threading.Lock()
+
+
+def _redact_in_http_logs(variable: str) -> None:
+    """Scrub the key held in ``variable`` from httpx's and httpcore's log records.
+
+    Why at the loggers: their DEBUG records quote response headers verbatim, and
+    a filter on the logger runs before any handler, wherever logging is configured.
+    """
+    with _LOG_FILTER_LOCK:
+        _LOG_FILTER.variables.add(variable)
+        for name in _HTTP_LOGGERS:
+            logger_ = logging.getLogger(name)
+            if _LOG_FILTER not in logger_.filters:
+                logger_.addFilter(_LOG_FILTER)
 
 
 def _redact(text: str, key: str | None) -> str:

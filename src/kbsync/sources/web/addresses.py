@@ -5,7 +5,7 @@ without a guard a page could make kbsync read an internal service or the
 cloud metadata endpoint that hands out credentials (server-side request
 forgery). The guard refuses:
 
-- loopback, private (RFC 1918, unique-local IPv6), link-local, carrier-grade
+- loopback, private (RFC 1918, unique-local and site-local IPv6), link-local, carrier-grade
   NAT (100.64.0.0/10), unspecified, multicast, reserved and other addresses
   that are not globally routable;
 - cloud metadata services (169.254.169.254, 169.254.170.2, fd00:ec2::254,
@@ -164,6 +164,8 @@ def _non_public(address: IPAddress) -> str | None:
         return "a multicast address"
     if isinstance(address, ipaddress.IPv4Address) and address in _CGNAT:
         return "a carrier-grade NAT (shared) address"
+    if isinstance(address, ipaddress.IPv6Address) and address.is_site_local:
+        return "a site-local address (fec0::/10, deprecated but still routed inside networks)"
     if address.is_private:
         return "a private address"
     if address.is_reserved:

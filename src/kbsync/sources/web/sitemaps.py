@@ -14,6 +14,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from enum import StrEnum
 
+from kbsync.errors import SourceError
 from kbsync.sources.web.decoding import DecodingError, decoder_for
 
 __all__ = ["MAX_ENTRIES", "Sitemap", "SitemapEntry", "SitemapError", "SitemapKind", "parse_sitemap"]
@@ -24,7 +25,7 @@ MAX_ENTRIES = 50_000
 _DECLARATION = re.compile(rb"<!\s*(DOCTYPE|ENTITY)", re.IGNORECASE)
 
 
-class SitemapError(ValueError):
+class SitemapError(SourceError, ValueError):
     """The file is not a sitemap kbsync will read; the message says why."""
 
 
@@ -97,7 +98,9 @@ def _parse_xml(data: bytes) -> Sitemap:
     try:
         parser.feed(data)
         root = parser.close()
-    except ET.ParseError as exc:
+    except SitemapError:
+        raise
+    except (ET.ParseError, LookupError, ValueError) as exc:  # LookupError: an unknown encoding
         raise SitemapError(f"malformed XML: {exc}") from exc
     kind_name = _local(root.tag)
     if kind_name == "urlset":

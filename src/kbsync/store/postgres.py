@@ -1,0 +1,909 @@
+"""The scale-out record store: PostgreSQL, with pgvector for vectors and tsvector for full text.
+
+The logical schema is the SQLite store's (documents with at most two chunk
+generations, content-addressed chunk texts, the embedding cache, runs,
+boilerplate, meta), so a sync behaves the same on either. Records and vectors
+of a document commit in one transaction.
+
+Vectors of different embedders and dimensions share one ``embeddings`` table
+with an untyped ``vector`` column: an HNSW index needs a fixed dimension, so
+each dimension gets its own partial expression index
+(``(vector::vector(N)) WHERE dimension = N``), made the first time vectors of
+that dimension arrive. One table keeps the cache a single key space
+(digest, embedder) and lets an embedder change add vectors beside the old ones
+without any DDL beyond that index; a table per dimension would make every
+cache lookup and the garbage collection a union over tables.
+
+Full text is a generated ``tsvector`` column of ``chunk_texts`` with a GIN
+index: it is derived from the text in the same row, so it cannot drift from it
+(SQLite's FTS5 table can, and its verify checks that).
+
+The schema version lives in ``meta``; a newer one than this code knows is
+refused before anything is written. The work queue of parallel workers
+(:mod:`kbsync.workers`) lives here too: a claim is a row lock taken with
+``FOR UPDATE SKIP LOCKED`` in the transaction that also applies the document,
+so a worker that dies releases its claim and leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from kbsync.errors import DependencyMissingError, LockedError, SchemaError, StoreError
+from kbsync.plan import Action, DocumentPlan, StoredDocument
+from kbsync.store import ChunkRef, DocumentText, Hit, RunRecord, StoreStatus, Window, invariants
+from kbsync.store.rows import (
+    CURRENT,
+    HIT_COLUMNS,
+    INDEXED,
+    MANIFEST_COLUMNS,
+    as_hit,
+    digest_sets,
+    erased,
+    query_terms,
+    run_record,
+    stat_row,
+    stored_document,
+    validator_row,
+    window_span,
+)
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = ["SCHEMA_VERSION", "AdvisoryLock", "Claim", "PostgresStore"]
+
+_MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE documents (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        source TEXT NOT NULL,
+        key TEXT NOT NULL,
+        locator TEXT NOT NULL,
+        media_type TEXT NOT NULL,
+        size BIGINT, mtime_ns BIGINT, inode BIGINT,
+        etag TEXT, last_modified TEXT,
+        bytes_hash TEXT NOT NULL,
+        text_hash TEXT NOT NULL,
+        derivation TEXT NOT NULL,
+        title TEXT,
+        metadata TEXT NOT NULL DEFAULT '{}',
+        status TEXT NOT NULL DEFAULT 'ok',
+        generation INTEGER NOT NULL,
+        first_seen TEXT NOT NULL,
+        last_seen TEXT NOT NULL,
+        last_changed TEXT NOT NULL,
+        missing INTEGER NOT NULL DEFAULT 0,
+        UNIQUE (source, key)
+    );
+    CREATE TABLE chunks (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        doc_id BIGINT NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+        generation INTEGER NOT NULL,
+        idx INTEGER NOT NULL,
+        digest TEXT NOT NULL,
+        section INTEGER NOT NULL,
+        heading TEXT,
+        start INTEGER NOT NULL,
+        "end" INTEGER NOT NULL,
+        tokens INTEGER NOT NULL,
+        boundary TEXT NOT NULL,
+        UNIQUE (doc_id, generation, idx)
+    );
+    CREATE INDEX chunks_digest ON chunks (digest);
+    CREATE TABLE chunk_texts (
+        digest TEXT PRIMARY KEY,
+        text TEXT NOT NULL,
+        tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', text)) STORED
+    );
+    CREATE INDEX chunk_texts_tsv ON chunk_texts USING gin (tsv);
+    CREATE TABLE texts (
+        doc_id BIGINT PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,
+        text TEXT NOT NULL,
+        previous TEXT
+    );
+    CREATE TABLE embeddings (
+        digest TEXT NOT NULL,
+        embedder TEXT NOT NULL,
+        dimension INTEGER NOT NULL,
+        vector vector NOT NULL,
+        PRIMARY KEY (digest, embedder)
+    );
+    CREATE TABLE runs (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        started TEXT NOT NULL,
+        finished TEXT NOT NULL,
+        report TEXT NOT NULL
+    );
+    CREATE TABLE boilerplate (
+        source TEXT NOT NULL,
+        digest TEXT NOT NULL,
+        PRIMARY KEY (source, digest)
+    );
+    """,
+    # 2: the work queue of parallel workers (one row per document of a run).
+    """
+    CREATE TABLE work (
+        run TEXT NOT NULL,
+        source TEXT NOT NULL,
+        key TEXT NOT NULL,
+        state TEXT NOT NULL,
+        item JSONB,
+        result JSONB,
+        PRIMARY KEY (run, source, key)
+    );
+    CREATE INDEX work_state ON work (run, state);
+    -- Claims take the first waiting row in key order without sorting the whole run.
+    CREATE INDEX work_todo ON work (run, source, key) WHERE state = 'todo';
+    """,
+    # 3: the outbox: ids of external vectors to delete, committed with the records.
+    """
+    CREATE TABLE outbox (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        vector_id TEXT NOT NULL UNIQUE
+    );
+    """,
+)
+SCHEMA_VERSION = len(_MIGRATIONS)
+# pgvector indexes `vector` columns of at most 2,000 dimensions with HNSW.
+HNSW_MAX_DIMENSION = 2000
+
+
+def _psycopg() -> Any:
+    try:
+        import psycopg
+        from pgvector.psycopg import register_vector
+    except ImportError as exc:
+        raise DependencyMissingError("The PostgreSQL store", "postgres",
+                                     exc.name or "psycopg") from None
+    return psycopg, register_vector
+
+
+def _connect(url: str, password: str | None, schema: str | None, *,
+             create: bool = True) -> psycopg.Connection[Any]:
+    driver, _ = _psycopg()
+    options: dict[str, Any] = {"autocommit": True}
+    if password is not None:
+        options["password"] = password
+    try:
+        conn: psycopg.Connection[Any] = driver.connect(url, **options)
+    except driver.Error as exc:
+        raise StoreError(f"{_shown(url)}: cannot connect: {exc}".strip()) from exc
+    if schema is not None:
+        if create:
+            conn.execute(f"CREATE SCHEMA IF NOT EXISTS {_ident(schema)}")
+        conn.execute(f"SET search_path TO {_ident(schema)}, public")
+    return conn
+
+
+def _ident(name: str) -> str:
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,62}", name):
+        raise StoreError(f"{name!r} is not a valid schema name (letters, digits, underscore)")
+    return f'"{name}"'
+
+
+def _shown(url: str) -> str:
+    """The URL without a password, for messages."""
+    return re.sub(r"//([^:/@]+):[^@/]*@", r"//\1:***@", url)
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """One document of a run, claimed by this worker until its transaction ends."""
+
+    run: str
+    source: str
+    key: str
+    item: Mapping[str, Any]
+
+
+class PostgresStore:
+    """A :class:`~kbsync.store.RecordStore` in a PostgreSQL database (one schema of it).
+
+    ``password`` comes from the caller (an environment variable named in the
+    configuration); without it libpq reads ``PGPASSWORD``, a service file or
+    ``~/.pgpass``. ``schema`` keeps several knowledge bases in one database.
+    With ``create`` false a database without kbsync's tables is an error
+    instead of being set up.
+    """
+
+    def __init__(self, url: str, *, password: str | None = None, schema: str | None = None,
+                 create: bool = True) -> None:
+        self.url = url
+        self._password = password
+        self.schema = schema
+        self._conn = _connect(url, password, schema, create=create)
+        self._changes = 0
+        self._indexed_dimensions: set[int] = set()
+        self._deferred_dimensions: set[int] = set()
+        try:
+            self._open(create)
+        except BaseException:
+            self._conn.close()
+            raise
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def _open(self, create: bool) -> None:
+        driver, register_vector = _psycopg()
+        conn = self._conn
+        with conn.transaction():
+            # One migrating process at a time; the others wait here, then see the new version.
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext('kbsync:migrate'))")
+            version = self._version()
+            if version > SCHEMA_VERSION:
+                raise SchemaError(
+                    f"{_shown(self.url)}: schema version {version} is newer than this kbsync "
+                    f"knows ({SCHEMA_VERSION}); upgrade kbsync. Nothing was written."
+                )
+            if version < SCHEMA_VERSION and not create and version == 0:
+                raise StoreError(f"{_shown(self.url)}: no kbsync store here yet; run "
+                                 "`kbsync sync` first")
+            if version < SCHEMA_VERSION:
+                try:
+                    conn.execute("CREATE EXTENSION IF NOT EXISTS vector WITH SCHEMA public")
+                except driver.Error as exc:
+                    raise StoreError(f"{_shown(self.url)}: the pgvector extension is not "
+                                     f"available: {exc}") from exc
+                for step in range(version, SCHEMA_VERSION):
+                    conn.execute(_MIGRATIONS[step])
+                conn.execute(
+                    "INSERT INTO meta (name, value) VALUES ('schema_version', %s) "
+                    "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                    (str(SCHEMA_VERSION),))
+        register_vector(conn)
+        self._indexed_dimensions = {int(r[0]) for r in conn.execute(
+            "SELECT substring(indexname FROM 'embeddings_hnsw_([0-9]+)') FROM pg_indexes "
+            "WHERE schemaname = current_schema() AND indexname LIKE 'embeddings_hnsw_%'")}
+
+    def _version(self) -> int:
+        if _scalar(self._conn, "SELECT to_regclass('meta')") is None:
+            return 0
+        row = self._conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
+        return 0 if row is None else int(row[0])
+
+    @staticmethod
+    def exists(url: str, *, password: str | None = None, schema: str | None = None) -> bool:
+        """Whether the database (schema) holds kbsync's tables; creates nothing."""
+        conn = _connect(url, password, None)
+        try:
+            where = "meta" if schema is None else f"{_ident(schema)}.meta"
+            return _scalar(conn, "SELECT to_regclass(%s)", (where,)) is not None
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        self._conn.close()
+
+    @property
+    def total_changes(self) -> int:
+        """Rows inserted, updated or deleted through this store (idempotency tests use it)."""
+        return self._changes
+
+    def _write(self, sql: str, args: Iterable[Any] | Mapping[str, Any] = ()) -> int:
+        count = self._conn.execute(sql, args).rowcount  # type: ignore[arg-type]
+        self._changes += max(count, 0)
+        return int(count)
+
+    def _write_many(self, sql: str, rows: Iterable[Iterable[Any]]) -> None:
+        with self._conn.cursor() as cur:
+            cur.executemany(sql, list(rows))  # type: ignore[arg-type]
+            self._changes += max(cur.rowcount, 0)
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        with self._conn.transaction():
+            yield
+
+    def lock(self, *, wait: bool = True,
+             on_wait: Callable[[str], None] | None = None) -> AdvisoryLock:
+        """The writer lock of this knowledge base: an advisory lock on a connection of its own."""
+        return AdvisoryLock(self.url, self._password, self.schema, wait=wait, on_wait=on_wait)
+
+    # -- meta ------------------------------------------------------------------------
+
+    def get_meta(self, name: str) -> str | None:
+        row = self._conn.execute("SELECT value FROM meta WHERE name = %s", (name,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, name: str, value: str) -> None:
+        if self.get_meta(name) != value:
+            self._write("INSERT INTO meta (name, value) VALUES (%s, %s) "
+                        "ON CONFLICT (name) DO UPDATE SET value = excluded.value", (name, value))
+
+    # -- reading ---------------------------------------------------------------------
+
+    _MANIFEST = f"SELECT {MANIFEST_COLUMNS} FROM documents "
+
+    def manifest(self, source: str) -> dict[str, StoredDocument]:
+        rows = self._conn.execute(self._MANIFEST + "WHERE source = %s", (source,))
+        return {r[0]: stored_document(r) for r in rows}
+
+    def stored(self, source: str, key: str) -> StoredDocument | None:
+        """One stored document with its chunk digests (what a worker plans against)."""
+        row = self._conn.execute(self._MANIFEST + "WHERE source = %s AND key = %s",
+                                 (source, key)).fetchone()
+        return None if row is None else self.with_digests(source, [stored_document(row)])[0]
+
+    def with_digests(self, source: str, docs: Collection[StoredDocument]) -> list[StoredDocument]:
+        digests: dict[str, list[str]] = {}
+        keys = [d.key for d in docs]
+        for i in range(0, len(keys), 1000):
+            for key, dig in self._conn.execute(
+                f"SELECT d.key, c.digest FROM documents d JOIN chunks c ON {CURRENT} "
+                "WHERE d.source = %s AND d.key = ANY(%s) ORDER BY d.key, c.idx",
+                (source, keys[i : i + 1000]),
+            ):
+                digests.setdefault(key, []).append(dig)
+        return [replace(d, chunk_digests=tuple(digests.get(d.key, ()))) for d in docs]
+
+    def cached(self, embedder: str, digests: Collection[str]) -> set[str]:
+        items = list(digests)
+        found: set[str] = set()
+        for i in range(0, len(items), 5000):
+            found.update(r[0] for r in self._conn.execute(
+                "SELECT digest FROM embeddings WHERE embedder = %s AND digest = ANY(%s)",
+                (embedder, items[i : i + 5000])))
+        return found
+
+    # -- writing ---------------------------------------------------------------------
+
+    def apply(self, source: str, doc: DocumentPlan,
+              vectors: Mapping[str, npt.NDArray[np.float32]], embedder: str, now: str,
+              outbox: Collection[str] = ()) -> None:
+        if doc.action in (Action.UNCHANGED, Action.FAILED):
+            return
+        with self._transaction():
+            self._insert_vectors(embedder, vectors)
+            self._write_many("INSERT INTO outbox (vector_id) VALUES (%s) ON CONFLICT DO NOTHING",
+                             [(i,) for i in sorted(outbox)])
+            if doc.action is Action.DELETED:
+                self._delete(source, doc.key)
+            elif doc.action is Action.MOVED:
+                self._move(source, doc, now)
+            elif doc.action is Action.METADATA:
+                self._refresh(source, doc, now)
+            else:
+                self._write_version(source, doc, now)
+
+    def pending_outbox(self) -> list[str]:
+        return [r[0] for r in self._conn.execute("SELECT vector_id FROM outbox ORDER BY id")]
+
+    def clear_outbox(self, ids: Collection[str]) -> None:
+        if ids:
+            self._write("DELETE FROM outbox WHERE vector_id = ANY(%s)", (list(ids),))
+
+    def _doc_id(self, source: str, key: str) -> tuple[int, int] | None:
+        row = self._conn.execute(
+            "SELECT id, generation FROM documents WHERE source = %s AND key = %s", (source, key)
+        ).fetchone()
+        return None if row is None else (int(row[0]), int(row[1]))
+
+    def _delete(self, source: str, key: str) -> None:
+        self._write("DELETE FROM documents WHERE source = %s AND key = %s", (source, key))
+
+    def _move(self, source: str, doc: DocumentPlan, now: str) -> None:
+        version = doc.version
+        assert version is not None
+        assert doc.previous_key is not None
+        found = self._doc_id(source, doc.previous_key)
+        if found is None:  # the old row is gone: treat as new
+            self._write_version(source, doc, now)
+            return
+        self._write(
+            "UPDATE documents SET key = %s, locator = %s, media_type = %s, size = %s, "
+            "mtime_ns = %s, inode = %s, etag = %s, last_modified = %s, bytes_hash = %s, "
+            "title = %s, metadata = %s, missing = 0, last_seen = %s, last_changed = %s "
+            "WHERE id = %s",
+            (doc.key, version.locator, version.media_type, *stat_row(version.stat),
+             *validator_row(version.validators), version.bytes_hash, version.title,
+             version.metadata, now, now, found[0]),
+        )
+
+    def _refresh(self, source: str, doc: DocumentPlan, now: str) -> None:
+        found = self._doc_id(source, doc.key)
+        if found is None:
+            return
+        version = doc.version
+        if version is None:  # gate 2 or a 304: same content, new stat or validators
+            self._write(
+                "UPDATE documents SET size = %s, mtime_ns = %s, inode = %s, etag = %s, "
+                "last_modified = %s, missing = 0 WHERE id = %s",
+                (*stat_row(doc.stat), *validator_row(doc.validators), found[0]),
+            )
+            return
+        self._write(
+            "UPDATE documents SET locator = %s, media_type = %s, size = %s, mtime_ns = %s, "
+            "inode = %s, etag = %s, last_modified = %s, bytes_hash = %s, title = %s, "
+            "metadata = %s, missing = 0, last_seen = %s WHERE id = %s",
+            (version.locator, version.media_type, *stat_row(version.stat),
+             *validator_row(version.validators), version.bytes_hash, version.title,
+             version.metadata, now, found[0]),
+        )
+
+    def _write_version(self, source: str, doc: DocumentPlan, now: str) -> None:
+        version = doc.version
+        assert version is not None
+        found = self._doc_id(source, doc.key)
+        row = (version.locator, version.media_type, *stat_row(version.stat),
+               *validator_row(version.validators), version.bytes_hash, version.text_hash,
+               version.derivation, version.title, version.metadata)
+        if found is None:
+            generation = 1
+            doc_id = int(_scalar(
+                self._conn,
+                "INSERT INTO documents (source, key, locator, media_type, size, mtime_ns, inode, "
+                "etag, last_modified, bytes_hash, text_hash, derivation, title, metadata, "
+                "generation, first_seen, last_seen, last_changed) VALUES "
+                "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                "RETURNING id",
+                (source, doc.key, *row, generation, now, now, now)))
+            self._changes += 1
+            self._write("INSERT INTO texts (doc_id, text) VALUES (%s, %s)", (doc_id, version.text))
+        else:
+            doc_id, old_generation = found
+            generation = old_generation + 1
+            self._write(
+                "UPDATE documents SET locator = %s, media_type = %s, size = %s, mtime_ns = %s, "
+                "inode = %s, etag = %s, last_modified = %s, bytes_hash = %s, text_hash = %s, "
+                "derivation = %s, title = %s, metadata = %s, generation = %s, missing = 0, "
+                "last_seen = %s, last_changed = %s WHERE id = %s",
+                (*row, generation, now, now, doc_id),
+            )
+            self._write("DELETE FROM chunks WHERE doc_id = %s AND generation < %s",
+                        (doc_id, generation - 1))
+            self._write(
+                "INSERT INTO texts (doc_id, text) VALUES (%s, %s) ON CONFLICT (doc_id) DO UPDATE "
+                "SET previous = texts.text, text = excluded.text",
+                (doc_id, version.text),
+            )
+        # Shared rows are inserted in digest order, so concurrent workers never deadlock.
+        texts = {c.digest: c.text for c in version.chunks}
+        self._write_many(
+            "INSERT INTO chunk_texts (digest, text) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+            sorted(texts.items()))
+        self._write_many(
+            "INSERT INTO chunks (doc_id, generation, idx, digest, section, heading, start, "
+            '"end", tokens, boundary) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)',
+            [(doc_id, generation, index, c.digest, c.section, c.heading, c.start, c.end,
+              c.tokens, c.boundary) for index, c in enumerate(version.chunks)],
+        )
+
+    def digest_sets(self, source: str) -> dict[str, frozenset[str]]:
+        return digest_sets(self._conn.execute(
+            f"SELECT d.key, c.digest FROM documents d JOIN chunks c ON {CURRENT} "
+            "WHERE d.source = %s", (source,),
+        ))
+
+    def boilerplate(self, source: str) -> frozenset[str]:
+        return frozenset(r[0] for r in self._conn.execute(
+            "SELECT digest FROM boilerplate WHERE source = %s", (source,)))
+
+    def set_boilerplate(self, source: str, digests: Collection[str]) -> None:
+        if self.boilerplate(source) == frozenset(digests):
+            return
+        with self._transaction():
+            self._write("DELETE FROM boilerplate WHERE source = %s", (source,))
+            self._write_many("INSERT INTO boilerplate (source, digest) VALUES (%s, %s)",
+                             [(source, d) for d in sorted(digests)])
+
+    def source_names(self) -> set[str]:
+        return {r[0] for r in self._conn.execute("SELECT DISTINCT source FROM documents")}
+
+    def unembedded(self, source: str, embedder: str) -> dict[str, str]:
+        return dict(self._conn.execute(
+            f"SELECT DISTINCT c.digest, t.text FROM documents d JOIN chunks c ON {CURRENT} "
+            "JOIN chunk_texts t ON t.digest = c.digest LEFT JOIN embeddings e "
+            "ON e.digest = c.digest AND e.embedder = %s "
+            f"WHERE d.source = %s AND e.digest IS NULL AND {INDEXED}",
+            (embedder, source),
+        ).fetchall())
+
+    def put_vectors(self, embedder: str,
+                    vectors: Mapping[str, npt.NDArray[np.float32]]) -> None:
+        if vectors:
+            with self._transaction():
+                self._insert_vectors(embedder, vectors)
+
+    def _insert_vectors(self, embedder: str,
+                        vectors: Mapping[str, npt.NDArray[np.float32]]) -> None:
+        if not vectors:
+            return
+        rows = [(d, embedder, int(v.shape[0]), np.asarray(v, dtype=np.float32))
+                for d, v in sorted(vectors.items())]
+        for dimension in {r[2] for r in rows}:
+            self._ensure_index(dimension)
+        self._write_many("INSERT INTO embeddings (digest, embedder, dimension, vector) "
+                         "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING", rows)
+
+    def prepare_vectors(self, dimension: int) -> None:
+        """Before workers insert vectors of ``dimension``: make its index, or defer it.
+
+        Building an HNSW index over vectors already loaded is several times cheaper
+        than growing it one insert at a time, so when there are no vectors of that
+        dimension yet (a first sync) the index is deferred to :meth:`finish_vectors`,
+        and every process inserting meanwhile sees the deferral in ``meta``.
+        """
+        if dimension in self._indexed_dimensions or dimension > HNSW_MAX_DIMENSION:
+            return
+        if _scalar(self._conn, "SELECT count(*) FROM (SELECT 1 FROM embeddings "
+                               "WHERE dimension = %s LIMIT 1) x", (dimension,)):
+            self._ensure_index(dimension)
+        else:
+            self.set_meta(f"index_deferred:{dimension}", "1")
+
+    def finish_vectors(self, dimension: int) -> None:
+        """Build a deferred index of ``dimension`` (after the workers are done)."""
+        if self.get_meta(f"index_deferred:{dimension}") is not None:
+            self._ensure_index(dimension, deferred=False)
+            self._write("DELETE FROM meta WHERE name = %s", (f"index_deferred:{dimension}",))
+
+    def _ensure_index(self, dimension: int, *, deferred: bool | None = None) -> None:
+        """The HNSW index of one dimension, made when its first vectors arrive (unless a
+        parallel first sync deferred it)."""
+        if dimension in self._indexed_dimensions or dimension > HNSW_MAX_DIMENSION:
+            return
+        if deferred is None:
+            deferred = dimension in self._deferred_dimensions or self.get_meta(
+                f"index_deferred:{dimension}") is not None
+        if deferred:
+            self._deferred_dimensions.add(dimension)
+            return
+        with self._transaction():
+            self._conn.execute("SELECT pg_advisory_xact_lock(hashtext('kbsync:index'))")
+            self._conn.execute(
+                f"CREATE INDEX IF NOT EXISTS embeddings_hnsw_{dimension} ON embeddings "
+                f"USING hnsw ((vector::vector({dimension})) vector_ip_ops) "
+                f"WHERE dimension = {dimension}")
+        self._indexed_dimensions.add(dimension)
+
+    def mark_missing(self, source: str, key: str) -> None:
+        self._write("UPDATE documents SET missing = missing + 1 WHERE source = %s AND key = %s",
+                    (source, key))
+
+    def record_run(self, started: str, finished: str, report: Mapping[str, Any]) -> int:
+        run_id = _scalar(
+            self._conn,
+            "INSERT INTO runs (started, finished, report) VALUES (%s, %s, %s) RETURNING id",
+            (started, finished, json.dumps(report, sort_keys=True)))
+        self._changes += 1
+        return int(run_id)
+
+    def runs(self, limit: int = 50) -> list[RunRecord]:
+        rows = self._conn.execute(
+            "SELECT id, started, finished, report FROM runs ORDER BY id DESC LIMIT %s",
+            (max(limit, 0),)).fetchall()
+        return [run_record(r) for r in rows]
+
+    def run(self, run_id: int) -> RunRecord | None:
+        row = self._conn.execute(
+            "SELECT id, started, finished, report FROM runs WHERE id = %s", (run_id,)).fetchone()
+        return run_record(row) if row else None
+
+    # -- search ----------------------------------------------------------------------
+
+    def search_text(self, query: str, k: int) -> list[Hit]:
+        terms = query_terms(query)
+        if not terms:
+            return []
+        tsquery = " || ".join(["plainto_tsquery('simple', %s)"] * len(terms))
+        rows = self._conn.execute(
+            f"SELECT {HIT_COLUMNS}, ts_rank(t.tsv, x.q) AS rank FROM (SELECT {tsquery} AS q) x "
+            "JOIN chunk_texts t ON t.tsv @@ x.q JOIN chunks c ON c.digest = t.digest "
+            f"JOIN documents d ON {CURRENT} WHERE {INDEXED} "
+            "ORDER BY rank DESC, d.source, d.key, c.idx LIMIT %s",
+            (*terms, k),
+        ).fetchall()
+        return [as_hit(r, score=float(r[10])) for r in rows]
+
+    def search_vector(self, embedder: str, vector: npt.NDArray[np.float32], k: int) -> list[Hit]:
+        # One vector's dimension stands for the embedder's (verify checks they agree).
+        dims = self._conn.execute(
+            "SELECT dimension FROM embeddings WHERE embedder = %s LIMIT 1", (embedder,)
+        ).fetchall()
+        query = np.asarray(vector, dtype=np.float32)
+        if [r[0] for r in dims] != [query.shape[0]]:
+            return []
+        n = int(query.shape[0])
+        typed = f"vector::vector({n})" if n <= HNSW_MAX_DIMENSION else "vector"
+        cast = f"::vector({n})" if n <= HNSW_MAX_DIMENSION else "::vector"
+        # Nearest cached vectors first, from the index alone (a join would hide the index
+        # from the planner); then the chunks they belong to, if current and not
+        # boilerplate. Cache entries of no current chunk can crowd the candidates out, so
+        # too few hits means asking again for more, up to every vector (exact).
+        candidates = 4 * k + 40
+        while True:
+            with self._transaction():
+                self._conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
+                self._conn.execute(f"SET LOCAL hnsw.ef_search = {min(1000, candidates)}")
+                rows = self._conn.execute(
+                    f"WITH near AS MATERIALIZED (SELECT digest, {typed} <#> %s{cast} AS distance "
+                    f"FROM embeddings WHERE embedder = %s AND dimension = {n} "
+                    "ORDER BY distance LIMIT %s) "
+                    f"SELECT {HIT_COLUMNS}, e.distance FROM near e "
+                    "JOIN chunks c ON c.digest = e.digest "
+                    f"JOIN documents d ON {CURRENT} JOIN chunk_texts t ON t.digest = c.digest "
+                    f"WHERE {INDEXED} ORDER BY e.distance, d.source, d.key, c.idx LIMIT %s",
+                    (query, embedder, candidates, k),
+                ).fetchall()
+                total = len(rows) >= k or _scalar(
+                    self._conn, "SELECT count(*) <= %s FROM embeddings WHERE embedder = %s",
+                    (candidates, embedder))
+            if total:
+                break
+            candidates *= 4
+        # <#> is the negated inner product; the score is the inner product, as SQLite's.
+        return [as_hit(r, score=-float(r[10])) for r in rows]
+
+    def hits_at(self, refs: Sequence[tuple[str, str, int, str]],
+                scores: Sequence[float]) -> list[Hit]:
+        if not refs:
+            return []
+        rows = {(r[0], r[1], r[4], r[7]): r for r in self._conn.execute(
+            f"SELECT {HIT_COLUMNS} FROM unnest(%s::text[], %s::text[], %s::int[], %s::text[]) "
+            "AS q(source, key, idx, digest) JOIN documents d ON d.source = q.source "
+            f"AND d.key = q.key JOIN chunks c ON {CURRENT} AND c.idx = q.idx "
+            f"AND c.digest = q.digest JOIN chunk_texts t ON t.digest = c.digest WHERE {INDEXED}",
+            ([r[0] for r in refs], [r[1] for r in refs], [r[2] for r in refs],
+             [r[3] for r in refs]))}
+        return [as_hit(rows[ref], score=score) for ref, score in zip(refs, scores, strict=True)
+                if ref in rows]
+
+    def indexed_chunks(self, source: str | None = None,
+                       key: str | None = None) -> Iterator[ChunkRef]:
+        sql = (f"SELECT d.source, d.key, c.idx, c.digest, c.heading, c.start, c.\"end\" "
+               f"FROM documents d JOIN chunks c ON {CURRENT} WHERE {INDEXED}")
+        args: list[str] = []
+        for column, value in (("source", source), ("key", key)):
+            if value is not None:
+                sql += f" AND d.{column} = %s"
+                args.append(value)
+        for row in self._conn.execute(sql + " ORDER BY d.source, d.key, c.idx",
+                                      args).fetchall():
+            yield ChunkRef(*row)
+
+    def vectors(self, embedder: str,
+                digests: Collection[str]) -> dict[str, npt.NDArray[np.float32]]:
+        items = list(digests)
+        found: dict[str, npt.NDArray[np.float32]] = {}
+        for i in range(0, len(items), 5000):
+            for dig, vector in self._conn.execute(
+                "SELECT digest, vector FROM embeddings WHERE embedder = %s AND digest = ANY(%s)",
+                (embedder, items[i : i + 5000])):
+                found[dig] = np.asarray(vector.to_numpy(), dtype=np.float32)
+        return found
+
+    def window(self, hit: Hit, budget: int) -> Window:
+        rows = self._conn.execute(
+            "SELECT c.idx, c.start, c.\"end\", c.tokens, c.section FROM documents d "
+            f"JOIN chunks c ON {CURRENT} WHERE d.source = %s AND d.key = %s ORDER BY c.idx",
+            (hit.source, hit.key),
+        ).fetchall()
+        span = window_span(rows, hit.index, budget)
+        if span is None:
+            return Window(hit.index, hit.index, hit.text, 0)
+        first, last, tokens = span
+        start, end = rows[first][1], rows[last][2]
+        text = self._conn.execute(
+            "SELECT substr(t.text, %s, %s) FROM documents d JOIN texts t ON t.doc_id = d.id "
+            "WHERE d.source = %s AND d.key = %s",
+            (start + 1, end - start, hit.source, hit.key)).fetchone()
+        return Window(first, last, str(text[0]) if text else hit.text, tokens)
+
+    def embedder_dimensions(self) -> dict[str, int]:
+        return {r[0]: int(r[1]) for r in self._conn.execute(
+            "SELECT embedder, max(dimension) FROM embeddings GROUP BY embedder")}
+
+    # -- documents and status --------------------------------------------------------
+
+    def document(self, key: str, source: str | None = None) -> DocumentText | None:
+        sql = ("SELECT d.source, d.key, d.title, t.text, t.previous, d.generation, d.last_changed "
+               "FROM documents d JOIN texts t ON t.doc_id = d.id WHERE d.key = %s")
+        args: tuple[str, ...] = (key,)
+        if source is not None:
+            sql += " AND d.source = %s"
+            args = (key, source)
+        row = self._conn.execute(sql + " ORDER BY d.id LIMIT 1", args).fetchone()
+        return None if row is None else DocumentText(*row)
+
+    def status(self) -> StoreStatus:
+        db = self._conn
+        by_source = {r[0]: int(r[1]) for r in db.execute(
+            "SELECT source, count(*) FROM documents GROUP BY source")}
+        last = db.execute("SELECT report FROM runs ORDER BY id DESC LIMIT 1").fetchone()
+        return StoreStatus(
+            documents=sum(by_source.values()),
+            chunks=int(_scalar(db,
+                f"SELECT count(*) FROM chunks c JOIN documents d ON {CURRENT}")),
+            embeddings=int(_scalar(db, "SELECT count(*) FROM embeddings")),
+            runs=int(_scalar(db, "SELECT count(*) FROM runs")),
+            by_source=by_source,
+            last_run=json.loads(last[0]) if last else None,
+        )
+
+    # -- maintenance -----------------------------------------------------------------
+
+    def verify(self, embedder: str, identity: Callable[[str], str] | None) -> list[str]:
+        return invariants.problems(
+            self._conn.execute, embedder, identity, mark="%s",
+            bad_vectors="SELECT count(*) FROM embeddings WHERE vector_dims(vector) != dimension")
+
+    def erase(self, pattern: str) -> list[tuple[str, str]]:
+        gone = erased(self._conn.execute("SELECT source, key FROM documents ORDER BY id"),
+                      pattern)
+        for source, key in gone:
+            with self._transaction():
+                self._delete(source, key)
+                self._scrub_runs(key)
+        if gone:
+            self.gc()
+            # Rewrite the tables that held the erased text, so no dead row keeps a copy of it.
+            for table in ("documents", "texts", "chunks", "chunk_texts", "runs", "work",
+                          "outbox"):
+                self._conn.execute(f"VACUUM FULL {table}")
+        return gone
+
+    def _scrub_runs(self, key: str) -> None:
+        """Erasure covers run reports too: the erased key is replaced wherever it appears."""
+        quoted = json.dumps(key)
+        self._write("UPDATE runs SET report = replace(report, %s, '\"[erased]\"') "
+                    "WHERE strpos(report, %s) > 0", (quoted, quoted))
+        self._write("DELETE FROM work WHERE key = %s", (key,))
+
+    def gc(self) -> dict[str, int]:
+        with self._transaction():
+            texts = self._write(
+                "DELETE FROM chunk_texts t WHERE NOT EXISTS "
+                "(SELECT 1 FROM chunks c WHERE c.digest = t.digest)")
+            vectors = self._write(
+                "DELETE FROM embeddings e WHERE NOT EXISTS "
+                "(SELECT 1 FROM chunks c WHERE c.digest = e.digest)")
+            self._write("DELETE FROM work")
+        for table in ("documents", "chunks", "chunk_texts", "texts", "embeddings", "runs"):
+            self._conn.execute(f"VACUUM (ANALYZE) {table}")
+        return {"chunk_texts": texts, "embeddings": vectors}
+
+    # -- the work queue of parallel workers -------------------------------------------
+
+    def enqueue(self, run: str, source: str, items: Iterable[tuple[str, Mapping[str, Any]]],
+                state: str = "todo") -> int:
+        """Add documents of a run to the queue (``vanished`` ones wait for a move or deletion)."""
+        rows = [(run, source, key, state, json.dumps(item)) for key, item in items]
+        with self._conn.cursor() as cur:
+            for i in range(0, len(rows), 5000):
+                cur.executemany("INSERT INTO work (run, source, key, state, item) "
+                                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                                rows[i : i + 5000])
+        return len(rows)
+
+    def open_runs(self) -> list[str]:
+        """Runs that still have documents to process, oldest first."""
+        return [r[0] for r in self._conn.execute(
+            "SELECT run FROM work WHERE state = 'todo' GROUP BY run ORDER BY run")]
+
+    def pending(self, run: str) -> int:
+        """Documents of ``run`` not yet done (a claimed one counts until its worker commits)."""
+        return int(_scalar(self._conn,
+            "SELECT count(*) FROM work WHERE run = %s AND state = 'todo'", (run,)))
+
+    @contextmanager
+    def claim(self, run: str) -> Iterator[Claim | None]:
+        """Lock one waiting document of ``run`` for this worker, in a transaction.
+
+        Everything the worker writes inside the block commits with the claim, or
+        not at all: a worker that dies releases its row when the server ends
+        its transaction. ``None`` when nothing is left that no one holds.
+        """
+        with self._transaction():
+            # A document's records and its "done" mark commit together, so a commit lost in a
+            # server crash loses both and the document is simply processed again: no need
+            # to wait for the disk at every document.
+            self._conn.execute("SET LOCAL synchronous_commit = off")
+            row = self._conn.execute(
+                "SELECT source, key, item FROM work WHERE run = %s AND state = 'todo' "
+                "ORDER BY source, key LIMIT 1 FOR UPDATE SKIP LOCKED", (run,)).fetchone()
+            yield None if row is None else Claim(run, row[0], row[1], row[2])
+
+    def finish(self, claim: Claim, result: Mapping[str, Any]) -> None:
+        """Mark a claimed document done with its result (inside the claim's transaction)."""
+        self._conn.execute(
+            "UPDATE work SET state = 'done', result = %s WHERE run = %s AND source = %s "
+            "AND key = %s", (json.dumps(result), claim.run, claim.source, claim.key))
+
+    def claim_vanished(self, run: str, source: str, text_hash: str,
+                       derivation: str) -> StoredDocument | None:
+        """A vanished document of this run with the same text, taken as the origin of a move."""
+        row = self._conn.execute(
+            "SELECT w.key FROM work w JOIN documents d ON d.source = w.source AND d.key = w.key "
+            "WHERE w.run = %s AND w.source = %s AND w.state = 'vanished' AND d.text_hash = %s "
+            "AND d.derivation = %s ORDER BY w.key LIMIT 1 FOR UPDATE OF w SKIP LOCKED",
+            (run, source, text_hash, derivation)).fetchone()
+        if row is None:
+            return None
+        self._conn.execute("UPDATE work SET state = 'moved' WHERE run = %s AND source = %s "
+                           "AND key = %s", (run, source, row[0]))
+        return self.stored(source, row[0])
+
+    def vanished(self, run: str, source: str) -> list[str]:
+        """Documents of this run that vanished and were not the origin of a move."""
+        return [r[0] for r in self._conn.execute(
+            "SELECT key FROM work WHERE run = %s AND source = %s AND state = 'vanished' "
+            "ORDER BY key", (run, source))]
+
+    def results(self, run: str, source: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        """The results of the processed documents of one source of a run, streamed."""
+        with self._transaction(), self._conn.cursor(name="kbsync_results") as cur:
+            cur.itersize = 2000
+            cur.execute("SELECT key, result FROM work WHERE run = %s AND source = %s AND "
+                        "state = 'done' ORDER BY key", (run, source))
+            yield from ((r[0], r[1]) for r in cur)
+
+    def end_run(self, run: str) -> None:
+        """Forget the queue of a finished run."""
+        self._conn.execute("DELETE FROM work WHERE run = %s", (run,))
+
+
+class AdvisoryLock:
+    """The writer lock of a PostgreSQL store: an advisory lock held by a connection of its own.
+
+    The server drops it when that connection ends, so a killed sync never
+    leaves a stuck lock, on any machine.
+    """
+
+    def __init__(self, url: str, password: str | None, schema: str | None, *,
+                 wait: bool = True, on_wait: Callable[[str], None] | None = None,
+                 poll: float = 0.2) -> None:
+        self.url, self._password, self.schema = url, password, schema
+        self.wait, self.on_wait, self.poll = wait, on_wait, poll
+        self._conn: psycopg.Connection[Any] | None = None
+
+    def acquire(self) -> None:
+        conn = _connect(self.url, self._password, self.schema)
+        key = "kbsync:writer:" + (self.schema or "")
+        told = False
+        while not _scalar(conn, "SELECT pg_try_advisory_lock(hashtext(%s))", (key,)):
+            holder = conn.execute(
+                "SELECT a.client_addr, a.application_name, l.pid FROM pg_locks l "
+                "JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' "
+                "AND l.objid = hashtext(%s)::oid AND l.granted LIMIT 1", (key,)).fetchone()
+            who = f" (server process {holder[2]})" if holder else ""
+            if not self.wait:
+                conn.close()
+                raise LockedError(f"another kbsync process{who} is writing to this knowledge "
+                                  f"base ({_shown(self.url)})")
+            if not told and self.on_wait is not None:
+                self.on_wait(f"waiting for another kbsync process{who} to finish…")
+                told = True
+            time.sleep(self.poll)
+        self._conn = conn
+
+    def release(self) -> None:
+        if self._conn is not None:
+            self._conn.close()  # closing the connection releases the lock
+            self._conn = None
+
+    def __enter__(self) -> AdvisoryLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.release()
+
+
+def _scalar(conn: psycopg.Connection[Any], sql: str, args: Sequence[Any] = ()) -> Any:
+    """The first column of the first row of a query that always returns one."""
+    row = conn.execute(sql, args).fetchone()
+    assert row is not None
+    return row[0]

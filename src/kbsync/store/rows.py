@@ -1,0 +1,128 @@
+"""What both record stores do with rows once fetched: records in, rows out, and their shaping.
+
+The SQLite and PostgreSQL stores share one logical schema and differ in SQL
+only, so a row read from either means the same; each store keeps its queries
+and hands the rows it fetched to these functions.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from kbsync.model import SourceStat, Validators
+from kbsync.plan import StoredDocument
+from kbsync.stopwords import STOPWORDS
+from kbsync.store import Hit, RunRecord
+
+__all__ = [
+    "CURRENT",
+    "HIT_COLUMNS",
+    "INDEXED",
+    "MANIFEST_COLUMNS",
+    "as_hit",
+    "digest_sets",
+    "erased",
+    "query_terms",
+    "run_record",
+    "stat_row",
+    "stored_document",
+    "validator_row",
+    "window_span",
+]
+
+# The current generation of a document's chunks (``d``: documents, ``c``: chunks).
+CURRENT = "c.doc_id = d.id AND c.generation = d.generation"
+# A chunk that is in the index: not boilerplate of its source.
+INDEXED = (
+    "NOT EXISTS (SELECT 1 FROM boilerplate b WHERE b.source = d.source AND b.digest = c.digest)"
+)
+# The columns :func:`stored_document` reads, in its order (from ``documents``).
+MANIFEST_COLUMNS = ("key, size, mtime_ns, inode, bytes_hash, text_hash, derivation, title, "
+                    "metadata, generation, etag, last_modified, missing")
+# The columns :func:`hit` reads, in its order (``t``: chunk_texts).
+HIT_COLUMNS = ('d.source, d.key, d.title, c.heading, c.idx, c.start, c."end", c.digest, t.text, '
+               "c.tokens")
+
+
+def stored_document(r: Sequence[Any]) -> StoredDocument:
+    """A document as stored, from a row of :data:`MANIFEST_COLUMNS`, without chunk digests."""
+    stat = None if r[1] is None else SourceStat(r[1], r[2], r[3])
+    validators = None if r[10] is None and r[11] is None else Validators(r[10], r[11])
+    return StoredDocument(key=r[0], stat=stat, bytes_hash=r[4], text_hash=r[5],
+                          derivation=r[6], title=r[7], metadata=r[8], generation=r[9],
+                          chunk_digests=(), validators=validators, missing=r[12])
+
+
+def validator_row(validators: Validators | None) -> tuple[str | None, str | None]:
+    """The ``etag`` and ``last_modified`` columns of ``validators``."""
+    if validators is None:
+        return (None, None)
+    return (validators.etag, validators.last_modified)
+
+
+def stat_row(stat: SourceStat | None) -> tuple[int | None, int | None, int | None]:
+    """The ``size``, ``mtime_ns`` and ``inode`` columns of ``stat``."""
+    if stat is None:
+        return (None, None, None)
+    return (stat.size, stat.mtime_ns, stat.inode)
+
+
+def digest_sets(rows: Iterable[Sequence[Any]]) -> dict[str, frozenset[str]]:
+    """The digests of each key, from (key, digest) rows."""
+    sets: dict[str, set[str]] = {}
+    for key, digest in rows:
+        sets.setdefault(key, set()).add(digest)
+    return {k: frozenset(v) for k, v in sets.items()}
+
+
+def run_record(r: Sequence[Any]) -> RunRecord:
+    """A recorded run from an (id, started, finished, report) row."""
+    return RunRecord(int(r[0]), r[1], r[2], json.loads(r[3]))
+
+
+def erased(rows: Iterable[Sequence[Any]], pattern: str) -> list[tuple[str, str]]:
+    """The (source, key) rows whose key matches the shell-style ``pattern``, in their order."""
+    return [(s, k) for s, k in rows if fnmatch.fnmatchcase(k, pattern)]
+
+
+def query_terms(query: str) -> list[str]:
+    """Query words for full-text search; function words go unless nothing else is left."""
+    words: list[str] = re.findall(r"\w+", query.lower())
+    content = [w for w in words if w not in STOPWORDS]
+    return list(dict.fromkeys(content or words))
+
+
+def as_hit(r: Sequence[Any], score: float) -> Hit:
+    """A search result from a row of :data:`HIT_COLUMNS`: the chunk is its own context."""
+    return Hit(source=r[0], key=r[1], title=r[2], heading=r[3], index=r[4], start=r[5],
+               end=r[6], digest=r[7], text=r[8], score=score, context=r[8],
+               context_tokens=r[9], first=r[4], last=r[4])
+
+
+def window_span(rows: Sequence[Sequence[Any]], index: int,
+                budget: int) -> tuple[int, int, int] | None:
+    """The first and last chunk of a context window around chunk ``index``, and its tokens.
+
+    ``rows`` are a document's current chunks in order as (idx, start, end, tokens,
+    section, ...). The window grows after, then before, alternately, within the
+    chunk's section and ``budget`` tokens. None when ``index`` is no chunk of them.
+    """
+    if not 0 <= index < len(rows):
+        return None
+    section = rows[index][4]
+    first = last = index
+    tokens = rows[index][3]
+    grew = True
+    while grew:
+        grew = False
+        for step in (last + 1, first - 1):
+            if 0 <= step < len(rows) and rows[step][4] == section \
+                    and tokens + rows[step][3] <= budget:
+                tokens += rows[step][3]
+                first, last = min(first, step), max(last, step)
+                grew = True
+    return first, last, tokens

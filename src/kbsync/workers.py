@@ -1,0 +1,376 @@
+"""Parallel sync: one coordinator and any number of workers sharing a PostgreSQL store.
+
+The database is the only coordinator. The process that runs ``kbsync sync``
+lists every source (the stat gate needs no reads), settles what passes it,
+and puts every other document of the run in the store's work queue, together
+with the documents that vanished from the listing. Workers (``kbsync worker``,
+on this machine or others, and the coordinator itself) then claim documents
+one at a time with ``SELECT … FOR UPDATE SKIP LOCKED``; each one is read,
+extracted, chunked, planned, embedded and applied inside the transaction that
+holds its claim, so a worker that dies loses nothing: the server rolls its
+transaction back and the document goes back to the queue.
+
+What needs every document at once stays with the coordinator, after the
+queue is empty: deletions (a vanished document that no worker took as the
+origin of a move; with the mass-deletion guard) and boilerplate detection
+(from the digests the store holds, then a backfill of chunks that stopped
+being boilerplate). Workers skip the boilerplate the store knew when the run
+began, so on a first sync boilerplate chunks are embedded once; later syncs
+skip them as a single process does.
+
+This module is the parallel half of :mod:`kbsync.sync` and shares its steps.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Protocol, runtime_checkable
+
+from kbsync.embed import Embedder
+from kbsync.errors import ConfigError
+from kbsync.identity import digest
+from kbsync.model import KnownItem, SourceItem, SourceStat, Validators
+from kbsync.normalize import NORMALIZER_VERSION
+from kbsync.plan import (
+    Action,
+    DocumentPlan,
+    DocumentVersion,
+    Failed,
+    Observation,
+    StoredDocument,
+    boilerplate,
+    plan,
+)
+from kbsync.report import SyncResult
+from kbsync.sources import Source
+from kbsync.store import RecordStore
+from kbsync.sync import (
+    Chunker,
+    ExtractorFor,
+    Progress,
+    RemovedSource,
+    SourceReport,
+    SyncReport,
+    apply_plan,
+    backfill,
+    count_plan,
+    embed_plan,
+    observe,
+    refuse_dimension_change,
+    unchanged_observation,
+    utc_now,
+)
+
+__all__ = ["ClaimedDocument", "WorkQueue", "drain", "sync_parallel"]
+
+
+class ClaimedDocument(Protocol):
+    """A document of a run that this worker holds until its transaction ends."""
+
+    @property
+    def run(self) -> str: ...
+
+    @property
+    def source(self) -> str: ...
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def item(self) -> Mapping[str, Any]: ...
+
+
+@runtime_checkable
+class WorkQueue(RecordStore, Protocol):
+    """A record store that also holds the work queue of parallel runs (PostgreSQL)."""
+
+    def enqueue(self, run: str, source: str, items: Sequence[tuple[str, Mapping[str, Any]]],
+                state: str = "todo") -> int: ...
+
+    def claim(self, run: str) -> AbstractContextManager[ClaimedDocument | None]: ...
+
+    def finish(self, claim: Any, result: Mapping[str, Any]) -> None: ...
+
+    def claim_vanished(self, run: str, source: str, text_hash: str,
+                       derivation: str) -> StoredDocument | None: ...
+
+    def stored(self, source: str, key: str) -> StoredDocument | None: ...
+
+    def vanished(self, run: str, source: str) -> list[str]: ...
+
+    def results(self, run: str, source: str) -> Iterator[tuple[str, dict[str, Any]]]: ...
+
+    def open_runs(self) -> list[str]: ...
+
+    def pending(self, run: str) -> int: ...
+
+    def end_run(self, run: str) -> None: ...
+
+    def prepare_vectors(self, dimension: int) -> None: ...
+
+    def finish_vectors(self, dimension: int) -> None: ...
+
+
+# Starts ``n`` worker processes for a run; returns a function that waits for their exit codes.
+Spawn = Callable[[str, int], Callable[[], list[int]]]
+
+
+def sync_parallel(
+    sources: Sequence[Source],
+    store: WorkQueue,
+    embedder: Embedder,
+    extractor_for: ExtractorFor,
+    chunker: Chunker,
+    *,
+    workers: int = 1,
+    spawn: Spawn | None = None,
+    verify: bool = False,
+    allow_mass_delete: bool = False,
+    progress: Progress | None = None,
+    boilerplate_share: float = 0.05,
+    index_boilerplate: bool = False,
+) -> SyncResult:
+    """A sync whose per-document work is shared by ``workers`` processes (this one included).
+
+    ``spawn`` starts the other ``workers - 1`` processes; without it, or with
+    one worker, this process does all the work through the same queue.
+    """
+    refuse_dimension_change(store, embedder)
+    store.prepare_vectors(embedder.dimension)
+    report = SyncReport(dry_run=False, started=utc_now())
+    run = f"{report.started}/{uuid.uuid4().hex[:12]}"
+    configured = {s.name for s in sources}
+    removed = [RemovedSource(name) for name in sorted(store.source_names() - configured)]
+    everything: list[Source] = [*sources, *removed]
+    sizes: dict[str, int] = {}
+    started = time.perf_counter()
+    for source in everything:
+        out = SourceReport(source=source.name)
+        report.sources.append(out)
+        if isinstance(source, RemovedSource):
+            out.warnings.append("no longer configured: its documents are deleted")
+        sizes[source.name] = _enqueue(run, source, store, embedder, extractor_for, chunker,
+                                      verify, out)
+    report.seconds["list"] = time.perf_counter() - started
+    started = time.perf_counter()
+    total = store.pending(run)
+    # Nothing queued (a no-op sync): no process to start.
+    wait = spawn(run, min(workers - 1, total)) if spawn is not None and workers > 1 and total \
+        else None
+    codes: list[int] = []
+    try:
+        drain(run, everything, store, embedder, extractor_for, chunker,
+              progress=_overall(store, run, total, progress))
+    finally:
+        if wait is not None:
+            codes = wait()
+    if any(codes) and report.sources:
+        report.sources[0].warnings.append(
+            f"{sum(c != 0 for c in codes)} of {len(codes)} worker processes failed; "
+            "this process finished their documents")
+    # Whatever a dead worker left behind went back to the queue: finish it here.
+    drain(run, everything, store, embedder, extractor_for, chunker)
+    report.seconds["documents"] = time.perf_counter() - started
+    started = time.perf_counter()
+    store.finish_vectors(embedder.dimension)
+    report.seconds["index"] = time.perf_counter() - started
+    started = time.perf_counter()
+    for source, out in zip(everything, report.sources, strict=True):
+        _collect(run, source.name, store, out)
+        _delete_vanished(run, source.name, store, embedder, out, sizes[source.name],
+                         allow_mass_delete or isinstance(source, RemovedSource))
+        shared = frozenset() if index_boilerplate else boilerplate(
+            store.digest_sets(source.name), boilerplate_share)
+        out.boilerplate = len(shared)
+        store.set_boilerplate(source.name, shared)
+        backfill(source.name, store, embedder, out)
+    store.end_run(run)
+    report.seconds["finish"] = time.perf_counter() - started
+    report.finished = utc_now()
+    store.set_meta("chunker", chunker.fingerprint)
+    store.set_meta("embedder", embedder.identity)
+    result = report.result()
+    store.record_run(result.started, result.finished, result.to_dict())
+    return result
+
+
+def _overall(store: WorkQueue, run: str, total: int,
+             progress: Progress | None) -> Progress | None:
+    """Progress of the whole run (every worker's documents), not only this process's."""
+    if progress is None:
+        return None
+
+    def tick(stage: str, done: int, _: int) -> None:
+        if done % 20 == 1:  # counting the queue is a query: not after every document
+            progress(stage, total - store.pending(run), total)
+
+    return tick
+
+
+def _derivation(chunker: Chunker, extractor_identity: str) -> str:
+    return digest("kbsync:derivation", NORMALIZER_VERSION, chunker.fingerprint,
+                  extractor_identity)
+
+
+def _enqueue(run: str, source: Source, store: WorkQueue, embedder: Embedder,
+             extractor_for: ExtractorFor, chunker: Chunker, verify: bool,
+             out: SourceReport) -> int:
+    """List one source, settle what the stat gate passes and queue the rest; the stored count."""
+    stored = store.manifest(source.name)
+    known = {k: KnownItem(k, d.stat, None if verify else d.validators, d.missing)
+             for k, d in stored.items()}
+    listing = source.list(known)
+    out.listing_complete = listing.complete
+    out.warnings.extend(listing.warnings)
+    observations: list[Observation] = [
+        Failed(e.key, e.message, missing=e.missing) for e in listing.errors if e.key]
+    out.failures.extend(("", e.message) for e in listing.errors if not e.key)
+    items = [i for i in listing.items if extractor_for(i.media_type) is not None]
+    out.skipped = len(listing.items) - len(items)
+    # Vanished documents first: a worker already serving the run may take one as the
+    # origin of a move as soon as the documents that need reading arrive.
+    listed = {i.key for i in items} | {e.key for e in listing.errors if e.key}
+    if listing.complete:
+        store.enqueue(run, source.name, [(k, {}) for k in sorted(stored) if k not in listed],
+                      state="vanished")
+    queued: list[tuple[str, Mapping[str, Any]]] = []
+    for item in items:
+        extractor = extractor_for(item.media_type)
+        assert extractor is not None
+        derivation = _derivation(chunker, extractor.identity)
+        old = stored.get(item.key)
+        if old is not None and old.derivation == derivation and not verify and (
+            item.not_modified or (item.stat is not None and old.stat == item.stat)
+        ):
+            observations.append(unchanged_observation(item, old))
+            out.bytes_skipped += item.stat.size if item.stat else 0
+        else:
+            queued.append((item.key, _item_json(item, derivation, embedder.identity)))
+            if len(queued) == 1000:  # queued as listed, not held for the whole source
+                store.enqueue(run, source.name, queued)
+                queued.clear()
+    store.enqueue(run, source.name, queued)
+    # Gate-1 results (unchanged, refreshed validators) and listing failures, applied here.
+    settled = plan(source.name, {o.key: stored[o.key] for o in observations if o.key in stored},
+                   [o.key for o in observations], observations, listing_complete=False)
+    count_plan(out, settled.documents)
+    apply_plan(settled, {}, set(), store, embedder, out, None)
+    return len(stored)
+
+
+def drain(run: str, sources: Sequence[Source], store: WorkQueue, embedder: Embedder,
+          extractor_for: ExtractorFor, chunker: Chunker, *,
+          progress: Progress | None = None) -> int:
+    """Claim and process documents of ``run`` until none is left unclaimed; how many."""
+    by_name = {s.name: s for s in sources}
+    skips: dict[str, frozenset[str]] = {}
+    done = 0
+    while True:
+        with store.claim(run) as job:
+            if job is None:
+                return done
+            source = by_name.get(job.source)
+            if source is None:
+                raise ConfigError(f"this worker has no source named {job.source!r}: workers "
+                                  "must use the same kbsync.toml as the sync they serve")
+            if job.source not in skips:
+                skips[job.source] = store.boilerplate(job.source)
+            result = _process(job, source, store, embedder, extractor_for, chunker,
+                              skips[job.source])
+            store.finish(job, result)
+        done += 1
+        if progress is not None:
+            progress("documents", done, 0)
+
+
+def _process(job: ClaimedDocument, source: Source, store: WorkQueue, embedder: Embedder,
+             extractor_for: ExtractorFor, chunker: Chunker,
+             skip: frozenset[str]) -> dict[str, Any]:
+    """One document, start to finish, inside its claim's transaction; its report as data."""
+    item = _item(job.key, job.item)
+    extractor = extractor_for(item.media_type)
+    derivation = job.item["derivation"]
+    if extractor is None or _derivation(chunker, extractor.identity) != derivation \
+            or job.item["embedder"] != embedder.identity:
+        raise ConfigError("this worker's chunker, extractors or embedder differ from those of "
+                          "the sync it serves: use the same kbsync.toml and kbsync version")
+    out = SourceReport(source=job.source)
+    old = store.stored(job.source, job.key)
+    observation = observe(source, item, old, extractor, derivation, chunker, out, [])
+    stored = {job.key: old} if old is not None else {}
+    if isinstance(observation, DocumentVersion) and old is None:
+        origin = store.claim_vanished(job.run, job.source, observation.text_hash,
+                                      observation.derivation)
+        if origin is not None:  # a rename: the origin's chunks and vectors are kept
+            stored[origin.key] = origin
+    pending = {c.digest for c in observation.chunks} \
+        if isinstance(observation, DocumentVersion) else set()
+    the_plan = plan(job.source, stored, [job.key], [observation],
+                    store.cached(embedder.identity, pending), skip=skip)
+    count_plan(out, the_plan.documents)
+    tokens = {c.digest: c.tokens for c in observation.chunks} \
+        if isinstance(observation, DocumentVersion) else {}
+    out.embed_tokens = sum(tokens[d] for d in the_plan.to_embed)
+    vectors, failed = embed_plan(the_plan, embedder, out, None)
+    apply_plan(the_plan, vectors, failed, store, embedder, out, None)
+    return {
+        "documents": dict(out.documents), "chunks": dict(out.chunks),
+        "bytes_read": out.bytes_read, "embeddings_computed": out.embeddings_computed,
+        "embeddings_reused": out.embeddings_reused, "embed_tokens": out.embed_tokens,
+        "embeddings_truncated": out.embeddings_truncated, "failures": out.failures,
+        "warnings": out.warnings, "actions": out.actions,
+    }
+
+
+def _collect(run: str, source: str, store: WorkQueue, out: SourceReport) -> None:
+    """Add the workers' results of one source to its report."""
+    for _, result in store.results(run, source):
+        out.documents.update(result["documents"])
+        out.chunks.update(result["chunks"])
+        out.bytes_read += result["bytes_read"]
+        out.embeddings_computed += result["embeddings_computed"]
+        out.embeddings_reused += result["embeddings_reused"]
+        out.embed_tokens += result["embed_tokens"]
+        out.embeddings_truncated += result["embeddings_truncated"]
+        out.failures.extend((k, m) for k, m in result["failures"])
+        out.warnings.extend(result["warnings"])
+        out.actions.extend((k, a) for k, a in result["actions"])
+
+
+def _delete_vanished(run: str, source: str, store: WorkQueue, embedder: Embedder,
+                     out: SourceReport, stored: int, allow_mass_delete: bool) -> None:
+    """Delete what vanished and moved nowhere, unless that is more than half of the source."""
+    gone = store.vanished(run, source)
+    if gone and not allow_mass_delete and 2 * len(gone) > stored:
+        out.deletions_blocked = True
+        out.failures.append(("", "more than half of this source's documents would be deleted; "
+                                 "nothing was deleted (use --allow-mass-delete)"))
+        return
+    now = utc_now()
+    for key in gone:
+        store.apply(source, DocumentPlan(key, Action.DELETED), {}, embedder.identity, now)
+        out.documents[str(Action.DELETED)] += 1
+        out.actions.append((key, str(Action.DELETED)))
+
+
+def _item_json(item: SourceItem, derivation: str, embedder: str) -> dict[str, Any]:
+    stat = item.stat
+    validators = item.validators
+    return {
+        "locator": item.locator, "media_type": item.media_type,
+        "stat": None if stat is None else [stat.size, stat.mtime_ns, stat.inode],
+        "validators": None if validators is None
+        else [validators.etag, validators.last_modified],
+        "not_modified": item.not_modified, "derivation": derivation, "embedder": embedder,
+    }
+
+
+def _item(key: str, data: Mapping[str, Any]) -> SourceItem:
+    stat, validators = data["stat"], data["validators"]
+    return SourceItem(key=key, locator=data["locator"], media_type=data["media_type"],
+                      stat=None if stat is None else SourceStat(*stat),
+                      validators=None if validators is None else Validators(*validators),
+                      not_modified=data["not_modified"])

@@ -1,0 +1,161 @@
+"""What only the PostgreSQL store has: schema versions in a table, a URL without a
+password, an advisory writer lock, pgvector indexes per dimension."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import psycopg
+import pytest
+
+from kbsync.engine import init_config, load_config
+from kbsync.errors import ConfigError, LockedError, SchemaError, StoreError
+from kbsync.extract.registry import extractor_for
+from kbsync.knowledge_base import KnowledgeBase
+from kbsync.store import RecordStore
+from kbsync.store import postgres as pg
+from kbsync.store.postgres import PostgresStore
+from kbsync.sync import Chunker, sync_sources
+from kbsync.testing import CountingEmbedder, MemorySource
+from tests.conftest import Backend
+
+CHUNKER = Chunker("tttd", {"min_tokens": 16, "max_tokens": 64})
+
+
+@pytest.fixture
+def pg_backend(postgres_url: str) -> Iterator[Backend]:
+    found = Backend("postgres", postgres_url)
+    yield found
+    found.drop()
+
+
+def test_the_store_follows_the_record_store_protocol(pg_backend: Backend, tmp_path: Path) -> None:
+    store = pg_backend.open(tmp_path)
+    assert isinstance(store, RecordStore)
+    store.close()
+
+
+def test_a_store_from_a_newer_kbsync_is_refused_without_writes(pg_backend: Backend) -> None:
+    schema = pg_backend.schema()
+    PostgresStore(pg_backend.url, schema=schema).close()
+    with psycopg.connect(pg_backend.url, autocommit=True) as conn:
+        conn.execute(f'UPDATE "{schema}".meta SET value = %s WHERE name = %s',
+                     ("99", "schema_version"))
+        before = conn.execute(f'SELECT * FROM "{schema}".meta ORDER BY name').fetchall()
+    with pytest.raises(SchemaError, match="newer"):
+        PostgresStore(pg_backend.url, schema=schema)
+    with psycopg.connect(pg_backend.url) as conn:
+        assert conn.execute(f'SELECT * FROM "{schema}".meta ORDER BY name').fetchall() == before
+        tables = conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = %s",
+                              (schema,)).fetchone()
+    assert tables == (10,)  # nothing dropped or added
+
+
+def test_a_version_1_store_is_migrated_in_place(pg_backend: Backend) -> None:
+    schema = pg_backend.schema()
+    with psycopg.connect(pg_backend.url, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+        conn.execute(f'SET search_path TO "{schema}", public')
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector WITH SCHEMA public")
+        conn.execute(pg._MIGRATIONS[0])
+        conn.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+    store = PostgresStore(pg_backend.url, schema=schema)
+    assert store.get_meta("schema_version") == str(pg.SCHEMA_VERSION)
+    assert store.pending("no such run") == 0  # the work queue of version 2 exists
+    store.close()
+
+
+def test_read_only_opening_of_an_empty_database_creates_nothing(pg_backend: Backend) -> None:
+    schema = pg_backend.schema()
+    with pytest.raises(StoreError, match="no kbsync store"):
+        PostgresStore(pg_backend.url, schema=schema, create=False)
+    with psycopg.connect(pg_backend.url) as conn:
+        row = conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname = %s",
+                           (schema,)).fetchone()
+    assert row == (0,)  # not even the schema
+
+
+def test_a_password_in_the_url_is_refused_and_one_from_the_environment_is_used(
+    tmp_path: Path, pg_backend: Backend, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    init_config(tmp_path, [])
+    file = tmp_path / "kbsync.toml"
+    text = file.read_text()
+    file.write_text(text.replace('path = ".kbsync/kbsync.db"',
+                                 'url = "postgresql://kb:secret@db.invalid/kb"'))
+    with pytest.raises(ConfigError, match="must not hold a password"):
+        load_config(tmp_path)
+    file.write_text(text)
+    pg_backend.configure(tmp_path)
+    file.write_text(file.read_text().replace("[store]\n",
+                                             '[store]\npassword_env = "KBSYNC_TEST_PW"\n'))
+    with pytest.raises(ConfigError, match="KBSYNC_TEST_PW"):
+        KnowledgeBase.open(tmp_path)
+    monkeypatch.setenv("KBSYNC_TEST_PW", "unused-with-trust-authentication")
+    with KnowledgeBase.open(tmp_path) as engine:
+        assert engine.status().documents == 0
+    assert "unused-with" not in file.read_text()
+
+
+def test_the_writer_lock_is_an_advisory_lock_released_with_its_connection(
+    pg_backend: Backend, tmp_path: Path,
+) -> None:
+    store = pg_backend.open(tmp_path)
+    assert isinstance(store, PostgresStore)
+    holder = store.lock(wait=False)
+    holder.acquire()
+    with pytest.raises(LockedError, match="server process"):
+        store.lock(wait=False).acquire()
+    holder.release()
+    with store.lock(wait=False):
+        pass
+    store.close()
+
+
+def test_vectors_of_two_dimensions_coexist_each_with_its_own_hnsw_index(
+    pg_backend: Backend, tmp_path: Path,
+) -> None:
+    store = pg_backend.open(tmp_path)
+    assert isinstance(store, PostgresStore)
+    source = MemorySource({f"d{i}.txt": f"lamp {i} harbour stairs wick {i}".encode() * 30
+                           for i in range(5)})
+    embedder = CountingEmbedder(dimension=16)
+    sync_sources([source], store, embedder, extractor_for, CHUNKER)
+    digests = sorted({d for s in store.digest_sets("memory").values() for d in s})
+    rng = np.random.default_rng(7)
+    wide = rng.normal(size=(len(digests), 48)).astype(np.float32)
+    wide /= np.linalg.norm(wide, axis=1, keepdims=True)
+    store.put_vectors("another-model:48", dict(zip(digests, wide, strict=True)))
+    assert store.embedder_dimensions() == {embedder.identity: 16, "another-model:48": 48}
+    indexes = {r[0] for r in store._conn.execute(
+        "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()")}
+    assert {"embeddings_hnsw_16", "embeddings_hnsw_48"} <= indexes
+    query = embedder.embed(["harbour stairs wick"])[0]
+    hits = store.search_vector(embedder.identity, query, 3)
+    best = max(float(np.dot(query, v)) for v in embedder.embed([h.text for h in hits]))
+    assert hits[0].score == pytest.approx(best, abs=1e-4)
+    wide_hits = store.search_vector("another-model:48", wide[0], 1)
+    assert [h.digest for h in wide_hits] == [digests[0]]
+    assert wide_hits[0].score == pytest.approx(1.0, abs=1e-4)
+    assert store.search_vector("another-model:48", query, 3) == []  # a wrong dimension
+    assert store.verify(embedder.identity, None) == []
+    store.close()
+
+
+def test_hits_by_reference_skip_chunks_that_are_no_longer_current(
+    pg_backend: Backend, tmp_path: Path,
+) -> None:
+    store = pg_backend.open(tmp_path)
+    source = MemorySource({f"d{i}.txt": f"lamp {i} harbour stairs wick {i}".encode() * 30
+                           for i in range(3)})
+    sync_sources([source], store, CountingEmbedder(dimension=16), extractor_for, CHUNKER)
+    refs = [(c.source, c.key, c.index, c.digest) for c in store.indexed_chunks()]
+    gone = ("memory", "d1.txt", 0, "no such digest")
+    hits = store.hits_at([refs[1], gone, refs[0]], [0.5, 0.4, 0.3])
+    assert [(h.key, h.index, h.digest, h.score) for h in hits] == [
+        (refs[1][1], refs[1][2], refs[1][3], 0.5), (refs[0][1], refs[0][2], refs[0][3], 0.3)]
+    assert set(store.vectors(CountingEmbedder(dimension=16).identity, [refs[0][3]])) == {
+        refs[0][3]}
+    store.close()
