@@ -1,8 +1,9 @@
-"""The crash scenario, its corpus, forked crashing runs and the logical dump of a store.
+"""The crash scenarios, their corpus, forked crashing runs and the logical dump of a store.
 
 The dump is what a knowledge base means (documents, texts, chunks, full-text rows,
 vectors, cache keys), free of row ids, timestamps, inode numbers and absolute
 paths, so two stores built through different histories can be compared for equality.
+With an external vector store, its points (ids and payloads) are compared as well.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from kbsync.engine import init_config
 from kbsync.knowledge_base import KnowledgeBase
 
 __all__ = [
+    "LANCEDB",
     "RESULTS",
+    "SCENARIOS",
     "Scenario",
     "Step",
     "clone",
@@ -37,6 +40,7 @@ __all__ = [
     "record_scenario",
     "recover",
     "save_result",
+    "sink_points",
     "text_of",
 ]
 
@@ -61,8 +65,12 @@ def text_of(seed: int, words: int = 160) -> str:
     return f"Document {seed}\n\n" + "\n\n".join(paragraphs) + "\n"
 
 
-def make_kb(root: Path, documents: int, *, dimension: int = 64, words: int = 160) -> Path:
-    """A knowledge base in ``root`` over ``root/docs`` with ``documents`` generated files."""
+def make_kb(root: Path, documents: int, *, dimension: int = 64, words: int = 160,
+            vectors: str | None = None) -> Path:
+    """A knowledge base in ``root`` over ``root/docs`` with ``documents`` generated files.
+
+    ``vectors`` is the body of a ``[vectors]`` table (an external vector store).
+    """
     docs = root / "docs"
     docs.mkdir(parents=True)
     for i in range(documents):
@@ -74,6 +82,8 @@ def make_kb(root: Path, documents: int, *, dimension: int = 64, words: int = 160
     end = body.index("\n\n", start)
     body = body[:start] + CHUNKER + body[end:]
     body = body.replace("dimension = 1024", f"dimension = {dimension}")
+    if vectors is not None:
+        body += "\n[vectors]\n" + vectors
     config.write_text(body, encoding="utf-8")
     return root
 
@@ -83,73 +93,151 @@ def _sync(root: Path) -> None:
         kb.sync(allow_mass_delete=True)
 
 
-def _erase(key: str) -> Callable[[Path], None]:
-    def run(root: Path) -> None:
-        with KnowledgeBase.open(root) as kb:
-            kb.erase(key)
-    return run
+def _doc(root: Path, i: int) -> Path:
+    return root / "docs" / f"doc-{i:03d}.txt"
 
 
-def _index(root: Path) -> None:
-    """The 30 documents are written by :meth:`Scenario.prepare`, before any crash point."""
-
-
-def _churn(root: Path) -> None:
-    docs = root / "docs"
-    for i in range(10):  # edit 10: one sentence inserted mid-document
-        path = docs / f"doc-{i:03d}.txt"
-        body = path.read_text(encoding="utf-8")
-        at = body.index(". ", len(body) // 2) + 1
-        # Saved as editors do, into a new file renamed over the old one: a clone's hard
-        # link keeps the old version.
-        temp = path.with_name(path.name + ".new")
-        temp.write_text(body[:at] + f" A new sentence about shift {i} at the pier." + body[at:],
-                        encoding="utf-8")
-        temp.replace(path)
-    for i in range(10, 15):  # delete 5
-        (docs / f"doc-{i:03d}.txt").unlink()
-    for i in range(30, 35):  # add 5
-        (docs / f"doc-{i:03d}.txt").write_text(text_of(i), encoding="utf-8")
-    for i in (15, 16):  # rename 2
-        (docs / f"doc-{i:03d}.txt").rename(docs / f"renamed-{i:03d}.txt")
-
-
-def _forget(root: Path) -> None:
-    (root / "docs" / "doc-017.txt").unlink()
-
-
+@dataclass(frozen=True)
 class Scenario:
     """Steps of (change the files, then one kbsync operation).
 
-    Index 30 documents; then edit 10, delete 5, add 5, rename 2 and sync; then
-    erase 1 (its file removed and the document erased, which also runs gc).
+    Index ``documents`` documents; then edit, delete, add and rename some and
+    sync; then erase 1 (its file removed and the document erased, which also
+    runs gc). Documents are taken in order: the edited ones first, then the
+    deleted, the renamed and the erased one; added ones get new numbers.
+    ``vectors`` configures an external vector store (a ``[vectors]`` table body).
     """
 
-    steps: tuple[tuple[str, Callable[[Path], None], Callable[[Path], None]], ...] = (
-        ("index 30", _index, _sync),
-        ("edit 10, delete 5, add 5, rename 2", _churn, _sync),
-        ("erase 1", _forget, _erase("doc-017.txt")),
-    )
+    documents: int = 30
+    edits: int = 10
+    deletes: int = 5
+    adds: int = 5
+    renames: int = 2
+    vectors: str | None = None
+
+    @property
+    def isolated(self) -> bool:
+        """Whether every use of the knowledge base must run in a forked child.
+
+        A vector store's client may start threads (LanceDB's does when imported);
+        a process that forks after starting them can give children stuck on a
+        lock held by a thread that was not copied. So the process that forks
+        never opens the vector store.
+        """
+        return self.vectors is not None
+
+    @property
+    def steps(self) -> tuple[tuple[str, Callable[[Path], None], Callable[[Path], None]], ...]:
+        return (
+            (f"index {self.documents}", self._index, _sync),
+            (f"edit {self.edits}, delete {self.deletes}, add {self.adds}, "
+             f"rename {self.renames}", self._churn, _sync),
+            ("erase 1", self._forget, self._erase),
+        )
 
     def prepare(self, root: Path) -> None:
-        make_kb(root, 30)
+        make_kb(root, self.documents, vectors=self.vectors)
+
+    def _index(self, root: Path) -> None:
+        """The documents are written by :meth:`prepare`, before any crash point."""
+
+    def _churn(self, root: Path) -> None:
+        edited = range(self.edits)
+        deleted = range(self.edits, self.edits + self.deletes)
+        renamed = range(deleted.stop, deleted.stop + self.renames)
+        for i in edited:  # one sentence inserted mid-document
+            path = _doc(root, i)
+            body = path.read_text(encoding="utf-8")
+            at = body.index(". ", len(body) // 2) + 1
+            # Saved as editors do, into a new file renamed over the old one: a clone's
+            # hard link keeps the old version.
+            temp = path.with_name(path.name + ".new")
+            temp.write_text(body[:at] + f" A new sentence about shift {i} at the pier."
+                            + body[at:], encoding="utf-8")
+            temp.replace(path)
+        for i in deleted:
+            _doc(root, i).unlink()
+        for i in range(self.documents, self.documents + self.adds):
+            _doc(root, i).write_text(text_of(i), encoding="utf-8")
+        for i in renamed:
+            _doc(root, i).rename(root / "docs" / f"renamed-{i:03d}.txt")
+
+    @property
+    def _erased(self) -> int:
+        return self.edits + self.deletes + self.renames
+
+    def _forget(self, root: Path) -> None:
+        _doc(root, self._erased).unlink()
+
+    def _erase(self, root: Path) -> None:
+        with KnowledgeBase.open(root) as kb:
+            kb.erase(_doc(root, self._erased).name)
+
+
+LANCEDB = 'kind = "lancedb"\npath = ".kbsync/lance"\n'
+SCENARIOS = {
+    # The store alone: index 30; edit 10, delete 5, add 5, rename 2; erase 1.
+    "store": Scenario(),
+    # With an external vector store, smaller: each crash point costs more.
+    "lancedb": Scenario(documents=8, edits=3, deletes=1, adds=1, renames=1, vectors=LANCEDB),
+}
 
 
 @dataclass(frozen=True)
 class Step:
-    """One recorded step of the scenario: the state before it, what it does, what it leaves."""
+    """One recorded step of the scenario: the state before it, what it does, what it leaves.
+
+    ``sink`` is the vector store's points afterwards (``None`` without one);
+    ``isolated`` says that the knowledge base is only used in forked children.
+    """
 
     name: str
     before: Path
     operation: Callable[[Path], None]
     points: list[str]
     expected: dict[str, Any]
+    sink: dict[str, Any] | None = None
+    isolated: bool = False
 
 
-def record_scenario(folder: Path) -> list[Step]:
+def sink_points(kb: KnowledgeBase) -> dict[str, Any] | None:
+    """The vector store's points, id -> payload (``None`` without a vector store)."""
+    if kb.sink is None:
+        return None
+    return {p.id: None if p.payload is None else p.payload.as_dict() for p in kb.sink.scan()}
+
+
+def _run(work: Callable[[], Any], isolated: bool, folder: Path) -> Any:
+    """``work()``, in a forked child when ``isolated``; its JSON-encodable result.
+
+    The result comes back through a file, so it reads the same either way.
+    """
+    if not isolated:
+        return json.loads(json.dumps(work()))
+    out = folder / "result.json"
+    status = crash_in_child(lambda: out.write_text(json.dumps(work()), encoding="utf-8"))
+    if status != 0:
+        raise RuntimeError(f"a child running the knowledge base failed (wait status {status})")
+    result = json.loads(out.read_text(encoding="utf-8"))
+    out.unlink()
+    return result
+
+
+def _record_step(root: Path, operation: Callable[[Path], None], record: Path) -> Any:
+    crashpoints.arm(record=str(record))
+    try:
+        operation(root)
+    finally:
+        crashpoints.disarm()
+    with KnowledgeBase.open(root) as kb:
+        kb.sync()
+        return sink_points(kb)
+
+
+def record_scenario(folder: Path, scenario: Scenario | None = None) -> list[Step]:
     """Run the scenario once, uncrashed, recording each step's crash points and result."""
+    scenario = scenario or SCENARIOS["store"]
     ref = folder / "reference"
-    scenario = Scenario()
     scenario.prepare(ref)
     steps = []
     for i, (name, change, operation) in enumerate(scenario.steps):
@@ -157,30 +245,45 @@ def record_scenario(folder: Path) -> list[Step]:
         before = folder / f"before-step-{i}"
         clone(ref, before)
         record = folder / f"points-{i}.txt"
-        crashpoints.arm(record=str(record))
-        try:
-            operation(ref)
-        finally:
-            crashpoints.disarm()
-        with KnowledgeBase.open(ref) as kb:
-            kb.sync()
+        sink = _run(lambda op=operation, r=record: _record_step(ref, op, r),
+                    scenario.isolated, folder)
         steps.append(Step(name, before, operation, record.read_text(encoding="utf-8").split(),
-                          dump(ref / ".kbsync" / "kbsync.db")))
+                          dump(ref / ".kbsync" / "kbsync.db"), sink, scenario.isolated))
     return steps
 
 
-def recover(root: Path, step: Step) -> list[str]:
-    """Redo an interrupted step, then check the store; the problems found."""
+def _recovery(root: Path, step: Step, record: Path) -> dict[str, Any]:
     step.operation(root)  # a rerun of the sync or of the erase that was interrupted
     with KnowledgeBase.open(root) as kb:
         problems = list(kb.verify().problems)
         before = kb.store.total_changes
-        kb.sync(wait=False)  # wait=False: a lock left behind would fail here
-        writes = kb.store.total_changes - before
-    if writes != 1:  # its run report only
-        problems.append(f"one more sync wrote {writes} rows, not just its run report")
+        crashpoints.arm(record=str(record))
+        try:
+            kb.sync(wait=False)  # wait=False: a lock left behind would fail here
+        finally:
+            crashpoints.disarm()
+        return {"problems": problems, "writes": kb.store.total_changes - before,
+                "sink": sink_points(kb)}
+
+
+def recover(root: Path, step: Step) -> list[str]:
+    """Redo an interrupted step, then check the store (and vector store); the problems found."""
+    record = root.parent / f"{root.name}-last-sync.txt"
+    record.unlink(missing_ok=True)
+    found = _run(lambda: _recovery(root, step, record), step.isolated, root.parent)
+    problems: list[str] = found["problems"]
+    if found["writes"] != 1:  # its run report only
+        problems.append(f"one more sync wrote {found['writes']} rows, not just its run report")
+    # Every call to a vector store is preceded by a crash point named sink.*.
+    names = record.read_text(encoding="utf-8").split() if record.exists() else []
+    record.unlink(missing_ok=True)
+    calls = [n for n in names if n.startswith("sink.")]
+    if calls:
+        problems.append(f"one more sync called the vector store: {', '.join(calls)}")
     if dump(root / ".kbsync" / "kbsync.db") != step.expected:
         problems.append("the logical dump differs from the uncrashed run's")
+    if found["sink"] != step.sink:
+        problems.append("the vector store's points differ from the uncrashed run's")
     return problems
 
 
