@@ -2,8 +2,9 @@
 
 It sees only protocols (Source, Extractor, RecordStore, Embedder) and the pure
 core, so every part can be replaced by a fake from :mod:`kbsync.testing`.
-Nothing in the store changes until the plan is complete, and then one document
-at a time, each in one transaction.
+A source goes through in batches of documents (:class:`BatchLimits`), so memory
+does not grow with its size: nothing of a batch is written until its plan is
+complete, and then one document at a time, each in one transaction.
 """
 
 from __future__ import annotations
