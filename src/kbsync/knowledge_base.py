@@ -314,7 +314,8 @@ class KnowledgeBase:
         self._progress = progress
         return sync_sources(
             self.sources, self.store, self.embedder, extractor_for, self.config.chunker,
-            dry_run=True, progress=progress, sink=self.sink, **self._index_settings())
+            dry_run=True, progress=progress, sink=self.sink, spool_dir=self._state_dir(),
+            **self._index_settings())
 
     def sync(self, *, progress: Progress | None = None, verify: bool = False,
              allow_mass_delete: bool = False, wait: bool = True,
@@ -348,7 +349,7 @@ class KnowledgeBase:
             return sync_sources(
                 self.sources, self.store, self.embedder, extractor_for, self.config.chunker,
                 verify=verify, allow_mass_delete=allow_mass_delete, progress=progress,
-                sink=self.sink, **self._index_settings())
+                sink=self.sink, spool_dir=self._state_dir(), **self._index_settings())
 
     def work(self, *, run: str | None = None, follow: bool = False, poll: float = 2.0,
              stop: threading.Event | None = None) -> int:
@@ -384,6 +385,15 @@ class KnowledgeBase:
                    "-c", str(self.config.file)]
         processes = [subprocess.Popen(command, stdin=subprocess.DEVNULL) for _ in range(count)]
         return lambda: [p.wait() for p in processes]
+
+    def _state_dir(self) -> Path | None:
+        """The state directory, where a sync spools the documents it has read (if there is one).
+
+        Keeping them there rather than in the system's temporary directory keeps
+        every file a sync opens inside a source root or the state directory.
+        """
+        folder = self.config.lock_path.parent
+        return folder if folder.is_dir() else None
 
     def _index_settings(self) -> dict[str, Any]:
         """The ``[index]`` table as the orchestrator's boilerplate arguments."""

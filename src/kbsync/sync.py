@@ -20,6 +20,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -194,9 +195,9 @@ class _Spool:
     The file is unlinked from the start: nothing is left behind, whatever ends the process.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, folder: Path | None) -> None:
         # Closed by __exit__: the spool lives as long as one source's sync.
-        self._file = tempfile.TemporaryFile()  # noqa: SIM115
+        self._file = tempfile.TemporaryFile(dir=folder)  # noqa: SIM115
 
     def __enter__(self) -> _Spool:
         return self
@@ -293,6 +294,7 @@ class _Run:
     index_boilerplate: bool
     sink: VectorSink | None
     batch: BatchLimits
+    spool_dir: Path | None
     clock: _Clock
     tally: _ChunkTally
 
@@ -323,6 +325,7 @@ def sync_sources(
     index_boilerplate: bool = False,
     sink: VectorSink | None = None,
     batch: BatchLimits = BatchLimits(),
+    spool_dir: Path | None = None,
 ) -> SyncResult:
     """Bring ``store`` in step with ``sources`` (or, with ``dry_run``, only plan it).
 
@@ -331,7 +334,9 @@ def sync_sources(
     With a ``sink`` (an external vector store), each document's vectors are
     written there as well, in the order of :func:`kbsync.mirror.write_document`.
     Documents are planned, embedded and applied a ``batch`` at a time, so memory
-    does not grow with the size of a source (see :func:`_sync_source`).
+    does not grow with the size of a source (see :func:`_sync_source`); the
+    documents read wait for their batch in a file in ``spool_dir`` (the system's
+    temporary directory when None).
     """
     refuse_dimension_change(store, embedder)
     report = SyncReport(dry_run=dry_run, started=utc_now())
@@ -343,7 +348,7 @@ def sync_sources(
         mirror_all = prepare(sink, embedder.dimension)
     run = _Run(store, embedder, extractor_for, chunker, dry_run=dry_run, verify=verify,
                progress=progress, boilerplate_share=boilerplate_share,
-               index_boilerplate=index_boilerplate, sink=sink, batch=batch,
+               index_boilerplate=index_boilerplate, sink=sink, batch=batch, spool_dir=spool_dir,
                clock=_Clock(report), tally=_ChunkTally())
     configured = {s.name for s in sources}
     removed = [RemovedSource(name) for name in sorted(store.source_names() - configured)]
@@ -443,7 +448,7 @@ def _sync_source(run: _Run, source: Source, allow_mass_delete: bool,
     listed = {i.key for i in items} | {e.key for e in listing.errors if e.key}
     vanished = [k for k in stored if k not in listed] if listing.complete else []
     mirror = False
-    with _Spool() as spool:
+    with _Spool(run.spool_dir) as spool:
         observed, fresh = _observe_source(run, source, listing, items, stored, out, spool)
         shared = _boilerplate(store, source.name, fresh, vanished, run.boilerplate_share)
         added = _Added(fresh)
