@@ -23,7 +23,7 @@ from kbsync.knowledge_base import KnowledgeBase
 from kbsync.store.lock import WriterLock
 from tests.reliability.harness import clone, make_kb, save_result, text_of
 
-LOOPS = int(os.environ.get("KBSYNC_KILL_LOOPS", "30"))
+LOOPS = int(os.environ.get("KBSYNC_KILL_LOOPS", "100"))
 STATE_FILES = {"kbsync.db", "kbsync.db-wal", "kbsync.db-shm", "kbsync.db.lock"}
 
 
