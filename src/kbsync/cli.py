@@ -310,8 +310,26 @@ def status(config: ConfigOption = Path("."), as_json: JsonOption = False) -> Non
     if as_json:
         _emit(data)
     else:
-        for name, value in data.items():
-            typer.echo(f"{name}: {value}")
+        typer.echo(_status_text(data))
+
+
+def _status_text(data: dict[str, Any]) -> str:
+    """The status for people: one line per fact, counts of each source, the last run's actions."""
+    sources = ", ".join(f"{name} ({data['by_source'].get(name, 0)} documents)"
+                        for name in data["sources"]) or "none"
+    lines = [f"config:     {data['config']}",
+             f"embedder:   {data['embedder']}",
+             f"sources:    {sources}",
+             f"store:      {data['documents']} documents, {data['chunks']} chunks, "
+             f"{data['embeddings']} embeddings, {data['runs']} runs"]
+    last = data["last_run"]
+    if last is None:
+        lines.append("last sync:  never")
+    else:
+        counts = sorted(last["documents"].items())
+        acted = ", ".join(f"{n} {action}" for action, n in counts if n) or "nothing"
+        lines.append(f"last sync:  {last['started']} to {last['finished']}: {acted}")
+    return "\n".join(lines)
 
 
 @app.command()

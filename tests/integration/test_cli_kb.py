@@ -50,6 +50,18 @@ def test_init_plan_sync_status_search_in_json(kb: Path) -> None:
     assert {"key", "heading", "score", "text"} <= set(hits[0])
 
 
+def test_status_tells_people_the_counts_each_source_and_what_the_last_sync_did(
+        kb: Path) -> None:
+    c = str(kb)
+    assert "last sync:  never" in _run("status", "-c", c)[1]
+    _run("sync", "-c", c)
+    code, out = _run("status", "-c", c)
+    assert code == 0
+    assert "sources:    docs (6 documents)" in out
+    assert "store:      6 documents," in out
+    assert out.rstrip().endswith(": 6 new")
+
+
 def test_diff_shows_the_changed_region_of_the_last_change(kb: Path) -> None:
     c = str(kb)
     _run("sync", "-c", c)
