@@ -61,19 +61,7 @@ def _pdf(text: str) -> bytes:
         b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
     ]
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
-        len(objects) + 1,
-        xref,
-    )
-    return bytes(out)
+    return _pdf_file(objects)
 
 
 def _pdf_with_stream(raw: bytes, pages: int = 1) -> bytes:
@@ -89,6 +77,11 @@ def _pdf_with_stream(raw: bytes, pages: int = 1) -> bytes:
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
         *([page] * pages),
     ]
+    return _pdf_file(objects)
+
+
+def _pdf_file(objects: list[bytes]) -> bytes:
+    """A PDF file of numbered ``objects`` (the first is the catalog) with its xref table."""
     out = bytearray(b"%PDF-1.4\n")
     offsets = []
     for number, body in enumerate(objects, 1):
