@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+from pytest_httpserver import HTTPServer
 
 from kbsync.store.postgres import PostgresStore
 from kbsync.store.sqlite import SqliteStore
+from tests.fixtures.web.servers import reset, serving
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "examples" / "corpus"
@@ -154,3 +156,16 @@ def store(backend: Backend, tmp_path: Path) -> Iterator[SqliteStore | PostgresSt
         yield opened
     finally:
         opened.close()
+
+
+@pytest.fixture(scope="module")
+def shared_server() -> Iterator[HTTPServer]:
+    """A local HTTP server for a test module (stopping one takes half a second)."""
+    with serving() as s:
+        yield s
+
+
+@pytest.fixture
+def server(shared_server: HTTPServer) -> HTTPServer:
+    """The module's HTTP server, cleared of the previous test's handlers and log."""
+    return reset(shared_server)

@@ -28,7 +28,7 @@ from pytest_httpserver import HTTPServer
 from kbsync.sources.web import WebSource
 from kbsync.sources.web.addresses import AddressPolicy, AddressRefused, resolve
 from kbsync.sources.web.urls import canonicalize, host_of
-from tests.fixtures.web.servers import Recorder, reset, serving, web_source
+from tests.fixtures.web.servers import Recorder, web_source
 
 LOOPBACK = ipaddress.ip_network("127.0.0.0/8")
 PUBLIC = "93.184.216.34"
@@ -109,17 +109,6 @@ def _fake_dns(monkeypatch: pytest.MonkeyPatch, answers: dict[str, list[list[str]
     dns = FakeDns(answers)
     monkeypatch.setattr(socket, "getaddrinfo", dns.getaddrinfo)
     return dns
-
-
-@pytest.fixture(scope="module")
-def shared_server() -> Iterator[HTTPServer]:
-    with serving() as s:
-        yield s
-
-
-@pytest.fixture
-def server(shared_server: HTTPServer) -> HTTPServer:
-    return reset(shared_server)
 
 
 MORE_SPELLINGS = [

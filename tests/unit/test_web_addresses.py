@@ -7,7 +7,6 @@ import socket
 import ssl
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,20 +17,7 @@ from pytest_httpserver import HTTPServer
 from kbsync.sources.web import WebSource
 from kbsync.sources.web.addresses import AddressPolicy, AddressRefused, resolve
 from kbsync.sources.web.urls import canonicalize, host_of
-from tests.fixtures.web.servers import Recorder, reset, serving, web_source
-
-
-@pytest.fixture(scope="module")
-def shared_server() -> Iterator[HTTPServer]:
-    with serving() as s:
-        yield s
-
-
-@pytest.fixture
-def server(shared_server: HTTPServer) -> HTTPServer:
-    # One server per module (stopping one takes half a second), cleared for each test.
-    return reset(shared_server)
-
+from tests.fixtures.web.servers import Recorder, serving, web_source
 
 REFUSED_SPELLINGS = [
     "http://127.0.0.1/",

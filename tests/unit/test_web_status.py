@@ -16,21 +16,9 @@ from kbsync.errors import DocumentError, ParameterError
 from kbsync.model import KnownItem, SourceItem, Validators
 from kbsync.sources import Source
 from kbsync.sources.web import WebSource
-from tests.fixtures.web.servers import StampedHandler, reset, serving, web_source
+from tests.fixtures.web.servers import StampedHandler, web_source
 
 LAST_MODIFIED = "Wed, 01 May 2024 10:00:00 GMT"
-
-
-@pytest.fixture(scope="module")
-def shared_server() -> Iterator[HTTPServer]:
-    with serving() as s:
-        yield s
-
-
-@pytest.fixture
-def server(shared_server: HTTPServer) -> HTTPServer:
-    # One server per module (stopping one takes half a second), cleared for each test.
-    return reset(shared_server)
 
 
 class _Untyped(Response):
