@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kbsync.chunking import TextChunker
+from kbsync.chunking import ChunkShape, TextChunker, shape_of
 from kbsync.compare import compare
 from kbsync.embed import Embedder
 from kbsync.errors import ConfigError, DocumentError, VectorStoreError
@@ -34,7 +34,6 @@ from kbsync.extract import Extractor
 from kbsync.identity import digest, normalized_text_hash, source_bytes_hash
 from kbsync.mirror import prepare, reconcile, replay_outbox, write_document
 from kbsync.model import (
-    Boundary,
     ChangeReport,
     Chunk,
     ChunkingDiagnostics,
@@ -221,23 +220,6 @@ class _Spool:
         return version
 
 
-class _ChunkTally:
-    """What the chunking diagnostics need of every chunk of a run, counted instead of kept."""
-
-    def __init__(self) -> None:
-        self._counts: Counter[tuple[int, Boundary, bool]] = Counter()
-
-    def add(self, chunk: Chunk) -> None:
-        self._counts[chunk.token_count, chunk.boundary, chunk.snapped] += 1
-
-    def chunks(self) -> Iterator[Chunk]:
-        """Text-less stand-ins with the counted sizes, boundaries and snapping, as many as made."""
-        for (tokens, boundary, snapped), n in self._counts.items():
-            stand_in = Chunk(0, "", 0, 0, tokens, boundary, "", snapped)
-            for _ in range(n):
-                yield stand_in
-
-
 class _Added:
     """The digests new to documents of the batches done so far of one source.
 
@@ -296,7 +278,11 @@ class _Run:
     batch: BatchLimits
     spool_dir: Path | None
     clock: _Clock
-    tally: _ChunkTally
+    tally: Counter[ChunkShape]
+
+    def count_chunk(self, chunk: Chunk) -> None:
+        """Count ``chunk`` for the run's chunking diagnostics (its text is not kept)."""
+        self.tally[shape_of(chunk)] += 1
 
 
 class _Clock:
@@ -349,7 +335,7 @@ def sync_sources(
     run = _Run(store, embedder, extractor_for, chunker, dry_run=dry_run, verify=verify,
                progress=progress, boilerplate_share=boilerplate_share,
                index_boilerplate=index_boilerplate, sink=sink, batch=batch, spool_dir=spool_dir,
-               clock=_Clock(report), tally=_ChunkTally())
+               clock=_Clock(report), tally=Counter())
     configured = {s.name for s in sources}
     removed = [RemovedSource(name) for name in sorted(store.source_names() - configured)]
     for source in [*sources, *removed]:
@@ -362,7 +348,7 @@ def sync_sources(
                                    source_report)
     if sink is not None and mirror_all:
         reconcile(store, sink, embedder.identity, embedder.dimension, repair=True)
-    report.diagnostics = chunker.text_chunker().diagnose(run.tally.chunks())
+    report.diagnostics = chunker.text_chunker().diagnose_tally(run.tally)
     report.finished = utc_now()
     result = report.result()
     if not dry_run:
@@ -507,7 +493,7 @@ def _observe_source(
             out.bytes_skipped += item.stat.size if item.stat else 0
         else:
             seen = observe(source, item, old, extractor, derivation, run.chunker, out,
-                           run.tally.add)
+                           run.count_chunk)
             if isinstance(seen, DocumentVersion):
                 if seen.rechunked:
                     fresh[seen.key] = tuple(dict.fromkeys(c.digest for c in seen.chunks))

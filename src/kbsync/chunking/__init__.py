@@ -7,12 +7,13 @@ runs the byte-level CDC used for change regions.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import fields
 from typing import Any, Literal
 
 from kbsync.chunking.bytecdc import byte_chunks, iter_byte_chunks, text_byte_chunks
-from kbsync.chunking.diagnostics import diagnose
+from kbsync.chunking.diagnostics import ChunkShape, diagnose_tally, shape_of
 from kbsync.chunking.local import local_chunks
 from kbsync.chunking.params import ByteParams, LocalParams, TTTDParams
 from kbsync.chunking.stream import word_blocks
@@ -30,6 +31,7 @@ from kbsync.normalize import NORMALIZER_VERSION
 
 __all__ = [
     "ByteParams",
+    "ChunkShape",
     "EstimatingCounter",
     "LocalParams",
     "Strategy",
@@ -44,6 +46,7 @@ __all__ = [
     "iter_byte_chunks",
     "make_params",
     "parameters_hash",
+    "shape_of",
     "token_counter",
 ]
 
@@ -104,9 +107,13 @@ class TextChunker:
 
     def diagnose(self, chunks: Iterable[Chunk]) -> ChunkingDiagnostics:
         """Diagnostics of chunks made by this chunker (of one text or of many)."""
+        return self.diagnose_tally(Counter(map(shape_of, chunks)))
+
+    def diagnose_tally(self, tally: Mapping[ChunkShape, int]) -> ChunkingDiagnostics:
+        """Diagnostics of chunks made by this chunker, counted by :func:`shape_of`."""
         s = self.settings
-        return diagnose(
-            chunks,
+        return diagnose_tally(
+            tally,
             strategy=s.chunker_id.split("-")[0],
             chunker_id=s.chunker_id,
             params_hash=self.params_hash,

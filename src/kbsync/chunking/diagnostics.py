@@ -2,28 +2,36 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Mapping
 
 import numpy as np
 
 from kbsync.model import Boundary, Chunk, ChunkingDiagnostics
 
-__all__ = ["diagnose"]
+__all__ = ["ChunkShape", "diagnose_tally", "shape_of"]
+
+ChunkShape = tuple[int, Boundary, bool]
+"""What diagnostics need of a chunk: its token count, its boundary kind, whether it was snapped."""
 
 
-def diagnose(
-    chunks: Iterable[Chunk], *, strategy: str, chunker_id: str, params_hash: str,
+def shape_of(chunk: Chunk) -> ChunkShape:
+    """The part of ``chunk`` that diagnostics count."""
+    return chunk.token_count, chunk.boundary, chunk.snapped
+
+
+def diagnose_tally(
+    tally: Mapping[ChunkShape, int], *, strategy: str, chunker_id: str, params_hash: str,
     normalizer_version: int, token_counter: str, snapping: bool,
 ) -> ChunkingDiagnostics:
-    """Diagnostics of ``chunks``: counts per boundary kind and the token-size distribution."""
-    sizes: list[int] = []
+    """Diagnostics of chunks counted by :func:`shape_of`: counts per boundary kind and the
+    token-size distribution, without keeping the chunks themselves."""
     kinds = dict.fromkeys(Boundary, 0)
     snapped = 0
-    for chunk in chunks:
-        sizes.append(chunk.token_count)
-        kinds[chunk.boundary] += 1
-        snapped += chunk.snapped
-    arr = np.asarray(sizes, dtype=np.int64)
+    for (_, boundary, was_snapped), n in tally.items():
+        kinds[boundary] += n
+        snapped += n * was_snapped
+    arr = np.repeat(np.asarray([shape[0] for shape in tally], dtype=np.int64),
+                    np.asarray(list(tally.values()), dtype=np.int64))
 
     def pct(q: float) -> int:
         return int(np.percentile(arr, q, method="nearest")) if len(arr) else 0
@@ -35,7 +43,7 @@ def diagnose(
         normalizer_version=normalizer_version,
         token_counter=token_counter,
         snapping=snapping,
-        chunk_count=len(sizes),
+        chunk_count=len(arr),
         tokens_total=int(arr.sum()),
         tokens_min=int(arr.min()) if len(arr) else 0,
         tokens_p50=pct(50),
