@@ -42,6 +42,7 @@ from kbsync.plan import (
     Observation,
     StoredDocument,
     boilerplate,
+    digest_sets,
     plan,
 )
 from kbsync.report import SyncResult
@@ -183,7 +184,7 @@ def sync_parallel(
         _delete_vanished(run, source.name, store, embedder, out, sizes[source.name],
                          allow_mass_delete or isinstance(source, RemovedSource))
         shared = frozenset() if index_boilerplate else boilerplate(
-            store.digest_sets(source.name), boilerplate_share)
+            digest_sets(store.chunk_digests(source.name)), boilerplate_share)
         out.boilerplate = len(shared)
         store.set_boilerplate(source.name, shared)
         backfill(source.name, store, embedder, out)

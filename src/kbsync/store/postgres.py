@@ -48,7 +48,6 @@ from kbsync.store.rows import (
     INDEXED,
     MANIFEST_COLUMNS,
     as_hit,
-    digest_sets,
     erased,
     query_terms,
     run_record,
@@ -326,8 +325,11 @@ class PostgresStore:
 
     _MANIFEST = f"SELECT {MANIFEST_COLUMNS} FROM documents "
 
-    def manifest(self, source: str) -> dict[str, StoredDocument]:
-        rows = self._conn.execute(self._MANIFEST + "WHERE source = %s", (source,))
+    def manifest(self, source: str, after: str | None = None,
+                 limit: int | None = None) -> dict[str, StoredDocument]:
+        rows = self._conn.execute(
+            self._MANIFEST + "WHERE source = %s AND key > %s ORDER BY key LIMIT %s",
+            (source, "" if after is None else after, limit))
         return {r[0]: stored_document(r) for r in rows}
 
     def stored(self, source: str, key: str) -> StoredDocument | None:
@@ -480,11 +482,12 @@ class PostgresStore:
               c.tokens, c.boundary) for index, c in enumerate(version.chunks)],
         )
 
-    def digest_sets(self, source: str) -> dict[str, frozenset[str]]:
-        return digest_sets(self._conn.execute(
+    def chunk_digests(self, source: str) -> Iterator[tuple[str, str]]:
+        # Row by row from the server, not the whole result in the client first.
+        yield from self._conn.cursor().stream(
             f"SELECT d.key, c.digest FROM documents d JOIN chunks c ON {CURRENT} "
             "WHERE d.source = %s", (source,),
-        ))
+        )
 
     def boilerplate(self, source: str) -> frozenset[str]:
         return frozenset(r[0] for r in self._conn.execute(
