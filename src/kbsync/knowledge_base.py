@@ -345,7 +345,7 @@ class KnowledgeBase:
                     self.sources, self._queue(), self.embedder, extractor_for,
                     self.config.chunker, workers=workers, spawn=self._spawn, verify=verify,
                     allow_mass_delete=allow_mass_delete, progress=progress,
-                    **self._index_settings())
+                    spool_dir=self._state_dir(), **self._index_settings())
             return sync_sources(
                 self.sources, self.store, self.embedder, extractor_for, self.config.chunker,
                 verify=verify, allow_mass_delete=allow_mass_delete, progress=progress,

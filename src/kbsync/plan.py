@@ -29,7 +29,6 @@ __all__ = [
     "boilerplate",
     "boilerplate_of_counts",
     "chunk_ops",
-    "digest_sets",
     "host_group",
     "mass_deletion",
     "plan",
@@ -280,14 +279,6 @@ def mass_deletion(stored: int, deletions: int) -> bool:
     unmounted disk, a site down) than a real change.
     """
     return deletions > 0 and 2 * deletions > stored
-
-
-def digest_sets(pairs: Iterable[tuple[str, str]]) -> dict[str, frozenset[str]]:
-    """The digests of each key, from (key, digest) pairs."""
-    sets: dict[str, set[str]] = {}
-    for key, digest in pairs:
-        sets.setdefault(key, set()).add(digest)
-    return {k: frozenset(v) for k, v in sets.items()}
 
 
 def boilerplate(

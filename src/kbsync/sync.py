@@ -63,7 +63,8 @@ from kbsync.vectors import VectorSink
 
 __all__ = ["BatchLimits", "Chunker", "ExtractorFor", "Progress", "RemovedSource",
            "SourceReport", "SyncReport", "apply_plan", "backfill", "count_plan", "embed_plan",
-           "observe", "refuse_dimension_change", "sync_sources", "unchanged_observation", "utc_now"]
+           "list_source", "observe", "refuse_dimension_change", "sync_sources",
+           "unchanged_observation", "utc_now"]
 
 Progress = Callable[[str, int, int], None]
 ExtractorFor = Callable[[str], Extractor | None]
@@ -375,7 +376,7 @@ def _sync_source(run: _Run, source: Source, allow_mass_delete: bool,
     store = run.store
     mirror = False
     with Scratch(run.spool_dir) as scratch:
-        complete = _list_source(run, source, scratch, out)
+        complete = list_source(source, store, run.extractor_for, run.verify, scratch, out)
         run.clock.lap("list")
         stored = scratch.stored_count()
         _observe_source(run, source, scratch, out)
@@ -407,7 +408,8 @@ def _sync_source(run: _Run, source: Source, allow_mass_delete: bool,
 _MANIFEST_PAGE = 1000
 
 
-def _list_source(run: _Run, source: Source, scratch: Scratch, out: SourceReport) -> bool:
+def list_source(source: Source, store: RecordStore, extractor_for: ExtractorFor, verify: bool,
+                scratch: Scratch, out: SourceReport) -> bool:
     """Put the source's listing and the store's manifest of it in ``scratch``; whether complete.
 
     An item no extractor reads is not a document of the knowledge base (a page that
@@ -417,8 +419,8 @@ def _list_source(run: _Run, source: Source, scratch: Scratch, out: SourceReport)
         entries = source.scan()
     else:  # a source that needs what the store knows (validators) holds its listing anyway
         # --verify also revalidates web pages in full: no validators, so no 304 shortcut.
-        known = {k: KnownItem(k, d.stat, None if run.verify else d.validators, d.missing)
-                 for k, d in run.store.manifest(source.name).items()}
+        known = {k: KnownItem(k, d.stat, None if verify else d.validators, d.missing)
+                 for k, d in store.manifest(source.name).items()}
         entries = _entries(source.list(known))
     while True:
         try:
@@ -428,7 +430,7 @@ def _list_source(run: _Run, source: Source, scratch: Scratch, out: SourceReport)
             break
         if isinstance(entry, ItemError) and not entry.key:
             out.failures.append(("", entry.message))
-        elif isinstance(entry, SourceItem) and run.extractor_for(entry.media_type) is None:
+        elif isinstance(entry, SourceItem) and extractor_for(entry.media_type) is None:
             out.skipped += 1
         else:
             scratch.add_listed(entry)
@@ -436,7 +438,7 @@ def _list_source(run: _Run, source: Source, scratch: Scratch, out: SourceReport)
     out.warnings.extend(summary.warnings)
     out.failures.extend(("", e.message) for e in summary.errors)
     after = None
-    while page := run.store.manifest(source.name, after, _MANIFEST_PAGE):
+    while page := store.manifest(source.name, after, _MANIFEST_PAGE):
         scratch.add_stored(page.values())
         after = next(reversed(page))
     return summary.complete
