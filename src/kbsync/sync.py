@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -61,10 +61,10 @@ from kbsync.sources import Entries, ScanningSource, Source
 from kbsync.store import RecordStore
 from kbsync.vectors import VectorSink
 
-__all__ = ["REPORT_LIMIT", "BatchLimits", "Capped", "Chunker", "ExtractorFor", "Progress",
-           "RemovedSource", "SourceReport", "SyncReport", "apply_plan", "backfill", "count_plan",
-           "embed_plan", "list_source", "observe", "refuse_dimension_change", "sync_sources",
-           "unchanged_observation", "utc_now"]
+__all__ = ["REPORT_LIMIT", "BatchLimits", "Capped", "Chunker", "Derive", "ExtractorFor",
+           "Progress", "RemovedSource", "SourceReport", "SyncReport", "apply_plan", "backfill",
+           "count_plan", "derivation", "deriver", "embed_plan", "list_source", "observe",
+           "refuse_dimension_change", "sync_sources", "unchanged_observation", "utc_now"]
 
 Progress = Callable[[str, int, int], None]
 ExtractorFor = Callable[[str], Extractor | None]
@@ -407,10 +407,11 @@ def _sync_source(run: _Run, source: Source, allow_mass_delete: bool,
     store = run.store
     mirror = False
     with Scratch(run.spool_dir) as scratch:
-        complete = list_source(source, store, run.extractor_for, run.verify, scratch, out)
+        derive = deriver(run.extractor_for, run.chunker)
+        complete = list_source(source, store, derive, run.verify, scratch, out)
         run.clock.lap("list")
         stored = scratch.stored_count()
-        _observe_source(run, source, scratch, out)
+        _observe_source(run, source, scratch, derive, out)
         vanished = scratch.vanish() if complete else 0
         if scratch.rechunked_count() or vanished:
             scratch.count_stored(store.chunk_digests(source.name))
@@ -439,7 +440,7 @@ def _sync_source(run: _Run, source: Source, allow_mass_delete: bool,
 _MANIFEST_PAGE = 1000
 
 
-def list_source(source: Source, store: RecordStore, extractor_for: ExtractorFor, verify: bool,
+def list_source(source: Source, store: RecordStore, derive: Derive, verify: bool,
                 scratch: Scratch, out: SourceReport) -> bool:
     """Put the source's listing and the store's manifest of it in ``scratch``; whether complete.
 
@@ -453,26 +454,57 @@ def list_source(source: Source, store: RecordStore, extractor_for: ExtractorFor,
         known = {k: KnownItem(k, d.stat, None if verify else d.validators, d.missing)
                  for k, d in store.manifest(source.name).items()}
         entries = _entries(source.list(known))
+    page: list[tuple[SourceItem | ItemError, str]] = []
     while True:
         try:
             entry = next(entries)
         except StopIteration as end:
             summary: Listing = end.value
             break
-        if isinstance(entry, ItemError) and not entry.key:
-            out.failures.append(("", entry.message))
-        elif isinstance(entry, SourceItem) and extractor_for(entry.media_type) is None:
+        if isinstance(entry, ItemError):
+            if entry.key:
+                page.append((entry, ""))
+            else:
+                out.failures.append(("", entry.message))
+        elif (derivation := derive(entry.media_type)) is None:
             out.skipped += 1
         else:
-            scratch.add_listed(entry)
+            page.append((entry, derivation))
+        if len(page) == _MANIFEST_PAGE:
+            scratch.add_listed(page)
+            page.clear()
+    scratch.add_listed(page)
     out.listing_complete = summary.complete
     out.warnings.extend(summary.warnings)
     out.failures.extend(("", e.message) for e in summary.errors)
     after = None
-    while page := store.manifest(source.name, after, _MANIFEST_PAGE):
-        scratch.add_stored(page.values())
-        after = next(reversed(page))
+    while page_of_stored := store.manifest(source.name, after, _MANIFEST_PAGE):
+        scratch.add_stored(page_of_stored.values())
+        after = next(reversed(page_of_stored))
     return summary.complete
+
+
+Derive = Callable[[str], str | None]
+"""The derivation a document of a media type is read with; None when no extractor reads it."""
+
+
+def deriver(extractor_for: ExtractorFor, chunker: Chunker) -> Derive:
+    """:data:`Derive` for these extractors and chunker: what a stored version was made with.
+
+    A stored version whose derivation differs must be read again, whatever its stat.
+    """
+    @cache
+    def derive(media_type: str) -> str | None:
+        extractor = extractor_for(media_type)
+        return None if extractor is None else derivation(chunker, extractor.identity)
+
+    return derive
+
+
+def derivation(chunker: Chunker, extractor_identity: str) -> str:
+    """What a version is made with: the normalizer, the chunker and the extractor."""
+    return digest("kbsync:derivation", NORMALIZER_VERSION, chunker.fingerprint,
+                  extractor_identity)
 
 
 def _entries(listing: Listing) -> Entries:
@@ -482,19 +514,23 @@ def _entries(listing: Listing) -> Entries:
     return Listing((), listing.complete, (), listing.warnings)
 
 
-def _observe_source(run: _Run, source: Source, scratch: Scratch, out: SourceReport) -> None:
+def _observe_source(run: _Run, source: Source, scratch: Scratch, derive: Derive,
+                    out: SourceReport) -> None:
     """Gate every listed document; keep in ``scratch`` what each one came to, unless unchanged.
 
+    What the stat gate passes with nothing to refresh is only counted, in one query.
     A listing error with a key means the document exists but cannot be taken now:
     it fails (and keeps its stored version).
     """
-    total = scratch.listed_count()
-    derivations: dict[str, str] = {}
-    for n, (entry, old) in enumerate(scratch.listing(), 1):
+    unchanged, size = (0, 0) if run.verify else scratch.unchanged()
+    out.documents[str(Action.UNCHANGED)] += unchanged
+    out.bytes_skipped += size
+    total = scratch.listed_count() - unchanged
+    for n, (entry, old) in enumerate(scratch.listing(skip_unchanged=not run.verify), 1):
         if isinstance(entry, ItemError):
             scratch.observe(Failed(entry.key, entry.message, missing=entry.missing), old)
         else:
-            seen = _gate(run, source, entry, old, derivations, out)
+            seen = _gate(run, source, entry, old, derive, out)
             if isinstance(seen, Unchanged):
                 out.documents[str(Action.UNCHANGED)] += 1
             else:
@@ -505,21 +541,18 @@ def _observe_source(run: _Run, source: Source, scratch: Scratch, out: SourceRepo
 
 
 def _gate(run: _Run, source: Source, item: SourceItem, old: StoredDocument | None,
-          derivations: dict[str, str], out: SourceReport) -> Observation:
+          derive: Derive, out: SourceReport) -> Observation:
     """What one listed document comes to: the stat gate, else a read and gates 2 and 3."""
     extractor = run.extractor_for(item.media_type)
+    made_with = derive(item.media_type)
     assert extractor is not None
-    derivation = derivations.get(extractor.identity)
-    if derivation is None:
-        derivation = derivations[extractor.identity] = digest(
-            "kbsync:derivation", NORMALIZER_VERSION, run.chunker.fingerprint,
-            extractor.identity)
-    if old is not None and old.derivation == derivation and not run.verify and (
+    assert made_with is not None
+    if old is not None and old.derivation == made_with and not run.verify and (
         item.not_modified or (item.stat is not None and old.stat == item.stat)
     ):
         out.bytes_skipped += item.stat.size if item.stat else 0
         return unchanged_observation(item, old)
-    return observe(source, item, old, extractor, derivation, run.chunker, out, run.count_chunk)
+    return observe(source, item, old, extractor, made_with, run.chunker, out, run.count_chunk)
 
 
 def _run_batch(

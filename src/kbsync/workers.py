@@ -32,9 +32,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from kbsync.embed import Embedder
 from kbsync.errors import ConfigError
-from kbsync.identity import digest
 from kbsync.model import ItemError, SourceItem, SourceStat, Validators
-from kbsync.normalize import NORMALIZER_VERSION
 from kbsync.plan import (
     Action,
     DocumentPlan,
@@ -50,6 +48,7 @@ from kbsync.sources import Source
 from kbsync.store import RecordStore
 from kbsync.sync import (
     Chunker,
+    Derive,
     ExtractorFor,
     Progress,
     RemovedSource,
@@ -58,6 +57,8 @@ from kbsync.sync import (
     apply_plan,
     backfill,
     count_plan,
+    derivation,
+    deriver,
     embed_plan,
     list_source,
     observe,
@@ -214,11 +215,6 @@ def _overall(store: WorkQueue, run: str, total: int,
     return tick
 
 
-def _derivation(chunker: Chunker, extractor_identity: str) -> str:
-    return digest("kbsync:derivation", NORMALIZER_VERSION, chunker.fingerprint,
-                  extractor_identity)
-
-
 def _enqueue(run: str, source: Source, store: WorkQueue, embedder: Embedder,
              extractor_for: ExtractorFor, chunker: Chunker, verify: bool,
              out: SourceReport, spool_dir: Path | None) -> int:
@@ -227,8 +223,9 @@ def _enqueue(run: str, source: Source, store: WorkQueue, embedder: Embedder,
     The listing and the manifest wait in a scratch file, as in a single-process
     sync, so this process holds no whole listing.
     """
+    derive = deriver(extractor_for, chunker)
     with Scratch(spool_dir) as scratch:
-        complete = list_source(source, store, extractor_for, verify, scratch, out)
+        complete = list_source(source, store, derive, verify, scratch, out)
         # Vanished documents first: a worker already serving the run may take one as the
         # origin of a move as soon as the documents that need reading arrive.
         if complete and scratch.vanish():
@@ -236,15 +233,18 @@ def _enqueue(run: str, source: Source, store: WorkQueue, embedder: Embedder,
                 store.enqueue(run, source.name, [(d.key, {}) for d in page], state="vanished")
         queued: list[tuple[str, Mapping[str, Any]]] = []
         settled: list[tuple[Observation, StoredDocument | None]] = []
-        for entry, old in scratch.listing():
+        unchanged, size = (0, 0) if verify else scratch.unchanged()
+        out.documents[str(Action.UNCHANGED)] += unchanged
+        out.bytes_skipped += size
+        for entry, old in scratch.listing(skip_unchanged=not verify):
             if isinstance(entry, ItemError):
                 settled.append((Failed(entry.key, entry.message, missing=entry.missing), old))
-            elif (derivation := _gate(entry, old, extractor_for, chunker, verify)) is None:
+            elif (made_with := _gate(entry, old, derive, verify)) is None:
                 assert old is not None
                 settled.append((unchanged_observation(entry, old), old))
                 out.bytes_skipped += entry.stat.size if entry.stat else 0
             else:
-                queued.append((entry.key, _item_json(entry, derivation, embedder.identity)))
+                queued.append((entry.key, _item_json(entry, made_with, embedder.identity)))
             if len(queued) == _PAGE:  # queued as listed, not held for the whole source
                 store.enqueue(run, source.name, queued)
                 queued.clear()
@@ -259,17 +259,16 @@ def _enqueue(run: str, source: Source, store: WorkQueue, embedder: Embedder,
 _PAGE = 1000
 
 
-def _gate(item: SourceItem, old: StoredDocument | None, extractor_for: ExtractorFor,
-          chunker: Chunker, verify: bool) -> str | None:
+def _gate(item: SourceItem, old: StoredDocument | None, derive: Derive,
+          verify: bool) -> str | None:
     """The derivation a worker must read the item with, or None when the stat gate passes."""
-    extractor = extractor_for(item.media_type)
-    assert extractor is not None
-    derivation = _derivation(chunker, extractor.identity)
-    if old is not None and old.derivation == derivation and not verify and (
+    made_with = derive(item.media_type)
+    assert made_with is not None
+    if old is not None and old.derivation == made_with and not verify and (
         item.not_modified or (item.stat is not None and old.stat == item.stat)
     ):
         return None
-    return derivation
+    return made_with
 
 
 def _settle(source: str, settled: Sequence[tuple[Observation, StoredDocument | None]],
@@ -320,14 +319,14 @@ def _process(job: ClaimedDocument, source: Source, store: WorkQueue, embedder: E
     """One document, start to finish, inside its claim's transaction; its report as data."""
     item = _item(job.key, job.item)
     extractor = extractor_for(item.media_type)
-    derivation = job.item["derivation"]
-    if extractor is None or _derivation(chunker, extractor.identity) != derivation \
+    made_with = job.item["derivation"]
+    if extractor is None or derivation(chunker, extractor.identity) != made_with \
             or job.item["embedder"] != embedder.identity:
         raise ConfigError("this worker's chunker, extractors or embedder differ from those of "
                           "the sync it serves: use the same kbsync.toml and kbsync version")
     out = SourceReport(source=job.source)
     old = store.stored(job.source, job.key)
-    observation = observe(source, item, old, extractor, derivation, chunker, out)
+    observation = observe(source, item, old, extractor, made_with, chunker, out)
     stored = {job.key: old} if old is not None else {}
     if isinstance(observation, DocumentVersion) and old is None:
         origin = store.claim_vanished(job.run, job.source, observation.text_hash,

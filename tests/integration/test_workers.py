@@ -20,7 +20,8 @@ from kbsync.extract.registry import extractor_for
 from kbsync.knowledge_base import KnowledgeBase
 from kbsync.model import SourceItem
 from kbsync.store.postgres import PostgresStore
-from kbsync.workers import _derivation, _item_json
+from kbsync.sync import derivation
+from kbsync.workers import _item_json
 from tests.conftest import Backend
 
 DOCUMENTS = int(os.environ.get("KBSYNC_TEST_WORKER_DOCUMENTS", "2000"))
@@ -245,7 +246,7 @@ def test_a_worker_started_on_its_own_serves_every_run_in_progress(
         extractor = extractor_for("text/plain")
         assert extractor is not None
         items = [(path.name, _item_json(SourceItem(path.name, str(path), "text/plain"),
-                                        _derivation(engine.config.chunker, extractor.identity),
+                                        derivation(engine.config.chunker, extractor.identity),
                                         engine.embedder.identity))
                  for path in sorted(docs.iterdir())]
         queue.enqueue("run-a", "docs", items[:2])

@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kbsync.model import ItemError, SourceItem, SourceStat
-from kbsync.plan import ChunkDraft, DocumentVersion, Failed, StoredDocument, boilerplate
+from kbsync.model import ItemError, SourceItem, SourceStat, Validators
+from kbsync.plan import (
+    ChunkDraft,
+    DocumentVersion,
+    Failed,
+    StoredDocument,
+    Unchanged,
+    boilerplate,
+)
 from kbsync.scratch import Scratch
+from kbsync.sync import unchanged_observation
 
 
 def _stored(key: str, text: str = "t") -> StoredDocument:
@@ -28,11 +37,13 @@ def _version(key: str, digests: list[str], text: str = "t") -> DocumentVersion:
 
 def _exercise(scratch: Scratch) -> None:
     """Every kind of statement a sync makes, on a few rows."""
-    scratch.add_listed(SourceItem("b", "b", "text/plain"))
-    scratch.add_listed(ItemError("c", "cannot be read"))
-    scratch.add_listed(SourceItem("c", "c", "text/plain"))
+    scratch.add_listed([(SourceItem("b", "b", "text/plain"), "d"),
+                        (ItemError("c", "cannot be read"), ""),
+                        (SourceItem("c", "c", "text/plain"), "d")])
     scratch.add_stored([_stored("a", "moved"), _stored("b"), _stored("z")])
+    scratch.unchanged()
     list(scratch.listing())
+    list(scratch.listing(skip_unchanged=False))
     scratch.vanish()
     scratch.observe(_version("b", ["d1", "d2"]), _stored("b"))
     scratch.observe(_version("c", ["d2", "d3"], "moved"), None)
@@ -70,11 +81,11 @@ def test_the_scratch_file_leaves_nothing_in_its_folder_while_open_or_after(
 
 def test_an_item_wins_over_an_error_with_the_same_key_in_either_order(tmp_path: Path) -> None:
     with Scratch(tmp_path) as scratch:
-        scratch.add_listed(SourceItem("a", "a", "text/plain"))
-        scratch.add_listed(ItemError("a", "no"))
-        scratch.add_listed(ItemError("b", "no"))
-        scratch.add_listed(SourceItem("b", "b", "text/plain"))
-        assert [type(e).__name__ for e, _ in scratch.listing()] == ["SourceItem", "SourceItem"]
+        scratch.add_listed([(SourceItem("a", "a", "text/plain"), "d"), (ItemError("a", "no"), ""),
+                            (ItemError("b", "no"), "")])
+        scratch.add_listed([(SourceItem("b", "b", "text/plain"), "d")])
+        assert [e for e, _ in scratch.listing()] == [SourceItem("a", "a", "text/plain"),
+                                                    SourceItem("b", "b", "text/plain")]
 
 
 def test_observations_come_back_in_key_order_in_bounded_batches(tmp_path: Path) -> None:
@@ -88,7 +99,7 @@ def test_observations_come_back_in_key_order_in_bounded_batches(tmp_path: Path) 
 def test_a_moved_origin_is_offered_no_more_and_not_deleted(tmp_path: Path) -> None:
     with Scratch(tmp_path) as scratch:
         scratch.add_stored([_stored("old1", "same"), _stored("old2", "same"), _stored("x")])
-        scratch.add_listed(SourceItem("x", "x", "text/plain"))
+        scratch.add_listed([(SourceItem("x", "x", "text/plain"), "d")])
         assert scratch.vanish() == 2
         offered = scratch.origins(["same|d"])
         assert [d.key for d in offered] == ["old1", "old2"]
@@ -114,13 +125,46 @@ def test_boilerplate_counted_on_disk_equals_the_pure_rule(
     folder = tmp_path_factory.mktemp("scratch")
     with Scratch(folder) as scratch:
         scratch.add_stored(_stored(k) for k in stored)
-        for k in stored:
-            if k not in gone:
-                scratch.add_listed(SourceItem(k, k, "text/plain"))
+        scratch.add_listed((SourceItem(k, k, "text/plain"), "d")
+                           for k in {*stored, *fresh} - gone)
         for k, digests in fresh.items():
             if k not in gone:
-                scratch.add_listed(SourceItem(k, k, "text/plain"))
                 scratch.observe(_version(k, digests), None)
         scratch.vanish()
         scratch.count_stored((k, d) for k, v in stored.items() for d in v)
         assert scratch.boilerplate(share) == expected
+
+
+_STATS = st.sampled_from([None, SourceStat(1, 1, 1), SourceStat(1, 2, 1), SourceStat(2, 1, 1),
+                          SourceStat(1, 1, 3)])
+_VALIDATORS = st.sampled_from([None, Validators(None, None), Validators("e1", None),
+                               Validators("e2", "Mon"), Validators(None, "Mon")])
+
+
+@settings(max_examples=300, deadline=None)
+@given(item_stat=_STATS, old_stat=_STATS, item_v=_VALIDATORS, old_v=_VALIDATORS,
+       not_modified=st.booleans(), same_derivation=st.booleans(), missing=st.integers(0, 2),
+       stored=st.booleans(), listed_item=st.booleans())
+def test_the_stat_gate_in_sql_decides_as_the_python_gate(
+        tmp_path_factory: pytest.TempPathFactory, item_stat: SourceStat | None,
+        old_stat: SourceStat | None, item_v: Validators | None, old_v: Validators | None,
+        not_modified: bool, same_derivation: bool, missing: int, stored: bool,
+        listed_item: bool) -> None:
+    item = SourceItem("k", "loc", "text/plain", item_stat, item_v, not_modified)
+    # The store keeps no validators as both columns empty: it reads them back as None.
+    if old_v == Validators(None, None):
+        old_v = None
+    old = dataclasses.replace(_stored("k"), stat=old_stat, validators=old_v, missing=missing)
+    derivation = "d" if same_derivation else "other"
+    python = listed_item and stored and old.derivation == derivation and (
+        item.not_modified or (item.stat is not None and old.stat == item.stat)
+    ) and isinstance(unchanged_observation(item, old), Unchanged)
+    with Scratch(tmp_path_factory.mktemp("gate")) as scratch:
+        scratch.add_listed([(item if listed_item else ItemError("k", "no"), derivation)])
+        if stored:
+            scratch.add_stored([old])
+        assert scratch.unchanged()[0] == int(python)
+        rest = [e for e, _ in scratch.listing()]
+        assert rest == ([] if python else [item if listed_item else ItemError("k", "no")])
+        [(_, back)] = list(scratch.listing(skip_unchanged=False))
+        assert back == (old if stored else None)
