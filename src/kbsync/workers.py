@@ -233,9 +233,9 @@ def _enqueue(run: str, source: Source, store: WorkQueue, embedder: Embedder,
     # Vanished documents first: a worker already serving the run may take one as the
     # origin of a move as soon as the documents that need reading arrive.
     listed = {i.key for i in items} | {e.key for e in listing.errors if e.key}
-    if listing.complete:
-        store.enqueue(run, source.name, [(k, {}) for k in sorted(stored) if k not in listed],
-                      state="vanished")
+    vanished = [k for k in sorted(stored) if k not in listed] if listing.complete else []
+    del listed, known
+    store.enqueue(run, source.name, [(k, {}) for k in vanished], state="vanished")
     queued: list[tuple[str, Mapping[str, Any]]] = []
     for item in items:
         extractor = extractor_for(item.media_type)
@@ -248,7 +248,8 @@ def _enqueue(run: str, source: Source, store: WorkQueue, embedder: Embedder,
             observations.append(unchanged_observation(item, old))
             out.bytes_skipped += item.stat.size if item.stat else 0
         else:
-            queued.append((item.key, _item_json(item, derivation, embedder.identity)))
+            queued.append((item.key, _item_json(item, derivation, embedder.identity,
+                                                bool(vanished))))
             if len(queued) == 1000:  # queued as listed, not held for the whole source
                 store.enqueue(run, source.name, queued)
                 queued.clear()
@@ -301,7 +302,8 @@ def _process(job: ClaimedDocument, source: Source, store: WorkQueue, embedder: E
     old = store.stored(job.source, job.key)
     observation = observe(source, item, old, extractor, derivation, chunker, out)
     stored = {job.key: old} if old is not None else {}
-    if isinstance(observation, DocumentVersion) and old is None:
+    # Without vanished documents in the run (a first sync, say) there is no move to look for.
+    if isinstance(observation, DocumentVersion) and old is None and job.item.get("moves", True):
         origin = store.claim_vanished(job.run, job.source, observation.text_hash,
                                       observation.derivation)
         if origin is not None:  # a rename: the origin's chunks and vectors are kept
@@ -356,7 +358,9 @@ def _delete_vanished(run: str, source: str, store: WorkQueue, embedder: Embedder
         out.actions.append((key, str(Action.DELETED)))
 
 
-def _item_json(item: SourceItem, derivation: str, embedder: str) -> dict[str, Any]:
+def _item_json(item: SourceItem, derivation: str, embedder: str,
+               moves: bool = True) -> dict[str, Any]:
+    """A queued document; ``moves``: whether documents of its source vanished in this run."""
     stat = item.stat
     validators = item.validators
     return {
@@ -365,6 +369,7 @@ def _item_json(item: SourceItem, derivation: str, embedder: str) -> dict[str, An
         "validators": None if validators is None
         else [validators.etag, validators.last_modified],
         "not_modified": item.not_modified, "derivation": derivation, "embedder": embedder,
+        "moves": moves,
     }
 
 
