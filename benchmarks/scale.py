@@ -11,6 +11,9 @@ What is measured
     the largest worker process. Every size in ``--docs`` is measured, so a flat peak shows
     that no whole-corpus state is held where it should not be. ``index s`` is the part of the
     first sync spent building the HNSW index, which a parallel first sync defers to the end.
+    The benchmark's own server builds it with ``maintenance_work_mem`` 1 GB and 2 parallel
+    maintenance workers (:data:`SERVER_SETTINGS`); the settings of the server measured,
+    own or ``--postgres-url``, are printed above the table.
 
     Configurations
         sqlite        ``kbsync sync``: one process, one SQLite file.

@@ -503,10 +503,13 @@ class PostgresStore:
                  [c.tokens for c in chunks], [c.boundary for c in chunks], *this))
 
     def digest_sets(self, source: str) -> dict[str, frozenset[str]]:
-        return digest_sets(self._conn.execute(
-            f"SELECT d.key, c.digest FROM documents d JOIN chunks c ON {CURRENT} "
-            "WHERE d.source = %s", (source,),
-        ))
+        # Streamed from the server: the rows of a whole source never sit in memory beside
+        # the sets made of them.
+        with self._transaction(), self._conn.cursor(name="kbsync_digests") as cur:
+            cur.itersize = 5000
+            cur.execute(f"SELECT d.key, c.digest FROM documents d JOIN chunks c ON {CURRENT} "
+                        "WHERE d.source = %s", (source,))
+            return digest_sets(cur)
 
     def boilerplate(self, source: str) -> frozenset[str]:
         return frozenset(r[0] for r in self._conn.execute(
