@@ -345,7 +345,7 @@ class KnowledgeBase:
                     self.sources, self._queue(), self.embedder, extractor_for,
                     self.config.chunker, workers=workers, spawn=self._spawn, verify=verify,
                     allow_mass_delete=allow_mass_delete, progress=progress,
-                    **self._index_settings())
+                    spool_dir=self._state_dir(), **self._index_settings())
             return sync_sources(
                 self.sources, self.store, self.embedder, extractor_for, self.config.chunker,
                 verify=verify, allow_mass_delete=allow_mass_delete, progress=progress,
@@ -484,11 +484,11 @@ class KnowledgeBase:
 
     def documents(self, *, after: DocumentRef | None = None,
                   limit: int | None = None) -> tuple[DocumentRef, ...]:
-        """The documents in the store, ordered by source and key.
+        """The documents in the store, ordered by source and key (in the store's collation).
 
         ``after`` and ``limit`` page through a large store: the next page starts
         after the last document of the previous one, so documents added or removed
-        in between neither repeat nor shift the rest.
+        in between neither repeat nor shift the rest; a page reads only its own rows.
         """
         if limit is not None and limit < 1:
             raise ParameterError(f"limit must be at least 1, not {limit}")
@@ -496,13 +496,12 @@ class KnowledgeBase:
         for source in sorted(self.store.source_names()):
             if after is not None and source < after.source:
                 continue  # its manifest need not be read
-            for key in sorted(self.store.manifest(source)):
-                ref = DocumentRef(source, key)
-                if after is not None and ref <= after:
-                    continue
-                if len(found) == limit:
-                    return tuple(found)
-                found.append(ref)
+            start = after.key if after is not None and source == after.source else None
+            wanted = None if limit is None else limit - len(found)
+            found.extend(DocumentRef(source, key)
+                         for key in self.store.manifest(source, start, wanted))
+            if len(found) == limit:
+                break
         return tuple(found)
 
     def document(self, key: str, source: str | None = None) -> DocumentText:

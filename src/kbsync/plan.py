@@ -27,7 +27,10 @@ __all__ = [
     "StoredDocument",
     "Unchanged",
     "boilerplate",
+    "boilerplate_of_counts",
     "chunk_ops",
+    "host_group",
+    "mass_deletion",
     "plan",
 ]
 
@@ -249,8 +252,7 @@ def plan(
             docs.append(DocumentPlan(key, Action.MODIFIED, version=obs, ops=ops))
 
     deletions = [k for k in vanished if k not in moved_from]
-    blocked = delete and bool(deletions) and not allow_mass_delete \
-        and 2 * len(deletions) > len(stored)
+    blocked = delete and not allow_mass_delete and mass_deletion(len(stored), len(deletions))
     if delete and not blocked:
         for key in deletions:
             docs.append(DocumentPlan(key, Action.DELETED,
@@ -270,27 +272,48 @@ def plan(
     )
 
 
+def mass_deletion(stored: int, deletions: int) -> bool:
+    """Whether deleting ``deletions`` of a source's ``stored`` documents at once needs consent.
+
+    More than half of a source vanishing is more often a mistake (a wrong root, an
+    unmounted disk, a site down) than a real change.
+    """
+    return deletions > 0 and 2 * deletions > stored
+
+
 def boilerplate(
     documents: Mapping[str, Collection[str]], share: float, min_documents: int = 3
 ) -> frozenset[str]:
     """Chunk digests found in more than ``share`` of the documents of one host.
 
     ``documents`` maps a key to the digests of its current chunks; keys that are
-    URLs are grouped by host, other keys form one group. A digest counts only
-    when at least ``min_documents`` documents share it, so two copies of a file
-    are not boilerplate.
+    URLs are grouped by host (:func:`host_group`), other keys form one group. A
+    digest counts only when at least ``min_documents`` documents share it, so two
+    copies of a file are not boilerplate.
     """
-    groups: dict[str, list[Collection[str]]] = {}
+    members: Counter[str] = Counter()
+    counts: Counter[tuple[str, str]] = Counter()
     for key, digests in documents.items():
-        groups.setdefault(_host(key), []).append(digests)
-    found: set[str] = set()
-    for members in groups.values():
-        counts = Counter(d for digests in members for d in set(digests))
-        limit = share * len(members)
-        found.update(d for d, n in counts.items() if n >= min_documents and n > limit)
-    return frozenset(found)
+        group = host_group(key)
+        members[group] += 1
+        counts.update((group, d) for d in set(digests))
+    return boilerplate_of_counts(((g, d, n) for (g, d), n in counts.items()), members,
+                                 share, min_documents)
 
 
-def _host(key: str) -> str:
+def boilerplate_of_counts(
+    counts: Iterable[tuple[str, str, int]], members: Mapping[str, int], share: float,
+    min_documents: int = 3,
+) -> frozenset[str]:
+    """:func:`boilerplate` from counts: (group, digest, documents holding it) and group sizes.
+
+    What a sync uses when the digests of a large source are counted outside memory.
+    """
+    return frozenset(d for group, d, n in counts
+                     if n >= min_documents and n > share * members.get(group, 0))
+
+
+def host_group(key: str) -> str:
+    """The boilerplate group of a key: the lower-cased host of a URL, "" for anything else."""
     _, sep, rest = key.partition("://")
     return rest.split("/", 1)[0].lower() if sep else ""

@@ -10,13 +10,10 @@ complete, and then one document at a time, each in one transaction.
 from __future__ import annotations
 
 import json
-import os
-import pickle
-import tempfile
 import time
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -37,6 +34,7 @@ from kbsync.model import (
     ChangeReport,
     Chunk,
     ChunkingDiagnostics,
+    ItemError,
     KnownItem,
     Listing,
     Record,
@@ -54,17 +52,19 @@ from kbsync.plan import (
     Refreshed,
     StoredDocument,
     Unchanged,
-    boilerplate,
+    mass_deletion,
     plan,
 )
 from kbsync.report import DocumentChange, SourceResult, SyncResult
-from kbsync.sources import Source
+from kbsync.scratch import Scratch, text_key
+from kbsync.sources import Entries, ScanningSource, Source
 from kbsync.store import RecordStore
 from kbsync.vectors import VectorSink
 
 __all__ = ["BatchLimits", "Chunker", "ExtractorFor", "Progress", "RemovedSource",
            "SourceReport", "SyncReport", "apply_plan", "backfill", "count_plan", "embed_plan",
-           "observe", "refuse_dimension_change", "sync_sources", "unchanged_observation", "utc_now"]
+           "list_source", "observe", "refuse_dimension_change", "sync_sources",
+           "unchanged_observation", "utc_now"]
 
 Progress = Callable[[str, int, int], None]
 ExtractorFor = Callable[[str], Extractor | None]
@@ -179,47 +179,6 @@ class BatchLimits:
     bytes: int = 16 * 2**20
 
 
-@dataclass(frozen=True, slots=True)
-class _Spooled:
-    """Where a document version waits in the spool file between its read and its batch."""
-
-    key: str
-    offset: int
-    size: int
-
-
-class _Spool:
-    """Document versions of one source, in a temporary file while the rest is read.
-
-    The file is unlinked from the start: nothing is left behind, whatever ends the process.
-    """
-
-    def __init__(self, folder: Path | None) -> None:
-        # Closed by __exit__: the spool lives as long as one source's sync.
-        self._file = tempfile.TemporaryFile(dir=folder)  # noqa: SIM115
-
-    def __enter__(self) -> _Spool:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._file.close()
-
-    def put(self, version: DocumentVersion) -> _Spooled:
-        data = pickle.dumps(version, protocol=pickle.HIGHEST_PROTOCOL)
-        offset = self._file.seek(0, os.SEEK_END)
-        self._file.write(data)
-        return _Spooled(version.key, offset, len(data))
-
-    def get(self, entry: Observation | _Spooled) -> Observation:
-        """The observation itself: a spooled version read back, anything else as it is."""
-        if not isinstance(entry, _Spooled):
-            return entry
-        self._file.seek(entry.offset)
-        version = pickle.loads(self._file.read(entry.size))
-        assert isinstance(version, DocumentVersion)
-        return version
-
-
 class _Added:
     """The digests new to documents of the batches done so far of one source.
 
@@ -227,9 +186,8 @@ class _Added:
     document holds it, so only those are kept, not every chunk of a first sync.
     """
 
-    def __init__(self, fresh: Mapping[str, Collection[str]]) -> None:
-        counts = Counter(d for digests in fresh.values() for d in digests)
-        self._recurring = {d for d, n in counts.items() if n > 1}
+    def __init__(self, recurring: set[str]) -> None:
+        self._recurring = recurring
         self.digests: set[str] = set()
 
     def note(self, the_plan: Plan) -> None:
@@ -408,52 +366,37 @@ def _sync_source(run: _Run, source: Source, allow_mass_delete: bool,
 
     Whether a document is boilerplate depends on every document of the source,
     and it must be known before anything is embedded. So the changed documents
-    are read, extracted and chunked first, each one's version written to a
-    spool file with only its chunk digests kept in memory; then the boilerplate
-    is decided, and the spooled versions come back a batch at a time to be
-    planned, embedded and applied. Across the whole source only small facts per
-    document stay in memory: the manifest, the listing and what each document
-    came to. Deletions wait for the last batch, which may have moved a vanished
+    are read, extracted and chunked first, and only then planned, embedded and
+    applied, a batch at a time. What that needs of every document (the listing,
+    the store's manifest, each observation and the chunk digests) waits in a
+    :class:`~kbsync.scratch.Scratch` file, so memory does not grow with the
+    source. Deletions wait for the last batch, which may have moved a vanished
     document. Returns whether the sink needs a reconciliation.
     """
     store = run.store
-    stored = store.manifest(source.name)
-    # --verify also revalidates web pages in full: no validators, so no 304 shortcut.
-    known = {k: KnownItem(k, d.stat, None if run.verify else d.validators, d.missing)
-             for k, d in stored.items()}
-    listing = source.list(known)
-    run.clock.lap("list")
-    out.listing_complete = listing.complete
-    out.warnings.extend(listing.warnings)
-    out.failures.extend(("", e.message) for e in listing.errors if not e.key)
-    # An item no extractor reads is not a document of the knowledge base (a page that
-    # became an image): if it was stored, it is deleted like a vanished one.
-    items = sorted((i for i in listing.items if run.extractor_for(i.media_type) is not None),
-                   key=lambda i: i.key)
-    out.skipped = len(listing.items) - len(items)
-    listed = {i.key for i in items} | {e.key for e in listing.errors if e.key}
-    vanished = [k for k in stored if k not in listed] if listing.complete else []
     mirror = False
-    with _Spool(run.spool_dir) as spool:
-        observed, fresh = _observe_source(run, source, listing, items, stored, out, spool)
-        shared = _boilerplate(store, source.name, fresh, vanished, run.boilerplate_share)
-        added = _Added(fresh)
-        del fresh
+    with Scratch(run.spool_dir) as scratch:
+        complete = list_source(source, store, run.extractor_for, run.verify, scratch, out)
+        run.clock.lap("list")
+        stored = scratch.stored_count()
+        _observe_source(run, source, scratch, out)
+        vanished = scratch.vanish() if complete else 0
+        if scratch.rechunked_count() or vanished:
+            scratch.count_stored(store.chunk_digests(source.name))
+            shared = scratch.boilerplate(run.boilerplate_share)
+        else:
+            shared = store.boilerplate(source.name)
+        added = _Added(scratch.recurring())
         out.boilerplate = len(shared)
         skip = frozenset() if run.index_boilerplate else shared
         if not run.dry_run:
             mirror = run.sink is not None and store.boilerplate(source.name) != skip
             store.set_boilerplate(source.name, skip)
-        origins: dict[str, list[str]] = {}
-        for k in vanished:
-            origins.setdefault(_text_key(stored[k]), []).append(k)
-        moved: set[str] = set()
         counted = _Counted(run.progress)
-        for batch in _batches(observed, run.batch):
-            moved |= _run_batch(run, source.name, [spool.get(o) for o in batch], stored,
-                                origins, skip, shared, added, out, counted.batch())
-    _delete_vanished(run, source.name, stored, [k for k in vanished if k not in moved],
-                     allow_mass_delete, out)
+        for batch in scratch.batches(run.batch.documents, run.batch.bytes):
+            _run_batch(run, source.name, batch, scratch, skip, shared, added, out,
+                       counted.batch())
+        _delete_vanished(run, source.name, scratch, stored, allow_mass_delete, out)
     if run.dry_run:
         out.embeddings_backfill = len(store.unembedded(source.name, run.embedder.identity))
         return False
@@ -462,101 +405,123 @@ def _sync_source(run: _Run, source: Source, allow_mass_delete: bool,
     return mirror or out.embeddings_backfill > 0
 
 
-def _observe_source(
-    run: _Run, source: Source, listing: Listing, items: Sequence[SourceItem],
-    stored: Mapping[str, StoredDocument], out: SourceReport, spool: _Spool,
-) -> tuple[dict[str, Observation | _Spooled], dict[str, tuple[str, ...]]]:
-    """What each listed document came to, in key order, with the versions spooled.
+_MANIFEST_PAGE = 1000
 
-    Also the chunk digests of every re-chunked version: all that boilerplate
-    detection needs of them.
+
+def list_source(source: Source, store: RecordStore, extractor_for: ExtractorFor, verify: bool,
+                scratch: Scratch, out: SourceReport) -> bool:
+    """Put the source's listing and the store's manifest of it in ``scratch``; whether complete.
+
+    An item no extractor reads is not a document of the knowledge base (a page that
+    became an image): it is left out, so a stored one is deleted like a vanished one.
     """
-    # A listing error with a key means the document exists but cannot be taken now:
-    # it fails (and keeps its stored version); one without a key is about the source.
-    observed: dict[str, Observation | _Spooled] = {
-        e.key: Failed(e.key, e.message, missing=e.missing) for e in listing.errors if e.key}
-    fresh: dict[str, tuple[str, ...]] = {}
-    derivations: dict[str, str] = {}
-    for n, item in enumerate(items, 1):
-        old = stored.get(item.key)
-        extractor = run.extractor_for(item.media_type)
-        assert extractor is not None
-        derivation = derivations.get(extractor.identity)
-        if derivation is None:
-            derivation = derivations[extractor.identity] = digest(
-                "kbsync:derivation", NORMALIZER_VERSION, run.chunker.fingerprint,
-                extractor.identity)
-        if old is not None and old.derivation == derivation and not run.verify and (
-            item.not_modified or (item.stat is not None and old.stat == item.stat)
-        ):
-            observed[item.key] = unchanged_observation(item, old)
-            out.bytes_skipped += item.stat.size if item.stat else 0
+    if isinstance(source, ScanningSource):
+        entries = source.scan()
+    else:  # a source that needs what the store knows (validators) holds its listing anyway
+        # --verify also revalidates web pages in full: no validators, so no 304 shortcut.
+        known = {k: KnownItem(k, d.stat, None if verify else d.validators, d.missing)
+                 for k, d in store.manifest(source.name).items()}
+        entries = _entries(source.list(known))
+    while True:
+        try:
+            entry = next(entries)
+        except StopIteration as end:
+            summary: Listing = end.value
+            break
+        if isinstance(entry, ItemError) and not entry.key:
+            out.failures.append(("", entry.message))
+        elif isinstance(entry, SourceItem) and extractor_for(entry.media_type) is None:
+            out.skipped += 1
         else:
-            seen = observe(source, item, old, extractor, derivation, run.chunker, out,
-                           run.count_chunk)
-            if isinstance(seen, DocumentVersion):
-                if seen.rechunked:
-                    fresh[seen.key] = tuple(dict.fromkeys(c.digest for c in seen.chunks))
-                observed[item.key] = spool.put(seen)
+            scratch.add_listed(entry)
+    out.listing_complete = summary.complete
+    out.warnings.extend(summary.warnings)
+    out.failures.extend(("", e.message) for e in summary.errors)
+    after = None
+    while page := store.manifest(source.name, after, _MANIFEST_PAGE):
+        scratch.add_stored(page.values())
+        after = next(reversed(page))
+    return summary.complete
+
+
+def _entries(listing: Listing) -> Entries:
+    """A whole listing handed over as :data:`~kbsync.sources.Entries`."""
+    yield from listing.items
+    yield from listing.errors
+    return Listing((), listing.complete, (), listing.warnings)
+
+
+def _observe_source(run: _Run, source: Source, scratch: Scratch, out: SourceReport) -> None:
+    """Gate every listed document; keep in ``scratch`` what each one came to, unless unchanged.
+
+    A listing error with a key means the document exists but cannot be taken now:
+    it fails (and keeps its stored version).
+    """
+    total = scratch.listed_count()
+    derivations: dict[str, str] = {}
+    for n, (entry, old) in enumerate(scratch.listing(), 1):
+        if isinstance(entry, ItemError):
+            scratch.observe(Failed(entry.key, entry.message, missing=entry.missing), old)
+        else:
+            seen = _gate(run, source, entry, old, derivations, out)
+            if isinstance(seen, Unchanged):
+                out.documents[str(Action.UNCHANGED)] += 1
             else:
-                observed[item.key] = seen
+                scratch.observe(seen, old)
         if run.progress is not None:
-            run.progress("read", n, len(items))
+            run.progress("read", n, total)
     run.clock.lap("read")
-    return {k: observed[k] for k in sorted(observed)}, fresh
 
 
-def _batches(observed: Mapping[str, Observation | _Spooled],
-             limits: BatchLimits) -> Iterator[list[Observation | _Spooled]]:
-    """The observations in key order, cut where a batch reaches either limit."""
-    batch: list[Observation | _Spooled] = []
-    size = 0
-    for o in observed.values():
-        batch.append(o)
-        size += o.size if isinstance(o, _Spooled) else 0
-        if len(batch) >= limits.documents or size >= limits.bytes:
-            yield batch
-            batch, size = [], 0
-    if batch:
-        yield batch
+def _gate(run: _Run, source: Source, item: SourceItem, old: StoredDocument | None,
+          derivations: dict[str, str], out: SourceReport) -> Observation:
+    """What one listed document comes to: the stat gate, else a read and gates 2 and 3."""
+    extractor = run.extractor_for(item.media_type)
+    assert extractor is not None
+    derivation = derivations.get(extractor.identity)
+    if derivation is None:
+        derivation = derivations[extractor.identity] = digest(
+            "kbsync:derivation", NORMALIZER_VERSION, run.chunker.fingerprint,
+            extractor.identity)
+    if old is not None and old.derivation == derivation and not run.verify and (
+        item.not_modified or (item.stat is not None and old.stat == item.stat)
+    ):
+        out.bytes_skipped += item.stat.size if item.stat else 0
+        return unchanged_observation(item, old)
+    return observe(source, item, old, extractor, derivation, run.chunker, out, run.count_chunk)
 
 
 def _run_batch(
-    run: _Run, source: str, observations: Sequence[Observation],
-    stored: Mapping[str, StoredDocument], origins: dict[str, list[str]],
-    skip: frozenset[str], shared: frozenset[str], added: _Added, out: SourceReport,
-    progress: Progress | None,
-) -> set[str]:
-    """Plan, embed and apply one batch; the vanished keys its documents moved from.
+    run: _Run, source: str, batch: Sequence[tuple[Observation, StoredDocument | None]],
+    scratch: Scratch, skip: frozenset[str], shared: frozenset[str], added: _Added,
+    out: SourceReport, progress: Progress | None,
+) -> None:
+    """Plan, embed and apply one batch.
 
-    ``origins`` (vanished keys by text, in manifest order) loses the keys this
-    batch moves from; ``added`` learns the digests new to this batch's
-    documents, so that counts and a dry run's embedding estimate stay those of
-    one plan of the whole source.
+    The gone documents of ``scratch`` this batch moves from are offered no more;
+    ``added`` learns the digests new to this batch's documents, so that counts
+    and a dry run's embedding estimate stay those of one plan of the whole source.
     """
     store, embedder = run.store, run.embedder
+    observations = [o for o, _ in batch]
+    olds = {old.key: old for _, old in batch if old is not None}
     versions = [o for o in observations if isinstance(o, DocumentVersion)]
     # Batches go in key order, as one plan of the source takes moves: a new document
-    # moves from the first vanished one with its text that no earlier key has taken.
-    offered = list(dict.fromkeys(k for v in versions if v.key not in stored
-                                 for k in origins.get(_text_key(v), ())))
+    # moves from the first gone one with its text that no earlier key has taken.
+    offered = scratch.origins([text_key(v) for v in versions if v.key not in olds])
     filled = {d.key: d for d in store.with_digests(
-        source, [stored[k] for k in offered] + [stored[v.key] for v in versions
-                                                if v.key in stored])}
-    local = {k: filled[k] for k in offered}
-    for o in observations:
-        if o.key in stored:
-            local[o.key] = filled.get(o.key, stored[o.key])
+        source, offered + [olds[v.key] for v in versions if v.key in olds])}
+    local = {d.key: filled[d.key] for d in offered}
+    for key, old in olds.items():
+        local[key] = filled.get(key, old)
     pending = {c.digest for v in versions for c in v.chunks}
     cached = store.cached(embedder.identity, pending) if pending else set()
     if run.dry_run:  # nothing is applied, so what earlier batches would embed is not cached
         cached |= pending & added.digests
     the_plan = plan(source, local, [o.key for o in observations], observations, cached,
                     skip=skip, delete=False)
-    moved = {d.previous_key for d in the_plan.documents
-             if d.action is Action.MOVED and d.previous_key is not None}
-    for keys in origins.values():
-        keys[:] = [k for k in keys if k not in moved]
+    scratch.moved(local[d.previous_key] for d in the_plan.documents
+                  if d.action is Action.MOVED and d.previous_key is not None)
     run.clock.lap("plan")
     tokens = {c.digest: c.tokens for v in versions for c in v.chunks}
     out.embed_tokens += sum(tokens[d] for d in the_plan.to_embed)
@@ -573,32 +538,25 @@ def _run_batch(
         apply_plan(the_plan, vectors, failed, store, embedder, out, progress, run.sink, skip)
         run.clock.lap("apply")
     added.note(the_plan)
-    return moved
 
 
-def _delete_vanished(run: _Run, source: str, stored: Mapping[str, StoredDocument],
-                     gone: Sequence[str], allow_mass_delete: bool, out: SourceReport) -> None:
+def _delete_vanished(run: _Run, source: str, scratch: Scratch, stored: int,
+                     allow_mass_delete: bool, out: SourceReport) -> None:
     """Delete what vanished and moved nowhere, unless that is more than half of the source."""
+    gone = scratch.gone_count()
     if not gone:
         return
-    with_digests = dict(stored)
-    for doc in run.store.with_digests(source, [stored[k] for k in gone]):
-        with_digests[doc.key] = doc
-    gone_keys = set(gone)
-    the_plan = plan(source, with_digests, [k for k in stored if k not in gone_keys], [],
-                    allow_mass_delete=allow_mass_delete)
-    out.deletions_blocked = the_plan.deletions_blocked
-    if the_plan.deletions_blocked:
+    if not allow_mass_delete and mass_deletion(stored, gone):
+        out.deletions_blocked = True
         out.failures.append(("", "more than half of this source's documents would be deleted; "
                                  "nothing was deleted (use --allow-mass-delete)"))
-    count_plan(out, the_plan.documents)
-    if not run.dry_run:
-        apply_plan(the_plan, {}, set(), run.store, run.embedder, out, run.progress, run.sink)
-
-
-def _text_key(doc: StoredDocument | DocumentVersion) -> str:
-    """What a renamed document shares with its origin (as :func:`kbsync.plan.plan` matches)."""
-    return doc.text_hash + "|" + doc.derivation
+        return
+    for page in scratch.gone(run.batch.documents):
+        docs = {d.key: d for d in run.store.with_digests(source, page)}
+        the_plan = plan(source, docs, [], [], allow_mass_delete=True)
+        count_plan(out, the_plan.documents)
+        if not run.dry_run:
+            apply_plan(the_plan, {}, set(), run.store, run.embedder, out, run.progress, run.sink)
 
 
 def count_plan(out: SourceReport, docs: Collection[DocumentPlan]) -> None:
@@ -613,20 +571,6 @@ def count_plan(out: SourceReport, docs: Collection[DocumentPlan]) -> None:
             out.failures.append((d.key, d.message))
         if d.action is not Action.UNCHANGED:
             out.actions.append((d.key, str(d.action)))
-
-
-def _boilerplate(store: RecordStore, source: str, fresh: Mapping[str, Collection[str]],
-                 vanished: Sequence[str], share: float) -> frozenset[str]:
-    """The source's boilerplate digests as they will be once this sync is applied.
-
-    ``fresh`` holds the chunk digests of the re-chunked documents.
-    """
-    if not fresh and not vanished:
-        return store.boilerplate(source)
-    sets: dict[str, Collection[str]] = {**store.digest_sets(source), **fresh}
-    for key in vanished:
-        sets.pop(key, None)
-    return boilerplate(sets, share)
 
 
 def unchanged_observation(item: SourceItem, old: StoredDocument) -> Observation:

@@ -27,12 +27,13 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from kbsync.embed import Embedder
 from kbsync.errors import ConfigError
 from kbsync.identity import digest
-from kbsync.model import KnownItem, SourceItem, SourceStat, Validators
+from kbsync.model import ItemError, SourceItem, SourceStat, Validators
 from kbsync.normalize import NORMALIZER_VERSION
 from kbsync.plan import (
     Action,
@@ -41,10 +42,10 @@ from kbsync.plan import (
     Failed,
     Observation,
     StoredDocument,
-    boilerplate,
     plan,
 )
 from kbsync.report import SyncResult
+from kbsync.scratch import Scratch
 from kbsync.sources import Source
 from kbsync.store import RecordStore
 from kbsync.sync import (
@@ -58,6 +59,7 @@ from kbsync.sync import (
     backfill,
     count_plan,
     embed_plan,
+    list_source,
     observe,
     refuse_dimension_change,
     unchanged_observation,
@@ -132,11 +134,13 @@ def sync_parallel(
     progress: Progress | None = None,
     boilerplate_share: float = 0.05,
     index_boilerplate: bool = False,
+    spool_dir: Path | None = None,
 ) -> SyncResult:
     """A sync whose per-document work is shared by ``workers`` processes (this one included).
 
     ``spawn`` starts the other ``workers - 1`` processes; without it, or with
-    one worker, this process does all the work through the same queue.
+    one worker, this process does all the work through the same queue. The
+    listing waits in a scratch file in ``spool_dir`` (as in :func:`sync_sources`).
     """
     refuse_dimension_change(store, embedder)
     store.prepare_vectors(embedder.dimension)
@@ -153,7 +157,7 @@ def sync_parallel(
         if isinstance(source, RemovedSource):
             out.warnings.append("no longer configured: its documents are deleted")
         sizes[source.name] = _enqueue(run, source, store, embedder, extractor_for, chunker,
-                                      verify, out)
+                                      verify, out, spool_dir)
     report.seconds["list"] = time.perf_counter() - started
     started = time.perf_counter()
     total = store.pending(run)
@@ -182,8 +186,8 @@ def sync_parallel(
         _collect(run, source.name, store, out)
         _delete_vanished(run, source.name, store, embedder, out, sizes[source.name],
                          allow_mass_delete or isinstance(source, RemovedSource))
-        shared = frozenset() if index_boilerplate else boilerplate(
-            store.digest_sets(source.name), boilerplate_share)
+        shared = frozenset() if index_boilerplate else _boilerplate(
+            store, source.name, boilerplate_share, spool_dir)
         out.boilerplate = len(shared)
         store.set_boilerplate(source.name, shared)
         backfill(source.name, store, embedder, out)
@@ -217,49 +221,74 @@ def _derivation(chunker: Chunker, extractor_identity: str) -> str:
 
 def _enqueue(run: str, source: Source, store: WorkQueue, embedder: Embedder,
              extractor_for: ExtractorFor, chunker: Chunker, verify: bool,
-             out: SourceReport) -> int:
-    """List one source, settle what the stat gate passes and queue the rest; the stored count."""
-    stored = store.manifest(source.name)
-    known = {k: KnownItem(k, d.stat, None if verify else d.validators, d.missing)
-             for k, d in stored.items()}
-    listing = source.list(known)
-    out.listing_complete = listing.complete
-    out.warnings.extend(listing.warnings)
-    observations: list[Observation] = [
-        Failed(e.key, e.message, missing=e.missing) for e in listing.errors if e.key]
-    out.failures.extend(("", e.message) for e in listing.errors if not e.key)
-    items = [i for i in listing.items if extractor_for(i.media_type) is not None]
-    out.skipped = len(listing.items) - len(items)
-    # Vanished documents first: a worker already serving the run may take one as the
-    # origin of a move as soon as the documents that need reading arrive.
-    listed = {i.key for i in items} | {e.key for e in listing.errors if e.key}
-    vanished = [k for k in sorted(stored) if k not in listed] if listing.complete else []
-    del listed, known
-    store.enqueue(run, source.name, [(k, {}) for k in vanished], state="vanished")
-    queued: list[tuple[str, Mapping[str, Any]]] = []
-    for item in items:
-        extractor = extractor_for(item.media_type)
-        assert extractor is not None
-        derivation = _derivation(chunker, extractor.identity)
-        old = stored.get(item.key)
-        if old is not None and old.derivation == derivation and not verify and (
-            item.not_modified or (item.stat is not None and old.stat == item.stat)
-        ):
-            observations.append(unchanged_observation(item, old))
-            out.bytes_skipped += item.stat.size if item.stat else 0
-        else:
-            queued.append((item.key, _item_json(item, derivation, embedder.identity,
-                                                bool(vanished))))
-            if len(queued) == 1000:  # queued as listed, not held for the whole source
+             out: SourceReport, spool_dir: Path | None) -> int:
+    """List one source, settle what the stat gate passes and queue the rest; the stored count.
+
+    The listing and the manifest wait in a scratch file, as in a single-process
+    sync, so this process holds no whole listing.
+    """
+    with Scratch(spool_dir) as scratch:
+        complete = list_source(source, store, extractor_for, verify, scratch, out)
+        # Vanished documents first: a worker already serving the run may take one as the
+        # origin of a move as soon as the documents that need reading arrive.
+        moves = complete and scratch.vanish() > 0
+        if moves:
+            for page in scratch.gone(_PAGE):
+                store.enqueue(run, source.name, [(d.key, {}) for d in page], state="vanished")
+        queued: list[tuple[str, Mapping[str, Any]]] = []
+        settled: list[tuple[Observation, StoredDocument | None]] = []
+        for entry, old in scratch.listing():
+            if isinstance(entry, ItemError):
+                settled.append((Failed(entry.key, entry.message, missing=entry.missing), old))
+            elif (derivation := _gate(entry, old, extractor_for, chunker, verify)) is None:
+                assert old is not None
+                settled.append((unchanged_observation(entry, old), old))
+                out.bytes_skipped += entry.stat.size if entry.stat else 0
+            else:
+                queued.append((entry.key, _item_json(entry, derivation, embedder.identity,
+                                                     moves)))
+            if len(queued) == _PAGE:  # queued as listed, not held for the whole source
                 store.enqueue(run, source.name, queued)
                 queued.clear()
-    store.enqueue(run, source.name, queued)
-    # Gate-1 results (unchanged, refreshed validators) and listing failures, applied here.
-    settled = plan(source.name, {o.key: stored[o.key] for o in observations if o.key in stored},
-                   [o.key for o in observations], observations, listing_complete=False)
-    count_plan(out, settled.documents)
-    apply_plan(settled, {}, set(), store, embedder, out, None)
-    return len(stored)
+            if len(settled) == _PAGE:
+                _settle(source.name, settled, store, embedder, out)
+                settled.clear()
+        store.enqueue(run, source.name, queued)
+        _settle(source.name, settled, store, embedder, out)
+        return scratch.stored_count()
+
+
+_PAGE = 1000
+
+
+def _gate(item: SourceItem, old: StoredDocument | None, extractor_for: ExtractorFor,
+          chunker: Chunker, verify: bool) -> str | None:
+    """The derivation a worker must read the item with, or None when the stat gate passes."""
+    extractor = extractor_for(item.media_type)
+    assert extractor is not None
+    derivation = _derivation(chunker, extractor.identity)
+    if old is not None and old.derivation == derivation and not verify and (
+        item.not_modified or (item.stat is not None and old.stat == item.stat)
+    ):
+        return None
+    return derivation
+
+
+def _settle(source: str, settled: Sequence[tuple[Observation, StoredDocument | None]],
+            store: WorkQueue, embedder: Embedder, out: SourceReport) -> None:
+    """Apply gate-1 results (unchanged, refreshed validators) and listing failures here."""
+    the_plan = plan(source, {old.key: old for _, old in settled if old is not None},
+                    [o.key for o, _ in settled], [o for o, _ in settled], listing_complete=False)
+    count_plan(out, the_plan.documents)
+    apply_plan(the_plan, {}, set(), store, embedder, out, None)
+
+
+def _boilerplate(store: WorkQueue, source: str, share: float, spool_dir: Path | None,
+                 ) -> frozenset[str]:
+    """The boilerplate of what the store holds of ``source``, counted in a scratch file."""
+    with Scratch(spool_dir) as scratch:
+        scratch.count_stored(store.chunk_digests(source))
+        return scratch.boilerplate(share)
 
 
 def drain(run: str, sources: Sequence[Source], store: WorkQueue, embedder: Embedder,

@@ -123,7 +123,7 @@ def test_vectors_of_two_dimensions_coexist_each_with_its_own_hnsw_index(
                            for i in range(5)})
     embedder = CountingEmbedder(dimension=16)
     sync_sources([source], store, embedder, extractor_for, CHUNKER)
-    digests = sorted({d for s in store.digest_sets("memory").values() for d in s})
+    digests = sorted({d for _, d in store.chunk_digests("memory")})
     rng = np.random.default_rng(7)
     wide = rng.normal(size=(len(digests), 48)).astype(np.float32)
     wide /= np.linalg.norm(wide, axis=1, keepdims=True)

@@ -86,6 +86,40 @@ def test_two_names_equal_after_nfc_give_one_item_and_a_warning(root: Path) -> No
     assert listing.complete
 
 
+def test_of_two_directories_equal_after_nfc_the_first_is_listed_and_the_other_reported(
+        root: Path) -> None:
+    _write(root, "cafe\u0301/decomposed.txt")
+    _write(root, "caf\u00e9/composed.txt")
+    listing = FilesystemSource(root).list()
+    # "e" + U+0301 comes before U+00E9 in code-point order of the raw names.
+    assert [i.key for i in listing.items] == ["caf\u00e9/decomposed.txt"]
+    [warning] = listing.warnings
+    assert warning.startswith("caf\u00e9: ")
+    assert "NFC" in warning
+
+
+def test_a_scan_hands_over_the_same_items_and_errors_as_the_listing(root: Path) -> None:
+    for i in range(30):
+        _write(root, f"d{i % 4}/sub{i % 3}/f{i}.txt")
+    _write(root, "big.txt", "x" * 50)
+    source = FilesystemSource(root, max_bytes=20)
+    entries = source.scan()
+    scanned = []
+    while True:
+        try:
+            scanned.append(next(entries))
+        except StopIteration as end:
+            summary = end.value
+            break
+    listing = source.list()
+    assert sorted(e.key for e in scanned) == sorted(
+        [i.key for i in listing.items] + [e.key for e in listing.errors])
+    assert summary.items == ()
+    assert summary.complete
+    assert listing.complete
+    assert listing.errors[0].key == "big.txt"
+
+
 @pytest.mark.parametrize(
     ("pattern", "key", "expected"),
     [

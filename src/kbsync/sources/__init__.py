@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from typing import Protocol, runtime_checkable
 
-from kbsync.model import KnownItem, Listing, SourceItem
+from kbsync.model import ItemError, KnownItem, Listing, SourceItem
 
-__all__ = ["Source"]
+__all__ = ["Entries", "ScanningSource", "Source"]
+
+Entries = Generator[SourceItem | ItemError, None, Listing]
+"""A listing handed over piece by piece: items and errors (in no particular order), then
+a :class:`Listing` without items that says whether it was complete, with its warnings."""
 
 
 @runtime_checkable
@@ -29,6 +33,18 @@ class Source(Protocol):
 
     def read(self, item: SourceItem) -> bytes:
         """The item's bytes; raises DocumentError (naming the item) when it cannot be read."""
+        ...
+
+
+@runtime_checkable
+class ScanningSource(Source, Protocol):
+    """A source that can hand its listing over piece by piece, so a sync never holds all of it.
+
+    A source that cannot (a crawl must hold its frontier anyway) just lists.
+    """
+
+    def scan(self) -> Entries:
+        """What :meth:`Source.list` returns, as :data:`Entries`; needs nothing the store knows."""
         ...
 
 

@@ -6,8 +6,8 @@ Policies (DESIGN.md §6), each one a promise the rest of kbsync relies on:
   file gets the same key on every platform and after a copy between
   file systems that store names decomposed (macOS) or composed (Linux).
   Two names that differ only in normalization would share a key: the first
-  (in code-point order of the raw path) is listed, the other skipped with a
-  warning in ``Listing.warnings``.
+  (in code-point order of the raw name) is listed, the other skipped with a
+  warning in ``Listing.warnings`` (a twin directory with all it holds).
 - ``include`` and ``exclude`` are globs matched against the whole key, case
   sensitively: ``*`` and ``?`` stay within one path segment, ``[...]`` is a
   character class, and a segment that is exactly ``**`` matches zero or more
@@ -49,7 +49,7 @@ import os
 import re
 import stat
 import unicodedata
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
 
 from kbsync.errors import DocumentError, ParameterError
@@ -214,50 +214,28 @@ class _Dir:
     ancestors: frozenset[tuple[int, int]]
 
 
-@dataclass(slots=True)
-class _Found:
-    """A regular file found by the walk, before keys are checked for collisions."""
-
-    key: str
-    locator: str
-    stat: SourceStat
-
-
 class _Walk:
     """One listing run: the state of an iterative walk below a resolved root."""
 
     def __init__(self, source: FilesystemSource, root: str, root_st: os.stat_result) -> None:
         self.source = source
         self.root = root
-        self.found: list[_Found] = []
-        self.errors: list[ItemError] = []
+        self.found: list[SourceItem | ItemError] = []
         self.warnings: list[str] = []
         self.complete = True
         self.stack = [_Dir(root, "", frozenset({(root_st.st_dev, root_st.st_ino)}))]
+        self.taken: dict[str, str] = {}
 
-    def run(self) -> Listing:
-        """Walk every directory, then sort, de-duplicate keys and build the listing."""
+    def entries(self) -> Generator[SourceItem | ItemError, None, Listing]:
+        """Walk every directory, handing over what each one holds; then the listing's summary.
+
+        Only the directories waiting to be scanned are held, never the whole listing.
+        """
         while self.stack:
             self._scan(self.stack.pop())
-        self.found.sort(key=lambda f: (f.key, f.locator))
-        items: list[SourceItem] = []
-        for f in self.found:
-            if items and items[-1].key == f.key:
-                # A warning, not an error with the key: the key is listed (by its twin),
-                # and an error would say the document cannot be taken now.
-                self.warnings.append(
-                    f"{f.key}: {_shown(f.locator)} has the same key as {_shown(items[-1].locator)} "
-                    "after Unicode NFC normalization; skipped, and the first name in code-point "
-                    "order is indexed"
-                )
-                continue
-            items.append(SourceItem(f.key, f.locator, self.source.media_type(f.key), f.stat))
-        return Listing(
-            items=tuple(items),
-            complete=self.complete,
-            errors=tuple(sorted(self.errors, key=lambda e: (e.key, e.message))),
-            warnings=tuple(sorted(self.warnings)),
-        )
+            yield from self.found
+            self.found.clear()
+        return Listing(items=(), complete=self.complete, warnings=tuple(sorted(self.warnings)))
 
     def _scan(self, d: _Dir) -> None:
         """List one directory's entries; an unreadable directory makes the listing incomplete."""
@@ -275,12 +253,29 @@ class _Walk:
                 "the listing is incomplete, so nothing will be deleted",
             )
             return
-        for entry in entries:
+        # Twins (names equal after NFC) meet only within one directory: the first raw
+        # name in code-point order takes the key.
+        self.taken = {}
+        for entry in sorted(entries, key=lambda e: e.name):
             self._entry(d, entry)
 
     def _incomplete(self, key: str, message: str) -> None:
         self.complete = False
-        self.errors.append(ItemError(key, message))
+        self.found.append(ItemError(key, message))
+
+    def _twin(self, key: str, locator: str) -> bool:
+        """Whether ``key`` is taken already in this directory (a warning says so)."""
+        first = self.taken.setdefault(key, locator)
+        if first == locator:
+            return False
+        # A warning, not an error with the key: the key is listed (by its twin),
+        # and an error would say the document cannot be taken now.
+        self.warnings.append(
+            f"{key.rstrip('/')}: {_shown(locator)} has the same key as {_shown(first)} after "
+            "Unicode NFC normalization; skipped, and the first name in code-point order is "
+            "indexed"
+        )
+        return True
 
     def _entry(self, d: _Dir, entry: os.DirEntry[str]) -> None:
         """Classify one directory entry and record it; a vanished entry is just absent."""
@@ -316,10 +311,12 @@ class _Walk:
         except FileNotFoundError:
             return
         except OSError as exc:
-            self.errors.append(ItemError(key, f"{_shown(entry.path)}: {_reason(exc)}"))
+            self.found.append(ItemError(key, f"{_shown(entry.path)}: {_reason(exc)}"))
 
     def _dir(self, d: _Dir, path: str, key: str, st: os.stat_result) -> None:
         """Queue a directory unless it is already on the current path (a loop)."""
+        if self._twin(key + "/", path):
+            return
         ident = (st.st_dev, st.st_ino)
         if ident in d.ancestors:
             self.warnings.append(f"{key}: leads back to a directory above it (a loop); skipped")
@@ -328,9 +325,11 @@ class _Walk:
 
     def _file(self, key: str, locator: str, st: os.stat_result) -> None:
         """Record a regular file, or an error when it is over the size cap."""
+        if self._twin(key, locator):
+            return
         cap = self.source.max_bytes
         if st.st_size > cap:
-            self.errors.append(
+            self.found.append(
                 ItemError(
                     key,
                     f"{_shown(locator)} is {st.st_size:,} bytes, over the cap of {cap:,} bytes "
@@ -338,7 +337,8 @@ class _Walk:
                 )
             )
             return
-        self.found.append(_Found(key, locator, SourceStat(st.st_size, st.st_mtime_ns, st.st_ino)))
+        self.found.append(SourceItem(key, locator, self.source.media_type(key),
+                                     SourceStat(st.st_size, st.st_mtime_ns, st.st_ino)))
 
     def _link(self, d: _Dir, entry: os.DirEntry[str], key: str) -> None:
         """Follow a symbolic link only when its resolved target is inside the root."""
@@ -439,6 +439,33 @@ class FilesystemSource:
         ``known`` is not needed: the stat gate compares what the listing returns.
         """
         del known
+        items: list[SourceItem] = []
+        errors: list[ItemError] = []
+        entries = self.scan()
+        while True:
+            try:
+                entry = next(entries)
+            except StopIteration as end:
+                summary: Listing = end.value
+                break
+            if isinstance(entry, SourceItem):
+                items.append(entry)
+            else:
+                errors.append(entry)
+        return Listing(items=tuple(sorted(items, key=lambda i: i.key)),
+                       complete=summary.complete,
+                       errors=tuple(sorted([*errors, *summary.errors],
+                                            key=lambda e: (e.key, e.message))),
+                       warnings=summary.warnings)
+
+    def scan(self) -> Generator[SourceItem | ItemError, None, Listing]:
+        """The listing one directory at a time, in no particular order, then its summary.
+
+        Yields the items and the errors (those of a document, or with the key
+        "" of the whole source) as the walk finds them and returns a
+        :class:`Listing` without items that says whether the walk was complete
+        and what it warns about. A sync uses this to hold no whole listing.
+        """
         root = self.root
         try:
             st = os.stat(root)
@@ -446,7 +473,7 @@ class FilesystemSource:
             return _failed(f"source root {_shown(root)} cannot be read ({_reason(exc)})")
         if not stat.S_ISDIR(st.st_mode):
             return _failed(f"source root {_shown(root)} is not a directory")
-        return _Walk(self, root, st).run()
+        return (yield from _Walk(self, root, st).entries())
 
     def read(self, item: SourceItem) -> bytes:
         """The bytes of a listed file, after checking again that it may be read.

@@ -101,8 +101,13 @@ class RunRecord:
 class RecordStore(Protocol):
     """Everything kbsync remembers. Each ``apply`` is one transaction."""
 
-    def manifest(self, source: str) -> dict[str, StoredDocument]:
-        """Stored documents of ``source`` without their chunk digests (fast: stat gate only)."""
+    def manifest(self, source: str, after: str | None = None,
+                 limit: int | None = None) -> dict[str, StoredDocument]:
+        """Stored documents of ``source`` without their chunk digests (fast: stat gate only).
+
+        In key order (the store's collation); with ``after`` and ``limit``, one page:
+        at most ``limit`` documents whose keys come after ``after``.
+        """
         ...
 
     def with_digests(self, source: str, docs: Collection[StoredDocument]) -> list[StoredDocument]:
@@ -150,8 +155,11 @@ class RecordStore(Protocol):
         """
         ...
 
-    def digest_sets(self, source: str) -> dict[str, frozenset[str]]:
-        """The digests of each document's current chunks."""
+    def chunk_digests(self, source: str) -> Iterator[tuple[str, str]]:
+        """(key, digest) of every current chunk of ``source``, streamed, in no order.
+
+        Consume it before the next call to the store: it may hold the connection.
+        """
         ...
 
     def boilerplate(self, source: str) -> frozenset[str]:

@@ -48,7 +48,6 @@ from kbsync.store.rows import (
     INDEXED,
     MANIFEST_COLUMNS,
     as_hit,
-    digest_sets,
     erased,
     query_terms,
     run_record,
@@ -344,8 +343,11 @@ class PostgresStore:
 
     _MANIFEST = f"SELECT {MANIFEST_COLUMNS} FROM documents "
 
-    def manifest(self, source: str) -> dict[str, StoredDocument]:
-        rows = self._conn.execute(self._MANIFEST + "WHERE source = %s", (source,))
+    def manifest(self, source: str, after: str | None = None,
+                 limit: int | None = None) -> dict[str, StoredDocument]:
+        rows = self._conn.execute(
+            self._MANIFEST + "WHERE source = %s AND key > %s ORDER BY key LIMIT %s",
+            (source, "" if after is None else after, limit))
         return {r[0]: stored_document(r) for r in rows}
 
     def stored(self, source: str, key: str) -> StoredDocument | None:
@@ -502,14 +504,12 @@ class PostgresStore:
                  [c.start for c in chunks], [c.end for c in chunks],
                  [c.tokens for c in chunks], [c.boundary for c in chunks], *this))
 
-    def digest_sets(self, source: str) -> dict[str, frozenset[str]]:
-        # Streamed from the server: the rows of a whole source never sit in memory beside
-        # the sets made of them.
-        with self._transaction(), self._conn.cursor(name="kbsync_digests") as cur:
-            cur.itersize = 5000
-            cur.execute(f"SELECT d.key, c.digest FROM documents d JOIN chunks c ON {CURRENT} "
-                        "WHERE d.source = %s", (source,))
-            return digest_sets(cur)
+    def chunk_digests(self, source: str) -> Iterator[tuple[str, str]]:
+        # Row by row from the server, not the whole result in the client first.
+        yield from self._conn.cursor().stream(
+            f"SELECT d.key, c.digest FROM documents d JOIN chunks c ON {CURRENT} "
+            "WHERE d.source = %s", (source,),
+        )
 
     def boilerplate(self, source: str) -> frozenset[str]:
         return frozenset(r[0] for r in self._conn.execute(

@@ -24,7 +24,6 @@ __all__ = [
     "INDEXED",
     "MANIFEST_COLUMNS",
     "as_hit",
-    "digest_sets",
     "erased",
     "query_terms",
     "run_record",
@@ -69,14 +68,6 @@ def stat_row(stat: SourceStat | None) -> tuple[int | None, int | None, int | Non
     if stat is None:
         return (None, None, None)
     return (stat.size, stat.mtime_ns, stat.inode)
-
-
-def digest_sets(rows: Iterable[Sequence[Any]]) -> dict[str, frozenset[str]]:
-    """The digests of each key, from (key, digest) rows."""
-    sets: dict[str, set[str]] = {}
-    for key, digest in rows:
-        sets.setdefault(key, set()).add(digest)
-    return {k: frozenset(v) for k, v in sets.items()}
 
 
 def run_record(r: Sequence[Any]) -> RunRecord:

@@ -31,7 +31,6 @@ from kbsync.store.rows import (
     INDEXED,
     MANIFEST_COLUMNS,
     as_hit,
-    digest_sets,
     erased,
     query_terms,
     run_record,
@@ -216,9 +215,11 @@ class SqliteStore:
 
     # -- reading ---------------------------------------------------------------------
 
-    def manifest(self, source: str) -> dict[str, StoredDocument]:
+    def manifest(self, source: str, after: str | None = None,
+                 limit: int | None = None) -> dict[str, StoredDocument]:
         rows = self._db.execute(
-            f"SELECT {MANIFEST_COLUMNS} FROM documents WHERE source = ?", (source,))
+            f"SELECT {MANIFEST_COLUMNS} FROM documents WHERE source = ? AND key > ? "
+            "ORDER BY key LIMIT ?", (source, "" if after is None else after, limit or -1))
         return {r[0]: stored_document(r) for r in rows}
 
     def with_digests(self, source: str, docs: Collection[StoredDocument]) -> list[StoredDocument]:
@@ -398,12 +399,12 @@ class SqliteStore:
             (doc_id, generation),
         )
 
-    def digest_sets(self, source: str) -> dict[str, frozenset[str]]:
-        return digest_sets(self._db.execute(
+    def chunk_digests(self, source: str) -> Iterator[tuple[str, str]]:
+        yield from self._db.execute(
             f"SELECT d.key, c.digest FROM documents d JOIN chunks c ON {CURRENT} "
             "WHERE d.source = ?",
             (source,),
-        ))
+        )
 
     def boilerplate(self, source: str) -> frozenset[str]:
         return frozenset(r[0] for r in self._db.execute(

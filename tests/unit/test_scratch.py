@@ -1,0 +1,126 @@
+"""A sync's scratch database: nothing left behind, no sorting outside it, the core's answers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kbsync.model import ItemError, SourceItem, SourceStat
+from kbsync.plan import ChunkDraft, DocumentVersion, Failed, StoredDocument, boilerplate
+from kbsync.scratch import Scratch
+
+
+def _stored(key: str, text: str = "t") -> StoredDocument:
+    return StoredDocument(key=key, stat=SourceStat(1, 1, 1), bytes_hash="b", text_hash=text,
+                          derivation="d", title=None, metadata="{}", generation=1,
+                          chunk_digests=())
+
+
+def _version(key: str, digests: list[str], text: str = "t") -> DocumentVersion:
+    chunks = tuple(ChunkDraft(d, d, 0, None, 0, 1, 1, "end") for d in digests)
+    return DocumentVersion(key=key, locator=key, media_type="text/plain", stat=None,
+                           bytes_hash="b", text_hash=text, derivation="d", title=None,
+                           metadata="{}", text="x", chunks=chunks)
+
+
+def _exercise(scratch: Scratch) -> None:
+    """Every kind of statement a sync makes, on a few rows."""
+    scratch.add_listed(SourceItem("b", "b", "text/plain"))
+    scratch.add_listed(ItemError("c", "cannot be read"))
+    scratch.add_listed(SourceItem("c", "c", "text/plain"))
+    scratch.add_stored([_stored("a", "moved"), _stored("b"), _stored("z")])
+    list(scratch.listing())
+    scratch.vanish()
+    scratch.observe(_version("b", ["d1", "d2"]), _stored("b"))
+    scratch.observe(_version("c", ["d2", "d3"], "moved"), None)
+    scratch.count_stored([("a", "d1"), ("b", "d9"), ("z", "d1")])
+    scratch.boilerplate(0.05)
+    scratch.recurring()
+    list(scratch.batches(1, 10**6))
+    scratch.moved(scratch.origins(["moved|d"]))
+    list(scratch.gone(1))
+    scratch.listed_count(), scratch.stored_count(), scratch.gone_count()
+
+
+def test_no_scratch_query_sorts_in_a_temporary_file_of_its_own(tmp_path: Path) -> None:
+    with Scratch(tmp_path) as scratch:
+        statements: list[str] = []
+        scratch._db.set_trace_callback(statements.append)
+        _exercise(scratch)
+        scratch._db.set_trace_callback(None)
+        plans = {}
+        for sql in {s for s in statements if not s.startswith(("BEGIN", "PRAGMA"))}:
+            rows = scratch._db.execute("EXPLAIN QUERY PLAN " + sql).fetchall()
+            plans[sql] = " | ".join(str(r[-1]) for r in rows)
+    assert len(plans) >= 12
+    sorting = {sql: p for sql, p in plans.items() if "TEMP B-TREE" in p}
+    assert sorting == {}
+
+
+def test_the_scratch_file_leaves_nothing_in_its_folder_while_open_or_after(
+        tmp_path: Path) -> None:
+    with Scratch(tmp_path) as scratch:
+        _exercise(scratch)
+        assert list(tmp_path.iterdir()) == []
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_item_wins_over_an_error_with_the_same_key_in_either_order(tmp_path: Path) -> None:
+    with Scratch(tmp_path) as scratch:
+        scratch.add_listed(SourceItem("a", "a", "text/plain"))
+        scratch.add_listed(ItemError("a", "no"))
+        scratch.add_listed(ItemError("b", "no"))
+        scratch.add_listed(SourceItem("b", "b", "text/plain"))
+        assert [type(e).__name__ for e, _ in scratch.listing()] == ["SourceItem", "SourceItem"]
+
+
+def test_observations_come_back_in_key_order_in_bounded_batches(tmp_path: Path) -> None:
+    with Scratch(tmp_path) as scratch:
+        for key in ("k3", "k1", "k2", "k0", "k4"):
+            scratch.observe(Failed(key, "x"), None)
+        batches = list(scratch.batches(2, 10**6))
+    assert [[o.key for o, _ in b] for b in batches] == [["k0", "k1"], ["k2", "k3"], ["k4"]]
+
+
+def test_a_moved_origin_is_offered_no_more_and_not_deleted(tmp_path: Path) -> None:
+    with Scratch(tmp_path) as scratch:
+        scratch.add_stored([_stored("old1", "same"), _stored("old2", "same"), _stored("x")])
+        scratch.add_listed(SourceItem("x", "x", "text/plain"))
+        assert scratch.vanish() == 2
+        offered = scratch.origins(["same|d"])
+        assert [d.key for d in offered] == ["old1", "old2"]
+        scratch.moved(offered[:1])
+        assert [d.key for d in scratch.origins(["same|d"])] == ["old2"]
+        assert [[d.key for d in page] for page in scratch.gone(10)] == [["old2"]]
+
+
+_KEYS = st.sampled_from([f"doc{i}" for i in range(12)] + [f"https://h{i % 2}.test/p{i}"
+                                                          for i in range(12)])
+_DIGESTS = st.lists(st.sampled_from([f"d{i}" for i in range(6)]), max_size=5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(stored=st.dictionaries(_KEYS, _DIGESTS), fresh=st.dictionaries(_KEYS, _DIGESTS),
+       gone=st.sets(_KEYS), share=st.sampled_from([0.05, 0.3, 0.5]))
+def test_boilerplate_counted_on_disk_equals_the_pure_rule(
+        tmp_path_factory: pytest.TempPathFactory, stored: dict[str, list[str]],
+        fresh: dict[str, list[str]], gone: set[str], share: float) -> None:
+    after = {k: v for k, v in stored.items() if v and k not in fresh and k not in gone}
+    after.update({k: v for k, v in fresh.items() if k not in gone})
+    expected = boilerplate(after, share)
+    folder = tmp_path_factory.mktemp("scratch")
+    with Scratch(folder) as scratch:
+        scratch.add_stored(_stored(k) for k in stored)
+        for k in stored:
+            if k not in gone:
+                scratch.add_listed(SourceItem(k, k, "text/plain"))
+        for k, digests in fresh.items():
+            if k not in gone:
+                scratch.add_listed(SourceItem(k, k, "text/plain"))
+                scratch.observe(_version(k, digests), None)
+        scratch.vanish()
+        scratch.count_stored((k, d) for k, v in stored.items() for d in v)
+        assert scratch.boilerplate(share) == expected
