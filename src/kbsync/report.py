@@ -7,7 +7,7 @@ API returns, what ``--json`` prints and what the store keeps for the run.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from rich.table import Table
@@ -56,8 +56,11 @@ class SourceResult:
 
     ``documents`` counts documents per action (``new``, ``modified``, ``deleted``...),
     ``chunks`` counts chunks per fate (``kept``, ``moved``, ``added``, ``deleted``);
-    both read 0 for a name they do not hold. ``changes`` lists every document the
-    run acted on, with the text change of each edit.
+    both read 0 for a name they do not hold. ``changes`` lists the documents the
+    run acted on, with the text change of each edit. ``changes``, ``failures``
+    and ``warnings`` name at most 10,000 each (``kbsync.sync.REPORT_LIMIT``), so
+    that a report does not grow with the source; ``omitted`` counts what each left
+    out (only those that left something out).
     A source whose listing failed (``listing_complete`` false) deleted nothing.
     """
 
@@ -81,6 +84,7 @@ class SourceResult:
     """``(key, message)`` of each document that failed; the key is empty for the listing."""
     warnings: tuple[str, ...]
     changes: tuple[DocumentChange, ...]
+    omitted: Mapping[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data, as stored in the run's report."""
@@ -104,6 +108,7 @@ class SourceResult:
             "failures": [{"key": k, "message": m} for k, m in self.failures],
             "warnings": list(self.warnings),
             "changes": [c.to_dict() for c in self.changes],
+            "omitted": dict(self.omitted),
         }
 
 
@@ -220,6 +225,10 @@ def sync_tables(report: SyncResult) -> list[Table]:
                      *(str(c.get(k, 0)) for k in ("kept", "moved", "added", "deleted")),
                      str(s.embeddings_computed), str(s.embeddings_reused),
                      f"{s.embedding_tokens:,}")
+    omitted = sum(s.omitted.get("changes", 0) for s in report.sources)
+    if omitted:
+        docs.caption = (f"The report names the first changes of each source; {omitted:,} "
+                        "more are counted only.")
     times = Table(title="Seconds per stage", title_justify="left", show_header=False)
     times.add_column("stage")
     times.add_column("seconds", justify="right")

@@ -13,12 +13,12 @@ import json
 import time
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -61,9 +61,9 @@ from kbsync.sources import Entries, ScanningSource, Source
 from kbsync.store import RecordStore
 from kbsync.vectors import VectorSink
 
-__all__ = ["BatchLimits", "Chunker", "ExtractorFor", "Progress", "RemovedSource",
-           "SourceReport", "SyncReport", "apply_plan", "backfill", "count_plan", "embed_plan",
-           "list_source", "observe", "refuse_dimension_change", "sync_sources",
+__all__ = ["REPORT_LIMIT", "BatchLimits", "Capped", "Chunker", "ExtractorFor", "Progress",
+           "RemovedSource", "SourceReport", "SyncReport", "apply_plan", "backfill", "count_plan",
+           "embed_plan", "list_source", "observe", "refuse_dimension_change", "sync_sources",
            "unchanged_observation", "utc_now"]
 
 Progress = Callable[[str, int, int], None]
@@ -99,6 +99,34 @@ def _text_chunker(strategy: str, params: str) -> TextChunker:
     return TextChunker(strategy, **json.loads(params))
 
 
+REPORT_LIMIT = 10_000
+"""How many changed documents, failures and warnings (each) a source's report names.
+
+Counts stay exact. Beyond this a report, and so a sync's memory, would grow with
+the source: a first sync of a million pages would name a million documents.
+"""
+
+T = TypeVar("T")
+
+
+class Capped(list[T]):
+    """A list that keeps its first :data:`REPORT_LIMIT` items and counts the rest."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.omitted = 0
+
+    def append(self, item: T) -> None:
+        if len(self) < REPORT_LIMIT:
+            super().append(item)
+        else:
+            self.omitted += 1
+
+    def extend(self, items: Iterable[T]) -> None:
+        for item in items:
+            self.append(item)
+
+
 @dataclass(slots=True)
 class SourceReport:
     """What one sync (or plan) has done so far to one source (frozen by :meth:`result`)."""
@@ -117,9 +145,9 @@ class SourceReport:
     boilerplate: int = 0
     vectors_upserted: int = 0
     vectors_deleted: int = 0
-    failures: list[tuple[str, str]] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    actions: list[tuple[str, str]] = field(default_factory=list)
+    failures: Capped[tuple[str, str]] = field(default_factory=Capped)
+    warnings: Capped[str] = field(default_factory=Capped)
+    actions: Capped[tuple[str, str]] = field(default_factory=Capped)
     changes: dict[str, ChangeReport] = field(default_factory=dict)
     listing_complete: bool = True
     deletions_blocked: bool = False
@@ -136,7 +164,10 @@ class SourceReport:
             vectors_upserted=self.vectors_upserted, vectors_deleted=self.vectors_deleted,
             listing_complete=self.listing_complete, deletions_blocked=self.deletions_blocked,
             failures=tuple(self.failures), warnings=tuple(self.warnings),
-            changes=tuple(DocumentChange(k, a, self.changes.get(k)) for k, a in self.actions))
+            changes=tuple(DocumentChange(k, a, self.changes.get(k)) for k, a in self.actions),
+            omitted={name: n for name, n in (("changes", self.actions.omitted),
+                                              ("failures", self.failures.omitted),
+                                              ("warnings", self.warnings.omitted)) if n})
 
 
 @dataclass(slots=True)
@@ -527,7 +558,8 @@ def _run_batch(
     out.embed_tokens += sum(tokens[d] for d in the_plan.to_embed)
     count_plan(out, the_plan.documents)
     for d in the_plan.documents:
-        if d.action is Action.MODIFIED and d.version is not None:
+        if d.action is Action.MODIFIED and d.version is not None \
+                and len(out.changes) < REPORT_LIMIT:
             before = store.document(d.key, source)
             if before is not None:
                 noise = {c.text for c in d.version.chunks if c.digest in shared}

@@ -6,6 +6,7 @@ import os
 import shutil
 import socket
 import threading
+import tracemalloc
 import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
@@ -511,3 +512,17 @@ def test_a_name_that_is_not_utf8_is_skipped_with_a_warning(root: Path) -> None:
     listing = FilesystemSource(root).list()
     assert [i.key for i in listing.items] == ["a.md"]
     assert any("not valid UTF-8" in w for w in listing.warnings)
+
+
+def test_reading_a_small_file_allocates_by_its_size_not_by_the_cap(root: Path) -> None:
+    _write(root, "small.txt", "tiny")
+    source = FilesystemSource(root)  # the default cap: 50 MB
+    [item] = source.list().items
+    tracemalloc.start()
+    try:
+        assert source.read(item) == b"tiny"
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1_000_000
+

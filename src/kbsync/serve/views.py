@@ -100,6 +100,7 @@ def run_detail(record: RunRecord) -> dict[str, Any]:
                           "message": f.get("message", "")}
                          for s in sources for f in s.get("failures", ())],
         "changes": _changes(record.report),
+        "changes_omitted": sum(s.get("omitted", {}).get("changes", 0) for s in sources),
         "sources": [{"source": s["source"], "documents": s.get("documents", {}),
                      "chunks": s.get("chunks", {}), "embeddings": _vectors([s]),
                      "bytes_read": s.get("bytes_read", 0),

@@ -536,7 +536,11 @@ class FilesystemSource:
             now = os.fstat(f.fileno())
             if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
                 raise DocumentError(locator, "was replaced while being opened; not read")
-            data = f.read(cap + 1)
+            # Sized by the file, not the cap: a read of n bytes allocates n up front.
+            expected = min(cap, now.st_size) + 1
+            data = f.read(expected)
+            if len(data) == expected:  # it grew since the stat: read on, up to the cap
+                data += f.read(cap + 1 - expected)
         if len(data) > cap:
             raise DocumentError(
                 locator, f"grew past the cap of {cap:,} bytes (max_bytes) while being read"
