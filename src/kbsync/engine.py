@@ -90,6 +90,9 @@ class Config:
     store_url: str = ""
     store_password_env: str = ""
     store_schema: str = ""
+    # ``[store] index_memory``: maintenance_work_mem for building a vector index ("1GB");
+    # empty leaves the server's setting.
+    store_index_memory: str = ""
 
     @property
     def root(self) -> Path:
@@ -143,14 +146,15 @@ def load_config(path: str | Path = CONFIG_NAME) -> Config:
                       sources=sources, index=index, context_tokens=context, vectors=vectors,
                       store_url=str(store.get("url", "")),
                       store_password_env=str(store.get("password_env", "")),
-                      store_schema=str(store.get("schema", "")))
+                      store_schema=str(store.get("schema", "")),
+                      store_index_memory=str(store.get("index_memory", "")))
     except (KeyError, TypeError, ValueError) as exc:  # ParameterError is a ValueError
         raise ConfigError(f"{file}: invalid configuration: {exc}") from exc
 
 
 def _check_store(table: dict[str, Any]) -> None:
     """``[store]``: a SQLite ``path``, or a PostgreSQL ``url`` whose password is never in it."""
-    unknown = set(table) - {"path", "url", "password_env", "schema"}
+    unknown = set(table) - {"path", "url", "password_env", "schema", "index_memory"}
     if unknown:
         raise ConfigError(f"unknown [store] settings: {', '.join(sorted(unknown))}")
     url = str(table.get("url", ""))
@@ -159,6 +163,12 @@ def _check_store(table: dict[str, Any]) -> None:
     if re.match(r"^[a-z]+://[^/@]*:[^/@]+@", url):
         raise ConfigError("[store] url must not hold a password: name an environment "
                           "variable in password_env, or use a libpq service or pgpass file")
+    memory = table.get("index_memory")
+    if memory is not None and not re.fullmatch(r"[1-9][0-9]*(kB|MB|GB|TB)", str(memory)):
+        raise ConfigError('[store] index_memory is an amount of memory such as "1GB" '
+                          "(kB, MB, GB or TB)")
+    if memory is not None and not url:
+        raise ConfigError("[store] index_memory is for a PostgreSQL store (url)")
 
 
 # [vectors]: where vectors live besides the records; none means the store's own index.
@@ -275,7 +285,9 @@ def _write(config: Config) -> None:
     store = ([f"url = {_toml(config.store_url)}"] if config.store_url
              else [f"path = {_toml(config.store)}"])
     store += [f"{k} = {_toml(v)}" for k, v in (("password_env", config.store_password_env),
-                                                ("schema", config.store_schema)) if v]
+                                                ("schema", config.store_schema),
+                                                ("index_memory", config.store_index_memory))
+              if v]
     lines = ["# kbsync knowledge base; paths are relative to this file.", "",
              "[store]", *store, "",
              "[chunker]", f"strategy = {_toml(config.chunker.strategy)}"]
@@ -363,7 +375,8 @@ def open_store(config: Config, *, create: bool) -> RecordStore:
     if config.store_url:
         if create or store_exists(config):
             return PostgresStore(config.store_url, password=_password(config),
-                                 schema=config.store_schema or None)
+                                 schema=config.store_schema or None,
+                                 index_memory=config.store_index_memory or None)
         return SqliteStore(":memory:")
     if create or config.store_path.exists():
         return SqliteStore(config.store_path)

@@ -228,7 +228,8 @@ def _enqueue(run: str, source: Source, store: WorkQueue, embedder: Embedder,
         complete = list_source(source, store, derive, verify, scratch, out)
         # Vanished documents first: a worker already serving the run may take one as the
         # origin of a move as soon as the documents that need reading arrive.
-        if complete and scratch.vanish():
+        moves = complete and scratch.vanish() > 0
+        if moves:
             for page in scratch.gone(_PAGE):
                 store.enqueue(run, source.name, [(d.key, {}) for d in page], state="vanished")
         queued: list[tuple[str, Mapping[str, Any]]] = []
@@ -244,7 +245,8 @@ def _enqueue(run: str, source: Source, store: WorkQueue, embedder: Embedder,
                 settled.append((unchanged_observation(entry, old), old))
                 out.bytes_skipped += entry.stat.size if entry.stat else 0
             else:
-                queued.append((entry.key, _item_json(entry, made_with, embedder.identity)))
+                queued.append((entry.key, _item_json(entry, made_with, embedder.identity,
+                                                     moves)))
             if len(queued) == _PAGE:  # queued as listed, not held for the whole source
                 store.enqueue(run, source.name, queued)
                 queued.clear()
@@ -328,7 +330,8 @@ def _process(job: ClaimedDocument, source: Source, store: WorkQueue, embedder: E
     old = store.stored(job.source, job.key)
     observation = observe(source, item, old, extractor, made_with, chunker, out)
     stored = {job.key: old} if old is not None else {}
-    if isinstance(observation, DocumentVersion) and old is None:
+    # Without vanished documents in the run (a first sync, say) there is no move to look for.
+    if isinstance(observation, DocumentVersion) and old is None and job.item.get("moves", True):
         origin = store.claim_vanished(job.run, job.source, observation.text_hash,
                                       observation.derivation)
         if origin is not None:  # a rename: the origin's chunks and vectors are kept
@@ -383,7 +386,9 @@ def _delete_vanished(run: str, source: str, store: WorkQueue, embedder: Embedder
         out.actions.append((key, str(Action.DELETED)))
 
 
-def _item_json(item: SourceItem, derivation: str, embedder: str) -> dict[str, Any]:
+def _item_json(item: SourceItem, derivation: str, embedder: str,
+               moves: bool = True) -> dict[str, Any]:
+    """A queued document; ``moves``: whether documents of its source vanished in this run."""
     stat = item.stat
     validators = item.validators
     return {
@@ -392,6 +397,7 @@ def _item_json(item: SourceItem, derivation: str, embedder: str) -> dict[str, An
         "validators": None if validators is None
         else [validators.etag, validators.last_modified],
         "not_modified": item.not_modified, "derivation": derivation, "embedder": embedder,
+        "moves": moves,
     }
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import psycopg
 import pytest
 
-from kbsync.engine import init_config, load_config
+from kbsync.engine import init_config, load_config, open_store
 from kbsync.errors import ConfigError, LockedError, SchemaError, StoreError
 from kbsync.extract.registry import extractor_for
 from kbsync.knowledge_base import KnowledgeBase
@@ -158,4 +158,43 @@ def test_hits_by_reference_skip_chunks_that_are_no_longer_current(
         (refs[1][1], refs[1][2], refs[1][3], 0.5), (refs[0][1], refs[0][2], refs[0][3], 0.3)]
     assert set(store.vectors(CountingEmbedder(dimension=16).identity, [refs[0][3]])) == {
         refs[0][3]}
+    store.close()
+
+
+def test_the_index_memory_setting_reaches_the_build_of_a_deferred_index(
+    pg_backend: Backend, tmp_path: Path,
+) -> None:
+    schema = pg_backend.schema()
+    vectors = {f"{i:064x}": np.eye(8, dtype=np.float32)[i] for i in range(8)}
+    # The server refuses an amount below its minimum: proof that the build asked for it.
+    too_little = PostgresStore(pg_backend.url, schema=schema, index_memory="1kB")
+    too_little.prepare_vectors(8)
+    too_little.put_vectors("model", vectors)
+    with pytest.raises(psycopg.Error, match="maintenance_work_mem"):
+        too_little.finish_vectors(8)
+    too_little.close()
+    enough = PostgresStore(pg_backend.url, schema=schema, index_memory="96MB")
+    enough.finish_vectors(8)
+    indexes = {r[0] for r in enough._conn.execute(
+        "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()")}
+    assert "embeddings_hnsw_8" in indexes
+    # The setting lasts for the build only.
+    assert enough._conn.execute("SHOW maintenance_work_mem").fetchone() != ("96MB",)
+    enough.close()
+
+
+def test_index_memory_is_read_from_kbsync_toml_and_checked(
+    pg_backend: Backend, tmp_path: Path,
+) -> None:
+    init_config(tmp_path, [])
+    pg_backend.configure(tmp_path)
+    file = tmp_path / "kbsync.toml"
+    text = file.read_text()
+    file.write_text(text.replace("[store]\n", '[store]\nindex_memory = "lots"\n'))
+    with pytest.raises(ConfigError, match="index_memory"):
+        load_config(tmp_path)
+    file.write_text(text.replace("[store]\n", '[store]\nindex_memory = "512MB"\n'))
+    store = open_store(load_config(tmp_path), create=True)
+    assert isinstance(store, PostgresStore)
+    assert store.index_memory == "512MB"
     store.close()

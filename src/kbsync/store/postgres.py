@@ -214,16 +214,21 @@ class PostgresStore:
     configuration); without it libpq reads ``PGPASSWORD``, a service file or
     ``~/.pgpass``. ``schema`` keeps several knowledge bases in one database.
     With ``create`` false a database without kbsync's tables is an error
-    instead of being set up.
+    instead of being set up. ``index_memory`` is the ``maintenance_work_mem`` of
+    building a vector index (such as ``"1GB"``): an HNSW graph that does not fit
+    in it is built on disk, many times more slowly; without it the server's
+    setting holds.
     """
 
     def __init__(self, url: str, *, password: str | None = None, schema: str | None = None,
-                 create: bool = True) -> None:
+                 create: bool = True, index_memory: str | None = None) -> None:
         self.url = url
         self._password = password
         self.schema = schema
+        self.index_memory = index_memory
         self._conn = _connect(url, password, schema, create=create)
         self._changes = 0
+        self._queued: list[psycopg.Cursor[Any]] = []
         self._indexed_dimensions: set[int] = set()
         self._deferred_dimensions: set[int] = set()
         try:
@@ -288,7 +293,20 @@ class PostgresStore:
     @property
     def total_changes(self) -> int:
         """Rows inserted, updated or deleted through this store (idempotency tests use it)."""
+        self._count_queued()
         return self._changes
+
+    def _queue(self, sql: str, args: Sequence[Any]) -> None:
+        """A write whose row count is only needed later: in a pipeline it does not wait."""
+        cur = self._conn.cursor()
+        cur.execute(sql, args)
+        self._queued.append(cur)
+
+    def _count_queued(self) -> None:
+        """Count the rows of queued writes (their results have arrived by now)."""
+        for cur in self._queued:
+            self._changes += max(cur.rowcount, 0)
+        self._queued.clear()
 
     def _write(self, sql: str, args: Iterable[Any] | Mapping[str, Any] = ()) -> int:
         count = self._conn.execute(sql, args).rowcount  # type: ignore[arg-type]
@@ -334,9 +352,13 @@ class PostgresStore:
 
     def stored(self, source: str, key: str) -> StoredDocument | None:
         """One stored document with its chunk digests (what a worker plans against)."""
-        row = self._conn.execute(self._MANIFEST + "WHERE source = %s AND key = %s",
-                                 (source, key)).fetchone()
-        return None if row is None else self.with_digests(source, [stored_document(row)])[0]
+        row = self._conn.execute(
+            f"SELECT {MANIFEST_COLUMNS}, ARRAY(SELECT c.digest FROM chunks c WHERE {CURRENT} "
+            "ORDER BY c.idx) FROM documents d WHERE source = %s AND key = %s",
+            (source, key)).fetchone()
+        if row is None:
+            return None
+        return replace(stored_document(row), chunk_digests=tuple(row[-1]))
 
     def with_digests(self, source: str, docs: Collection[StoredDocument]) -> list[StoredDocument]:
         digests: dict[str, list[str]] = {}
@@ -366,10 +388,15 @@ class PostgresStore:
               outbox: Collection[str] = ()) -> None:
         if doc.action in (Action.UNCHANGED, Action.FAILED):
             return
-        with self._transaction():
+        # Pipelined: the statements of a document go to the server together and its
+        # transaction waits for the server once, not once per statement. None of them
+        # needs an earlier one's result (rows are found by (source, key)), except a move
+        # whose origin may be gone.
+        with self._conn.pipeline(), self._transaction():
             self._insert_vectors(embedder, vectors)
-            self._write_many("INSERT INTO outbox (vector_id) VALUES (%s) ON CONFLICT DO NOTHING",
-                             [(i,) for i in sorted(outbox)])
+            if outbox:
+                self._queue("INSERT INTO outbox (vector_id) SELECT unnest(%s::text[]) "
+                            "ORDER BY 1 ON CONFLICT DO NOTHING", (sorted(outbox),))
             if doc.action is Action.DELETED:
                 self._delete(source, doc.key)
             elif doc.action is Action.MOVED:
@@ -378,6 +405,7 @@ class PostgresStore:
                 self._refresh(source, doc, now)
             else:
                 self._write_version(source, doc, now)
+        self._count_queued()
 
     def pending_outbox(self) -> list[str]:
         return [r[0] for r in self._conn.execute("SELECT vector_id FROM outbox ORDER BY id")]
@@ -386,101 +414,95 @@ class PostgresStore:
         if ids:
             self._write("DELETE FROM outbox WHERE vector_id = ANY(%s)", (list(ids),))
 
-    def _doc_id(self, source: str, key: str) -> tuple[int, int] | None:
-        row = self._conn.execute(
-            "SELECT id, generation FROM documents WHERE source = %s AND key = %s", (source, key)
-        ).fetchone()
-        return None if row is None else (int(row[0]), int(row[1]))
-
     def _delete(self, source: str, key: str) -> None:
-        self._write("DELETE FROM documents WHERE source = %s AND key = %s", (source, key))
+        self._queue("DELETE FROM documents WHERE source = %s AND key = %s", (source, key))
 
     def _move(self, source: str, doc: DocumentPlan, now: str) -> None:
         version = doc.version
         assert version is not None
         assert doc.previous_key is not None
-        found = self._doc_id(source, doc.previous_key)
-        if found is None:  # the old row is gone: treat as new
-            self._write_version(source, doc, now)
-            return
-        self._write(
+        moved = self._conn.execute(
             "UPDATE documents SET key = %s, locator = %s, media_type = %s, size = %s, "
             "mtime_ns = %s, inode = %s, etag = %s, last_modified = %s, bytes_hash = %s, "
             "title = %s, metadata = %s, missing = 0, last_seen = %s, last_changed = %s "
-            "WHERE id = %s",
+            "WHERE source = %s AND key = %s RETURNING id",
             (doc.key, version.locator, version.media_type, *stat_row(version.stat),
              *validator_row(version.validators), version.bytes_hash, version.title,
-             version.metadata, now, now, found[0]),
-        )
+             version.metadata, now, now, source, doc.previous_key),
+        ).fetchone()
+        if moved is None:  # the old row is gone: treat as new
+            self._write_version(source, doc, now)
+        else:
+            self._changes += 1
 
     def _refresh(self, source: str, doc: DocumentPlan, now: str) -> None:
-        found = self._doc_id(source, doc.key)
-        if found is None:
-            return
         version = doc.version
         if version is None:  # gate 2 or a 304: same content, new stat or validators
-            self._write(
+            self._queue(
                 "UPDATE documents SET size = %s, mtime_ns = %s, inode = %s, etag = %s, "
-                "last_modified = %s, missing = 0 WHERE id = %s",
-                (*stat_row(doc.stat), *validator_row(doc.validators), found[0]),
+                "last_modified = %s, missing = 0 WHERE source = %s AND key = %s",
+                (*stat_row(doc.stat), *validator_row(doc.validators), source, doc.key),
             )
             return
-        self._write(
+        self._queue(
             "UPDATE documents SET locator = %s, media_type = %s, size = %s, mtime_ns = %s, "
             "inode = %s, etag = %s, last_modified = %s, bytes_hash = %s, title = %s, "
-            "metadata = %s, missing = 0, last_seen = %s WHERE id = %s",
+            "metadata = %s, missing = 0, last_seen = %s WHERE source = %s AND key = %s",
             (version.locator, version.media_type, *stat_row(version.stat),
              *validator_row(version.validators), version.bytes_hash, version.title,
-             version.metadata, now, found[0]),
+             version.metadata, now, source, doc.key),
         )
 
     def _write_version(self, source: str, doc: DocumentPlan, now: str) -> None:
+        """A new version: one upsert of the document row, then its text and chunks, which
+        find that row by (source, key), so no statement waits for another's result."""
         version = doc.version
         assert version is not None
-        found = self._doc_id(source, doc.key)
-        row = (version.locator, version.media_type, *stat_row(version.stat),
-               *validator_row(version.validators), version.bytes_hash, version.text_hash,
-               version.derivation, version.title, version.metadata)
-        if found is None:
-            generation = 1
-            doc_id = int(_scalar(
-                self._conn,
-                "INSERT INTO documents (source, key, locator, media_type, size, mtime_ns, inode, "
-                "etag, last_modified, bytes_hash, text_hash, derivation, title, metadata, "
-                "generation, first_seen, last_seen, last_changed) VALUES "
-                "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
-                "RETURNING id",
-                (source, doc.key, *row, generation, now, now, now)))
-            self._changes += 1
-            self._write("INSERT INTO texts (doc_id, text) VALUES (%s, %s)", (doc_id, version.text))
-        else:
-            doc_id, old_generation = found
-            generation = old_generation + 1
-            self._write(
-                "UPDATE documents SET locator = %s, media_type = %s, size = %s, mtime_ns = %s, "
-                "inode = %s, etag = %s, last_modified = %s, bytes_hash = %s, text_hash = %s, "
-                "derivation = %s, title = %s, metadata = %s, generation = %s, missing = 0, "
-                "last_seen = %s, last_changed = %s WHERE id = %s",
-                (*row, generation, now, now, doc_id),
-            )
-            self._write("DELETE FROM chunks WHERE doc_id = %s AND generation < %s",
-                        (doc_id, generation - 1))
-            self._write(
-                "INSERT INTO texts (doc_id, text) VALUES (%s, %s) ON CONFLICT (doc_id) DO UPDATE "
-                "SET previous = texts.text, text = excluded.text",
-                (doc_id, version.text),
-            )
+        this = (source, doc.key)
+        # A new document starts at generation 1; a known one goes one generation up and
+        # keeps its first_seen.
+        self._queue(
+            "INSERT INTO documents (source, key, locator, media_type, size, mtime_ns, inode, "
+            "etag, last_modified, bytes_hash, text_hash, derivation, title, metadata, "
+            "generation, first_seen, last_seen, last_changed) VALUES "
+            "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 1, %s, %s, %s) "
+            "ON CONFLICT (source, key) DO UPDATE SET locator = excluded.locator, "
+            "media_type = excluded.media_type, size = excluded.size, "
+            "mtime_ns = excluded.mtime_ns, inode = excluded.inode, etag = excluded.etag, "
+            "last_modified = excluded.last_modified, bytes_hash = excluded.bytes_hash, "
+            "text_hash = excluded.text_hash, derivation = excluded.derivation, "
+            "title = excluded.title, metadata = excluded.metadata, "
+            "generation = documents.generation + 1, missing = 0, "
+            "last_seen = excluded.last_seen, last_changed = excluded.last_changed",
+            (*this, version.locator, version.media_type, *stat_row(version.stat),
+             *validator_row(version.validators), version.bytes_hash, version.text_hash,
+             version.derivation, version.title, version.metadata, now, now, now))
+        # At most two generations: the new one and the one before it.
+        self._queue("DELETE FROM chunks c USING documents d WHERE d.source = %s AND d.key = %s "
+                    "AND c.doc_id = d.id AND c.generation < d.generation - 1", this)
+        self._queue(
+            "INSERT INTO texts (doc_id, text) SELECT id, %s FROM documents "
+            "WHERE source = %s AND key = %s ON CONFLICT (doc_id) DO UPDATE "
+            "SET previous = texts.text, text = excluded.text", (version.text, *this))
         # Shared rows are inserted in digest order, so concurrent workers never deadlock.
-        texts = {c.digest: c.text for c in version.chunks}
-        self._write_many(
-            "INSERT INTO chunk_texts (digest, text) VALUES (%s, %s) ON CONFLICT DO NOTHING",
-            sorted(texts.items()))
-        self._write_many(
-            "INSERT INTO chunks (doc_id, generation, idx, digest, section, heading, start, "
-            '"end", tokens, boundary) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)',
-            [(doc_id, generation, index, c.digest, c.section, c.heading, c.start, c.end,
-              c.tokens, c.boundary) for index, c in enumerate(version.chunks)],
-        )
+        texts = sorted({c.digest: c.text for c in version.chunks}.items())
+        if texts:
+            self._queue(
+                "INSERT INTO chunk_texts (digest, text) SELECT * FROM "
+                "unnest(%s::text[], %s::text[]) AS u (digest, text) ORDER BY digest "
+                "ON CONFLICT DO NOTHING",
+                ([d for d, _ in texts], [t for _, t in texts]))
+        chunks = version.chunks
+        if chunks:
+            self._queue(
+                "INSERT INTO chunks (doc_id, generation, idx, digest, section, heading, start, "
+                '"end", tokens, boundary) SELECT d.id, d.generation, u.* FROM documents d, '
+                "unnest(%s::int[], %s::text[], %s::int[], %s::text[], %s::int[], %s::int[], "
+                "%s::int[], %s::text[]) AS u WHERE d.source = %s AND d.key = %s",
+                (list(range(len(chunks))), [c.digest for c in chunks],
+                 [c.section for c in chunks], [c.heading for c in chunks],
+                 [c.start for c in chunks], [c.end for c in chunks],
+                 [c.tokens for c in chunks], [c.boundary for c in chunks], *this))
 
     def chunk_digests(self, source: str) -> Iterator[tuple[str, str]]:
         # Row by row from the server, not the whole result in the client first.
@@ -527,8 +549,11 @@ class PostgresStore:
                 for d, v in sorted(vectors.items())]
         for dimension in {r[2] for r in rows}:
             self._ensure_index(dimension)
-        self._write_many("INSERT INTO embeddings (digest, embedder, dimension, vector) "
-                         "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING", rows)
+        # One statement per vector, but pipelined (executemany in a pipeline waits once).
+        cur = self._conn.cursor()
+        cur.executemany("INSERT INTO embeddings (digest, embedder, dimension, vector) "
+                        "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING", rows)
+        self._queued.append(cur)
 
     def prepare_vectors(self, dimension: int) -> None:
         """Before workers insert vectors of ``dimension``: make its index, or defer it.
@@ -565,6 +590,9 @@ class PostgresStore:
             return
         with self._transaction():
             self._conn.execute("SELECT pg_advisory_xact_lock(hashtext('kbsync:index'))")
+            if self.index_memory is not None:
+                self._conn.execute("SELECT set_config('maintenance_work_mem', %s, true)",
+                                   (self.index_memory,))
             self._conn.execute(
                 f"CREATE INDEX IF NOT EXISTS embeddings_hnsw_{dimension} ON embeddings "
                 f"USING hnsw ((vector::vector({dimension})) vector_ip_ops) "
@@ -808,7 +836,9 @@ class PostgresStore:
         not at all: a worker that dies releases its row when the server ends
         its transaction. ``None`` when nothing is left that no one holds.
         """
-        with self._transaction():
+        # Pipelined: statements whose results nobody reads (the settings, the writes, the
+        # "done" mark, the commit) go to the server with the next one that is read.
+        with self._conn.pipeline(), self._transaction():
             # A document's records and its "done" mark commit together, so a commit lost in a
             # server crash loses both and the document is simply processed again: no need
             # to wait for the disk at every document.
