@@ -4,11 +4,12 @@ What is measured
     A generated folder of ``--docs`` plain-text files of about 5 KB each (100,000 files are
     about 500 MB), spread over 100 folders; words drawn with a fixed seed from the vocabulary
     of ``examples/corpus``, in sentences and paragraphs. Each configuration gets a fresh store
-    and runs, in a fresh process, a first sync and then a no-op re-sync (wall time,
+    and runs a first sync and then a no-op re-sync, each in a fresh process (wall time,
     ``time.perf_counter``), with the offline hashing embedder (``--dimension``, 256 by
     default) so that the figures are about sync work, not model cost. Peak memory is the
-    maximum resident set size (``getrusage``) of the syncing process and, with workers, of
-    the largest worker process. Every size in ``--docs`` is measured, so a flat peak shows
+    maximum resident set size (``getrusage``) of the syncing process (``peak MB`` in the
+    first sync, ``no-op MB`` in the re-sync) and, with workers, of the largest worker
+    process of the first sync. Every size in ``--docs`` is measured, so a flat peak shows
     that no whole-corpus state is held where it should not be. ``index s`` is the part of the
     first sync spent building the HNSW index, which a parallel first sync defers to the end.
     The benchmark's own server builds it with ``maintenance_work_mem`` 1 GB and 2 parallel
@@ -135,12 +136,16 @@ def measure(docs: Path, config: str, url: str, dimension: int) -> dict[str, floa
             f'[embedder]\nkind = "hashing"\ndimension = {dimension}\n\n'
             f'[[sources]]\nname = "docs"\npath = "{docs}"\n')
         workers = 0 if config == "sqlite" else int(config.split("-")[1])
-        out = subprocess.run([sys.executable, __file__, "--child", str(kb), "--workers",
-                              str(workers)], capture_output=True, text=True, check=False,
-                             env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
-        if out.returncode != 0:
-            raise SystemExit(f"{config} failed:\n{out.stderr[-3000:]}")
-        result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+        # Each run in a fresh process, so that each peak is its own.
+        result: dict[str, float] = {}
+        for phase in ("first", "noop"):
+            out = subprocess.run([sys.executable, __file__, "--child", str(kb), "--workers",
+                                  str(workers), "--phase", phase], capture_output=True,
+                                 text=True, check=False,
+                                 env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+            if out.returncode != 0:
+                raise SystemExit(f"{config} failed:\n{out.stderr[-3000:]}")
+            result |= json.loads(out.stdout.strip().splitlines()[-1])
         if config != "sqlite":
             import psycopg
 
@@ -149,25 +154,24 @@ def measure(docs: Path, config: str, url: str, dimension: int) -> dict[str, floa
         return result
 
 
-def child(kb: Path, workers: int) -> None:
-    """A first sync and a no-op re-sync; prints times and peak memory as JSON."""
+def child(kb: Path, workers: int, phase: str) -> None:
+    """A first sync, or a no-op re-sync; prints its time and peak memory as JSON."""
     from kbsync.knowledge_base import KnowledgeBase
 
     with KnowledgeBase.open(kb) as engine:
         started = time.perf_counter()
-        first = engine.sync(workers=workers)
-        first_s = time.perf_counter() - started
-        started = time.perf_counter()
-        noop = engine.sync(workers=workers)
-        noop_s = time.perf_counter() - started
-        assert noop.total("unchanged") == first.total("new"), "the re-sync was not a no-op"
-        status = engine.status()
+        report = engine.sync(workers=workers)
+        seconds = time.perf_counter() - started
+        chunks = engine.status().chunks
+    peak = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    if phase == "noop":
+        assert report.total("new") == report.total("modified") == 0, "not a no-op"
+        print(json.dumps({"noop_s": round(seconds, 3), "noop_peak_mb": peak}))
+        return
     print(json.dumps({
-        "documents": first.total("new"), "chunks": status.chunks,
-        "first_s": round(first_s, 2), "noop_s": round(noop_s, 3),
-        "index_s": round(first.seconds.get("index", 0.0), 2),
-        "docs_per_s": round(first.total("new") / first_s, 1),
-        "peak_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "documents": report.total("new"), "chunks": chunks,
+        "first_s": round(seconds, 2), "index_s": round(report.seconds.get("index", 0.0), 2),
+        "docs_per_s": round(report.total("new") / seconds, 1), "peak_mb": peak,
         "worker_peak_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
                                 1),
     }))
@@ -182,9 +186,10 @@ def main() -> None:
     parser.add_argument("--postgres-url", default=os.environ.get("KBSYNC_BENCH_POSTGRES_URL"))
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--workers", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--phase", default="first", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
-        child(args.child, args.workers)
+        child(args.child, args.workers, args.phase)
         return
     configs = [c for c in args.configs.split(",") if c]
     DATA.mkdir(exist_ok=True)
@@ -205,7 +210,7 @@ def run_all(sizes: list[int], configs: list[str], url: str, dimension: int) -> N
     if url:
         print(f"# PostgreSQL: {server_settings(url)}")
     print(f"{'docs':>8} {'MB':>6} {'config':<11} {'first s':>8} {'index s':>8} {'docs/s':>7} "
-          f"{'no-op s':>8} {'chunks':>8} {'peak MB':>8} {'worker MB':>9}")
+          f"{'no-op s':>8} {'chunks':>8} {'peak MB':>8} {'worker MB':>9} {'no-op MB':>8}")
     for count in sizes:
         docs = corpus(count)
         megabytes = sum(p.stat().st_size for p in docs.rglob("*.txt")) / 1e6
@@ -214,7 +219,8 @@ def run_all(sizes: list[int], configs: list[str], url: str, dimension: int) -> N
             print(f"{count:>8} {megabytes:>6.0f} {config:<11} {r['first_s']:>8.1f} "
                   f"{r['index_s']:>8.1f} {r['docs_per_s']:>7.0f} {r['noop_s']:>8.2f} "
                   f"{r['chunks']:>8.0f} "
-                  f"{r['peak_mb']:>8.0f} {r['worker_peak_mb']:>9.0f}", flush=True)
+                  f"{r['peak_mb']:>8.0f} {r['worker_peak_mb']:>9.0f} "
+                  f"{r['noop_peak_mb']:>8.0f}", flush=True)
 
 
 if __name__ == "__main__":
