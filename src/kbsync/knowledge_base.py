@@ -314,7 +314,7 @@ class KnowledgeBase:
         self._progress = progress
         return sync_sources(
             self.sources, self.store, self.embedder, extractor_for, self.config.chunker,
-            dry_run=True, progress=progress, sink=self.sink, spool_dir=self._state_dir(),
+            dry_run=True, progress=progress, sink=self.sink, scratch_dir=self._state_dir(),
             **self._index_settings())
 
     def sync(self, *, progress: Progress | None = None, verify: bool = False,
@@ -345,11 +345,11 @@ class KnowledgeBase:
                     self.sources, self._queue(), self.embedder, extractor_for,
                     self.config.chunker, workers=workers, spawn=self._spawn, verify=verify,
                     allow_mass_delete=allow_mass_delete, progress=progress,
-                    spool_dir=self._state_dir(), **self._index_settings())
+                    scratch_dir=self._state_dir(), **self._index_settings())
             return sync_sources(
                 self.sources, self.store, self.embedder, extractor_for, self.config.chunker,
                 verify=verify, allow_mass_delete=allow_mass_delete, progress=progress,
-                sink=self.sink, spool_dir=self._state_dir(), **self._index_settings())
+                sink=self.sink, scratch_dir=self._state_dir(), **self._index_settings())
 
     def work(self, *, run: str | None = None, follow: bool = False, poll: float = 2.0,
              stop: threading.Event | None = None) -> int:
@@ -387,7 +387,7 @@ class KnowledgeBase:
         return lambda: [p.wait() for p in processes]
 
     def _state_dir(self) -> Path | None:
-        """The state directory, where a sync spools the documents it has read (if there is one).
+        """The state directory, where a sync keeps its scratch file (if there is one).
 
         Keeping them there rather than in the system's temporary directory keeps
         every file a sync opens inside a source root or the state directory.

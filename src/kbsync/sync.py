@@ -265,7 +265,7 @@ class _Run:
     index_boilerplate: bool
     sink: VectorSink | None
     batch: BatchLimits
-    spool_dir: Path | None
+    scratch_dir: Path | None
     clock: _Clock
     tally: Counter[ChunkShape]
 
@@ -300,7 +300,7 @@ def sync_sources(
     index_boilerplate: bool = False,
     sink: VectorSink | None = None,
     batch: BatchLimits = BatchLimits(),
-    spool_dir: Path | None = None,
+    scratch_dir: Path | None = None,
 ) -> SyncResult:
     """Bring ``store`` in step with ``sources`` (or, with ``dry_run``, only plan it).
 
@@ -310,7 +310,7 @@ def sync_sources(
     written there as well, in the order of :func:`kbsync.mirror.write_document`.
     Documents are planned, embedded and applied a ``batch`` at a time, so memory
     does not grow with the size of a source (see :func:`_sync_source`); the
-    documents read wait for their batch in a file in ``spool_dir`` (the system's
+    documents read wait for their batch in a scratch file in ``scratch_dir`` (the system's
     temporary directory when None).
     """
     refuse_dimension_change(store, embedder)
@@ -323,7 +323,7 @@ def sync_sources(
         mirror_all = prepare(sink, embedder.dimension)
     run = _Run(store, embedder, extractor_for, chunker, dry_run=dry_run, verify=verify,
                progress=progress, boilerplate_share=boilerplate_share,
-               index_boilerplate=index_boilerplate, sink=sink, batch=batch, spool_dir=spool_dir,
+               index_boilerplate=index_boilerplate, sink=sink, batch=batch, scratch_dir=scratch_dir,
                clock=_Clock(report), tally=Counter())
     configured = {s.name for s in sources}
     removed = [RemovedSource(name) for name in sorted(store.source_names() - configured)]
@@ -406,7 +406,7 @@ def _sync_source(run: _Run, source: Source, allow_mass_delete: bool,
     """
     store = run.store
     mirror = False
-    with Scratch(run.spool_dir) as scratch:
+    with Scratch(run.scratch_dir) as scratch:
         derive = deriver(run.extractor_for, run.chunker)
         complete = list_source(source, store, derive, run.verify, scratch, out)
         run.clock.lap("list")

@@ -135,13 +135,13 @@ def sync_parallel(
     progress: Progress | None = None,
     boilerplate_share: float = 0.05,
     index_boilerplate: bool = False,
-    spool_dir: Path | None = None,
+    scratch_dir: Path | None = None,
 ) -> SyncResult:
     """A sync whose per-document work is shared by ``workers`` processes (this one included).
 
     ``spawn`` starts the other ``workers - 1`` processes; without it, or with
     one worker, this process does all the work through the same queue. The
-    listing waits in a scratch file in ``spool_dir`` (as in :func:`sync_sources`).
+    listing waits in a scratch file in ``scratch_dir`` (as in :func:`sync_sources`).
     """
     refuse_dimension_change(store, embedder)
     store.prepare_vectors(embedder.dimension)
@@ -158,7 +158,7 @@ def sync_parallel(
         if isinstance(source, RemovedSource):
             out.warnings.append("no longer configured: its documents are deleted")
         sizes[source.name] = _enqueue(run, source, store, embedder, extractor_for, chunker,
-                                      verify, out, spool_dir)
+                                      verify, out, scratch_dir)
     report.seconds["list"] = time.perf_counter() - started
     started = time.perf_counter()
     total = store.pending(run)
@@ -188,7 +188,7 @@ def sync_parallel(
         _delete_vanished(run, source.name, store, embedder, out, sizes[source.name],
                          allow_mass_delete or isinstance(source, RemovedSource))
         shared = frozenset() if index_boilerplate else _boilerplate(
-            store, source.name, boilerplate_share, spool_dir)
+            store, source.name, boilerplate_share, scratch_dir)
         out.boilerplate = len(shared)
         store.set_boilerplate(source.name, shared)
         backfill(source.name, store, embedder, out)
@@ -217,14 +217,14 @@ def _overall(store: WorkQueue, run: str, total: int,
 
 def _enqueue(run: str, source: Source, store: WorkQueue, embedder: Embedder,
              extractor_for: ExtractorFor, chunker: Chunker, verify: bool,
-             out: SourceReport, spool_dir: Path | None) -> int:
+             out: SourceReport, scratch_dir: Path | None) -> int:
     """List one source, settle what the stat gate passes and queue the rest; the stored count.
 
     The listing and the manifest wait in a scratch file, as in a single-process
     sync, so this process holds no whole listing.
     """
     derive = deriver(extractor_for, chunker)
-    with Scratch(spool_dir) as scratch:
+    with Scratch(scratch_dir) as scratch:
         complete = list_source(source, store, derive, verify, scratch, out)
         # Vanished documents first: a worker already serving the run may take one as the
         # origin of a move as soon as the documents that need reading arrive.
@@ -282,10 +282,10 @@ def _settle(source: str, settled: Sequence[tuple[Observation, StoredDocument | N
     apply_plan(the_plan, {}, set(), store, embedder, out, None)
 
 
-def _boilerplate(store: WorkQueue, source: str, share: float, spool_dir: Path | None,
+def _boilerplate(store: WorkQueue, source: str, share: float, scratch_dir: Path | None,
                  ) -> frozenset[str]:
     """The boilerplate of what the store holds of ``source``, counted in a scratch file."""
-    with Scratch(spool_dir) as scratch:
+    with Scratch(scratch_dir) as scratch:
         scratch.count_stored(store.chunk_digests(source))
         return scratch.boilerplate(share)
 

@@ -60,7 +60,7 @@ def _peaks(tmp_path: Path, count: int) -> tuple[int, int]:
             tracemalloc.start()
             sync_sources([FilesystemSource(root, name="docs")], store, _UncachedEmbedder(),
                          extractor_for, CHUNKER, batch=BatchLimits(documents=64),
-                         spool_dir=tmp_path)
+                         scratch_dir=tmp_path)
             peaks.append(tracemalloc.get_traced_memory()[1])
             tracemalloc.stop()
     finally:
@@ -88,7 +88,7 @@ def test_a_report_names_the_first_changes_and_counts_every_one(
     store = SqliteStore(tmp_path / "kb.db")
     try:
         result = sync_sources([FilesystemSource(root, name="docs")], store, CountingEmbedder(),
-                              extractor_for, CHUNKER, spool_dir=tmp_path)
+                              extractor_for, CHUNKER, scratch_dir=tmp_path)
         [recorded] = store.runs()
     finally:
         store.close()
