@@ -2,9 +2,9 @@
 
 A sync needs, for every document of a source, its listed item, its stored
 record, what reading it came to and the digests of its chunks (for boilerplate
-detection). Held in memory these grow with the source (2.6 KB a file before
-this module); here they are rows of a SQLite file read back a page at a time,
-in key order, so memory stays flat whatever the size of the source.
+detection). Held in memory these grow with the source (over 1 KB a file); here
+they are rows of a SQLite file read back a page at a time, in key order, so
+memory stays flat whatever the size of the source.
 
 The file is temporary: created in the state directory (or the system's
 temporary one), unlinked as soon as it is open where the system allows it, so
