@@ -57,7 +57,7 @@ from kbsync.plan import (
 )
 from kbsync.report import DocumentChange, SourceResult, SyncResult
 from kbsync.scratch import Scratch, text_key
-from kbsync.sources import Entries, ScanningSource, Source
+from kbsync.sources import Entries, Scan, ScanningSource, Source
 from kbsync.store import RecordStore
 from kbsync.vectors import VectorSink
 
@@ -448,19 +448,14 @@ def list_source(source: Source, store: RecordStore, derive: Derive, verify: bool
     became an image): it is left out, so a stored one is deleted like a vanished one.
     """
     if isinstance(source, ScanningSource):
-        entries = source.scan()
+        scan = Scan(source.scan())
     else:  # a source that needs what the store knows (validators) holds its listing anyway
         # --verify also revalidates web pages in full: no validators, so no 304 shortcut.
         known = {k: KnownItem(k, d.stat, None if verify else d.validators, d.missing)
                  for k, d in store.manifest(source.name).items()}
-        entries = _entries(source.list(known))
+        scan = Scan(_entries(source.list(known)))
     page: list[tuple[SourceItem | ItemError, str]] = []
-    while True:
-        try:
-            entry = next(entries)
-        except StopIteration as end:
-            summary: Listing = end.value
-            break
+    for entry in scan:
         if isinstance(entry, ItemError):
             if entry.key:
                 page.append((entry, ""))
@@ -474,6 +469,7 @@ def list_source(source: Source, store: RecordStore, derive: Derive, verify: bool
             scratch.add_listed(page)
             page.clear()
     scratch.add_listed(page)
+    summary = scan.summary
     out.listing_complete = summary.complete
     out.warnings.extend(summary.warnings)
     out.failures.extend(("", e.message) for e in summary.errors)

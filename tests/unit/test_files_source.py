@@ -16,7 +16,7 @@ import pytest
 
 from kbsync.errors import DocumentError, ParameterError
 from kbsync.model import SourceItem
-from kbsync.sources import FilesystemSource, Source
+from kbsync.sources import FilesystemSource, Scan, Source
 from kbsync.sources.files import guess_media_type, match_glob
 
 
@@ -104,14 +104,9 @@ def test_a_scan_hands_over_the_same_items_and_errors_as_the_listing(root: Path) 
         _write(root, f"d{i % 4}/sub{i % 3}/f{i}.txt")
     _write(root, "big.txt", "x" * 50)
     source = FilesystemSource(root, max_bytes=20)
-    entries = source.scan()
-    scanned = []
-    while True:
-        try:
-            scanned.append(next(entries))
-        except StopIteration as end:
-            summary = end.value
-            break
+    scan = Scan(source.scan())
+    scanned = list(scan)
+    summary = scan.summary
     listing = source.list()
     assert sorted(e.key for e in scanned) == sorted(
         [i.key for i in listing.items] + [e.key for e in listing.errors])

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping
+from collections.abc import Generator, Iterator, Mapping
 from typing import Protocol, runtime_checkable
 
 from kbsync.model import ItemError, KnownItem, Listing, SourceItem
 
-__all__ = ["Entries", "ScanningSource", "Source"]
+__all__ = ["Entries", "Scan", "ScanningSource", "Source"]
 
 Entries = Generator[SourceItem | ItemError, None, Listing]
 """A listing handed over piece by piece: items and errors (in no particular order), then
@@ -34,6 +34,17 @@ class Source(Protocol):
     def read(self, item: SourceItem) -> bytes:
         """The item's bytes; raises DocumentError (naming the item) when it cannot be read."""
         ...
+
+
+class Scan:
+    """:data:`Entries` to iterate once; afterwards ``summary`` is the listing's summary."""
+
+    def __init__(self, entries: Entries) -> None:
+        self._entries = entries
+        self.summary = Listing(items=())
+
+    def __iter__(self) -> Iterator[SourceItem | ItemError]:
+        self.summary = yield from self._entries
 
 
 @runtime_checkable

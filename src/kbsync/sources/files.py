@@ -55,6 +55,7 @@ from dataclasses import dataclass
 from kbsync.errors import DocumentError, ParameterError
 from kbsync.media import media_type_for
 from kbsync.model import ItemError, KnownItem, Listing, SourceItem, SourceStat
+from kbsync.sources import Scan
 
 __all__ = ["FilesystemSource", "glob_regex", "guess_media_type", "match_glob"]
 
@@ -441,17 +442,13 @@ class FilesystemSource:
         del known
         items: list[SourceItem] = []
         errors: list[ItemError] = []
-        entries = self.scan()
-        while True:
-            try:
-                entry = next(entries)
-            except StopIteration as end:
-                summary: Listing = end.value
-                break
+        scan = Scan(self.scan())
+        for entry in scan:
             if isinstance(entry, SourceItem):
                 items.append(entry)
             else:
                 errors.append(entry)
+        summary = scan.summary
         return Listing(items=tuple(sorted(items, key=lambda i: i.key)),
                        complete=summary.complete,
                        errors=tuple(sorted([*errors, *summary.errors],
