@@ -27,6 +27,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -150,14 +151,14 @@ def sync_parallel(
     configured = {s.name for s in sources}
     removed = [RemovedSource(name) for name in sorted(store.source_names() - configured)]
     everything: list[Source] = [*sources, *removed]
-    sizes: dict[str, int] = {}
+    listed: dict[str, _Listed] = {}
     started = time.perf_counter()
     for source in everything:
         out = SourceReport(source=source.name)
         report.sources.append(out)
         if isinstance(source, RemovedSource):
             out.warnings.append("no longer configured: its documents are deleted")
-        sizes[source.name] = _enqueue(run, source, store, embedder, extractor_for, chunker,
+        listed[source.name] = _enqueue(run, source, store, embedder, extractor_for, chunker,
                                       verify, out, scratch_dir)
     report.seconds["list"] = time.perf_counter() - started
     started = time.perf_counter()
@@ -185,10 +186,14 @@ def sync_parallel(
     started = time.perf_counter()
     for source, out in zip(everything, report.sources, strict=True):
         _collect(run, source.name, store, out)
-        _delete_vanished(run, source.name, store, embedder, out, sizes[source.name],
+        _delete_vanished(run, source.name, store, embedder, out, listed[source.name].stored,
                          allow_mass_delete or isinstance(source, RemovedSource))
-        shared = frozenset() if index_boilerplate else _boilerplate(
-            store, source.name, boilerplate_share, scratch_dir)
+        if index_boilerplate:
+            shared: frozenset[str] = frozenset()
+        elif listed[source.name].changed:
+            shared = _boilerplate(store, source.name, boilerplate_share, scratch_dir)
+        else:  # nothing read or gone: the digests, and so the boilerplate, are as they were
+            shared = store.boilerplate(source.name)
         out.boilerplate = len(shared)
         store.set_boilerplate(source.name, shared)
         backfill(source.name, store, embedder, out)
@@ -217,8 +222,8 @@ def _overall(store: WorkQueue, run: str, total: int,
 
 def _enqueue(run: str, source: Source, store: WorkQueue, embedder: Embedder,
              extractor_for: ExtractorFor, chunker: Chunker, verify: bool,
-             out: SourceReport, scratch_dir: Path | None) -> int:
-    """List one source, settle what the stat gate passes and queue the rest; the stored count.
+             out: SourceReport, scratch_dir: Path | None) -> _Listed:
+    """List one source, settle what the stat gate passes and queue the rest.
 
     The listing and the manifest wait in a scratch file, as in a single-process
     sync, so this process holds no whole listing.
@@ -234,6 +239,7 @@ def _enqueue(run: str, source: Source, store: WorkQueue, embedder: Embedder,
                 store.enqueue(run, source.name, [(d.key, {}) for d in page], state="vanished")
         queued: list[tuple[str, Mapping[str, Any]]] = []
         settled: list[tuple[Observation, StoredDocument | None]] = []
+        reads = 0
         unchanged, size = (0, 0) if verify else scratch.unchanged()
         out.documents[str(Action.UNCHANGED)] += unchanged
         out.bytes_skipped += size
@@ -247,6 +253,7 @@ def _enqueue(run: str, source: Source, store: WorkQueue, embedder: Embedder,
             else:
                 queued.append((entry.key, _item_json(entry, made_with, embedder.identity,
                                                      moves)))
+                reads += 1
             if len(queued) == _PAGE:  # queued as listed, not held for the whole source
                 store.enqueue(run, source.name, queued)
                 queued.clear()
@@ -255,10 +262,19 @@ def _enqueue(run: str, source: Source, store: WorkQueue, embedder: Embedder,
                 settled.clear()
         store.enqueue(run, source.name, queued)
         _settle(source.name, settled, store, embedder, out)
-        return scratch.stored_count()
+        return _Listed(scratch.stored_count(), changed=moves or reads > 0)
 
 
 _PAGE = 1000
+
+
+@dataclass(frozen=True)
+class _Listed:
+    """What the coordinator learnt of a source's listing: its stored documents, and whether
+    any document is to be read or is gone (else its boilerplate cannot have changed)."""
+
+    stored: int
+    changed: bool
 
 
 def _gate(item: SourceItem, old: StoredDocument | None, derive: Derive,
