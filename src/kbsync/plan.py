@@ -32,6 +32,7 @@ __all__ = [
     "host_group",
     "mass_deletion",
     "plan",
+    "text_key",
 ]
 
 
@@ -218,7 +219,7 @@ def plan(
     vanished = [k for k in stored if k not in listed_keys] if listing_complete else []
     by_text: dict[str, list[str]] = {}
     for k in vanished:
-        by_text.setdefault(stored[k].text_hash + "|" + stored[k].derivation, []).append(k)
+        by_text.setdefault(text_key(stored[k]), []).append(k)
 
     docs: list[DocumentPlan] = []
     moved_from: set[str] = set()
@@ -234,7 +235,7 @@ def plan(
             docs.append(DocumentPlan(key, Action.METADATA if old else Action.FAILED,
                                      stat=obs.stat, validators=obs.validators))
         elif old is None:
-            candidates = by_text.get(obs.text_hash + "|" + obs.derivation, [])
+            candidates = by_text.get(text_key(obs), [])
             if candidates:
                 src = candidates.pop(0)
                 moved_from.add(src)
@@ -270,6 +271,11 @@ def plan(
         to_embed=tuple(needed),
         deletions_blocked=blocked,
     )
+
+
+def text_key(doc: StoredDocument | DocumentVersion) -> str:
+    """What a renamed document shares with its origin: the same text, made the same way."""
+    return doc.text_hash + "|" + doc.derivation
 
 
 def mass_deletion(stored: int, deletions: int) -> bool:

@@ -31,9 +31,10 @@ from kbsync.plan import (
     StoredDocument,
     boilerplate_of_counts,
     host_group,
+    text_key,
 )
 
-__all__ = ["Scratch", "text_key"]
+__all__ = ["Scratch"]
 
 _PAGE = 512
 _SCHEMA = """
@@ -53,11 +54,6 @@ CREATE TABLE members (grp TEXT, key TEXT, PRIMARY KEY (grp, key)) WITHOUT ROWID;
 CREATE TABLE occurrences (digest TEXT, grp TEXT, key TEXT, fresh INTEGER NOT NULL,
                           PRIMARY KEY (digest, grp, key)) WITHOUT ROWID;
 """
-
-
-def text_key(doc: StoredDocument | DocumentVersion) -> str:
-    """What a renamed document shares with its origin (as :func:`kbsync.plan.plan` matches)."""
-    return doc.text_hash + "|" + doc.derivation
 
 
 class Scratch:

@@ -54,17 +54,19 @@ from kbsync.plan import (
     Unchanged,
     mass_deletion,
     plan,
+    text_key,
 )
 from kbsync.report import DocumentChange, SourceResult, SyncResult
-from kbsync.scratch import Scratch, text_key
+from kbsync.scratch import Scratch
 from kbsync.sources import Entries, Scan, ScanningSource, Source
 from kbsync.store import RecordStore
 from kbsync.vectors import VectorSink
 
 __all__ = ["REPORT_LIMIT", "BatchLimits", "Capped", "Chunker", "Derive", "ExtractorFor",
            "Progress", "RemovedSource", "SourceReport", "SyncReport", "apply_plan", "backfill",
-           "count_plan", "derivation", "deriver", "embed_plan", "list_source", "observe",
-           "refuse_dimension_change", "sync_sources", "unchanged_observation", "utc_now"]
+           "count_plan", "count_unchanged", "derivation", "deriver", "embed_plan",
+           "list_source", "observe", "refuse_dimension_change", "stat_gate_passes",
+           "sync_sources", "unchanged_observation", "utc_now"]
 
 Progress = Callable[[str, int, int], None]
 ExtractorFor = Callable[[str], Extractor | None]
@@ -518,10 +520,7 @@ def _observe_source(run: _Run, source: Source, scratch: Scratch, derive: Derive,
     A listing error with a key means the document exists but cannot be taken now:
     it fails (and keeps its stored version).
     """
-    unchanged, size = (0, 0) if run.verify else scratch.unchanged()
-    out.documents[str(Action.UNCHANGED)] += unchanged
-    out.bytes_skipped += size
-    total = scratch.listed_count() - unchanged
+    total = scratch.listed_count() - count_unchanged(scratch, run.verify, out)
     for n, (entry, old) in enumerate(scratch.listing(skip_unchanged=not run.verify), 1):
         if isinstance(entry, ItemError):
             scratch.observe(Failed(entry.key, entry.message, missing=entry.missing), old)
@@ -543,12 +542,29 @@ def _gate(run: _Run, source: Source, item: SourceItem, old: StoredDocument | Non
     made_with = derive(item.media_type)
     assert extractor is not None
     assert made_with is not None
-    if old is not None and old.derivation == made_with and not run.verify and (
-        item.not_modified or (item.stat is not None and old.stat == item.stat)
-    ):
+    if not run.verify and stat_gate_passes(item, old, made_with):
+        assert old is not None
         out.bytes_skipped += item.stat.size if item.stat else 0
         return unchanged_observation(item, old)
     return observe(source, item, old, extractor, made_with, run.chunker, out, run.count_chunk)
+
+
+def stat_gate_passes(item: SourceItem, old: StoredDocument | None, made_with: str) -> bool:
+    """Gate 1: the stored version was made the same way and the source says it is the same
+    (its stat, or an HTTP 304), so the document is not read at all."""
+    return old is not None and old.derivation == made_with and (
+        item.not_modified or (item.stat is not None and old.stat == item.stat))
+
+
+def count_unchanged(scratch: Scratch, verify: bool, out: SourceReport) -> int:
+    """Count in ``out`` what ``scratch`` settles as unchanged in one query; how many.
+
+    ``verify`` reads everything again: then nothing is settled without a read.
+    """
+    unchanged, size = (0, 0) if verify else scratch.unchanged()
+    out.documents[str(Action.UNCHANGED)] += unchanged
+    out.bytes_skipped += size
+    return unchanged
 
 
 def _run_batch(

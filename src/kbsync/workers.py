@@ -58,12 +58,14 @@ from kbsync.sync import (
     apply_plan,
     backfill,
     count_plan,
+    count_unchanged,
     derivation,
     deriver,
     embed_plan,
     list_source,
     observe,
     refuse_dimension_change,
+    stat_gate_passes,
     unchanged_observation,
     utc_now,
 )
@@ -240,9 +242,7 @@ def _enqueue(run: str, source: Source, store: WorkQueue, embedder: Embedder,
         queued: list[tuple[str, Mapping[str, Any]]] = []
         settled: list[tuple[Observation, StoredDocument | None]] = []
         reads = 0
-        unchanged, size = (0, 0) if verify else scratch.unchanged()
-        out.documents[str(Action.UNCHANGED)] += unchanged
-        out.bytes_skipped += size
+        count_unchanged(scratch, verify, out)
         for entry, old in scratch.listing(skip_unchanged=not verify):
             if isinstance(entry, ItemError):
                 settled.append((Failed(entry.key, entry.message, missing=entry.missing), old))
@@ -282,11 +282,7 @@ def _gate(item: SourceItem, old: StoredDocument | None, derive: Derive,
     """The derivation a worker must read the item with, or None when the stat gate passes."""
     made_with = derive(item.media_type)
     assert made_with is not None
-    if old is not None and old.derivation == made_with and not verify and (
-        item.not_modified or (item.stat is not None and old.stat == item.stat)
-    ):
-        return None
-    return made_with
+    return None if not verify and stat_gate_passes(item, old, made_with) else made_with
 
 
 def _settle(source: str, settled: Sequence[tuple[Observation, StoredDocument | None]],
