@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.measure import Measurement
 from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
@@ -36,7 +37,7 @@ __all__ = [
 
 HIT_CHARS = 600
 """The most characters of a hit's text shown (``--json`` has all of it)."""
-_FIRST_WORDS = 60
+_FIRST_WORDS = 48
 
 
 def safe(text: str, style: str = "", *, one_line: bool = False) -> Text:
@@ -83,8 +84,8 @@ def diagnostics_table(d: ChunkingDiagnostics, title: str = "Chunking diagnostics
 def chunks_table(chunks: tuple[Chunk, ...], title: str) -> Table:
     """One row per chunk: offsets, size, boundary kind, identity prefix and first words.
 
-    The first words are cut to one line, so that a long word or a narrow terminal
-    does not turn a row into a column of fragments.
+    The figures keep their width; the first words (at most ~50 characters) wrap in
+    what is left, so a row stays a line or two on a terminal of 80 columns.
     """
     rows = []
     for c in chunks:
@@ -100,16 +101,37 @@ def chunks_table(chunks: tuple[Chunk, ...], title: str) -> Table:
         width = max([len(name), *(len(row[i]) for row in rows)])
         table.add_column(name, justify="left" if i >= 4 else "right", no_wrap=True,
                          width=width)
-    # Rich narrows only wrapping columns to fit: this one may wrap, its cells may not.
-    table.add_column("first words")
+    # The first words wrap (a long word folds): a line or two, never a cut figure.
+    table.add_column("first words", overflow="fold")
     for row in rows:
-        *figures, first = _cells(*row)
-        first.no_wrap, first.overflow = True, "ellipsis"
-        table.add_row(*figures, first)
+        table.add_row(*_cells(*row))
     return table
 
 
-def sync_tables(report: SyncResult) -> list[Table]:
+class _Fitting:
+    """A table with a row per source, or, where that is wider than the terminal, the same
+    table turned: a row per figure and a column per source (numbers are never cut)."""
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        table = self.table
+        wide = Measurement.get(console, options.update(max_width=10_000), table).maximum
+        if wide <= options.max_width:
+            yield table
+            return
+        first, *figures = table.columns
+        turned = Table(title=table.title, caption=table.caption, title_justify="left")
+        turned.add_column(first.header)
+        for name in first.cells:
+            turned.add_column(name, justify="right")
+        for column in figures:
+            turned.add_row(column.header, *column.cells)
+        yield turned
+
+
+def sync_tables(report: SyncResult) -> list[RenderableType]:
     """Tables of a sync (or plan): documents per action, work done, seconds per stage."""
     title = "Plan (nothing written)" if report.dry_run else "Sync report"
     docs = Table(title=title, title_justify="left")
@@ -137,7 +159,7 @@ def sync_tables(report: SyncResult) -> list[Table]:
     times.add_column("seconds", justify="right")
     for stage, seconds in report.seconds.items():
         times.add_row(*_cells(stage, f"{seconds:.3f}"))
-    return [docs, work, times]
+    return [_Fitting(docs), _Fitting(work), times]
 
 
 def change_lines(report: SyncResult) -> list[Text]:
