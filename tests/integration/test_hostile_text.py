@@ -104,6 +104,8 @@ def test_sync_of_hostile_documents_prints_no_control_character(kb: dict[str, Any
     out = SGR.sub("", _clean(kb["second"], color=True))
     assert "Sync report" in out
     assert f"changed docs:{printable(ODD_NAME)}: " in out
+    assert "…" not in out  # at 80 columns the tables turn rather than cut a figure
+    assert max(len(line) for line in out.splitlines()) <= 80
 
 
 @pytest.mark.parametrize(("mode", "color"), [("hybrid", False), ("hybrid", True),
@@ -121,6 +123,9 @@ def test_search_shows_bracketed_text_and_escapes_control_characters(
     assert r"\u202egnp.exe" in shown
     assert printable(ODD_NAME) in shown
     assert max(len(line) for line in shown.splitlines()) <= 80
+    # Blocks, not a table: a line with the rank, the key and heading, then the text.
+    assert re.search(r"^1\. \S.* › .*  score \d", shown, re.MULTILINE)
+    assert "┃" not in shown
 
 
 @pytest.mark.parametrize("mode", ["hybrid", "text", "vector"])
