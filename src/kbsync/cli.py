@@ -8,7 +8,9 @@ writer lock (with ``--no-wait``); 4 the command finished but found problems
 
 from __future__ import annotations
 
+import io
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -21,18 +23,22 @@ from kbsync.chunk_files import chunk_files
 from kbsync.engine import CONFIG_NAME, add_source, init_config, load_config, remove_source
 from kbsync.errors import KbsyncError, LockedError
 from kbsync.knowledge_base import KnowledgeBase, Progress, SearchMode, SyncResult
-from kbsync.report import (
+from kbsync.render import (
+    change_lines,
     chunks_table,
     diagnostics_table,
+    diff_heading,
     highlighted,
-    hit_dict,
-    hits_table,
+    hit_blocks,
     sync_tables,
 )
+from kbsync.report import hit_dict
+from kbsync.terminal import json_escaped, printable
 
 __all__ = ["app", "main"]
 
 EXIT_ERROR = 1
+EXIT_USAGE = 2
 EXIT_LOCKED = 3
 EXIT_PROBLEMS = 4
 
@@ -52,9 +58,42 @@ def _root(
 
 
 @app.command()
-def version() -> None:
+def version(as_json: Annotated[bool, typer.Option("--json", help="Print JSON: the version, "
+                                                  "Python's and the extras installed.")] = False,
+            ) -> None:
     """Print the version of kbsync."""
-    typer.echo(__version__)
+    if as_json:
+        _emit(version_info())
+    else:
+        typer.echo(__version__)
+
+
+_EXTRAS = {
+    "tiktoken": ("tiktoken",), "html": ("trafilatura",), "pdf": ("pypdf",),
+    "watch": ("watchdog",), "local": ("sentence_transformers",), "openai": ("httpx",),
+    "web": ("httpx", "protego"), "qdrant": ("qdrant_client",), "lancedb": ("lancedb",),
+    "langchain": ("langchain_core",), "llamaindex": ("llama_index.core",), "mcp": ("mcp",),
+    "serve": ("starlette", "jinja2", "uvicorn"), "postgres": ("psycopg", "pgvector"),
+}
+"""The modules each optional extra brings (those of pyproject.toml's extras)."""
+
+
+def version_info() -> dict[str, Any]:
+    """kbsync's version, Python's, and for each optional extra whether its modules are
+    installed (found, not imported: a broken install shows when the feature is used)."""
+    import importlib.util
+    import platform
+
+    def found(module: str) -> bool:
+        try:
+            return importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            return False
+
+    return {"version": __version__, "python": platform.python_version(),
+            "platform": platform.platform(terse=True),
+            "extras": {name: all(found(m) for m in modules)
+                       for name, modules in _EXTRAS.items()}}
 
 
 @app.command()
@@ -96,7 +135,7 @@ def chunk(
             console.print(f"[bold]{len(chunked.files)}[/] files, "
                           f"[bold]{chunked.diagnostics.chunk_count}[/] chunks")
         for name, why in chunked.failures.items():
-            typer.echo(f"error: {name}: {why}", err=True)
+            typer.echo(printable(f"error: {name}: {why}"), err=True)
         console.print(diagnostics_table(chunked.diagnostics))
     if chunked.failures:
         raise typer.Exit(EXIT_ERROR)
@@ -111,7 +150,7 @@ class _Errors:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: object) -> None:
         if isinstance(exc, KbsyncError) and not _state["debug"]:
-            typer.echo(f"error: {exc}", err=True)
+            typer.echo(printable(f"error: {exc}"), err=True)
             raise typer.Exit(EXIT_LOCKED if isinstance(exc, LockedError) else EXIT_ERROR)
 
 
@@ -124,8 +163,8 @@ app.add_typer(sources_app, name="sources")
 
 
 def _emit(data: Any) -> None:
-    """Print ``data`` as indented JSON (what ``--json`` asks for)."""
-    typer.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    """Print ``data`` as indented JSON (what ``--json`` asks for), safe on a terminal."""
+    typer.echo(json_escaped(json.dumps(data, indent=2, ensure_ascii=False, default=str)))
 
 
 @app.command()
@@ -202,12 +241,8 @@ def _print_report(report: SyncResult, as_json: bool) -> None:
         console.print(table)
     if report.diagnostics is not None and report.diagnostics.chunk_count:
         console.print(diagnostics_table(report.diagnostics))
-    for s in report.sources:
-        for c in s.changes:
-            if c.change is not None:
-                console.print(f"changed {s.source}:{c.key}: {c.change.verdict}, similarity "
-                              f"{c.change.similarity:.3f}, {len(c.change.regions)} region(s)",
-                              highlight=False)
+    for line in change_lines(report):
+        console.print(line, highlight=False)
     _print_problems(report)
 
 
@@ -215,10 +250,10 @@ def _print_problems(report: SyncResult) -> None:
     """Failures and warnings of a run, one line each on stderr."""
     for s in report.sources:
         for key, message in s.failures:
-            typer.echo(f"error: {s.source}:{key}: {message}" if key
-                       else f"error: {s.source}: {message}", err=True)
+            typer.echo(printable(f"error: {s.source}:{key}: {message}" if key
+                                 else f"error: {s.source}: {message}"), err=True)
         for warning in s.warnings:
-            typer.echo(f"warning: {s.source}: {warning}", err=True)
+            typer.echo(printable(f"warning: {s.source}: {warning}"), err=True)
 
 
 @app.command()
@@ -289,7 +324,8 @@ def watch(
     def show(report: SyncResult, reason: str) -> None:
         if as_json:
             # One line per run, so a consumer can read the stream line by line.
-            typer.echo(json.dumps({"reason": reason, **report.to_dict()}, ensure_ascii=False))
+            typer.echo(json_escaped(json.dumps({"reason": reason, **report.to_dict()},
+                                               ensure_ascii=False)))
         else:
             counts = ", ".join(f"{v} {k}" for k, v in report.documents.items() if v)
             typer.echo(f"{report.finished} {reason}: {counts or 'nothing to do'}")
@@ -310,7 +346,7 @@ def status(config: ConfigOption = Path("."), as_json: JsonOption = False) -> Non
     if as_json:
         _emit(data)
     else:
-        typer.echo(_status_text(data))
+        typer.echo(printable(_status_text(data)))
 
 
 def _status_text(data: dict[str, Any]) -> str:
@@ -344,12 +380,15 @@ def search(
     as_json: JsonOption = False,
 ) -> None:
     """Search the current chunks: vector similarity, full text, or both fused (default)."""
+    if not query.strip():
+        typer.echo("error: the query is empty: give the words to look for", err=True)
+        raise typer.Exit(EXIT_USAGE)
     with _Errors(), KnowledgeBase.open(config) as kb:
         hits = kb.search(query, k=k, mode=mode, context_tokens=context)
     if as_json:
         _emit([hit_dict(h) for h in hits])
     else:
-        Console().print(hits_table(hits))
+        Console().print(hit_blocks(hits))
 
 
 @app.command()
@@ -366,12 +405,13 @@ def diff(
         return
     console = Console()
     if change.change is None:
-        console.print(f"[bold]{change.key}[/] ({change.source}), first version of "
-                      f"{change.last_changed}: no earlier text to compare with")
+        console.print(diff_heading(change.key, change.source, f"first version of "
+                                   f"{change.last_changed}: no earlier text to compare with"))
         return
-    console.print(f"[bold]{change.key}[/] ({change.source}), changed {change.last_changed}: "
-                  f"{change.verdict}, similarity {change.change.similarity:.3f}, "
-                  f"{len(change.regions)} changed region(s)")
+    console.print(diff_heading(change.key, change.source,
+                               f"changed {change.last_changed}: {change.verdict}, similarity "
+                               f"{change.change.similarity:.3f}, "
+                               f"{len(change.regions)} changed region(s)"))
     console.print(highlighted(change.text, change.change.regions))
 
 
@@ -393,10 +433,10 @@ def verify(
     elif not checked.problems:
         typer.echo("ok: every invariant holds")
     else:
-        typer.echo("\n".join(checked.problems))
+        typer.echo(printable("\n".join(checked.problems)))
         if repair:
-            typer.echo("repaired" if checked.ok else
-                       "still wrong after repair:\n" + "\n".join(checked.remaining))
+            typer.echo("repaired" if checked.ok else printable(
+                "still wrong after repair:\n" + "\n".join(checked.remaining)))
     if not checked.ok:
         raise typer.Exit(EXIT_PROBLEMS)
 
@@ -466,4 +506,8 @@ def serve_command(
 
 def main() -> None:
     """Entry point of the ``kbsync`` command (it exits with the command's exit code)."""
+    for stream in (sys.stdout, sys.stderr):
+        # A character the terminal's encoding lacks is shown escaped, not a crash.
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
     app(prog_name="kbsync")

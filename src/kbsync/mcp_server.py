@@ -15,12 +15,13 @@ import base64
 import binascii
 import json
 import threading
-from typing import Any
+from typing import Any, TypeVar, cast
 from urllib.parse import quote
 
 from kbsync import __version__
 from kbsync.errors import DependencyMissingError, KbsyncError
 from kbsync.knowledge_base import DocumentRef, KnowledgeBase, SearchMode
+from kbsync.terminal import strip_controls
 
 try:
     import anyio.to_thread
@@ -81,22 +82,23 @@ def build_server(kb: KnowledgeBase, *, allow_sync: bool = False,
     def search(query: str, k: int = 5, mode: SearchMode = "hybrid") -> SearchResult:
         with lock, _errors():
             hits = kb.search(query, k=k, mode=mode)
-        return {"passages": [Passage(source=h.source, key=h.key, title=h.title,
-                                     heading=h.heading, score=h.score, text=h.context or h.text,
+        return {"passages": [Passage(source=_clean(h.source), key=_clean(h.key),
+                                     title=_clean(h.title), heading=_clean(h.heading),
+                                     score=h.score, text=_clean(h.context or h.text),
                                      chunk_identity=h.digest, start=h.start, end=h.end)
                              for h in hits]}
 
     @server.tool(description="Counts of documents, chunks and embeddings, and the last sync.")
     def status() -> dict[str, Any]:
         with lock, _errors():
-            return kb.status().to_dict()
+            return _clean(kb.status().to_dict())
 
     @server.tool(description="The last change of a document (by key): verdict, similarity "
                              "and the changed regions of its current text; first_version is "
                              "true, with no verdict, when there is no earlier version.")
     def diff(key: str) -> dict[str, Any]:
         with lock, _errors():
-            return kb.diff(key).to_dict()
+            return _clean(kb.diff(key).to_dict())
 
     @server.tool(description="Bring the knowledge base in step with its sources. Refused "
                              "unless the server was started with --allow-sync.")
@@ -105,10 +107,10 @@ def build_server(kb: KnowledgeBase, *, allow_sync: bool = False,
             raise ToolError("sync is disabled: start the server with `kbsync mcp --allow-sync`")
         with lock, _errors():
             result = kb.sync()
-        return {"finished": result.finished, "documents": dict(result.documents),
-                "failed": result.failed,
-                "failures": [{"source": s.source, "key": key, "message": message}
-                             for s in result.sources for key, message in s.failures]}
+        return _clean({"finished": result.finished, "documents": dict(result.documents),
+                       "failed": result.failed,
+                       "failures": [{"source": s.source, "key": key, "message": message}
+                                    for s in result.sources for key, message in s.failures]})
 
     @server.resource(DOCUMENT_URI, name="document", mime_type="text/plain",
                      description="The current text of a document, by key.",
@@ -117,9 +119,9 @@ def build_server(kb: KnowledgeBase, *, allow_sync: bool = False,
     def document(key: str) -> str:
         with lock:
             try:
-                return kb.document(key).text
+                return _clean(kb.document(key).text)
             except KbsyncError as exc:
-                raise ResourceNotFoundError(str(exc)) from exc
+                raise ResourceNotFoundError(_clean(str(exc))) from exc
 
     return server
 
@@ -155,8 +157,9 @@ class _Server(MCPServer):
         page = refs[: self._page_size]
         more = len(refs) > self._page_size
         return ListResourcesResult(
-            resources=[Resource(name=ref.key, uri=document_uri(ref.key), mime_type="text/plain",
-                                description=f"A document of the source {ref.source!r}.")
+            resources=[Resource(name=_clean(ref.key), uri=document_uri(ref.key),
+                                mime_type="text/plain",
+                                description=_clean(f"A document of the source {ref.source!r}."))
                        for ref in page],
             next_cursor=_cursor(page[-1]) if more else None)
 
@@ -192,7 +195,23 @@ class _errors:  # noqa: N801 - used as a statement, like contextlib's helpers
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: object) -> None:
         if isinstance(exc, KbsyncError):
-            raise ToolError(str(exc)) from exc
+            raise ToolError(_clean(str(exc))) from exc
+
+
+_T = TypeVar("_T")
+
+
+def _clean(data: _T) -> _T:
+    """``data`` (a string, or JSON-ready data) without terminal control sequences in its
+    strings: a client may show what a tool returns on a terminal, and a model gains
+    nothing from them. The words stay; offsets still refer to the stored text."""
+    if isinstance(data, str):
+        return cast(_T, strip_controls(data))
+    if isinstance(data, dict):
+        return cast(_T, {_clean(k): _clean(v) for k, v in data.items()})
+    if isinstance(data, list | tuple):
+        return cast(_T, [_clean(v) for v in data])
+    return data
 
 
 def serve(kb: KnowledgeBase, *, allow_sync: bool = False) -> None:

@@ -41,6 +41,7 @@ from kbsync.serve.views import (
     run_summary,
     segments,
 )
+from kbsync.terminal import printable
 
 __all__ = ["create_app"]
 
@@ -84,6 +85,14 @@ def _int(value: str | None, default: int, low: int, high: int) -> int:
     return number
 
 
+def _shown(value: Any) -> Any:
+    """What a page shows of a value: a string with its control characters as visible escapes
+    (autoescaping then makes it HTML); markup made by the dashboard itself as it is."""
+    if isinstance(value, str) and not isinstance(value, Markup):
+        return printable(value)
+    return value
+
+
 def _when(stamp: str | None) -> str:
     """An ISO timestamp as people read it: ``2026-01-31 08:15:02 UTC``."""
     if not stamp:
@@ -100,7 +109,8 @@ class _Dashboard:
         self.guard = guard
         self._lock = threading.Lock()
         env = jinja2.Environment(loader=jinja2.PackageLoader("kbsync.serve", "templates"),
-                                 autoescape=True, undefined=jinja2.StrictUndefined)
+                                 autoescape=True, undefined=jinja2.StrictUndefined,
+                                 finalize=_shown)
         env.globals.update(version=__version__, actions=allow_actions, token=guard.token,
                            token_field=TOKEN_FIELD, computed_colour=COMPUTED_COLOUR,
                            reused_colour=REUSED_COLOUR, segments=segments)

@@ -1,0 +1,253 @@
+"""What the command line shows people: rich renderables of reports, chunks, hits and changes.
+
+Rich lives on this side of the library only. Every string here that can come from
+a document or a configuration (text, heading, title, key, URL, file or source name)
+enters a :class:`rich.text.Text` through :func:`safe`, never a markup string: so
+``[/usr/bin]`` or ``[bold]`` in a document is printed as it is written, and its control
+characters as visible escapes (:func:`kbsync.terminal.printable`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.measure import Measurement
+from rich.segment import Segment
+from rich.table import Table
+from rich.text import Text
+
+from kbsync.model import Chunk, ChunkingDiagnostics, Region
+from kbsync.report import SyncResult
+from kbsync.store import Hit
+from kbsync.terminal import printable
+
+__all__ = [
+    "HIT_CHARS",
+    "change_lines",
+    "chunks_table",
+    "diagnostics_table",
+    "diff_heading",
+    "highlighted",
+    "hit_blocks",
+    "safe",
+    "sync_tables",
+]
+
+HIT_CHARS = 600
+"""The most characters of a hit's text shown (``--json`` has all of it)."""
+_FIRST_WORDS = 48
+
+
+def safe(text: str, style: str = "", *, one_line: bool = False) -> Text:
+    """``text`` as rich ``Text``: no markup is read in it, and its control characters
+    are visible escapes (all of them, newlines and tabs too, with ``one_line``)."""
+    return Text(printable(text, one_line=one_line), style=style)
+
+
+def _cells(*values: str) -> list[Text]:
+    return [safe(v, one_line=True) for v in values]
+
+
+def diagnostics_table(d: ChunkingDiagnostics, title: str = "Chunking diagnostics") -> Table:
+    """A two-column table of the figures of a chunking run."""
+    table = Table(title=safe(title, one_line=True), show_header=False, title_justify="left")
+    table.add_column("figure", style="bold")
+    table.add_column("value", justify="right")
+    rows = [
+        ("chunker", f"{d.chunker_id} (params {d.params_hash[:12]})"),
+        ("normalizer", f"v{d.normalizer_version}"),
+        ("token counter", d.token_counter),
+        ("snapping", "on" if d.snapping else "off"),
+        ("chunks", f"{d.chunk_count:,}"),
+        ("tokens", f"{d.tokens_total:,}"),
+        (
+            "tokens per chunk",
+            f"min {d.tokens_min} · p50 {d.tokens_p50} · p95 {d.tokens_p95} · "
+            f"max {d.tokens_max} · mean {d.tokens_mean:.1f}",
+        ),
+        (
+            "cuts",
+            f"primary {d.primary_cuts} · backup {d.backup_cuts} · hard {d.hard_cuts} · "
+            f"forced {d.forced_cuts} · final {d.final_cuts}",
+        ),
+        ("hard-cut rate", f"{d.hard_cut_rate:.2%}"),
+    ]
+    if d.snapping:
+        rows.append(("snapped cuts", f"{d.snapped_cuts}"))
+    for name, value in rows:
+        table.add_row(*_cells(name, value))
+    return table
+
+
+def chunks_table(chunks: tuple[Chunk, ...], title: str) -> Table:
+    """One row per chunk: offsets, size, boundary kind, identity prefix and first words.
+
+    The figures keep their width; the first words (at most ~50 characters) wrap in
+    what is left, so a row stays a line or two on a terminal of 80 columns.
+    """
+    rows = []
+    for c in chunks:
+        words = " ".join(c.text.split()[:8])
+        if len(words) > _FIRST_WORDS:
+            words = words[:_FIRST_WORDS] + "…"
+        rows.append((str(c.index), str(c.start), str(c.end), str(c.token_count),
+                     str(c.boundary), c.identity[:12], words))
+    table = Table(title=safe(title, one_line=True), title_justify="left")
+    names = ("#", "start", "end", "tokens", "boundary", "identity")
+    for i, name in enumerate(names):
+        # The figures keep their full width; only the first words give way.
+        width = max([len(name), *(len(row[i]) for row in rows)])
+        table.add_column(name, justify="left" if i >= 4 else "right", no_wrap=True,
+                         width=width)
+    # The first words wrap (a long word folds): a line or two, never a cut figure.
+    table.add_column("first words", overflow="fold")
+    for row in rows:
+        table.add_row(*_cells(*row))
+    return table
+
+
+class _Fitting:
+    """A table with a row per source, or, where that is wider than the terminal, the same
+    table turned: a row per figure and a column per source (numbers are never cut)."""
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        table = self.table
+        wide = Measurement.get(console, options.update(max_width=10_000), table).maximum
+        if wide <= options.max_width:
+            yield table
+            return
+        first, *figures = table.columns
+        turned = Table(title=table.title, caption=table.caption, title_justify="left")
+        turned.add_column(first.header)
+        for name in first.cells:
+            turned.add_column(name, justify="right")
+        for column in figures:
+            turned.add_row(column.header, *column.cells)
+        yield turned
+
+
+def sync_tables(report: SyncResult) -> list[RenderableType]:
+    """Tables of a sync (or plan): documents per action, work done, seconds per stage."""
+    title = "Plan (nothing written)" if report.dry_run else "Sync report"
+    docs = Table(title=title, title_justify="left")
+    for name in ("source", "new", "modified", "metadata-only", "moved", "deleted", "unchanged",
+                 "failed"):
+        docs.add_column(name, justify="left" if name == "source" else "right")
+    work = Table(title="Work", title_justify="left")
+    for name in ("source", "bytes read", "bytes skipped", "chunks kept", "moved", "added",
+                 "deleted", "embeddings computed", "reused", "embed tokens"):
+        work.add_column(name, justify="left" if name == "source" else "right")
+    for s in report.sources:
+        d, c = s.documents, s.chunks
+        docs.add_row(*_cells(s.source, *(str(d.get(k, 0)) for k in (
+            "new", "modified", "metadata-only", "moved", "deleted", "unchanged", "failed"))))
+        work.add_row(*_cells(s.source, f"{s.bytes_read:,}", f"{s.bytes_skipped:,}",
+                             *(str(c.get(k, 0)) for k in ("kept", "moved", "added", "deleted")),
+                             str(s.embeddings_computed), str(s.embeddings_reused),
+                             f"{s.embedding_tokens:,}"))
+    omitted = sum(s.omitted.get("changes", 0) for s in report.sources)
+    if omitted:
+        docs.caption = (f"The report names the first changes of each source; {omitted:,} "
+                        "more are counted only.")
+    times = Table(title="Seconds per stage", title_justify="left", show_header=False)
+    times.add_column("stage")
+    times.add_column("seconds", justify="right")
+    for stage, seconds in report.seconds.items():
+        times.add_row(*_cells(stage, f"{seconds:.3f}"))
+    return [_Fitting(docs), _Fitting(work), times]
+
+
+def change_lines(report: SyncResult) -> list[Text]:
+    """One line per edited document of a run: its verdict, similarity and regions."""
+    return [Text.assemble("changed ", safe(f"{s.source}:{c.key}", one_line=True),
+                          f": {c.change.verdict}, similarity {c.change.similarity:.3f}, "
+                          f"{len(c.change.regions)} region(s)")
+            for s in report.sources for c in s.changes if c.change is not None]
+
+
+def hit_blocks(hits: Sequence[Hit]) -> RenderableType:
+    """Search results as blocks that read at any width: a line with the rank,
+    ``key › heading`` (the title where there is no heading) and the score, then the
+    text, wrapped and indented."""
+    blocks: list[RenderableType] = []
+    for rank, hit in enumerate(hits, 1):
+        head = Text.assemble((f"{rank}.", "bold"), " ", safe(hit.key, "bold cyan", one_line=True))
+        if hit.heading or hit.title:
+            head.append(" › ")
+            head.append(safe(hit.heading or hit.title or "", "bold", one_line=True))
+        head.append(f"  score {hit.score:.4f}", style="dim")
+        shown = _reflowed(hit.context or hit.text)
+        if len(shown) > HIT_CHARS:
+            shown = shown[:HIT_CHARS].rstrip() + "…"
+        blocks += [head, _Indented(safe(shown), 3)]
+    if not blocks:
+        return Text("no results", style="dim")
+    return Group(*blocks)
+
+
+# A line that starts like this keeps its own line when a hit's text is reflowed.
+_OWN_LINE = re.compile(r"\s|[-*+>|#]|```|~~~|\d+[.)]\s")
+
+
+def _reflowed(text: str) -> str:
+    """``text`` with the line breaks of hard-wrapped paragraphs made spaces, so it wraps
+    to the terminal; blank lines, list items, quotes, tables, code and indented lines stay."""
+    lines = text.strip().split("\n")
+    out = lines[:1]
+    for line in lines[1:]:
+        if line.strip() and out[-1].strip() and not _OWN_LINE.match(line) \
+                and not _OWN_LINE.match(out[-1]):
+            out[-1] = f"{out[-1].rstrip()} {line.lstrip()}"
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
+class _Indented:
+    """``text`` wrapped to the width left after ``indent`` spaces, then a blank line; no
+    line is padded to the width (as :class:`rich.padding.Padding` would)."""
+
+    def __init__(self, text: Text, indent: int) -> None:
+        self.text, self.indent = text, indent
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = max(8, options.max_width - self.indent)
+        for line in self.text.wrap(console, width, overflow="fold"):
+            line.rstrip()
+            yield Segment(" " * self.indent)
+            yield from line.render(console)
+            yield Segment.line()
+        yield Segment.line()
+
+
+def diff_heading(key: str, source: str, summary: str) -> Text:
+    """The first line of ``kbsync diff``: ``key (source), summary``."""
+    return Text.assemble(safe(key, "bold", one_line=True), " (", safe(source, one_line=True),
+                         "), ", safe(summary, one_line=True))
+
+
+def highlighted(text: str, regions: Sequence[Region], context: int = 200) -> Text:
+    """``text`` with the changed regions highlighted, cut to some context around them.
+
+    Each piece is made printable on its own, after cutting, so the regions' offsets
+    (into the document's text) stay right.
+    """
+    out = Text()
+    last = 0
+    for r in regions:
+        start = max(last, r.offset - context)
+        if start > last:
+            out.append("…\n" if last else "…", style="dim")
+        out.append(printable(text[start : r.offset]))
+        out.append(printable(text[r.offset : r.end]), style="black on yellow")
+        last = r.end
+    tail_end = min(len(text), last + context)
+    out.append(printable(text[last:tail_end]))
+    if tail_end < len(text):
+        out.append("…", style="dim")
+    return out
