@@ -61,7 +61,7 @@ from kbsync.sources.web.fetch import (
     Response,
 )
 from kbsync.sources.web.links import HTML_TYPES, decode_text, parse_html, resolve_links
-from kbsync.sources.web.politeness import HostGates
+from kbsync.sources.web.politeness import Clock, HostGates
 from kbsync.sources.web.robots import (
     ROBOTS_MAX_BYTES,
     RobotsCache,
@@ -123,6 +123,7 @@ class Crawl:
         *,
         transport: httpx.AsyncBaseTransport | None = None,
         progress: Progress | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self._config = config
         self._robots_cache = robots_cache
@@ -130,7 +131,7 @@ class Crawl:
         self._transport = transport
         self._progress = progress
         self._agent = product_token(config.user_agent)
-        self._gates = HostGates(config.per_host_connections, config.delay)
+        self._gates = HostGates(config.per_host_connections, config.delay, clock)
         self._fetcher = Fetcher(config, self._gates, transport)
         self._queue: asyncio.PriorityQueue[tuple[int, int, _Task]] = asyncio.PriorityQueue()
         self._order = itertools.count()
@@ -146,6 +147,11 @@ class Crawl:
         self._answered = False
         self._cap_warned = False
         self._unreachable_warned: set[str] = set()
+
+    @property
+    def gates(self) -> HostGates:
+        """The politeness gates of this crawl's hosts."""
+        return self._gates
 
     # -- the crawl ----------------------------------------------------------------------------
 
