@@ -189,3 +189,44 @@ def test_the_charset_comes_from_the_header_and_a_wrong_label_does_not_garble_tex
         assert "смотритель" in ru.text
         assert log is not None
         assert "Café crème, naïve façade" in log.text
+
+
+def test_init_allow_private_lets_a_site_on_loopback_be_crawled(
+    tmp_path: Path, httpserver: HTTPServer, site: Site
+) -> None:
+    from typer.testing import CliRunner
+
+    from kbsync.cli import app
+
+    url = httpserver.url_for("/")
+    refused, allowed = tmp_path / "refused", tmp_path / "allowed"
+    runner = CliRunner()
+    assert runner.invoke(app, ["init", url, "--folder", str(refused)]).exit_code == 0
+    result = runner.invoke(app, ["init", url, "--folder", str(allowed),
+                                 "--allow-private", "127.0.0.1", "--allow-private", "10.0.0.0/8"])
+    assert result.exit_code == 0, result.output
+    assert 'allow_private_addresses = ["127.0.0.1", "10.0.0.0/8"]' in (
+        allowed / "kbsync.toml").read_text()
+    with KnowledgeBase.open(refused) as engine:
+        report = engine.sync()
+        assert report.total("new") == 0
+        assert "localhost names the local machine" in str(report.sources[0].failures)
+    with KnowledgeBase.open(allowed) as engine:
+        assert engine.sync().total("new") == 3
+
+
+def test_init_allow_private_refuses_what_is_no_address_or_has_no_website(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from kbsync.cli import app
+
+    runner = CliRunner()
+    bad = runner.invoke(app, ["init", "http://intranet.example/", "--folder", str(tmp_path / "a"),
+                              "--allow-private", "localhost"])
+    assert bad.exit_code != 0
+    assert "--allow-private 'localhost': not an IP address" in bad.output
+    folder = runner.invoke(app, ["init", str(tmp_path), "--folder", str(tmp_path / "b"),
+                                 "--allow-private", "127.0.0.1"])
+    assert folder.exit_code != 0
+    assert "no source is a URL" in folder.output
+    assert not (tmp_path / "a" / "kbsync.toml").exists()
