@@ -15,6 +15,7 @@ from werkzeug import Request, Response  # noqa: E402
 
 from kbsync.engine import init_config  # noqa: E402
 from kbsync.knowledge_base import KnowledgeBase  # noqa: E402
+from kbsync.store import Frontier, RecordStore  # noqa: E402
 
 PARAGRAPHS = {
     "/": "Welcome to the harbour guide. " * 40,
@@ -230,3 +231,51 @@ def test_init_allow_private_refuses_what_is_no_address_or_has_no_website(tmp_pat
     assert folder.exit_code != 0
     assert "no source is a URL" in folder.output
     assert not (tmp_path / "a" / "kbsync.toml").exists()
+
+
+def test_a_page_that_failed_when_first_linked_is_tried_again_next_sync(
+    kb: Path, site: Site
+) -> None:
+    site.pages["/news"] = "The harbour master posts the news of the week on the door. " * 20
+    site.status["/news"] = 503  # the first time it is linked, it is down
+    with KnowledgeBase.open(kb) as engine:
+        first = engine.sync()
+        assert first.total("new") == 3
+        assert first.total("failed") == 1
+        del site.status["/news"]  # back; every page linking to it is unchanged (304)
+        second = engine.sync()
+        assert second.total("new") == 1, second.sources[0].failures
+        assert second.total("unchanged") == 3
+        assert any(k.endswith("/news") for k in engine.store.manifest(engine.sources[0].name))
+        third = engine.sync()
+        assert third.total("unchanged") == 4
+        assert engine.store.frontier(engine.sources[0].name) == frozenset()
+
+
+def test_the_frontier_forgets_a_page_that_is_gone_and_a_plan_leaves_it_alone(
+    kb: Path, site: Site
+) -> None:
+    site.pages["/old"] = "An old notice about the ferry. " * 20
+    site.status["/old"] = 503
+    with KnowledgeBase.open(kb) as engine:
+        engine.sync()
+        name = engine.sources[0].name
+        (pending,) = engine.store.frontier(name)
+        assert pending.endswith("/old")
+        site.status["/old"] = 410
+        engine.plan()
+        assert engine.store.frontier(name) == {pending}  # a plan writes nothing
+        report = engine.sync()
+        assert report.total("failed") == 0
+        assert engine.store.frontier(name) == frozenset()
+
+
+def test_the_frontier_is_kept_per_source_in_each_store(store: RecordStore) -> None:
+    assert isinstance(store, Frontier)
+    store.set_frontier("site", {"https://a.example/x", "https://a.example/y"})
+    store.set_frontier("other", {"https://b.example/"})
+    store.set_frontier("site", {"https://a.example/y"})
+    assert store.frontier("site") == {"https://a.example/y"}
+    assert store.frontier("other") == {"https://b.example/"}
+    store.set_frontier("site", ())
+    assert store.frontier("site") == frozenset()

@@ -30,7 +30,10 @@ media type not accepted                 absent
 ======================================  ===========================================
 
 Errors other than a 200 after a permanent redirect are reported under the
-key that was requested, so the stored document stays. When no request of
+key that was requested, so the stored document stays. A page that failed
+before it was ever stored comes back as a ``pending`` known item (the store's
+frontier) and is tried again, as if a seed linked to it, so it is not lost
+while the pages that link to it answer 304. When no request of
 the crawl got any HTTP answer (the site is down, the network is out), the
 listing is incomplete (``complete=False``) and nothing is deleted.
 """
@@ -93,6 +96,8 @@ class _Via(StrEnum):
     SEED = "seed"
     SITEMAP = "sitemap"
     LINK = "link"
+    PENDING = "pending"
+    """Found before but not taken (it failed): tried again, its links followed."""
     KNOWN = "known"
 
 
@@ -162,6 +167,7 @@ class Crawl:
             try:
                 for seed in self._config.seeds:
                     self._enqueue(seed, 0, _Via.SEED)
+                self._enqueue_pending()
                 await self._read_sitemaps()
                 workers = [
                     asyncio.create_task(self._work()) for _ in range(self._config.max_connections)
@@ -217,6 +223,16 @@ class Crawl:
             return  # it could not be fetched anyway
         self._seen.add(url)
         self._queue.put_nowait((depth, next(self._order), _Task(url, depth, via)))
+
+    def _enqueue_pending(self) -> None:
+        # Where it was linked from is not remembered: it is tried as if a seed linked it.
+        depth = min(1, self._config.max_depth)
+        for key in sorted(k for k, known in self._known.items() if known.pending):
+            try:
+                url = canonicalize(key)
+            except UrlError:
+                continue
+            self._enqueue(url, depth, _Via.PENDING)
 
     def _enqueue_known(self) -> None:
         for key in sorted(self._known):
