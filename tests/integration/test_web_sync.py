@@ -279,3 +279,27 @@ def test_the_frontier_is_kept_per_source_in_each_store(store: RecordStore) -> No
     assert store.frontier("other") == {"https://b.example/"}
     store.set_frontier("site", ())
     assert store.frontier("site") == frozenset()
+
+
+def test_a_new_link_on_a_hub_page_is_reported_as_a_change_of_that_page(
+    kb: Path, site: Site
+) -> None:
+    def hub(posts: list[str]) -> tuple[bytes, str]:
+        items = "".join(f'<li><a href="/p{i}">{t}</a></li>' for i, t in enumerate(posts))
+        page = ("<html><head><title>News</title></head><body><main><h1>News</h1>"
+                "<p>Welcome to the harbour news, where the harbour office writes what "
+                "happens on the quay, week by week, for the boats and the people who live "
+                "by the water.</p><h2>Latest</h2>"
+                f"<ul>{items}</ul></main></body></html>")
+        return page.encode(), "text/html; charset=utf-8"
+
+    posts = ["The ferry timetable changes in June", "A storm closed the pier on Monday",
+             "New lights for the breakwater"]
+    site.raw["/news"] = hub(posts)
+    site.pages["/index"] = '<a href="/news">news</a> ' * 5
+    with KnowledgeBase.open(kb) as engine:
+        engine.sync()
+        site.raw["/news"] = hub(["The summer regatta is on Saturday", *posts[:2]])
+        report = engine.sync()
+        changed = [c.key for c in report.sources[0].changes if c.action == "modified"]
+        assert [k.rsplit("/", 1)[-1] for k in changed] == ["news"]
