@@ -167,7 +167,7 @@ def _sections(document: Any) -> tuple[Section, ...]:
 def _hub_lists(markup: str, sections: tuple[Section, ...]) -> tuple[Section, ...]:
     """The content area's link lists that trafilatura left out, when the page is a hub."""
     try:
-        import lxml.html
+        import lxml.html  # type: ignore[import-untyped]  # no stubs shipped
         from lxml import etree
     except ImportError:  # trafilatura depends on lxml; without it, no lists
         return ()
