@@ -282,3 +282,26 @@ def test_a_crawl_reuses_its_connections_to_a_host() -> None:
     assert len(site.requests) >= 32  # robots.txt, a probe, 31 pages
     # At most the two connections the host is allowed (a few more only if one idled out).
     assert site.connections <= 4
+
+
+def test_a_revalidating_crawl_reuses_its_connections_across_304_answers() -> None:
+    def page(i: int) -> Callable[[dict[str, str]], Answer]:
+        etag = f'"v{i}"'
+
+        def answer(headers: dict[str, str]) -> Answer:
+            if headers.get("if-none-match") == etag:
+                return 304, {"ETag": etag}, b""
+            return 200, {"ETag": etag}, f"<p>page {i}</p>".encode()
+
+        return answer
+
+    routes = {f"/p{i}": page(i) for i in range(30)}
+    routes["/"] = lambda _: (200, {}, "".join(f'<a href="/p{i}">p</a>' for i in range(30)).encode())
+    with KeepAliveServer(routes) as site:
+        source = web_source(site.url("/"), delay=0.0, per_host_connections=2)
+        first = source.list()
+        known = {i.key: KnownItem(i.key, validators=i.validators) for i in first.items}
+        opened = site.connections
+        second = source.list(known)
+    assert sum(i.not_modified for i in second.items) == 30
+    assert site.connections - opened <= 4

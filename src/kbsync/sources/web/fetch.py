@@ -471,16 +471,21 @@ async def _drain(response: httpx.Response) -> None:
     A connection is kept alive only when its last response was read to the end;
     a body longer than DRAIN_BYTES is not worth the bytes, and its connection is closed.
     """
-    declared = response.headers.get("content-length", "").strip()
     if response.is_closed or response.is_stream_consumed:
         return
-    if not declared.isdigit() or int(declared) > DRAIN_BYTES:
-        return  # chunked or long: not worth waiting for
+    declared = response.headers.get("content-length", "").strip()
+    bodiless = response.status_code in (204, 304) or response.request.method == "HEAD"
+    chunked = "chunked" in response.headers.get("transfer-encoding", "").lower()
+    if not (bodiless or chunked or (declared.isdigit() and int(declared) <= DRAIN_BYTES)):
+        return  # long, or delimited by the end of the connection: not worth waiting for
     # A short deadline of its own: a dripping error page must not turn an answer into a timeout.
     with contextlib.suppress(httpx.HTTPError, TimeoutError):
         async with asyncio.timeout(DRAIN_SECONDS):
-            async for _ in response.aiter_raw():
-                pass
+            read = 0
+            async for chunk in response.aiter_raw():
+                read += len(chunk)
+                if read > DRAIN_BYTES:
+                    return
 
 
 def _host(url: str) -> str:
