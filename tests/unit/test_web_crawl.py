@@ -305,3 +305,20 @@ def test_a_revalidating_crawl_reuses_its_connections_across_304_answers() -> Non
         second = source.list(known)
     assert sum(i.not_modified for i in second.items) == 30
     assert site.connections - opened <= 4
+
+
+def test_the_crawl_delay_holds_between_a_crawl_and_the_reads_after_it(server: HTTPServer) -> None:
+    server.expect_request("/robots.txt").respond_with_data("User-agent: *\nCrawl-delay: 0.3\n")
+    server.expect_request("/").respond_with_data(_html("/a"), content_type="text/html")
+    server.expect_request("/a").respond_with_data("a page", content_type="text/html")
+    source = web_source(server.url_for("/"), delay=0.01)
+    listing = source.list()
+    page = next(i for i in listing.items if i.key.endswith("/a"))
+    source.read(page)  # the body the crawl kept: no request
+    source.read(page)  # fetched again, each read on a loop of its own
+    source.read(page)
+    assert _paths(server).count("/a") == 3
+    assert source.gates is not None
+    sends = list(source.gates.get("127.0.0.1").sends)
+    assert len(sends) == 5  # robots.txt, /, /a, and /a twice more
+    assert min(b - a for a, b in itertools.pairwise(sends)) >= 0.3

@@ -129,6 +129,7 @@ class Crawl:
         transport: httpx.AsyncBaseTransport | None = None,
         progress: Progress | None = None,
         clock: Clock | None = None,
+        after: HostGates | None = None,
     ) -> None:
         self._config = config
         self._robots_cache = robots_cache
@@ -137,6 +138,8 @@ class Crawl:
         self._progress = progress
         self._agent = product_token(config.user_agent)
         self._gates = HostGates(config.per_host_connections, config.delay, clock)
+        if after is not None:  # the previous crawl of the same source: its pauses still hold
+            self._gates.continue_from(after)
         self._fetcher = Fetcher(config, self._gates, transport)
         self._queue: asyncio.PriorityQueue[tuple[int, int, _Task]] = asyncio.PriorityQueue()
         self._order = itertools.count()

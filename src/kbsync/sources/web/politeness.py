@@ -121,6 +121,13 @@ class HostGate:
         """Open the schedule to the next request (called once per pass, by the pass)."""
         self._schedule.release()
 
+    def take_schedule(self, earlier: HostGate) -> None:
+        """The last send, Retry-After and send moments of ``earlier`` (no waiter is moved)."""
+        if earlier._last_sent is not None:
+            self._last_sent = max(self._last_sent or earlier._last_sent, earlier._last_sent)
+        self._not_before = max(self._not_before, earlier._not_before)
+        self.sends.extendleft(reversed(earlier.sends))
+
     def defer(self, seconds: float) -> None:
         """No request to this host starts in the next ``seconds`` (a Retry-After)."""
         self._not_before = max(self._not_before, self._clock.now() + seconds)
@@ -141,6 +148,17 @@ class HostGates:
         if gate is None:
             gate = self._gates[host] = HostGate(self.connections, self.interval, self._clock)
         return gate
+
+    def continue_from(self, earlier: HostGates) -> None:
+        """Take over the schedule of an earlier crawl's gates (same clock), so its pauses hold.
+
+        A source's ``read`` after its ``list`` is a crawl of its own, on a fresh event
+        loop: without this its first request would ignore the Crawl-delay.
+        """
+        for host, gate in earlier._gates.items():
+            mine = self.get(host)
+            mine.interval = max(mine.interval, gate.interval)
+            mine.take_schedule(gate)
 
     def slow_down(self, host: str, interval: float) -> None:
         """Space requests to ``host`` at least ``interval`` apart (a Crawl-delay)."""
