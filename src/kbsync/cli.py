@@ -171,11 +171,14 @@ def _emit(data: Any) -> None:
 def init(
     sources: Annotated[list[str] | None, typer.Argument(help="Folders to keep in sync.")] = None,
     folder: Annotated[Path, typer.Option(help="Where to write the configuration.")] = Path("."),
+    allow_private: Annotated[list[str] | None, typer.Option(
+        "--allow-private", help="Let the websites be crawled at this loopback or private "
+        "address or range (repeatable; e.g. 127.0.0.1, 10.0.0.0/8).")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Write kbsync.toml with these sources and the defaults (SQLite store under .kbsync/)."""
     with _Errors():
-        config = init_config(folder, sources or [])
+        config = init_config(folder, sources or [], allow_private=allow_private or [])
     if as_json:
         _emit({"config": str(config.file), "sources": [s.name for s in config.sources]})
     else:

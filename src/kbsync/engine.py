@@ -8,6 +8,7 @@ them as protocols.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
@@ -221,17 +222,22 @@ def _source_config(table: dict[str, Any]) -> SourceConfig:
 
 
 def init_config(folder: str | Path, sources: Sequence[str] = (), *,
-                embedder: Mapping[str, Any] | None = None, store: str | None = None) -> Config:
+                embedder: Mapping[str, Any] | None = None, store: str | None = None,
+                allow_private: Sequence[str] = ()) -> Config:
     """Write a new ``kbsync.toml`` with defaults and the given sources (folders or URLs).
 
     ``embedder`` is an ``[embedder]`` table (default: the offline hashing embedder);
-    ``store`` the store's path relative to ``folder`` (default ``.kbsync/kbsync.db``).
+    ``store`` the store's path relative to ``folder`` (default ``.kbsync/kbsync.db``);
+    ``allow_private`` the loopback or private addresses and ranges the websites may
+    be crawled at (an intranet, a test server), written into each website's table.
     """
     file = Path(folder) / CONFIG_NAME
     if file.exists():
         raise ConfigError(f"{file}: a knowledge base is already configured here")
-    config = Config(file=file.resolve(), chunker=DEFAULT_CHUNKER,
-                    sources=tuple(_source_for(file.parent, s) for s in sources),
+    made = tuple(_source_for(file.parent, s) for s in sources)
+    if allow_private:
+        made = _allowing_private(made, allow_private)
+    config = Config(file=file.resolve(), chunker=DEFAULT_CHUNKER, sources=made,
                     context_tokens=DEFAULT_CONTEXT_TOKENS)
     if embedder is not None:
         config = replace(config, embedder=dict(embedder))
@@ -239,6 +245,22 @@ def init_config(folder: str | Path, sources: Sequence[str] = (), *,
         config = replace(config, store=store)
     _write(config)
     return config
+
+
+def _allowing_private(sources: tuple[SourceConfig, ...],
+                      allowed: Sequence[str]) -> tuple[SourceConfig, ...]:
+    """The sources with ``allow_private_addresses`` set on each website; ConfigError if none."""
+    for entry in allowed:
+        try:
+            ipaddress.ip_network(entry.strip(), strict=False)
+        except ValueError:
+            raise ConfigError(f"--allow-private {entry!r}: not an IP address or a network "
+                              "(such as 127.0.0.1 or 10.0.0.0/8)") from None
+    if not any(s.is_web for s in sources):
+        raise ConfigError("--allow-private is for websites, and no source is a URL")
+    listed = [e.strip() for e in dict.fromkeys(allowed)]
+    return tuple(replace(s, options={**s.options, "allow_private_addresses": listed})
+                 if s.is_web else s for s in sources)
 
 
 def add_source(config: Config, path: str, name: str | None = None) -> Config:

@@ -231,13 +231,16 @@ class KnownItem:
 
     ``missing`` counts consecutive checks that found the document absent in a
     way that may be temporary (an HTTP 404), so a source can confirm a deletion
-    on the second check.
+    on the second check. ``pending`` marks a key the store holds no document
+    for: one the source found but could not take last time (the frontier), to
+    be tried again.
     """
 
     key: str
     stat: SourceStat | None = None
     validators: Validators | None = None
     missing: int = 0
+    pending: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,14 +59,14 @@ from kbsync.plan import (
 from kbsync.report import DocumentChange, SourceResult, SyncResult
 from kbsync.scratch import Scratch
 from kbsync.sources import Entries, Scan, ScanningSource, Source
-from kbsync.store import RecordStore
+from kbsync.store import Frontier, RecordStore
 from kbsync.vectors import VectorSink
 
 __all__ = ["REPORT_LIMIT", "BatchLimits", "Capped", "Chunker", "Derive", "ExtractorFor",
            "Progress", "RemovedSource", "SourceReport", "SyncReport", "apply_plan", "backfill",
            "count_plan", "count_unchanged", "derivation", "deriver", "embed_plan",
-           "list_source", "observe", "refuse_dimension_change", "stat_gate_passes",
-           "sync_sources", "unchanged_observation", "utc_now"]
+           "list_source", "next_frontier", "observe", "refuse_dimension_change",
+           "stat_gate_passes", "sync_sources", "unchanged_observation", "utc_now"]
 
 Progress = Callable[[str, int, int], None]
 ExtractorFor = Callable[[str], Extractor | None]
@@ -410,7 +410,8 @@ def _sync_source(run: _Run, source: Source, allow_mass_delete: bool,
     mirror = False
     with Scratch(run.scratch_dir) as scratch:
         derive = deriver(run.extractor_for, run.chunker)
-        complete = list_source(source, store, derive, run.verify, scratch, out)
+        complete = list_source(source, store, derive, run.verify, scratch, out,
+                               dry_run=run.dry_run)
         run.clock.lap("list")
         stored = scratch.stored_count()
         _observe_source(run, source, scratch, derive, out)
@@ -443,7 +444,7 @@ _MANIFEST_PAGE = 1000
 
 
 def list_source(source: Source, store: RecordStore, derive: Derive, verify: bool,
-                scratch: Scratch, out: SourceReport) -> bool:
+                scratch: Scratch, out: SourceReport, *, dry_run: bool = False) -> bool:
     """Put the source's listing and the store's manifest of it in ``scratch``; whether complete.
 
     An item no extractor reads is not a document of the knowledge base (a page that
@@ -455,7 +456,12 @@ def list_source(source: Source, store: RecordStore, derive: Derive, verify: bool
         # --verify also revalidates web pages in full: no validators, so no 304 shortcut.
         known = {k: KnownItem(k, d.stat, None if verify else d.validators, d.missing)
                  for k, d in store.manifest(source.name).items()}
-        scan = Scan(_entries(source.list(known)))
+        pending = (store.frontier(source.name) - known.keys()
+                   if isinstance(store, Frontier) else frozenset())
+        listing = source.list({**known, **{k: KnownItem(k, pending=True) for k in pending}})
+        if isinstance(store, Frontier) and not dry_run:
+            store.set_frontier(source.name, next_frontier(listing, known.keys(), pending))
+        scan = Scan(_entries(listing))
     page: list[tuple[SourceItem | ItemError, str]] = []
     for entry in scan:
         if isinstance(entry, ItemError):
@@ -480,6 +486,23 @@ def list_source(source: Source, store: RecordStore, derive: Derive, verify: bool
         scratch.add_stored(page_of_stored.values())
         after = next(reversed(page_of_stored))
     return summary.complete
+
+
+def next_frontier(listing: Listing, stored: Collection[str],
+                  pending: Collection[str]) -> frozenset[str]:
+    """The keys to try again next time: those that failed here and the store does not hold.
+
+    A key that failed before and is listed now stays until the store holds it (the
+    sync may stop before it is applied); one that failed before and is absent from
+    a complete listing is forgotten (gone, out of scope, disallowed), and so is one
+    that was found missing twice in a row (an HTTP 404 confirmed). An incomplete
+    listing forgets nothing.
+    """
+    was = frozenset(pending)
+    failed = {e.key for e in listing.errors
+              if e.key and e.key not in stored and not (e.missing and e.key in was)}
+    listed = {i.key for i in listing.items} & was
+    return frozenset(failed | listed | (set() if listing.complete else was))
 
 
 Derive = Callable[[str], str | None]

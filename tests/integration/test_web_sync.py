@@ -15,6 +15,7 @@ from werkzeug import Request, Response  # noqa: E402
 
 from kbsync.engine import init_config  # noqa: E402
 from kbsync.knowledge_base import KnowledgeBase  # noqa: E402
+from kbsync.store import Frontier, RecordStore  # noqa: E402
 
 PARAGRAPHS = {
     "/": "Welcome to the harbour guide. " * 40,
@@ -189,3 +190,116 @@ def test_the_charset_comes_from_the_header_and_a_wrong_label_does_not_garble_tex
         assert "смотритель" in ru.text
         assert log is not None
         assert "Café crème, naïve façade" in log.text
+
+
+def test_init_allow_private_lets_a_site_on_loopback_be_crawled(
+    tmp_path: Path, httpserver: HTTPServer, site: Site
+) -> None:
+    from typer.testing import CliRunner
+
+    from kbsync.cli import app
+
+    url = httpserver.url_for("/")
+    refused, allowed = tmp_path / "refused", tmp_path / "allowed"
+    runner = CliRunner()
+    assert runner.invoke(app, ["init", url, "--folder", str(refused)]).exit_code == 0
+    result = runner.invoke(app, ["init", url, "--folder", str(allowed),
+                                 "--allow-private", "127.0.0.1", "--allow-private", "10.0.0.0/8"])
+    assert result.exit_code == 0, result.output
+    assert 'allow_private_addresses = ["127.0.0.1", "10.0.0.0/8"]' in (
+        allowed / "kbsync.toml").read_text()
+    with KnowledgeBase.open(refused) as engine:
+        report = engine.sync()
+        assert report.total("new") == 0
+        assert "localhost names the local machine" in str(report.sources[0].failures)
+    with KnowledgeBase.open(allowed) as engine:
+        assert engine.sync().total("new") == 3
+
+
+def test_init_allow_private_refuses_what_is_no_address_or_has_no_website(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from kbsync.cli import app
+
+    runner = CliRunner()
+    bad = runner.invoke(app, ["init", "http://intranet.example/", "--folder", str(tmp_path / "a"),
+                              "--allow-private", "localhost"])
+    assert bad.exit_code != 0
+    assert "--allow-private 'localhost': not an IP address" in bad.output
+    folder = runner.invoke(app, ["init", str(tmp_path), "--folder", str(tmp_path / "b"),
+                                 "--allow-private", "127.0.0.1"])
+    assert folder.exit_code != 0
+    assert "no source is a URL" in folder.output
+    assert not (tmp_path / "a" / "kbsync.toml").exists()
+
+
+def test_a_page_that_failed_when_first_linked_is_tried_again_next_sync(
+    kb: Path, site: Site
+) -> None:
+    site.pages["/news"] = "The harbour master posts the news of the week on the door. " * 20
+    site.status["/news"] = 503  # the first time it is linked, it is down
+    with KnowledgeBase.open(kb) as engine:
+        first = engine.sync()
+        assert first.total("new") == 3
+        assert first.total("failed") == 1
+        del site.status["/news"]  # back; every page linking to it is unchanged (304)
+        second = engine.sync()
+        assert second.total("new") == 1, second.sources[0].failures
+        assert second.total("unchanged") == 3
+        assert any(k.endswith("/news") for k in engine.store.manifest(engine.sources[0].name))
+        third = engine.sync()
+        assert third.total("unchanged") == 4
+        assert engine.store.frontier(engine.sources[0].name) == frozenset()
+
+
+def test_the_frontier_forgets_a_page_that_is_gone_and_a_plan_leaves_it_alone(
+    kb: Path, site: Site
+) -> None:
+    site.pages["/old"] = "An old notice about the ferry. " * 20
+    site.status["/old"] = 503
+    with KnowledgeBase.open(kb) as engine:
+        engine.sync()
+        name = engine.sources[0].name
+        (pending,) = engine.store.frontier(name)
+        assert pending.endswith("/old")
+        site.status["/old"] = 410
+        engine.plan()
+        assert engine.store.frontier(name) == {pending}  # a plan writes nothing
+        report = engine.sync()
+        assert report.total("failed") == 0
+        assert engine.store.frontier(name) == frozenset()
+
+
+def test_the_frontier_is_kept_per_source_in_each_store(store: RecordStore) -> None:
+    assert isinstance(store, Frontier)
+    store.set_frontier("site", {"https://a.example/x", "https://a.example/y"})
+    store.set_frontier("other", {"https://b.example/"})
+    store.set_frontier("site", {"https://a.example/y"})
+    assert store.frontier("site") == {"https://a.example/y"}
+    assert store.frontier("other") == {"https://b.example/"}
+    store.set_frontier("site", ())
+    assert store.frontier("site") == frozenset()
+
+
+def test_a_new_link_on_a_hub_page_is_reported_as_a_change_of_that_page(
+    kb: Path, site: Site
+) -> None:
+    def hub(posts: list[str]) -> tuple[bytes, str]:
+        items = "".join(f'<li><a href="/p{i}">{t}</a></li>' for i, t in enumerate(posts))
+        page = ("<html><head><title>News</title></head><body><main><h1>News</h1>"
+                "<p>Welcome to the harbour news, where the harbour office writes what "
+                "happens on the quay, week by week, for the boats and the people who live "
+                "by the water.</p><h2>Latest</h2>"
+                f"<ul>{items}</ul></main></body></html>")
+        return page.encode(), "text/html; charset=utf-8"
+
+    posts = ["The ferry timetable changes in June", "A storm closed the pier on Monday",
+             "New lights for the breakwater"]
+    site.raw["/news"] = hub(posts)
+    site.pages["/index"] = '<a href="/news">news</a> ' * 5
+    with KnowledgeBase.open(kb) as engine:
+        engine.sync()
+        site.raw["/news"] = hub(["The summer regatta is on Saturday", *posts[:2]])
+        report = engine.sync()
+        changed = [c.key for c in report.sources[0].changes if c.action == "modified"]
+        assert [k.rsplit("/", 1)[-1] for k in changed] == ["news"]

@@ -444,7 +444,7 @@ def test_every_supported_media_type_has_an_extractor_with_its_own_identity() -> 
     extractors = [extractor_for(media_type) for media_type in SUPPORTED_MEDIA_TYPES]
     assert all(isinstance(e, Extractor) for e in extractors)
     identities = {e.identity for e in extractors if e is not None}
-    assert identities == {"text-v1", "markdown-v1", "html-trafilatura-v1", "pdf-pypdf-v1"}
+    assert identities == {"text-v1", "markdown-v1", "html-trafilatura-v2", "pdf-pypdf-v1"}
 
 
 def test_extractor_lookup_ignores_parameters_and_case_and_knows_no_others() -> None:

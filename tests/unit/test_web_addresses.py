@@ -14,8 +14,10 @@ import httpx
 import pytest
 from pytest_httpserver import HTTPServer
 
+from kbsync.errors import ParameterError
 from kbsync.sources.web import WebSource
 from kbsync.sources.web.addresses import AddressPolicy, AddressRefused, resolve
+from kbsync.sources.web.config import build_address_policy
 from kbsync.sources.web.urls import canonicalize, host_of
 from tests.fixtures.web.servers import Recorder, serving, web_source
 
@@ -214,3 +216,34 @@ def test_tls_is_verified_against_the_host_name_not_the_pinned_address(
         bad = web_source(f"https://other.test:{server.port}/", transport=transport).list()
         assert bad.items == ()
         assert any("certificate" in e.message.lower() for e in bad.errors), bad.errors
+
+
+def test_an_allow_list_is_exact_and_spares_metadata_addresses_unless_it_names_them() -> None:
+    loopback = AddressPolicy.build(["127.0.0.1"])
+    assert loopback.refusal(ipaddress.ip_address("::1")) is not None
+    assert loopback.refusal(ipaddress.ip_address("::ffff:127.0.0.2")) is not None
+    assert loopback.host_refusal(host_of(canonicalize("http://2130706433/"))) is None
+    assert loopback.host_refusal(host_of(canonicalize("http://0x7f.2/"))) is not None
+    link_local = AddressPolicy.build(["169.254.0.0/16"])
+    assert link_local.refusal(ipaddress.ip_address("169.254.1.2")) is None
+    assert "metadata" in (link_local.refusal(ipaddress.ip_address("169.254.169.254")) or "")
+    named = AddressPolicy.build(["169.254.169.254"])
+    assert named.refusal(ipaddress.ip_address("169.254.169.254")) is None
+    assert named.refusal(ipaddress.ip_address("169.254.170.2")) is not None
+
+
+def test_a_malformed_allow_list_entry_is_named() -> None:
+    with pytest.raises(ParameterError, match=r"'127\.0\.0\.300' is not an IP address"):
+        build_address_policy(["127.0.0.300"])
+
+
+def test_localhost_reaches_only_the_listed_loopback_addresses(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _fake_dns(monkeypatch, {"localhost": ["::1", "127.0.0.1"]})
+    assert AddressPolicy().host_refusal("localhost") is not None
+    policy = AddressPolicy.build(["127.0.0.1"])
+    assert policy.host_refusal("localhost") is None
+    assert asyncio.run(resolve("localhost", 80, policy)) == ("127.0.0.1",)
+    with pytest.raises(AddressRefused, match="none of the allowed"):
+        asyncio.run(resolve("localhost", 80, AddressPolicy.build(["127.0.0.2"])))

@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
+import asyncio
 import gzip
+import itertools
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
 from kbsync.model import KnownItem, SourceItem, Validators
-from tests.fixtures.web.servers import StampedHandler, reset, serving, web_source
+from kbsync.sources.web.crawler import Crawl
+from kbsync.sources.web.robots import RobotsCache
+from tests.fixtures.web.servers import (
+    Answer,
+    KeepAliveServer,
+    StampedHandler,
+    reset,
+    serving,
+    web_source,
+)
 
 
 @pytest.fixture(scope="module")
@@ -163,12 +174,15 @@ def test_crawl_delay_spaces_requests_to_a_host(server: HTTPServer) -> None:
     server.expect_request("/robots.txt").respond_with_data("User-agent: *\nCrawl-delay: 0.3\n")
     handler = StampedHandler(lambda r: Response(_html("/1", "/2", "/3"), content_type="text/html"))
     server.expect_request(re.compile(r"^/\d?$")).respond_with_handler(handler)
-    web_source(server.url_for("/"), delay=0.01, per_host_connections=2).list()
+    source = web_source(server.url_for("/"), delay=0.01, per_host_connections=2)
+    crawl = Crawl(source.config, RobotsCache(60.0))
+    asyncio.run(crawl.run())
     assert len(handler.stamps) == 4
-    gaps = [b - a for a, b in zip(handler.stamps, handler.stamps[1:], strict=False)]
-    # Server-side arrival times jitter under load; without the delay the gaps are ~0.01 s.
-    assert min(gaps) >= 0.2
-    assert sum(gaps) / len(gaps) >= 0.28
+    # What the gate let happen, on its own clock: robots.txt, then four pages, each sent at
+    # least the Crawl-delay after the one before (the server's arrival times jitter under load).
+    sends = list(crawl.gates.get("127.0.0.1").sends)
+    assert len(sends) == 5
+    assert min(b - a for a, b in itertools.pairwise(sends)) >= 0.3
 
 
 def test_at_most_per_host_connections_requests_run_at_once(server: HTTPServer) -> None:
@@ -250,3 +264,61 @@ def test_progress_is_reported_after_each_page(server: HTTPServer) -> None:
     assert [c[1] for c in calls] == [1, 2]
     assert calls[0][0] == server.url_for("/")
     assert all(total >= done for _, done, total in calls)
+
+
+def test_a_crawl_reuses_its_connections_to_a_host() -> None:
+    # Pages, dead links (404 pages with a body nobody needs) and images (skipped unread):
+    # every answer must leave its connection fit for the next request.
+    links = "".join(f'<a href="/p{i}">p</a><a href="/gone{i}">g</a><a href="/img{i}">i</a>'
+                    for i in range(10))
+    routes: dict[str, Callable[[dict[str, str]], Answer]] = {
+        "/": lambda _: (200, {}, links.encode())
+    }
+    for i in range(10):
+        routes[f"/p{i}"] = lambda _: (200, {}, b"<p>a page</p>")
+        routes[f"/img{i}"] = lambda _: (200, {"Content-Type": "image/png"}, b"\x89PNG" * 800)
+    with KeepAliveServer(routes) as site:
+        web_source(site.url("/"), delay=0.0, per_host_connections=2, soft_404_check=True).list()
+    assert len(site.requests) >= 32  # robots.txt, a probe, 31 pages
+    # At most the two connections the host is allowed (a few more only if one idled out).
+    assert site.connections <= 4
+
+
+def test_a_revalidating_crawl_reuses_its_connections_across_304_answers() -> None:
+    def page(i: int) -> Callable[[dict[str, str]], Answer]:
+        etag = f'"v{i}"'
+
+        def answer(headers: dict[str, str]) -> Answer:
+            if headers.get("if-none-match") == etag:
+                return 304, {"ETag": etag}, b""
+            return 200, {"ETag": etag}, f"<p>page {i}</p>".encode()
+
+        return answer
+
+    routes = {f"/p{i}": page(i) for i in range(30)}
+    routes["/"] = lambda _: (200, {}, "".join(f'<a href="/p{i}">p</a>' for i in range(30)).encode())
+    with KeepAliveServer(routes) as site:
+        source = web_source(site.url("/"), delay=0.0, per_host_connections=2)
+        first = source.list()
+        known = {i.key: KnownItem(i.key, validators=i.validators) for i in first.items}
+        opened = site.connections
+        second = source.list(known)
+    assert sum(i.not_modified for i in second.items) == 30
+    assert site.connections - opened <= 4
+
+
+def test_the_crawl_delay_holds_between_a_crawl_and_the_reads_after_it(server: HTTPServer) -> None:
+    server.expect_request("/robots.txt").respond_with_data("User-agent: *\nCrawl-delay: 0.3\n")
+    server.expect_request("/").respond_with_data(_html("/a"), content_type="text/html")
+    server.expect_request("/a").respond_with_data("a page", content_type="text/html")
+    source = web_source(server.url_for("/"), delay=0.01)
+    listing = source.list()
+    page = next(i for i in listing.items if i.key.endswith("/a"))
+    source.read(page)  # the body the crawl kept: no request
+    source.read(page)  # fetched again, each read on a loop of its own
+    source.read(page)
+    assert _paths(server).count("/a") == 3
+    assert source.gates is not None
+    sends = list(source.gates.get("127.0.0.1").sends)
+    assert len(sends) == 5  # robots.txt, /, /a, and /a twice more
+    assert min(b - a for a, b in itertools.pairwise(sends)) >= 0.3

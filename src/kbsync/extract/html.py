@@ -4,6 +4,14 @@ Navigation, footers and other boilerplate stay out of the text, so a changed
 menu does not change every page's text hash. A page where trafilatura finds no
 main content falls back to all the text of its body, read with the standard
 library's parser: a short page is still a document.
+
+trafilatura also drops lists of links as boilerplate, and on a hub page (a
+home page, a blog's index: a short intro and a list of posts) that list is
+what changes. So the link lists of the content area (outside ``nav``,
+``header``, ``footer``, ``aside`` and their ARIA roles) that trafilatura left
+out are added as sections of their own when the page is a hub: its main text
+is short (under HUB_MAX_WORDS words) or its link lists are at least a quarter
+of it. An article's "related posts" box stays out.
 """
 
 from __future__ import annotations
@@ -29,6 +37,18 @@ extraction) or ``fingerprint``: metadata must depend on the page alone."""
 
 _HEADING_LEVEL = re.compile(r"h([1-6])")
 
+HUB_MAX_WORDS = 200
+"""A page whose main text has fewer words than this has its link lists in its text."""
+HUB_LIST_SHARE = 0.25
+"""Or one whose link lists have at least this share of the words of its main text."""
+_MIN_LIST_ITEMS = 3
+_CHROME_TAGS = frozenset({"nav", "header", "footer", "aside", "form", "menu"})
+_CHROME_ROLES = frozenset({"navigation", "banner", "contentinfo", "complementary", "menu",
+                           "menubar", "search"})
+_CHROME_NAMES = re.compile(r"(?:^|[-_\s])(?:nav|navbar|navigation|menu|breadcrumbs?|sidebar|"
+                           r"footer|header|toc|pagination|pager|share|social|skip)(?:$|[-_\s])",
+                           re.IGNORECASE)
+
 
 class HtmlExtractor:
     """HTML pages: trafilatura's main content; title, description and page metadata."""
@@ -36,7 +56,7 @@ class HtmlExtractor:
     @property
     def identity(self) -> str:
         """Name, library and version; the trafilatura settings below belong to it."""
-        return "html-trafilatura-v1"
+        return "html-trafilatura-v2"
 
     def extract(self, data: bytes, *, locator: str, media_type: str = "") -> Record:
         """Decode (BOM, the HTTP charset, then ``<meta charset>``), extract, split at headings."""
@@ -71,6 +91,8 @@ class HtmlExtractor:
                     locator, f"trafilatura failed on this page ({type(exc).__name__}: {exc})"
                 ) from exc
         sections = _sections(document) if document is not None else ()
+        if sections:
+            sections = (*sections, *_hub_lists(text, sections))
         fallback: _PageText | None = None
         if not sections:
             fallback = _PageText.parse(text)
@@ -140,6 +162,75 @@ def _sections(document: Any) -> tuple[Section, ...]:
             part.append(deepcopy(child))  # appending the child itself would move it
     flush()
     return tuple(sections)
+
+
+def _hub_lists(markup: str, sections: tuple[Section, ...]) -> tuple[Section, ...]:
+    """The content area's link lists that trafilatura left out, when the page is a hub."""
+    try:
+        import lxml.html  # type: ignore[import-untyped]  # no stubs shipped
+        from lxml import etree
+    except ImportError:  # trafilatura depends on lxml; without it, no lists
+        return ()
+    try:
+        root = lxml.html.document_fromstring(markup)
+    except (etree.ParserError, ValueError):
+        return ()
+    extracted = " ".join(" ".join(s.text.split()) for s in sections)
+    main_words = len(extracted.split())
+    found: list[Section] = []
+    list_words = 0
+    for element in root.iter("ul", "ol"):
+        if _in_chrome(element) or any(a.tag in ("ul", "ol") for a in element.iterancestors()):
+            continue
+        items = _linked_items(element)
+        if len(items) < _MIN_LIST_ITEMS or all(item in extracted for item in items):
+            continue
+        found.append(Section(heading=_heading_before(element), text="\n".join(items), level=2))
+        list_words += sum(len(item.split()) for item in items)
+    if not found or (main_words >= HUB_MAX_WORDS and list_words < HUB_LIST_SHARE * main_words):
+        return ()
+    return tuple(found)
+
+
+def _in_chrome(element: Any) -> bool:
+    """Whether an element sits in the page's navigation, header, footer or sidebar."""
+    for node in (element, *element.iterancestors()):
+        if not isinstance(node.tag, str):
+            continue
+        if node.tag in _CHROME_TAGS or (node.get("role") or "").lower() in _CHROME_ROLES:
+            return True
+        names = f"{node.get('id') or ''} {node.get('class') or ''}"
+        if _CHROME_NAMES.search(names):
+            return True
+    return False
+
+
+def _linked_items(element: Any) -> list[str]:
+    """The text of the list's items, when (nearly) every item is mostly a link; else none."""
+    items = [child for child in element if child.tag == "li"]
+    texts: list[str] = []
+    linked = 0
+    for item in items:
+        text = " ".join(item.text_content().split())
+        if not text:
+            continue
+        anchor = " ".join(" ".join(a.text_content().split()) for a in item.iter("a"))
+        if anchor and len(anchor) * 2 >= len(text):
+            linked += 1
+        texts.append(text)
+    return texts if texts and linked * 5 >= len(items) * 4 else []
+
+
+def _heading_before(element: Any) -> str | None:
+    """The text of the heading just before a list (among its previous siblings), if any."""
+    for sibling in element.itersiblings(preceding=True):
+        if not isinstance(sibling.tag, str):
+            continue
+        if _HEADING_LEVEL.fullmatch(sibling.tag):
+            return " ".join(sibling.text_content().split()) or None
+        if sibling.tag in ("ul", "ol", "p", "div", "section", "table"):
+            return None
+    return None
 
 
 def _field(document: Any, name: str) -> str | None:

@@ -11,8 +11,8 @@ import numpy.typing as npt
 
 from kbsync.plan import DocumentPlan, StoredDocument
 
-__all__ = ["ChunkRef", "DocumentText", "Hit", "RecordStore", "RunRecord", "StoreStatus",
-           "Window"]
+__all__ = ["ChunkRef", "DocumentText", "Frontier", "Hit", "RecordStore", "RunRecord",
+           "StoreStatus", "Window"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +95,24 @@ class RunRecord:
     started: str
     finished: str
     report: Mapping[str, Any]
+
+
+@runtime_checkable
+class Frontier(Protocol):
+    """Keys a source found but could not take yet (a page that failed when first linked).
+
+    They are no documents (nothing to search, verify or delete): only addresses a
+    source is asked to try again, so a page whose first check failed is not lost
+    until the page that links to it changes.
+    """
+
+    def frontier(self, source: str) -> frozenset[str]:
+        """The keys ``source`` is to try again."""
+        ...
+
+    def set_frontier(self, source: str, keys: Collection[str]) -> None:
+        """Replace the keys of ``source`` to try again (writes nothing when unchanged)."""
+        ...
 
 
 @runtime_checkable

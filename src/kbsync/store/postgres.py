@@ -153,6 +153,14 @@ _MIGRATIONS: tuple[str, ...] = (
         vector_id TEXT NOT NULL UNIQUE
     );
     """,
+    # web: the frontier: keys a source found but could not take yet, tried again next time.
+    """
+    CREATE TABLE frontier (
+        source TEXT NOT NULL,
+        key TEXT NOT NULL,
+        PRIMARY KEY (source, key)
+    );
+    """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 # pgvector indexes `vector` columns of at most 2,000 dimensions with HNSW.
@@ -522,6 +530,18 @@ class PostgresStore:
             self._write("DELETE FROM boilerplate WHERE source = %s", (source,))
             self._write_many("INSERT INTO boilerplate (source, digest) VALUES (%s, %s)",
                              [(source, d) for d in sorted(digests)])
+
+    def frontier(self, source: str) -> frozenset[str]:
+        return frozenset(r[0] for r in self._conn.execute(
+            "SELECT key FROM frontier WHERE source = %s", (source,)))
+
+    def set_frontier(self, source: str, keys: Collection[str]) -> None:
+        if self.frontier(source) == frozenset(keys):
+            return
+        with self._transaction():
+            self._write("DELETE FROM frontier WHERE source = %s", (source,))
+            self._write_many("INSERT INTO frontier (source, key) VALUES (%s, %s)",
+                             [(source, k) for k in sorted(keys)])
 
     def source_names(self) -> set[str]:
         return {r[0] for r in self._conn.execute("SELECT DISTINCT source FROM documents")}

@@ -117,6 +117,14 @@ _MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE outbox (id INTEGER PRIMARY KEY, vector_id TEXT NOT NULL UNIQUE);
     """,
+    # web: the frontier: keys a source found but could not take yet, tried again next time.
+    """
+    CREATE TABLE frontier (
+        source TEXT NOT NULL,
+        key TEXT NOT NULL,
+        PRIMARY KEY (source, key)
+    );
+    """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -419,6 +427,18 @@ class SqliteStore:
             crashpoint("store.write_boilerplate")
             db.executemany("INSERT INTO boilerplate (source, digest) VALUES (?, ?)",
                            ((source, d) for d in digests))
+
+    def frontier(self, source: str) -> frozenset[str]:
+        return frozenset(r[0] for r in self._db.execute(
+            "SELECT key FROM frontier WHERE source = ?", (source,)))
+
+    def set_frontier(self, source: str, keys: Collection[str]) -> None:
+        if self.frontier(source) == frozenset(keys):
+            return
+        with self._transaction() as db:
+            db.execute("DELETE FROM frontier WHERE source = ?", (source,))
+            db.executemany("INSERT INTO frontier (source, key) VALUES (?, ?)",
+                           ((source, k) for k in sorted(keys)))
 
     def source_names(self) -> set[str]:
         return {r[0] for r in self._db.execute("SELECT DISTINCT source FROM documents")}

@@ -10,9 +10,15 @@ forgery). The guard refuses:
   that are not globally routable;
 - cloud metadata services (169.254.169.254, 169.254.170.2, fd00:ec2::254,
   100.100.100.200, 168.63.129.16) and their names, even when private
-  addresses are allowed;
+  addresses are allowed, unless an allow-list names the address itself;
 - names of the local machine (``localhost``, ``*.localhost``, ...), before
-  any lookup.
+  any lookup, unless private addresses are allowed or an allow-list admits
+  a loopback address (then the name may reach the listed addresses only).
+
+An allow-list (``allow_private_addresses = ["127.0.0.1", "10.9.0.0/16"]``,
+``kbsync init URL --allow-private 127.0.0.1``) is exact: it lets through
+the addresses it lists, as written, and nothing else; a range that covers a
+metadata address does not let that address through.
 
 IPv6 addresses that embed an IPv4 address (IPv4-mapped ``::ffff:a.b.c.d``,
 IPv4-compatible, 6to4, Teredo, NAT64 ``64:ff9b::/96``) are judged by the
@@ -31,7 +37,15 @@ import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["METADATA_ADDRESSES", "AddressPolicy", "AddressRefused", "IPAddress", "resolve"]
+__all__ = [
+    "METADATA_ADDRESSES",
+    "AddressPolicy",
+    "AddressRefused",
+    "IPAddress",
+    "is_local_name",
+    "parse_network",
+    "resolve",
+]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -66,7 +80,9 @@ class AddressPolicy:
 
     ``allow_private`` lifts the guard for every address except cloud metadata
     services (for an intranet crawl); ``allowed`` lifts it for the given
-    networks only (for tests against a server on 127.0.0.1).
+    networks only (for tests against a server on 127.0.0.1), and for a
+    metadata address only when it is listed alone (``169.254.169.254``, not a
+    range around it).
     """
 
     allow_private: bool = False
@@ -78,14 +94,19 @@ class AddressPolicy:
         if isinstance(allow, bool):
             return cls(allow_private=allow)
         entries = [allow] if isinstance(allow, str) else list(allow)
-        return cls(allowed=tuple(ipaddress.ip_network(e.strip(), strict=False) for e in entries))
+        return cls(allowed=tuple(parse_network(e) for e in entries))
+
+    def listed(self, address: IPAddress) -> bool:
+        """Whether the allow-list admits ``address`` as written."""
+        return any(address in net for net in self.allowed)
 
     def refusal(self, address: IPAddress) -> str | None:
         """Why ``address`` is refused, or None when it may be connected to."""
+        alone = ipaddress.ip_network(address)
         for candidate in _embedded(address):
-            if candidate in METADATA_ADDRESSES:
+            if candidate in METADATA_ADDRESSES and alone not in self.allowed:
                 return f"{address} is a cloud metadata service address"
-        if self.allow_private or any(address in net for net in self.allowed):
+        if self.allow_private or self.listed(address):
             return None
         for candidate in _embedded(address):
             reason = _non_public(candidate)
@@ -100,10 +121,28 @@ class AddressPolicy:
         except ValueError:
             if host in METADATA_NAMES:
                 return f"{host} is a cloud metadata service name"
-            if not self.allow_private and (host in LOCAL_NAMES or host.endswith(".localhost")):
+            if is_local_name(host) and not (self.allow_private or self._admits_loopback()):
                 return f"{host} names the local machine"
             return None
         return self.refusal(address)
+
+    def _admits_loopback(self) -> bool:
+        return any(net.network_address.is_loopback for net in self.allowed)
+
+
+def parse_network(entry: str) -> IPNetwork:
+    """An address or CIDR range of an allow-list; ValueError naming the entry when malformed."""
+    try:
+        return ipaddress.ip_network(entry.strip(), strict=False)
+    except ValueError:
+        raise ValueError(
+            f"{entry!r} is not an IP address or a network (such as 127.0.0.1 or 10.0.0.0/8)"
+        ) from None
+
+
+def is_local_name(host: str) -> bool:
+    """Whether ``host`` is a name of the local machine (``localhost`` and its kin)."""
+    return host in LOCAL_NAMES or host.endswith(".localhost")
 
 
 async def resolve(host: str, port: int, policy: AddressPolicy) -> tuple[str, ...]:
@@ -124,15 +163,23 @@ async def resolve(host: str, port: int, policy: AddressPolicy) -> tuple[str, ...
         return (str(literal),)
     loop = asyncio.get_running_loop()
     infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    # A local name reaches only the listed addresses among its own (``localhost`` is
+    # 127.0.0.1 and ::1; an allow-list of 127.0.0.1 means the first): the local
+    # resolver answers it, not a stranger's DNS.
+    only_listed = is_local_name(host) and not policy.allow_private
     addresses: list[str] = []
     for _family, _type, _proto, _canon, sockaddr in infos:
         text = str(sockaddr[0]).split("%", 1)[0]
         address = ipaddress.ip_address(text)
+        if only_listed and not policy.listed(address):
+            continue
         reason = policy.refusal(address)
         if reason is not None:
             raise AddressRefused(f"{host} resolves to {reason}")
         if text not in addresses:
             addresses.append(text)
+    if not addresses and only_listed:
+        raise AddressRefused(f"{host} resolves to none of the allowed addresses")
     if not addresses:
         raise OSError(f"{host} has no address")
     return tuple(addresses)

@@ -30,7 +30,10 @@ media type not accepted                 absent
 ======================================  ===========================================
 
 Errors other than a 200 after a permanent redirect are reported under the
-key that was requested, so the stored document stays. When no request of
+key that was requested, so the stored document stays. A page that failed
+before it was ever stored comes back as a ``pending`` known item (the store's
+frontier) and is tried again, as if a seed linked to it, so it is not lost
+while the pages that link to it answer 304. When no request of
 the crawl got any HTTP answer (the site is down, the network is out), the
 listing is incomplete (``complete=False``) and nothing is deleted.
 """
@@ -61,7 +64,7 @@ from kbsync.sources.web.fetch import (
     Response,
 )
 from kbsync.sources.web.links import HTML_TYPES, decode_text, parse_html, resolve_links
-from kbsync.sources.web.politeness import HostGates
+from kbsync.sources.web.politeness import Clock, HostGates
 from kbsync.sources.web.robots import (
     ROBOTS_MAX_BYTES,
     RobotsCache,
@@ -93,6 +96,8 @@ class _Via(StrEnum):
     SEED = "seed"
     SITEMAP = "sitemap"
     LINK = "link"
+    PENDING = "pending"
+    """Found before but not taken (it failed): tried again, its links followed."""
     KNOWN = "known"
 
 
@@ -123,6 +128,8 @@ class Crawl:
         *,
         transport: httpx.AsyncBaseTransport | None = None,
         progress: Progress | None = None,
+        clock: Clock | None = None,
+        after: HostGates | None = None,
     ) -> None:
         self._config = config
         self._robots_cache = robots_cache
@@ -130,7 +137,9 @@ class Crawl:
         self._transport = transport
         self._progress = progress
         self._agent = product_token(config.user_agent)
-        self._gates = HostGates(config.per_host_connections, config.delay)
+        self._gates = HostGates(config.per_host_connections, config.delay, clock)
+        if after is not None:  # the previous crawl of the same source: its pauses still hold
+            self._gates.continue_from(after)
         self._fetcher = Fetcher(config, self._gates, transport)
         self._queue: asyncio.PriorityQueue[tuple[int, int, _Task]] = asyncio.PriorityQueue()
         self._order = itertools.count()
@@ -147,6 +156,11 @@ class Crawl:
         self._cap_warned = False
         self._unreachable_warned: set[str] = set()
 
+    @property
+    def gates(self) -> HostGates:
+        """The politeness gates of this crawl's hosts."""
+        return self._gates
+
     # -- the crawl ----------------------------------------------------------------------------
 
     async def run(self) -> CrawlResult:
@@ -156,6 +170,7 @@ class Crawl:
             try:
                 for seed in self._config.seeds:
                     self._enqueue(seed, 0, _Via.SEED)
+                self._enqueue_pending()
                 await self._read_sitemaps()
                 workers = [
                     asyncio.create_task(self._work()) for _ in range(self._config.max_connections)
@@ -211,6 +226,16 @@ class Crawl:
             return  # it could not be fetched anyway
         self._seen.add(url)
         self._queue.put_nowait((depth, next(self._order), _Task(url, depth, via)))
+
+    def _enqueue_pending(self) -> None:
+        # Where it was linked from is not remembered: it is tried as if a seed linked it.
+        depth = min(1, self._config.max_depth)
+        for key in sorted(k for k, known in self._known.items() if known.pending):
+            try:
+                url = canonicalize(key)
+            except UrlError:
+                continue
+            self._enqueue(url, depth, _Via.PENDING)
 
     def _enqueue_known(self) -> None:
         for key in sorted(self._known):

@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from enum import StrEnum
 from types import TracebackType
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -42,7 +43,7 @@ from kbsync.model import Validators
 from kbsync.sources.web.addresses import AddressRefused, resolve
 from kbsync.sources.web.config import WebConfig
 from kbsync.sources.web.decoding import ACCEPT_ENCODING, DecodingError, decoder_for
-from kbsync.sources.web.politeness import HostGates
+from kbsync.sources.web.politeness import HostGates, Pass
 from kbsync.sources.web.urls import DEFAULT_PORTS, UrlError, canonicalize, origin_of
 
 __all__ = [
@@ -59,6 +60,9 @@ __all__ = [
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 PERMANENT_REDIRECTS = frozenset({301, 308})
 RETRY_STATUSES = frozenset({429, 503})
+DRAIN_BYTES = 65_536
+"""An unread body up to this size is read anyway, so its connection can serve the next request."""
+DRAIN_SECONDS = 1.0
 ACCEPT = "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.8"
 
 HopCheck = Callable[[str], Awaitable[None]]
@@ -270,11 +274,11 @@ class Fetcher:
         truncate: bool,
     ) -> _Answer:
         timeout = self._config.timeout
-        async with self._gates.get(_host(url)).slot():
+        async with self._gates.get(_host(url)).slot() as granted:
             try:
                 async with asyncio.timeout(timeout):
                     return await self._connect_and_read(
-                        method, url, validators, media_types, limit, truncate
+                        method, url, validators, media_types, limit, truncate, granted
                     )
             except TimeoutError as exc:
                 raise FetchError(
@@ -289,6 +293,7 @@ class Fetcher:
         media_types: frozenset[str] | None,
         limit: int,
         truncate: bool,
+        granted: Pass,
     ) -> _Answer:
         parts = urlsplit(url)
         host = _host(url)
@@ -311,7 +316,14 @@ class Fetcher:
         if validators is not None and validators.last_modified:
             headers["If-Modified-Since"] = validators.last_modified
         conditional = "If-None-Match" in headers or "If-Modified-Since" in headers
-        extensions = {"sni_hostname": host} if parts.scheme == "https" else {}
+        extensions: dict[str, Any] = {"sni_hostname": host} if parts.scheme == "https" else {}
+
+        async def trace(event: str, info: Mapping[str, Any]) -> None:
+            # The politeness pause runs from here: the request's headers are on the wire.
+            if event.endswith("send_request_headers.complete"):
+                granted.sent()
+
+        extensions["trace"] = trace
         client = self._client(origin_of(url))
         failure: Exception | None = None
         for address in addresses:
@@ -325,18 +337,22 @@ class Fetcher:
                 continue
             except httpx.HTTPError as exc:
                 raise _network_error(url, exc) from exc
+            granted.sent()  # for a transport that does not trace: sent, since answered
+            body = None
             try:
-                body = None
                 if method == "GET" and response.status_code in (200, 203):
                     media_type, _ = parse_content_type(response.headers.get("content-type"))
                     if media_types is None or media_type in media_types:
                         body = await self._read_body(url, response, limit, truncate)
-                return _Answer(response.status_code, response.headers, body, conditional)
+                answer = _Answer(response.status_code, response.headers, body, conditional)
             except httpx.HTTPError as exc:
                 raise _network_error(url, exc) from exc
             finally:
+                if body is None:
+                    await _drain(response)
                 with contextlib.suppress(httpx.HTTPError):  # the connection is dropped anyway
                     await response.aclose()
+            return answer
         raise FetchError(url, f"cannot connect to {host}: {failure}", Failure.NETWORK)
 
     async def _read_body(
@@ -447,6 +463,29 @@ def _response(requested: str, url: str, key: str, answer: _Answer) -> Response:
         retried=answer.retried,
         typed=bool(headers.get("content-type", "").strip()),
     )
+
+
+async def _drain(response: httpx.Response) -> None:
+    """Read a short unread body (an error page, a redirect's note) so the connection is reused.
+
+    A connection is kept alive only when its last response was read to the end;
+    a body longer than DRAIN_BYTES is not worth the bytes, and its connection is closed.
+    """
+    if response.is_closed or response.is_stream_consumed:
+        return
+    declared = response.headers.get("content-length", "").strip()
+    bodiless = response.status_code in (204, 304) or response.request.method == "HEAD"
+    chunked = "chunked" in response.headers.get("transfer-encoding", "").lower()
+    if not (bodiless or chunked or (declared.isdigit() and int(declared) <= DRAIN_BYTES)):
+        return  # long, or delimited by the end of the connection: not worth waiting for
+    # A short deadline of its own: a dripping error page must not turn an answer into a timeout.
+    with contextlib.suppress(httpx.HTTPError, TimeoutError):
+        async with asyncio.timeout(DRAIN_SECONDS):
+            read = 0
+            async for chunk in response.aiter_raw():
+                read += len(chunk)
+                if read > DRAIN_BYTES:
+                    return
 
 
 def _host(url: str) -> str:

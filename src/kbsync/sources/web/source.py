@@ -20,6 +20,7 @@ from kbsync.sources.web.config import (
     canonical_urls,
 )
 from kbsync.sources.web.crawler import Crawl, Progress
+from kbsync.sources.web.politeness import HostGates
 from kbsync.sources.web.robots import RobotsCache
 
 __all__ = ["WebSource"]
@@ -118,6 +119,7 @@ class WebSource:
         # Kept across crawls of this source, each entry at most robots_max_age seconds.
         self._robots = RobotsCache(robots_max_age)
         self._bodies: dict[str, tuple[str, bytes]] = {}
+        self._gates: HostGates | None = None
         self.lastmod_hints: dict[str, str] = {}
         """``<lastmod>`` of each page the last crawl found in a sitemap: a hint, never a gate."""
 
@@ -132,16 +134,13 @@ class WebSource:
         return self._config
 
     def list(self, known: Mapping[str, KnownItem] | None = None) -> Listing:
-        """Crawl the site now; ``known`` gives the validators to revalidate with."""
-        result = _run(
-            lambda: Crawl(
-                self._config,
-                self._robots,
-                known,
-                transport=self._transport,
-                progress=self._progress,
-            ).run()
-        )
+        """Crawl the site now; ``known`` gives the validators to revalidate with.
+
+        A ``pending`` known item (a page that failed before it was ever stored) is
+        tried again as if a seed linked to it.
+        """
+        crawl = self._crawl(known, progress=self._progress)
+        result = _run(crawl.run)
         by_key = {item.key: item for item in result.listing.items}
         self._bodies = {
             key: (by_key[key].locator, body) for key, body in result.bodies.items() if key in by_key
@@ -155,14 +154,26 @@ class WebSource:
         if held is not None and held[0] == item.locator:
             del self._bodies[item.key]
             return held[1]
+        crawl = self._crawl(None)
         try:
-            return _run(
-                lambda: Crawl(self._config, self._robots, transport=self._transport).read(item)
-            )
+            return _run(lambda: crawl.read(item))
         except DocumentError:
             raise
         except Exception as exc:  # never let a transport's own error escape unnamed
             raise DocumentError(item.locator, f"{type(exc).__name__}: {exc}") from exc
+
+    @property
+    def gates(self) -> HostGates | None:
+        """The politeness gates of the latest crawl or read (None before the first)."""
+        return self._gates
+
+    def _crawl(self, known: Mapping[str, KnownItem] | None,
+               progress: Progress | None = None) -> Crawl:
+        """A crawl that keeps the pauses of the previous one (each runs on a fresh loop)."""
+        crawl = Crawl(self._config, self._robots, known, transport=self._transport,
+                      progress=progress, after=self._gates)
+        self._gates = crawl.gates
+        return crawl
 
     def __repr__(self) -> str:
         return f"WebSource(name={self._name!r}, seeds={self._config.seeds!r})"
