@@ -18,7 +18,7 @@ from rich.console import Console
 
 from kbsync import __version__
 from kbsync.chunk_files import chunk_files
-from kbsync.engine import CONFIG_NAME, add_source, init_config, load_config, remove_source
+from kbsync.engine import CONFIG_NAME, add_source, init_config, load_config
 from kbsync.errors import KbsyncError, LockedError
 from kbsync.knowledge_base import KnowledgeBase, Progress, SearchMode, SyncResult
 from kbsync.report import (
@@ -166,8 +166,9 @@ def sources_remove(
     as_json: JsonOption = False,
 ) -> None:
     """Remove a source (its documents are deleted by the next sync)."""
-    with _Errors():
-        updated = remove_source(load_config(config), name)
+    with _Errors(), KnowledgeBase.open(config) as kb:
+        kb.remove_source(name)
+        updated = kb.config
     if as_json:
         _emit({"sources": [s.name for s in updated.sources]})
     else:

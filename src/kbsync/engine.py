@@ -8,6 +8,8 @@ them as protocols.
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import json
 import os
 import re
@@ -118,6 +120,7 @@ def load_config(path: str | Path = CONFIG_NAME) -> Config:
         raise ConfigError(f"{file}: no knowledge base here; run `kbsync init` first") from None
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{file}: cannot read the configuration: {exc}") from exc
+    _refuse_unknown_keys(file, data)
     try:
         chunker_table = dict(data.get("chunker", {}))
         chunker = Chunker(str(chunker_table.pop("strategy", "tttd")), chunker_table)
@@ -127,9 +130,6 @@ def load_config(path: str | Path = CONFIG_NAME) -> Config:
         if len(set(names)) != len(names):
             raise ConfigError(f"{file}: two sources share a name")
         index = dict(data.get("index", {}))
-        unknown = set(index) - {"boilerplate_share", "index_boilerplate"}
-        if unknown:
-            raise ConfigError(f"{file}: unknown [index] settings: {', '.join(sorted(unknown))}")
         if not 0.0 < float(index.get("boilerplate_share", 0.05)) <= 1.0:
             raise ConfigError(f"{file}: [index] boilerplate_share must be in (0, 1]")
         search = dict(data.get("search", {}))
@@ -152,9 +152,68 @@ def load_config(path: str | Path = CONFIG_NAME) -> Config:
         raise ConfigError(f"{file}: invalid configuration: {exc}") from exc
 
 
+# What each table of kbsync.toml may hold; anything else is a misspelling, refused by
+# _refuse_unknown_keys (a table that is silently ignored, such as `[[source]]`, could
+# otherwise drop every source and, with it, every document).
+_TABLES = ("store", "chunker", "embedder", "index", "search", "vectors", "sources")
+_INDEX_SETTINGS = ("boilerplate_share", "index_boilerplate")
+_SEARCH_SETTINGS = ("context_tokens",)
+_STORE_SETTINGS = ("path", "url", "password_env", "schema", "index_memory")
+_FOLDER_SETTINGS = ("name", "path", "include", "exclude")
+
+
+def _refuse_unknown_keys(file: Path, data: Mapping[str, Any]) -> None:
+    """Refuse a table or key kbsync does not know, suggesting the name it resembles."""
+    for name in data:
+        if name not in _TABLES:
+            close = difflib.get_close_matches(name, _TABLES, n=1)
+            hint = (f"; did you mean {_table(close[0])}?" if close
+                    else f" (known: {', '.join(map(_table, _TABLES))})")
+            raise ConfigError(f"{file}: unknown table {_table(name, data[name])}{hint}")
+    known: tuple[str, ...]
+    for table, known in (("index", _INDEX_SETTINGS), ("search", _SEARCH_SETTINGS),
+                         ("store", _STORE_SETTINGS)):
+        if isinstance(data.get(table), dict):
+            for key in data[table]:
+                if key not in known:
+                    _unknown(file, f"[{table}] {key}", key, known, "setting")
+    sources = data.get("sources", [])
+    for n, source in enumerate(sources if isinstance(sources, list) else [], 1):
+        if not isinstance(source, dict):
+            continue
+        settings = _FOLDER_SETTINGS if "path" in source else _web_settings()
+        if not settings:
+            continue  # without the `web` extra, building the source says what is missing
+        for key in source:
+            if key not in settings:
+                shown = f"{source.get('name')!r}" if "name" in source else f"number {n}"
+                _unknown(file, f"[[sources]] {shown}: {key}", key, settings, "setting")
+
+
+def _table(name: str, value: Any = None) -> str:
+    """A table's name as kbsync.toml writes it: ``[[sources]]`` is an array of tables."""
+    return f"[[{name}]]" if name == "sources" or isinstance(value, list) else f"[{name}]"
+
+
+def _unknown(file: Path, shown: str, name: str, known: Sequence[str], what: str) -> None:
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(sorted(known))})"
+    raise ConfigError(f"{file}: unknown {what} {shown}{hint}")
+
+
+def _web_settings() -> tuple[str, ...]:
+    """The settings a website source takes: those of WebSource (empty without the extra)."""
+    try:
+        from kbsync.sources.web import WebSource  # needs the `web` extra
+    except ImportError:
+        return ()
+    taken = set(inspect.signature(WebSource).parameters) - {"seeds", "transport", "progress"}
+    return tuple(sorted(taken | {"urls"}))
+
+
 def _check_store(table: dict[str, Any]) -> None:
     """``[store]``: a SQLite ``path``, or a PostgreSQL ``url`` whose password is never in it."""
-    unknown = set(table) - {"path", "url", "password_env", "schema", "index_memory"}
+    unknown = set(table) - set(_STORE_SETTINGS)
     if unknown:
         raise ConfigError(f"unknown [store] settings: {', '.join(sorted(unknown))}")
     url = str(table.get("url", ""))
@@ -182,9 +241,10 @@ def _check_vectors(table: dict[str, Any]) -> None:
     kind = table.get("kind")
     if kind not in _SINK_SETTINGS:
         raise ConfigError(f"[vectors] kind must be one of {', '.join(sorted(_SINK_SETTINGS))}")
-    unknown = set(table) - _SINK_SETTINGS[kind]
-    if unknown:
-        raise ConfigError(f"[vectors] {kind}: unknown settings {', '.join(sorted(unknown))}")
+    for key in sorted(set(table) - _SINK_SETTINGS[kind]):
+        close = difflib.get_close_matches(key, sorted(_SINK_SETTINGS[kind]), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"[vectors] {kind}: unknown settings {key}{hint}")
     if kind == "lancedb" and "path" not in table:
         raise ConfigError("[vectors] lancedb needs a `path`")
     if kind == "qdrant" and ("path" in table) == ("url" in table):
@@ -432,19 +492,36 @@ def make_embedder(settings: dict[str, Any]) -> Embedder:
     kind = settings.get("kind", "hashing")
     try:
         if kind == "hashing":
+            _refuse_unknown_options(HashingEmbedder, options, "[embedder] hashing")
             return HashingEmbedder(**options)
         if kind == "local":
             from kbsync.embed.providers.local import LocalEmbedder  # needs the `local` extra
 
+            _refuse_unknown_options(LocalEmbedder, options, "[embedder] local")
             return LocalEmbedder(**options)
         if kind == "openai":
             from kbsync.embed.providers.openai import OpenAIEmbedder
 
+            _refuse_unknown_options(OpenAIEmbedder, options, "[embedder] openai")
             remote: Embedder = OpenAIEmbedder(**options)
             return remote
     except TypeError as exc:
         raise ConfigError(f"[embedder] {kind}: {exc}") from exc
-    raise ConfigError(f"unknown embedder kind {kind!r} (available: hashing, local, openai)")
+    close = difflib.get_close_matches(str(kind), ("hashing", "local", "openai"), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise ConfigError(f"unknown embedder kind {kind!r} (available: hashing, local, openai)"
+                      + hint)
+
+
+def _refuse_unknown_options(cls: type, options: Mapping[str, Any], table: str) -> None:
+    """A setting the class does not take is a misspelling: name the one it resembles."""
+    known = tuple(p for p in inspect.signature(cls).parameters if p != "self")
+    for key in options:
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else \
+                f" (known: {', '.join(sorted((*known, 'kind', 'allow_truncation')))})"
+            raise ConfigError(f"unknown setting {table} {key}{hint}")
 
 
 # Model word pieces per estimated (cl100k-like) token: MiniLM's WordPiece count of

@@ -34,6 +34,7 @@ from kbsync.engine import (
     make_sink,
     make_sources,
     open_store,
+    remove_source,
     store_exists,
     writer_lock,
 )
@@ -47,7 +48,7 @@ from kbsync.report import DocumentChange, SourceResult, SyncResult
 from kbsync.store import DocumentText, Hit, RunRecord
 from kbsync.store.lock import WriterLock
 from kbsync.store.postgres import AdvisoryLock
-from kbsync.sync import Progress, sync_sources
+from kbsync.sync import Progress, release_source, sync_sources
 from kbsync.watch import watch
 from kbsync.workers import WorkQueue, drain, sync_parallel
 
@@ -613,6 +614,22 @@ class KnowledgeBase:
             if self.sink is not None:
                 erase_vectors(self.store, self.sink, self.embedder.identity, pattern)
             return Erased(tuple(DocumentRef(s, k) for s, k in self.store.erase(pattern)))
+
+    def remove_source(self, name: str, *, wait: bool = True) -> None:
+        """Remove the source ``name`` from ``kbsync.toml``; the next sync deletes its documents.
+
+        A source that only vanished from the configuration (a typo, a mangled file) keeps
+        its documents: this is how to say it is meant, also for a source that is no
+        longer configured but still has documents in the store.
+        """
+        configured = any(s.name == name for s in self.config.sources)
+        if not configured and name not in self.store.source_names():
+            raise ConfigError(f"no source named {name!r}")
+        if name in self.store.source_names():
+            with self._writing(wait, None):
+                release_source(self.store, name)
+        if configured:
+            self.config = remove_source(self.config, name)
 
     def gc(self, *, wait: bool = True) -> Collected:
         """Drop cache entries and texts nothing refers to, and compact the store."""

@@ -65,7 +65,8 @@ from kbsync.vectors import VectorSink
 __all__ = ["REPORT_LIMIT", "BatchLimits", "Capped", "Chunker", "Derive", "ExtractorFor",
            "Progress", "RemovedSource", "SourceReport", "SyncReport", "apply_plan", "backfill",
            "count_plan", "count_unchanged", "derivation", "deriver", "embed_plan",
-           "list_source", "observe", "refuse_dimension_change", "stat_gate_passes",
+           "forget_released", "keep_removed", "list_source", "observe", "refuse_dimension_change",
+           "release_source", "released_sources", "removed_sources", "stat_gate_passes",
            "sync_sources", "unchanged_observation", "utc_now"]
 
 Progress = Callable[[str, int, int], None]
@@ -327,12 +328,14 @@ def sync_sources(
                progress=progress, boilerplate_share=boilerplate_share,
                index_boilerplate=index_boilerplate, sink=sink, batch=batch, scratch_dir=scratch_dir,
                clock=_Clock(report), tally=Counter())
-    configured = {s.name for s in sources}
-    removed = [RemovedSource(name) for name in sorted(store.source_names() - configured)]
+    removed, released = removed_sources(store, sources, allow_mass_delete)
     for source in [*sources, *removed]:
         source_report = SourceReport(source=source.name)
         report.sources.append(source_report)
         if isinstance(source, RemovedSource):
+            if source.name not in released:
+                keep_removed(source.name, source_report)
+                continue
             source_report.warnings.append("no longer configured: its documents are deleted")
         mirror_all |= _sync_source(run, source,
                                    allow_mass_delete or isinstance(source, RemovedSource),
@@ -345,8 +348,57 @@ def sync_sources(
     if not dry_run:
         store.set_meta("chunker", chunker.fingerprint)
         store.set_meta("embedder", embedder.identity)
+        forget_released(store, released | {s.name for s in sources})
         store.record_run(result.started, result.finished, result.to_dict())
     return result
+
+
+REMOVED_META = "removed_sources"
+"""The store's meta entry naming the sources `kbsync sources remove` released for deletion."""
+
+
+def removed_sources(store: RecordStore, sources: Sequence[Source], allow_mass_delete: bool,
+                    ) -> tuple[list[RemovedSource], frozenset[str]]:
+    """The stored sources no longer configured, and those of them whose documents may go.
+
+    A source that is simply absent from the configuration may be a typo (``[[source]]``)
+    or a mangled file: its documents stay until ``kbsync sources remove`` releases it
+    (:func:`release_source`) or the sync is run with ``allow_mass_delete``.
+    """
+    configured = {s.name for s in sources}
+    names = sorted(store.source_names() - configured)
+    if allow_mass_delete:
+        return [RemovedSource(n) for n in names], frozenset(names)
+    return [RemovedSource(n) for n in names], frozenset(released_sources(store)) - configured
+
+
+def released_sources(store: RecordStore) -> list[str]:
+    """The names `kbsync sources remove` released whose documents no sync has deleted yet."""
+    value = store.get_meta(REMOVED_META)
+    names = json.loads(value) if value else []
+    return [str(n) for n in names] if isinstance(names, list) else []
+
+
+def release_source(store: RecordStore, name: str) -> None:
+    """Let the next sync delete the documents of ``name`` once it is no longer configured."""
+    names = released_sources(store)
+    if name not in names:
+        store.set_meta(REMOVED_META, json.dumps(sorted([*names, name])))
+
+
+def forget_released(store: RecordStore, settled: Collection[str]) -> None:
+    """Sources a sync has deleted, or that are configured again, need no release any more."""
+    names = released_sources(store)
+    if names and set(names) & set(settled):
+        store.set_meta(REMOVED_META, json.dumps([n for n in names if n not in settled]))
+
+
+def keep_removed(name: str, out: SourceReport) -> None:
+    """Report a stored source missing from the configuration, whose documents are kept."""
+    out.deletions_blocked = True
+    out.failures.append(("", f"a stored source that is no longer configured in kbsync.toml; "
+                             f"its documents were kept (`kbsync sources remove {name}` or "
+                             "`kbsync sync --allow-mass-delete` deletes them)"))
 
 
 class RemovedSource:
