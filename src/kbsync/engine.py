@@ -9,12 +9,14 @@ them as protocols.
 from __future__ import annotations
 
 import difflib
+import fcntl
 import inspect
 import json
 import os
 import re
 import tomllib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -288,37 +290,72 @@ def init_config(folder: str | Path, sources: Sequence[str] = (), *,
     ``store`` the store's path relative to ``folder`` (default ``.kbsync/kbsync.db``).
     """
     file = Path(folder) / CONFIG_NAME
-    if file.exists():
-        raise ConfigError(f"{file}: a knowledge base is already configured here")
-    config = Config(file=file.resolve(), chunker=DEFAULT_CHUNKER,
-                    sources=tuple(_source_for(file.parent, s) for s in sources),
-                    context_tokens=DEFAULT_CONTEXT_TOKENS)
-    if embedder is not None:
-        config = replace(config, embedder=dict(embedder))
-    if store is not None:
-        config = replace(config, store=store)
-    _write(config)
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"{file}: cannot write the configuration: {exc}") from exc
+    with _editing(file):
+        if file.exists():
+            raise ConfigError(f"{file}: a knowledge base is already configured here")
+        config = Config(file=file.resolve(), chunker=DEFAULT_CHUNKER,
+                        sources=tuple(_source_for(file.parent, s) for s in sources),
+                        context_tokens=DEFAULT_CONTEXT_TOKENS)
+        if embedder is not None:
+            config = replace(config, embedder=dict(embedder))
+        if store is not None:
+            config = replace(config, store=store)
+        _write(config)
     return config
 
 
 def add_source(config: Config, path: str, name: str | None = None) -> Config:
-    """The configuration with one more folder source, written back to its file."""
-    new = _source_for(config.root, path, name)
-    if any(s.name == new.name for s in config.sources):
-        raise ConfigError(f"a source named {new.name!r} already exists")
-    updated = replace(config, sources=(*config.sources, new))
-    _write(updated)
+    """The configuration with one more folder source, written back to its file.
+
+    The file is read again under its lock, so a source another process added
+    since ``config`` was read is kept.
+    """
+    with _editing(config.file):
+        config = load_config(config.file)
+        new = _source_for(config.root, path, name)
+        if any(s.name == new.name for s in config.sources):
+            raise ConfigError(f"a source named {new.name!r} already exists")
+        updated = replace(config, sources=(*config.sources, new))
+        _write(updated)
     return updated
 
 
 def remove_source(config: Config, name: str) -> Config:
-    """The configuration without the source ``name`` (its documents go at the next sync)."""
-    kept = tuple(s for s in config.sources if s.name != name)
-    if len(kept) == len(config.sources):
-        raise ConfigError(f"no source named {name!r}")
-    updated = replace(config, sources=kept)
-    _write(updated)
+    """The configuration without the source ``name``, written back to its file (read
+    again under its lock, as in :func:`add_source`)."""
+    with _editing(config.file):
+        config = load_config(config.file)
+        kept = tuple(s for s in config.sources if s.name != name)
+        if len(kept) == len(config.sources):
+            raise ConfigError(f"no source named {name!r}")
+        updated = replace(config, sources=kept)
+        _write(updated)
     return updated
+
+
+@contextmanager
+def _editing(file: Path) -> Iterator[None]:
+    """One read-modify-write of ``file`` at a time, across processes.
+
+    The write itself is atomic (:func:`_replace_file`), but two processes that
+    read the same version and each write their change would lose one of them.
+    The lock is a hidden file beside the configuration, which a folder source
+    never lists; the kernel releases it when its holder dies.
+    """
+    lock = file.with_name(f".{file.name}.lock")
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+    except OSError as exc:
+        raise ConfigError(f"{file}: cannot lock the configuration ({lock}): {exc}") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # edits take milliseconds: waiting is the clear answer
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def _source_for(root: Path, path: str, name: str | None = None) -> SourceConfig:

@@ -300,3 +300,64 @@ def test_the_scan_of_a_root_renamed_between_directory_reads_is_incomplete(
     assert isinstance(first, SourceItem)
     assert summary.complete is False
     assert any(isinstance(e, ItemError) and "vanished" in e.message for e in rest)
+
+
+# -- concurrent edits of kbsync.toml -------------------------------------------------------
+
+
+def _add(root: str, name: str, start: object) -> None:
+    from kbsync.engine import add_source, load_config
+
+    start.wait()  # type: ignore[attr-defined]
+    try:
+        add_source(load_config(root), name)
+    except ConfigError as exc:
+        raise SystemExit(f"error: {exc}") from None
+
+
+def _init(root: str, start: object) -> None:
+    from kbsync.engine import init_config
+
+    start.wait()  # type: ignore[attr-defined]
+    try:
+        init_config(root, ["docs"])
+    except ConfigError as exc:
+        raise SystemExit(3 if "already configured" in str(exc) else 1) from None
+
+
+def test_concurrent_sources_add_never_lose_a_source(tmp_path: Path) -> None:
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    for attempt in range(20):
+        root = tmp_path / f"kb{attempt}"
+        KnowledgeBase.create(root, ["docs"]).close()
+        start = context.Barrier(3)
+        workers = [context.Process(target=_add, args=(str(root), name, start))
+                   for name in ("one", "two", "three")]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(60)
+        assert [w.exitcode for w in workers] == [0, 0, 0], attempt
+        with KnowledgeBase.open(root) as kb:
+            names = sorted(s.name for s in kb.config.sources)
+        assert names == ["docs", "one", "three", "two"], attempt
+
+
+def test_concurrent_inits_of_one_folder_leave_one_and_the_other_fails_clearly(
+        tmp_path: Path) -> None:
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    for attempt in range(20):
+        root = tmp_path / f"kb{attempt}"
+        start = context.Barrier(2)
+        workers = [context.Process(target=_init, args=(str(root), start)) for _ in range(2)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(60)
+        assert sorted(w.exitcode or 0 for w in workers) == [0, 3], attempt
+        with KnowledgeBase.open(root) as kb:
+            assert [s.name for s in kb.config.sources] == ["docs"]
