@@ -204,6 +204,9 @@ def _print_report(report: SyncResult, as_json: bool) -> None:
     if report.diagnostics is not None and report.diagnostics.chunk_count:
         console.print(diagnostics_table(report.diagnostics))
     for s in report.sources:
+        if s.skipped_erased:
+            typer.echo(f"{_plain(s.source)}: {s.skipped_erased} erased, skipped "
+                       "(`kbsync erase --list`)")
         for c in s.changes:
             if c.change is not None:
                 console.print(f"changed {s.source}:{c.key}: {c.change.verdict}, similarity "
@@ -404,17 +407,50 @@ def verify(
 
 @app.command()
 def erase(
-    pattern: Annotated[str, typer.Argument(help="A document key or a glob over keys.")],
+    pattern: Annotated[str | None, typer.Argument(
+        help="A document key or a glob over keys.")] = None,
     config: ConfigOption = Path("."),
+    list_erasures: Annotated[bool, typer.Option(
+        "--list", help="List the remembered erasures instead.")] = False,
+    undo: Annotated[bool, typer.Option(
+        "--undo", help="Forget the erasure PATTERN: the next sync indexes its documents "
+                       "again.")] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Remove every row, text and vector derived from matching documents."""
+    """Remove every row, text and vector derived from matching documents, and remember it
+    so that later syncs skip them (see --list and --undo)."""
+    if list_erasures == (pattern is not None) or (undo and pattern is None):
+        raise typer.BadParameter("give a PATTERN (with --undo to forget one), or --list")
     with _Errors(), KnowledgeBase.open(config) as kb:
+        if list_erasures:
+            kept = kb.erasures()
+            if as_json:
+                _emit({"erasures": [{"pattern": e.pattern, "created": e.created}
+                                    for e in kept]})
+            else:
+                typer.echo("\n".join(f"{e.created}  {_plain(e.pattern)}" for e in kept)
+                           or "no erasures")
+            return
+        assert pattern is not None
+        if undo:
+            kb.unerase(pattern)
+            if as_json:
+                _emit({"unerased": pattern})
+            else:
+                typer.echo(f"forgot the erasure {_plain(pattern)}; the next sync indexes "
+                           "its documents again")
+            return
         gone = kb.erase(pattern).documents
     if as_json:
         _emit({"erased": [{"source": d.source, "key": d.key} for d in gone]})
     else:
-        typer.echo(f"erased {len(gone)} document(s)")
+        typer.echo(f"erased {len(gone)} document(s); later syncs skip {_plain(pattern)} "
+                   "(`kbsync erase --undo` forgets it)")
+
+
+def _plain(text: str) -> str:
+    """``text`` with control characters shown as escapes, fit for a terminal."""
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
 @app.command()

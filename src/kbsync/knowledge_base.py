@@ -48,7 +48,7 @@ from kbsync.report import DocumentChange, SourceResult, SyncResult
 from kbsync.store import DocumentText, Hit, RunRecord
 from kbsync.store.lock import WriterLock
 from kbsync.store.postgres import AdvisoryLock
-from kbsync.sync import Progress, release_source, sync_sources
+from kbsync.sync import Progress, release_source, sync_sources, utc_now
 from kbsync.watch import watch
 from kbsync.workers import WorkQueue, drain, sync_parallel
 
@@ -60,6 +60,7 @@ __all__ = [
     "DocumentDiff",
     "DocumentRef",
     "Erased",
+    "Erasure",
     "HistoryEntry",
     "KnowledgeBase",
     "Progress",
@@ -202,6 +203,15 @@ class Erased:
     """The documents an erasure removed, with every row, text and vector derived from them."""
 
     documents: tuple[DocumentRef, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Erasure:
+    """A remembered erasure (a tombstone): syncs skip the keys ``pattern`` matches."""
+
+    pattern: str
+    created: str
+    """When ``kbsync erase`` recorded it (UTC, ISO 8601)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -609,8 +619,16 @@ class KnowledgeBase:
 
     def erase(self, pattern: str, *, wait: bool = True) -> Erased:
         """Remove documents whose key matches ``pattern`` (a key or a glob), with every
-        row, text and vector derived from them, including mentions in run reports."""
+        row, text and vector derived from them, including mentions in run reports.
+
+        The erasure is remembered (a tombstone, recorded first so an interrupted erase
+        still holds): later syncs skip the keys it covers, in every source, so they do
+        not come back; :meth:`unerase` forgets it.
+        """
+        if not pattern:
+            raise ParameterError("the pattern to erase must not be empty")
         with self._writing(wait, None):
+            self.store.add_erasure(pattern, utc_now())
             if self.sink is not None:
                 erase_vectors(self.store, self.sink, self.embedder.identity, pattern)
             return Erased(tuple(DocumentRef(s, k) for s, k in self.store.erase(pattern)))
@@ -630,6 +648,23 @@ class KnowledgeBase:
                 release_source(self.store, name)
         if configured:
             self.config = remove_source(self.config, name)
+
+    def erasures(self) -> tuple[Erasure, ...]:
+        """The erasures the store remembers, in pattern order."""
+        return tuple(Erasure(p, created) for p, created in self.store.erasures())
+
+    def unerase(self, pattern: str, *, wait: bool = True) -> Erasure:
+        """Forget the erasure ``pattern`` (as :meth:`erase` was given it), so the next sync
+        indexes the documents it covered again; the erasure forgotten.
+
+        Raises ``KbsyncError`` when no erasure has that pattern.
+        """
+        found = [e for e in self.erasures() if e.pattern == pattern]
+        if not found:
+            raise KbsyncError(f"{pattern}: no such erasure (`kbsync erase --list` shows them)")
+        with self._writing(wait, None):
+            self.store.remove_erasure(pattern)
+        return found[0]
 
     def gc(self, *, wait: bool = True) -> Collected:
         """Drop cache entries and texts nothing refers to, and compact the store."""

@@ -9,7 +9,9 @@ complete, and then one document at a time, each in one transaction.
 
 from __future__ import annotations
 
+import fnmatch
 import json
+import re
 import time
 from bisect import bisect_right
 from collections import Counter
@@ -65,7 +67,8 @@ from kbsync.vectors import VectorSink
 __all__ = ["REPORT_LIMIT", "BatchLimits", "Capped", "Chunker", "Derive", "ExtractorFor",
            "Progress", "RemovedSource", "SourceReport", "SyncReport", "apply_plan", "backfill",
            "count_plan", "count_unchanged", "derivation", "deriver", "embed_plan",
-           "forget_released", "keep_removed", "list_source", "observe", "refuse_dimension_change",
+           "erasure_matcher", "forget_released", "keep_removed", "list_source", "observe",
+           "refuse_dimension_change",
            "release_source", "released_sources", "removed_sources", "stat_gate_passes",
            "sync_sources", "unchanged_observation", "utc_now"]
 
@@ -154,6 +157,7 @@ class SourceReport:
     changes: dict[str, ChangeReport] = field(default_factory=dict)
     listing_complete: bool = True
     deletions_blocked: bool = False
+    erased: int = 0
 
     def result(self) -> SourceResult:
         """The frozen report of this source."""
@@ -170,7 +174,8 @@ class SourceReport:
             changes=tuple(DocumentChange(k, a, self.changes.get(k)) for k, a in self.actions),
             omitted={name: n for name, n in (("changes", self.actions.omitted),
                                               ("failures", self.failures.omitted),
-                                              ("warnings", self.warnings.omitted)) if n})
+                                              ("warnings", self.warnings.omitted)) if n},
+            skipped_erased=self.erased)
 
 
 @dataclass(slots=True)
@@ -500,7 +505,10 @@ def list_source(source: Source, store: RecordStore, derive: Derive, verify: bool
 
     An item no extractor reads is not a document of the knowledge base (a page that
     became an image): it is left out, so a stored one is deleted like a vanished one.
+    So is an item whose key an erasure (``kbsync erase``) covers: it is counted in
+    ``out.erased`` and never read, so a sync does not bring it back.
     """
+    erased = erasure_matcher(store.erasures())
     if isinstance(source, ScanningSource):
         scan = Scan(source.scan())
     else:  # a source that needs what the store knows (validators) holds its listing anyway
@@ -510,7 +518,9 @@ def list_source(source: Source, store: RecordStore, derive: Derive, verify: bool
         scan = Scan(_entries(source.list(known)))
     page: list[tuple[SourceItem | ItemError, str]] = []
     for entry in scan:
-        if isinstance(entry, ItemError):
+        if erased is not None and entry.key and erased.match(entry.key):
+            out.erased += 1
+        elif isinstance(entry, ItemError):
             if entry.key:
                 page.append((entry, ""))
             else:
@@ -532,6 +542,16 @@ def list_source(source: Source, store: RecordStore, derive: Derive, verify: bool
         scratch.add_stored(page_of_stored.values())
         after = next(reversed(page_of_stored))
     return summary.complete
+
+
+def erasure_matcher(erasures: Iterable[tuple[str, str]]) -> re.Pattern[str] | None:
+    """One regex for the keys that the tombstones ``(pattern, created)`` cover, if any.
+
+    The patterns are those of ``kbsync erase``: shell-style and case-sensitive, as
+    :func:`fnmatch.fnmatchcase` reads them.
+    """
+    patterns = [f"(?:{fnmatch.translate(pattern)})" for pattern, _ in erasures]
+    return re.compile("|".join(patterns)) if patterns else None
 
 
 Derive = Callable[[str], str | None]
