@@ -361,3 +361,31 @@ def test_concurrent_inits_of_one_folder_leave_one_and_the_other_fails_clearly(
         assert sorted(w.exitcode or 0 for w in workers) == [0, 3], attempt
         with KnowledgeBase.open(root) as kb:
             assert [s.name for s in kb.config.sources] == ["docs"]
+
+
+def test_parallel_workers_keep_a_source_no_longer_configured(
+        tmp_path: Path, postgres_url: str) -> None:
+    from tests.conftest import Backend
+
+    pg = Backend("postgres", postgres_url)
+    try:
+        _folder(tmp_path / "docs")
+        KnowledgeBase.create(tmp_path, ["docs"]).close()
+        pg.configure(tmp_path)
+        with KnowledgeBase.open(tmp_path) as kb:
+            assert kb.sync(workers=1).total("new") == 12
+        config = tmp_path / "kbsync.toml"
+        text = config.read_text()
+        config.write_text(text[: text.index("[[sources]]")])
+        with KnowledgeBase.open(tmp_path) as kb:
+            kept = kb.sync(workers=1)
+            assert kept.failed
+            (docs,) = kept.sources
+            assert docs.source == "docs"
+            assert docs.deletions_blocked
+            assert kb.status().documents == 12
+            kb.remove_source("docs")
+            assert kb.sync(workers=1).total("deleted") == 12
+            assert kb.status().documents == 0
+    finally:
+        pg.drop()
