@@ -425,11 +425,13 @@ def erase(
         if list_erasures:
             kept = kb.erasures()
             if as_json:
-                _emit({"erasures": [{"pattern": e.pattern, "created": e.created}
-                                    for e in kept]})
+                _emit({"erasures": [{"pattern": e.pattern, "created": e.created,
+                                     "key_hash": e.key_hash} for e in kept]})
             else:
-                typer.echo("\n".join(f"{e.created}  {_plain(e.pattern)}" for e in kept)
-                           or "no erasures")
+                typer.echo("\n".join(
+                    f"{e.created}  {_plain(e.pattern)}"
+                    + ("  (an exact key; only its hash is kept)" if e.key_hash else "")
+                    for e in kept) or "no erasures")
             return
         assert pattern is not None
         if undo:

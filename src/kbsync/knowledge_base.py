@@ -48,7 +48,14 @@ from kbsync.report import DocumentChange, SourceResult, SyncResult
 from kbsync.store import DocumentText, Hit, RunRecord
 from kbsync.store.lock import WriterLock
 from kbsync.store.postgres import AdvisoryLock
-from kbsync.sync import Progress, release_source, sync_sources, utc_now
+from kbsync.sync import (
+    Progress,
+    is_key_hash,
+    release_source,
+    sync_sources,
+    tombstone,
+    utc_now,
+)
 from kbsync.watch import watch
 from kbsync.workers import WorkQueue, drain, sync_parallel
 
@@ -207,11 +214,17 @@ class Erased:
 
 @dataclass(frozen=True, slots=True)
 class Erasure:
-    """A remembered erasure (a tombstone): syncs skip the keys ``pattern`` matches."""
+    """A remembered erasure (a tombstone): syncs skip the keys it covers.
+
+    ``pattern`` is the glob as :meth:`KnowledgeBase.erase` was given it; for an
+    exact key (``key_hash``), only the key's hash (``blake2b:…``) is kept, so that
+    no byte of an erased key stays in the store.
+    """
 
     pattern: str
     created: str
     """When ``kbsync erase`` recorded it (UTC, ISO 8601)."""
+    key_hash: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -628,7 +641,7 @@ class KnowledgeBase:
         if not pattern:
             raise ParameterError("the pattern to erase must not be empty")
         with self._writing(wait, None):
-            self.store.add_erasure(pattern, utc_now())
+            self.store.add_erasure(tombstone(pattern), utc_now())
             if self.sink is not None:
                 erase_vectors(self.store, self.sink, self.embedder.identity, pattern)
             return Erased(tuple(DocumentRef(s, k) for s, k in self.store.erase(pattern)))
@@ -650,20 +663,22 @@ class KnowledgeBase:
             self.config = remove_source(self.config, name)
 
     def erasures(self) -> tuple[Erasure, ...]:
-        """The erasures the store remembers, in pattern order."""
-        return tuple(Erasure(p, created) for p, created in self.store.erasures())
+        """The erasures the store remembers, in the order of what it keeps of them."""
+        return tuple(Erasure(p, created, is_key_hash(p)) for p, created in self.store.erasures())
 
     def unerase(self, pattern: str, *, wait: bool = True) -> Erasure:
-        """Forget the erasure ``pattern`` (as :meth:`erase` was given it), so the next sync
-        indexes the documents it covered again; the erasure forgotten.
+        """Forget an erasure, so the next sync indexes the documents it covered again.
 
-        Raises ``KbsyncError`` when no erasure has that pattern.
+        ``pattern`` is what :meth:`erase` was given (or, for an exact key, the
+        ``pattern`` that :meth:`erasures` shows for it). Returns the erasure forgotten;
+        raises ``KbsyncError`` when there is none.
         """
-        found = [e for e in self.erasures() if e.pattern == pattern]
+        wanted = {pattern, tombstone(pattern)}
+        found = [e for e in self.erasures() if e.pattern in wanted]
         if not found:
             raise KbsyncError(f"{pattern}: no such erasure (`kbsync erase --list` shows them)")
         with self._writing(wait, None):
-            self.store.remove_erasure(pattern)
+            self.store.remove_erasure(found[0].pattern)
         return found[0]
 
     def gc(self, *, wait: bool = True) -> Collected:

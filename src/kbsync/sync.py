@@ -64,13 +64,40 @@ from kbsync.sources import Entries, Scan, ScanningSource, Source
 from kbsync.store import RecordStore
 from kbsync.vectors import VectorSink
 
-__all__ = ["REPORT_LIMIT", "BatchLimits", "Capped", "Chunker", "Derive", "ExtractorFor",
-           "Progress", "RemovedSource", "SourceReport", "SyncReport", "apply_plan", "backfill",
-           "count_plan", "count_unchanged", "derivation", "deriver", "embed_plan",
-           "erasure_matcher", "forget_released", "keep_removed", "list_source", "observe",
-           "refuse_dimension_change",
-           "release_source", "released_sources", "removed_sources", "stat_gate_passes",
-           "sync_sources", "unchanged_observation", "utc_now"]
+__all__ = [
+    "REPORT_LIMIT",
+    "BatchLimits",
+    "Capped",
+    "Chunker",
+    "Derive",
+    "ExtractorFor",
+    "Progress",
+    "RemovedSource",
+    "SourceReport",
+    "SyncReport",
+    "apply_plan",
+    "backfill",
+    "count_plan",
+    "count_unchanged",
+    "derivation",
+    "deriver",
+    "embed_plan",
+    "erasure_matcher",
+    "forget_released",
+    "is_key_hash",
+    "keep_removed",
+    "list_source",
+    "observe",
+    "refuse_dimension_change",
+    "release_source",
+    "released_sources",
+    "removed_sources",
+    "stat_gate_passes",
+    "sync_sources",
+    "tombstone",
+    "unchanged_observation",
+    "utc_now",
+]
 
 Progress = Callable[[str, int, int], None]
 ExtractorFor = Callable[[str], Extractor | None]
@@ -518,7 +545,7 @@ def list_source(source: Source, store: RecordStore, derive: Derive, verify: bool
         scan = Scan(_entries(source.list(known)))
     page: list[tuple[SourceItem | ItemError, str]] = []
     for entry in scan:
-        if erased is not None and entry.key and erased.match(entry.key):
+        if erased is not None and entry.key and erased(entry.key):
             out.erased += 1
         elif isinstance(entry, ItemError):
             if entry.key:
@@ -544,14 +571,44 @@ def list_source(source: Source, store: RecordStore, derive: Derive, verify: bool
     return summary.complete
 
 
-def erasure_matcher(erasures: Iterable[tuple[str, str]]) -> re.Pattern[str] | None:
-    """One regex for the keys that the tombstones ``(pattern, created)`` cover, if any.
+_GLOB = re.compile(r"[*?\[]")
+_KEY_HASH = "blake2b:"
 
-    The patterns are those of ``kbsync erase``: shell-style and case-sensitive, as
-    :func:`fnmatch.fnmatchcase` reads them.
+
+def tombstone(pattern: str) -> str:
+    """What the store keeps of an erasure: a glob as given, an exact key only as its hash.
+
+    Erasure leaves no byte of an erased document in the store, its key included; a
+    glob is kept as typed (it is needed to match), so it is the user's to word.
     """
-    patterns = [f"(?:{fnmatch.translate(pattern)})" for pattern, _ in erasures]
-    return re.compile("|".join(patterns)) if patterns else None
+    if _GLOB.search(pattern):
+        return pattern
+    return _KEY_HASH + digest("kbsync:erased-key", pattern)
+
+
+def is_key_hash(stored: str) -> bool:
+    """Whether a tombstone as stored is the hash of an exact key (not a glob)."""
+    return stored.startswith(_KEY_HASH) and not _GLOB.search(stored)
+
+
+def erasure_matcher(erasures: Iterable[tuple[str, str]]) -> Callable[[str], bool] | None:
+    """Whether a key is covered by the tombstones ``(stored, created)``; None without any.
+
+    Globs are those of ``kbsync erase``: shell-style and case-sensitive, as
+    :func:`fnmatch.fnmatchcase` reads them; exact keys are compared by hash.
+    """
+    stored = [s for s, _ in erasures]
+    hashes = {s for s in stored if is_key_hash(s)}
+    globs = [f"(?:{fnmatch.translate(s)})" for s in stored if s not in hashes]
+    regex = re.compile("|".join(globs)) if globs else None
+    if regex is None and not hashes:
+        return None
+
+    def covers(key: str) -> bool:
+        return (regex is not None and regex.match(key) is not None) or (
+            bool(hashes) and tombstone(key) in hashes)
+
+    return covers
 
 
 Derive = Callable[[str], str | None]

@@ -85,7 +85,7 @@ def _undo(tmp_path: Path, backend: Backend, workers: int) -> None:
         kb.sync(workers=workers)
         kb.erase("note1.md")
         assert kb.sync(workers=workers).total("new") == 0
-        assert kb.unerase("note1.md").pattern == "note1.md"
+        assert kb.unerase("note1.md").key_hash
         assert kb.erasures() == ()
         report = kb.sync(workers=workers)
         assert report.total("new") == 1
@@ -131,3 +131,22 @@ def test_erase_list_and_undo_on_the_command_line(tmp_path: Path) -> None:
     assert _run("erase", "--undo", "private/*", "-c", c)[0] == 1
     assert _run("erase", "-c", c)[0] == 2
     assert _run("erase", "--list", "x", "-c", c)[0] == 2
+
+
+def test_an_erased_exact_key_is_remembered_by_its_hash_only(tmp_path: Path) -> None:
+    root = _kb(tmp_path, Backend("sqlite"))
+    with KnowledgeBase.open(root) as kb:
+        kb.sync()
+        kb.erase("note2.md")
+        (erasure,) = kb.erasures()
+        assert erasure.key_hash
+        assert erasure.pattern.startswith("blake2b:")
+        assert "note2" not in erasure.pattern
+        assert kb.sync().sources[0].skipped_erased == 1
+        kb.store.close()
+        for path in (root / ".kbsync").iterdir():
+            if path.is_file():
+                assert b"note2.md" not in path.read_bytes(), path.name
+    with KnowledgeBase.open(root) as kb:
+        kb.unerase(erasure.pattern)  # the form --list shows works as well as the key
+        assert kb.sync().total("new") == 1
