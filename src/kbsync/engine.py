@@ -17,10 +17,11 @@ import re
 import tomllib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from kbsync.chunking import ByteParams, LocalParams, TTTDParams
 from kbsync.crashpoints import crashpoint
 from kbsync.embed import Embedder
 from kbsync.embed.hashing import HashingEmbedder
@@ -162,6 +163,8 @@ _INDEX_SETTINGS = ("boilerplate_share", "index_boilerplate")
 _SEARCH_SETTINGS = ("context_tokens",)
 _STORE_SETTINGS = ("path", "url", "password_env", "schema", "index_memory")
 _FOLDER_SETTINGS = ("name", "path", "include", "exclude")
+_CHUNKER_PARAMS: dict[str, type] = {"tttd": TTTDParams, "local": LocalParams,
+                                    "bytes": ByteParams}
 
 
 def _refuse_unknown_keys(file: Path, data: Mapping[str, Any]) -> None:
@@ -179,6 +182,14 @@ def _refuse_unknown_keys(file: Path, data: Mapping[str, Any]) -> None:
             for key in data[table]:
                 if key not in known:
                     _unknown(file, f"[{table}] {key}", key, known, "setting")
+    chunker = data.get("chunker")
+    if isinstance(chunker, dict):
+        params = _CHUNKER_PARAMS.get(str(chunker.get("strategy", "tttd")))
+        if params is not None:  # an unknown strategy is refused with the list of strategies
+            known = ("strategy", *(f.name for f in fields(params)))
+            for key in chunker:
+                if key not in known:
+                    _unknown(file, f"[chunker] {key}", key, known, "setting")
     sources = data.get("sources", [])
     for n, source in enumerate(sources if isinstance(sources, list) else [], 1):
         if not isinstance(source, dict):

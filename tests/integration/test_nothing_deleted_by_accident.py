@@ -389,3 +389,10 @@ def test_parallel_workers_keep_a_source_no_longer_configured(
             assert kb.status().documents == 0
     finally:
         pg.drop()
+
+
+def test_a_misspelt_chunker_parameter_names_the_one_meant(kb: Path) -> None:
+    config = kb / "kbsync.toml"
+    config.write_text(config.read_text().replace("max_tokens =", "max_token ="))
+    with pytest.raises(ConfigError, match=r"\[chunker\] max_token; did you mean 'max_tokens'"):
+        KnowledgeBase.open(kb)
