@@ -48,14 +48,7 @@ from kbsync.report import DocumentChange, SourceResult, SyncResult
 from kbsync.store import DocumentText, Hit, RunRecord
 from kbsync.store.lock import WriterLock
 from kbsync.store.postgres import AdvisoryLock
-from kbsync.sync import (
-    Progress,
-    is_key_hash,
-    release_source,
-    sync_sources,
-    tombstone,
-    utc_now,
-)
+from kbsync.sync import Progress, is_key_hash, release_source, sync_sources, tombstone, utc_now
 from kbsync.watch import watch
 from kbsync.workers import WorkQueue, drain, sync_parallel
 
@@ -661,6 +654,7 @@ class KnowledgeBase:
                 release_source(self.store, name)
         if configured:
             self.config = remove_source(self.config, name)
+            self.sources = make_sources(self.config, self._crawled)
 
     def erasures(self) -> tuple[Erasure, ...]:
         """The erasures the store remembers, in the order of what it keeps of them."""

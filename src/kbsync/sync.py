@@ -64,40 +64,13 @@ from kbsync.sources import Entries, Scan, ScanningSource, Source
 from kbsync.store import RecordStore
 from kbsync.vectors import VectorSink
 
-__all__ = [
-    "REPORT_LIMIT",
-    "BatchLimits",
-    "Capped",
-    "Chunker",
-    "Derive",
-    "ExtractorFor",
-    "Progress",
-    "RemovedSource",
-    "SourceReport",
-    "SyncReport",
-    "apply_plan",
-    "backfill",
-    "count_plan",
-    "count_unchanged",
-    "derivation",
-    "deriver",
-    "embed_plan",
-    "erasure_matcher",
-    "forget_released",
-    "is_key_hash",
-    "keep_removed",
-    "list_source",
-    "observe",
-    "refuse_dimension_change",
-    "release_source",
-    "released_sources",
-    "removed_sources",
-    "stat_gate_passes",
-    "sync_sources",
-    "tombstone",
-    "unchanged_observation",
-    "utc_now",
-]
+__all__ = ["REPORT_LIMIT", "BatchLimits", "Capped", "Chunker", "Derive", "ExtractorFor",
+           "Progress", "RemovedSource", "SourceReport", "SyncReport", "apply_plan", "backfill",
+           "count_plan", "count_unchanged", "derivation", "deriver", "embed_plan",
+           "erasure_matcher", "forget_released", "is_key_hash", "keep_removed",
+           "list_source", "observe", "refuse_dimension_change", "release_source",
+           "released_sources", "removed_sources", "stat_gate_passes",
+           "sync_sources", "tombstone", "unchanged_observation", "utc_now"]
 
 Progress = Callable[[str, int, int], None]
 ExtractorFor = Callable[[str], Extractor | None]

@@ -98,6 +98,16 @@ def test_sources_remove_of_a_configured_source_deletes_at_the_next_sync(kb: Path
     assert json.loads(out)["documents"]["deleted"] == 12
 
 
+def test_remove_source_then_sync_with_the_same_knowledge_base_deletes_its_documents(
+        kb: Path) -> None:
+    with KnowledgeBase.open(kb) as opened:
+        opened.remove_source("docs")
+        assert opened.sources == []
+        assert opened.sync().total("deleted") == 12
+        with pytest.raises(ConfigError, match="no source named"):
+            opened.remove_source("docs")
+
+
 def test_allow_mass_delete_deletes_a_source_no_longer_configured(kb: Path) -> None:
     config = kb / "kbsync.toml"
     text = config.read_text()
