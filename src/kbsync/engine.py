@@ -182,6 +182,17 @@ def _refuse_unknown_keys(file: Path, data: Mapping[str, Any]) -> None:
             for key in data[table]:
                 if key not in known:
                     _unknown(file, f"[{table}] {key}", key, known, "setting")
+    embedder = data.get("embedder")
+    if isinstance(embedder, dict):
+        kind = str(embedder.get("kind", "hashing"))
+        cls = _embedder_class(kind)
+        if cls is not None:  # an unknown kind is refused with the list of kinds
+            try:
+                _refuse_unknown_options(cls, {k: v for k, v in embedder.items()
+                                              if k not in ("kind", "allow_truncation")},
+                                        f"[embedder] {kind}")
+            except ConfigError as exc:
+                raise ConfigError(f"{file}: {exc}") from None
     chunker = data.get("chunker")
     if isinstance(chunker, dict):
         params = _CHUNKER_PARAMS.get(str(chunker.get("strategy", "tttd")))
@@ -559,6 +570,24 @@ def make_embedder(settings: dict[str, Any]) -> Embedder:
     hint = f"; did you mean {close[0]!r}?" if close else ""
     raise ConfigError(f"unknown embedder kind {kind!r} (available: hashing, local, openai)"
                       + hint)
+
+
+def _embedder_class(kind: str) -> type | None:
+    """The class of an embedder kind (None for an unknown kind or a missing extra)."""
+    try:
+        if kind == "hashing":
+            return HashingEmbedder
+        if kind == "local":
+            from kbsync.embed.providers.local import LocalEmbedder
+
+            return LocalEmbedder
+        if kind == "openai":
+            from kbsync.embed.providers.openai import OpenAIEmbedder
+
+            return OpenAIEmbedder
+    except ImportError:
+        return None
+    return None
 
 
 def _refuse_unknown_options(cls: type, options: Mapping[str, Any], table: str) -> None:

@@ -168,8 +168,9 @@ def test_a_misspelt_key_is_an_error_naming_the_file_the_key_and_the_suggestion(
 def test_a_misspelt_embedder_setting_names_the_one_meant(kb: Path) -> None:
     config = kb / "kbsync.toml"
     config.write_text(config.read_text().replace("dimension =", "dimensoin ="))
-    with pytest.raises(ConfigError, match="dimensoin; did you mean 'dimension'"):
+    with pytest.raises(ConfigError, match="dimensoin; did you mean 'dimension'") as caught:
         KnowledgeBase.open(kb)
+    assert "kbsync.toml" in str(caught.value)
 
 
 # -- a folder that vanishes during the listing ---------------------------------------------
