@@ -20,7 +20,7 @@ from rich.console import Console
 
 from kbsync import __version__
 from kbsync.chunk_files import chunk_files
-from kbsync.engine import CONFIG_NAME, add_source, init_config, load_config, remove_source
+from kbsync.engine import CONFIG_NAME, add_source, init_config, load_config
 from kbsync.errors import KbsyncError, LockedError
 from kbsync.knowledge_base import KnowledgeBase, Progress, SearchMode, SyncResult
 from kbsync.render import (
@@ -208,8 +208,9 @@ def sources_remove(
     as_json: JsonOption = False,
 ) -> None:
     """Remove a source (its documents are deleted by the next sync)."""
-    with _Errors():
-        updated = remove_source(load_config(config), name)
+    with _Errors(), KnowledgeBase.open(config) as kb:
+        kb.remove_source(name)
+        updated = kb.config
     if as_json:
         _emit({"sources": [s.name for s in updated.sources]})
     else:
@@ -244,6 +245,10 @@ def _print_report(report: SyncResult, as_json: bool) -> None:
         console.print(table)
     if report.diagnostics is not None and report.diagnostics.chunk_count:
         console.print(diagnostics_table(report.diagnostics))
+    for s in report.sources:
+        if s.skipped_erased:
+            typer.echo(f"{printable(s.source, one_line=True)}: {s.skipped_erased} erased, "
+                       "skipped (`kbsync erase --list`)")
     for line in change_lines(report):
         console.print(line, highlight=False)
     _print_problems(report)
@@ -446,17 +451,51 @@ def verify(
 
 @app.command()
 def erase(
-    pattern: Annotated[str, typer.Argument(help="A document key or a glob over keys.")],
+    pattern: Annotated[str | None, typer.Argument(
+        help="A document key or a glob over keys.")] = None,
     config: ConfigOption = Path("."),
+    list_erasures: Annotated[bool, typer.Option(
+        "--list", help="List the remembered erasures instead.")] = False,
+    undo: Annotated[bool, typer.Option(
+        "--undo", help="Forget the erasure PATTERN: the next sync indexes its documents "
+                       "again.")] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Remove every row, text and vector derived from matching documents."""
+    """Remove every row, text and vector derived from matching documents, and remember it
+    so that later syncs skip them (see --list and --undo)."""
+    if list_erasures == (pattern is not None) or (undo and pattern is None):
+        raise typer.BadParameter("give a PATTERN (with --undo to forget one), or --list")
     with _Errors(), KnowledgeBase.open(config) as kb:
+        if list_erasures:
+            kept = kb.erasures()
+            if as_json:
+                _emit({"erasures": [{"pattern": e.pattern, "created": e.created,
+                                     "key_hash": e.key_hash} for e in kept]})
+            else:
+                typer.echo("\n".join(
+                    f"{e.created}  {_one_line(e.pattern)}"
+                    + ("  (an exact key; only its hash is kept)" if e.key_hash else "")
+                    for e in kept) or "no erasures")
+            return
+        assert pattern is not None
+        if undo:
+            kb.unerase(pattern)
+            if as_json:
+                _emit({"unerased": pattern})
+            else:
+                typer.echo(f"forgot the erasure {_one_line(pattern)}; the next sync indexes "
+                           "its documents again")
+            return
         gone = kb.erase(pattern).documents
     if as_json:
         _emit({"erased": [{"source": d.source, "key": d.key} for d in gone]})
     else:
-        typer.echo(f"erased {len(gone)} document(s)")
+        typer.echo(f"erased {len(gone)} document(s); later syncs skip {_one_line(pattern)} "
+                   "(`kbsync erase --undo` forgets it)")
+
+
+def _one_line(text: str) -> str:
+    return printable(text, one_line=True)
 
 
 @app.command()

@@ -8,16 +8,21 @@ them as protocols.
 
 from __future__ import annotations
 
+import difflib
+import fcntl
+import inspect
 import ipaddress
 import json
 import os
 import re
 import tomllib
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from kbsync.chunking import ByteParams, LocalParams, TTTDParams
 from kbsync.crashpoints import crashpoint
 from kbsync.embed import Embedder
 from kbsync.embed.hashing import HashingEmbedder
@@ -119,6 +124,7 @@ def load_config(path: str | Path = CONFIG_NAME) -> Config:
         raise ConfigError(f"{file}: no knowledge base here; run `kbsync init` first") from None
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{file}: cannot read the configuration: {exc}") from exc
+    _refuse_unknown_keys(file, data)
     try:
         chunker_table = dict(data.get("chunker", {}))
         chunker = Chunker(str(chunker_table.pop("strategy", "tttd")), chunker_table)
@@ -128,9 +134,6 @@ def load_config(path: str | Path = CONFIG_NAME) -> Config:
         if len(set(names)) != len(names):
             raise ConfigError(f"{file}: two sources share a name")
         index = dict(data.get("index", {}))
-        unknown = set(index) - {"boilerplate_share", "index_boilerplate"}
-        if unknown:
-            raise ConfigError(f"{file}: unknown [index] settings: {', '.join(sorted(unknown))}")
         if not 0.0 < float(index.get("boilerplate_share", 0.05)) <= 1.0:
             raise ConfigError(f"{file}: [index] boilerplate_share must be in (0, 1]")
         search = dict(data.get("search", {}))
@@ -153,9 +156,89 @@ def load_config(path: str | Path = CONFIG_NAME) -> Config:
         raise ConfigError(f"{file}: invalid configuration: {exc}") from exc
 
 
+# What each table of kbsync.toml may hold; anything else is a misspelling, refused by
+# _refuse_unknown_keys (a table that is silently ignored, such as `[[source]]`, could
+# otherwise drop every source and, with it, every document).
+_TABLES = ("store", "chunker", "embedder", "index", "search", "vectors", "sources")
+_INDEX_SETTINGS = ("boilerplate_share", "index_boilerplate")
+_SEARCH_SETTINGS = ("context_tokens",)
+_STORE_SETTINGS = ("path", "url", "password_env", "schema", "index_memory")
+_FOLDER_SETTINGS = ("name", "path", "include", "exclude")
+_CHUNKER_PARAMS: dict[str, type] = {"tttd": TTTDParams, "local": LocalParams,
+                                    "bytes": ByteParams}
+
+
+def _refuse_unknown_keys(file: Path, data: Mapping[str, Any]) -> None:
+    """Refuse a table or key kbsync does not know, suggesting the name it resembles."""
+    for name in data:
+        if name not in _TABLES:
+            close = difflib.get_close_matches(name, _TABLES, n=1)
+            hint = (f"; did you mean {_table(close[0])}?" if close
+                    else f" (known: {', '.join(map(_table, _TABLES))})")
+            raise ConfigError(f"{file}: unknown table {_table(name, data[name])}{hint}")
+    known: tuple[str, ...]
+    for table, known in (("index", _INDEX_SETTINGS), ("search", _SEARCH_SETTINGS),
+                         ("store", _STORE_SETTINGS)):
+        if isinstance(data.get(table), dict):
+            for key in data[table]:
+                if key not in known:
+                    _unknown(file, f"[{table}] {key}", key, known, "setting")
+    embedder = data.get("embedder")
+    if isinstance(embedder, dict):
+        kind = str(embedder.get("kind", "hashing"))
+        cls = _embedder_class(kind)
+        if cls is not None:  # an unknown kind is refused with the list of kinds
+            try:
+                _refuse_unknown_options(cls, {k: v for k, v in embedder.items()
+                                              if k not in ("kind", "allow_truncation")},
+                                        f"[embedder] {kind}")
+            except ConfigError as exc:
+                raise ConfigError(f"{file}: {exc}") from None
+    chunker = data.get("chunker")
+    if isinstance(chunker, dict):
+        params = _CHUNKER_PARAMS.get(str(chunker.get("strategy", "tttd")))
+        if params is not None:  # an unknown strategy is refused with the list of strategies
+            known = ("strategy", *(f.name for f in fields(params)))
+            for key in chunker:
+                if key not in known:
+                    _unknown(file, f"[chunker] {key}", key, known, "setting")
+    sources = data.get("sources", [])
+    for n, source in enumerate(sources if isinstance(sources, list) else [], 1):
+        if not isinstance(source, dict):
+            continue
+        settings = _FOLDER_SETTINGS if "path" in source else _web_settings()
+        if not settings:
+            continue  # without the `web` extra, building the source says what is missing
+        for key in source:
+            if key not in settings:
+                shown = f"{source.get('name')!r}" if "name" in source else f"number {n}"
+                _unknown(file, f"[[sources]] {shown}: {key}", key, settings, "setting")
+
+
+def _table(name: str, value: Any = None) -> str:
+    """A table's name as kbsync.toml writes it: ``[[sources]]`` is an array of tables."""
+    return f"[[{name}]]" if name == "sources" or isinstance(value, list) else f"[{name}]"
+
+
+def _unknown(file: Path, shown: str, name: str, known: Sequence[str], what: str) -> None:
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(sorted(known))})"
+    raise ConfigError(f"{file}: unknown {what} {shown}{hint}")
+
+
+def _web_settings() -> tuple[str, ...]:
+    """The settings a website source takes: those of WebSource (empty without the extra)."""
+    try:
+        from kbsync.sources.web import WebSource  # needs the `web` extra
+    except ImportError:
+        return ()
+    taken = set(inspect.signature(WebSource).parameters) - {"seeds", "transport", "progress"}
+    return tuple(sorted(taken | {"urls"}))
+
+
 def _check_store(table: dict[str, Any]) -> None:
     """``[store]``: a SQLite ``path``, or a PostgreSQL ``url`` whose password is never in it."""
-    unknown = set(table) - {"path", "url", "password_env", "schema", "index_memory"}
+    unknown = set(table) - set(_STORE_SETTINGS)
     if unknown:
         raise ConfigError(f"unknown [store] settings: {', '.join(sorted(unknown))}")
     url = str(table.get("url", ""))
@@ -183,9 +266,10 @@ def _check_vectors(table: dict[str, Any]) -> None:
     kind = table.get("kind")
     if kind not in _SINK_SETTINGS:
         raise ConfigError(f"[vectors] kind must be one of {', '.join(sorted(_SINK_SETTINGS))}")
-    unknown = set(table) - _SINK_SETTINGS[kind]
-    if unknown:
-        raise ConfigError(f"[vectors] {kind}: unknown settings {', '.join(sorted(unknown))}")
+    for key in sorted(set(table) - _SINK_SETTINGS[kind]):
+        close = difflib.get_close_matches(key, sorted(_SINK_SETTINGS[kind]), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"[vectors] {kind}: unknown settings {key}{hint}")
     if kind == "lancedb" and "path" not in table:
         raise ConfigError("[vectors] lancedb needs a `path`")
     if kind == "qdrant" and ("path" in table) == ("url" in table):
@@ -232,18 +316,23 @@ def init_config(folder: str | Path, sources: Sequence[str] = (), *,
     be crawled at (an intranet, a test server), written into each website's table.
     """
     file = Path(folder) / CONFIG_NAME
-    if file.exists():
-        raise ConfigError(f"{file}: a knowledge base is already configured here")
-    made = tuple(_source_for(file.parent, s) for s in sources)
-    if allow_private:
-        made = _allowing_private(made, allow_private)
-    config = Config(file=file.resolve(), chunker=DEFAULT_CHUNKER, sources=made,
-                    context_tokens=DEFAULT_CONTEXT_TOKENS)
-    if embedder is not None:
-        config = replace(config, embedder=dict(embedder))
-    if store is not None:
-        config = replace(config, store=store)
-    _write(config)
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"{file}: cannot write the configuration: {exc}") from exc
+    with _editing(file):
+        if file.exists():
+            raise ConfigError(f"{file}: a knowledge base is already configured here")
+        made = tuple(_source_for(file.parent, s) for s in sources)
+        if allow_private:
+            made = _allowing_private(made, allow_private)
+        config = Config(file=file.resolve(), chunker=DEFAULT_CHUNKER, sources=made,
+                        context_tokens=DEFAULT_CONTEXT_TOKENS)
+        if embedder is not None:
+            config = replace(config, embedder=dict(embedder))
+        if store is not None:
+            config = replace(config, store=store)
+        _write(config)
     return config
 
 
@@ -264,23 +353,53 @@ def _allowing_private(sources: tuple[SourceConfig, ...],
 
 
 def add_source(config: Config, path: str, name: str | None = None) -> Config:
-    """The configuration with one more folder source, written back to its file."""
-    new = _source_for(config.root, path, name)
-    if any(s.name == new.name for s in config.sources):
-        raise ConfigError(f"a source named {new.name!r} already exists")
-    updated = replace(config, sources=(*config.sources, new))
-    _write(updated)
+    """The configuration with one more folder source, written back to its file.
+
+    The file is read again under its lock, so a source another process added
+    since ``config`` was read is kept.
+    """
+    with _editing(config.file):
+        config = load_config(config.file)
+        new = _source_for(config.root, path, name)
+        if any(s.name == new.name for s in config.sources):
+            raise ConfigError(f"a source named {new.name!r} already exists")
+        updated = replace(config, sources=(*config.sources, new))
+        _write(updated)
     return updated
 
 
 def remove_source(config: Config, name: str) -> Config:
-    """The configuration without the source ``name`` (its documents go at the next sync)."""
-    kept = tuple(s for s in config.sources if s.name != name)
-    if len(kept) == len(config.sources):
-        raise ConfigError(f"no source named {name!r}")
-    updated = replace(config, sources=kept)
-    _write(updated)
+    """The configuration without the source ``name``, written back to its file (read
+    again under its lock, as in :func:`add_source`)."""
+    with _editing(config.file):
+        config = load_config(config.file)
+        kept = tuple(s for s in config.sources if s.name != name)
+        if len(kept) == len(config.sources):
+            raise ConfigError(f"no source named {name!r}")
+        updated = replace(config, sources=kept)
+        _write(updated)
     return updated
+
+
+@contextmanager
+def _editing(file: Path) -> Iterator[None]:
+    """One read-modify-write of ``file`` at a time, across processes.
+
+    The write itself is atomic (:func:`_replace_file`), but two processes that
+    read the same version and each write their change would lose one of them.
+    The lock is a hidden file beside the configuration, which a folder source
+    never lists; the kernel releases it when its holder dies.
+    """
+    lock = file.with_name(f".{file.name}.lock")
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+    except OSError as exc:
+        raise ConfigError(f"{file}: cannot lock the configuration ({lock}): {exc}") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # edits take milliseconds: waiting is the clear answer
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def _source_for(root: Path, path: str, name: str | None = None) -> SourceConfig:
@@ -454,19 +573,54 @@ def make_embedder(settings: dict[str, Any]) -> Embedder:
     kind = settings.get("kind", "hashing")
     try:
         if kind == "hashing":
+            _refuse_unknown_options(HashingEmbedder, options, "[embedder] hashing")
             return HashingEmbedder(**options)
         if kind == "local":
             from kbsync.embed.providers.local import LocalEmbedder  # needs the `local` extra
 
+            _refuse_unknown_options(LocalEmbedder, options, "[embedder] local")
             return LocalEmbedder(**options)
         if kind == "openai":
             from kbsync.embed.providers.openai import OpenAIEmbedder
 
+            _refuse_unknown_options(OpenAIEmbedder, options, "[embedder] openai")
             remote: Embedder = OpenAIEmbedder(**options)
             return remote
     except TypeError as exc:
         raise ConfigError(f"[embedder] {kind}: {exc}") from exc
-    raise ConfigError(f"unknown embedder kind {kind!r} (available: hashing, local, openai)")
+    close = difflib.get_close_matches(str(kind), ("hashing", "local", "openai"), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise ConfigError(f"unknown embedder kind {kind!r} (available: hashing, local, openai)"
+                      + hint)
+
+
+def _embedder_class(kind: str) -> type | None:
+    """The class of an embedder kind (None for an unknown kind or a missing extra)."""
+    try:
+        if kind == "hashing":
+            return HashingEmbedder
+        if kind == "local":
+            from kbsync.embed.providers.local import LocalEmbedder
+
+            return LocalEmbedder
+        if kind == "openai":
+            from kbsync.embed.providers.openai import OpenAIEmbedder
+
+            return OpenAIEmbedder
+    except ImportError:
+        return None
+    return None
+
+
+def _refuse_unknown_options(cls: type, options: Mapping[str, Any], table: str) -> None:
+    """A setting the class does not take is a misspelling: name the one it resembles."""
+    known = tuple(p for p in inspect.signature(cls).parameters if p != "self")
+    for key in options:
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else \
+                f" (known: {', '.join(sorted((*known, 'kind', 'allow_truncation')))})"
+            raise ConfigError(f"unknown setting {table} {key}{hint}")
 
 
 # Model word pieces per estimated (cl100k-like) token: MiniLM's WordPiece count of

@@ -34,6 +34,7 @@ from kbsync.engine import (
     make_sink,
     make_sources,
     open_store,
+    remove_source,
     store_exists,
     writer_lock,
 )
@@ -47,7 +48,7 @@ from kbsync.report import DocumentChange, SourceResult, SyncResult
 from kbsync.store import DocumentText, Hit, RunRecord
 from kbsync.store.lock import WriterLock
 from kbsync.store.postgres import AdvisoryLock
-from kbsync.sync import Progress, sync_sources
+from kbsync.sync import Progress, is_key_hash, release_source, sync_sources, tombstone, utc_now
 from kbsync.watch import watch
 from kbsync.workers import WorkQueue, drain, sync_parallel
 
@@ -59,6 +60,7 @@ __all__ = [
     "DocumentDiff",
     "DocumentRef",
     "Erased",
+    "Erasure",
     "HistoryEntry",
     "KnowledgeBase",
     "Progress",
@@ -201,6 +203,21 @@ class Erased:
     """The documents an erasure removed, with every row, text and vector derived from them."""
 
     documents: tuple[DocumentRef, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Erasure:
+    """A remembered erasure (a tombstone): syncs skip the keys it covers.
+
+    ``pattern`` is the glob as :meth:`KnowledgeBase.erase` was given it; for an
+    exact key (``key_hash``), only the key's hash (``blake2b:…``) is kept, so that
+    no byte of an erased key stays in the store.
+    """
+
+    pattern: str
+    created: str
+    """When ``kbsync erase`` recorded it (UTC, ISO 8601)."""
+    key_hash: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -608,11 +625,55 @@ class KnowledgeBase:
 
     def erase(self, pattern: str, *, wait: bool = True) -> Erased:
         """Remove documents whose key matches ``pattern`` (a key or a glob), with every
-        row, text and vector derived from them, including mentions in run reports."""
+        row, text and vector derived from them, including mentions in run reports.
+
+        The erasure is remembered (a tombstone, recorded first so an interrupted erase
+        still holds): later syncs skip the keys it covers, in every source, so they do
+        not come back; :meth:`unerase` forgets it.
+        """
+        if not pattern:
+            raise ParameterError("the pattern to erase must not be empty")
         with self._writing(wait, None):
+            self.store.add_erasure(tombstone(pattern), utc_now())
             if self.sink is not None:
                 erase_vectors(self.store, self.sink, self.embedder.identity, pattern)
             return Erased(tuple(DocumentRef(s, k) for s, k in self.store.erase(pattern)))
+
+    def remove_source(self, name: str, *, wait: bool = True) -> None:
+        """Remove the source ``name`` from ``kbsync.toml``; the next sync deletes its documents.
+
+        A source that only vanished from the configuration (a typo, a mangled file) keeps
+        its documents: this is how to say it is meant, also for a source that is no
+        longer configured but still has documents in the store.
+        """
+        configured = any(s.name == name for s in self.config.sources)
+        if not configured and name not in self.store.source_names():
+            raise ConfigError(f"no source named {name!r}")
+        if name in self.store.source_names():
+            with self._writing(wait, None):
+                release_source(self.store, name)
+        if configured:
+            self.config = remove_source(self.config, name)
+            self.sources = make_sources(self.config, self._crawled)
+
+    def erasures(self) -> tuple[Erasure, ...]:
+        """The erasures the store remembers, in the order of what it keeps of them."""
+        return tuple(Erasure(p, created, is_key_hash(p)) for p, created in self.store.erasures())
+
+    def unerase(self, pattern: str, *, wait: bool = True) -> Erasure:
+        """Forget an erasure, so the next sync indexes the documents it covered again.
+
+        ``pattern`` is what :meth:`erase` was given (or, for an exact key, the
+        ``pattern`` that :meth:`erasures` shows for it). Returns the erasure forgotten;
+        raises ``KbsyncError`` when there is none.
+        """
+        wanted = {pattern, tombstone(pattern)}
+        found = [e for e in self.erasures() if e.pattern in wanted]
+        if not found:
+            raise KbsyncError(f"{pattern}: no such erasure (`kbsync erase --list` shows them)")
+        with self._writing(wait, None):
+            self.store.remove_erasure(found[0].pattern)
+        return found[0]
 
     def gc(self, *, wait: bool = True) -> Collected:
         """Drop cache entries and texts nothing refers to, and compact the store."""

@@ -78,6 +78,8 @@ class SourceResult:
     warnings: tuple[str, ...]
     changes: tuple[DocumentChange, ...]
     omitted: Mapping[str, int] = field(default_factory=dict)
+    skipped_erased: int = 0
+    """Listed items that an erasure (``kbsync erase``) covers: skipped, never read."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data, as stored in the run's report."""
@@ -102,6 +104,7 @@ class SourceResult:
             "warnings": list(self.warnings),
             "changes": [c.to_dict() for c in self.changes],
             "omitted": dict(self.omitted),
+            "skipped_erased": self.skipped_erased,
         }
 
 

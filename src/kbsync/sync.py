@@ -9,7 +9,9 @@ complete, and then one document at a time, each in one transaction.
 
 from __future__ import annotations
 
+import fnmatch
 import json
+import re
 import time
 from bisect import bisect_right
 from collections import Counter
@@ -65,8 +67,10 @@ from kbsync.vectors import VectorSink
 __all__ = ["REPORT_LIMIT", "BatchLimits", "Capped", "Chunker", "Derive", "ExtractorFor",
            "Progress", "RemovedSource", "SourceReport", "SyncReport", "apply_plan", "backfill",
            "count_plan", "count_unchanged", "derivation", "deriver", "embed_plan",
+           "erasure_matcher", "forget_released", "is_key_hash", "keep_removed",
            "list_source", "next_frontier", "observe", "refuse_dimension_change",
-           "stat_gate_passes", "sync_sources", "unchanged_observation", "utc_now"]
+           "release_source", "released_sources", "removed_sources", "stat_gate_passes",
+           "sync_sources", "tombstone", "unchanged_observation", "utc_now"]
 
 Progress = Callable[[str, int, int], None]
 ExtractorFor = Callable[[str], Extractor | None]
@@ -153,6 +157,7 @@ class SourceReport:
     changes: dict[str, ChangeReport] = field(default_factory=dict)
     listing_complete: bool = True
     deletions_blocked: bool = False
+    erased: int = 0
 
     def result(self) -> SourceResult:
         """The frozen report of this source."""
@@ -169,7 +174,8 @@ class SourceReport:
             changes=tuple(DocumentChange(k, a, self.changes.get(k)) for k, a in self.actions),
             omitted={name: n for name, n in (("changes", self.actions.omitted),
                                               ("failures", self.failures.omitted),
-                                              ("warnings", self.warnings.omitted)) if n})
+                                              ("warnings", self.warnings.omitted)) if n},
+            skipped_erased=self.erased)
 
 
 @dataclass(slots=True)
@@ -327,12 +333,14 @@ def sync_sources(
                progress=progress, boilerplate_share=boilerplate_share,
                index_boilerplate=index_boilerplate, sink=sink, batch=batch, scratch_dir=scratch_dir,
                clock=_Clock(report), tally=Counter())
-    configured = {s.name for s in sources}
-    removed = [RemovedSource(name) for name in sorted(store.source_names() - configured)]
+    removed, released = removed_sources(store, sources, allow_mass_delete)
     for source in [*sources, *removed]:
         source_report = SourceReport(source=source.name)
         report.sources.append(source_report)
         if isinstance(source, RemovedSource):
+            if source.name not in released:
+                keep_removed(source.name, source_report)
+                continue
             source_report.warnings.append("no longer configured: its documents are deleted")
         mirror_all |= _sync_source(run, source,
                                    allow_mass_delete or isinstance(source, RemovedSource),
@@ -345,8 +353,57 @@ def sync_sources(
     if not dry_run:
         store.set_meta("chunker", chunker.fingerprint)
         store.set_meta("embedder", embedder.identity)
+        forget_released(store, released | {s.name for s in sources})
         store.record_run(result.started, result.finished, result.to_dict())
     return result
+
+
+REMOVED_META = "removed_sources"
+"""The store's meta entry naming the sources `kbsync sources remove` released for deletion."""
+
+
+def removed_sources(store: RecordStore, sources: Sequence[Source], allow_mass_delete: bool,
+                    ) -> tuple[list[RemovedSource], frozenset[str]]:
+    """The stored sources no longer configured, and those of them whose documents may go.
+
+    A source that is simply absent from the configuration may be a typo (``[[source]]``)
+    or a mangled file: its documents stay until ``kbsync sources remove`` releases it
+    (:func:`release_source`) or the sync is run with ``allow_mass_delete``.
+    """
+    configured = {s.name for s in sources}
+    names = sorted(store.source_names() - configured)
+    if allow_mass_delete:
+        return [RemovedSource(n) for n in names], frozenset(names)
+    return [RemovedSource(n) for n in names], frozenset(released_sources(store)) - configured
+
+
+def released_sources(store: RecordStore) -> list[str]:
+    """The names `kbsync sources remove` released whose documents no sync has deleted yet."""
+    value = store.get_meta(REMOVED_META)
+    names = json.loads(value) if value else []
+    return [str(n) for n in names] if isinstance(names, list) else []
+
+
+def release_source(store: RecordStore, name: str) -> None:
+    """Let the next sync delete the documents of ``name`` once it is no longer configured."""
+    names = released_sources(store)
+    if name not in names:
+        store.set_meta(REMOVED_META, json.dumps(sorted([*names, name])))
+
+
+def forget_released(store: RecordStore, settled: Collection[str]) -> None:
+    """Sources a sync has deleted, or that are configured again, need no release any more."""
+    names = released_sources(store)
+    if names and set(names) & set(settled):
+        store.set_meta(REMOVED_META, json.dumps([n for n in names if n not in settled]))
+
+
+def keep_removed(name: str, out: SourceReport) -> None:
+    """Report a stored source missing from the configuration, whose documents are kept."""
+    out.deletions_blocked = True
+    out.failures.append(("", f"a stored source that is no longer configured in kbsync.toml; "
+                             f"its documents were kept (`kbsync sources remove {name}` or "
+                             "`kbsync sync --allow-mass-delete` deletes them)"))
 
 
 class RemovedSource:
@@ -449,7 +506,10 @@ def list_source(source: Source, store: RecordStore, derive: Derive, verify: bool
 
     An item no extractor reads is not a document of the knowledge base (a page that
     became an image): it is left out, so a stored one is deleted like a vanished one.
+    So is an item whose key an erasure (``kbsync erase``) covers: it is counted in
+    ``out.erased`` and never read, so a sync does not bring it back.
     """
+    erased = erasure_matcher(store.erasures())
     if isinstance(source, ScanningSource):
         scan = Scan(source.scan())
     else:  # a source that needs what the store knows (validators) holds its listing anyway
@@ -464,7 +524,9 @@ def list_source(source: Source, store: RecordStore, derive: Derive, verify: bool
         scan = Scan(_entries(listing))
     page: list[tuple[SourceItem | ItemError, str]] = []
     for entry in scan:
-        if isinstance(entry, ItemError):
+        if erased is not None and entry.key and erased(entry.key):
+            out.erased += 1
+        elif isinstance(entry, ItemError):
             if entry.key:
                 page.append((entry, ""))
             else:
@@ -503,6 +565,46 @@ def next_frontier(listing: Listing, stored: Collection[str],
               if e.key and e.key not in stored and not (e.missing and e.key in was)}
     listed = {i.key for i in listing.items} & was
     return frozenset(failed | listed | (set() if listing.complete else was))
+
+
+_GLOB = re.compile(r"[*?\[]")
+_KEY_HASH = "blake2b:"
+
+
+def tombstone(pattern: str) -> str:
+    """What the store keeps of an erasure: a glob as given, an exact key only as its hash.
+
+    Erasure leaves no byte of an erased document in the store, its key included; a
+    glob is kept as typed (it is needed to match), so it is the user's to word.
+    """
+    if _GLOB.search(pattern):
+        return pattern
+    return _KEY_HASH + digest("kbsync:erased-key", pattern)
+
+
+def is_key_hash(stored: str) -> bool:
+    """Whether a tombstone as stored is the hash of an exact key (not a glob)."""
+    return stored.startswith(_KEY_HASH) and not _GLOB.search(stored)
+
+
+def erasure_matcher(erasures: Iterable[tuple[str, str]]) -> Callable[[str], bool] | None:
+    """Whether a key is covered by the tombstones ``(stored, created)``; None without any.
+
+    Globs are those of ``kbsync erase``: shell-style and case-sensitive, as
+    :func:`fnmatch.fnmatchcase` reads them; exact keys are compared by hash.
+    """
+    stored = [s for s, _ in erasures]
+    hashes = {s for s in stored if is_key_hash(s)}
+    globs = [f"(?:{fnmatch.translate(s)})" for s in stored if s not in hashes]
+    regex = re.compile("|".join(globs)) if globs else None
+    if regex is None and not hashes:
+        return None
+
+    def covers(key: str) -> bool:
+        return (regex is not None and regex.match(key) is not None) or (
+            bool(hashes) and tombstone(key) in hashes)
+
+    return covers
 
 
 Derive = Callable[[str], str | None]

@@ -62,9 +62,12 @@ from kbsync.sync import (
     derivation,
     deriver,
     embed_plan,
+    forget_released,
+    keep_removed,
     list_source,
     observe,
     refuse_dimension_change,
+    removed_sources,
     stat_gate_passes,
     unchanged_observation,
     utc_now,
@@ -150,9 +153,11 @@ def sync_parallel(
     store.prepare_vectors(embedder.dimension)
     report = SyncReport(dry_run=False, started=utc_now())
     run = f"{report.started}/{uuid.uuid4().hex[:12]}"
-    configured = {s.name for s in sources}
-    removed = [RemovedSource(name) for name in sorted(store.source_names() - configured)]
-    everything: list[Source] = [*sources, *removed]
+    removed, released = removed_sources(store, sources, allow_mass_delete)
+    kept = [SourceReport(source=s.name) for s in removed if s.name not in released]
+    for out in kept:
+        keep_removed(out.source, out)
+    everything: list[Source] = [*sources, *(s for s in removed if s.name in released)]
     listed: dict[str, _Listed] = {}
     started = time.perf_counter()
     for source in everything:
@@ -204,6 +209,8 @@ def sync_parallel(
     report.finished = utc_now()
     store.set_meta("chunker", chunker.fingerprint)
     store.set_meta("embedder", embedder.identity)
+    forget_released(store, released | {s.name for s in sources})
+    report.sources.extend(kept)
     result = report.result()
     store.record_run(result.started, result.finished, result.to_dict())
     return result

@@ -67,6 +67,13 @@ def test_four_processes_of_random_syncs_erases_and_searches_leave_a_sound_store(
         assert kb.verify().problems == ()
         kb.sync(allow_mass_delete=True, wait=False)
         assert kb.verify().problems == ()
+        # Erasures are remembered (one per erased key): those documents stay away until undone.
+        erasures = kb.erasures()
+        assert kb.status().documents == 40 - len(erasures)
+        for erasure in erasures:
+            kb.unerase(erasure.pattern)
+        kb.sync(wait=False)
+        assert kb.verify().problems == ()
         assert kb.status().documents == 40
 
 

@@ -15,6 +15,7 @@ PUBLIC = [
     "DocumentRef",
     "DocumentText",
     "Erased",
+    "Erasure",
     "HistoryEntry",
     "Hit",
     "IDENTITY_SCHEMA_VERSION",

@@ -35,7 +35,11 @@ Policies (DESIGN.md §6), each one a promise the rest of kbsync relies on:
 - A file that vanishes while the listing runs is simply absent. A directory
   that cannot be scanned makes the listing incomplete (``complete=False``), so
   the caller deletes nothing; so does a missing root or a root that is not a
-  directory. Listing never raises for those: a failed listing must not look
+  directory. A directory that vanishes during the listing counts as removed
+  only if its parent is still the directory it was found in and the root is
+  still the same directory (device and inode) after the walk; otherwise (a
+  folder renamed, a file system unmounted under the walk) the listing is
+  incomplete. Listing never raises for those: a failed listing must not look
   like an empty folder.
 - ``read()`` checks again that the locator is a regular file inside the root
   and under the cap, opening each path component without following links,
@@ -208,11 +212,23 @@ def _shown(path: str) -> str:
 
 @dataclass(slots=True)
 class _Dir:
-    """A directory waiting to be scanned: where it is, its key prefix, the directories above it."""
+    """A directory waiting to be scanned: where it is, its key prefix, the directories above
+    it, and its parent's path and identity (device, inode) when it was found there."""
 
     path: str
     prefix: str
     ancestors: frozenset[tuple[int, int]]
+    parent: tuple[str, tuple[int, int]] | None = None
+    ident: tuple[int, int] | None = None
+
+
+def _same_directory(path: str, ident: tuple[int, int]) -> bool:
+    """Whether ``path`` is still the directory it was (same device and inode)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and (st.st_dev, st.st_ino) == ident
 
 
 class _Walk:
@@ -224,16 +240,24 @@ class _Walk:
         self.found: list[SourceItem | ItemError] = []
         self.warnings: list[str] = []
         self.complete = True
-        self.stack = [_Dir(root, "", frozenset({(root_st.st_dev, root_st.st_ino)}))]
+        self.root_ident = (root_st.st_dev, root_st.st_ino)
+        self.stack = [_Dir(root, "", frozenset({self.root_ident}), ident=self.root_ident)]
         self.taken: dict[str, str] = {}
 
     def entries(self) -> Generator[SourceItem | ItemError, None, Listing]:
         """Walk every directory, handing over what each one holds; then the listing's summary.
 
         Only the directories waiting to be scanned are held, never the whole listing.
+        The root must still be the directory it was when the walk began (device and
+        inode): a root renamed, replaced or unmounted meanwhile makes the walk incomplete.
         """
         while self.stack:
             self._scan(self.stack.pop())
+            yield from self.found
+            self.found.clear()
+        if self.complete and not _same_directory(self.root, self.root_ident):
+            self._incomplete("", f"source root {_shown(self.root)} was moved, replaced or "
+                                 "unmounted during the listing; nothing will be deleted")
             yield from self.found
             self.found.clear()
         return Listing(items=(), complete=self.complete, warnings=tuple(sorted(self.warnings)))
@@ -245,14 +269,29 @@ class _Walk:
                 entries = list(it)
         except (FileNotFoundError, NotADirectoryError):
             if not d.prefix:  # the root itself went away: we know nothing
-                self._incomplete("", f"source root {d.path} vanished during the listing")
-            return  # a directory removed during the listing: its files are gone
+                self._incomplete("", f"source root {_shown(d.path)} vanished during the "
+                                     "listing; nothing will be deleted")
+            elif d.parent is None or not _same_directory(*d.parent) \
+                    or not _same_directory(self.root, self.root_ident):
+                # Its parent (or the root) went too: a folder moved or unmounted, not
+                # a directory removed from a folder that is still there.
+                self._incomplete(d.prefix.rstrip("/"),
+                                 f"directory {_shown(d.path)} vanished during the listing "
+                                 "with the folder above it; the listing is incomplete, so "
+                                 "nothing will be deleted")
+            return  # a directory removed from its parent during the listing: its files are gone
         except OSError as exc:
             self._incomplete(
                 d.prefix.rstrip("/"),
                 f"directory {_shown(d.path)} could not be listed ({_reason(exc)}); "
                 "the listing is incomplete, so nothing will be deleted",
             )
+            return
+        if d.ident is not None and not _same_directory(d.path, d.ident):
+            # The path now names another directory (the root remounted, a folder swapped).
+            self._incomplete(d.prefix.rstrip("/"),
+                             f"directory {_shown(d.path)} was replaced during the listing; "
+                             "the listing is incomplete, so nothing will be deleted")
             return
         # Twins (names equal after NFC) meet only within one directory: the first raw
         # name in code-point order takes the key.
@@ -322,7 +361,8 @@ class _Walk:
         if ident in d.ancestors:
             self.warnings.append(f"{key}: leads back to a directory above it (a loop); skipped")
             return
-        self.stack.append(_Dir(path, key + "/", d.ancestors | {ident}))
+        parent = (d.path, d.ident) if d.ident is not None else None
+        self.stack.append(_Dir(path, key + "/", d.ancestors | {ident}, parent, ident))
 
     def _file(self, key: str, locator: str, st: os.stat_result) -> None:
         """Record a regular file, or an error when it is over the size cap."""

@@ -243,6 +243,19 @@ class RecordStore(Protocol):
         """Remove documents whose key matches ``pattern`` and every row derived from them."""
         ...
 
+    def add_erasure(self, pattern: str, created: str) -> None:
+        """Remember that keys matching ``pattern`` were erased (a tombstone), so that
+        listings skip them; recording the same pattern again changes nothing."""
+        ...
+
+    def erasures(self) -> list[tuple[str, str]]:
+        """The tombstones: ``(pattern, created)`` in pattern order."""
+        ...
+
+    def remove_erasure(self, pattern: str) -> bool:
+        """Forget the tombstone ``pattern``; whether there was one."""
+        ...
+
     def gc(self) -> dict[str, int]:
         """Drop unreferenced cache entries and texts, and compact the file."""
         ...

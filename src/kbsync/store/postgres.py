@@ -153,13 +153,17 @@ _MIGRATIONS: tuple[str, ...] = (
         vector_id TEXT NOT NULL UNIQUE
     );
     """,
-    # web: the frontier: keys a source found but could not take yet, tried again next time.
+    # 4: the frontier: keys a source found but could not take yet, tried again next time.
     """
     CREATE TABLE frontier (
         source TEXT NOT NULL,
         key TEXT NOT NULL,
         PRIMARY KEY (source, key)
     );
+    """,
+    # 5: erasures (tombstones): key patterns `kbsync erase` removed, which no sync brings back.
+    """
+    CREATE TABLE erasures (pattern TEXT PRIMARY KEY, created TEXT NOT NULL);
     """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
@@ -789,6 +793,19 @@ class PostgresStore:
         return invariants.problems(
             self._conn.execute, embedder, identity, mark="%s",
             bad_vectors="SELECT count(*) FROM embeddings WHERE vector_dims(vector) != dimension")
+
+    def add_erasure(self, pattern: str, created: str) -> None:
+        with self._transaction():
+            self._write("INSERT INTO erasures (pattern, created) VALUES (%s, %s) "
+                        "ON CONFLICT (pattern) DO NOTHING", (pattern, created))
+
+    def erasures(self) -> list[tuple[str, str]]:
+        return [(str(r[0]), str(r[1])) for r in self._conn.execute(
+            "SELECT pattern, created FROM erasures ORDER BY pattern COLLATE \"C\"")]
+
+    def remove_erasure(self, pattern: str) -> bool:
+        with self._transaction():
+            return self._write("DELETE FROM erasures WHERE pattern = %s", (pattern,)) > 0
 
     def erase(self, pattern: str) -> list[tuple[str, str]]:
         gone = erased(self._conn.execute("SELECT source, key FROM documents ORDER BY id"),

@@ -117,13 +117,17 @@ _MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE outbox (id INTEGER PRIMARY KEY, vector_id TEXT NOT NULL UNIQUE);
     """,
-    # web: the frontier: keys a source found but could not take yet, tried again next time.
+    # 5: the frontier: keys a source found but could not take yet, tried again next time.
     """
     CREATE TABLE frontier (
         source TEXT NOT NULL,
         key TEXT NOT NULL,
         PRIMARY KEY (source, key)
     );
+    """,
+    # 6: erasures (tombstones): key patterns `kbsync erase` removed, which no sync brings back.
+    """
+    CREATE TABLE erasures (pattern TEXT PRIMARY KEY, created TEXT NOT NULL);
     """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
@@ -682,6 +686,19 @@ class SqliteStore:
         if current - indexed:
             problems.append(f"{len(current - indexed)} current chunks missing from full text")
         return problems
+
+    def add_erasure(self, pattern: str, created: str) -> None:
+        with self._transaction() as db:
+            db.execute("INSERT INTO erasures (pattern, created) VALUES (?, ?) "
+                       "ON CONFLICT (pattern) DO NOTHING", (pattern, created))
+
+    def erasures(self) -> list[tuple[str, str]]:
+        return [(str(r[0]), str(r[1])) for r in self._db.execute(
+            "SELECT pattern, created FROM erasures ORDER BY pattern")]
+
+    def remove_erasure(self, pattern: str) -> bool:
+        with self._transaction() as db:
+            return db.execute("DELETE FROM erasures WHERE pattern = ?", (pattern,)).rowcount > 0
 
     def erase(self, pattern: str) -> list[tuple[str, str]]:
         gone = erased(self._db.execute("SELECT source, key FROM documents").fetchall(), pattern)
