@@ -42,8 +42,8 @@ class HtmlExtractor:
         """Decode (BOM, the HTTP charset, then ``<meta charset>``), extract, split at headings."""
         try:
             import trafilatura
-        except ImportError:
-            raise DependencyMissingError("HTML extraction", "html", "trafilatura") from None
+        except ImportError as exc:
+            raise DependencyMissingError("HTML extraction", "html", "trafilatura", exc) from exc
 
         declared = charset_of(media_type) or declared_charset(data)
         text = decode_text(data, locator, declared_encoding=declared)

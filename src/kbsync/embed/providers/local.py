@@ -44,7 +44,7 @@ class LocalEmbedder:
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:
             raise DependencyMissingError("the local embedding model", "local",
-                                         "sentence-transformers") from exc
+                                         "sentence-transformers", exc) from exc
         try:
             self._model: Any = SentenceTransformer(str(path), device=device)
         except Exception as exc:  # the library raises many kinds for a missing model
@@ -100,7 +100,7 @@ def _model_path(model: str) -> Path:
         from huggingface_hub import snapshot_download
     except ImportError as exc:
         raise DependencyMissingError("the local embedding model", "local",
-                                     "sentence-transformers") from exc
+                                     "sentence-transformers", exc) from exc
     name = model if "/" in model else f"sentence-transformers/{model}"
     try:
         return Path(snapshot_download(name, local_files_only=True))
