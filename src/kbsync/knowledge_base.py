@@ -257,16 +257,20 @@ class KnowledgeBase:
     @classmethod
     def create(cls, path: str | Path, sources: Sequence[str | Path] = (), *,
                embedder: Mapping[str, Any] | None = None,
-               store: str | None = None) -> KnowledgeBase:
+               store: str | None = None, exist_ok: bool = False) -> KnowledgeBase:
         """Write a new ``kbsync.toml`` in the folder ``path`` and open it.
 
         ``sources`` are folders (relative to ``path``, or absolute) and website URLs;
         ``embedder`` is an ``[embedder]`` table such as ``{"kind": "hashing"}`` (the
         default, offline), ``{"kind": "local"}`` or ``{"kind": "openai", ...}``;
         ``store`` is the store's path relative to ``path``.
+        With ``exist_ok``, a folder that already has a ``kbsync.toml`` is opened as
+        it is (so a script can run again), provided it has each of ``sources``;
+        otherwise that is a ``ConfigError``.
         Nothing is read or indexed until :meth:`sync`.
         """
-        config = init_config(path, [str(s) for s in sources], embedder=embedder, store=store)
+        config = init_config(path, [str(s) for s in sources], embedder=embedder, store=store,
+                             exist_ok=exist_ok)
         return cls(config)
 
     # -- life cycle -------------------------------------------------------------------

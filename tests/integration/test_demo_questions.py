@@ -11,7 +11,6 @@ import importlib.util
 import os
 import shutil
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 

