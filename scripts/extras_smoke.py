@@ -117,7 +117,7 @@ def web(home: Path) -> None:
     page = f"The {WORD} climbs the tower at dusk and winds the clockwork.\n".encode()
 
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
+        def do_GET(self) -> None:
             if self.path != "/light.txt":
                 self.send_error(404)
                 return
