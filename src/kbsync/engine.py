@@ -129,7 +129,7 @@ def load_config(path: str | Path = CONFIG_NAME) -> Config:
         if len(set(names)) != len(names):
             raise ConfigError(f"{file}: two sources share a name")
         index = dict(data.get("index", {}))
-        unknown = set(index) - {"boilerplate_share", "index_boilerplate"}
+        unknown = set(index) - {"boilerplate_share", "index_boilerplate", "strict_decoding"}
         if unknown:
             raise ConfigError(f"{file}: unknown [index] settings: {', '.join(sorted(unknown))}")
         if not 0.0 < float(index.get("boilerplate_share", 0.05)) <= 1.0:

@@ -38,6 +38,7 @@ from kbsync.engine import (
     writer_lock,
 )
 from kbsync.errors import ConfigError, KbsyncError, ParameterError
+from kbsync.extract import Extractor
 from kbsync.extract.registry import extractor_for
 from kbsync.mirror import Reconciliation, reconcile
 from kbsync.mirror import erase as erase_vectors
@@ -317,7 +318,7 @@ class KnowledgeBase:
         """
         self._progress = progress
         return sync_sources(
-            self.sources, self.store, self.embedder, extractor_for, self.config.chunker,
+            self.sources, self.store, self.embedder, self._extractor_for, self.config.chunker,
             dry_run=True, progress=progress, sink=self.sink, scratch_dir=self._state_dir(),
             **self._index_settings())
 
@@ -346,12 +347,12 @@ class KnowledgeBase:
         with self._writing(wait, on_wait):
             if workers:
                 return sync_parallel(
-                    self.sources, self._queue(), self.embedder, extractor_for,
+                    self.sources, self._queue(), self.embedder, self._extractor_for,
                     self.config.chunker, workers=workers, spawn=self._spawn, verify=verify,
                     allow_mass_delete=allow_mass_delete, progress=progress,
                     scratch_dir=self._state_dir(), **self._index_settings())
             return sync_sources(
-                self.sources, self.store, self.embedder, extractor_for, self.config.chunker,
+                self.sources, self.store, self.embedder, self._extractor_for, self.config.chunker,
                 verify=verify, allow_mass_delete=allow_mass_delete, progress=progress,
                 sink=self.sink, scratch_dir=self._state_dir(), **self._index_settings())
 
@@ -370,7 +371,7 @@ class KnowledgeBase:
         done = 0
         while not stop.is_set():
             for current in [run] if run else queue.open_runs():
-                done += drain(current, self.sources, queue, self.embedder, extractor_for,
+                done += drain(current, self.sources, queue, self.embedder, self._extractor_for,
                               self.config.chunker)
             if not follow:
                 break
@@ -398,6 +399,11 @@ class KnowledgeBase:
         """
         folder = self.config.lock_path.parent
         return folder if folder.is_dir() else None
+
+    def _extractor_for(self, media_type: str) -> Extractor | None:
+        """The extractor of a media type, strict about decoding if ``[index]`` says so."""
+        return extractor_for(media_type, strict_decoding=bool(
+            self.config.index.get("strict_decoding", False)))
 
     def _index_settings(self) -> dict[str, Any]:
         """The ``[index]`` table as the orchestrator's boilerplate arguments."""

@@ -108,10 +108,26 @@ def test_undecodable_bytes_are_rejected_naming_the_locator() -> None:
     assert "offset 8" in message
 
 
-def test_utf8_mixed_with_other_bytes_is_rejected_with_the_offset() -> None:
+def test_utf8_mixed_with_other_bytes_is_rejected_with_the_offset_when_strict() -> None:
     data = "Größe café naïve ".encode() + b"\xe9t\xe9"
     with pytest.raises(ExtractionError, match=r"mixes UTF-8 .* at offset 21"):
-        text_of(data)
+        TextExtractor(strict_decoding=True).extract(data, locator="notes/a.txt")
+    with pytest.raises(ExtractionError, match=r"mixes UTF-8 .* at offset 21"):
+        decode_text(data, "notes/a.txt")  # the strict form
+
+
+@pytest.mark.parametrize("extractor", [TextExtractor(), MarkdownExtractor(), HtmlExtractor()],
+                         ids=lambda e: e.identity)
+def test_a_few_invalid_utf8_bytes_become_replacement_characters_with_a_warning(
+        extractor: Extractor) -> None:
+    data = ("# Größe\n\nThe café on the quay opens early. ".encode() + b"\x80\x81\x82"
+            + b" The rest is plain ASCII about harbours and lights.\n")
+    record = extractor.extract(data, locator="notes/a.txt")
+    assert "The café on the quay opens early. \ufffd\ufffd\ufffd The rest" in record.text
+    assert record.warnings == (
+        "3 bytes that are not UTF-8 replaced by U+FFFD (strict_decoding = true refuses "
+        "such files)",)
+    assert text_of(b"plain ascii").warnings == ()
 
 
 def test_an_invalid_document_after_a_utf16_byte_order_mark_is_rejected() -> None:

@@ -13,7 +13,7 @@ import re
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from kbsync.extract.text import TITLE_MAX_CHARS, charset_of, decode_text
+from kbsync.extract.text import TITLE_MAX_CHARS, charset_of, decode, replacement_warnings
 from kbsync.model import Record, Section
 
 __all__ = ["MarkdownExtractor", "parse_front_matter", "split_sections"]
@@ -32,6 +32,9 @@ _ATTRIBUTES = re.compile(rf"\s*\{{:?\s*{_ATTRIBUTE}(?:\s+{_ATTRIBUTE})*\s*\}}\s*
 class MarkdownExtractor:
     """Markdown documents: one section per ATX or setext heading, front matter as metadata."""
 
+    def __init__(self, *, strict_decoding: bool = False) -> None:
+        self.strict_decoding = strict_decoding  # see TextExtractor
+
     @property
     def identity(self) -> str:
         """Name and version; it has no settings."""
@@ -43,8 +46,9 @@ class MarkdownExtractor:
         The front matter's ``description`` is the record's description and stays in
         its metadata too (it is stored with the document).
         """
-        text = decode_text(data, locator, declared_encoding=charset_of(media_type))
-        metadata, body = parse_front_matter(text)
+        decoded = decode(data, locator, declared_encoding=charset_of(media_type),
+                         strict=self.strict_decoding)
+        metadata, body = parse_front_matter(decoded.text)
         sections = split_sections(body)
         title = metadata.pop("title", None) or next(
             (s.heading for s in sections if s.level == 1 and s.heading), None
@@ -55,6 +59,7 @@ class MarkdownExtractor:
             description=description,
             sections=sections,
             metadata=tuple(sorted(metadata.items())),
+            warnings=replacement_warnings(decoded),
         )
 
 
