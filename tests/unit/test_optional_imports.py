@@ -101,7 +101,10 @@ CASES: dict[str, tuple[str, Callable[..., object]]] = {
 def test_an_extra_that_fails_to_import_shows_the_import_error(
         extra: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     module, use = CASES[extra]
-    monkeypatch.setitem(sys.modules, module, None)  # makes importing it fail
+    # None in sys.modules makes importing it fail, its submodules too (loaded or not).
+    for name in [n for n in sys.modules if n.startswith(module + ".")]:
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.setitem(sys.modules, module, None)
     for name in ("kbsync.serve", "kbsync.sources.web", "kbsync.mcp_server",
                  "kbsync.adapters.langchain", "kbsync.adapters.llamaindex"):
         if name in sys.modules:  # put back as it was, whatever the fresh import did
