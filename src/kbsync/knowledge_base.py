@@ -39,6 +39,7 @@ from kbsync.engine import (
     writer_lock,
 )
 from kbsync.errors import ConfigError, KbsyncError, ParameterError
+from kbsync.extract import Extractor
 from kbsync.extract.registry import extractor_for
 from kbsync.mirror import Reconciliation, reconcile
 from kbsync.mirror import erase as erase_vectors
@@ -274,16 +275,20 @@ class KnowledgeBase:
     @classmethod
     def create(cls, path: str | Path, sources: Sequence[str | Path] = (), *,
                embedder: Mapping[str, Any] | None = None,
-               store: str | None = None) -> KnowledgeBase:
+               store: str | None = None, exist_ok: bool = False) -> KnowledgeBase:
         """Write a new ``kbsync.toml`` in the folder ``path`` and open it.
 
         ``sources`` are folders (relative to ``path``, or absolute) and website URLs;
         ``embedder`` is an ``[embedder]`` table such as ``{"kind": "hashing"}`` (the
         default, offline), ``{"kind": "local"}`` or ``{"kind": "openai", ...}``;
         ``store`` is the store's path relative to ``path``.
+        With ``exist_ok``, a folder that already has a ``kbsync.toml`` is opened as
+        it is (so a script can run again), provided it has each of ``sources``;
+        otherwise that is a ``ConfigError``.
         Nothing is read or indexed until :meth:`sync`.
         """
-        config = init_config(path, [str(s) for s in sources], embedder=embedder, store=store)
+        config = init_config(path, [str(s) for s in sources], embedder=embedder, store=store,
+                             exist_ok=exist_ok)
         return cls(config)
 
     # -- life cycle -------------------------------------------------------------------
@@ -330,7 +335,7 @@ class KnowledgeBase:
         """
         self._progress = progress
         return sync_sources(
-            self.sources, self.store, self.embedder, extractor_for, self.config.chunker,
+            self.sources, self.store, self.embedder, self._extractor_for, self.config.chunker,
             dry_run=True, progress=progress, sink=self.sink, scratch_dir=self._state_dir(),
             **self._index_settings())
 
@@ -359,12 +364,12 @@ class KnowledgeBase:
         with self._writing(wait, on_wait):
             if workers:
                 return sync_parallel(
-                    self.sources, self._queue(), self.embedder, extractor_for,
+                    self.sources, self._queue(), self.embedder, self._extractor_for,
                     self.config.chunker, workers=workers, spawn=self._spawn, verify=verify,
                     allow_mass_delete=allow_mass_delete, progress=progress,
                     scratch_dir=self._state_dir(), **self._index_settings())
             return sync_sources(
-                self.sources, self.store, self.embedder, extractor_for, self.config.chunker,
+                self.sources, self.store, self.embedder, self._extractor_for, self.config.chunker,
                 verify=verify, allow_mass_delete=allow_mass_delete, progress=progress,
                 sink=self.sink, scratch_dir=self._state_dir(), **self._index_settings())
 
@@ -383,7 +388,7 @@ class KnowledgeBase:
         done = 0
         while not stop.is_set():
             for current in [run] if run else queue.open_runs():
-                done += drain(current, self.sources, queue, self.embedder, extractor_for,
+                done += drain(current, self.sources, queue, self.embedder, self._extractor_for,
                               self.config.chunker)
             if not follow:
                 break
@@ -411,6 +416,11 @@ class KnowledgeBase:
         """
         folder = self.config.lock_path.parent
         return folder if folder.is_dir() else None
+
+    def _extractor_for(self, media_type: str) -> Extractor | None:
+        """The extractor of a media type, strict about decoding if ``[index]`` says so."""
+        return extractor_for(media_type, strict_decoding=bool(
+            self.config.index.get("strict_decoding", False)))
 
     def _index_settings(self) -> dict[str, Any]:
         """The ``[index]`` table as the orchestrator's boilerplate arguments."""

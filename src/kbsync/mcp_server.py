@@ -35,7 +35,7 @@ try:
     # pydantic needs this TypedDict (not typing's) to derive output schemas on Python 3.11.
     from typing_extensions import TypedDict
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise DependencyMissingError("the MCP server", "mcp", exc.name or "mcp") from exc
+    raise DependencyMissingError("the MCP server", "mcp", exc.name or "mcp", exc) from exc
 
 __all__ = ["DOCUMENT_URI", "PAGE_SIZE", "Passage", "build_server", "document_uri", "serve"]
 

@@ -177,6 +177,8 @@ class Record:
     description: str | None
     sections: tuple[Section, ...]
     metadata: tuple[tuple[str, str], ...] = ()
+    # What the extraction had to repair, one line each (the sync reports them per document).
+    warnings: tuple[str, ...] = ()
 
     @property
     def text(self) -> str:

@@ -811,6 +811,7 @@ def observe(
         return Failed(item.key, exc.reason)
     except Exception as exc:  # a bug or an unforeseen error must not stop the run
         return Failed(item.key, f"cannot be extracted: {type(exc).__name__}: {exc}")
+    out.warnings.extend(f"{item.key}: {warning}" for warning in record.warnings)
     text = record.text
     text_hash = normalized_text_hash(normalize(text).text, NORMALIZER_VERSION, extractor.identity)
     rechunk = not (same_derivation and old is not None and text_hash == old.text_hash)

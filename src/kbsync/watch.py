@@ -108,5 +108,5 @@ def _watchdog() -> tuple[ModuleType, ModuleType]:
         import watchdog.events as events
         import watchdog.observers as observers
     except ImportError as exc:
-        raise DependencyMissingError("watching folders", "watch", "watchdog") from exc
+        raise DependencyMissingError("watching folders", "watch", "watchdog", exc) from exc
     return events, observers

@@ -247,10 +247,14 @@ def _keeps_old_version(
     word: str,
     spoil: Callable[[Path], None],
     *message_words: str,
+    settings: str = "",
 ) -> KnowledgeBase:
     """Index ``good`` under ``key``, spoil the file, sync: the failure is reported by key
-    and the old version stays searchable. Returns the still open engine."""
+    and the old version stays searchable. Returns the still open engine. ``settings``
+    are appended to kbsync.toml."""
     docs = _kb(tmp_path)
+    config = tmp_path / "kbsync.toml"
+    config.write_text(config.read_text() + settings)
     path = docs / key
     path.write_bytes(good)
     engine = KnowledgeBase.open(tmp_path)
@@ -457,21 +461,27 @@ def test_latin1_text_is_decoded_without_mojibake(tmp_path: Path) -> None:
     assert _expect_indexed(_sync(tmp_path), "latin1.txt") == text
 
 
-def test_invalid_utf8_in_the_middle_of_a_utf8_file_is_rejected_as_mixed_encodings(
+def test_invalid_utf8_in_the_middle_of_a_utf8_file_is_indexed_with_replacements_and_a_warning(
     tmp_path: Path,
 ) -> None:
     good = "Résumé of the naïve café owner, déjà vu at the crêperie. ".encode() * 4
     _bad(tmp_path, "mixed.txt", good + b"\xff\xfe broken \xe9 bytes " + good)
+    outcome = _sync(tmp_path)
+    text = _expect_indexed(outcome, "mixed.txt", "naïve café", "\ufffd\ufffd broken \ufffd bytes")
+    assert text.count("\ufffd") == 3
+    assert [w for w in outcome.warnings if w.startswith("mixed.txt: ")] == [
+        "mixed.txt: 3 bytes that are not UTF-8 replaced by U+FFFD (strict_decoding = true "
+        "refuses such files)"], outcome.warnings
+
+
+def test_with_strict_decoding_invalid_utf8_fails_the_file_by_name(tmp_path: Path) -> None:
+    good = "Résumé of the naïve café owner, déjà vu at the crêperie. ".encode() * 4
+    _bad(tmp_path, "mixed.txt", good + b"\xff\xfe broken \xe9 bytes " + good)
+    config = tmp_path / "kbsync.toml"
+    config.write_text(config.read_text() + "\n[index]\nstrict_decoding = true\n")
     _expect_failed(_sync(tmp_path), "mixed.txt", "UTF-8")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="a UTF-8 file with one accented word and a 3-byte run of invalid bytes is decoded "
-    "as a CJK code page ('cafﾃｩ'): _mixes_utf8 in extract/text.py weighs valid multi-byte "
-    "sequences against invalid bytes, so the mix is not recognised and _detect guesses",
-)
 def test_a_short_run_of_invalid_utf8_never_turns_the_whole_file_into_mojibake(
     tmp_path: Path,
 ) -> None:
@@ -482,10 +492,8 @@ def test_a_short_run_of_invalid_utf8_never_turns_the_whole_file_into_mojibake(
     )
     _bad(tmp_path, "stray.txt", data)
     outcome = _sync(tmp_path)
-    if outcome.failures:
-        _expect_failed(outcome, "stray.txt", "UTF-8")
-    else:
-        _expect_indexed(outcome, "stray.txt", "The café on the quay")
+    _expect_indexed(outcome, "stray.txt", "The café on the quay", "early. \ufffd\ufffd\ufffd The")
+    assert any(w.startswith("stray.txt: 3 bytes that are not UTF-8") for w in outcome.warnings)
 
 
 def test_surrogate_escapes_in_utf8_text_never_turn_the_file_into_mojibake(
@@ -950,12 +958,13 @@ def test_a_markdown_file_overwritten_with_a_png_keeps_its_indexed_version(
     _assert_second_sync_writes_nothing(engine)
 
 
-def test_a_text_file_damaged_by_mixed_encodings_keeps_its_indexed_version(
+def test_with_strict_decoding_a_text_file_damaged_by_mixed_encodings_keeps_its_indexed_version(
     tmp_path: Path,
 ) -> None:
     damaged = "Résumé: the otter sanctuary café, déjà vu. ".encode() * 3 + b"\xff\xfe\xfd"
     engine = _keeps_old_version(tmp_path, "notes.txt", GOOD_TEXT, "otter",
-                                _spoil_with(damaged), "UTF-8")
+                                _spoil_with(damaged), "UTF-8",
+                                settings="\n[index]\nstrict_decoding = true\n")
     _assert_second_sync_writes_nothing(engine)
 
 

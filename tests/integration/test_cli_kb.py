@@ -26,7 +26,7 @@ def kb(tmp_path: Path) -> Path:
     docs.mkdir()
     for path in sorted(CORPUS.glob("a-harbormaster-*.md"))[:6]:
         shutil.copy(path, docs / path.name)
-    code, _ = _run("init", "docs", "--folder", str(tmp_path))
+    code, _ = _run("init", "docs", "--folder", str(tmp_path), "--embedder", "hashing")
     assert code == 0
     return tmp_path
 

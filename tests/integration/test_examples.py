@@ -52,8 +52,10 @@ def test_the_readme_api_example_runs_as_written(tmp_path: Path) -> None:
         "# Secrets\n\nRotate secrets every ninety days; keep them in the vault.\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(ROOT / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=env, cwd=tmp_path, timeout=300)
-    assert done.returncode == 0, done.stderr
-    assert "guide/secrets.md > Secrets" in done.stdout
-    assert done.stdout.splitlines()[-2:] == ["True", f"{len(list(CORPUS.iterdir())) + 1} True"]
+    for _ in range(2):  # a second run opens the knowledge base the first one made
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              env=env, cwd=tmp_path, timeout=300)
+        assert done.returncode == 0, done.stderr
+        assert "guide/secrets.md > Secrets" in done.stdout
+        assert done.stdout.splitlines()[-2:] == ["True",
+                                                 f"{len(list(CORPUS.iterdir())) + 1} True"]

@@ -108,10 +108,26 @@ def test_undecodable_bytes_are_rejected_naming_the_locator() -> None:
     assert "offset 8" in message
 
 
-def test_utf8_mixed_with_other_bytes_is_rejected_with_the_offset() -> None:
+def test_utf8_mixed_with_other_bytes_is_rejected_with_the_offset_when_strict() -> None:
     data = "Größe café naïve ".encode() + b"\xe9t\xe9"
     with pytest.raises(ExtractionError, match=r"mixes UTF-8 .* at offset 21"):
-        text_of(data)
+        TextExtractor(strict_decoding=True).extract(data, locator="notes/a.txt")
+    with pytest.raises(ExtractionError, match=r"mixes UTF-8 .* at offset 21"):
+        decode_text(data, "notes/a.txt")  # the strict form
+
+
+@pytest.mark.parametrize("extractor", [TextExtractor(), MarkdownExtractor(), HtmlExtractor()],
+                         ids=lambda e: e.identity)
+def test_a_few_invalid_utf8_bytes_become_replacement_characters_with_a_warning(
+        extractor: Extractor) -> None:
+    data = ("# Größe\n\nThe café on the quay opens early. ".encode() + b"\x80\x81\x82"
+            + b" The rest is plain ASCII about harbours and lights.\n")
+    record = extractor.extract(data, locator="notes/a.txt")
+    assert "The café on the quay opens early. \ufffd\ufffd\ufffd The rest" in record.text
+    assert record.warnings == (
+        "3 bytes that are not UTF-8 replaced by U+FFFD (strict_decoding = true refuses "
+        "such files)",)
+    assert text_of(b"plain ascii").warnings == ()
 
 
 def test_an_invalid_document_after_a_utf16_byte_order_mark_is_rejected() -> None:
@@ -176,6 +192,19 @@ def test_markdown_headings_become_sections() -> None:
     assert record.title == "Sourdough starters"  # the first level-1 heading
 
 
+def test_markdown_heading_attribute_lists_are_markup_not_heading_text() -> None:
+    data = (b"# Tutorial { #tutorial }\n\nIntro.\n\n## CORS { #cors }\n\nBody.\n\n"
+            b"## Setup {#setup .wide}\n\n### Paths {: #paths }\n\n"
+            b"### Query { .note data-x=\"1 2\" }\n\n## Path parameters {item_id}\n\n"
+            b"## Braces { not an attribute list }\n")
+    record = MarkdownExtractor().extract(data, locator="tutorial.md")
+    assert [s.heading for s in record.sections] == [
+        "Tutorial", "CORS", "Setup", "Paths", "Query", "Path parameters {item_id}",
+        "Braces { not an attribute list }"]
+    assert record.title == "Tutorial"
+    assert "#cors" not in record.text
+
+
 def test_markdown_front_matter_becomes_metadata_and_its_title_wins() -> None:
     data = b"""\
 ---
@@ -197,7 +226,9 @@ Body.
     record = MarkdownExtractor().extract(data, locator="guide.md")
     assert record.title == "Caring for starters"
     assert record.description == "Feeding, storing and reviving."
-    assert record.metadata == (("author", "Ada Baker"), ("tags", "bread, fermentation"))
+    assert record.metadata == (("author", "Ada Baker"),
+                               ("description", "Feeding, storing and reviving."),
+                               ("tags", "bread, fermentation"))
     assert record.sections == (Section(heading="A different heading", text="Body.", level=1),)
 
 
@@ -444,7 +475,7 @@ def test_every_supported_media_type_has_an_extractor_with_its_own_identity() -> 
     extractors = [extractor_for(media_type) for media_type in SUPPORTED_MEDIA_TYPES]
     assert all(isinstance(e, Extractor) for e in extractors)
     identities = {e.identity for e in extractors if e is not None}
-    assert identities == {"text-v1", "markdown-v1", "html-trafilatura-v2", "pdf-pypdf-v1"}
+    assert identities == {"text-v1", "markdown-v2", "html-trafilatura-v2", "pdf-pypdf-v1"}
 
 
 def test_extractor_lookup_ignores_parameters_and_case_and_knows_no_others() -> None:

@@ -24,8 +24,8 @@ try:
     from langchain_core.retrievers import BaseRetriever
     from langchain_text_splitters import TextSplitter
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise DependencyMissingError("the LangChain adapter", "langchain", exc.name or "langchain-core"
-                                 ) from exc
+    raise DependencyMissingError("the LangChain adapter", "langchain",
+                                 exc.name or "langchain-core", exc) from exc
 
 __all__ = ["KbsyncRetriever", "KbsyncTextSplitter"]
 

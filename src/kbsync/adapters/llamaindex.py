@@ -27,7 +27,7 @@ try:
     from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle, TextNode
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise DependencyMissingError("the LlamaIndex adapter", "llamaindex",
-                                 exc.name or "llama-index-core") from exc
+                                 exc.name or "llama-index-core", exc) from exc
 
 __all__ = ["KbsyncNodeParser", "KbsyncRetriever"]
 

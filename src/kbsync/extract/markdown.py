@@ -8,10 +8,12 @@ like a heading inside a code block never splits a section.
 
 from __future__ import annotations
 
+import re
+
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from kbsync.extract.text import TITLE_MAX_CHARS, charset_of, decode_text
+from kbsync.extract.text import TITLE_MAX_CHARS, charset_of, decode, replacement_warnings
 from kbsync.model import Record, Section
 
 __all__ = ["MarkdownExtractor", "parse_front_matter", "split_sections"]
@@ -20,30 +22,44 @@ _PARSER = MarkdownIt("commonmark")
 """Stateless between calls: each ``parse`` makes its own state."""
 
 _FRONT_MATTER_END = frozenset({"---", "..."})
+# A trailing attribute list of a heading (Python-Markdown attr_list, Pandoc, kramdown):
+# `{ #cors }`, `{#id .class}`, `{: #id }`, `{ .class key=value }`. Only ids, classes and
+# key=value pairs, so a heading that ends in `{item_id}` keeps it.
+_ATTRIBUTE = r"""(?:[#.][^\s{}]+|[\w-]+=(?:"[^"]*"|'[^']*'|[^\s{}"']+))"""
+_ATTRIBUTES = re.compile(rf"\s*\{{:?\s*{_ATTRIBUTE}(?:\s+{_ATTRIBUTE})*\s*\}}\s*$")
 
 
 class MarkdownExtractor:
     """Markdown documents: one section per ATX or setext heading, front matter as metadata."""
 
+    def __init__(self, *, strict_decoding: bool = False) -> None:
+        self.strict_decoding = strict_decoding  # see TextExtractor
+
     @property
     def identity(self) -> str:
         """Name and version; it has no settings."""
-        return "markdown-v1"
+        return "markdown-v2"
 
     def extract(self, data: bytes, *, locator: str, media_type: str = "") -> Record:
-        """Title: front matter ``title``, else the first level-1 heading, else None."""
-        text = decode_text(data, locator, declared_encoding=charset_of(media_type))
-        metadata, body = parse_front_matter(text)
+        """Title: front matter ``title``, else the first level-1 heading, else None.
+
+        The front matter's ``description`` is the record's description and stays in
+        its metadata too (it is stored with the document).
+        """
+        decoded = decode(data, locator, declared_encoding=charset_of(media_type),
+                         strict=self.strict_decoding)
+        metadata, body = parse_front_matter(decoded.text)
         sections = split_sections(body)
         title = metadata.pop("title", None) or next(
             (s.heading for s in sections if s.level == 1 and s.heading), None
         )
-        description = metadata.pop("description", None) or None
+        description = metadata.get("description") or None
         return Record(
             title=title[:TITLE_MAX_CHARS] if title else None,
             description=description,
             sections=sections,
             metadata=tuple(sorted(metadata.items())),
+            warnings=replacement_warnings(decoded),
         )
 
 
@@ -92,7 +108,8 @@ def split_sections(text: str) -> tuple[Section, ...]:
 
     Text before the first heading is a section without a heading (omitted when
     blank); a heading with nothing under it is a section with empty text.
-    Headings inside block quotes or list items do not split.
+    Headings inside block quotes or list items do not split. A heading's trailing
+    attribute list (``## CORS { #cors }``) is markup, not part of its text.
     """
     lines = _lines(text)
     tokens = _PARSER.parse(text)
@@ -101,7 +118,7 @@ def split_sections(text: str) -> tuple[Section, ...]:
     for i, token in enumerate(tokens):
         if token.type == "heading_open" and token.level == 0 and token.map is not None:
             inline = tokens[i + 1] if i + 1 < len(tokens) else None
-            heading = _plain_text(inline) if inline is not None else ""
+            heading = _ATTRIBUTES.sub("", _plain_text(inline)) if inline is not None else ""
             headings.append((token.map[0], token.map[1], heading, int(token.tag[1:])))
 
     sections: list[Section] = []

@@ -53,8 +53,8 @@ class PdfExtractor:
         try:
             from pypdf import PdfReader
             from pypdf.errors import DependencyError, FileNotDecryptedError
-        except ImportError:
-            raise DependencyMissingError("PDF extraction", "pdf", "pypdf") from None
+        except ImportError as exc:
+            raise DependencyMissingError("PDF extraction", "pdf", "pypdf", exc) from exc
 
         if b"%PDF-" not in data[:1024]:
             raise ExtractionError(locator, "is not a PDF: no %PDF- header in its first 1024 bytes")

@@ -29,15 +29,24 @@ _ALIASES = {
     "application/x-pdf": "application/pdf",
 }
 
+# The same, refusing UTF-8 documents with invalid bytes in them (`strict_decoding = true`).
+_STRICT: dict[str, Extractor] = {
+    **_EXTRACTORS,
+    "text/plain": TextExtractor(strict_decoding=True),
+    "text/markdown": MarkdownExtractor(strict_decoding=True),
+    "text/html": HtmlExtractor(strict_decoding=True),
+}
+
 SUPPORTED_MEDIA_TYPES: tuple[str, ...] = tuple(sorted(_EXTRACTORS))
 """The media types an extractor exists for."""
 
 
-def extractor_for(media_type: str) -> Extractor | None:
+def extractor_for(media_type: str, *, strict_decoding: bool = False) -> Extractor | None:
     """The extractor for a media type, or None when there is none.
 
     Parameters (``text/html; charset=utf-8``) and case are ignored, so an HTTP
-    Content-Type can be passed as it came.
+    Content-Type can be passed as it came. ``strict_decoding``: a UTF-8 document
+    with invalid bytes fails instead of being indexed with U+FFFD in their place.
     """
     essence = media_type.split(";", 1)[0].strip().lower()
-    return _EXTRACTORS.get(_ALIASES.get(essence, essence))
+    return (_STRICT if strict_decoding else _EXTRACTORS).get(_ALIASES.get(essence, essence))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import codecs
 import re
+from dataclasses import dataclass
 
 from charset_normalizer import from_bytes
 
@@ -16,10 +17,13 @@ from kbsync.model import Record, Section
 
 __all__ = [
     "TITLE_MAX_CHARS",
+    "Decoded",
     "TextExtractor",
     "charset_of",
+    "decode",
     "decode_text",
     "first_line_title",
+    "replacement_warnings",
 ]
 
 TITLE_MAX_CHARS = 200
@@ -64,14 +68,42 @@ _CONTROLS = re.compile(r"[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f-\x9f]")
 _WINDOWS_1252_ALIASES = frozenset({"iso8859-1", "ascii"})
 
 
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    """A document's text, and how many of its bytes were not UTF-8 and became U+FFFD."""
+
+    text: str
+    replaced: int = 0
+
+
 def decode_text(data: bytes, locator: str, *, declared_encoding: str | None = None) -> str:
+    """Decode a document's bytes to text, or raise ExtractionError saying why it is not text.
+
+    Strict: a UTF-8 document with invalid bytes in it is an error (see :func:`decode`).
+    """
+    return decode(data, locator, declared_encoding=declared_encoding, strict=True).text
+
+
+def replacement_warnings(decoded: Decoded) -> tuple[str, ...]:
+    """The warning a document with replaced bytes is indexed with (none when it had none)."""
+    if not decoded.replaced:
+        return ()
+    plural = "s" if decoded.replaced != 1 else ""
+    return (f"{decoded.replaced} byte{plural} that are not UTF-8 replaced by U+FFFD "
+            "(strict_decoding = true refuses such files)",)
+
+
+def decode(data: bytes, locator: str, *, declared_encoding: str | None = None,
+           strict: bool = False) -> Decoded:
     """Decode a document's bytes to text, or raise ExtractionError saying why it is not text.
 
     Order: a byte order mark (UTF-8/16/32); NUL bytes mean BOM-less UTF-16/32 or
     binary; strict UTF-8; ``declared_encoding`` (an HTML ``<meta charset>``);
     charset detection. Strict UTF-8 comes before the declaration because a
     mislabelled UTF-8 page is common and valid UTF-8 is almost never an accident.
-    A document mixing UTF-8 with other bytes is rejected rather than guessed,
+    A UTF-8 document with a few invalid bytes (a damaged copy, a stray byte) is
+    decoded as UTF-8 with each invalid byte replaced by U+FFFD and counted in
+    ``replaced``, or with ``strict`` rejected; never guessed as another encoding,
     so its text never turns silently into mojibake.
     """
     for bom, encoding in _BOMS:
@@ -84,7 +116,7 @@ def decode_text(data: bytes, locator: str, *, declared_encoding: str | None = No
                     f"starts with a {encoding.upper()} byte order mark but is not valid "
                     f"{encoding.upper()} ({exc.reason} at byte {exc.start + len(bom)})",
                 ) from None
-            return _check_not_binary(text, locator)
+            return Decoded(_check_not_binary(text, locator))
 
     for magic, what in _MAGIC:
         if data.startswith(magic):
@@ -96,32 +128,37 @@ def decode_text(data: bytes, locator: str, *, declared_encoding: str | None = No
             raise ExtractionError(
                 locator, "looks binary: it contains NUL bytes and is not UTF-16 or UTF-32 text"
             )
-        return _check_not_binary(text_or_none, locator)
+        return Decoded(_check_not_binary(text_or_none, locator))
 
     try:
-        return _check_not_binary(data.decode("utf-8"), locator)
+        return Decoded(_check_not_binary(data.decode("utf-8"), locator))
     except UnicodeDecodeError as exc:
         utf8_error = exc
 
     repaired = _utf8_with_surrogates(data)
     if repaired is not None:
-        return _check_not_binary(repaired, locator)
+        return Decoded(_check_not_binary(repaired, locator))
 
     if declared_encoding is not None:
         declared = _codec_name(declared_encoding)
         if declared is not None:
             try:
-                return _check_not_binary(data.decode(declared), locator)
+                return Decoded(_check_not_binary(data.decode(declared), locator))
             except (UnicodeError, LookupError):
                 pass  # the declaration lies; detect instead
 
     invalid_at = utf8_error.start
     if _mixes_utf8(data):
-        raise ExtractionError(
-            locator,
-            "mixes UTF-8 with bytes that are not UTF-8 (first invalid byte "
-            f"0x{data[invalid_at]:02x} at offset {invalid_at}); save it in one encoding",
-        )
+        if strict:
+            raise ExtractionError(
+                locator,
+                "mixes UTF-8 with bytes that are not UTF-8 (first invalid byte "
+                f"0x{data[invalid_at]:02x} at offset {invalid_at}); save it in one encoding",
+            )
+        replaced = data.decode("utf-8", errors="surrogateescape")
+        invalid = len(_ESCAPED.findall(replaced))
+        return Decoded(_check_not_binary(data.decode("utf-8", errors="replace"), locator),
+                       replaced=invalid)
 
     detected = _detect(data)
     if detected is None:
@@ -131,7 +168,7 @@ def decode_text(data: bytes, locator: str, *, declared_encoding: str | None = No
             f"0x{data[invalid_at]:02x} at offset {invalid_at}) and no known character "
             "encoding fits it",
         )
-    return _check_not_binary(detected, locator)
+    return Decoded(_check_not_binary(detected, locator))
 
 
 def first_line_title(text: str) -> str | None:
@@ -144,7 +181,14 @@ def first_line_title(text: str) -> str | None:
 
 
 class TextExtractor:
-    """Plain text: the whole document is one section; its first line is the title."""
+    """Plain text: the whole document is one section; its first line is the title.
+
+    ``strict_decoding`` refuses a UTF-8 file with invalid bytes instead of indexing it
+    with U+FFFD in their place (and a warning).
+    """
+
+    def __init__(self, *, strict_decoding: bool = False) -> None:
+        self.strict_decoding = strict_decoding
 
     @property
     def identity(self) -> str:
@@ -153,9 +197,12 @@ class TextExtractor:
 
     def extract(self, data: bytes, *, locator: str, media_type: str = "") -> Record:
         """Decode the bytes; an empty or blank document has no sections."""
-        text = decode_text(data, locator, declared_encoding=charset_of(media_type))
+        decoded = decode(data, locator, declared_encoding=charset_of(media_type),
+                         strict=self.strict_decoding)
+        text = decoded.text
         sections = (Section(heading=None, text=text),) if text.strip() else ()
-        return Record(title=first_line_title(text), description=None, sections=sections)
+        return Record(title=first_line_title(text), description=None, sections=sections,
+                      warnings=replacement_warnings(decoded))
 
 
 def _check_not_binary(text: str, locator: str) -> str:
@@ -233,17 +280,25 @@ def _utf8_with_surrogates(data: bytes) -> str | None:
 
 
 def _mixes_utf8(data: bytes) -> bool:
-    """Whether invalid UTF-8 sits beside at least as many valid multi-byte UTF-8 sequences.
+    """Whether invalid UTF-8 sits beside valid multi-byte UTF-8 sequences, as damage would.
 
-    Text in a legacy single-byte encoding almost never forms valid multi-byte
-    UTF-8 sequences, so such a mix is a damaged or concatenated UTF-8 file.
+    Text in a legacy encoding forms valid multi-byte UTF-8 sequences only by
+    chance, and has invalid bytes at most of its non-ASCII letters. So UTF-8 it
+    is when the valid sequences are at least as many as the invalid bytes, or
+    when a few invalid bytes (up to ``_FEW_INVALID_BYTES``) sit in no more runs
+    than there are valid sequences: one spot of three stray bytes beside one
+    accented letter is a damaged UTF-8 file, not a CJK code page.
     """
     valid = len(_UTF8_MULTIBYTE.findall(data))
     if valid == 0:
         return False
-    replaced = data.decode("utf-8", errors="replace").count("\ufffd")
-    invalid = replaced - data.count("\ufffd".encode())
-    return valid >= invalid
+    escaped = data.decode("utf-8", errors="surrogateescape")
+    invalid = len(_ESCAPED.findall(escaped))
+    runs = len(_ESCAPED_RUN.findall(escaped))
+    return valid >= invalid or (invalid <= _FEW_INVALID_BYTES and valid >= runs)
+
+
+_FEW_INVALID_BYTES = 8
 
 
 # Well-formed multi-byte sequences only (RFC 3629): no overlong forms, no encoded
@@ -254,6 +309,9 @@ _UTF8_MULTIBYTE = re.compile(
     rb"|\xf0[\x90-\xbf][\x80-\xbf]{2}|[\xf1-\xf3][\x80-\xbf]{3}|\xf4[\x80-\x8f][\x80-\xbf]{2}"
 )
 _ENCODED_SURROGATE = re.compile(rb"\xed[\xa0-\xbf][\x80-\xbf]")
+# What errors="surrogateescape" makes of each byte that is not UTF-8.
+_ESCAPED = re.compile("[\udc80-\udcff]")
+_ESCAPED_RUN = re.compile("[\udc80-\udcff]+")
 
 
 def _detect(data: bytes) -> str | None:

@@ -18,7 +18,8 @@ try:
     import starlette  # noqa: F401
     import uvicorn
 except ImportError as exc:  # pragma: no cover - depends on the installation
-    raise DependencyMissingError("The dashboard", "serve", exc.name or "starlette") from exc
+    raise DependencyMissingError("The dashboard", "serve", exc.name or "starlette",
+                                 exc) from exc
 
 from kbsync.knowledge_base import KnowledgeBase
 from kbsync.serve.app import create_app

@@ -29,8 +29,9 @@ class LanceDBSink:
         try:
             import lancedb
             import pyarrow
-        except ImportError:
-            raise DependencyMissingError("the LanceDB vector sink", "lancedb", "lancedb") from None
+        except ImportError as exc:
+            raise DependencyMissingError("the LanceDB vector sink", "lancedb", "lancedb",
+                                         exc) from exc
         self._pa = pyarrow
         self._db = lancedb.connect(str(path))
         self.table = table

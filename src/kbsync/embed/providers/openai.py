@@ -127,7 +127,7 @@ class OpenAIEmbedder:
             import httpx  # noqa: F401  (only to fail early and clearly)
         except ImportError as exc:
             raise DependencyMissingError(
-                "the OpenAI-compatible embedder", "openai", exc.name or "httpx"
+                "the OpenAI-compatible embedder", "openai", exc.name or "httpx", exc
             ) from exc
         if not model:
             raise ParameterError("the OpenAI-compatible embedder needs a model name")

@@ -25,7 +25,7 @@ try:
     import httpx  # noqa: F401
     import protego  # noqa: F401
 except ImportError as exc:  # pragma: no cover - depends on the installation
-    raise DependencyMissingError("The web source", "web", exc.name or "httpx") from exc
+    raise DependencyMissingError("The web source", "web", exc.name or "httpx", exc) from exc
 
 from kbsync.sources.web.source import WebSource
 

@@ -1,0 +1,78 @@
+"""What a new user meets first: `kbsync init` and `KnowledgeBase.create`."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kbsync import KnowledgeBase
+from kbsync.errors import ConfigError
+
+runner = CliRunner()
+
+
+def _embedder(folder: Path) -> dict[str, object]:
+    table: dict[str, object] = tomllib.loads((folder / "kbsync.toml").read_text())["embedder"]
+    return table
+
+
+def _init(*args: str) -> tuple[int, str, str]:
+    from kbsync.cli import app
+
+    result = runner.invoke(app, ["init", *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_init_on_a_folder_that_does_not_exist_fails_in_one_line_naming_it(
+        tmp_path: Path) -> None:
+    code, _, err = _init("no-such-docs", "--folder", str(tmp_path))
+    assert code == 1
+    assert err.count("\n") == 1, err
+    assert "no-such-docs" in err
+    assert not (tmp_path / "kbsync.toml").exists()
+
+
+def test_init_picks_the_local_model_when_its_extra_is_installed(tmp_path: Path) -> None:
+    if importlib.util.find_spec("sentence_transformers") is None:
+        pytest.skip("the extra local is not installed")
+    (tmp_path / "docs").mkdir()
+    code, out, err = _init("docs", "--folder", str(tmp_path))
+    assert code == 0, err
+    assert _embedder(tmp_path) == {"kind": "local", "model": "all-MiniLM-L6-v2"}
+    assert "warning" not in err
+    assert "embedder local" in out
+
+
+def test_init_without_the_local_model_uses_hashing_and_warns_that_search_is_lexical(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # as if not installed
+    (tmp_path / "docs").mkdir()
+    code, _, err = _init("docs", "--folder", str(tmp_path))
+    assert code == 0, err
+    assert _embedder(tmp_path)["kind"] == "hashing"
+    assert err.count("\n") == 1, err
+    assert err.startswith("warning:")
+    assert "lexical" in err
+
+
+def test_create_with_exist_ok_opens_the_knowledge_base_a_first_run_made(
+        tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("# A\n\nSome words.\n")
+    with KnowledgeBase.create(tmp_path, sources=["docs/"], embedder={"kind": "hashing"},
+                              exist_ok=True) as kb:
+        assert kb.sync().total("new") == 1
+    written = (tmp_path / "kbsync.toml").read_bytes()
+    with KnowledgeBase.create(tmp_path, sources=["docs/"], embedder={"kind": "hashing"},
+                              exist_ok=True) as kb:
+        assert kb.sync().total("unchanged") == 1
+    assert (tmp_path / "kbsync.toml").read_bytes() == written
+    with pytest.raises(ConfigError, match="already configured"):
+        KnowledgeBase.create(tmp_path, sources=["docs/"])
+    with pytest.raises(ConfigError, match="without the source notes"):
+        KnowledgeBase.create(tmp_path, sources=["notes"], exist_ok=True)

@@ -1,0 +1,63 @@
+"""Full-text search on each kind of store: word forms match, and headings weigh more."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from kbsync import KnowledgeBase
+from kbsync.engine import init_config
+from tests.conftest import Backend
+
+# Each page mentions "retry" once in its body; only one is about it, as its heading says.
+PAGES = {
+    "about-retry.md": "# Retry\n\nA failed task runs again after a delay that grows each time.\n",
+    **{f"other-{n}.md": f"# Topic {n}\n\nThis page covers topic {n} at length, and says "
+                         f"in passing that a retry can happen.\n" for n in range(4)},
+}
+
+
+@pytest.fixture
+def kb(tmp_path: Path, backend: Backend) -> Path:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name, text in PAGES.items():
+        (docs / name).write_text(text)
+    init_config(tmp_path, ["docs"])
+    backend.configure(tmp_path)
+    with KnowledgeBase.open(tmp_path) as kb:
+        assert not kb.sync().failed
+    return tmp_path
+
+
+def test_a_plural_in_the_query_finds_the_singular_in_the_text(kb: Path) -> None:
+    with KnowledgeBase.open(kb) as engine:
+        found = {hit.key for hit in engine.search("retries", k=10, mode="text")}
+    assert found == set(PAGES)
+
+
+def test_a_word_of_the_heading_ranks_its_section_first(kb: Path) -> None:
+    with KnowledgeBase.open(kb) as engine:
+        hits = engine.search("how do retries work", k=5, mode="text", context_tokens=0)
+    assert hits[0].key == "about-retry.md", [(h.key, h.score) for h in hits]
+
+
+def test_a_store_indexed_before_stemming_is_reindexed_when_opened(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text(PAGES["about-retry.md"])
+    init_config(tmp_path, ["docs"])
+    with KnowledgeBase.open(tmp_path) as kb:
+        assert not kb.sync().failed
+    # Put back the full-text table of schema version 4: no stemming, no heading column.
+    db = sqlite3.connect(tmp_path / ".kbsync" / "kbsync.db")
+    db.executescript(
+        "DROP TABLE chunk_fts; CREATE VIRTUAL TABLE chunk_fts USING fts5 (text, "
+        "tokenize = 'unicode61'); INSERT INTO chunk_fts (rowid, text) SELECT c.id, t.text "
+        "FROM chunks c JOIN chunk_texts t ON t.digest = c.digest; PRAGMA user_version = 4;")
+    db.close()
+    with KnowledgeBase.open(tmp_path) as kb:
+        assert [h.key for h in kb.search("retries", mode="text")] == ["a.md"]
+        assert kb.verify().problems == ()
