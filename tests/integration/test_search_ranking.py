@@ -9,7 +9,11 @@ import pytest
 
 from kbsync import KnowledgeBase
 from kbsync.engine import init_config
+from kbsync.store.sqlite import _MIGRATIONS
 from tests.conftest import Backend
+
+# The schema version just before the migration that made full text stem words.
+_BEFORE_STEMMING = next(i for i, step in enumerate(_MIGRATIONS) if "porter" in step)
 
 # Each page mentions "retry" once in its body; only one is about it, as its heading says.
 PAGES = {
@@ -51,12 +55,13 @@ def test_a_store_indexed_before_stemming_is_reindexed_when_opened(tmp_path: Path
     init_config(tmp_path, ["docs"])
     with KnowledgeBase.open(tmp_path) as kb:
         assert not kb.sync().failed
-    # Put back the full-text table of schema version 4: no stemming, no heading column.
+    # Put back the full-text table of the schema before stemming: no heading column.
     db = sqlite3.connect(tmp_path / ".kbsync" / "kbsync.db")
     db.executescript(
         "DROP TABLE chunk_fts; CREATE VIRTUAL TABLE chunk_fts USING fts5 (text, "
         "tokenize = 'unicode61'); INSERT INTO chunk_fts (rowid, text) SELECT c.id, t.text "
-        "FROM chunks c JOIN chunk_texts t ON t.digest = c.digest; PRAGMA user_version = 4;")
+        "FROM chunks c JOIN chunk_texts t ON t.digest = c.digest; "
+        f"PRAGMA user_version = {_BEFORE_STEMMING};")
     db.close()
     with KnowledgeBase.open(tmp_path) as kb:
         assert [h.key for h in kb.search("retries", mode="text")] == ["a.md"]
