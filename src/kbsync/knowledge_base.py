@@ -415,6 +415,8 @@ class KnowledgeBase:
         every file a sync opens inside a source root or the state directory.
         """
         folder = self.config.lock_path.parent
+        if getattr(self, "store", None) is not None and getattr(self.store, "read_only", False):
+            return None  # a plan of a read-only store writes its scratch file elsewhere
         return folder if folder.is_dir() else None
 
     def _index_settings(self) -> dict[str, Any]:

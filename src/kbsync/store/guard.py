@@ -26,7 +26,7 @@ T = TypeVar("T")
 REPAIR = ("run `kbsync verify --repair`, or `kbsync rebuild` to build a fresh store from the "
           "sources (the embedding cache is kept)")
 DAMAGED = f"the store is damaged: {REPAIR}"
-READ_ONLY = ("the store is read-only: search, status, documents, diff and verify still work; "
+READ_ONLY = ("the store is read-only: search, status, diff, plan and verify still work; "
              "make the store and its folder writable to sync, erase or collect")
 _FULL = "the disk is full: free some space and run the command again (nothing was lost)"
 _BUSY = "another process holds the store: run the command again when it is done"
