@@ -80,7 +80,8 @@ def _kbsync(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def _one_line_error(run: subprocess.CompletedProcess[str], root: Path) -> str:
     assert "Traceback" not in run.stderr + run.stdout
     lines = run.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), run.stderr
+    assert len(lines) == 1, run.stderr
+    assert lines[0].startswith("error: ")
     assert str(_db(root)) in lines[0]
     return lines[0]
 
@@ -95,7 +96,8 @@ def test_a_page_with_an_invalid_page_number_fails_verify_in_one_line(
     lines = run.stdout.strip().splitlines()
     assert len(lines) == 1
     assert "invalid page number 1000000" in lines[0]
-    assert "kbsync rebuild" in lines[0] and "kbsync verify --repair" in lines[0]
+    assert "kbsync rebuild" in lines[0]
+    assert "kbsync verify --repair" in lines[0]
 
 
 def test_a_zeroed_leaf_page_makes_verify_sync_and_search_say_one_line(
@@ -103,9 +105,11 @@ def test_a_zeroed_leaf_page_makes_verify_sync_and_search_say_one_line(
     root = _copy(pristine, tmp_path)
     _zero_a_leaf(root, "chunks")
     verify = _kbsync(root, "verify")
-    assert verify.returncode == 4 and "Traceback" not in verify.stderr
+    assert verify.returncode == 4
+    assert "Traceback" not in verify.stderr
     assert len(verify.stdout.strip().splitlines()) == 1
-    assert "damaged" in verify.stdout and "kbsync rebuild" in verify.stdout
+    assert "damaged" in verify.stdout
+    assert "kbsync rebuild" in verify.stdout
     (root / "docs" / "doc-000.txt").write_text("A new first line.\n", encoding="utf-8")
     for args in (("sync",), ("search", "harbour light")):
         run = _kbsync(root, *args)
@@ -148,7 +152,8 @@ def test_rebuild_makes_a_fresh_store_and_reuses_every_readable_embedding(
         assert kb.verify().ok
         assert kb.search("harbour light")
         status = kb.store.status()
-        assert status.documents == 120 and status.embeddings == total
+        assert status.documents == 120
+        assert status.embeddings == total
     assert rebuilt.backup.exists()
     assert sorted(p.name for p in _db(root).parent.iterdir()) == [
         "kbsync.db", "kbsync.db.before-rebuild", "kbsync.db.lock"]

@@ -76,8 +76,10 @@ def test_writing_commands_on_an_immutable_store_fail_in_one_line(immutable: Path
         run = _kbsync(immutable, *args)
         assert run.returncode == 1, (args, run.stdout)
         lines = run.stderr.strip().splitlines()
-        assert len(lines) == 1 and "Traceback" not in run.stderr, run.stderr
-        assert "read-only" in lines[0] and str(immutable / ".kbsync") in lines[0]
+        assert len(lines) == 1, run.stderr
+        assert "Traceback" not in run.stderr
+        assert "read-only" in lines[0]
+        assert str(immutable / ".kbsync") in lines[0]
     with KnowledgeBase.open(immutable) as kb:
         assert kb.status().documents == 6
 
@@ -85,7 +87,8 @@ def test_writing_commands_on_an_immutable_store_fail_in_one_line(immutable: Path
 def test_a_store_opened_read_only_reads_and_refuses_writes(synced: Path) -> None:
     store = SqliteStore(synced / ".kbsync" / "kbsync.db", read_only=True)
     try:
-        assert store.read_only and store.status().documents == 6
+        assert store.read_only
+        assert store.status().documents == 6
         assert store.search_text("keeper bell", 1)
         with pytest.raises(StoreError, match="read-only"):
             store.set_meta("probe", "1")

@@ -37,7 +37,8 @@ def _killed_between_create_and_unlink(folder: Path) -> None:
         finally:
             os._exit(2)
     _, status = os.waitpid(pid, 0)
-    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+    assert os.WIFSIGNALED(status)
+    assert os.WTERMSIG(status) == signal.SIGKILL
 
 
 def test_a_scratch_file_left_by_a_killed_sync_is_gone_once_the_store_is_opened(
@@ -63,7 +64,9 @@ def test_the_scratch_file_of_a_running_sync_is_not_removed(tmp_path: Path) -> No
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # as the live sync's process holds its file
         assert remove_stale(tmp_path) == 1
-        assert live.exists() and other.exists() and not stale.exists()
+        assert live.exists()
+        assert other.exists()
+        assert not stale.exists()
     finally:
         os.close(fd)
     assert remove_stale(tmp_path) == 1
@@ -109,8 +112,10 @@ def test_a_full_disk_at_the_scratch_file_is_one_line_naming_it(small_disk: Path)
     assert run.returncode == 1, run.stderr
     assert "Traceback" not in run.stderr
     lines = run.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), run.stderr
-    assert "disk is full" in lines[0] and str(root / ".kbsync") in lines[0]
+    assert len(lines) == 1, run.stderr
+    assert lines[0].startswith("error: ")
+    assert "disk is full" in lines[0]
+    assert str(root / ".kbsync") in lines[0]
     assert not list((root / ".kbsync").glob("kbsync-scratch-*.db"))
 
 
