@@ -42,6 +42,7 @@ import numpy.typing as npt
 from kbsync.errors import DependencyMissingError, LockedError, SchemaError, StoreError
 from kbsync.plan import Action, DocumentPlan, StoredDocument
 from kbsync.store import ChunkRef, DocumentText, Hit, RunRecord, StoreStatus, Window, invariants
+from kbsync.store.guard import guarded
 from kbsync.store.rows import (
     CURRENT,
     HIT_COLUMNS,
@@ -207,6 +208,12 @@ class Claim:
     item: Mapping[str, Any]
 
 
+def _driver_error(exc: BaseException) -> bool:
+    """A ``psycopg`` error (the driver is imported lazily, so its classes are not at hand)."""
+    return any(c.__module__.startswith("psycopg") for c in type(exc).__mro__)
+
+
+@guarded(lambda store: _shown(store.url), _driver_error)
 class PostgresStore:
     """A :class:`~kbsync.store.RecordStore` in a PostgreSQL database (one schema of it).
 
@@ -766,9 +773,34 @@ class PostgresStore:
     # -- maintenance -----------------------------------------------------------------
 
     def verify(self, embedder: str, identity: Callable[[str], str] | None) -> list[str]:
-        return invariants.problems(
+        return self.damage() + invariants.problems(
             self._conn.execute, embedder, identity, mark="%s",
             bad_vectors="SELECT count(*) FROM embeddings WHERE vector_dims(vector) != dimension")
+
+    def damage(self) -> list[str]:
+        """What ``amcheck``'s ``bt_index_check`` finds wrong with kbsync's b-tree indexes.
+
+        Where the extension cannot be created (no rights, not installed), the check
+        is left out: the invariants of :mod:`kbsync.store.invariants` still run.
+        """
+        driver, _ = _psycopg()
+        try:
+            self._conn.execute("CREATE EXTENSION IF NOT EXISTS amcheck")
+        except driver.Error:
+            return []
+        found = []
+        for (index,) in self._conn.execute(
+                "SELECT c.oid::regclass::text FROM pg_index i JOIN pg_class c ON c.oid = "
+                "i.indexrelid JOIN pg_am a ON a.oid = c.relam WHERE a.amname = 'btree' AND "
+                "c.relnamespace = current_schema()::regnamespace AND c.relpersistence != 't' "
+                "ORDER BY 1").fetchall():
+            try:
+                self._conn.execute("SELECT bt_index_check(%s::regclass)", (index,))
+            except driver.Error as exc:
+                found.append(f"{_shown(self.url)}: index {index} is damaged "
+                             f"({' '.join(str(exc).split())}); run REINDEX INDEX {index}, "
+                             "then `kbsync verify`")
+        return found
 
     def erase(self, pattern: str) -> list[tuple[str, str]]:
         gone = erased(self._conn.execute("SELECT source, key FROM documents ORDER BY id"),
@@ -887,6 +919,7 @@ class PostgresStore:
         self._conn.execute("DELETE FROM work WHERE run = %s", (run,))
 
 
+@guarded(lambda lock: _shown(lock.url), _driver_error)
 class AdvisoryLock:
     """The writer lock of a PostgreSQL store: an advisory lock held by a connection of its own.
 
