@@ -11,6 +11,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -157,3 +158,33 @@ def test_rebuild_makes_a_fresh_store_and_reuses_every_readable_embedding(
     assert rebuilt.backup.exists()
     assert sorted(p.name for p in _db(root).parent.iterdir()) == [
         "kbsync.db", "kbsync.db.before-rebuild", "kbsync.db.lock"]
+
+
+@pytest.mark.parametrize(("table", "damage"), [
+    ("chunks_digest", _bad_child_pointer),
+    ("chunk_fts_data", _zero_a_leaf),
+    ("chunk_fts_content", _zero_a_leaf),
+    ("chunk_texts", _zero_a_leaf),
+])
+def test_repair_mends_damage_to_what_the_store_holds_twice(
+        pristine: Path, tmp_path: Path, table: str,
+        damage: Callable[[Path, str], None]) -> None:
+    root = _copy(pristine, tmp_path)
+    damage(root, table)
+    with KnowledgeBase.open(root) as kb:
+        found = kb.verify()
+        assert any("store file is damaged" in line for line in found.problems)
+        repaired = kb.verify(repair=True)
+        assert repaired.ok, repaired.remaining
+        assert kb.verify().ok
+        assert kb.search("harbour light", mode="text")
+        assert kb.store.status().documents == 120
+
+
+def test_repair_says_when_only_a_rebuild_helps(pristine: Path, tmp_path: Path) -> None:
+    root = _copy(pristine, tmp_path)
+    _zero_a_leaf(root, "chunks")
+    run = _kbsync(root, "verify", "--repair")
+    assert run.returncode == 4
+    assert "Traceback" not in run.stderr
+    assert "only a fresh store helps: `kbsync rebuild`" in run.stdout

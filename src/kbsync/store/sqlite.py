@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sqlite3
 import stat
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -156,13 +157,7 @@ class SqliteStore:
             self._db.close()
             raise StoreError(f"{self.path}: schema version {version} needs an upgrade to "
                              f"{SCHEMA_VERSION}, and {READ_ONLY}")
-        # A 64 MB page cache (the default is 2 MB): the stat gate and the vector
-        # check of a no-op sync probe indexes that outgrow the small one.
-        pragmas: tuple[str, ...] = ("foreign_keys = ON", "cache_size = -65536")
-        if not self.read_only:
-            pragmas += ("journal_mode = WAL", "synchronous = NORMAL", "secure_delete = ON")
-        for pragma in pragmas:
-            self._db.execute(f"PRAGMA {pragma}")
+        self._configure()
         if version < SCHEMA_VERSION:
             self._migrate(version)
         self._vectors: dict[str, tuple[npt.NDArray[np.float32], list[int]]] = {}
@@ -204,6 +199,15 @@ class SqliteStore:
             raise store_error(str(self.path), failure, "cannot open the store") from failure
         raise StoreError(f"{self.path}: not a kbsync store ({failure}); if it was one, "
                          f"{DAMAGED}") from failure
+
+    def _configure(self) -> None:
+        # A 64 MB page cache (the default is 2 MB): the stat gate and the vector
+        # check of a no-op sync probe indexes that outgrow the small one.
+        pragmas: tuple[str, ...] = ("foreign_keys = ON", "cache_size = -65536")
+        if not self.read_only:
+            pragmas += ("journal_mode = WAL", "synchronous = NORMAL", "secure_delete = ON")
+        for pragma in pragmas:
+            self._db.execute(f"PRAGMA {pragma}")
 
     def _migrate(self, version: int) -> None:
         with self._transaction():
@@ -767,8 +771,8 @@ class SqliteStore:
         done = []
         steps: tuple[tuple[str, Callable[[], int]], ...] = (
             ("the indexes", self._reindex),
-            ("the full-text index", self._rebuild_fts),
             ("the chunk texts", lambda: self._restore_chunk_texts(rechunk)),
+            ("the full-text index", self._rebuild_fts),
         )
         for what, step in steps:
             try:
@@ -785,12 +789,88 @@ class SqliteStore:
         return done
 
     def _reindex(self) -> int:
-        """Every index built again from its table, if SQLite's check finds fault; 1 if so."""
-        if not self.damage():
+        """Every index built again from its table, if SQLite's check finds fault; 1 if so.
+
+        An index whose pages are damaged cannot even be dropped (SQLite walks its
+        pages to free them): such an index, or the full-text table, is removed from
+        the schema instead, the file rewritten without it (VACUUM), and the index
+        created again (the full-text table is refilled by :meth:`_rebuild_fts`).
+        """
+        if not self._file_damage():
             return 0
-        with self._transaction() as db:
+        with contextlib.suppress(StoreError), self._transaction() as db:
             db.execute("REINDEX")
+        damage = self._file_damage()
+        if damage:
+            derived = self._damaged_derived(damage)
+            if not derived:
+                raise StoreError(f"{self.path}: the damage is in tables that only the sources "
+                                 f"can fill again ({damage[0]})")
+            self._forget(derived)
         return 1
+
+    def _file_damage(self) -> list[str]:
+        return [line for line in self.damage() if "store file is damaged" in line]
+
+    def _damaged_derived(self, damage: Sequence[str]) -> dict[str, str | None]:
+        """Name -> SQL of the derived structures that hold damage: explicit indexes, the
+        full-text table and the chunk texts (cut again from the documents' text).
+
+        Empty when a table that only the sources can fill is damaged too. The owners
+        are the b-trees of the pages the report names or, where it names none, the
+        tables whose own ``quick_check`` fails.
+        """
+        pages = {int(n) for line in damage for n in re.findall(r"[Pp]age (\d+)", line)}
+        schema = {r[0]: (r[1], r[2]) for r in self._db.execute(
+            "SELECT name, type, sql FROM sqlite_schema")}
+        owners: set[str] = set()
+        for page in sorted(pages):
+            with contextlib.suppress(sqlite3.DatabaseError):
+                owners.update(r[0] for r in self._db.execute(
+                    "SELECT name FROM dbstat WHERE pageno = ?", (page,)))
+        if not owners:
+            for name, (kind, _) in schema.items():
+                if kind != "table":
+                    continue
+                try:
+                    sound = [r[0] for r in self._db.execute(
+                        f'PRAGMA quick_check("{name}")')] == ["ok"]
+                except sqlite3.DatabaseError:
+                    sound = False
+                if not sound:
+                    owners.add(name)
+        derived: dict[str, str | None] = {}
+        for name in owners:
+            kind, sql = schema.get(name, ("", None))
+            if name.startswith("chunk_fts"):
+                derived.update({n: None for n in schema if n.startswith("chunk_fts")})
+            elif name in ("chunk_texts", "sqlite_autoindex_chunk_texts_1"):
+                derived["sqlite_autoindex_chunk_texts_1"] = None
+                derived["chunk_texts"] = schema["chunk_texts"][1]
+            elif kind == "index" and sql is not None:
+                derived[name] = sql
+            else:
+                return {}  # a table, or the index of a constraint: only a rebuild helps
+        return derived
+
+    def _forget(self, derived: Mapping[str, str | None]) -> None:
+        """Remove ``derived`` from the schema, rewrite the file, create the indexes anew."""
+        self._db.execute("PRAGMA writable_schema = ON")
+        try:
+            with self._transaction() as db:
+                db.executemany("DELETE FROM sqlite_schema WHERE name = ?",
+                               ((n,) for n in derived))
+        finally:
+            self._db.execute("PRAGMA writable_schema = OFF")
+        # The connection still holds the old schema: read it again from the file.
+        self._db.close()
+        self._db = self._connect()
+        self._configure()
+        self._db.execute("VACUUM")
+        with self._transaction() as db:
+            for sql in derived.values():
+                if sql is not None:
+                    db.execute(sql)
 
     def _fts_drift(self) -> list[str]:
         """How the full-text table differs from the current chunks (it keeps its own copy)."""
@@ -821,27 +901,22 @@ class SqliteStore:
         return 1
 
     def _restore_chunk_texts(self, rechunk: Callable[[str], Mapping[str, str]]) -> int:
-        """Texts of current chunks that have none, cut again from their document's text."""
+        """Texts of chunks that have none, cut again from their document's current or
+        previous text (the two generations a document keeps); how many."""
         rows = self._db.execute(
-            f"SELECT d.id, group_concat(c.digest) FROM documents d JOIN chunks c ON {CURRENT} "
-            "LEFT JOIN chunk_texts t ON t.digest = c.digest WHERE t.digest IS NULL "
-            "GROUP BY d.id").fetchall()
+            "SELECT c.doc_id, group_concat(c.digest) FROM chunks c LEFT JOIN chunk_texts t "
+            "ON t.digest = c.digest WHERE t.digest IS NULL GROUP BY c.doc_id").fetchall()
         restored = 0
         for doc_id, digests in rows:
-            text = self._db.execute("SELECT text FROM texts WHERE doc_id = ?",
-                                    (doc_id,)).fetchone()
-            if text is None:
+            texts = self._db.execute("SELECT text, previous FROM texts WHERE doc_id = ?",
+                                     (doc_id,)).fetchone()
+            if texts is None:
                 continue
-            cut = rechunk(text[0])
+            cut = {d: t for text in texts if text is not None for d, t in rechunk(text).items()}
             found = [(d, cut[d]) for d in set(digests.split(",")) if d in cut]
             with self._transaction() as db:
                 db.executemany("INSERT OR IGNORE INTO chunk_texts (digest, text) VALUES (?, ?)",
                                found)
-                db.execute("DELETE FROM chunk_fts WHERE rowid IN (SELECT id FROM chunks c "
-                           "WHERE c.doc_id = ?)", (doc_id,))
-                db.execute("INSERT INTO chunk_fts (rowid, text) SELECT c.id, t.text FROM chunks c "
-                           "JOIN documents d ON " + CURRENT + " JOIN chunk_texts t "
-                           "ON t.digest = c.digest WHERE d.id = ?", (doc_id,))
             restored += len(found)
         return restored
 
