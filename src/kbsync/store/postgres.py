@@ -780,15 +780,16 @@ class PostgresStore:
     def damage(self) -> list[str]:
         """What ``amcheck``'s ``bt_index_check`` finds wrong with kbsync's b-tree indexes.
 
-        Where the extension cannot be created (no rights, not installed), the check
-        is left out: the invariants of :mod:`kbsync.store.invariants` still run.
+        Where the extension cannot be created (no rights, not installed), that check
+        is left out. Either way the unique indexes' promise is checked from the
+        tables' side too: no key occurs twice when the rows are read without an index.
         """
         driver, _ = _psycopg()
+        found = self._heap_duplicates()
         try:
             self._conn.execute("CREATE EXTENSION IF NOT EXISTS amcheck")
         except driver.Error:
-            return []
-        found = []
+            return found
         for (index,) in self._conn.execute(
                 "SELECT c.oid::regclass::text FROM pg_index i JOIN pg_class c ON c.oid = "
                 "i.indexrelid JOIN pg_am a ON a.oid = c.relam WHERE a.amname = 'btree' AND "
@@ -800,6 +801,23 @@ class PostgresStore:
                 found.append(f"{_shown(self.url)}: index {index} is damaged "
                              f"({' '.join(str(exc).split())}); run REINDEX INDEX {index}, "
                              "then `kbsync verify`")
+        return found
+
+    def _heap_duplicates(self) -> list[str]:
+        """Keys of the unique indexes that occur twice among the rows themselves."""
+        found = []
+        with self._transaction():
+            for setting in ("enable_indexscan", "enable_indexonlyscan", "enable_bitmapscan"):
+                self._conn.execute(f"SET LOCAL {setting} = off")  # read the rows, not an index
+            for table, key in (("documents", "source, key"), ("chunks", "doc_id, generation, idx"),
+                               ("chunk_texts", "digest"), ("embeddings", "digest, embedder"),
+                               ("texts", "doc_id")):
+                twice = int(_scalar(self._conn, f"SELECT count(*) FROM (SELECT 1 FROM {table} "
+                                                f"GROUP BY {key} HAVING count(*) > 1) d"))
+                if twice:
+                    found.append(f"{_shown(self.url)}: {twice} keys occur twice in {table}, so "
+                                 f"its unique index is damaged; run REINDEX TABLE {table}, "
+                                 "remove the duplicates, then `kbsync verify`")
         return found
 
     def erase(self, pattern: str) -> list[tuple[str, str]]:
