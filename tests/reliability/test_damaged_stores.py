@@ -6,16 +6,16 @@ found from ``PRAGMA page_size`` and the b-tree's pages in ``dbstat``.
 
 from __future__ import annotations
 
-import os
 import shutil
 import sqlite3
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from kbsync.cli import app
 from kbsync.knowledge_base import KnowledgeBase
 from tests.reliability.harness import make_kb
 
@@ -73,9 +73,11 @@ def _bad_child_pointer(root: Path, index: str) -> None:
 
 
 def _kbsync(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kbsync", *args, "-c", str(root)],
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-                          capture_output=True, text=True, timeout=120, check=False)
+    """Run the command line in this process, as ``kbsync ARGS -c ROOT`` would."""
+    result = CliRunner().invoke(app, [*args, "-c", str(root)])
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
 
 
 def _one_line_error(run: subprocess.CompletedProcess[str], root: Path) -> str:

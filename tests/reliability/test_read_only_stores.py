@@ -6,15 +6,15 @@ are made immutable (``chattr +i``) instead; the tests skip where that is refused
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from kbsync.cli import app
 from kbsync.errors import StoreError
 from kbsync.knowledge_base import KnowledgeBase
 from kbsync.store.sqlite import SqliteStore
@@ -33,29 +33,46 @@ def synced(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-@pytest.fixture
-def immutable(synced: Path, tmp_path: Path) -> Iterator[Path]:
-    """A copy of the knowledge base whose state folder and store file are immutable."""
+@pytest.fixture(params=["chattr +i", "read-only mount"])
+def immutable(synced: Path, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Path]:
+    """A copy of the knowledge base that cannot be written: its state folder and store
+    file made immutable, or the whole folder seen through a read-only bind mount."""
     root = tmp_path / "kb"
     shutil.copytree(synced, root)
-    state = root / ".kbsync"
-    targets = [state / "kbsync.db", state]
-    if shutil.which("chattr") is None:
-        pytest.skip("no chattr command")
-    made = subprocess.run(["chattr", "+i", *map(str, targets)], capture_output=True,
-                          check=False)
-    if made.returncode != 0:
-        pytest.skip(f"chattr +i is not supported here: {made.stderr.decode().strip()}")
+    if request.param == "chattr +i":
+        state = root / ".kbsync"
+        undo = [["chattr", "-i", str(state / "kbsync.db"), str(state)]]
+        steps = [["chattr", "+i", str(state / "kbsync.db"), str(state)]]
+    else:
+        view = tmp_path / "view"
+        view.mkdir()
+        steps = [["mount", "--bind", str(root), str(view)],
+                 ["mount", "-o", "remount,bind,ro", str(view)]]
+        undo = [["umount", str(view)]]
+        root = view
+    if shutil.which(steps[0][0]) is None:
+        pytest.skip(f"no {steps[0][0]} command")
+    done = 0
     try:
+        for step in steps:
+            made = subprocess.run(step, capture_output=True, check=False)
+            if made.returncode != 0:
+                pytest.skip(f"{request.param} is not possible here: "
+                            f"{made.stderr.decode().strip()}")
+            done += 1
         yield root
     finally:
-        subprocess.run(["chattr", "-i", *map(str, targets)], check=False)
+        if done:
+            for step in undo:
+                subprocess.run(step, check=False)
 
 
 def _kbsync(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kbsync", *args, "-c", str(root)],
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-                          capture_output=True, text=True, timeout=120, check=False)
+    """Run the command line in this process, as ``kbsync ARGS -c ROOT`` would."""
+    result = CliRunner().invoke(app, [*args, "-c", str(root)])
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
 
 
 def test_an_immutable_store_is_searched_diffed_and_inspected(immutable: Path) -> None:
@@ -71,7 +88,6 @@ def test_an_immutable_store_is_searched_diffed_and_inspected(immutable: Path) ->
 
 
 def test_writing_commands_on_an_immutable_store_fail_in_one_line(immutable: Path) -> None:
-    (immutable / "docs" / "doc-002.txt").unlink()
     for args in (("sync",), ("gc",), ("erase", "doc-003.txt")):
         run = _kbsync(immutable, *args)
         assert run.returncode == 1, (args, run.stdout)
