@@ -440,10 +440,12 @@ def rebuild(config: ConfigOption = Path("."), as_json: JsonOption = False) -> No
     if as_json:
         _emit({**report.to_dict(), "salvaged_embeddings": rebuilt.salvaged,
                "reused_embeddings": rebuilt.reused, "backup": str(rebuilt.backup)})
-        return
-    _print_report(report, as_json)
-    typer.echo(f"rebuilt: {rebuilt.salvaged} cached embeddings kept, {rebuilt.reused} reused, "
-               f"{computed} computed; the old store is kept as {rebuilt.backup}")
+    else:
+        _print_report(report, as_json)
+        typer.echo(f"rebuilt: {rebuilt.salvaged} cached embeddings kept, {rebuilt.reused} "
+                   f"reused, {computed} computed; the old store is kept as {rebuilt.backup}")
+    if report.failed:
+        raise typer.Exit(EXIT_PROBLEMS)
 
 
 @app.command()

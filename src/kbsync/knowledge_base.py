@@ -415,7 +415,7 @@ class KnowledgeBase:
         every file a sync opens inside a source root or the state directory.
         """
         folder = self.config.lock_path.parent
-        if getattr(self, "store", None) is not None and getattr(self.store, "read_only", False):
+        if getattr(self.store, "read_only", False):
             return None  # a plan of a read-only store writes its scratch file elsewhere
         return folder if folder.is_dir() else None
 
@@ -611,8 +611,10 @@ class KnowledgeBase:
         in_store = tuple(self.store.verify(self.embedder.identity, identity))
         repaired: tuple[str, ...] = ()
         if repair and in_store and isinstance(self.store, SqliteStore):
+            chunker = TextChunker(self.config.chunker.strategy, **self.config.chunker.params)
             with self._writing(wait, None):
-                repaired = tuple(self.store.repair(self._rechunk))
+                repaired = tuple(self.store.repair(
+                    lambda text: {c.identity: c.text for c in chunker.chunk(text).chunks}))
             after = tuple(self.store.verify(self.embedder.identity, identity))
         else:
             after = in_store
@@ -625,20 +627,16 @@ class KnowledgeBase:
         return Verification(problems, after + in_mirror(False) if repair else problems,
                             repaired)
 
-    def _rechunk(self, text: str) -> dict[str, str]:
-        """Digest -> text of the chunks the configured chunker cuts from a document's text."""
-        chunker = TextChunker(self.config.chunker.strategy, **self.config.chunker.params)
-        return {c.identity: c.text for c in chunker.chunk(text).chunks}
-
     def rebuild(self, *, progress: Progress | None = None, wait: bool = True) -> Rebuilt:
         """Build a fresh store from the sources and put it in place of the current one.
 
         For a store that is damaged beyond what ``verify(repair=True)`` mends. Every
         readable vector of the embedding cache is copied over first, so the sync
         into the fresh store embeds only what the cache lacks. The new file replaces
-        the old in one rename once the sync has succeeded; until then the old store
-        is untouched, and afterwards it is kept beside it (``<store>.before-rebuild``).
-        SQLite stores only.
+        the old in one rename once the sync has listed every source; until then the
+        old store is untouched, and afterwards it is kept beside it
+        (``<store>.before-rebuild``), since a document that could not be read now
+        (see the result's failures) is in the old store only. SQLite stores only.
         """
         if not isinstance(self.store, SqliteStore) or self.config.store_url:
             raise StoreError("kbsync rebuild makes a fresh SQLite store; a PostgreSQL store "
@@ -659,10 +657,10 @@ class KnowledgeBase:
                     self.sources, new, self.embedder, extractor_for, self.config.chunker,
                     allow_mass_delete=True, progress=progress, sink=self.sink,
                     scratch_dir=self._state_dir(), **self._index_settings())
-                if result.failed:
-                    raise StoreError(f"{live}: the rebuild's sync did not complete (a "
-                                     "document or listing failed); the old store is left "
-                                     "as it was")
+                if not all(s.listing_complete for s in result.sources):
+                    raise StoreError(f"{live}: a source could not be listed in full, so the "
+                                     "rebuilt store would miss documents; the old store is "
+                                     "left as it was")
             except BaseException:
                 self.store = old
                 new.close()

@@ -183,10 +183,15 @@ def test_repair_mends_damage_to_what_the_store_holds_twice(
         assert kb.store.status().documents == 120
 
 
-def test_repair_says_when_only_a_rebuild_helps(pristine: Path, tmp_path: Path) -> None:
+def test_repair_says_when_only_a_rebuild_helps_and_the_rebuild_embeds_nothing(
+        pristine: Path, tmp_path: Path) -> None:
     root = _copy(pristine, tmp_path)
     _zero_a_leaf(root, "chunks")
     run = _kbsync(root, "verify", "--repair")
     assert run.returncode == 4
     assert "Traceback" not in run.stderr
     assert "only a fresh store helps: `kbsync rebuild`" in run.stdout
+    rebuilt = _kbsync(root, "rebuild")
+    assert rebuilt.returncode == 0, rebuilt.stdout + rebuilt.stderr
+    assert ", 0 computed;" in rebuilt.stdout
+    assert _kbsync(root, "verify").stdout.strip() == "ok: every invariant holds"
