@@ -195,3 +195,13 @@ def test_repair_says_when_only_a_rebuild_helps_and_the_rebuild_embeds_nothing(
     assert rebuilt.returncode == 0, rebuilt.stdout + rebuilt.stderr
     assert ", 0 computed;" in rebuilt.stdout
     assert _kbsync(root, "verify").stdout.strip() == "ok: every invariant holds"
+
+
+def test_a_store_whose_header_is_gone_says_how_to_start_again(
+        pristine: Path, tmp_path: Path) -> None:
+    root = _copy(pristine, tmp_path)
+    size, _ = _pages(root, "chunks")
+    _overwrite(root, 1, size, 0, bytes(100))  # the file header
+    run = _kbsync(root, "status")
+    assert run.returncode == 1
+    assert "move it away and run `kbsync sync`" in _one_line_error(run, root)

@@ -32,7 +32,7 @@ from kbsync.crashpoints import crashpoint
 from kbsync.errors import SchemaError, StoreError
 from kbsync.plan import Action, DocumentPlan, StoredDocument
 from kbsync.store import ChunkRef, DocumentText, Hit, RunRecord, StoreStatus, Window, invariants
-from kbsync.store.guard import DAMAGED, READ_ONLY, REPAIR, guarded, sqlite_or_os_error, store_error
+from kbsync.store.guard import READ_ONLY, REPAIR, guarded, sqlite_or_os_error, store_error
 from kbsync.store.rows import (
     CURRENT,
     HIT_COLUMNS,
@@ -197,8 +197,10 @@ class SqliteStore:
         assert failure is not None
         if isinstance(failure, sqlite3.OperationalError):
             raise store_error(str(self.path), failure, "cannot open the store") from failure
-        raise StoreError(f"{self.path}: not a kbsync store ({failure}); if it was one, "
-                         f"{DAMAGED}") from failure
+        # Its header or schema is unreadable, so neither repair nor rebuild can salvage it.
+        raise StoreError(f"{self.path}: not a kbsync store ({failure}); if it was one, it is "
+                         "damaged beyond repair: move it away and run `kbsync sync` to build "
+                         "a new one (everything is embedded again)") from failure
 
     def _configure(self) -> None:
         # A 64 MB page cache (the default is 2 MB): the stat gate and the vector
