@@ -51,6 +51,8 @@ def advice(exc: BaseException) -> str:
     if (code in (errno.EROFS, errno.EPERM, errno.EACCES) or "readonly" in text
             or "read-only" in text or "permission denied" in text):
         return READ_ONLY
+    if code == errno.ENOENT:
+        return "a file or folder it needs is missing: check the path, then run the command again"
     if is_damage(exc):
         return DAMAGED
     if "locked" in text or "busy" in text:
