@@ -77,7 +77,7 @@ def _kbsync(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_an_immutable_store_is_searched_diffed_and_inspected(immutable: Path) -> None:
     for args in (("status",), ("search", "keeper bell"), ("diff", "doc-001.txt"),
-                 ("verify",)):
+                 ("verify",), ("plan",)):
         run = _kbsync(immutable, *args)
         assert run.returncode == 0, (args, run.stderr)
         assert "not a kbsync store" not in run.stderr

@@ -725,13 +725,17 @@ class SqliteStore:
     def _fts_damage(self) -> str | None:
         """FTS5's own integrity check of the full-text index: its finding, or None.
 
-        The check is an INSERT, so a read-only store runs it on a copy in memory.
+        The check is an INSERT, so a read-only store runs it on a copy in memory, if
+        the store is small enough (else only ``integrity_check``, which reads the
+        full-text table's pages too, speaks for it).
         """
         check = "INSERT INTO chunk_fts (chunk_fts) VALUES ('integrity-check')"
         db = self._db
         copy = None
         try:
             if self.read_only:
+                if self.path.stat().st_size > _READ_ONLY_FTS_CHECK_LIMIT:
+                    return None
                 copy = sqlite3.connect(":memory:")
                 self._db.backup(copy)
                 db = copy
@@ -981,6 +985,10 @@ class SqliteStore:
             except (sqlite3.Error, OSError) as exc:
                 raise store_error(str(self.path), exc, "cannot compact the store") from exc
         return {"chunk_texts": texts, "embeddings": vectors}
+
+
+# The largest read-only store whose full-text index verify checks on a copy in memory.
+_READ_ONLY_FTS_CHECK_LIMIT = 1 << 30
 
 
 def salvage_embeddings(damaged: Path, into: SqliteStore) -> int:
