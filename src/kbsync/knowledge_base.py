@@ -188,7 +188,8 @@ class Verification:
     """The result of checking every invariant of the store and the vector store.
 
     ``problems`` are those found; ``remaining`` those still there afterwards, which
-    differ only when the check was asked to repair (see :meth:`KnowledgeBase.verify`).
+    differ only when the check was asked to repair (see :meth:`KnowledgeBase.verify`);
+    ``repaired`` says what the repair of the store did, one line per step.
     """
 
     problems: tuple[str, ...]
@@ -599,13 +600,16 @@ class KnowledgeBase:
         return found
 
     def verify(self, *, repair: bool = False, wait: bool = True) -> Verification:
-        """Recompute and check every invariant of the store (chunk identities included),
-        then compare the external vector store, if any, with the records.
+        """Check the store file (SQLite's integrity and full-text checks; PostgreSQL's
+        amcheck), recompute and check every invariant of the store (chunk identities
+        included), then compare the external vector store, if any, with the records.
 
-        With ``repair`` the vector store is made to match the records (under the
-        writer lock) and checked again: ``problems`` are those found before
-        repairing, ``remaining`` those the repair could not fix, such as problems
-        of the store itself, which only a sync or an erasure changes.
+        With ``repair`` (under the writer lock) a SQLite store rebuilds what it holds
+        twice (indexes, the full-text index, chunk texts), the vector store is made
+        to match the records, and both are checked again: ``problems`` are those
+        found before repairing, ``remaining`` those the repair could not fix (damage
+        to the tables themselves needs :meth:`rebuild`; other problems of the
+        store, a sync or an erasure).
         """
         identity = identity_for(self.config.chunker.strategy, **self.config.chunker.params)
         in_store = tuple(self.store.verify(self.embedder.identity, identity))
