@@ -29,7 +29,7 @@ from kbsync.engine import (
     missing_folders,
 )
 from kbsync.errors import ConfigError, KbsyncError, LockedError
-from kbsync.knowledge_base import KnowledgeBase, Progress, SearchMode, SyncResult
+from kbsync.knowledge_base import KnowledgeBase, Progress, Rebuilt, SearchMode, SyncResult
 from kbsync.render import (
     change_lines,
     chunks_table,
@@ -449,24 +449,31 @@ def diff(
 def verify(
     config: ConfigOption = Path("."),
     as_json: JsonOption = False,
-    repair: Annotated[bool, typer.Option("--repair", help="Make the external vector store "
-                                         "match the records (the problems found are printed).")
+    repair: Annotated[bool, typer.Option("--repair", help="Rebuild what the store holds twice "
+                                         "(indexes, full text, chunk texts) and make the "
+                                         "external vector store match the records.")
                       ] = False,
 ) -> None:
-    """Recompute and check every invariant of the store and the vector store; exit 4 with
-    the problems found (with --repair, 4 only for problems that remain)."""
+    """Check the store file (SQLite's integrity and full-text checks), every invariant of the
+    store and the vector store; exit 4 with the problems found (with --repair, 4 only for
+    problems that remain)."""
     with _Errors(), KnowledgeBase.open(config) as kb:
         checked = kb.verify(repair=repair)
     if as_json:
         _emit({"ok": checked.ok, "problems": list(checked.problems),
-               "remaining": list(checked.remaining)})
+               "remaining": list(checked.remaining), "repaired": list(checked.repaired)})
     elif not checked.problems:
         typer.echo("ok: every invariant holds")
     else:
         typer.echo(printable("\n".join(checked.problems)))
+        for done in checked.repaired:
+            typer.echo(printable(f"repair: {done}"))
         if repair:
             typer.echo("repaired" if checked.ok else printable(
                 "still wrong after repair:\n" + "\n".join(checked.remaining)))
+            if any("damaged" in line for line in checked.remaining):
+                typer.echo("only a fresh store helps: `kbsync rebuild` builds one from the "
+                           "sources, keeping the embedding cache")
     if not checked.ok:
         raise typer.Exit(EXIT_PROBLEMS)
 
@@ -518,6 +525,31 @@ def erase(
 
 def _one_line(text: str) -> str:
     return printable(text, one_line=True)
+
+
+@app.command()
+def rebuild(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
+    """Build a fresh store from the sources, keeping every readable cached embedding, and put
+    it in place of the old one (kept beside it as <store>.before-rebuild)."""
+    done: list[Rebuilt] = []
+
+    def run(tick: Progress | None) -> SyncResult:
+        done.append(kb.rebuild(progress=tick))
+        return done[0].result
+
+    with _Errors(), KnowledgeBase.open(config) as kb:
+        report = _progress_run(run, as_json)
+    rebuilt = done[0]
+    computed = sum(s.embeddings_computed for s in report.sources)
+    if as_json:
+        _emit({**report.to_dict(), "salvaged_embeddings": rebuilt.salvaged,
+               "reused_embeddings": rebuilt.reused, "backup": str(rebuilt.backup)})
+    else:
+        _print_report(report, as_json)
+        typer.echo(f"rebuilt: {rebuilt.salvaged} cached embeddings kept, {rebuilt.reused} "
+                   f"reused, {computed} computed; the old store is kept as {rebuilt.backup}")
+    if report.failed:
+        raise typer.Exit(EXIT_PROBLEMS)
 
 
 @app.command()

@@ -23,7 +23,7 @@ from typing import Any, Literal, get_args
 import numpy as np
 import numpy.typing as npt
 
-from kbsync.chunking import identity_for
+from kbsync.chunking import TextChunker, identity_for
 from kbsync.compare import compare
 from kbsync.engine import (
     Config,
@@ -38,7 +38,7 @@ from kbsync.engine import (
     store_exists,
     writer_lock,
 )
-from kbsync.errors import ConfigError, KbsyncError, ParameterError
+from kbsync.errors import ConfigError, KbsyncError, ParameterError, StoreError
 from kbsync.extract import Extractor
 from kbsync.extract.registry import extractor_for
 from kbsync.mirror import Reconciliation, reconcile
@@ -46,9 +46,12 @@ from kbsync.mirror import erase as erase_vectors
 from kbsync.model import ChangeReport, Verdict
 from kbsync.normalize import normalize
 from kbsync.report import DocumentChange, SourceResult, SyncResult
+from kbsync.scratch import remove_stale
 from kbsync.store import DocumentText, Hit, RunRecord
+from kbsync.store.guard import READ_ONLY
 from kbsync.store.lock import WriterLock
 from kbsync.store.postgres import AdvisoryLock
+from kbsync.store.sqlite import SqliteStore, salvage_embeddings, swap_in
 from kbsync.sync import Progress, is_key_hash, release_source, sync_sources, tombstone, utc_now
 from kbsync.watch import watch
 from kbsync.workers import WorkQueue, drain, sync_parallel
@@ -65,6 +68,7 @@ __all__ = [
     "HistoryEntry",
     "KnowledgeBase",
     "Progress",
+    "Rebuilt",
     "RunSummary",
     "SearchMode",
     "SourceResult",
@@ -187,16 +191,30 @@ class Verification:
     """The result of checking every invariant of the store and the vector store.
 
     ``problems`` are those found; ``remaining`` those still there afterwards, which
-    differ only when the check was asked to repair (see :meth:`KnowledgeBase.verify`).
+    differ only when the check was asked to repair (see :meth:`KnowledgeBase.verify`);
+    ``repaired`` says what the repair of the store did, one line per step.
     """
 
     problems: tuple[str, ...]
     remaining: tuple[str, ...]
+    repaired: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
         """Whether the knowledge base is sound now (after any repair)."""
         return not self.remaining
+
+
+@dataclass(frozen=True, slots=True)
+class Rebuilt:
+    """What :meth:`KnowledgeBase.rebuild` did: the fresh store's sync, the cached vectors
+    it kept (``salvaged``), how many of those the sync used instead of embedding again
+    (``reused``), and where the old store file was kept (``backup``)."""
+
+    result: SyncResult
+    salvaged: int
+    reused: int
+    backup: Path
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,6 +282,9 @@ class KnowledgeBase:
         self.sink = make_sink(config.vectors, config.root) if self._created else None
         self._progress: Progress | None = None
         self.sources = make_sources(config, self._crawled)
+        folder = self._state_dir()
+        if folder is not None:
+            remove_stale(folder)  # scratch files of syncs that were killed
 
     @classmethod
     def open(cls, path_or_config: str | Path | Config = ".") -> KnowledgeBase:
@@ -323,6 +344,8 @@ class KnowledgeBase:
     def _writing(self, wait: bool,
                  on_wait: Callable[[str], None] | None) -> WriterLock | AdvisoryLock:
         """The writer lock, with the store created first if it was not yet."""
+        if getattr(self.store, "read_only", False):
+            raise StoreError(f"{self.config.store_path}: {READ_ONLY}")
         self._create_store()
         return writer_lock(self.config, wait=wait, on_wait=on_wait)
 
@@ -415,6 +438,8 @@ class KnowledgeBase:
         every file a sync opens inside a source root or the state directory.
         """
         folder = self.config.lock_path.parent
+        if getattr(self.store, "read_only", False):
+            return None  # a plan of a read-only store writes its scratch file elsewhere
         return folder if folder.is_dir() else None
 
     def _extractor_for(self, media_type: str) -> Extractor | None:
@@ -602,23 +627,82 @@ class KnowledgeBase:
         return found
 
     def verify(self, *, repair: bool = False, wait: bool = True) -> Verification:
-        """Recompute and check every invariant of the store (chunk identities included),
-        then compare the external vector store, if any, with the records.
+        """Check the store file (SQLite's integrity and full-text checks; PostgreSQL's
+        amcheck), recompute and check every invariant of the store (chunk identities
+        included), then compare the external vector store, if any, with the records.
 
-        With ``repair`` the vector store is made to match the records (under the
-        writer lock) and checked again: ``problems`` are those found before
-        repairing, ``remaining`` those the repair could not fix, such as problems
-        of the store itself, which only a sync or an erasure changes.
+        With ``repair`` (under the writer lock) a SQLite store rebuilds what it holds
+        twice (indexes, the full-text index, chunk texts), the vector store is made
+        to match the records, and both are checked again: ``problems`` are those
+        found before repairing, ``remaining`` those the repair could not fix (damage
+        to the tables themselves needs :meth:`rebuild`; other problems of the
+        store, a sync or an erasure).
         """
         identity = identity_for(self.config.chunker.strategy, **self.config.chunker.params)
         in_store = tuple(self.store.verify(self.embedder.identity, identity))
+        repaired: tuple[str, ...] = ()
+        if repair and in_store and isinstance(self.store, SqliteStore):
+            chunker = TextChunker(self.config.chunker.strategy, **self.config.chunker.params)
+            with self._writing(wait, None):
+                repaired = tuple(self.store.repair(
+                    lambda text: {c.identity: c.text for c in chunker.chunk(text).chunks}))
+            after = tuple(self.store.verify(self.embedder.identity, identity))
+        else:
+            after = in_store
 
         def in_mirror(repair: bool) -> tuple[str, ...]:
             found = self.reconcile(repair=repair, wait=wait)
             return () if found is None else tuple(found.problems())
 
         problems = in_store + in_mirror(repair)
-        return Verification(problems, in_store + in_mirror(False) if repair else problems)
+        return Verification(problems, after + in_mirror(False) if repair else problems,
+                            repaired)
+
+    def rebuild(self, *, progress: Progress | None = None, wait: bool = True) -> Rebuilt:
+        """Build a fresh store from the sources and put it in place of the current one.
+
+        For a store that is damaged beyond what ``verify(repair=True)`` mends. Every
+        readable vector of the embedding cache is copied over first, so the sync
+        into the fresh store embeds only what the cache lacks. The new file replaces
+        the old in one rename once the sync has listed every source; until then the
+        old store is untouched, and afterwards it is kept beside it
+        (``<store>.before-rebuild``), since a document that could not be read now
+        (see the result's failures) is in the old store only. SQLite stores only.
+        """
+        if not isinstance(self.store, SqliteStore) or self.config.store_url:
+            raise StoreError("kbsync rebuild makes a fresh SQLite store; a PostgreSQL store "
+                             "is repaired with the database's own tools (REINDEX, a restore)")
+        live = self.config.store_path
+        fresh = live.with_name(live.name + ".rebuild")
+        backup = live.with_name(live.name + ".before-rebuild")
+        self._progress = progress
+        with self._writing(wait, None):
+            for name in (fresh, *(fresh.with_name(fresh.name + s) for s in ("-wal", "-shm"))):
+                name.unlink(missing_ok=True)
+            new = SqliteStore(fresh)
+            old = self.store
+            try:
+                salvaged = salvage_embeddings(live, new)
+                self.store = new
+                result = sync_sources(
+                    self.sources, new, self.embedder, extractor_for, self.config.chunker,
+                    allow_mass_delete=True, progress=progress, sink=self.sink,
+                    scratch_dir=self._state_dir(), **self._index_settings())
+                if not all(s.listing_complete for s in result.sources):
+                    raise StoreError(f"{live}: a source could not be listed in full, so the "
+                                     "rebuilt store would miss documents; the old store is "
+                                     "left as it was")
+            except BaseException:
+                self.store = old
+                new.close()
+                fresh.unlink(missing_ok=True)
+                raise
+            new.close()
+            old.close()
+            swap_in(fresh, live, backup)
+            self.store = SqliteStore(live)
+        reused = sum(s.embeddings_reused for s in result.sources)
+        return Rebuilt(result, salvaged, reused, backup)
 
     def reconcile(self, *, repair: bool = False, wait: bool = True) -> Reconciliation | None:
         """The differences between the records and the vector store (``None`` without one)."""

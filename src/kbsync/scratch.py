@@ -7,15 +7,20 @@ they are rows of a SQLite file read back a page at a time, in key order, so
 memory stays flat whatever the size of the source.
 
 The file is temporary: created in the state directory (or the system's
-temporary one), unlinked as soon as it is open where the system allows it, so
-that nothing is left behind whatever ends the process, and never synced to disk
-(there is nothing to recover). Every query walks a primary key in its order, so
-SQLite never sorts into temporary files of its own outside that directory.
+temporary one), unlinked as soon as it is open where the system allows it, and
+never synced to disk (there is nothing to recover). Every query walks a primary
+key in its order, so SQLite never sorts into temporary files of its own outside
+that directory. A process killed between creating the file and unlinking it
+leaves it behind; the creator holds an ``flock`` on it until it closes, so
+:func:`remove_stale` (run when a knowledge base is opened and before each new
+scratch file) deletes exactly the files whose creator is gone.
+Every database or I/O error (a full disk) is a one-line ``StoreError``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import pickle
 import sqlite3
@@ -33,8 +38,11 @@ from kbsync.plan import (
     host_group,
     text_key,
 )
+from kbsync.store.guard import guarded, sqlite_or_os_error
 
-__all__ = ["Scratch"]
+__all__ = ["Scratch", "remove_stale"]
+
+_PREFIX = "kbsync-scratch-"
 
 _PAGE = 512
 _SCHEMA = """
@@ -56,23 +64,64 @@ CREATE TABLE occurrences (digest TEXT, grp TEXT, key TEXT, fresh INTEGER NOT NUL
 """
 
 
+def remove_stale(folder: Path) -> int:
+    """Delete the scratch files in ``folder`` that no live process holds; how many.
+
+    Only a killed sync leaves one (see the module docstring); a running sync's
+    is skipped, since its creator holds an ``flock`` on it.
+    """
+    removed = 0
+    try:
+        names = sorted(folder.glob(f"{_PREFIX}*.db"))
+    except OSError:
+        return 0
+    for path in names:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            path.unlink()
+            removed += 1
+        except OSError:  # held by a running sync, or a folder that cannot be written
+            pass
+        finally:
+            os.close(fd)
+    return removed
+
+
+@guarded(lambda scratch: scratch.where, sqlite_or_os_error)
 class Scratch:
     """One source's listing, manifest, observations and chunk counts, in a temporary SQLite file."""
 
     def __init__(self, folder: Path | None) -> None:
-        fd, name = tempfile.mkstemp(prefix="kbsync-scratch-", suffix=".db", dir=folder)
-        os.close(fd)
+        where = Path(tempfile.gettempdir() if folder is None else folder)
+        #: What error messages call the file (it has no name once unlinked).
+        self.where = f"{where / _PREFIX}….db (the sync's scratch file)"
+        remove_stale(where)
+        fd, name = tempfile.mkstemp(prefix=_PREFIX, suffix=".db", dir=folder)
+        self._fd: int | None = fd
         self._path: str | None = name
-        self._db = sqlite3.connect(name, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode = OFF")
-        self._db.execute("PRAGMA synchronous = OFF")
-        self._db.execute("PRAGMA locking_mode = EXCLUSIVE")
-        self._db.execute("PRAGMA cache_size = -8192")  # 8 MB: the bound on memory
-        self._db.executescript(_SCHEMA)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # until close: not stale while this process lives
+            self._db = sqlite3.connect(name, isolation_level=None)
+        except BaseException:
+            self._release()
+            raise
         with contextlib.suppress(OSError):  # where an open file cannot be unlinked: at close
             os.unlink(name)
             self._path = None
-        self._db.execute("BEGIN")  # one transaction for the whole life: no commit costs
+        try:
+            self._db.execute("PRAGMA journal_mode = OFF")
+            self._db.execute("PRAGMA synchronous = OFF")
+            self._db.execute("PRAGMA locking_mode = EXCLUSIVE")
+            self._db.execute("PRAGMA cache_size = -8192")  # 8 MB: the bound on memory
+            self._db.executescript(_SCHEMA)
+            self._db.execute("BEGIN")  # one transaction for the whole life: no commit costs
+        except BaseException:
+            self.close()
+            raise
 
     def __enter__(self) -> Scratch:
         return self
@@ -81,10 +130,20 @@ class Scratch:
         self.close()
 
     def close(self) -> None:
-        self._db.close()
+        try:
+            self._db.close()
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        """Unlink the file if it still has a name, then let go of its lock."""
         if self._path is not None:
             with contextlib.suppress(OSError):
                 os.unlink(self._path)
+            self._path = None
+        if self._fd is not None:
+            os.close(self._fd)  # drops the flock
+            self._fd = None
 
     # -- the listing and the manifest --------------------------------------------------
 

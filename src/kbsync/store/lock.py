@@ -14,11 +14,17 @@ from pathlib import Path
 from types import TracebackType
 
 from kbsync.crashpoints import crashpoint
-from kbsync.errors import LockedError, StoreError
+from kbsync.errors import LockedError
+from kbsync.store.guard import guarded, store_error
 
 __all__ = ["WriterLock"]
 
 
+def _os_error(exc: BaseException) -> bool:
+    return isinstance(exc, OSError)
+
+
+@guarded(lambda lock: str(lock.path), _os_error)
 class WriterLock:
     """Exclusive lock on ``path``; waits (calling ``on_wait`` once) or fails fast."""
 
@@ -36,7 +42,7 @@ class WriterLock:
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
-            raise StoreError(f"{self.path}: cannot open the lock file: {exc}") from exc
+            raise store_error(str(self.path), exc, "cannot open the lock file") from exc
         told = False
         while True:
             try:
@@ -70,7 +76,7 @@ class WriterLock:
             try:
                 crashpoint("lock.release")
             except OSError as exc:
-                raise StoreError(f"{self.path}: cannot release the lock: {exc}") from exc
+                raise store_error(str(self.path), exc, "cannot release the lock") from exc
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
                 os.close(fd)

@@ -42,6 +42,7 @@ import numpy.typing as npt
 from kbsync.errors import DependencyMissingError, LockedError, SchemaError, StoreError
 from kbsync.plan import Action, DocumentPlan, StoredDocument
 from kbsync.store import ChunkRef, DocumentText, Hit, RunRecord, StoreStatus, Window, invariants
+from kbsync.store.guard import guarded
 from kbsync.store.rows import (
     CURRENT,
     HIT_COLUMNS,
@@ -230,6 +231,12 @@ class Claim:
     item: Mapping[str, Any]
 
 
+def _driver_error(exc: BaseException) -> bool:
+    """A ``psycopg`` error (the driver is imported lazily, so its classes are not at hand)."""
+    return any(c.__module__.startswith("psycopg") for c in type(exc).__mro__)
+
+
+@guarded(lambda store: _shown(store.url), _driver_error)
 class PostgresStore:
     """A :class:`~kbsync.store.RecordStore` in a PostgreSQL database (one schema of it).
 
@@ -804,7 +811,7 @@ class PostgresStore:
     # -- maintenance -----------------------------------------------------------------
 
     def verify(self, embedder: str, identity: Callable[[str], str] | None) -> list[str]:
-        return invariants.problems(
+        return self.damage() + invariants.problems(
             self._conn.execute, embedder, identity, mark="%s",
             bad_vectors="SELECT count(*) FROM embeddings WHERE vector_dims(vector) != dimension")
 
@@ -820,6 +827,49 @@ class PostgresStore:
     def remove_erasure(self, pattern: str) -> bool:
         with self._transaction():
             return self._write("DELETE FROM erasures WHERE pattern = %s", (pattern,)) > 0
+
+    def damage(self) -> list[str]:
+        """What ``amcheck``'s ``bt_index_check`` finds wrong with kbsync's b-tree indexes.
+
+        Where the extension cannot be created (no rights, not installed), that check
+        is left out. Either way the unique indexes' promise is checked from the
+        tables' side too: no key occurs twice when the rows are read without an index.
+        """
+        driver, _ = _psycopg()
+        found = self._heap_duplicates()
+        try:
+            self._conn.execute("CREATE EXTENSION IF NOT EXISTS amcheck")
+        except driver.Error:
+            return found
+        for (index,) in self._conn.execute(
+                "SELECT c.oid::regclass::text FROM pg_index i JOIN pg_class c ON c.oid = "
+                "i.indexrelid JOIN pg_am a ON a.oid = c.relam WHERE a.amname = 'btree' AND "
+                "c.relnamespace = current_schema()::regnamespace AND c.relpersistence != 't' "
+                "ORDER BY 1").fetchall():
+            try:
+                self._conn.execute("SELECT bt_index_check(%s::regclass)", (index,))
+            except driver.Error as exc:
+                found.append(f"{_shown(self.url)}: index {index} is damaged "
+                             f"({' '.join(str(exc).split())}); run REINDEX INDEX {index}, "
+                             "then `kbsync verify`")
+        return found
+
+    def _heap_duplicates(self) -> list[str]:
+        """Keys of the unique indexes that occur twice among the rows themselves."""
+        found = []
+        with self._transaction():
+            for setting in ("enable_indexscan", "enable_indexonlyscan", "enable_bitmapscan"):
+                self._conn.execute(f"SET LOCAL {setting} = off")  # read the rows, not an index
+            for table, key in (("documents", "source, key"), ("chunks", "doc_id, generation, idx"),
+                               ("chunk_texts", "digest"), ("embeddings", "digest, embedder"),
+                               ("texts", "doc_id")):
+                twice = int(_scalar(self._conn, f"SELECT count(*) FROM (SELECT 1 FROM {table} "
+                                                f"GROUP BY {key} HAVING count(*) > 1) d"))
+                if twice:
+                    found.append(f"{_shown(self.url)}: {twice} keys occur twice in {table}, so "
+                                 f"its unique index is damaged; run REINDEX TABLE {table}, "
+                                 "remove the duplicates, then `kbsync verify`")
+        return found
 
     def erase(self, pattern: str) -> list[tuple[str, str]]:
         gone = erased(self._conn.execute("SELECT source, key FROM documents ORDER BY id"),
@@ -938,6 +988,7 @@ class PostgresStore:
         self._conn.execute("DELETE FROM work WHERE run = %s", (run,))
 
 
+@guarded(lambda lock: _shown(lock.url), _driver_error)
 class AdvisoryLock:
     """The writer lock of a PostgreSQL store: an advisory lock held by a connection of its own.
 

@@ -4,12 +4,19 @@ Records and vectors of a document commit in one transaction, so a crash never
 leaves a chunk without its vector or a vector without its chunk. The schema
 version lives in ``PRAGMA user_version``; a newer one than this code knows is
 refused before anything is written.
+
+A store that cannot be written (a read-only mount, an immutable file or
+folder) is opened read-only: it can be searched and inspected, and a write
+fails with one line that says so. Every driver error of a public method
+reaches the caller as a one-line :class:`StoreError` (see :mod:`kbsync.store.guard`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import sqlite3
 import stat
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -25,6 +32,7 @@ from kbsync.crashpoints import crashpoint
 from kbsync.errors import SchemaError, StoreError
 from kbsync.plan import Action, DocumentPlan, StoredDocument
 from kbsync.store import ChunkRef, DocumentText, Hit, RunRecord, StoreStatus, Window, invariants
+from kbsync.store.guard import READ_ONLY, REPAIR, guarded, sqlite_or_os_error, store_error
 from kbsync.store.rows import (
     CURRENT,
     HIT_COLUMNS,
@@ -40,7 +48,7 @@ from kbsync.store.rows import (
     window_span,
 )
 
-__all__ = ["SCHEMA_VERSION", "SqliteStore"]
+__all__ = ["SCHEMA_VERSION", "SqliteStore", "salvage_embeddings", "swap_in"]
 
 _MIGRATIONS: tuple[str, ...] = (
     """
@@ -142,47 +150,93 @@ _MIGRATIONS: tuple[str, ...] = (
 # bm25 weights of the full-text columns (text, heading): a word of the section's
 # heading says more about what a chunk is about than the same word in its body.
 _FTS_WEIGHTS = "1.0, 2.0"
+# The full-text table as the latest migration makes it (repair makes it anew the same way).
+_FTS_TABLE = ("CREATE VIRTUAL TABLE chunk_fts USING fts5 "
+              "(text, heading, tokenize = 'porter unicode61')")
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 
+@guarded(lambda store: str(store.path), sqlite_or_os_error)
 class SqliteStore:
-    """A :class:`~kbsync.store.RecordStore` in one SQLite file."""
+    """A :class:`~kbsync.store.RecordStore` in one SQLite file.
 
-    def __init__(self, path: str | Path) -> None:
+    ``read_only`` opens it for reading only; a store whose file or folder cannot
+    be written is opened so anyway (see :attr:`read_only`).
+    """
+
+    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
         self.path = Path(path)
-        if str(path) != ":memory:":
+        memory = str(path) == ":memory:"
+        #: Whether the store is open for reading only (writes fail with a StoreError).
+        self.read_only = read_only or (not memory and self.path.exists()
+                                       and not _writable(self.path))
+        if not memory and not self.read_only:
             _prepare_state(self.path)
-        try:
-            # One store is used by one thread at a time (the watch loop runs in its own).
-            self._db = sqlite3.connect(
-                self.path, isolation_level=None, timeout=30.0, check_same_thread=False
-            )
-        except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: cannot open the store: {exc}") from exc
-        self._db.row_factory = sqlite3.Row
-        try:
-            version = self._db.execute("PRAGMA user_version").fetchone()[0]
-            self._db.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        except sqlite3.DatabaseError as exc:
-            self._db.close()
-            raise StoreError(f"{self.path}: not a kbsync store ({exc})") from exc
+        self._db = self._connect()
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
             self._db.close()
             raise SchemaError(
                 f"{self.path}: schema version {version} is newer than this kbsync knows "
                 f"({SCHEMA_VERSION}); upgrade kbsync. Nothing was written."
             )
-        # A 64 MB page cache (the default is 2 MB): the stat gate and the vector
-        # check of a no-op sync probe indexes that outgrow the small one.
-        for pragma in ("journal_mode = WAL", "synchronous = NORMAL", "foreign_keys = ON",
-                       "secure_delete = ON", "cache_size = -65536"):
-            self._db.execute(f"PRAGMA {pragma}")
+        if self.read_only and version < SCHEMA_VERSION:
+            self._db.close()
+            raise StoreError(f"{self.path}: schema version {version} needs an upgrade to "
+                             f"{SCHEMA_VERSION}, and {READ_ONLY}")
+        self._configure()
         if version < SCHEMA_VERSION:
             self._migrate(version)
         self._vectors: dict[str, tuple[npt.NDArray[np.float32], list[int]]] = {}
         self._data_version = -1
 
     # -- lifecycle -------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        """The connection, its schema readable; a file that is no SQLite store is refused.
+
+        Read-only, a WAL store whose shared-memory file cannot be created (its folder
+        is immutable or on a read-only mount) is opened as immutable instead.
+        """
+        if self.read_only:
+            uri = self.path.resolve().as_uri()
+            targets = [f"{uri}?mode=ro", f"{uri}?immutable=1"]
+        else:
+            targets = [str(self.path)]
+        failure: sqlite3.Error | None = None
+        for target in targets:
+            try:
+                # One store is used by one thread at a time (the watch loop runs in its own).
+                db = sqlite3.connect(target, isolation_level=None, timeout=30.0,
+                                     check_same_thread=False, uri=self.read_only)
+            except sqlite3.Error as exc:
+                raise store_error(str(self.path), exc, "cannot open the store") from exc
+            db.row_factory = sqlite3.Row
+            try:
+                db.execute("PRAGMA user_version").fetchone()
+                db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+                return db
+            except sqlite3.DatabaseError as exc:
+                db.close()
+                failure = exc
+                if not isinstance(exc, sqlite3.OperationalError):
+                    break  # the file itself is wrong, not how it was opened
+        assert failure is not None
+        if isinstance(failure, sqlite3.OperationalError):
+            raise store_error(str(self.path), failure, "cannot open the store") from failure
+        # Its header or schema is unreadable, so neither repair nor rebuild can salvage it.
+        raise StoreError(f"{self.path}: not a kbsync store ({failure}); if it was one, it is "
+                         "damaged beyond repair: move it away and run `kbsync sync` to build "
+                         "a new one (everything is embedded again)") from failure
+
+    def _configure(self) -> None:
+        # A 64 MB page cache (the default is 2 MB): the stat gate and the vector
+        # check of a no-op sync probe indexes that outgrow the small one.
+        pragmas: tuple[str, ...] = ("foreign_keys = ON", "cache_size = -65536")
+        if not self.read_only:
+            pragmas += ("journal_mode = WAL", "synchronous = NORMAL", "secure_delete = ON")
+        for pragma in pragmas:
+            self._db.execute(f"PRAGMA {pragma}")
 
     def _migrate(self, version: int) -> None:
         with self._transaction():
@@ -211,7 +265,7 @@ class SqliteStore:
             if self._db.in_transaction:  # SQLite may have rolled back already (SQLITE_FULL)
                 self._db.execute("ROLLBACK")
             if isinstance(exc, sqlite3.Error | OSError):
-                raise StoreError(f"{self.path}: cannot write the store: {exc}") from exc
+                raise store_error(str(self.path), exc, "cannot write the store") from exc
             raise
 
     def close(self) -> None:
@@ -669,9 +723,69 @@ class SqliteStore:
     # -- maintenance -----------------------------------------------------------------
 
     def verify(self, embedder: str, identity: Callable[[str], str] | None) -> list[str]:
-        # One read transaction: a sync committing meanwhile must not look like damage.
-        with self._snapshot():
-            return self._verify(embedder, identity)
+        # SQLite's own checks of the file come first: on a damaged file the logical
+        # checks below may fail or mislead. (integrity_check reads every page of a
+        # 100 MB store in under a second, so it always runs; see docs/reliability.md.)
+        damage = self.damage()
+        try:
+            # One read transaction: a sync committing meanwhile must not look like damage.
+            with self._snapshot():
+                return damage + self._verify(embedder, identity)
+        except sqlite3.DatabaseError:
+            if damage:
+                return damage
+            raise
+
+    def damage(self) -> list[str]:
+        """What SQLite finds wrong with the file and with the full-text index, as one
+        line each that says what to do (empty when both are sound)."""
+        found = []
+        rows = ["ok"]
+        # quick_check names the bad page where integrity_check can give up with a
+        # bare "malformed"; integrity_check also compares every index with its table.
+        for check in ("quick_check(20)", "integrity_check(20)"):
+            try:
+                rows = [str(r[0]) for r in self._db.execute(f"PRAGMA {check}")]
+            except sqlite3.DatabaseError as exc:
+                rows = [str(exc)]
+            if rows != ["ok"]:
+                break
+        if rows != ["ok"]:
+            lines = [line.strip() for row in rows for line in row.splitlines()
+                     if line.strip() and not line.startswith("***")]
+            more = f" and {len(lines) - 1} more" if len(lines) > 1 else ""
+            found.append(f"{self.path}: the store file is damaged ({lines[0]}{more}); "
+                         f"{REPAIR}")
+        fts = self._fts_damage()
+        if fts:
+            found.append(f"{self.path}: the full-text index is damaged ({fts}); run "
+                         "`kbsync verify --repair` to rebuild it from the chunks")
+        return found
+
+    def _fts_damage(self) -> str | None:
+        """FTS5's own integrity check of the full-text index: its finding, or None.
+
+        The check is an INSERT, so a read-only store runs it on a copy in memory, if
+        the store is small enough (else only ``integrity_check``, which reads the
+        full-text table's pages too, speaks for it).
+        """
+        check = "INSERT INTO chunk_fts (chunk_fts) VALUES ('integrity-check')"
+        db = self._db
+        copy = None
+        try:
+            if self.read_only:
+                if self.path.stat().st_size > _READ_ONLY_FTS_CHECK_LIMIT:
+                    return None
+                copy = sqlite3.connect(":memory:")
+                self._db.backup(copy)
+                db = copy
+            db.execute(check)
+        except sqlite3.DatabaseError as exc:
+            return " ".join(str(exc).split())
+        finally:
+            if copy is not None:
+                copy.close()
+        return None
 
     @contextmanager
     def _snapshot(self) -> Iterator[None]:
@@ -690,15 +804,168 @@ class SqliteStore:
         problems = invariants.problems(
             db.execute, embedder, identity, mark="?",
             bad_vectors="SELECT count(*) FROM embeddings WHERE length(vector) != 4 * dimension")
-        # The full-text table keeps its own copy of the chunks, which can drift from them.
-        indexed = {r[0] for r in db.execute("SELECT rowid FROM chunk_fts")}
-        current = {r[0] for r in db.execute(
+        return problems + self._fts_drift()
+
+    def repair(self, rechunk: Callable[[str], Mapping[str, str]]) -> list[str]:
+        """Rebuild what the store holds twice: its indexes, the full-text index (from the
+        chunks) and missing chunk texts (``rechunk`` maps a document's text to the
+        digests and texts of its chunks). What was done, as lines for a person.
+
+        Damage to the tables themselves is not repaired here: only a fresh store
+        built from the sources helps then (:func:`salvage_embeddings`, :func:`swap_in`).
+        """
+        done = []
+        steps: tuple[tuple[str, Callable[[], int]], ...] = (
+            ("the indexes", self._reindex),
+            ("the chunk texts", lambda: self._restore_chunk_texts(rechunk)),
+            ("the full-text index", self._rebuild_fts),
+        )
+        for what, step in steps:
+            try:
+                count = step()
+            except (StoreError, sqlite3.DatabaseError) as exc:
+                # Damage in the tables themselves stops a step: then only a rebuild helps.
+                reason = exc.__cause__ or exc
+                done.append(f"could not rebuild {what}: {' '.join(str(reason).split())[:200]}")
+                continue
+            if count:
+                done.append(f"rebuilt {what}" + (f" ({count} restored from the documents' "
+                                                 "text)" if what == "the chunk texts" else ""))
+        self._vectors.clear()
+        return done
+
+    def _reindex(self) -> int:
+        """Every index built again from its table, if SQLite's check finds fault; 1 if so.
+
+        An index whose pages are damaged cannot even be dropped (SQLite walks its
+        pages to free them): such an index, or the full-text table, is removed from
+        the schema instead, the file rewritten without it (VACUUM), and the index
+        created again (the full-text table is refilled by :meth:`_rebuild_fts`).
+        """
+        if not self._file_damage():
+            return 0
+        with contextlib.suppress(StoreError), self._transaction() as db:
+            db.execute("REINDEX")
+        damage = self._file_damage()
+        if damage:
+            derived = self._damaged_derived(damage)
+            if not derived:
+                raise StoreError(f"{self.path}: the damage is in tables that only the sources "
+                                 f"can fill again ({damage[0]})")
+            self._forget(derived)
+        return 1
+
+    def _file_damage(self) -> list[str]:
+        return [line for line in self.damage() if "store file is damaged" in line]
+
+    def _damaged_derived(self, damage: Sequence[str]) -> dict[str, str | None]:
+        """Name -> SQL of the derived structures that hold damage: explicit indexes, the
+        full-text table and the chunk texts (cut again from the documents' text).
+
+        Empty when a table that only the sources can fill is damaged too. The owners
+        are the b-trees of the pages the report names or, where it names none, the
+        tables whose own ``quick_check`` fails.
+        """
+        pages = {int(n) for line in damage for n in re.findall(r"[Pp]age (\d+)", line)}
+        schema = {r[0]: (r[1], r[2]) for r in self._db.execute(
+            "SELECT name, type, sql FROM sqlite_schema")}
+        owners: set[str] = set()
+        for page in sorted(pages):
+            with contextlib.suppress(sqlite3.DatabaseError):
+                owners.update(r[0] for r in self._db.execute(
+                    "SELECT name FROM dbstat WHERE pageno = ?", (page,)))
+        if not owners:
+            for name, (kind, _) in schema.items():
+                if kind != "table":
+                    continue
+                try:
+                    sound = [r[0] for r in self._db.execute(
+                        f'PRAGMA quick_check("{name}")')] == ["ok"]
+                except sqlite3.DatabaseError:
+                    sound = False
+                if not sound:
+                    owners.add(name)
+        derived: dict[str, str | None] = {}
+        for name in owners:
+            kind, sql = schema.get(name, ("", None))
+            if name.startswith("chunk_fts"):
+                derived.update({n: None for n in schema if n.startswith("chunk_fts")})
+            elif name in ("chunk_texts", "sqlite_autoindex_chunk_texts_1"):
+                derived["sqlite_autoindex_chunk_texts_1"] = None
+                derived["chunk_texts"] = schema["chunk_texts"][1]
+            elif kind == "index" and sql is not None:
+                derived[name] = sql
+            else:
+                return {}  # a table, or the index of a constraint: only a rebuild helps
+        return derived
+
+    def _forget(self, derived: Mapping[str, str | None]) -> None:
+        """Remove ``derived`` from the schema, rewrite the file, create the indexes anew."""
+        self._db.execute("PRAGMA writable_schema = ON")
+        try:
+            with self._transaction() as db:
+                db.executemany("DELETE FROM sqlite_schema WHERE name = ?",
+                               ((n,) for n in derived))
+        finally:
+            self._db.execute("PRAGMA writable_schema = OFF")
+        # The connection still holds the old schema: read it again from the file.
+        self._db.close()
+        self._db = self._connect()
+        self._configure()
+        self._db.execute("VACUUM")
+        with self._transaction() as db:
+            for sql in derived.values():
+                if sql is not None:
+                    db.execute(sql)
+
+    def _fts_drift(self) -> list[str]:
+        """How the full-text table differs from the current chunks (it keeps its own copy)."""
+        indexed = {r[0] for r in self._db.execute("SELECT rowid FROM chunk_fts")}
+        current = {r[0] for r in self._db.execute(
             f"SELECT c.id FROM chunks c JOIN documents d ON {CURRENT}")}
+        found = []
         if indexed - current:
-            problems.append(f"{len(indexed - current)} full-text rows of no current chunk")
+            found.append(f"{len(indexed - current)} full-text rows of no current chunk")
         if current - indexed:
-            problems.append(f"{len(current - indexed)} current chunks missing from full text")
-        return problems
+            found.append(f"{len(current - indexed)} current chunks missing from full text")
+        return found
+
+    def _rebuild_fts(self) -> int:
+        """The full-text table made anew from the current chunks and their texts, if it is
+        damaged or has drifted from them; 1 if so.
+
+        FTS5's own 'rebuild' reads the table's copy of the texts, which may be what
+        is damaged; dropping and refilling it depends on the chunks only.
+        """
+        if self._fts_damage() is None and not self._fts_drift():
+            return 0
+        with self._transaction() as db:
+            db.execute("DROP TABLE IF EXISTS chunk_fts")
+            db.execute(_FTS_TABLE)
+            db.execute(f"INSERT INTO chunk_fts (rowid, text, heading) SELECT c.id, t.text, "
+                       f"coalesce(c.heading, '') FROM chunks c JOIN documents d ON {CURRENT} "
+                       "JOIN chunk_texts t ON t.digest = c.digest")
+        return 1
+
+    def _restore_chunk_texts(self, rechunk: Callable[[str], Mapping[str, str]]) -> int:
+        """Texts of chunks that have none, cut again from their document's current or
+        previous text (the two generations a document keeps); how many."""
+        rows = self._db.execute(
+            "SELECT c.doc_id, group_concat(c.digest) FROM chunks c LEFT JOIN chunk_texts t "
+            "ON t.digest = c.digest WHERE t.digest IS NULL GROUP BY c.doc_id").fetchall()
+        restored = 0
+        for doc_id, digests in rows:
+            texts = self._db.execute("SELECT text, previous FROM texts WHERE doc_id = ?",
+                                     (doc_id,)).fetchone()
+            if texts is None:
+                continue
+            cut = {d: t for text in texts if text is not None for d, t in rechunk(text).items()}
+            found = [(d, cut[d]) for d in set(digests.split(",")) if d in cut]
+            with self._transaction() as db:
+                db.executemany("INSERT OR IGNORE INTO chunk_texts (digest, text) VALUES (?, ?)",
+                               found)
+            restored += len(found)
+        return restored
 
     def add_erasure(self, pattern: str, created: str) -> None:
         with self._transaction() as db:
@@ -770,8 +1037,85 @@ class SqliteStore:
                 crashpoint(point)
                 db.execute(sql)
             except (sqlite3.Error, OSError) as exc:
-                raise StoreError(f"{self.path}: cannot compact the store: {exc}") from exc
+                raise store_error(str(self.path), exc, "cannot compact the store") from exc
         return {"chunk_texts": texts, "embeddings": vectors}
+
+
+# The largest read-only store whose full-text index verify checks on a copy in memory.
+_READ_ONLY_FTS_CHECK_LIMIT = 1 << 30
+
+
+def salvage_embeddings(damaged: Path, into: SqliteStore) -> int:
+    """Copy every readable cached vector of the store file ``damaged`` into ``into``; how many.
+
+    Rows are read in rowid order; where a damaged page stops the reading, the
+    rest is read from the other end, so one bad page costs only the rows on it.
+    """
+    db = sqlite3.connect(f"{damaged.resolve().as_uri()}?mode=ro", uri=True)
+    rows: dict[tuple[str, str], tuple[int, bytes]] = {}
+    sql = "SELECT rowid, digest, embedder, dimension, vector FROM embeddings "
+    try:
+        last = 0
+        try:
+            for rowid, digest, embedder, dimension, vector in db.execute(sql + "ORDER BY rowid"):
+                rows[(digest, embedder)] = (dimension, vector)
+                last = rowid
+        except sqlite3.DatabaseError:
+            with contextlib.suppress(sqlite3.DatabaseError):
+                for _, digest, embedder, dimension, vector in db.execute(
+                        sql + "WHERE rowid > ? ORDER BY rowid DESC", (last,)):
+                    rows[(digest, embedder)] = (dimension, vector)
+    except sqlite3.DatabaseError:
+        pass  # not even the table is readable: nothing to salvage
+    finally:
+        db.close()
+    by_embedder: dict[str, dict[str, npt.NDArray[np.float32]]] = {}
+    for (digest, embedder), (dimension, vector) in rows.items():
+        if isinstance(vector, bytes) and len(vector) == 4 * dimension:
+            by_embedder.setdefault(embedder, {})[digest] = np.frombuffer(vector, np.float32)
+    for embedder, vectors in by_embedder.items():
+        into.put_vectors(embedder, vectors)
+    return sum(len(v) for v in by_embedder.values())
+
+
+def swap_in(fresh: Path, live: Path, backup: Path) -> None:
+    """Put the closed store file ``fresh`` in place of ``live``, keeping the old one as ``backup``.
+
+    The old file is hard-linked to ``backup`` first and replaced by one rename, so
+    at every moment ``live`` is the old store or the new one; its write-ahead log
+    goes with the backup, lest SQLite replay it onto the new file.
+    """
+    try:
+        for name in (backup, *_companions(backup)):
+            name.unlink(missing_ok=True)
+        crashpoint("store.rebuild_backup")
+        os.link(live, backup)
+        for old, kept in zip(_companions(live), _companions(backup), strict=True):
+            if old.exists():
+                os.replace(old, kept)
+        crashpoint("store.rebuild_swap")
+        os.replace(fresh, live)
+        folder = os.open(live.parent, os.O_RDONLY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
+    except OSError as exc:
+        raise store_error(str(live), exc, "cannot put the rebuilt store in place") from exc
+
+
+def _companions(path: Path) -> tuple[Path, Path]:
+    """The write-ahead log and shared-memory files SQLite keeps beside ``path``."""
+    return path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")
+
+
+def _writable(path: Path) -> bool:
+    """Whether the store file and its folder (for the WAL) can be written.
+
+    ``access`` honours read-only mounts and immutable files even for root, whom
+    permission bits do not stop.
+    """
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
 
 
 def _prepare_state(path: Path) -> None:

@@ -1,0 +1,207 @@
+"""Damaged store files: found by verify, told in one line, repaired or rebuilt.
+
+The damage is real: bytes of a copy of a real store are overwritten at a page
+found from ``PRAGMA page_size`` and the b-tree's pages in ``dbstat``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kbsync.cli import app
+from kbsync.knowledge_base import KnowledgeBase
+from tests.reliability.harness import make_kb
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A synced knowledge base of 120 documents (about 500 chunks), copied by each test."""
+    root = make_kb(tmp_path_factory.mktemp("damage") / "kb", 120)
+    with KnowledgeBase.open(root) as kb:
+        kb.sync()
+    return root
+
+
+def _copy(pristine: Path, tmp_path: Path) -> Path:
+    root = tmp_path / "kb"
+    shutil.copytree(pristine, root)
+    return root
+
+
+def _db(root: Path) -> Path:
+    return root / ".kbsync" / "kbsync.db"
+
+
+def _pages(root: Path, table: str) -> tuple[int, list[tuple[int, str]]]:
+    """The page size and the (page number, page type) of ``table``'s b-tree."""
+    db = sqlite3.connect(_db(root))
+    try:
+        size = db.execute("PRAGMA page_size").fetchone()[0]
+        pages = db.execute("SELECT pageno, pagetype FROM dbstat WHERE name = ? ORDER BY pageno",
+                           (table,)).fetchall()
+    finally:
+        db.close()
+    return size, pages
+
+
+def _overwrite(root: Path, page: int, size: int, offset: int, data: bytes) -> None:
+    with open(_db(root), "r+b") as f:
+        f.seek((page - 1) * size + offset)
+        f.write(data)
+
+
+def _zero_a_leaf(root: Path, table: str) -> None:
+    size, pages = _pages(root, table)
+    leaves = [p for p, kind in pages if kind == "leaf"]
+    _overwrite(root, leaves[len(leaves) // 2], size, 0, bytes(size))
+
+
+def _bad_child_pointer(root: Path, index: str) -> None:
+    """An interior page of ``index`` whose right-most child is far past the file's end."""
+    size, pages = _pages(root, index)
+    interior = [p for p, kind in pages if kind == "internal"]
+    assert interior, "the index needs an interior page"
+    # Bytes 8..11 of an interior b-tree page header: the right-most child's page number.
+    _overwrite(root, interior[0], size, 8, (1_000_000).to_bytes(4, "big"))
+
+
+def _kbsync(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run the command line in this process, as ``kbsync ARGS -c ROOT`` would."""
+    result = CliRunner().invoke(app, [*args, "-c", str(root)])
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
+
+
+def _one_line_error(run: subprocess.CompletedProcess[str], root: Path) -> str:
+    assert "Traceback" not in run.stderr + run.stdout
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1, run.stderr
+    assert lines[0].startswith("error: ")
+    assert str(_db(root)) in lines[0]
+    return lines[0]
+
+
+def test_a_page_with_an_invalid_page_number_fails_verify_in_one_line(
+        pristine: Path, tmp_path: Path) -> None:
+    root = _copy(pristine, tmp_path)
+    _bad_child_pointer(root, "chunks_digest")
+    run = _kbsync(root, "verify")
+    assert run.returncode == 4, run.stdout + run.stderr
+    assert "Traceback" not in run.stderr
+    lines = run.stdout.strip().splitlines()
+    assert len(lines) == 1
+    assert "invalid page number 1000000" in lines[0]
+    assert "kbsync rebuild" in lines[0]
+    assert "kbsync verify --repair" in lines[0]
+
+
+def test_a_zeroed_leaf_page_makes_verify_sync_and_search_say_one_line(
+        pristine: Path, tmp_path: Path) -> None:
+    root = _copy(pristine, tmp_path)
+    _zero_a_leaf(root, "chunks")
+    verify = _kbsync(root, "verify")
+    assert verify.returncode == 4
+    assert "Traceback" not in verify.stderr
+    assert len(verify.stdout.strip().splitlines()) == 1
+    assert "damaged" in verify.stdout
+    assert "kbsync rebuild" in verify.stdout
+    (root / "docs" / "doc-000.txt").write_text("A new first line.\n", encoding="utf-8")
+    for args in (("sync",), ("search", "harbour light")):
+        run = _kbsync(root, *args)
+        assert run.returncode == 1
+        assert "kbsync rebuild" in _one_line_error(run, root)
+
+
+def test_repair_rebuilds_a_drifted_full_text_index_and_lost_chunk_texts(
+        pristine: Path, tmp_path: Path) -> None:
+    root = _copy(pristine, tmp_path)
+    db = sqlite3.connect(_db(root), isolation_level=None)
+    try:
+        db.execute("DELETE FROM chunk_fts WHERE rowid IN (SELECT id FROM chunks LIMIT 7)")
+        db.execute("DELETE FROM chunk_texts WHERE digest IN "
+                   "(SELECT digest FROM chunks ORDER BY id DESC LIMIT 3)")
+    finally:
+        db.close()
+    with KnowledgeBase.open(root) as kb:
+        before = kb.verify()
+        assert not before.ok
+        repaired = kb.verify(repair=True)
+        assert repaired.ok, repaired.remaining
+        assert any("full-text index" in line for line in repaired.repaired)
+        assert any("3 restored" in line for line in repaired.repaired)
+        assert kb.verify().ok
+        assert kb.search("harbour light", mode="text")
+
+
+def test_rebuild_makes_a_fresh_store_and_reuses_every_readable_embedding(
+        pristine: Path, tmp_path: Path) -> None:
+    root = _copy(pristine, tmp_path)
+    with KnowledgeBase.open(root) as kb:
+        total = kb.store.status().embeddings
+    _zero_a_leaf(root, "chunks")
+    with KnowledgeBase.open(root) as kb:
+        rebuilt = kb.rebuild()
+        assert rebuilt.salvaged == total
+        assert sum(s.embeddings_computed for s in rebuilt.result.sources) == 0
+        assert rebuilt.reused > 0
+        assert kb.verify().ok
+        assert kb.search("harbour light")
+        status = kb.store.status()
+        assert status.documents == 120
+        assert status.embeddings == total
+    assert rebuilt.backup.exists()
+    assert sorted(p.name for p in _db(root).parent.iterdir()) == [
+        "kbsync.db", "kbsync.db.before-rebuild", "kbsync.db.lock"]
+
+
+@pytest.mark.parametrize(("table", "damage"), [
+    ("chunks_digest", _bad_child_pointer),
+    ("chunk_fts_data", _zero_a_leaf),
+    ("chunk_fts_content", _zero_a_leaf),
+    ("chunk_texts", _zero_a_leaf),
+])
+def test_repair_mends_damage_to_what_the_store_holds_twice(
+        pristine: Path, tmp_path: Path, table: str,
+        damage: Callable[[Path, str], None]) -> None:
+    root = _copy(pristine, tmp_path)
+    damage(root, table)
+    with KnowledgeBase.open(root) as kb:
+        found = kb.verify()
+        assert any("store file is damaged" in line for line in found.problems)
+        repaired = kb.verify(repair=True)
+        assert repaired.ok, repaired.remaining
+        assert kb.verify().ok
+        assert kb.search("harbour light", mode="text")
+        assert kb.store.status().documents == 120
+
+
+def test_repair_says_when_only_a_rebuild_helps_and_the_rebuild_embeds_nothing(
+        pristine: Path, tmp_path: Path) -> None:
+    root = _copy(pristine, tmp_path)
+    _zero_a_leaf(root, "chunks")
+    run = _kbsync(root, "verify", "--repair")
+    assert run.returncode == 4
+    assert "Traceback" not in run.stderr
+    assert "only a fresh store helps: `kbsync rebuild`" in run.stdout
+    rebuilt = _kbsync(root, "rebuild")
+    assert rebuilt.returncode == 0, rebuilt.stdout + rebuilt.stderr
+    assert ", 0 computed;" in rebuilt.stdout
+    assert _kbsync(root, "verify").stdout.strip() == "ok: every invariant holds"
+
+
+def test_a_store_whose_header_is_gone_says_how_to_start_again(
+        pristine: Path, tmp_path: Path) -> None:
+    root = _copy(pristine, tmp_path)
+    size, _ = _pages(root, "chunks")
+    _overwrite(root, 1, size, 0, bytes(100))  # the file header
+    run = _kbsync(root, "status")
+    assert run.returncode == 1
+    assert "move it away and run `kbsync sync`" in _one_line_error(run, root)
