@@ -152,11 +152,18 @@ def _changed_words(a: _Side, b: _Side, old_chunks: list[ByteChunk], new_chunks: 
     Only the runs of chunks that differ are diffed word by word, so the cost
     follows the size of the change, not of the document.
     """
-    removed: list[tuple[int, int]] = []
-    added: list[tuple[int, int]] = []
+    spans: list[list[int]] = []
     for oa, oz, na, nz in _changed_runs(old_chunks, new_chunks, len(a.data), len(b.data)):
         oi, oj = a.word_span(oa, oz)
         ni, nj = b.word_span(na, nz)
+        if spans and (oi < spans[-1][1] or ni < spans[-1][3]):
+            # A word that straddles the equal chunks between two runs: diff them as one.
+            spans[-1][1], spans[-1][3] = max(oj, spans[-1][1]), max(nj, spans[-1][3])
+        else:
+            spans.append([oi, oj, ni, nj])
+    removed: list[tuple[int, int]] = []
+    added: list[tuple[int, int]] = []
+    for oi, oj, ni, nj in spans:
         gone, new = _word_diff(a, oi, oj, b, ni, nj)
         removed += gone
         added += new
