@@ -63,8 +63,12 @@ def extracted(name: str, text: str) -> str:
 
 
 def measure(path: Path) -> tuple[dict[str, Any], list[tuple[float, float, str]]]:
-    """The table row of one history, and (similarity, oracle, document) of each modify."""
+    """The table row of one history, and (similarity, oracle, document) of each modify.
+
+    The row's ``reexamined`` lists the re-examine verdicts (document, similarity, oracle).
+    """
     rows: list[tuple[float, float, str]] = []
+    reexamined: list[tuple[str, float, float]] = []
     times: list[float] = []
     verdicts: Counter[str] = Counter()
     reexamine_kept = 0
@@ -76,8 +80,9 @@ def measure(path: Path) -> tuple[dict[str, Any], list[tuple[float, float, str]]]
         oracle = oracle_similarity(old, new)
         rows.append((report.similarity, oracle, name))
         verdicts[str(report.verdict)] += 1
-        if report.verdict is Verdict.REEXAMINE_EXTRACTION and oracle >= 0.5:
-            reexamine_kept += 1
+        if report.verdict is Verdict.REEXAMINE_EXTRACTION:
+            reexamined.append((name, report.similarity, oracle))
+            reexamine_kept += oracle >= 0.5
     diffs = [abs(s - o) for s, o, _ in rows]
     times.sort()
     n = len(rows)
@@ -90,6 +95,7 @@ def measure(path: Path) -> tuple[dict[str, Any], list[tuple[float, float, str]]]
         "verdicts": dict(sorted(verdicts.items())),
         "p50_ms": 1000 * times[n // 2] if n else 0.0,
         "p99_ms": 1000 * times[min(n - 1, int(n * 0.99))] if n else 0.0,
+        "reexamined": reexamined,
     }, rows
 
 
@@ -114,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{row['history']:<20} {row['documents']:>5} {row['within']:>10.1%} "
               f"{row['mean']:>9.3f} {row['reexamine_kept']:>11} {row['p50_ms']:>8.1f} "
               f"{row['p99_ms']:>8.1f}  {row['verdicts']}")
+        for name, s, o in row["reexamined"]:
+            print(f"    re-examine: {name}: similarity {s:.3f}, oracle {o:.3f}")
         for s, o, name in sorted(rows, key=lambda r: -abs(r[0] - r[1]))[:args.worst]:
             print(f"    {name}: similarity {s:.3f}, oracle {o:.3f}")
     return 0

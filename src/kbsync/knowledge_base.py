@@ -349,7 +349,8 @@ class KnowledgeBase:
                     self.sources, self._queue(), self.embedder, extractor_for,
                     self.config.chunker, workers=workers, spawn=self._spawn, verify=verify,
                     allow_mass_delete=allow_mass_delete, progress=progress,
-                    scratch_dir=self._state_dir(), **self._index_settings())
+                    scratch_dir=self._state_dir(), accept_replacements=accept_replacements,
+                    **self._index_settings())
             return sync_sources(
                 self.sources, self.store, self.embedder, extractor_for, self.config.chunker,
                 verify=verify, allow_mass_delete=allow_mass_delete, progress=progress,

@@ -65,9 +65,10 @@ from kbsync.vectors import VectorSink
 
 __all__ = ["REPORT_LIMIT", "BatchLimits", "Capped", "Chunker", "Derive", "ExtractorFor",
            "Progress", "RemovedSource", "SourceReport", "SyncReport", "apply_plan", "backfill",
-           "count_plan", "count_unchanged", "derivation", "deriver", "embed_plan",
-           "list_source", "observe", "refuse_dimension_change", "stat_gate_passes",
-           "sync_sources", "unchanged_observation", "utc_now"]
+           "compare_stored", "count_plan", "count_unchanged", "derivation", "deriver",
+           "embed_plan", "list_source", "observe", "refuse_dimension_change",
+           "route_replacement", "stat_gate_passes", "sync_sources", "unchanged_observation",
+           "utc_now"]
 
 Progress = Callable[[str, int, int], None]
 ExtractorFor = Callable[[str], Extractor | None]
@@ -641,47 +642,61 @@ def _screen_replacements(
     screened: list[Observation] = []
     changes: dict[str, ChangeReport] = {}
     for o in observations:
-        old = olds.get(o.key)
-        before = None
-        if isinstance(o, DocumentVersion) and old is not None and o.text_hash != old.text_hash:
-            before = run.store.document(o.key, source)
-        if before is None or not isinstance(o, DocumentVersion):
+        change = compare_stored(run.store, source, o, olds.get(o.key), shared)
+        if change is None or not isinstance(o, DocumentVersion):
             screened.append(o)
             continue
-        noise = {c.text for c in o.chunks if c.digest in shared}
-        change = compare(before.text, o.text, ignore=noise)
         changes[o.key] = change
-        screened.append(_route_replacement(run, source, o, change, out))
+        screened.append(route_replacement(run.store, source, o, change, out,
+                                          accept=run.accept_replacements,
+                                          write=not run.dry_run))
     return screened, changes
 
 
-def _route_replacement(run: _Run, source: str, version: DocumentVersion, change: ChangeReport,
-                       out: SourceReport) -> Observation:
+def compare_stored(store: RecordStore, source: str, observation: Observation,
+                   old: StoredDocument | None, shared: Collection[str]) -> ChangeReport | None:
+    """The change report of a document whose text changed against its stored text, else None.
+
+    Chunks in ``shared`` (the source's boilerplate) do not count in the similarity.
+    """
+    if not isinstance(observation, DocumentVersion) or old is None \
+            or observation.text_hash == old.text_hash:
+        return None
+    before = store.document(observation.key, source)
+    if before is None:
+        return None
+    noise = {c.text for c in observation.chunks if c.digest in shared}
+    return compare(before.text, observation.text, ignore=noise)
+
+
+def route_replacement(store: RecordStore, source: str, version: DocumentVersion,
+                      change: ChangeReport, out: SourceReport, *, accept: bool,
+                      write: bool) -> Observation:
     """Route a changed document by its verdict: hold a collapsed text, else let it through.
 
     A re-examine verdict (the new text shares almost nothing with the stored one:
     a login wall, an error page served with 200, an extractor regression) keeps
     the stored version, with its stat, so the next sync reads the document again;
     the new text is applied when that sync sees the same text (same hash), or at
-    once with ``accept_replacements``. The hash awaiting confirmation is a meta
-    entry of the store (:func:`held_meta_name`), so it survives restarts.
+    once with ``accept``. The hash awaiting confirmation is a meta entry of the
+    store (:func:`held_meta_name`), so it survives restarts; ``write`` false (a
+    dry run) leaves it alone.
     """
     name = held_meta_name(source, version.key)
-    held = run.store.get_meta(name) or None
-    write = not run.dry_run
+    held = store.get_meta(name) or None
     if change.verdict is not Verdict.REEXAMINE_EXTRACTION:
         if held and write:
-            run.store.set_meta(name, "")
+            store.set_meta(name, "")
         return version
-    if run.accept_replacements or held == version.text_hash:
+    if accept or held == version.text_hash:
         if held and write:
-            run.store.set_meta(name, "")
-        how = "accepted" if run.accept_replacements else "confirmed by a second check"
+            store.set_meta(name, "")
+        how = "accepted" if accept else "confirmed by a second check"
         out.warnings.append(f"{version.key}: new text shares almost nothing with the previous "
                             f"one (similarity {change.similarity:.3f}); replacement {how}")
         return version
     if write:
-        run.store.set_meta(name, version.text_hash)
+        store.set_meta(name, version.text_hash)
     out.warnings.append(f"{version.key}: new text shares almost nothing with the previous one "
                         f"(similarity {change.similarity:.3f}); kept the previous version until "
                         "the next sync sees the same text (or sync with --accept-replacements)")

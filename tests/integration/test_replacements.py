@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from kbsync.cli import app
 from kbsync.engine import init_config
 from kbsync.model import Verdict
 from kbsync.report import SyncResult
+from tests.conftest import Backend
 
 LOGIN_WALL = "Please sign in to continue.\n\nForgot your password? Create an account.\n"
 
@@ -174,3 +176,33 @@ def test_a_web_page_turned_login_wall_keeps_its_text_and_vectors_until_confirmed
         assert digests(kb, key) == before
         assert kb.sync().total("modified") == 1
         assert "sign in" in kb.document(key).text
+
+
+@pytest.fixture(scope="module")
+def pg(postgres_url: str) -> Iterator[Backend]:
+    found = Backend("postgres", postgres_url)
+    yield found
+    found.drop()
+
+
+def test_parallel_workers_hold_a_collapsed_file_as_one_process_does(
+    pg: Backend, tmp_path: Path, prose: str,
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    write(docs / "guide.md", prose[:6000])
+    write(docs / "other.md", prose[6000:9000])
+    init_config(tmp_path, [str(docs)])
+    pg.configure(tmp_path)
+    with KnowledgeBase.open(tmp_path) as kb:
+        assert kb.sync(workers=1).total("new") == 2
+        text = kb.document("guide.md").text
+        write(docs / "guide.md", LOGIN_WALL)
+        held = kb.sync(workers=1)
+        assert held.total("modified") == 0
+        assert any("guide.md" in w for w in warnings(held))
+        assert kb.document("guide.md").text == text
+        assert kb.sync(workers=1).total("modified") == 1
+        assert kb.document("guide.md").text == LOGIN_WALL.strip()
+        write(docs / "other.md", LOGIN_WALL + "Other.\n")
+        assert kb.sync(workers=1, accept_replacements=True).total("modified") == 1
