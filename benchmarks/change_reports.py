@@ -25,6 +25,9 @@ from typing import Any
 
 from kbsync import Verdict, compare
 from kbsync.extract.registry import extractor_for, media_type_for
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
 from oracle import oracle_similarity
 
 CORPORA = Path(__file__).resolve().parent.parent.parent / "shared" / "corpora"
