@@ -321,7 +321,7 @@ def sync_sources(
     documents read wait for their batch in a scratch file in ``scratch_dir`` (the system's
     temporary directory when None). A new text that shares almost nothing with
     the stored one (a re-examine verdict) is held until a later sync sees it
-    again, unless ``accept_replacements`` (see :func:`_route_replacement`).
+    again, unless ``accept_replacements`` (see :func:`route_replacement`).
     """
     refuse_dimension_change(store, embedder)
     report = SyncReport(dry_run=dry_run, started=utc_now())
