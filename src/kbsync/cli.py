@@ -304,13 +304,17 @@ def sync(
     wait: Annotated[bool, typer.Option(help="Wait for another writer to finish.")] = True,
     workers: Annotated[int, typer.Option(min=0, help="Process documents in this many processes "
                                          "(PostgreSQL store only).")] = 0,
+    accept_replacements: Annotated[bool, typer.Option(
+        help="Apply a new text that shares almost nothing with the stored one at once, "
+             "instead of waiting for the next sync to confirm it.")] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Bring the knowledge base in step with its sources."""
     with _Errors(), KnowledgeBase.open(config) as kb:
         report = _progress_run(lambda tick: kb.sync(
             verify=verify, allow_mass_delete=allow_mass_delete, progress=tick, wait=wait,
-            on_wait=lambda message: typer.echo(message, err=True), workers=workers), as_json)
+            on_wait=lambda message: typer.echo(message, err=True), workers=workers,
+            accept_replacements=accept_replacements), as_json)
     _print_report(report, as_json)
     if report.failed:
         raise typer.Exit(EXIT_PROBLEMS)

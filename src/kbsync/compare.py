@@ -1,22 +1,43 @@
-"""Change reports between two versions of a document, over byte-level CDC chunks."""
+"""Change reports between two versions of a document: similarity, verdict, word-exact regions.
+
+Text is compared in its normalized form (:func:`kbsync.normalize.normalize`, the
+one normalization every gate uses), so re-wrapping, indentation or line endings
+never count as changes. The canonical texts are cut by the byte-level CDC
+(:mod:`kbsync.chunking.bytecdc`) with sizes that scale with the document
+(:func:`~kbsync.chunking.bytecdc.params_for_length`), the two chunk sequences
+are aligned, and every run of chunks that differs is refined with a word-level
+diff, so a region is a run of whole words that really changed. Regions are then
+mapped back to offsets in the texts as given, for display.
+"""
 
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Collection
-from dataclasses import replace
+from collections import Counter
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, replace
+from difflib import SequenceMatcher
 
 import numpy as np
+import numpy.typing as npt
 
-from kbsync.chunking.bytecdc import byte_chunks
+from kbsync.chunking.bytecdc import byte_chunks, params_for_length
 from kbsync.chunking.params import ByteParams
 from kbsync.model import ByteChunk, ChangeReport, Region, Verdict
-from kbsync.normalize import normalize
+from kbsync.normalize import canonical_text, scan_words
 
-__all__ = ["COSMETIC_SIMILARITY", "REEXAMINE_SIMILARITY", "compare"]
+__all__ = ["COSMETIC_SIMILARITY", "REEXAMINE_SIMILARITY", "WORD_DIFF_LIMIT", "compare"]
 
 COSMETIC_SIMILARITY = 0.98
 REEXAMINE_SIMILARITY = 0.05
+WORD_DIFF_LIMIT = 20_000
+"""Words (old and new together) above which a changed run is not refined word by word.
+
+difflib's matcher is quadratic in the worst case; a run this large is a rewrite
+of that part, so it is reported whole (still cut at word boundaries).
+"""
+
+IntArray = npt.NDArray[np.int64]
 
 
 def compare(
@@ -25,21 +46,36 @@ def compare(
 ) -> ChangeReport:
     """What changed from ``old`` to ``new``.
 
-    Similarity is the Jaccard index of the two sets of chunk digests; regions are
-    the merged runs of new chunks not found in the old version, in characters
-    when ``new`` is text and in bytes otherwise; ``moved`` counts kept chunks that
-    left the longest run of kept chunks in their old order. Passages in
-    ``ignore`` (boilerplate, in normalized form) are removed from both normalized
-    texts before the similarity and the verdict are computed; the regions still
-    index ``new`` as given.
+    For text, ``similarity`` is the share of the document that is unchanged:
+    ``1 - (removed + added) / (|old| + |new|)`` in UTF-8 bytes of the normalized
+    texts, where ``removed`` and ``added`` are the bytes of the changed word runs
+    (``removed_regions`` and ``regions``). The runs are found by aligning the
+    byte-CDC chunks of both versions (sizes from ``params``, by default chosen
+    from the longer version's length so that short documents still get at least
+    16 chunks) and diffing word by word inside each run of chunks that differ.
+    For bytes, it is the share of bytes in chunks both versions hold,
+    ``(shared_old + shared_new) / (|old| + |new|)``.
+
+    For text, ``regions`` are the runs of whole words of ``new`` that are not in
+    ``old`` and ``removed_regions`` those of ``old`` not in ``new``, as character
+    offsets into the texts as given (before normalization); for bytes, the runs
+    of changed chunks, in bytes. ``moved`` counts kept chunks that left the
+    longest run of kept chunks in their old order. Passages in ``ignore``
+    (boilerplate, in normalized form) are removed from both normalized texts
+    before the similarity and the verdict are computed; regions still cover them.
     """
-    report = _compare(old, new, params)
-    if not ignore or not isinstance(old, str) or not isinstance(new, str) or not report.changed:
+    if isinstance(old, str) and isinstance(new, str):
+        a, b = _Side.of(old), _Side.of(new)
+        report = _compare_text(a, b, params)
+        if ignore and report.changed:
+            stripped = _compare_text(_Side.of(_without(a.canonical, ignore)),
+                                     _Side.of(_without(b.canonical, ignore)), params)
+            sim = stripped.similarity if stripped.changed else 1.0
+            report = replace(report, similarity=sim, verdict=_verdict(True, sim))
         return report
-    stripped = _compare(_without(normalize(old).text, ignore),
-                        _without(normalize(new).text, ignore), params)
-    return replace(report, similarity=stripped.similarity,
-                   verdict=_verdict(stripped.changed, stripped.similarity))
+    old_bytes = old.encode("utf-8") if isinstance(old, str) else old
+    new_bytes = new.encode("utf-8") if isinstance(new, str) else new
+    return _compare_bytes(old_bytes, new_bytes, params)
 
 
 def _without(text: str, passages: Collection[str]) -> str:
@@ -48,32 +84,176 @@ def _without(text: str, passages: Collection[str]) -> str:
     return text
 
 
-def _compare(old: str | bytes, new: str | bytes, params: ByteParams | None) -> ChangeReport:
-    old_bytes = old.encode("utf-8") if isinstance(old, str) else old
-    new_bytes = new.encode("utf-8") if isinstance(new, str) else new
-    old_chunks = byte_chunks(old_bytes, params)
-    new_chunks = byte_chunks(new_bytes, params)
+@dataclass(frozen=True, slots=True)
+class _Side:
+    """One version: its canonical text, and each word's offsets there and in the input."""
+
+    canonical: str
+    data: bytes
+    starts: IntArray  # canonical character offsets of each word
+    ends: IntArray
+    byte_starts: IntArray  # the same in the canonical UTF-8 bytes
+    byte_ends: IntArray
+    input_starts: IntArray  # character offsets in the text as given
+    input_ends: IntArray
+
+    @classmethod
+    def of(cls, text: str) -> _Side:
+        scan = scan_words(text)
+        canonical = canonical_text(scan, 0, len(scan))
+        data = canonical.encode("utf-8")
+        starts, ends = scan.text_starts, scan.text_ends
+        if len(data) == len(canonical):
+            byte_starts, byte_ends = starts, ends
+        else:
+            b = np.frombuffer(data, dtype=np.uint8)
+            byte_of = np.append(np.flatnonzero((b & 0xC0) != 0x80), len(b)).astype(np.int64)
+            byte_starts, byte_ends = byte_of[starts], byte_of[ends]
+        return cls(canonical, data, starts, ends, byte_starts, byte_ends,
+                   scan.input_starts, scan.input_ends)
+
+    def words(self, i: int, j: int) -> list[str]:
+        return [self.canonical[int(s):int(e)]
+                for s, e in zip(self.starts[i:j].tolist(), self.ends[i:j].tolist(), strict=True)]
+
+    def word_span(self, a: int, z: int) -> tuple[int, int]:
+        """Indices ``[i, j)`` of the words that overlap the byte range ``[a, z)``."""
+        i = int(np.searchsorted(self.byte_ends, a, side="right"))
+        j = int(np.searchsorted(self.byte_starts, z, side="left"))
+        return i, max(i, j)
+
+    def byte_size(self, runs: Sequence[tuple[int, int]]) -> int:
+        """Canonical UTF-8 bytes of the word runs ``[i, j)``, the spaces inside them included."""
+        return sum(int(self.byte_ends[j - 1]) - int(self.byte_starts[i]) for i, j in runs)
+
+    def region(self, i: int, j: int) -> Region:
+        """Words ``[i, j)`` as a region of the input text."""
+        start = int(self.input_starts[i])
+        return Region(start, int(self.input_ends[j - 1]) - start)
+
+
+def _compare_text(a: _Side, b: _Side, params: ByteParams | None) -> ChangeReport:
+    p = params or params_for_length(max(len(a.data), len(b.data)))
+    old_chunks, new_chunks = byte_chunks(a.data, p), byte_chunks(b.data, p)
+    changed = a.canonical != b.canonical
+    removed, added = _changed_words(a, b, old_chunks, new_chunks) if changed else ([], [])
+    total = len(a.data) + len(b.data)
+    lost = a.byte_size(removed) + b.byte_size(added)
+    similarity = 1.0 if not changed or total == 0 else max(0.0, 1.0 - lost / total)
+    return _report(old_chunks, new_chunks, changed, similarity,
+                   tuple(b.region(i, j) for i, j in added),
+                   tuple(a.region(i, j) for i, j in removed))
+
+
+def _changed_words(a: _Side, b: _Side, old_chunks: list[ByteChunk], new_chunks: list[ByteChunk],
+                   ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """Merged word runs ``[i, j)`` removed from ``a`` and added to ``b``.
+
+    Only the runs of chunks that differ are diffed word by word, so the cost
+    follows the size of the change, not of the document.
+    """
+    spans: list[list[int]] = []
+    for oa, oz, na, nz in _changed_runs(old_chunks, new_chunks, len(a.data), len(b.data)):
+        oi, oj = a.word_span(oa, oz)
+        ni, nj = b.word_span(na, nz)
+        if spans and (oi < spans[-1][1] or ni < spans[-1][3]):
+            # A word that straddles the equal chunks between two runs: diff them as one.
+            spans[-1][1], spans[-1][3] = max(oj, spans[-1][1]), max(nj, spans[-1][3])
+        else:
+            spans.append([oi, oj, ni, nj])
+    removed: list[tuple[int, int]] = []
+    added: list[tuple[int, int]] = []
+    for oi, oj, ni, nj in spans:
+        gone, new = _word_diff(a, oi, oj, b, ni, nj)
+        removed += gone
+        added += new
+    return _merged(removed), _merged(added)
+
+
+def _compare_bytes(old: bytes, new: bytes, params: ByteParams | None) -> ChangeReport:
+    p = params or params_for_length(max(len(old), len(new)))
+    old_chunks, new_chunks = byte_chunks(old, p), byte_chunks(new, p)
+    changed = old != new
+    similarity = _shared_share(old_chunks, new_chunks, len(old) + len(new)) if changed else 1.0
     old_digests = {c.digest for c in old_chunks}
     new_digests = {c.digest for c in new_chunks}
-    union = old_digests | new_digests
-    similarity = len(old_digests & new_digests) / len(union) if union else 1.0
-    added = tuple(c for c in new_chunks if c.digest not in old_digests)
-    removed = tuple(c for c in old_chunks if c.digest not in new_digests)
-    kept = len(new_chunks) - len(added)
-    regions = _merge(added)
-    if isinstance(new, str) and not new.isascii():
-        regions = _to_chars(regions, new_bytes)
-    changed = old_bytes != new_bytes
+    return _report(old_chunks, new_chunks, changed, similarity,
+                   _merge([c for c in new_chunks if c.digest not in old_digests]),
+                   _merge([c for c in old_chunks if c.digest not in new_digests]))
+
+
+def _shared_share(old: Sequence[ByteChunk], new: Sequence[ByteChunk], total: int) -> float:
+    """Bytes of chunks found in both versions (as many times as both hold them), over ``total``."""
+    if total == 0:
+        return 1.0
+    left = Counter(c.digest for c in old)
+    right = Counter(c.digest for c in new)
+    length = {c.digest: c.length for c in (*old, *new)}
+    shared = sum(min(n, right[d]) * length[d] for d, n in left.items() if d in right)
+    return min(1.0, 2 * shared / total)
+
+
+def _report(old: list[ByteChunk], new: list[ByteChunk], changed: bool, similarity: float,
+            regions: tuple[Region, ...], removed_regions: tuple[Region, ...]) -> ChangeReport:
+    old_digests = {c.digest for c in old}
+    new_digests = {c.digest for c in new}
+    added = tuple(c for c in new if c.digest not in old_digests)
+    kept = len(new) - len(added)
     return ChangeReport(
         changed=changed,
-        similarity=similarity if changed else 1.0,
+        similarity=similarity,
         added=added,
-        removed=removed,
+        removed=tuple(c for c in old if c.digest not in new_digests),
         kept=kept,
-        moved=kept - _ordered(old_chunks, new_chunks),
+        moved=kept - _ordered(old, new),
         regions=regions,
         verdict=_verdict(changed, similarity),
+        removed_regions=removed_regions,
     )
+
+
+def _changed_runs(old: list[ByteChunk], new: list[ByteChunk], old_size: int,
+                  new_size: int) -> list[tuple[int, int, int, int]]:
+    """Byte ranges ``(old_start, old_end, new_start, new_end)`` of the runs of chunks that differ.
+
+    The two chunk sequences are aligned by their digests; a moved chunk that
+    leaves the alignment shows as removed at its old place and added at its new one.
+    """
+    matcher = SequenceMatcher(None, [c.digest for c in old], [c.digest for c in new],
+                              autojunk=False)
+    old_at = [c.offset for c in old] + [old_size]
+    new_at = [c.offset for c in new] + [new_size]
+    return [(old_at[i1], old_at[i2], new_at[j1], new_at[j2])
+            for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal"]
+
+
+def _word_diff(a: _Side, oi: int, oj: int, b: _Side, ni: int,
+               nj: int) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """Word runs ``[i, j)`` removed from ``a`` and added to ``b`` within two aligned ranges."""
+    if oj - oi + nj - ni > WORD_DIFF_LIMIT:
+        return ([(oi, oj)] if oj > oi else []), ([(ni, nj)] if nj > ni else [])
+    matcher = SequenceMatcher(None, a.words(oi, oj), b.words(ni, nj), autojunk=False)
+    removed: list[tuple[int, int]] = []
+    added: list[tuple[int, int]] = []
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        if i2 > i1:
+            removed.append((oi + i1, oi + i2))
+        if j2 > j1:
+            added.append((ni + j1, ni + j2))
+    return removed, added
+
+
+def _merged(runs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Word runs sorted, with overlapping or touching runs joined."""
+    out: list[tuple[int, int]] = []
+    for i, j in sorted(runs):
+        if out and i <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], j))
+        else:
+            out.append((i, j))
+    return out
 
 
 def _verdict(changed: bool, similarity: float) -> Verdict:
@@ -86,7 +266,7 @@ def _verdict(changed: bool, similarity: float) -> Verdict:
     return Verdict.REPROCESS
 
 
-def _merge(chunks: tuple[ByteChunk, ...]) -> tuple[Region, ...]:
+def _merge(chunks: Sequence[ByteChunk]) -> tuple[Region, ...]:
     regions: list[Region] = []
     for c in chunks:
         if regions and regions[-1].end == c.offset:
@@ -94,17 +274,6 @@ def _merge(chunks: tuple[ByteChunk, ...]) -> tuple[Region, ...]:
         else:
             regions.append(Region(c.offset, c.length))
     return tuple(regions)
-
-
-def _to_chars(regions: tuple[Region, ...], data: bytes) -> tuple[Region, ...]:
-    b = np.frombuffer(data, dtype=np.uint8)
-    char_at = np.zeros(len(b) + 1, dtype=np.int64)
-    np.cumsum((b & 0xC0) != 0x80, out=char_at[1:])
-    out = []
-    for r in regions:
-        a, z = int(char_at[r.offset]), int(char_at[r.end])
-        out.append(Region(a, z - a))
-    return tuple(out)
 
 
 def _ordered(old: list[ByteChunk], new: list[ByteChunk]) -> int:

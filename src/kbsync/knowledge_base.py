@@ -364,7 +364,8 @@ class KnowledgeBase:
 
     def sync(self, *, progress: Progress | None = None, verify: bool = False,
              allow_mass_delete: bool = False, wait: bool = True,
-             on_wait: Callable[[str], None] | None = None, workers: int = 0) -> SyncResult:
+             on_wait: Callable[[str], None] | None = None, workers: int = 0,
+             accept_replacements: bool = False) -> SyncResult:
         """Bring the store in step with the sources, doing the least work that is correct.
 
         Args:
@@ -376,6 +377,9 @@ class KnowledgeBase:
             workers: share the documents among this many processes (this one and
                 ``workers - 1`` started here) and any ``kbsync worker`` serving the same
                 store, through its work queue (PostgreSQL only; see :mod:`kbsync.workers`).
+            accept_replacements: apply a new text that shares almost nothing with the
+                stored one at once, instead of keeping the stored version until the
+                next sync confirms it (a login wall or an error page would replace it).
         """
         if workers and not self.config.store_url:
             raise ConfigError("--workers needs a PostgreSQL store ([store] url in kbsync.toml): "
@@ -390,11 +394,13 @@ class KnowledgeBase:
                     self.sources, self._queue(), self.embedder, self._extractor_for,
                     self.config.chunker, workers=workers, spawn=self._spawn, verify=verify,
                     allow_mass_delete=allow_mass_delete, progress=progress,
-                    scratch_dir=self._state_dir(), **self._index_settings())
+                    scratch_dir=self._state_dir(), accept_replacements=accept_replacements,
+                    **self._index_settings())
             return sync_sources(
                 self.sources, self.store, self.embedder, self._extractor_for, self.config.chunker,
                 verify=verify, allow_mass_delete=allow_mass_delete, progress=progress,
-                sink=self.sink, scratch_dir=self._state_dir(), **self._index_settings())
+                sink=self.sink, scratch_dir=self._state_dir(),
+                accept_replacements=accept_replacements, **self._index_settings())
 
     def work(self, *, run: str | None = None, follow: bool = False, poll: float = 2.0,
              stop: threading.Event | None = None) -> int:

@@ -140,10 +140,14 @@ class Verdict(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class ChangeReport:
-    """What changed between two versions of one document, at the level of byte-CDC chunks.
+    """What changed between two versions of one document (see :func:`kbsync.compare`).
 
-    ``regions`` are merged runs of the new version not found in the old one,
-    in the units of the input (characters for text, bytes for bytes).
+    ``similarity`` is the share of the document that is unchanged (bytes in
+    chunks both versions share, over the bytes of both). ``regions`` are the
+    runs of the new version not found in the old one and ``removed_regions``
+    those of the old version not found in the new one, in the units of the
+    input as given (characters for text, whole words; bytes for bytes).
+    ``added`` and ``removed`` are the byte-CDC chunks of the normalized texts.
     """
 
     changed: bool
@@ -154,6 +158,7 @@ class ChangeReport:
     moved: int
     regions: tuple[Region, ...]
     verdict: Verdict
+    removed_regions: tuple[Region, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

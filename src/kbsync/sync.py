@@ -41,6 +41,7 @@ from kbsync.model import (
     Listing,
     Record,
     SourceItem,
+    Verdict,
 )
 from kbsync.normalize import NORMALIZER_VERSION, normalize
 from kbsync.plan import (
@@ -66,15 +67,17 @@ from kbsync.vectors import VectorSink
 
 __all__ = ["REPORT_LIMIT", "BatchLimits", "Capped", "Chunker", "Derive", "ExtractorFor",
            "Progress", "RemovedSource", "SourceReport", "SyncReport", "apply_plan", "backfill",
-           "count_plan", "count_unchanged", "derivation", "deriver", "embed_plan",
-           "erasure_matcher", "forget_released", "is_key_hash", "keep_removed",
+           "compare_stored", "count_plan", "count_unchanged", "derivation", "deriver",
+           "embed_plan", "erasure_matcher", "forget_released", "is_key_hash", "keep_removed",
            "list_source", "next_frontier", "observe", "refuse_dimension_change",
-           "release_source", "released_sources", "removed_sources", "stat_gate_passes",
-           "sync_sources", "tombstone", "unchanged_observation", "utc_now"]
+           "release_source", "released_sources", "removed_sources", "route_replacement",
+           "stat_gate_passes", "sync_sources", "tombstone", "unchanged_observation", "utc_now"]
 
 Progress = Callable[[str, int, int], None]
 ExtractorFor = Callable[[str], Extractor | None]
 EMBED_BATCH = 64
+HELD_PREFIX = "held-version "
+"""Prefix of the store's meta entries that hold a replacement awaiting confirmation."""
 
 
 @dataclass(frozen=True)
@@ -276,6 +279,7 @@ class _Run:
     scratch_dir: Path | None
     clock: _Clock
     tally: Counter[ChunkShape]
+    accept_replacements: bool = False
 
     def count_chunk(self, chunk: Chunk) -> None:
         """Count ``chunk`` for the run's chunking diagnostics (its text is not kept)."""
@@ -309,6 +313,7 @@ def sync_sources(
     sink: VectorSink | None = None,
     batch: BatchLimits = BatchLimits(),
     scratch_dir: Path | None = None,
+    accept_replacements: bool = False,
 ) -> SyncResult:
     """Bring ``store`` in step with ``sources`` (or, with ``dry_run``, only plan it).
 
@@ -319,7 +324,9 @@ def sync_sources(
     Documents are planned, embedded and applied a ``batch`` at a time, so memory
     does not grow with the size of a source (see :func:`_sync_source`); the
     documents read wait for their batch in a scratch file in ``scratch_dir`` (the system's
-    temporary directory when None).
+    temporary directory when None). A new text that shares almost nothing with
+    the stored one (a re-examine verdict) is held until a later sync sees it
+    again, unless ``accept_replacements`` (see :func:`route_replacement`).
     """
     refuse_dimension_change(store, embedder)
     report = SyncReport(dry_run=dry_run, started=utc_now())
@@ -332,7 +339,7 @@ def sync_sources(
     run = _Run(store, embedder, extractor_for, chunker, dry_run=dry_run, verify=verify,
                progress=progress, boilerplate_share=boilerplate_share,
                index_boilerplate=index_boilerplate, sink=sink, batch=batch, scratch_dir=scratch_dir,
-               clock=_Clock(report), tally=Counter())
+               clock=_Clock(report), tally=Counter(), accept_replacements=accept_replacements)
     removed, released = removed_sources(store, sources, allow_mass_delete)
     for source in [*sources, *removed]:
         source_report = SourceReport(source=source.name)
@@ -704,8 +711,9 @@ def _run_batch(
     and a dry run's embedding estimate stay those of one plan of the whole source.
     """
     store, embedder = run.store, run.embedder
-    observations = [o for o, _ in batch]
     olds = {old.key: old for _, old in batch if old is not None}
+    observations, changes = _screen_replacements(run, source, [o for o, _ in batch], olds,
+                                                 shared, out)
     versions = [o for o in observations if isinstance(o, DocumentVersion)]
     # Batches go in key order, as one plan of the source takes moves: a new document
     # moves from the first gone one with its text that no earlier key has taken.
@@ -730,16 +738,93 @@ def _run_batch(
     for d in the_plan.documents:
         if d.action is Action.MODIFIED and d.version is not None \
                 and len(out.changes) < REPORT_LIMIT:
-            before = store.document(d.key, source)
-            if before is not None:
-                noise = {c.text for c in d.version.chunks if c.digest in shared}
-                out.changes[d.key] = compare(before.text, d.version.text, ignore=noise)
+            change = changes.get(d.key)
+            if change is not None:
+                out.changes[d.key] = change
     if not run.dry_run:
         vectors, failed = embed_plan(the_plan, embedder, out, progress, added.digests)
         run.clock.lap("embed")
         apply_plan(the_plan, vectors, failed, store, embedder, out, progress, run.sink, skip)
         run.clock.lap("apply")
     added.note(the_plan)
+
+
+def held_meta_name(source: str, key: str) -> str:
+    """The store's meta entry that holds the text hash of a replacement awaiting confirmation."""
+    return HELD_PREFIX + json.dumps([source, key], ensure_ascii=False)
+
+
+def _screen_replacements(
+    run: _Run, source: str, observations: list[Observation], olds: Mapping[str, StoredDocument],
+    shared: frozenset[str], out: SourceReport,
+) -> tuple[list[Observation], dict[str, ChangeReport]]:
+    """Compare every document whose text changed with its stored text; hold collapsed ones.
+
+    Returns the observations to plan (a held document becomes :class:`Unchanged`)
+    and the change report of each document compared.
+    """
+    screened: list[Observation] = []
+    changes: dict[str, ChangeReport] = {}
+    for o in observations:
+        change = compare_stored(run.store, source, o, olds.get(o.key), shared)
+        if change is None or not isinstance(o, DocumentVersion):
+            screened.append(o)
+            continue
+        changes[o.key] = change
+        screened.append(route_replacement(run.store, source, o, change, out,
+                                          accept=run.accept_replacements,
+                                          write=not run.dry_run))
+    return screened, changes
+
+
+def compare_stored(store: RecordStore, source: str, observation: Observation,
+                   old: StoredDocument | None, shared: Collection[str]) -> ChangeReport | None:
+    """The change report of a document whose text changed against its stored text, else None.
+
+    Chunks in ``shared`` (the source's boilerplate) do not count in the similarity.
+    """
+    if not isinstance(observation, DocumentVersion) or old is None \
+            or observation.text_hash == old.text_hash:
+        return None
+    before = store.document(observation.key, source)
+    if before is None:
+        return None
+    noise = {c.text for c in observation.chunks if c.digest in shared}
+    return compare(before.text, observation.text, ignore=noise)
+
+
+def route_replacement(store: RecordStore, source: str, version: DocumentVersion,
+                      change: ChangeReport, out: SourceReport, *, accept: bool,
+                      write: bool) -> Observation:
+    """Route a changed document by its verdict: hold a collapsed text, else let it through.
+
+    A re-examine verdict (the new text shares almost nothing with the stored one:
+    a login wall, an error page served with 200, an extractor regression) keeps
+    the stored version, with its stat, so the next sync reads the document again;
+    the new text is applied when that sync sees the same text (same hash), or at
+    once with ``accept``. The hash awaiting confirmation is a meta entry of the
+    store (:func:`held_meta_name`), so it survives restarts; ``write`` false (a
+    dry run) leaves it alone.
+    """
+    name = held_meta_name(source, version.key)
+    held = store.get_meta(name) or None
+    if change.verdict is not Verdict.REEXAMINE_EXTRACTION:
+        if held and write:
+            store.set_meta(name, "")
+        return version
+    if accept or held == version.text_hash:
+        if held and write:
+            store.set_meta(name, "")
+        how = "accepted" if accept else "confirmed by a second check"
+        out.warnings.append(f"{version.key}: new text shares almost nothing with the previous "
+                            f"one (similarity {change.similarity:.3f}); replacement {how}")
+        return version
+    if write:
+        store.set_meta(name, version.text_hash)
+    out.warnings.append(f"{version.key}: new text shares almost nothing with the previous one "
+                        f"(similarity {change.similarity:.3f}); kept the previous version until "
+                        "the next sync sees the same text (or sync with --accept-replacements)")
+    return Unchanged(version.key)
 
 
 def _delete_vanished(run: _Run, source: str, scratch: Scratch, stored: int,

@@ -57,6 +57,7 @@ from kbsync.sync import (
     SyncReport,
     apply_plan,
     backfill,
+    compare_stored,
     count_plan,
     count_unchanged,
     derivation,
@@ -68,6 +69,7 @@ from kbsync.sync import (
     observe,
     refuse_dimension_change,
     removed_sources,
+    route_replacement,
     stat_gate_passes,
     unchanged_observation,
     utc_now,
@@ -142,12 +144,14 @@ def sync_parallel(
     boilerplate_share: float = 0.05,
     index_boilerplate: bool = False,
     scratch_dir: Path | None = None,
+    accept_replacements: bool = False,
 ) -> SyncResult:
     """A sync whose per-document work is shared by ``workers`` processes (this one included).
 
     ``spawn`` starts the other ``workers - 1`` processes; without it, or with
     one worker, this process does all the work through the same queue. The
     listing waits in a scratch file in ``scratch_dir`` (as in :func:`sync_sources`).
+    A collapsed text is held as :func:`sync_sources` holds it, unless ``accept_replacements``.
     """
     refuse_dimension_change(store, embedder)
     store.prepare_vectors(embedder.dimension)
@@ -166,7 +170,7 @@ def sync_parallel(
         if isinstance(source, RemovedSource):
             out.warnings.append("no longer configured: its documents are deleted")
         listed[source.name] = _enqueue(run, source, store, embedder, extractor_for, chunker,
-                                      verify, out, scratch_dir)
+                                      verify, out, scratch_dir, accept_replacements)
     report.seconds["list"] = time.perf_counter() - started
     started = time.perf_counter()
     total = store.pending(run)
@@ -231,7 +235,8 @@ def _overall(store: WorkQueue, run: str, total: int,
 
 def _enqueue(run: str, source: Source, store: WorkQueue, embedder: Embedder,
              extractor_for: ExtractorFor, chunker: Chunker, verify: bool,
-             out: SourceReport, scratch_dir: Path | None) -> _Listed:
+             out: SourceReport, scratch_dir: Path | None,
+             accept_replacements: bool = False) -> _Listed:
     """List one source, settle what the stat gate passes and queue the rest.
 
     The listing and the manifest wait in a scratch file, as in a single-process
@@ -259,7 +264,7 @@ def _enqueue(run: str, source: Source, store: WorkQueue, embedder: Embedder,
                 out.bytes_skipped += entry.stat.size if entry.stat else 0
             else:
                 queued.append((entry.key, _item_json(entry, made_with, embedder.identity,
-                                                     moves)))
+                                                     moves, accept_replacements)))
                 reads += 1
             if len(queued) == _PAGE:  # queued as listed, not held for the whole source
                 store.enqueue(run, source.name, queued)
@@ -348,6 +353,11 @@ def _process(job: ClaimedDocument, source: Source, store: WorkQueue, embedder: E
     out = SourceReport(source=job.source)
     old = store.stored(job.source, job.key)
     observation = observe(source, item, old, extractor, made_with, chunker, out)
+    change = compare_stored(store, job.source, observation, old, skip)
+    if change is not None and isinstance(observation, DocumentVersion):
+        observation = route_replacement(
+            store, job.source, observation, change, out,
+            accept=job.item.get("accept_replacements", False), write=True)
     stored = {job.key: old} if old is not None else {}
     # Without vanished documents in the run (a first sync, say) there is no move to look for.
     if isinstance(observation, DocumentVersion) and old is None and job.item.get("moves", True):
@@ -406,7 +416,7 @@ def _delete_vanished(run: str, source: str, store: WorkQueue, embedder: Embedder
 
 
 def _item_json(item: SourceItem, derivation: str, embedder: str,
-               moves: bool = True) -> dict[str, Any]:
+               moves: bool = True, accept_replacements: bool = False) -> dict[str, Any]:
     """A queued document; ``moves``: whether documents of its source vanished in this run."""
     stat = item.stat
     validators = item.validators
@@ -416,7 +426,7 @@ def _item_json(item: SourceItem, derivation: str, embedder: str,
         "validators": None if validators is None
         else [validators.etag, validators.last_modified],
         "not_modified": item.not_modified, "derivation": derivation, "embedder": embedder,
-        "moves": moves,
+        "moves": moves, "accept_replacements": accept_replacements,
     }
 
 

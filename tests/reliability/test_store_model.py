@@ -47,7 +47,7 @@ class CrashingStore(EditedSource):
         def doomed() -> None:
             store = SqliteStore(self.path)
             sync_sources([self.source], store, self.embedder, extractor_for, CHUNKER,
-                         allow_mass_delete=True)
+                         allow_mass_delete=True, accept_replacements=True)
 
         status = crash_in_child(doomed, crash_at=at)
         assert killed(status) or status == 0  # 0: the sync had fewer write steps

@@ -37,6 +37,7 @@ __all__ = [
     "byte_chunks",
     "iter_byte_chunks",
     "iter_spans",
+    "params_for_length",
     "rolling_hashes",
     "text_byte_chunks",
 ]
@@ -45,6 +46,12 @@ BASE = 257
 MODULUS = (1 << 61) - 1
 _BLOCK = 1 << 20
 _WORD = re.compile(r"\S+")
+
+# Sizes of the chunks compare() cuts a document into, chosen from its length.
+SCALED_WINDOW_BYTES = 48
+SCALED_MIN_CHUNKS = 16
+SCALED_SMALLEST_AVG = 16
+SCALED_LARGEST_AVG = 512
 
 _taps: dict[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = {}
 
@@ -74,6 +81,21 @@ def rolling_hashes(data: npt.NDArray[np.uint8], window: int) -> npt.NDArray[np.i
     h = (high >> 29) + ((high & ((1 << 29) - 1)) << 32) + low
     h = (h & MODULUS) + (h >> 61)
     return np.where(h >= MODULUS, h - MODULUS, h)
+
+
+def params_for_length(length: int) -> ByteParams:
+    """Byte-CDC sizes for comparing documents of ``length`` bytes: at least 16 chunks each.
+
+    The average is the largest power of two with ``1.25 * avg * 16 <= length``
+    (a chunk is on average ``min + avg`` long), kept within 16..512 bytes; the
+    minimum is a quarter of it and the maximum four times it. The rolling-hash
+    window stays 48 bytes whatever the sizes, so one edit moves at most the cut
+    points within 48 bytes after it.
+    """
+    target = max(1, length * 4 // (5 * SCALED_MIN_CHUNKS))
+    avg = min(SCALED_LARGEST_AVG, max(SCALED_SMALLEST_AVG, 1 << (target.bit_length() - 1)))
+    return ByteParams(window_bytes=SCALED_WINDOW_BYTES, min_size=avg // 4, avg_size=avg,
+                      max_size=avg * 4)
 
 
 def byte_chunks(data: bytes, params: ByteParams | None = None) -> list[ByteChunk]:

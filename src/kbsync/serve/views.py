@@ -10,15 +10,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from kbsync.chunking import ByteParams
-from kbsync.compare import compare
 from kbsync.knowledge_base import KnowledgeBase
 from kbsync.model import Region
 from kbsync.store import Hit, RunRecord
 
 __all__ = [
     "CHART_RUNS",
-    "HIGHLIGHT",
     "document_view",
     "hit_view",
     "overview",
@@ -27,9 +24,6 @@ __all__ = [
     "segments",
 ]
 
-# Byte-CDC settings for highlighting a change: far smaller chunks than the defaults
-# behind the verdict and similarity (~2 KB), so a one-line edit marks about a line.
-HIGHLIGHT = ByteParams(window_bytes=12, min_size=16, avg_size=64, max_size=256)
 # How many of the latest runs the overview's chart covers.
 CHART_RUNS = 30
 # The overview lists the document changes of the latest runs, up to this many.
@@ -113,9 +107,9 @@ def run_detail(record: RunRecord) -> dict[str, Any]:
 def document_view(kb: KnowledgeBase, key: str, source: str | None = None) -> dict[str, Any]:
     """A document's texts, its last change (verdict, similarity, regions) and its history.
 
-    The verdict and similarity are those of the sync (default byte-CDC settings);
-    the regions come from a finer comparison made for highlighting. A first
-    version has no regions.
+    Verdict, similarity and regions come from one :func:`~kbsync.compare.compare`
+    of the two texts: the words added to the new text and those removed from the
+    old one, for the side-by-side view. A first version has no regions.
 
     Raises :class:`~kbsync.errors.KbsyncError` when there is no such document.
     """
@@ -123,10 +117,8 @@ def document_view(kb: KnowledgeBase, key: str, source: str | None = None) -> dic
     previous = doc.previous or ""
     added: tuple[Region, ...] = ()
     removed: tuple[Region, ...] = ()
-    if doc.previous is not None:
-        added = compare(previous, doc.text, HIGHLIGHT).regions
-        # Regions of the old text that the new one lacks: the same comparison, the other way.
-        removed = compare(doc.text, previous, HIGHLIGHT).regions
+    if doc.change is not None:
+        added, removed = doc.change.regions, doc.change.removed_regions
     return {
         "source": doc.source,
         "key": doc.key,
