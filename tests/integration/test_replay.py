@@ -90,3 +90,32 @@ def test_the_parallel_sync_on_postgresql_stores_what_one_process_stores(
                                     workers=2, change_checks=False)
     assert tally.synced > 2
     assert _failed(tally, set(tally.failures)) == {}
+
+
+# -- the harness's own oracles, on small made-up histories ------------------------------------
+
+
+
+def test_the_line_oracle_counts_the_bytes_of_equal_normalized_lines() -> None:
+    old = "alpha beta\n\ngamma  delta\nepsilon\n"
+    assert replay.line_oracle(old, old) == 1.0
+    assert replay.line_oracle(old, "alpha   beta\ngamma delta\n\nepsilon") == 1.0
+    # "epsilon" (7 bytes) became "zeta" (4): K = 10 + 11 of 28 and 25 bytes.
+    assert replay.line_oracle(old, "alpha beta\ngamma delta\nzeta\n") == pytest.approx(42 / 53)
+    assert replay.line_oracle("one\n", "two\n") == 0.0
+
+
+def test_expected_labels_follow_git_through_the_normalized_text() -> None:
+    before = {"same.md": "# Same\n\nText.\n", "spaced.md": "# Spaced\n\nA  b.\n",
+              "edited.md": "# Edited\n\nOld words.\n", "gone.md": "# Gone\n\nBye.\n",
+              "renamed.md": "# Renamed\n\nSame text.\n",
+              "reworded.md": "# Reworded\n\nFirst words.\n", "notes.bin": "x"}
+    after = {"same.md": before["same.md"], "spaced.md": "# Spaced\n\nA b.\n",
+             "edited.md": "# Edited\n\nNew words.\n", "fresh.md": "# Fresh\n\nHello.\n",
+             "moved/renamed.md": before["renamed.md"],
+             "moved/reworded.md": "# Reworded\n\nOther words.\n", "notes.bin": "y"}
+    changes = [{"op": "rename", "old_path": "renamed.md", "path": "moved/renamed.md"},
+               {"op": "rename", "old_path": "reworded.md", "path": "moved/reworded.md"}]
+    assert replay.expected_actions(before, after, changes, replay.Extractions().of) == {
+        "edited.md": "modified", "fresh.md": "new", "gone.md": "deleted",
+        "moved/renamed.md": "moved", "moved/reworded.md": "new", "reworded.md": "deleted"}
