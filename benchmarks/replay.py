@@ -26,7 +26,8 @@ Checks after every sync (a failed check is counted under its name; any failure: 
     ``no-op``      (once, at the end) a sync with nothing changed writes anything but its run
                    record (the logical dump differs, or the store's row changes are not 1).
     Change reports (``compare``), kept apart so they can be told from the rest:
-    ``similarity`` |reported similarity - oracle| > 0.1 for a modified document;
+    ``similarity`` |reported similarity - oracle| > 0.1 for a modified document, or it has no
+                   change report;
     ``reexamine``  a reexamine-extraction verdict where the oracle is >= 0.5.
 
 Expected labels (what git did between the two synced states, read through kbsync's extractor)
@@ -243,6 +244,7 @@ class Tally:
     modified_compared: int = 0
     within_tolerance: int = 0
     reexamine_where_similar: int = 0
+    missing_reports: int = 0
     stat_collisions: int = 0
     seconds: float = 0.0
     sync_seconds: float = 0.0
@@ -496,7 +498,12 @@ def _check(kb: KnowledgeBase, result: SyncResult, before: Mapping[str, str],
     # Change reports.
     changes = {c.key: c for s in result.sources for c in s.changes if c.action == "modified"}
     for key, change in sorted(changes.items()):
-        if key not in before or key not in after or change.change is None:
+        if key not in before or key not in after:
+            continue
+        if change.change is None:
+            tally.missing_reports += 1
+            if change_checks:
+                tally.fail("similarity", f"{step}: {key}: modified, but no change report")
             continue
         old, new = extractions.of(key, before[key]), extractions.of(key, after[key])
         assert old is not None
@@ -568,6 +575,7 @@ def _row(t: Tally) -> list[tuple[str, str]]:
                                       + (f" ({t.within_tolerance / compared:.1%})"
                                          if compared else "")),
         ("reexamine where oracle >= 0.5", str(t.reexamine_where_similar)),
+        ("modified without a change report", str(t.missing_reports)),
         ("stat collisions", str(t.stat_collisions)),
         ("failures by check", ", ".join(f"{k} {v}" for k, v in sorted(t.failures.items()))
          or "none"),

@@ -95,7 +95,6 @@ def test_the_parallel_sync_on_postgresql_stores_what_one_process_stores(
 # -- the harness's own oracles, on small made-up histories ------------------------------------
 
 
-
 def test_the_line_oracle_counts_the_bytes_of_equal_normalized_lines() -> None:
     old = "alpha beta\n\ngamma  delta\nepsilon\n"
     assert replay.line_oracle(old, old) == 1.0
