@@ -157,7 +157,7 @@ def write_document(store: RecordStore, sink: VectorSink, source: str, doc: Docum
     Raises :class:`VectorStoreError` when the sink refuses the new points; then
     nothing was committed and the document keeps its previous version.
     """
-    if doc.action is Action.METADATA:  # same chunks: the sink has nothing to learn
+    if doc.action in (Action.METADATA, Action.UNCHANGED):  # same chunks: nothing to learn
         store.apply(source, doc, vectors, embedder, now)
         return SinkWrite()
     old_refs = list(store.indexed_chunks(source, doc.previous_key or doc.key))

@@ -146,7 +146,12 @@ class ChunkOps:
 
 @dataclass(frozen=True, slots=True)
 class DocumentPlan:
-    """What to do with one document."""
+    """What to do with one document.
+
+    ``refresh`` marks an unchanged document whose stored stat, validators or bytes hash
+    are out of date (a ``touch``, a re-download of the same text): its row is updated,
+    but its content is the same, so it is reported as unchanged.
+    """
 
     key: str
     action: Action
@@ -157,6 +162,12 @@ class DocumentPlan:
     ops: ChunkOps = ChunkOps()
     message: str = ""
     missing: bool = False
+    refresh: bool = False
+
+    @property
+    def writes(self) -> bool:
+        """Whether applying this document changes the store."""
+        return self.refresh or self.action not in (Action.UNCHANGED, Action.FAILED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +182,7 @@ class Plan:
     @property
     def writes(self) -> bool:
         """Whether applying this plan changes anything in the store."""
-        return any(d.action not in (Action.UNCHANGED, Action.FAILED) for d in self.documents)
+        return any(d.writes for d in self.documents)
 
 
 def chunk_ops(old: Iterable[str], new: Iterable[str]) -> ChunkOps:
@@ -232,8 +243,9 @@ def plan(
             docs.append(DocumentPlan(key, Action.FAILED, message=obs.message,
                                      missing=obs.missing and old is not None))
         elif isinstance(obs, Refreshed):
-            docs.append(DocumentPlan(key, Action.METADATA if old else Action.FAILED,
-                                     stat=obs.stat, validators=obs.validators))
+            docs.append(DocumentPlan(key, Action.UNCHANGED, stat=obs.stat,
+                                     validators=obs.validators, refresh=True) if old
+                        else DocumentPlan(key, Action.FAILED))
         elif old is None:
             candidates = by_text.get(text_key(obs), [])
             if candidates:
@@ -245,9 +257,12 @@ def plan(
             else:
                 docs.append(DocumentPlan(key, Action.NEW, version=obs,
                                          ops=chunk_ops((), (c.digest for c in obs.chunks))))
-        elif not obs.rechunked:
-            docs.append(DocumentPlan(key, Action.METADATA, version=obs, stat=obs.stat,
-                                     ops=ChunkOps(kept=len(old.chunk_digests))))
+        elif not obs.rechunked:  # the same text: only the title or metadata can differ
+            same = (obs.title, obs.metadata) == (old.title, old.metadata)
+            docs.append(DocumentPlan(key, Action.UNCHANGED if same else Action.METADATA,
+                                     version=obs, stat=obs.stat, refresh=same,
+                                     ops=ChunkOps() if same
+                                     else ChunkOps(kept=len(old.chunk_digests))))
         else:
             ops = chunk_ops(old.chunk_digests, (c.digest for c in obs.chunks))
             docs.append(DocumentPlan(key, Action.MODIFIED, version=obs, ops=ops))

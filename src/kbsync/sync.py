@@ -1013,7 +1013,7 @@ def apply_plan(
             store.mark_missing(the_plan.source, doc.key)
     order = {Action.MOVED: 0, Action.DELETED: 2}
     docs = sorted(the_plan.documents, key=lambda d: order.get(d.action, 1))
-    writable = [d for d in docs if d.action not in (Action.UNCHANGED, Action.FAILED)]
+    writable = [d for d in docs if d.writes]
     now = utc_now()
     for n, doc in enumerate(writable, 1):
         if failed.intersection(doc.ops.added_digests):

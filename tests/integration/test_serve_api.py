@@ -64,9 +64,23 @@ def test_the_overview_counts_what_the_store_holds_and_embeddings_per_run(
     assert first["run"] < second["run"]
     assert first["computed"] > 0
     assert second["computed"] < first["computed"]  # the edit re-embedded only a few chunks
-    assert second["reused"] == second["kept"] + second["cache_hits"] > second["computed"]
+    assert second["kept"] > second["computed"]
     assert {"source": "docs", "key": kb.changed, "action": "modified"}.items() <= next(
         c for c in data["recent_changes"] if c["key"] == kb.changed).items()
+
+
+def test_reused_on_the_dashboard_is_the_reports_embeddings_reused(
+        client: TestClient, kb: KnowledgeBaseOnDisk) -> None:
+    with KnowledgeBase.open(kb.folder) as opened:
+        reports = {r.id: r.report for r in opened.runs()}
+    runs = _get(client, "/api/runs")
+    assert runs[0]["embeddings"]["kept"] > 0  # so counting kept chunks as reused would show
+    for run in runs:
+        sources = reports[run["id"]]["sources"]
+        assert run["embeddings"]["reused"] == sum(s["embeddings_reused"] for s in sources)
+    for point in _get(client, "/api/overview")["embeddings_per_run"]:
+        sources = reports[point["run"]]["sources"]
+        assert point["reused"] == sum(s["embeddings_reused"] for s in sources)
 
 
 def test_runs_are_listed_newest_first_with_counts_and_failures(
@@ -77,9 +91,9 @@ def test_runs_are_listed_newest_first_with_counts_and_failures(
     assert oldest["documents"] == {"new": kb.documents, "failed": 1}
     assert newest["documents"] == {"modified": 1, "unchanged": kb.documents - 1, "failed": 1}
     assert newest["failures"] == 1
-    assert newest["embeddings"]["computed"] < newest["embeddings"]["reused"]
+    assert newest["embeddings"]["computed"] < newest["embeddings"]["kept"]
     assert oldest["embeddings"] == {"computed": oldest["embeddings"]["computed"], "reused": 0,
-                                    "cache_hits": 0, "kept": 0}
+                                    "kept": 0}
     assert [r["id"] for r in _get(client, "/api/runs?limit=1")] == [newest["id"]]
     assert "error" in _get(client, "/api/runs?limit=zero", 400)
 

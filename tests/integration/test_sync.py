@@ -89,15 +89,33 @@ def test_a_same_stat_edit_is_caught_only_by_verify_mode(kb: Path) -> None:
         assert engine.sync(verify=True).total("modified") == 1
 
 
-def test_touching_a_file_refreshes_metadata_without_reextracting(kb: Path) -> None:
+def test_a_touched_file_is_unchanged_and_its_stat_refreshed(kb: Path) -> None:
     path = kb / "docs" / "a-essay-lighthouses.txt"
     with _engine(kb) as engine:
-        engine.sync()
+        documents = engine.sync().total("new")
         os.utime(path, ns=(time.time_ns(), time.time_ns() + 5_000_000_000))
         report = engine.sync()
-        assert report.total("metadata-only") == 1
+        assert report.total("metadata-only") == 0
+        assert report.total("unchanged") == documents
+        assert report.sources[0].changes == ()
+        assert report.sources[0].bytes_read == path.stat().st_size
         assert report.sources[0].embeddings_computed == 0
         assert report.sources[0].chunks["added"] == 0
+        assert engine.sync().sources[0].bytes_read == 0  # the stat was refreshed
+
+
+def test_a_changed_title_alone_is_metadata_only(kb: Path) -> None:
+    path = kb / "docs" / "retitled.md"
+    path.write_text("---\ntitle: Lighthouses\n---\nKeepers trimmed the wicks every night.\n")
+    with _engine(kb) as engine:
+        engine.sync()
+        path.write_text("---\ntitle: Old lighthouses\n---\nKeepers trimmed the wicks every "
+                        "night.\n")
+        report = engine.sync()
+        assert report.total("metadata-only") == 1
+        assert [(c.key, c.action) for c in report.sources[0].changes] == [
+            ("retitled.md", "metadata-only")]
+        assert engine.document("retitled.md").title == "Old lighthouses"
 
 
 def test_whitespace_only_edits_pass_the_bytes_gate_but_not_the_text_gate(kb: Path) -> None:
@@ -106,7 +124,8 @@ def test_whitespace_only_edits_pass_the_bytes_gate_but_not_the_text_gate(kb: Pat
         engine.sync()
         path.write_text(path.read_text().replace(". ", ".  ", 3))
         report = engine.sync()
-        assert report.total("metadata-only") == 1
+        assert report.total("metadata-only") == 0
+        assert report.sources[0].changes == ()
         assert report.sources[0].chunks["added"] == 0
 
 

@@ -131,7 +131,8 @@ def test_a_markup_only_change_is_no_change_of_content(kb: Path, site: Site) -> N
         site.html = lambda path: original(path).replace("<main>", '<main class="v2" id="x">')  # type: ignore[method-assign]
         report = engine.sync()
         assert report.total("modified") == 0
-        assert report.total("metadata-only") == 3
+        assert report.total("metadata-only") == 0
+        assert report.total("unchanged") == 3  # a re-download with identical text
         assert report.sources[0].embeddings_computed == 0
         assert all(c.change is None for c in report.sources[0].changes)
 

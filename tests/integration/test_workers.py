@@ -192,6 +192,26 @@ def test_a_rename_seen_by_a_worker_is_a_move_and_embeds_nothing(
         assert engine.verify().problems == ()
 
 
+def test_a_file_touched_or_rewritten_with_the_same_text_is_unchanged_for_workers(
+    pg: Backend, tmp_path: Path,
+) -> None:
+    docs = tmp_path / "docs"
+    _corpus(docs, 6)
+    kb = _kb(tmp_path, docs, pg)
+    with KnowledgeBase.open(kb) as engine:
+        engine.sync(workers=2)
+        touched, respaced = docs / "log-00001.txt", docs / "log-00002.txt"
+        os.utime(touched, ns=(time.time_ns(), time.time_ns() + 5_000_000_000))
+        title, body = respaced.read_text().split("\n\n", 1)
+        respaced.write_text(title + "\n\n" + body.replace(" ", "  ", 3))  # the title kept
+        report = engine.sync(workers=2)
+        assert [(c.key, c.action) for c in report.sources[0].changes] == []
+        assert report.total("metadata-only") == 0
+        assert report.total("unchanged") == 6
+        assert report.sources[0].changes == ()
+        assert engine.sync(workers=2).sources[0].bytes_read == 0  # both stats were refreshed
+
+
 def test_workers_keep_the_mass_deletion_guard(pg: Backend, tmp_path: Path) -> None:
     docs = tmp_path / "docs"
     _corpus(docs, 6)

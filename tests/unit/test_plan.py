@@ -21,9 +21,9 @@ def _stored(key: str, digests: tuple[str, ...], text_hash: str = "t") -> StoredD
 
 
 def _version(key: str, digests: tuple[str, ...], text_hash: str = "t2",
-             rechunked: bool = True) -> DocumentVersion:
+             rechunked: bool = True, title: str | None = None) -> DocumentVersion:
     chunks = tuple(ChunkDraft(d, d, 0, None, 0, 1, 1, "primary") for d in digests)
-    return DocumentVersion(key, key, "text/plain", STAT, "b2", text_hash, "d", None, "{}", "x",
+    return DocumentVersion(key, key, "text/plain", STAT, "b2", text_hash, "d", title, "{}", "x",
                            chunks, rechunked)
 
 
@@ -35,19 +35,33 @@ def test_chunk_ops_count_kept_moved_added_and_deleted_as_multisets() -> None:
 
 def test_each_observation_becomes_its_action() -> None:
     stored = {k: _stored(k, ("a",)) for k in ("same", "touched", "edited", "broken", "gone",
-                                               "meta")}
+                                               "meta", "respelt")}
     observations = [
         Unchanged("same"), Refreshed("touched", STAT), _version("edited", ("a", "n")),
-        Failed("broken", "cannot read"), _version("meta", (), rechunked=False),
-        _version("fresh", ("f",)),
+        Failed("broken", "cannot read"), _version("meta", (), rechunked=False, title="New"),
+        _version("respelt", (), rechunked=False), _version("fresh", ("f",)),
     ]
-    listed = ["same", "touched", "edited", "broken", "meta", "fresh"]
+    listed = ["same", "touched", "edited", "broken", "meta", "respelt", "fresh"]
     result = plan("s", stored, listed, observations, cached=["f"])
     actions = {d.key: d.action for d in result.documents}
-    assert actions == {"same": Action.UNCHANGED, "touched": Action.METADATA,
+    assert actions == {"same": Action.UNCHANGED, "touched": Action.UNCHANGED,
                        "edited": Action.MODIFIED, "broken": Action.FAILED,
-                       "meta": Action.METADATA, "fresh": Action.NEW, "gone": Action.DELETED}
+                       "meta": Action.METADATA, "respelt": Action.UNCHANGED,
+                       "fresh": Action.NEW, "gone": Action.DELETED}
     assert result.to_embed == ("n",)  # "f" is cached, "a" is kept
+
+
+def test_a_touch_or_the_same_text_again_is_unchanged_with_its_row_refreshed() -> None:
+    stored = {k: _stored(k, ("a",)) for k in ("same", "touched", "respelt", "retitled")}
+    observations = [Unchanged("same"), Refreshed("touched", STAT),
+                    _version("respelt", (), rechunked=False),
+                    _version("retitled", (), rechunked=False, title="A new title")]
+    result = plan("s", stored, list(stored), observations)
+    docs = {d.key: d for d in result.documents}
+    assert [docs[k].action for k in ("same", "touched", "respelt")] == [Action.UNCHANGED] * 3
+    assert [docs[k].writes for k in ("same", "touched", "respelt")] == [False, True, True]
+    assert docs["retitled"].action is Action.METADATA
+    assert docs["retitled"].writes
 
 
 def test_the_same_text_under_a_new_key_is_a_move_not_a_delete_and_an_add() -> None:

@@ -43,16 +43,17 @@ def test_segments_without_regions_keep_the_whole_text() -> None:
     assert segments("short text", [], context=2) == [("short text", "same")]
 
 
-def test_the_chart_is_well_formed_svg_with_two_bars_a_run_scaled_to_the_largest() -> None:
-    series = [{"run": 1, "computed": 90, "reused": 0},
-              {"run": 2, "computed": 3, "reused": 45}]
+def test_the_chart_is_well_formed_svg_with_three_bars_a_run_scaled_to_the_largest() -> None:
+    series = [{"run": 1, "computed": 90, "reused": 0, "kept": 0},
+              {"run": 2, "computed": 3, "reused": 45, "kept": 30}]
     svg = ET.fromstring(embeddings_chart(series))
     bars = [r for r in svg.iter(f"{SVG}rect") if r.find(f"{SVG}title") is not None]
     assert [b.find(f"{SVG}title").text for b in bars] == [  # type: ignore[union-attr]
-        "run 1: 90 computed", "run 1: 0 reused", "run 2: 3 computed", "run 2: 45 reused"]
+        "run 1: 90 computed", "run 1: 0 reused", "run 1: 0 kept",
+        "run 2: 3 computed", "run 2: 45 reused", "run 2: 30 kept"]
     heights = [float(b.get("height", "0")) for b in bars]
     assert heights[0] == max(heights)
-    assert heights[3] == pytest.approx(heights[0] / 2, rel=0.01)
+    assert heights[4] == pytest.approx(heights[0] / 2, rel=0.01)
     assert heights[1] == 0.0
 
 

@@ -10,29 +10,33 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
-__all__ = ["COMPUTED_COLOUR", "REUSED_COLOUR", "embeddings_chart"]
+__all__ = ["COMPUTED_COLOUR", "KEPT_COLOUR", "REUSED_COLOUR", "embeddings_chart"]
 
 COMPUTED_COLOUR = "#d9822b"
 REUSED_COLOUR = "#4a7bb7"
+KEPT_COLOUR = "#8fb08a"
+# The bars of each run: the fields of the report's vocabulary, each with its colour.
+_BARS = (("computed", COMPUTED_COLOUR), ("reused", REUSED_COLOUR), ("kept", KEPT_COLOUR))
 _WIDTH, _HEIGHT = 640, 200
 _LEFT, _RIGHT, _TOP, _BOTTOM = 48, 8, 28, 24
 
 
 def embeddings_chart(series: Sequence[Mapping[str, Any]]) -> str:
-    """SVG markup: for each run (oldest left) a bar of embeddings computed and one of reused.
+    """SVG markup: for each run (oldest left) a bar of embeddings computed, reused and kept.
 
-    ``series`` items have ``run``, ``computed`` and ``reused``. Every value written
+    ``series`` items have ``run``, ``computed``, ``reused`` and ``kept`` (0 when absent),
+    in the meanings of :func:`kbsync.serve.views` ``_vectors``. Every value written
     into the markup is a number or escaped, so the result is safe to embed.
     """
     plot_w, plot_h = _WIDTH - _LEFT - _RIGHT, _HEIGHT - _TOP - _BOTTOM
-    top = max([1, *(max(int(p["computed"]), int(p["reused"])) for p in series)])
+    top = max([1, *(int(p.get(f, 0)) for p in series for f, _ in _BARS)])
     slot = plot_w / max(len(series), 1)
-    bar = max(1.0, min(14.0, slot * 0.38))
+    bar = max(1.0, min(14.0, slot * 0.26))
     base = _TOP + plot_h
     parts = [
         f'<svg class="chart" role="img" viewBox="0 0 {_WIDTH} {_HEIGHT}" '
         f'xmlns="http://www.w3.org/2000/svg" aria-labelledby="chart-title">',
-        '<title id="chart-title">Embeddings computed and reused per run</title>',
+        '<title id="chart-title">Embeddings computed, reused and kept per run</title>',
         _legend(),
         f'<line x1="{_LEFT}" y1="{base}" x2="{_WIDTH - _RIGHT}" y2="{base}" stroke="#999"/>',
         f'<line x1="{_LEFT}" y1="{_TOP}" x2="{_LEFT}" y2="{base}" stroke="#999"/>',
@@ -45,11 +49,10 @@ def embeddings_chart(series: Sequence[Mapping[str, Any]]) -> str:
     label_every = max(1, len(series) // 10)
     values_shown = len(series) <= 12  # numbers over the bars while they fit
     for i, point in enumerate(series):
-        x = _LEFT + i * slot + (slot - 2 * bar) / 2
+        x = _LEFT + i * slot + (slot - len(_BARS) * bar) / 2
         run = int(point["run"])
-        for j, (field, colour) in enumerate((("computed", COMPUTED_COLOUR),
-                                             ("reused", REUSED_COLOUR))):
-            value = int(point[field])
+        for j, (field, colour) in enumerate(_BARS):
+            value = int(point.get(field, 0))
             h = plot_h * value / top
             parts.append(
                 f'<rect x="{x + j * bar:.1f}" y="{base - h:.1f}" width="{bar:.1f}" '
@@ -59,7 +62,7 @@ def embeddings_chart(series: Sequence[Mapping[str, Any]]) -> str:
                 parts.append(f'<text x="{x + j * bar + bar / 2:.1f}" y="{base - h - 3:.1f}" '
                              f'text-anchor="middle" class="tick">{value}</text>')
         if i % label_every == 0:
-            parts.append(f'<text x="{x + bar:.1f}" y="{base + 15}" text-anchor="middle" '
+            parts.append(f'<text x="{x + 1.5 * bar:.1f}" y="{base + 15}" text-anchor="middle" '
                          f'class="tick">#{run}</text>')
     parts.append("</svg>")
     return "".join(parts)
@@ -67,8 +70,7 @@ def embeddings_chart(series: Sequence[Mapping[str, Any]]) -> str:
 
 def _legend() -> str:
     items = []
-    for i, (label, colour) in enumerate((("computed", COMPUTED_COLOUR),
-                                         ("reused", REUSED_COLOUR))):
+    for i, (label, colour) in enumerate(_BARS):
         x = _LEFT + i * 110
         items.append(f'<rect x="{x}" y="8" width="12" height="12" fill="{colour}"/>'
                      f'<text x="{x + 17}" y="18" class="tick">{label}</text>')

@@ -49,9 +49,11 @@ _SCHEMAS: dict[str, Any] = {
             _ref("Vectors"), _obj({"run": _INT, "finished": _STR})]}},
         "recent_changes": {"type": "array", "items": _ref("Change")},
     }),
-    "Vectors": {**_obj({"computed": _INT, "reused": _INT, "cache_hits": _INT, "kept": _INT}),
-                "description": "Embeddings computed, and reused: cache hits plus chunks "
-                               "that changed documents kept (in place or moved)"},
+    "Vectors": {**_obj({"computed": _INT, "reused": _INT, "kept": _INT}),
+                "description": "Embeddings computed; reused (chunks new to their document "
+                               "whose vector the embedding cache held, the report's "
+                               "embeddings_reused); kept (chunks of changed documents that "
+                               "kept their vector, in place or moved)"},
     "RunSummary": _obj({"id": _INT, "started": _STR, "finished": _STR, "seconds": _NUM,
                         "documents": _COUNTS, "embeddings": _ref("Vectors"),
                         "failures": _INT}),

@@ -62,12 +62,12 @@ def _embeddings(record: RunRecord) -> dict[str, Any]:
 
 
 def _vectors(sources: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    """Vectors computed, and vectors reused: new chunks found in the cache, and chunks
-    that changed documents kept (in place or moved) with their vectors."""
-    hits = sum(int(s.get("embeddings_reused", 0)) for s in sources)
+    """Vectors computed; reused, as the report's ``embeddings_reused`` counts them (chunks
+    new to their document whose vector the embedding cache held); and chunks that changed
+    documents kept with their vectors (in place or moved)."""
     kept = sum(int(s.get("chunks", {}).get(k, 0)) for s in sources for k in ("kept", "moved"))
     return {"computed": sum(int(s.get("embeddings_computed", 0)) for s in sources),
-            "reused": hits + kept, "cache_hits": hits, "kept": kept}
+            "reused": sum(int(s.get("embeddings_reused", 0)) for s in sources), "kept": kept}
 
 
 def run_summary(record: RunRecord) -> dict[str, Any]:

@@ -416,7 +416,7 @@ class PostgresStore:
     def apply(self, source: str, doc: DocumentPlan,
               vectors: Mapping[str, npt.NDArray[np.float32]], embedder: str, now: str,
               outbox: Collection[str] = ()) -> None:
-        if doc.action in (Action.UNCHANGED, Action.FAILED):
+        if not doc.writes:
             return
         # Pipelined: the statements of a document go to the server together and its
         # transaction waits for the server once, not once per statement. None of them
@@ -431,7 +431,7 @@ class PostgresStore:
                 self._delete(source, doc.key)
             elif doc.action is Action.MOVED:
                 self._move(source, doc, now)
-            elif doc.action is Action.METADATA:
+            elif doc.action in (Action.METADATA, Action.UNCHANGED):  # same text, same chunks
                 self._refresh(source, doc, now)
             else:
                 self._write_version(source, doc, now)

@@ -328,7 +328,7 @@ class SqliteStore:
     def apply(self, source: str, doc: DocumentPlan,
               vectors: Mapping[str, npt.NDArray[np.float32]], embedder: str, now: str,
               outbox: Collection[str] = ()) -> None:
-        if doc.action in (Action.UNCHANGED, Action.FAILED):
+        if not doc.writes:
             return
         self._vectors.clear()
         with self._transaction() as db:
@@ -341,7 +341,7 @@ class SqliteStore:
                 self._delete(source, doc.key)
             elif doc.action is Action.MOVED:
                 self._move(source, doc, now)
-            elif doc.action is Action.METADATA:
+            elif doc.action in (Action.METADATA, Action.UNCHANGED):  # same text, same chunks
                 self._refresh(source, doc, now)
             else:
                 self._write_version(source, doc, now)
