@@ -79,7 +79,6 @@ import re
 import sys
 import tempfile
 import time
-import unicodedata
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
@@ -95,8 +94,11 @@ from kbsync.model import Record
 from kbsync.normalize import normalize
 from kbsync.report import SyncResult
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from oracle import oracle_similarity  # the one line-diff oracle, beside this file
+
 __all__ = ["CHANGE_CHECKS", "CORPORA", "HISTORIES", "Replay", "Tally", "history_path",
-           "line_oracle", "logical_dump", "main", "replay"]
+           "logical_dump", "main", "replay"]
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPORA = ROOT.parent / "shared" / "corpora"
@@ -155,27 +157,6 @@ class Extractions:
                 self._seen[key] = Extracted(text, normalize(text).text, record.title,
                                             record.metadata)
         return self._seen[key]
-
-
-def _normalized_lines(text: str) -> list[str]:
-    # What kbsync.normalize makes of a line (no line break inside): NFC, whitespace runs
-    # collapsed to one space, none at the ends; per line, without a NumPy pass for each.
-    lines = (unicodedata.normalize("NFC", " ".join(line.replace("\x00", "").split()))
-             for line in text.splitlines())
-    return [n for n in lines if n]
-
-
-def line_oracle(old: str, new: str) -> float:
-    """The share of the two versions' normalized bytes in lines equal in both (see the module)."""
-    a, b = _normalized_lines(old), _normalized_lines(new)
-    size_a = sum(len(x.encode("utf-8")) for x in a)
-    size_b = sum(len(x.encode("utf-8")) for x in b)
-    if not size_a + size_b:
-        return 1.0
-    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    kept = sum(len(x.encode("utf-8")) for tag, i1, i2, _, _ in matcher.get_opcodes()
-               if tag == "equal" for x in a[i1:i2])
-    return 2 * kept / (size_a + size_b)
 
 
 def changed_spans(old: str, new: str) -> list[tuple[int, int]]:
@@ -508,7 +489,7 @@ def _check(kb: KnowledgeBase, result: SyncResult, before: Mapping[str, str],
         old, new = extractions.of(key, before[key]), extractions.of(key, after[key])
         assert old is not None
         assert new is not None
-        oracle = line_oracle(old.text, new.text)
+        oracle = oracle_similarity(old.text, new.text)
         tally.modified_compared += 1
         similarity = change.change.similarity
         if abs(similarity - oracle) <= TOLERANCE:

@@ -98,11 +98,12 @@ def test_the_parallel_sync_on_postgresql_stores_what_one_process_stores(
 
 def test_the_line_oracle_counts_the_bytes_of_equal_normalized_lines() -> None:
     old = "alpha beta\n\ngamma  delta\nepsilon\n"
-    assert replay.line_oracle(old, old) == 1.0
-    assert replay.line_oracle(old, "alpha   beta\ngamma delta\n\nepsilon") == 1.0
-    # "epsilon" (7 bytes) became "zeta" (4): K = 10 + 11 of 28 and 25 bytes.
-    assert replay.line_oracle(old, "alpha beta\ngamma delta\nzeta\n") == pytest.approx(42 / 53)
-    assert replay.line_oracle("one\n", "two\n") == 0.0
+    assert replay.oracle_similarity(old, old) == 1.0
+    assert replay.oracle_similarity(old, "alpha   beta\ngamma delta\n\nepsilon") == 1.0
+    # "epsilon" became "zeta": K = 12 + 12 of 31 and 27 normalized bytes (separators included).
+    assert replay.oracle_similarity(old, "alpha beta\ngamma delta\nzeta\n") == pytest.approx(
+        48 / 58)
+    assert replay.oracle_similarity("one\n", "two\n") == 0.0
 
 
 def test_expected_labels_follow_git_through_the_normalized_text() -> None:
