@@ -142,8 +142,9 @@ class Verdict(StrEnum):
 class ChangeReport:
     """What changed between two versions of one document (see :func:`kbsync.compare`).
 
-    ``similarity`` is the share of the document that is unchanged (bytes in
-    chunks both versions share, over the bytes of both). ``regions`` are the
+    ``similarity`` is the share of the document that is unchanged (for text: the
+    normalized bytes of both versions outside the words added and removed, over
+    the bytes of both; see :func:`kbsync.compare`). ``regions`` are the
     runs of the new version not found in the old one and ``removed_regions``
     those of the old version not found in the new one, in the units of the
     input as given (characters for text, whole words; bytes for bytes).

@@ -33,7 +33,15 @@ from typing import Any, Protocol, runtime_checkable
 
 from kbsync.embed import Embedder
 from kbsync.errors import ConfigError
-from kbsync.model import ItemError, SourceItem, SourceStat, Validators
+from kbsync.model import (
+    ChangeReport,
+    ItemError,
+    Region,
+    SourceItem,
+    SourceStat,
+    Validators,
+    Verdict,
+)
 from kbsync.plan import (
     Action,
     DocumentPlan,
@@ -48,6 +56,7 @@ from kbsync.scratch import Scratch
 from kbsync.sources import Source
 from kbsync.store import RecordStore
 from kbsync.sync import (
+    REPORT_LIMIT,
     Chunker,
     Derive,
     ExtractorFor,
@@ -375,7 +384,9 @@ def _process(job: ClaimedDocument, source: Source, store: WorkQueue, embedder: E
     out.embed_tokens = sum(tokens[d] for d in the_plan.to_embed)
     vectors, failed = embed_plan(the_plan, embedder, out, None)
     apply_plan(the_plan, vectors, failed, store, embedder, out, None)
+    edited = change is not None and any(d.action is Action.MODIFIED for d in the_plan.documents)
     return {
+        "change": _change_json(job.key, change) if edited and change is not None else None,
         "documents": dict(out.documents), "chunks": dict(out.chunks),
         "bytes_read": out.bytes_read, "embeddings_computed": out.embeddings_computed,
         "embeddings_reused": out.embeddings_reused, "embed_tokens": out.embed_tokens,
@@ -397,6 +408,25 @@ def _collect(run: str, source: str, store: WorkQueue, out: SourceReport) -> None
         out.failures.extend((k, m) for k, m in result["failures"])
         out.warnings.extend(result["warnings"])
         out.actions.extend((k, a) for k, a in result["actions"])
+        change = result.get("change")
+        if change is not None and len(out.changes) < REPORT_LIMIT:
+            out.changes[change["key"]] = _change_of(change)
+
+
+def _change_json(key: str, change: ChangeReport) -> dict[str, Any]:
+    """What a worker sends of a document's change report: what the run's report shows."""
+    return {"key": key, "verdict": str(change.verdict),
+            "similarity": change.similarity,
+            "regions": [(r.offset, r.length) for r in change.regions],
+            "removed_regions": [(r.offset, r.length) for r in change.removed_regions]}
+
+
+def _change_of(sent: Mapping[str, Any]) -> ChangeReport:
+    """The change report a worker sent, without the byte chunks it was computed from."""
+    return ChangeReport(changed=True, similarity=sent["similarity"], added=(), removed=(),
+                        kept=0, moved=0, regions=tuple(Region(o, n) for o, n in sent["regions"]),
+                        verdict=Verdict(sent["verdict"]),
+                        removed_regions=tuple(Region(o, n) for o, n in sent["removed_regions"]))
 
 
 def _delete_vanished(run: str, source: str, store: WorkQueue, embedder: Embedder,

@@ -212,6 +212,25 @@ def test_a_file_touched_or_rewritten_with_the_same_text_is_unchanged_for_workers
         assert engine.sync(workers=2).sources[0].bytes_read == 0  # both stats were refreshed
 
 
+def test_an_edit_applied_by_a_worker_has_its_change_report(pg: Backend, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    _corpus(docs, 4)
+    kb = _kb(tmp_path, docs, pg)
+    with KnowledgeBase.open(kb) as engine:
+        engine.sync(workers=2)
+        edited = docs / "log-00001.txt"
+        text = edited.read_text()
+        edited.write_text(text + " A new closing sentence.")
+        report = engine.sync(workers=2)
+    (change,) = report.sources[0].changes
+    assert (change.key, change.action) == ("log-00001.txt", "modified")
+    assert change.change is not None
+    assert 0.9 < change.change.similarity < 1.0
+    (region,) = change.change.regions
+    assert (text + " A new closing sentence.")[region.offset:region.end] == (
+        "A new closing sentence.")
+
+
 def test_workers_keep_the_mass_deletion_guard(pg: Backend, tmp_path: Path) -> None:
     docs = tmp_path / "docs"
     _corpus(docs, 6)
