@@ -55,8 +55,12 @@ def _history(name: str) -> Path:
 
 @cache
 def _replayed(name: str) -> object:
-    """The tally of one history's sampled replay (run once for both tests of it)."""
-    return replay.replay(replay.Replay(_history(name), every=SAMPLE[name]))
+    """The tally of one history's sampled replay (run once for both tests of it).
+
+    Each sampled commit is also synced alone (``pairs``): change reports are checked against
+    the line oracle of one commit.
+    """
+    return replay.replay(replay.Replay(_history(name), every=SAMPLE[name], pairs=True))
 
 
 def _failed(tally: object, checks: set[str]) -> dict[str, tuple[int, list[str]]]:
