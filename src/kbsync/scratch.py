@@ -22,7 +22,7 @@ import sqlite3
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from kbsync.model import ItemError, SourceItem, SourceStat, Validators
 from kbsync.plan import (
@@ -37,6 +37,8 @@ from kbsync.plan import (
 __all__ = ["Scratch"]
 
 _PAGE = 512
+_INLINE_CHARS = 1 << 20
+"""A document with more text than this waits for its batch in the side file."""
 _SCHEMA = """
 CREATE TABLE listed (key TEXT PRIMARY KEY, item INTEGER NOT NULL, locator TEXT,
                      media_type TEXT, size INTEGER, mtime_ns INTEGER, inode INTEGER,
@@ -49,7 +51,7 @@ CREATE TABLE stored (key TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, inode
                      gone INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
 CREATE TABLE origins (text_key TEXT, key TEXT, PRIMARY KEY (text_key, key)) WITHOUT ROWID;
 CREATE TABLE observed (key TEXT PRIMARY KEY, entry BLOB NOT NULL, size INTEGER NOT NULL,
-                       rechunked INTEGER NOT NULL) WITHOUT ROWID;
+                       rechunked INTEGER NOT NULL, at INTEGER) WITHOUT ROWID;
 CREATE TABLE members (grp TEXT, key TEXT, PRIMARY KEY (grp, key)) WITHOUT ROWID;
 CREATE TABLE occurrences (digest TEXT, grp TEXT, key TEXT, fresh INTEGER NOT NULL,
                           PRIMARY KEY (digest, grp, key)) WITHOUT ROWID;
@@ -73,6 +75,8 @@ class Scratch:
             os.unlink(name)
             self._path = None
         self._db.execute("BEGIN")  # one transaction for the whole life: no commit costs
+        self._folder = folder
+        self._side: IO[bytes] | None = None
 
     def __enter__(self) -> Scratch:
         return self
@@ -82,6 +86,8 @@ class Scratch:
 
     def close(self) -> None:
         self._db.close()
+        if self._side is not None:
+            self._side.close()
         if self._path is not None:
             with contextlib.suppress(OSError):
                 os.unlink(self._path)
@@ -148,10 +154,20 @@ class Scratch:
 
     def observe(self, observation: Observation, old: StoredDocument | None) -> None:
         """Keep a document's observation (not an unchanged one) until its batch."""
-        data = _dumps((observation, old))
         rechunked = isinstance(observation, DocumentVersion) and observation.rechunked
-        self._db.execute("INSERT INTO observed (key, entry, size, rechunked) VALUES (?, ?, ?, ?)",
-                         (observation.key, data, len(data), rechunked))
+        at: int | None = None
+        if isinstance(observation, DocumentVersion) and len(observation.text) > _INLINE_CHARS:
+            # A big document is pickled straight into a side file: as a blob it would be
+            # held three more times (the pickle, SQLite's copy of it, its pages).
+            side = self._side_file()
+            at = side.seek(0, os.SEEK_END)
+            pickle.dump((observation, old), side, protocol=pickle.HIGHEST_PROTOCOL)
+            data, size = b"", side.tell() - at
+        else:
+            data = _dumps((observation, old))
+            size = len(data)
+        self._db.execute("INSERT INTO observed (key, entry, size, rechunked, at) "
+                         "VALUES (?, ?, ?, ?, ?)", (observation.key, data, size, rechunked, at))
         if rechunked:
             assert isinstance(observation, DocumentVersion)
             self._count_document(observation.key, (c.digest for c in observation.chunks), fresh=1)
@@ -161,9 +177,14 @@ class Scratch:
         """The observations in key order, cut at ``documents`` or ``size_limit`` bytes of them."""
         batch: list[tuple[Observation, StoredDocument | None]] = []
         size = 0
-        for _, entry, length in self._pages(
-                "SELECT key, entry, size FROM observed WHERE key > ? ORDER BY key LIMIT ?"):
-            batch.append(pickle.loads(entry))
+        for _, entry, length, at in self._pages(
+                "SELECT key, entry, size, at FROM observed WHERE key > ? ORDER BY key LIMIT ?"):
+            if at is None:
+                batch.append(pickle.loads(entry))
+            else:
+                side = self._side_file()
+                side.seek(at)
+                batch.append(pickle.load(side))
             size += length
             if len(batch) >= documents or size >= size_limit:
                 yield batch
@@ -234,6 +255,13 @@ class Scratch:
             yield batch
 
     # -- internals -----------------------------------------------------------------------
+
+    def _side_file(self) -> IO[bytes]:
+        """The file big observations wait in (deleted when closed, or at once where possible)."""
+        if self._side is None:
+            self._side = tempfile.TemporaryFile(  # noqa: SIM115 - closed by close()
+                prefix="kbsync-scratch-", dir=self._folder)
+        return self._side
 
     def _count_document(self, key: str, digests: Iterable[str], fresh: int) -> None:
         group = host_group(key)

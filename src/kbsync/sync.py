@@ -10,6 +10,7 @@ complete, and then one document at a time, each in one transaction.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from bisect import bisect_right
 from collections import Counter
@@ -28,7 +29,7 @@ from kbsync.compare import compare
 from kbsync.embed import Embedder
 from kbsync.errors import ConfigError, DocumentError, VectorStoreError
 from kbsync.extract import Extractor
-from kbsync.identity import digest, normalized_text_hash, source_bytes_hash
+from kbsync.identity import digest, normalized_pieces_hash, source_bytes_hash
 from kbsync.mirror import prepare, reconcile, replay_outbox, write_document
 from kbsync.model import (
     ChangeReport,
@@ -40,7 +41,7 @@ from kbsync.model import (
     Record,
     SourceItem,
 )
-from kbsync.normalize import NORMALIZER_VERSION, normalize
+from kbsync.normalize import NORMALIZER_VERSION, canonical_pieces
 from kbsync.plan import (
     Action,
     ChunkDraft,
@@ -375,10 +376,9 @@ def backfill(source: str, store: RecordStore, embedder: Embedder, out: SourceRep
     missing = store.unembedded(source, embedder.identity)
     if not missing:
         return
-    vectors, _ = _embed_texts(embedder, list(missing), missing, out, None)
-    store.put_vectors(embedder.identity, vectors)
-    out.embeddings_computed += len(vectors)
-    out.embeddings_backfill = len(vectors)
+    before = out.embeddings_computed
+    _embed_texts(embedder, list(missing), missing, out, None, store, keep=False)
+    out.embeddings_backfill = out.embeddings_computed - before
 
 
 def refuse_dimension_change(store: RecordStore, embedder: Embedder) -> None:
@@ -610,7 +610,8 @@ def _run_batch(
                 noise = {c.text for c in d.version.chunks if c.digest in shared}
                 out.changes[d.key] = compare(before.text, d.version.text, ignore=noise)
     if not run.dry_run:
-        vectors, failed = embed_plan(the_plan, embedder, out, progress, added.digests)
+        vectors, failed = embed_plan(the_plan, embedder, out, progress, added.digests,
+                                     cache=store, keep=run.sink is not None)
         run.clock.lap("embed")
         apply_plan(the_plan, vectors, failed, store, embedder, out, progress, run.sink, skip)
         run.clock.lap("apply")
@@ -686,8 +687,12 @@ def observe(
         return Failed(item.key, exc.reason)
     except Exception as exc:  # a bug or an unforeseen error must not stop the run
         return Failed(item.key, f"cannot be extracted: {type(exc).__name__}: {exc}")
+    del data  # the extracted text replaces the bytes: never both copies and the chunks
     text = record.text
-    text_hash = normalized_text_hash(normalize(text).text, NORMALIZER_VERSION, extractor.identity)
+    # Hashed block by block: a whole-text normalization holds word arrays many
+    # times the size of the text.
+    text_hash = normalized_pieces_hash(canonical_pieces([text]), NORMALIZER_VERSION,
+                                       extractor.identity)
     rechunk = not (same_derivation and old is not None and text_hash == old.text_hash)
     return DocumentVersion(
         key=item.key, locator=item.locator, media_type=item.media_type, stat=item.stat,
@@ -707,13 +712,15 @@ def _chunk_record(record: Record, chunker: Chunker,
     """
     text, starts = _record_layout(record)
     drafts: list[ChunkDraft] = []
-    for c in chunker.chunks(text):
+    # Chunks one at a time, not a tuple of them beside the drafts; one string per
+    # boundary kind, not one per chunk (a big document has hundreds of thousands).
+    for c in chunker.text_chunker().chunks([text]):
         if on_chunk is not None:
             on_chunk(c)
         section = max(0, bisect_right(starts, c.start) - 1)
         heading = record.sections[section].heading if record.sections else None
         drafts.append(ChunkDraft(c.identity, c.text, section, heading, c.start, c.end,
-                                 c.token_count, str(c.boundary)))
+                                 c.token_count, sys.intern(str(c.boundary))))
     return tuple(drafts)
 
 
@@ -733,12 +740,17 @@ def _record_layout(record: Record) -> tuple[str, list[int]]:
 
 def embed_plan(
     the_plan: Plan, embedder: Embedder, out: SourceReport, progress: Progress | None,
-    earlier: Collection[str] = frozenset(),
+    earlier: Collection[str] = frozenset(), cache: RecordStore | None = None,
+    keep: bool = True,
 ) -> tuple[dict[str, npt.NDArray[np.float32]], set[str]]:
     """Vectors of the plan's cache misses; digests whose batch failed are returned apart.
 
     Counts add up in ``out``; ``earlier`` are the digests new to documents of
-    earlier batches of the same source, counted there already.
+    earlier batches of the same source, counted there already. With a ``cache``,
+    each batch of vectors enters the store's embedding cache as soon as it is
+    computed, so an interruption loses none of them; then only with ``keep`` are
+    they returned too (an external vector store needs them; the store finds
+    them in its cache), and memory does not grow with a document's chunks.
     """
     texts = {c.digest: c.text for d in the_plan.documents if d.version is not None
              for c in d.version.chunks}
@@ -747,8 +759,7 @@ def embed_plan(
     if limit is not None and wanted:
         lengths = embedder.count_tokens([texts[d] for d in wanted])
         out.embeddings_truncated += sum(n > limit for n in lengths)
-    vectors, failed = _embed_texts(embedder, wanted, texts, out, progress)
-    out.embeddings_computed += len(vectors)
+    vectors, failed = _embed_texts(embedder, wanted, texts, out, progress, cache, keep)
     added = {d for doc in the_plan.documents for d in doc.ops.added_digests} - set(earlier)
     out.embeddings_reused += len(added - set(wanted))
     return vectors, failed
@@ -756,23 +767,33 @@ def embed_plan(
 
 def _embed_texts(
     embedder: Embedder, wanted: list[str], texts: Mapping[str, str], out: SourceReport,
-    progress: Progress | None,
+    progress: Progress | None, cache: RecordStore | None = None, keep: bool = True,
 ) -> tuple[dict[str, npt.NDArray[np.float32]], set[str]]:
-    """Vectors of ``wanted`` digests in batches; the digests that could not be embedded apart."""
+    """Vectors of ``wanted`` digests in batches; the digests that could not be embedded apart.
+
+    ``out.embeddings_computed`` counts each batch as it is done (and, with a
+    ``cache``, committed there), so an interrupted run reports what it kept.
+    """
     vectors: dict[str, npt.NDArray[np.float32]] = {}
     failed: set[str] = set()
     for start in range(0, len(wanted), EMBED_BATCH):
         batch = wanted[start : start + EMBED_BATCH]
+        done: dict[str, npt.NDArray[np.float32]] = {}
         try:
-            vectors.update(_embed_batch(embedder, batch, texts))
+            done.update(_embed_batch(embedder, batch, texts))
         except Exception:  # a provider's failure must not half-apply anything
             # Retry one by one, so one bad chunk fails only its own document.
             for one in batch:
                 try:
-                    vectors.update(_embed_batch(embedder, [one], texts))
+                    done.update(_embed_batch(embedder, [one], texts))
                 except Exception as exc:
                     failed.add(one)
                     out.warnings.append(f"embedding failed for chunk {one[:12]}: {exc}")
+        if cache is not None:
+            cache.put_vectors(embedder.identity, done)
+        if keep or cache is None:
+            vectors.update(done)
+        out.embeddings_computed += len(done)
         if progress is not None:
             progress("embed", min(start + EMBED_BATCH, len(wanted)), len(wanted))
     return vectors, failed
