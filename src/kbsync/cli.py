@@ -3,12 +3,14 @@
 Exit codes: 0 success; 1 an error kbsync reports (one line on stderr, the
 traceback only with ``--debug``); 2 a usage error; 3 another process holds the
 writer lock (with ``--no-wait``); 4 the command finished but found problems
-(documents that failed, blocked deletions, ``verify`` findings).
+(documents that failed, blocked deletions, ``verify`` findings); 130 the sync
+was interrupted (Ctrl-C, SIGTERM: it is recorded so, and its embeddings are kept).
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -19,7 +21,7 @@ from rich.console import Console
 from kbsync import __version__
 from kbsync.chunk_files import chunk_files
 from kbsync.engine import CONFIG_NAME, add_source, init_config, load_config, remove_source
-from kbsync.errors import KbsyncError, LockedError
+from kbsync.errors import ConfirmationRequiredError, KbsyncError, LockedError
 from kbsync.knowledge_base import KnowledgeBase, Progress, SearchMode, SyncResult
 from kbsync.report import (
     chunks_table,
@@ -35,6 +37,7 @@ __all__ = ["app", "main"]
 EXIT_ERROR = 1
 EXIT_LOCKED = 3
 EXIT_PROBLEMS = 4
+EXIT_INTERRUPTED = 130
 
 app = typer.Typer(
     help="Keep a retrieval knowledge base in sync with changing sources.",
@@ -226,7 +229,12 @@ def plan(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
     """Show what a sync would do (documents, chunks to embed, embedding tokens); write nothing."""
     with _Errors(), KnowledgeBase.open(config) as kb:
         report = _progress_run(lambda tick: kb.plan(progress=tick), as_json)
+        cost = kb.estimate(report)
+    if as_json:
+        _emit({**report.to_dict(), "cost": cost.to_dict()})
+        return
     _print_report(report, as_json)
+    typer.echo(cost.summary())
 
 
 @app.command()
@@ -239,13 +247,32 @@ def sync(
     wait: Annotated[bool, typer.Option(help="Wait for another writer to finish.")] = True,
     workers: Annotated[int, typer.Option(min=0, help="Process documents in this many processes "
                                          "(PostgreSQL store only).")] = 0,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Embed even more than [index] "
+                                      "confirm_above_tokens tokens.")] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Bring the knowledge base in step with its sources."""
     with _Errors(), KnowledgeBase.open(config) as kb:
-        report = _progress_run(lambda tick: kb.sync(
-            verify=verify, allow_mass_delete=allow_mass_delete, progress=tick, wait=wait,
-            on_wait=lambda message: typer.echo(message, err=True), workers=workers), as_json)
+        def run(tick: Progress | None, confirmed: bool) -> SyncResult:
+            return kb.sync(verify=verify, allow_mass_delete=allow_mass_delete, progress=tick,
+                           wait=wait, on_wait=lambda message: typer.echo(message, err=True),
+                           workers=workers, yes=confirmed)
+
+        try:
+            try:
+                report = _progress_run(lambda tick: run(tick, yes), as_json)
+            except ConfirmationRequiredError as exc:
+                if as_json or not sys.stdin.isatty():
+                    raise
+                typer.echo(str(exc), err=True)
+                if not typer.confirm("Embed it all the same?", err=True):
+                    raise typer.Exit(EXIT_ERROR) from None
+                report = _progress_run(lambda tick: run(tick, True), as_json)
+        except KeyboardInterrupt:
+            # Ctrl-C or SIGTERM: the run is recorded as interrupted, every embedding kept.
+            typer.echo("interrupted: what was applied stays, and every embedding computed is "
+                       "cached; `kbsync sync` again finishes the rest", err=True)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
     _print_report(report, as_json)
     if report.failed:
         raise typer.Exit(EXIT_PROBLEMS)
@@ -325,6 +352,9 @@ def _status_text(data: dict[str, Any]) -> str:
     last = data["last_run"]
     if last is None:
         lines.append("last sync:  never")
+    elif last.get("interrupted"):
+        lines.append(f"last sync:  interrupted at {last['finished']}, {last['applied']} "
+                     f"documents applied (started {last['started']})")
     else:
         counts = sorted(last["documents"].items())
         acted = ", ".join(f"{n} {action}" for action, n in counts if n) or "nothing"

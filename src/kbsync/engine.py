@@ -127,11 +127,14 @@ def load_config(path: str | Path = CONFIG_NAME) -> Config:
         if len(set(names)) != len(names):
             raise ConfigError(f"{file}: two sources share a name")
         index = dict(data.get("index", {}))
-        unknown = set(index) - {"boilerplate_share", "index_boilerplate"}
+        unknown = set(index) - {"boilerplate_share", "index_boilerplate",
+                                "confirm_above_tokens"}
         if unknown:
             raise ConfigError(f"{file}: unknown [index] settings: {', '.join(sorted(unknown))}")
         if not 0.0 < float(index.get("boilerplate_share", 0.05)) <= 1.0:
             raise ConfigError(f"{file}: [index] boilerplate_share must be in (0, 1]")
+        if int(index.get("confirm_above_tokens", 0)) < 0:
+            raise ConfigError(f"{file}: [index] confirm_above_tokens must be 0 or more")
         search = dict(data.get("search", {}))
         context = int(search.pop("context_tokens", 0))
         if search or context < 0:
@@ -428,7 +431,9 @@ def _make_source(root: Path, s: SourceConfig,
 
 def make_embedder(settings: dict[str, Any]) -> Embedder:
     """The embedder a configuration names: ``hashing``, ``local`` or ``openai``."""
-    options = {k: v for k, v in settings.items() if k not in ("kind", "allow_truncation")}
+    # price_per_million_tokens is for `kbsync plan`'s estimate, not the embedder's own.
+    options = {k: v for k, v in settings.items()
+               if k not in ("kind", "allow_truncation", "price_per_million_tokens")}
     kind = settings.get("kind", "hashing")
     try:
         if kind == "hashing":

@@ -85,6 +85,10 @@ class SourceResult:
     warnings: tuple[str, ...]
     changes: tuple[DocumentChange, ...]
     omitted: Mapping[str, int] = field(default_factory=dict)
+    embeddings_to_compute: int = 0
+    """Chunks the plan found no cached vector for (what a plan says a sync will embed)."""
+    documents_applied: int = 0
+    """Documents written to the store (short of the counts when the run was interrupted)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data, as stored in the run's report."""
@@ -96,6 +100,8 @@ class SourceResult:
             "bytes_skipped": self.bytes_skipped,
             "skipped_unsupported": self.skipped_unsupported,
             "embeddings_computed": self.embeddings_computed,
+            "embeddings_to_compute": self.embeddings_to_compute,
+            "documents_applied": self.documents_applied,
             "embeddings_reused": self.embeddings_reused,
             "embedding_tokens": self.embedding_tokens,
             "embeddings_truncated": self.embeddings_truncated,
@@ -215,7 +221,8 @@ def sync_tables(report: SyncResult) -> list[Table]:
         docs.add_column(name, justify="left" if name == "source" else "right")
     work = Table(title="Work", title_justify="left")
     for name in ("source", "bytes read", "bytes skipped", "chunks kept", "moved", "added",
-                 "deleted", "embeddings computed", "reused", "embed tokens"):
+                 "deleted", "to embed" if report.dry_run else "embeddings computed", "reused",
+                 "embed tokens"):
         work.add_column(name, justify="left" if name == "source" else "right")
     for s in report.sources:
         d, c = s.documents, s.chunks
@@ -223,7 +230,8 @@ def sync_tables(report: SyncResult) -> list[Table]:
             "new", "modified", "metadata-only", "moved", "deleted", "unchanged", "failed")))
         work.add_row(s.source, f"{s.bytes_read:,}", f"{s.bytes_skipped:,}",
                      *(str(c.get(k, 0)) for k in ("kept", "moved", "added", "deleted")),
-                     str(s.embeddings_computed), str(s.embeddings_reused),
+                     str(s.embeddings_to_compute if report.dry_run else s.embeddings_computed),
+                     str(s.embeddings_reused),
                      f"{s.embedding_tokens:,}")
     omitted = sum(s.omitted.get("changes", 0) for s in report.sources)
     if omitted:

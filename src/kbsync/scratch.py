@@ -52,6 +52,7 @@ CREATE TABLE stored (key TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, inode
 CREATE TABLE origins (text_key TEXT, key TEXT, PRIMARY KEY (text_key, key)) WITHOUT ROWID;
 CREATE TABLE observed (key TEXT PRIMARY KEY, entry BLOB NOT NULL, size INTEGER NOT NULL,
                        rechunked INTEGER NOT NULL, at INTEGER) WITHOUT ROWID;
+CREATE TABLE fresh (digest TEXT PRIMARY KEY, tokens INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE members (grp TEXT, key TEXT, PRIMARY KEY (grp, key)) WITHOUT ROWID;
 CREATE TABLE occurrences (digest TEXT, grp TEXT, key TEXT, fresh INTEGER NOT NULL,
                           PRIMARY KEY (digest, grp, key)) WITHOUT ROWID;
@@ -171,6 +172,8 @@ class Scratch:
         if rechunked:
             assert isinstance(observation, DocumentVersion)
             self._count_document(observation.key, (c.digest for c in observation.chunks), fresh=1)
+            self._db.executemany("INSERT OR IGNORE INTO fresh (digest, tokens) VALUES (?, ?)",
+                                 ((c.digest, c.tokens) for c in observation.chunks))
 
     def batches(self, documents: int, size_limit: int,
                 ) -> Iterator[list[tuple[Observation, StoredDocument | None]]]:
@@ -255,6 +258,22 @@ class Scratch:
             yield batch
 
     # -- internals -----------------------------------------------------------------------
+
+    def fresh_tokens(self) -> int:
+        """Tokens of the distinct chunks of the documents chunked in this run."""
+        return self._count("SELECT coalesce(sum(tokens), 0) FROM fresh")
+
+    def fresh_chunks(self) -> Iterator[list[tuple[str, int]]]:
+        """``(digest, tokens)`` of those chunks, a page at a time."""
+        page: list[tuple[str, int]] = []
+        for digest, tokens in self._pages(
+                "SELECT digest, tokens FROM fresh WHERE digest > ? ORDER BY digest LIMIT ?"):
+            page.append((digest, tokens))
+            if len(page) == _PAGE:
+                yield page
+                page = []
+        if page:
+            yield page
 
     def _side_file(self) -> IO[bytes]:
         """The file big observations wait in (deleted when closed, or at once where possible)."""

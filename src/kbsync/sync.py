@@ -9,12 +9,15 @@ complete, and then one document at a time, each in one transaction.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import sys
+import threading
 import time
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache, lru_cache
@@ -27,7 +30,7 @@ import numpy.typing as npt
 from kbsync.chunking import ChunkShape, TextChunker, shape_of
 from kbsync.compare import compare
 from kbsync.embed import Embedder
-from kbsync.errors import ConfigError, DocumentError, VectorStoreError
+from kbsync.errors import ConfigError, ConfirmationRequiredError, DocumentError, VectorStoreError
 from kbsync.extract import Extractor
 from kbsync.identity import digest, normalized_pieces_hash, source_bytes_hash
 from kbsync.mirror import prepare, reconcile, replay_outbox, write_document
@@ -141,6 +144,7 @@ class SourceReport:
     bytes_skipped: int = 0
     skipped: int = 0
     embeddings_computed: int = 0
+    embeddings_to_compute: int = 0
     embeddings_reused: int = 0
     embed_tokens: int = 0
     embeddings_truncated: int = 0
@@ -154,6 +158,7 @@ class SourceReport:
     changes: dict[str, ChangeReport] = field(default_factory=dict)
     listing_complete: bool = True
     deletions_blocked: bool = False
+    applied: int = 0
 
     def result(self) -> SourceResult:
         """The frozen report of this source."""
@@ -170,7 +175,8 @@ class SourceReport:
             changes=tuple(DocumentChange(k, a, self.changes.get(k)) for k, a in self.actions),
             omitted={name: n for name, n in (("changes", self.actions.omitted),
                                               ("failures", self.failures.omitted),
-                                              ("warnings", self.warnings.omitted)) if n})
+                                              ("warnings", self.warnings.omitted)) if n},
+            embeddings_to_compute=self.embeddings_to_compute, documents_applied=self.applied)
 
 
 @dataclass(slots=True)
@@ -271,6 +277,7 @@ class _Run:
     scratch_dir: Path | None
     clock: _Clock
     tally: Counter[ChunkShape]
+    confirm_above: int | None = None
 
     def count_chunk(self, chunk: Chunk) -> None:
         """Count ``chunk`` for the run's chunking diagnostics (its text is not kept)."""
@@ -304,8 +311,15 @@ def sync_sources(
     sink: VectorSink | None = None,
     batch: BatchLimits = BatchLimits(),
     scratch_dir: Path | None = None,
+    confirm_above_tokens: int | None = None,
 ) -> SyncResult:
     """Bring ``store`` in step with ``sources`` (or, with ``dry_run``, only plan it).
+
+    A source whose chunks to embed (cache misses) come to more than
+    ``confirm_above_tokens`` tokens raises :class:`~kbsync.errors.ConfirmationRequiredError`
+    before any of it is embedded or written (None: no bound). A run that stops
+    (that error, Ctrl-C, SIGTERM, a store error) is recorded as interrupted, with
+    what it applied; every embedding computed is in the cache already.
 
     Chunks found in more than ``boilerplate_share`` of a host's documents are
     boilerplate: unless ``index_boilerplate``, they are neither embedded nor searched.
@@ -327,17 +341,24 @@ def sync_sources(
     run = _Run(store, embedder, extractor_for, chunker, dry_run=dry_run, verify=verify,
                progress=progress, boilerplate_share=boilerplate_share,
                index_boilerplate=index_boilerplate, sink=sink, batch=batch, scratch_dir=scratch_dir,
-               clock=_Clock(report), tally=Counter())
+               clock=_Clock(report), tally=Counter(), confirm_above=confirm_above_tokens)
     configured = {s.name for s in sources}
     removed = [RemovedSource(name) for name in sorted(store.source_names() - configured)]
-    for source in [*sources, *removed]:
-        source_report = SourceReport(source=source.name)
-        report.sources.append(source_report)
-        if isinstance(source, RemovedSource):
-            source_report.warnings.append("no longer configured: its documents are deleted")
-        mirror_all |= _sync_source(run, source,
-                                   allow_mass_delete or isinstance(source, RemovedSource),
-                                   source_report)
+    try:
+        with _sigterm_as_interrupt():
+            for source in [*sources, *removed]:
+                source_report = SourceReport(source=source.name)
+                report.sources.append(source_report)
+                if isinstance(source, RemovedSource):
+                    source_report.warnings.append(
+                        "no longer configured: its documents are deleted")
+                mirror_all |= _sync_source(run, source,
+                                           allow_mass_delete or isinstance(source, RemovedSource),
+                                           source_report)
+    except BaseException:
+        if not dry_run:
+            _record_interrupted(store, report, embedder.identity)
+        raise
     if sink is not None and mirror_all:
         reconcile(store, sink, embedder.identity, embedder.dimension, repair=True)
     report.diagnostics = chunker.text_chunker().diagnose_tally(run.tally)
@@ -346,8 +367,40 @@ def sync_sources(
     if not dry_run:
         store.set_meta("chunker", chunker.fingerprint)
         store.set_meta("embedder", embedder.identity)
-        store.record_run(result.started, result.finished, result.to_dict())
+        # The embedder's identity lets a later plan measure its rate from this run.
+        store.record_run(result.started, result.finished,
+                         {**result.to_dict(), "embedder": embedder.identity})
     return result
+
+
+def _record_interrupted(store: RecordStore, report: SyncReport, embedder: str) -> None:
+    """Record a run that stopped before its end, with what it did until then."""
+    report.finished = utc_now()
+    with contextlib.suppress(Exception):  # the store may be what failed: the cause goes on
+        result = report.result()
+        store.record_run(result.started, result.finished,
+                         {**result.to_dict(), "embedder": embedder, "interrupted": True})
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """Within, SIGTERM stops the run as Ctrl-C does (a clean stop, recorded), not mid-write.
+
+    Only in the main thread and only where nobody else handles SIGTERM.
+    """
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL):
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt("terminated (SIGTERM)")
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 class RemovedSource:
@@ -377,6 +430,7 @@ def backfill(source: str, store: RecordStore, embedder: Embedder, out: SourceRep
     if not missing:
         return
     before = out.embeddings_computed
+    out.embeddings_to_compute += len(missing)
     _embed_texts(embedder, list(missing), missing, out, None, store, keep=False)
     out.embeddings_backfill = out.embeddings_computed - before
 
@@ -426,6 +480,8 @@ def _sync_source(run: _Run, source: Source, allow_mass_delete: bool,
         if not run.dry_run:
             mirror = run.sink is not None and store.boilerplate(source.name) != skip
             store.set_boilerplate(source.name, skip)
+        if run.confirm_above is not None and not run.dry_run:
+            _confirm_bill(run, source.name, scratch, skip, run.confirm_above)
         counted = _Counted(run.progress)
         for batch in scratch.batches(run.batch.documents, run.batch.bytes):
             _run_batch(run, source.name, batch, scratch, skip, shared, added, out,
@@ -433,10 +489,34 @@ def _sync_source(run: _Run, source: Source, allow_mass_delete: bool,
         _delete_vanished(run, source.name, scratch, stored, allow_mass_delete, out)
     if run.dry_run:
         out.embeddings_backfill = len(store.unembedded(source.name, run.embedder.identity))
+        out.embeddings_to_compute += out.embeddings_backfill
         return False
     backfill(source.name, store, run.embedder, out)
     run.clock.lap("apply")
     return mirror or out.embeddings_backfill > 0
+
+
+def _confirm_bill(run: _Run, source: str, scratch: Scratch, skip: frozenset[str],
+                  limit: int) -> None:
+    """Refuse, before anything of the source is embedded, a bill over ``limit`` tokens.
+
+    The bill is the tokens of the chunks read in this run that are neither cached
+    nor boilerplate; the cache is asked only when all of them together exceed it.
+    """
+    if scratch.fresh_tokens() <= limit:
+        return
+    chunks = tokens = 0
+    for page in scratch.fresh_chunks():
+        cached = run.store.cached(run.embedder.identity, [d for d, _ in page])
+        for d, n in page:
+            if d not in cached and d not in skip:
+                chunks += 1
+                tokens += n
+    if tokens > limit:
+        raise ConfirmationRequiredError(
+            f"source {source}: this sync would embed {chunks:,} chunks ({tokens:,} tokens), "
+            f"over [index] confirm_above_tokens = {limit:,}; nothing of it was embedded or "
+            "written. See what with `kbsync plan`, or sync with --yes")
 
 
 _MANIFEST_PAGE = 1000
@@ -601,6 +681,7 @@ def _run_batch(
     run.clock.lap("plan")
     tokens = {c.digest: c.tokens for v in versions for c in v.chunks}
     out.embed_tokens += sum(tokens[d] for d in the_plan.to_embed)
+    out.embeddings_to_compute += len(the_plan.to_embed)
     count_plan(out, the_plan.documents)
     for d in the_plan.documents:
         if d.action is Action.MODIFIED and d.version is not None \
@@ -834,6 +915,7 @@ def apply_plan(
         mine = {d: vectors[d] for d in doc.ops.added_digests if d in vectors}
         if sink is None:
             store.apply(the_plan.source, doc, mine, embedder.identity, now)
+            out.applied += 1
         else:
             try:
                 written = write_document(store, sink, the_plan.source, doc, mine,
@@ -843,6 +925,7 @@ def apply_plan(
                 out.documents[str(Action.FAILED)] += 1
                 out.failures.append((doc.key, f"{exc}; the previous version is kept"))
                 continue
+            out.applied += 1
             out.vectors_upserted += written.upserted
             out.vectors_deleted += written.deleted
             if written.warning:

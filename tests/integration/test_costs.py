@@ -1,0 +1,110 @@
+"""`kbsync plan` says what a sync will cost, and a sync over the bound asks first."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kbsync import KnowledgeBase
+from kbsync.cli import app
+from kbsync.costs import DEFAULT_TOKENS_PER_SECOND, estimate, measured_rate
+from kbsync.errors import ConfirmationRequiredError
+from tests.conftest import CORPUS
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for path in sorted(CORPUS.glob("a-harbormaster-*.md"))[:5]:
+        shutil.copy(path, docs / path.name)
+    KnowledgeBase.create(tmp_path, sources=["docs"]).close()
+    return tmp_path
+
+
+def _bound(home: Path, tokens: int) -> None:
+    with (home / "kbsync.toml").open("a", encoding="utf-8") as f:
+        f.write(f"\n[index]\nconfirm_above_tokens = {tokens}\n")
+
+
+def test_a_plan_counts_the_chunks_it_would_embed(home: Path) -> None:
+    with KnowledgeBase.open(home) as kb:
+        planned = kb.plan()
+        source = planned.sources[0]
+        assert source.embeddings_computed == 0  # a plan computes nothing
+        assert source.embeddings_to_compute == source.chunks["added"] > 0
+        cost = kb.estimate(planned)
+        assert (cost.chunks, cost.tokens) == (source.embeddings_to_compute,
+                                              source.embedding_tokens)
+        done = kb.sync()
+        assert done.sources[0].embeddings_computed == source.embeddings_to_compute
+        assert kb.plan().sources[0].embeddings_to_compute == 0
+
+
+def test_plan_prints_the_chunks_and_tokens_to_embed_and_an_estimate(home: Path) -> None:
+    result = runner.invoke(app, ["plan", "-c", str(home)])
+    assert result.exit_code == 0, result.output
+    with KnowledgeBase.open(home) as kb:
+        source = kb.plan().sources[0]
+    assert "to embed" in result.output
+    assert (f"to embed: {source.embeddings_to_compute:,} chunks, "
+            f"{source.embedding_tokens:,} tokens") in result.output
+    assert "rough default for the hashing embedder" in result.output
+
+
+def test_a_sync_over_the_bound_refuses_before_embedding_anything(home: Path) -> None:
+    _bound(home, 100)
+    with KnowledgeBase.open(home) as kb:
+        with pytest.raises(ConfirmationRequiredError, match="confirm_above_tokens = 100"):
+            kb.sync()
+        status = kb.status()
+        assert (status.documents, status.embeddings) == (0, 0)
+        assert status.last_run is not None
+        assert status.last_run.interrupted
+        assert kb.sync(yes=True).total("new") == 5
+
+
+def test_the_command_line_refusal_is_one_line_and_exit_code_1(home: Path) -> None:
+    _bound(home, 100)
+    refused = runner.invoke(app, ["sync", "-c", str(home)])
+    assert refused.exit_code == 1
+    assert "\n" not in refused.output.strip()
+    assert "--yes" in refused.output
+    assert runner.invoke(app, ["sync", "-c", str(home), "--yes"]).exit_code == 0
+    status = runner.invoke(app, ["status", "-c", str(home)])
+    assert "5 new" in status.output
+
+
+def test_chunks_already_cached_are_not_billed(home: Path) -> None:
+    with KnowledgeBase.open(home) as kb:
+        kb.sync()
+    shutil.copy(home / "docs" / sorted(p.name for p in (home / "docs").iterdir())[0],
+                home / "docs" / "copy.md")
+    _bound(home, 1)  # the copy's chunks are all cached: nothing to embed, nothing to ask
+    with KnowledgeBase.open(home) as kb:
+        assert kb.sync().total("new") == 1
+
+
+def test_the_rate_is_measured_from_the_last_syncs_with_the_same_embedder() -> None:
+    reports = [
+        {"embedder": "e", "seconds": {"embed": 2.0}, "sources": [{"embedding_tokens": 1000}]},
+        {"embedder": "other", "seconds": {"embed": 1.0}, "sources": [{"embedding_tokens": 9}]},
+        {"embedder": "e", "interrupted": True, "seconds": {"embed": 5.0},
+         "sources": [{"embedding_tokens": 1}]},
+        {"embedder": "e", "seconds": {"embed": 2.0}, "sources": [{"embedding_tokens": 3000}]},
+    ]
+    assert measured_rate(reports, "e") == (1000.0, 2)
+    cost = estimate(10, 5000, embedder="e", kind="openai", reports=reports,
+                    price_per_million_tokens=0.02, confirm_above_tokens=4000)
+    assert (cost.seconds, cost.basis) == (5.0, "measured over the last 2 syncs")
+    assert cost.price == pytest.approx(0.0001)
+    assert cost.needs_confirmation
+    fresh = estimate(10, 40_000, embedder="e", kind="openai", reports=[])
+    assert fresh.seconds == 40_000 / DEFAULT_TOKENS_PER_SECOND["openai"]
+    assert fresh.price is None
+    assert not fresh.needs_confirmation
