@@ -75,6 +75,9 @@ def test_the_command_line_refusal_is_one_line_and_exit_code_1(home: Path) -> Non
     assert refused.exit_code == 1
     assert "\n" not in refused.output.strip()
     assert "--yes" in refused.output
+    interrupted = runner.invoke(app, ["status", "-c", str(home)])
+    assert "last sync:  interrupted at " in interrupted.output
+    assert "0 documents applied" in interrupted.output
     assert runner.invoke(app, ["sync", "-c", str(home), "--yes"]).exit_code == 0
     status = runner.invoke(app, ["status", "-c", str(home)])
     assert "5 new" in status.output
