@@ -133,6 +133,8 @@ class SyncResult:
     sources: tuple[SourceResult, ...]
     seconds: Mapping[str, float]
     diagnostics: ChunkingDiagnostics | None
+    embedder: str = ""
+    """The embedder's identity (a later plan measures its rate from this run)."""
 
     @property
     def failed(self) -> bool:
@@ -154,6 +156,7 @@ class SyncResult:
             "documents": dict(self.documents),
             "sources": [s.to_dict() for s in self.sources],
             "diagnostics": diagnostics_dict(self.diagnostics) if self.diagnostics else None,
+            "embedder": self.embedder,
         }
 
 

@@ -192,6 +192,7 @@ class SyncReport:
     sources: list[SourceReport] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
     diagnostics: ChunkingDiagnostics | None = None
+    embedder: str = ""
 
     def result(self) -> SyncResult:
         """The frozen report, with a count for every document action."""
@@ -199,7 +200,7 @@ class SyncReport:
             dry_run=self.dry_run, started=self.started, finished=self.finished,
             documents={a.value: sum(s.documents[a.value] for s in self.sources) for a in Action},
             seconds=dict(self.seconds), diagnostics=self.diagnostics,
-            sources=tuple(s.result() for s in self.sources))
+            sources=tuple(s.result() for s in self.sources), embedder=self.embedder)
 
 
 def utc_now() -> str:
@@ -331,7 +332,7 @@ def sync_sources(
     temporary directory when None).
     """
     refuse_dimension_change(store, embedder)
-    report = SyncReport(dry_run=dry_run, started=utc_now())
+    report = SyncReport(dry_run=dry_run, started=utc_now(), embedder=embedder.identity)
     # Changes that touch vectors of documents the plan leaves alone (a rebuilt
     # collection, boilerplate coming or going, a backfill) end in one reconciliation.
     mirror_all = False
@@ -357,7 +358,7 @@ def sync_sources(
                                            source_report)
     except BaseException:
         if not dry_run:
-            _record_interrupted(store, report, embedder.identity)
+            _record_interrupted(store, report)
         raise
     if sink is not None and mirror_all:
         reconcile(store, sink, embedder.identity, embedder.dimension, repair=True)
@@ -367,19 +368,17 @@ def sync_sources(
     if not dry_run:
         store.set_meta("chunker", chunker.fingerprint)
         store.set_meta("embedder", embedder.identity)
-        # The embedder's identity lets a later plan measure its rate from this run.
-        store.record_run(result.started, result.finished,
-                         {**result.to_dict(), "embedder": embedder.identity})
+        store.record_run(result.started, result.finished, result.to_dict())
     return result
 
 
-def _record_interrupted(store: RecordStore, report: SyncReport, embedder: str) -> None:
+def _record_interrupted(store: RecordStore, report: SyncReport) -> None:
     """Record a run that stopped before its end, with what it did until then."""
     report.finished = utc_now()
     with contextlib.suppress(Exception):  # the store may be what failed: the cause goes on
         result = report.result()
         store.record_run(result.started, result.finished,
-                         {**result.to_dict(), "embedder": embedder, "interrupted": True})
+                         {**result.to_dict(), "interrupted": True})
 
 
 @contextlib.contextmanager

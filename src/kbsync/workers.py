@@ -148,7 +148,7 @@ def sync_parallel(
     """
     refuse_dimension_change(store, embedder)
     store.prepare_vectors(embedder.dimension)
-    report = SyncReport(dry_run=False, started=utc_now())
+    report = SyncReport(dry_run=False, started=utc_now(), embedder=embedder.identity)
     run = f"{report.started}/{uuid.uuid4().hex[:12]}"
     configured = {s.name for s in sources}
     removed = [RemovedSource(name) for name in sorted(store.source_names() - configured)]
