@@ -356,7 +356,7 @@ def _process(job: ClaimedDocument, source: Source, store: WorkQueue, embedder: E
     tokens = {c.digest: c.tokens for c in observation.chunks} \
         if isinstance(observation, DocumentVersion) else {}
     out.embed_tokens = sum(tokens[d] for d in the_plan.to_embed)
-    vectors, failed = embed_plan(the_plan, embedder, out, None)
+    vectors, failed = embed_plan(the_plan, embedder, out, None, cache=store, keep=False)
     apply_plan(the_plan, vectors, failed, store, embedder, out, None)
     return {
         "documents": dict(out.documents), "chunks": dict(out.chunks),
