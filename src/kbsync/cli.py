@@ -308,6 +308,8 @@ def watch(
     config: ConfigOption = Path("."),
     interval: Annotated[str, typer.Option(help="Scheduled check every (e.g. 1d, 6h).")] = "1d",
     full_every: Annotated[str, typer.Option(help="Full revalidation every (e.g. 30d).")] = "30d",
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Embed even more than [index] "
+                                      "confirm_above_tokens tokens in a run.")] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Keep syncing: on file changes, on schedule, and with a periodic full revalidation."""
@@ -324,7 +326,7 @@ def watch(
 
     with _Errors(), KnowledgeBase.open(config) as kb:
         try:
-            kb.watch(interval=every, full_every=full, on_report=show)
+            kb.watch(interval=every, full_every=full, on_report=show, yes=yes)
         except KeyboardInterrupt:
             typer.echo("stopped", err=True)
 

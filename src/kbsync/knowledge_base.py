@@ -435,16 +435,18 @@ class KnowledgeBase:
 
     def watch(self, *, interval: float = 86_400.0, full_every: float = 30 * 86_400.0,
               stop: threading.Event | None = None,
-              on_report: Callable[[SyncResult, str], None] | None = None) -> None:
+              on_report: Callable[[SyncResult, str], None] | None = None,
+              yes: bool = False) -> None:
         """Sync on file events and every ``interval`` seconds, with a full revalidation
         (``verify``) every ``full_every``, until ``stop`` is set.
 
-        ``on_report(result, reason)`` receives each run's result and why it ran.
+        ``on_report(result, reason)`` receives each run's result and why it ran;
+        ``yes`` is :meth:`sync`'s (without it, a bill over the bound stops the watch).
         """
         folders = [self.config.root / s.path for s in self.config.sources if not s.is_web]
         # Created before the folders are watched: its creation is no change of a source.
         self._create_store()
-        watch(lambda verify: self.sync(verify=verify), folders, interval=interval,
+        watch(lambda verify: self.sync(verify=verify, yes=yes), folders, interval=interval,
               full_every=full_every, stop=stop, on_report=on_report,
               ignore=[self.config.store_path.parent, self.config.lock_path])
 
