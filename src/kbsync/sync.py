@@ -345,21 +345,14 @@ def sync_sources(
                clock=_Clock(report), tally=Counter(), confirm_above=confirm_above_tokens)
     configured = {s.name for s in sources}
     removed = [RemovedSource(name) for name in sorted(store.source_names() - configured)]
-    try:
-        with _sigterm_as_interrupt():
-            for source in [*sources, *removed]:
-                source_report = SourceReport(source=source.name)
-                report.sources.append(source_report)
-                if isinstance(source, RemovedSource):
-                    source_report.warnings.append(
-                        "no longer configured: its documents are deleted")
-                mirror_all |= _sync_source(run, source,
-                                           allow_mass_delete or isinstance(source, RemovedSource),
-                                           source_report)
-    except BaseException:
-        if not dry_run:
-            _record_interrupted(store, report)
-        raise
+    for source in [*sources, *removed]:
+        source_report = SourceReport(source=source.name)
+        report.sources.append(source_report)
+        if isinstance(source, RemovedSource):
+            source_report.warnings.append("no longer configured: its documents are deleted")
+        mirror_all |= _sync_source(run, source,
+                                   allow_mass_delete or isinstance(source, RemovedSource),
+                                   source_report)
     if sink is not None and mirror_all:
         reconcile(store, sink, embedder.identity, embedder.dimension, repair=True)
     report.diagnostics = chunker.text_chunker().diagnose_tally(run.tally)
@@ -448,6 +441,19 @@ def refuse_dimension_change(store: RecordStore, embedder: Embedder) -> None:
 
 def _sync_source(run: _Run, source: Source, allow_mass_delete: bool,
                  out: SourceReport) -> bool:
+    """:func:`_sync_source_steps`, stopped by SIGTERM as by Ctrl-C; a run that stops there
+    (either, a refusal, a store error) is recorded as interrupted before the error goes on."""
+    try:
+        with _sigterm_as_interrupt():
+            return _sync_source_steps(run, source, allow_mass_delete, out)
+    except BaseException:
+        if not run.dry_run:
+            _record_interrupted(run.store, run.clock.report)
+        raise
+
+
+def _sync_source_steps(run: _Run, source: Source, allow_mass_delete: bool,
+                       out: SourceReport) -> bool:
     """List, observe, then plan, embed and apply one source a batch at a time.
 
     Whether a document is boilerplate depends on every document of the source,
