@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -111,3 +112,24 @@ def test_the_rate_is_measured_from_the_last_syncs_with_the_same_embedder() -> No
     assert fresh.seconds == 40_000 / DEFAULT_TOKENS_PER_SECOND["openai"]
     assert fresh.price is None
     assert not fresh.needs_confirmation
+
+
+def test_a_configured_price_is_in_the_plan_and_the_embedder_ignores_it(home: Path) -> None:
+    config = home / "kbsync.toml"
+    text = config.read_text(encoding="utf-8")
+    config.write_text(text.replace('kind = "hashing"',
+                                   'kind = "hashing"\nprice_per_million_tokens = 0.5'),
+                      encoding="utf-8")
+    result = runner.invoke(app, ["plan", "-c", str(home), "--json"])
+    assert result.exit_code == 0, result.output
+    cost = json.loads(result.output)["cost"]
+    assert cost["price"] == pytest.approx(cost["tokens"] / 1e6 * 0.5)
+    assert cost["confirm_above_tokens"] == 2_000_000
+    assert "at 0.5 per million" in runner.invoke(app, ["plan", "-c", str(home)]).output
+
+
+def test_a_negative_bound_is_a_configuration_error(home: Path) -> None:
+    _bound(home, -1)
+    result = runner.invoke(app, ["plan", "-c", str(home)])
+    assert result.exit_code == 1
+    assert "confirm_above_tokens must be 0 or more" in result.output
