@@ -506,15 +506,19 @@ def _confirm_bill(run: _Run, source: str, scratch: Scratch, skip: frozenset[str]
     """Refuse, before anything of the source is embedded, a bill over ``limit`` tokens.
 
     The bill is the tokens of the chunks read in this run that are neither cached
-    nor boilerplate; the cache is asked only when all of them together exceed it.
+    nor boilerplate, and of the stored chunks that have no vector for this embedder
+    (a new embedder re-embeds every document); the cache is asked about the first
+    only when all of them together exceed it.
     """
-    if scratch.fresh_tokens() <= limit:
+    missing = run.store.unembedded(source, run.embedder.identity)
+    chunks = len(missing)
+    tokens = sum(run.embedder.count_tokens(list(missing.values()))) if missing else 0
+    if scratch.fresh_tokens() + tokens <= limit:
         return
-    chunks = tokens = 0
     for page in scratch.fresh_chunks():
         cached = run.store.cached(run.embedder.identity, [d for d, _ in page])
         for d, n in page:
-            if d not in cached and d not in skip:
+            if d not in cached and d not in skip and d not in missing:
                 chunks += 1
                 tokens += n
     if tokens > limit:

@@ -12,7 +12,13 @@ from typer.testing import CliRunner
 from kbsync import KnowledgeBase
 from kbsync.cli import app
 from kbsync.costs import DEFAULT_TOKENS_PER_SECOND, estimate, measured_rate
+from kbsync.engine import DEFAULT_CHUNKER
 from kbsync.errors import ConfirmationRequiredError
+from kbsync.extract.registry import extractor_for
+from kbsync.sources import FilesystemSource
+from kbsync.store.sqlite import SqliteStore
+from kbsync.sync import sync_sources
+from kbsync.testing import CountingEmbedder
 from tests.conftest import CORPUS
 
 runner = CliRunner()
@@ -133,3 +139,27 @@ def test_a_negative_bound_is_a_configuration_error(home: Path) -> None:
     result = runner.invoke(app, ["plan", "-c", str(home)])
     assert result.exit_code == 1
     assert "confirm_above_tokens must be 0 or more" in result.output
+
+
+class _Renamed(CountingEmbedder):
+    @property
+    def identity(self) -> str:
+        return "another-model:64"
+
+
+def test_a_new_embedder_that_would_re_embed_everything_asks_first(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "kb.db")
+    try:
+        docs = [FilesystemSource(CORPUS, name="docs")]
+        sync_sources(docs, store, CountingEmbedder(), extractor_for, DEFAULT_CHUNKER,
+                     scratch_dir=tmp_path)
+        renamed = _Renamed()
+        with pytest.raises(ConfirmationRequiredError, match="this sync would embed"):
+            sync_sources(docs, store, renamed, extractor_for, DEFAULT_CHUNKER,
+                         scratch_dir=tmp_path, confirm_above_tokens=1000)
+        assert renamed.texts == 0
+        done = sync_sources(docs, store, renamed, extractor_for, DEFAULT_CHUNKER,
+                            scratch_dir=tmp_path)
+        assert done.sources[0].embeddings_backfill == renamed.texts > 0
+    finally:
+        store.close()
