@@ -135,14 +135,45 @@ class NormalizedText:
     __hash__ = None  # type: ignore[assignment]
 
 
-def normalize(text: str) -> NormalizedText:
-    """Normalize ``text`` (see the module docstring); idempotent on its own output."""
-    scan = scan_words(text)
+def normalize(text: str, block_chars: int = BLOCK_CHARS) -> NormalizedText:
+    """Normalize ``text`` (see the module docstring); idempotent on its own output.
+
+    A text longer than ``block_chars`` is scanned a block at a time and the
+    results joined: one scan of a whole big document would hold some fifteen
+    bytes of intermediate arrays per character at once.
+    """
+    if len(text) <= block_chars:
+        scan = scan_words(text)
+        return NormalizedText(
+            text=canonical_text(scan, 0, len(scan)),
+            word_starts=scan.input_starts,
+            word_ends=scan.input_ends,
+            paragraph_before=_first_word_plain(scan.paragraph),
+        )
+    pieces: list[str] = []
+    starts: list[IntArray] = []
+    ends: list[IntArray] = []
+    marks: list[BoolArray] = []
+    leading = ""
+    base = 0
+    for block in iter_blocks([text], block_chars):
+        scan = scan_words(block, leading)
+        leading = scan.trailing_space
+        if len(scan):
+            if pieces:
+                pieces.append("\n\n" if bool(scan.paragraph[0]) else " ")
+            pieces.append(scan.source)
+            starts.append(scan.input_starts + base)
+            ends.append(scan.input_ends + base)
+            marks.append(scan.paragraph)
+        base += len(block)
+    if not pieces:
+        return normalize(text, len(text))
     return NormalizedText(
-        text=canonical_text(scan, 0, len(scan)),
-        word_starts=scan.input_starts,
-        word_ends=scan.input_ends,
-        paragraph_before=_first_word_plain(scan.paragraph),
+        text="".join(pieces),
+        word_starts=np.concatenate(starts),
+        word_ends=np.concatenate(ends),
+        paragraph_before=_first_word_plain(np.concatenate(marks)),
     )
 
 

@@ -62,3 +62,20 @@ def test_syncing_a_big_text_file_allocates_a_small_multiple_of_its_size(tmp_path
     finally:
         store.close()
     assert peak <= FACTOR * size, f"peak {peak / 1e6:.0f} MB for a {size / 1e6:.0f} MB file"
+
+
+def test_comparing_two_versions_of_a_big_text_allocates_a_small_multiple_of_it(
+        tmp_path: Path) -> None:
+    from kbsync.compare import compare
+
+    _prose(tmp_path / "old.txt", 2_000_000)
+    old = (tmp_path / "old.txt").read_text(encoding="utf-8")
+    new = old[:1_000_000] + " a few words inserted " + old[1_000_000:]
+    tracemalloc.start()
+    try:
+        report = compare(old, new)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert report.changed
+    assert peak <= FACTOR * len(new), f"peak {peak / 1e6:.0f} MB for {len(new) / 1e6:.0f} MB"

@@ -100,3 +100,9 @@ def test_the_text_hash_of_pieces_is_the_text_hash_of_their_join(text: str, block
     pieces = normalized_pieces_hash(canonical_pieces([text], block_chars=block),
                                     NORMALIZER_VERSION, "text-v1")
     assert pieces == whole
+
+
+@given(TEXT, st.integers(min_value=1, max_value=12))
+def test_a_text_normalized_in_blocks_is_normalized_as_a_whole(text: str, block: int) -> None:
+    whole = normalize(text, block_chars=len(text) + 1)
+    assert normalize(text, block_chars=block) == whole

@@ -43,7 +43,7 @@ __all__ = [
 
 BASE = 257
 MODULUS = (1 << 61) - 1
-_BLOCK = 1 << 20
+_BLOCK = 1 << 17  # hashing a block holds some fifty bytes of arrays per byte
 _WORD = re.compile(r"\S+")
 
 _taps: dict[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = {}
@@ -159,12 +159,21 @@ def iter_spans(
 
 
 def _regroup(pieces: Iterable[bytes]) -> Iterator[bytes]:
+    """The input in blocks of ``_BLOCK`` bytes (the last shorter), however it was split.
+
+    A big piece is cut too: hashed whole, one document would cost some fifty
+    bytes of arrays per byte at once.
+    """
     buffer = bytearray()
     for piece in pieces:
-        buffer += piece
-        if len(buffer) >= _BLOCK:
-            yield bytes(buffer)
-            buffer.clear()
+        view = memoryview(piece)
+        while view:
+            take = _BLOCK - len(buffer)
+            buffer += view[:take]
+            view = view[take:]
+            if len(buffer) >= _BLOCK:
+                yield bytes(buffer)
+                buffer.clear()
     if buffer:
         yield bytes(buffer)
 
