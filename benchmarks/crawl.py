@@ -139,7 +139,7 @@ def main() -> None:
             def run(name: str, verify: bool = False) -> None:
                 requests, sent, opened = site.requests, site.bytes_sent, site.connections
                 started = time.perf_counter()
-                report = engine.sync(verify=verify, allow_mass_delete=True)
+                report = engine.sync(verify=verify, allow_mass_delete=True, yes=True)
                 seconds = time.perf_counter() - started
                 s = report.sources[0]
                 extracted = sum(s.documents[k] for k in ("new", "modified", "metadata-only"))

@@ -163,7 +163,7 @@ def child(kb: Path, workers: int, phase: str) -> None:
 
     with KnowledgeBase.open(kb) as engine:
         started = time.perf_counter()
-        report = engine.sync(workers=workers)
+        report = engine.sync(workers=workers, yes=True)
         seconds = time.perf_counter() - started
         chunks = engine.status().chunks
     peak = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)

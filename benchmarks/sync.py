@@ -256,7 +256,7 @@ class KbsyncTool(Tool):
 
     def sync(self) -> Step:
         started = time.perf_counter()
-        report = self.engine.sync()
+        report = self.engine.sync(yes=True)
         seconds = time.perf_counter() - started
         self.reports.append(report)
         if report.failed:

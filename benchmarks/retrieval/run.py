@@ -421,7 +421,7 @@ def run_kbsync(config: KbsyncConfig, settings: dict[str, Any], embedder: Embedde
     with tempfile.TemporaryDirectory(prefix="kbsync-retrieval-") as tmp:
         started = time.perf_counter()
         with open_engine(Path(tmp), config, settings) as engine:
-            report = engine.sync()
+            report = engine.sync(yes=True)
             result.index_seconds = time.perf_counter() - started
             if report.failed:
                 notes.append(f"{config.label}: the sync reported failures")

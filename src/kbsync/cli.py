@@ -3,7 +3,8 @@
 Exit codes: 0 success; 1 an error kbsync reports (one line on stderr, the
 traceback only with ``--debug``); 2 a usage error; 3 another process holds the
 writer lock (with ``--no-wait``); 4 the command finished but found problems
-(documents that failed, blocked deletions, ``verify`` findings).
+(documents that failed, blocked deletions, ``verify`` findings); 130 the sync
+was interrupted (Ctrl-C, SIGTERM: it is recorded so, and its embeddings are kept).
 """
 
 from __future__ import annotations
@@ -28,7 +29,12 @@ from kbsync.engine import (
     load_config,
     missing_folders,
 )
-from kbsync.errors import ConfigError, KbsyncError, LockedError
+from kbsync.errors import (
+    ConfigError,
+    ConfirmationRequiredError,
+    KbsyncError,
+    LockedError,
+)
 from kbsync.knowledge_base import KnowledgeBase, Progress, Rebuilt, SearchMode, SyncResult
 from kbsync.render import (
     change_lines,
@@ -48,6 +54,7 @@ EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_LOCKED = 3
 EXIT_PROBLEMS = 4
+EXIT_INTERRUPTED = 130
 
 app = typer.Typer(
     help="Keep a retrieval knowledge base in sync with changing sources.",
@@ -291,7 +298,12 @@ def plan(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
     """Show what a sync would do (documents, chunks to embed, embedding tokens); write nothing."""
     with _Errors(), KnowledgeBase.open(config) as kb:
         report = _progress_run(lambda tick: kb.plan(progress=tick), as_json)
+        cost = kb.estimate(report)
+    if as_json:
+        _emit({**report.to_dict(), "cost": cost.to_dict()})
+        return
     _print_report(report, as_json)
+    typer.echo(cost.summary())
 
 
 @app.command()
@@ -307,14 +319,33 @@ def sync(
     accept_replacements: Annotated[bool, typer.Option(
         help="Apply a new text that shares almost nothing with the stored one at once, "
              "instead of waiting for the next sync to confirm it.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Embed even more than [index] "
+                                      "confirm_above_tokens tokens.")] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Bring the knowledge base in step with its sources."""
     with _Errors(), KnowledgeBase.open(config) as kb:
-        report = _progress_run(lambda tick: kb.sync(
-            verify=verify, allow_mass_delete=allow_mass_delete, progress=tick, wait=wait,
-            on_wait=lambda message: typer.echo(message, err=True), workers=workers,
-            accept_replacements=accept_replacements), as_json)
+        def run(tick: Progress | None, confirmed: bool) -> SyncResult:
+            return kb.sync(verify=verify, allow_mass_delete=allow_mass_delete, progress=tick,
+                           wait=wait, on_wait=lambda message: typer.echo(message, err=True),
+                           workers=workers, yes=confirmed,
+                           accept_replacements=accept_replacements)
+
+        try:
+            try:
+                report = _progress_run(lambda tick: run(tick, yes), as_json)
+            except ConfirmationRequiredError as exc:
+                if as_json or not sys.stdin.isatty():
+                    raise
+                typer.echo(str(exc), err=True)
+                if not typer.confirm("Embed it all the same?", err=True):
+                    raise typer.Exit(EXIT_ERROR) from None
+                report = _progress_run(lambda tick: run(tick, True), as_json)
+        except KeyboardInterrupt:
+            # Ctrl-C or SIGTERM: the run is recorded as interrupted, every embedding kept.
+            typer.echo("interrupted: what was applied stays, and every embedding computed is "
+                       "cached; `kbsync sync` again finishes the rest", err=True)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
     _print_report(report, as_json)
     if report.failed:
         raise typer.Exit(EXIT_PROBLEMS)
@@ -350,6 +381,8 @@ def watch(
     config: ConfigOption = Path("."),
     interval: Annotated[str, typer.Option(help="Scheduled check every (e.g. 1d, 6h).")] = "1d",
     full_every: Annotated[str, typer.Option(help="Full revalidation every (e.g. 30d).")] = "30d",
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Embed even more than [index] "
+                                      "confirm_above_tokens tokens in a run.")] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Keep syncing: on file changes, on schedule, and with a periodic full revalidation."""
@@ -367,7 +400,7 @@ def watch(
 
     with _Errors(), KnowledgeBase.open(config) as kb:
         try:
-            kb.watch(interval=every, full_every=full, on_report=show)
+            kb.watch(interval=every, full_every=full, on_report=show, yes=yes)
         except KeyboardInterrupt:
             typer.echo("stopped", err=True)
 
@@ -395,6 +428,9 @@ def _status_text(data: dict[str, Any]) -> str:
     last = data["last_run"]
     if last is None:
         lines.append("last sync:  never")
+    elif last.get("interrupted"):
+        lines.append(f"last sync:  interrupted at {last['finished']}, {last['applied']} "
+                     f"documents applied (started {last['started']})")
     else:
         counts = sorted(last["documents"].items())
         acted = ", ".join(f"{n} {action}" for action, n in counts if n) or "nothing"

@@ -138,6 +138,8 @@ def load_config(path: str | Path = CONFIG_NAME) -> Config:
         index = dict(data.get("index", {}))
         if not 0.0 < float(index.get("boilerplate_share", 0.05)) <= 1.0:
             raise ConfigError(f"{file}: [index] boilerplate_share must be in (0, 1]")
+        if int(index.get("confirm_above_tokens", 0)) < 0:
+            raise ConfigError(f"{file}: [index] confirm_above_tokens must be 0 or more")
         search = dict(data.get("search", {}))
         context = int(search.pop("context_tokens", 0))
         if search or context < 0:
@@ -162,7 +164,8 @@ def load_config(path: str | Path = CONFIG_NAME) -> Config:
 # _refuse_unknown_keys (a table that is silently ignored, such as `[[source]]`, could
 # otherwise drop every source and, with it, every document).
 _TABLES = ("store", "chunker", "embedder", "index", "search", "vectors", "sources")
-_INDEX_SETTINGS = ("boilerplate_share", "index_boilerplate", "strict_decoding")
+_INDEX_SETTINGS = ("boilerplate_share", "index_boilerplate", "strict_decoding",
+                   "confirm_above_tokens")
 _SEARCH_SETTINGS = ("context_tokens",)
 _STORE_SETTINGS = ("path", "url", "password_env", "schema", "index_memory")
 _FOLDER_SETTINGS = ("name", "path", "include", "exclude")
@@ -611,7 +614,9 @@ def _make_source(root: Path, s: SourceConfig,
 
 def make_embedder(settings: dict[str, Any]) -> Embedder:
     """The embedder a configuration names: ``hashing``, ``local`` or ``openai``."""
-    options = {k: v for k, v in settings.items() if k not in ("kind", "allow_truncation")}
+    # price_per_million_tokens is for `kbsync plan`'s estimate, not the embedder's own.
+    options = {k: v for k, v in settings.items()
+               if k not in ("kind", "allow_truncation", "price_per_million_tokens")}
     kind = settings.get("kind", "hashing")
     try:
         if kind == "hashing":

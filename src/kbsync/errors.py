@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "ChunkingError",
     "ConfigError",
+    "ConfirmationRequiredError",
     "DependencyMissingError",
     "DocumentError",
     "EmbeddingError",
@@ -92,3 +93,7 @@ class EmbeddingError(KbsyncError):
 
 class VectorStoreError(KbsyncError):
     """An external vector store failed; the record store is left consistent."""
+
+
+class ConfirmationRequiredError(KbsyncError):
+    """A sync would cost more than the configured bound (``[index] confirm_above_tokens``)."""

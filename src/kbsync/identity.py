@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 __all__ = [
     "IDENTITY_SCHEMA_VERSION",
@@ -20,6 +20,7 @@ __all__ = [
     "Field",
     "canonical_bytes",
     "digest",
+    "normalized_pieces_hash",
     "normalized_text_hash",
     "params_hash",
     "source_bytes_hash",
@@ -33,6 +34,11 @@ _DIGEST_SIZE = 32
 
 
 def _encode(field: Field) -> bytes:
+    tag, payload = _tagged(field)
+    return tag + len(payload).to_bytes(8, "big") + payload
+
+
+def _tagged(field: Field) -> tuple[bytes, bytes]:
     if field is None:
         tag, payload = b"n", b""
     elif isinstance(field, bool):
@@ -47,7 +53,7 @@ def _encode(field: Field) -> bytes:
         tag, payload = b"y", field
     else:
         raise TypeError(f"cannot serialize {type(field).__name__} canonically")
-    return tag + len(payload).to_bytes(8, "big") + payload
+    return tag, payload
 
 
 def canonical_bytes(*fields: Field) -> bytes:
@@ -56,8 +62,23 @@ def canonical_bytes(*fields: Field) -> bytes:
 
 
 def digest(domain: str, *fields: Field) -> str:
-    """BLAKE2b-256 of ``(domain, *fields)`` canonically encoded, as hex."""
-    return hashlib.blake2b(canonical_bytes(domain, *fields), digest_size=_DIGEST_SIZE).hexdigest()
+    """BLAKE2b-256 of ``(domain, *fields)`` canonically encoded, as hex.
+
+    The encoding is fed to the hash field by field, never joined: a document's
+    bytes are hashed where they lie, not copied twice first.
+    """
+    h = _fields_hash(domain, *fields)
+    return h.hexdigest()
+
+
+def _fields_hash(*fields: Field) -> hashlib.blake2b:
+    h = hashlib.blake2b(digest_size=_DIGEST_SIZE)
+    for f in fields:
+        tag, payload = _tagged(f)
+        h.update(tag)
+        h.update(len(payload).to_bytes(8, "big"))
+        h.update(payload)
+    return h
 
 
 def params_hash(params: Mapping[str, Field]) -> str:
@@ -78,6 +99,19 @@ def normalized_text_hash(text: str, normalizer_version: int, *context: Field) ->
     return digest(
         "kbsync:normalized-text", IDENTITY_SCHEMA_VERSION, normalizer_version, *context, text
     )
+
+
+def normalized_pieces_hash(pieces: Iterable[str], normalizer_version: int,
+                           *context: Field) -> str:
+    """:func:`normalized_text_hash` of ``"".join(pieces)``, without building the joined text."""
+    encoded = [p.encode("utf-8", "surrogatepass") for p in pieces]
+    h = _fields_hash("kbsync:normalized-text", IDENTITY_SCHEMA_VERSION, normalizer_version,
+                     *context)
+    h.update(b"s")
+    h.update(sum(map(len, encoded)).to_bytes(8, "big"))
+    for part in encoded:
+        h.update(part)
+    return h.hexdigest()
 
 
 def vector_id(source: str, key: str, chunk_digest: str, occurrence: int) -> str:

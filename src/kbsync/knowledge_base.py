@@ -25,6 +25,7 @@ import numpy.typing as npt
 
 from kbsync.chunking import TextChunker, identity_for
 from kbsync.compare import compare
+from kbsync.costs import DEFAULT_CONFIRM_ABOVE_TOKENS, EmbeddingCost, estimate
 from kbsync.engine import (
     Config,
     check_fit,
@@ -104,6 +105,10 @@ class RunSummary:
     started: str
     finished: str
     documents: Mapping[str, int]
+    interrupted: bool = False
+    """Whether it stopped before its end (Ctrl-C, SIGTERM, a refusal, an error)."""
+    applied: int = 0
+    """Documents it wrote to the store."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +139,8 @@ class Status:
             "runs": self.runs, "by_source": dict(self.by_source),
             "last_run": None if self.last_run is None else {
                 "started": self.last_run.started, "finished": self.last_run.finished,
-                "documents": dict(self.last_run.documents)},
+                "documents": dict(self.last_run.documents),
+                "interrupted": self.last_run.interrupted, "applied": self.last_run.applied},
         }
 
 
@@ -365,7 +371,7 @@ class KnowledgeBase:
     def sync(self, *, progress: Progress | None = None, verify: bool = False,
              allow_mass_delete: bool = False, wait: bool = True,
              on_wait: Callable[[str], None] | None = None, workers: int = 0,
-             accept_replacements: bool = False) -> SyncResult:
+             accept_replacements: bool = False, yes: bool = False) -> SyncResult:
         """Bring the store in step with the sources, doing the least work that is correct.
 
         Args:
@@ -380,6 +386,10 @@ class KnowledgeBase:
             accept_replacements: apply a new text that shares almost nothing with the
                 stored one at once, instead of keeping the stored version until the
                 next sync confirms it (a login wall or an error page would replace it).
+            yes: embed however much there is; otherwise a source whose chunks to embed
+                come to more than ``[index] confirm_above_tokens`` tokens (2,000,000 by
+                default) raises :class:`~kbsync.errors.ConfirmationRequiredError`
+                before any of it is embedded.
         """
         if workers and not self.config.store_url:
             raise ConfigError("--workers needs a PostgreSQL store ([store] url in kbsync.toml): "
@@ -400,7 +410,28 @@ class KnowledgeBase:
                 self.sources, self.store, self.embedder, self._extractor_for, self.config.chunker,
                 verify=verify, allow_mass_delete=allow_mass_delete, progress=progress,
                 sink=self.sink, scratch_dir=self._state_dir(),
-                accept_replacements=accept_replacements, **self._index_settings())
+                accept_replacements=accept_replacements,
+                confirm_above_tokens=None if yes else self._confirm_above(),
+                **self._index_settings())
+
+    def _confirm_above(self) -> int | None:
+        """``[index] confirm_above_tokens``; 0 turns the question off."""
+        limit = int(self.config.index.get("confirm_above_tokens",
+                                          DEFAULT_CONFIRM_ABOVE_TOKENS))
+        return limit or None
+
+    def estimate(self, plan: SyncResult) -> EmbeddingCost:
+        """The embedding bill of a plan (:meth:`plan`): chunks and tokens to embed, the
+        time at the rate measured over the last syncs (or a default), the price when
+        ``[embedder] price_per_million_tokens`` is set."""
+        price = self.config.embedder.get("price_per_million_tokens")
+        return estimate(
+            sum(s.embeddings_to_compute for s in plan.sources),
+            sum(s.embedding_tokens for s in plan.sources),
+            embedder=self.embedder.identity, kind=str(self.config.embedder.get("kind", "hashing")),
+            reports=(r.report for r in self.store.runs(20)),
+            price_per_million_tokens=None if price is None else float(price),
+            confirm_above_tokens=self._confirm_above())
 
     def work(self, *, run: str | None = None, follow: bool = False, poll: float = 2.0,
              stop: threading.Event | None = None) -> int:
@@ -461,16 +492,18 @@ class KnowledgeBase:
 
     def watch(self, *, interval: float = 86_400.0, full_every: float = 30 * 86_400.0,
               stop: threading.Event | None = None,
-              on_report: Callable[[SyncResult, str], None] | None = None) -> None:
+              on_report: Callable[[SyncResult, str], None] | None = None,
+              yes: bool = False) -> None:
         """Sync on file events and every ``interval`` seconds, with a full revalidation
         (``verify``) every ``full_every``, until ``stop`` is set.
 
-        ``on_report(result, reason)`` receives each run's result and why it ran.
+        ``on_report(result, reason)`` receives each run's result and why it ran;
+        ``yes`` is :meth:`sync`'s (without it, a bill over the bound stops the watch).
         """
         folders = [self.config.root / s.path for s in self.config.sources if not s.is_web]
         # Created before the folders are watched: its creation is no change of a source.
         self._create_store()
-        watch(lambda verify: self.sync(verify=verify), folders, interval=interval,
+        watch(lambda verify: self.sync(verify=verify, yes=yes), folders, interval=interval,
               full_every=full_every, stop=stop, on_report=on_report,
               ignore=[self.config.store_path.parent, self.config.lock_path])
 
@@ -600,7 +633,10 @@ class KnowledgeBase:
             embedder=self.embedder.identity, documents=st.documents, chunks=st.chunks,
             embeddings=st.embeddings, runs=st.runs, by_source=dict(st.by_source),
             last_run=None if last is None else RunSummary(
-                str(last["started"]), str(last["finished"]), dict(last["documents"])))
+                str(last["started"]), str(last["finished"]), dict(last["documents"]),
+                interrupted=bool(last.get("interrupted", False)),
+                applied=sum(int(s.get("documents_applied", 0))
+                            for s in last.get("sources", ()))))
 
     def runs(self, limit: int = 50) -> list[RunRecord]:
         """The latest recorded syncs, newest first, each with its report

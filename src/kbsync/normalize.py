@@ -24,23 +24,32 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "BLOCK_CHARS",
     "NORMALIZER_VERSION",
     "NormalizedText",
     "WordScan",
+    "canonical_pieces",
     "canonical_text",
     "is_paragraph_break",
+    "iter_blocks",
     "join_words",
     "normalize",
     "scan_words",
 ]
 
 NORMALIZER_VERSION = 1
+
+BLOCK_CHARS = 1 << 17
+"""Target block size: large enough to amortize array overhead, small enough to stay in cache."""
+
+_MAX_WORD_PROBE = 1 << 20
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -126,15 +135,104 @@ class NormalizedText:
     __hash__ = None  # type: ignore[assignment]
 
 
-def normalize(text: str) -> NormalizedText:
-    """Normalize ``text`` (see the module docstring); idempotent on its own output."""
-    scan = scan_words(text)
+def normalize(text: str, block_chars: int = BLOCK_CHARS) -> NormalizedText:
+    """Normalize ``text`` (see the module docstring); idempotent on its own output.
+
+    A text longer than ``block_chars`` is scanned a block at a time and the
+    results joined: one scan of a whole big document would hold some fifteen
+    bytes of intermediate arrays per character at once.
+    """
+    if len(text) <= block_chars:
+        scan = scan_words(text)
+        return NormalizedText(
+            text=canonical_text(scan, 0, len(scan)),
+            word_starts=scan.input_starts,
+            word_ends=scan.input_ends,
+            paragraph_before=_first_word_plain(scan.paragraph),
+        )
+    pieces: list[str] = []
+    starts: list[IntArray] = []
+    ends: list[IntArray] = []
+    marks: list[BoolArray] = []
+    leading = ""
+    base = 0
+    for block in iter_blocks([text], block_chars):
+        scan = scan_words(block, leading)
+        leading = scan.trailing_space
+        if len(scan):
+            if pieces:
+                pieces.append("\n\n" if bool(scan.paragraph[0]) else " ")
+            pieces.append(scan.source)
+            starts.append(scan.input_starts + base)
+            ends.append(scan.input_ends + base)
+            marks.append(scan.paragraph)
+        base += len(block)
+    if not pieces:
+        return normalize(text, len(text))
     return NormalizedText(
-        text=canonical_text(scan, 0, len(scan)),
-        word_starts=scan.input_starts,
-        word_ends=scan.input_ends,
-        paragraph_before=_first_word_plain(scan.paragraph),
+        text="".join(pieces),
+        word_starts=np.concatenate(starts),
+        word_ends=np.concatenate(ends),
+        paragraph_before=_first_word_plain(np.concatenate(marks)),
     )
+
+
+def canonical_pieces(pieces: Iterable[str], block_chars: int = BLOCK_CHARS) -> Iterator[str]:
+    """The canonical text of the concatenation of ``pieces``, handed over a block at a time.
+
+    ``"".join(canonical_pieces([t])) == normalize(t).text``, but the word arrays of
+    only one block are alive at once: a whole-text scan holds some fifteen bytes of
+    arrays per character, which a big document cannot afford just to be hashed.
+    """
+    leading = ""
+    started = False
+    for block in iter_blocks(pieces, block_chars):
+        scan = scan_words(block, leading)
+        leading = scan.trailing_space
+        if len(scan):
+            if started:
+                yield "\n\n" if bool(scan.paragraph[0]) else " "
+            started = True
+            yield scan.source
+
+
+def iter_blocks(pieces: Iterable[str], block_chars: int = BLOCK_CHARS) -> Iterator[str]:
+    """Regroup ``pieces`` into blocks that each end right before the start of a word.
+
+    Memory is bounded by ``block_chars`` plus the longest word (and the largest piece).
+    """
+    parts: list[str] = []
+    held = 0
+    for piece in pieces:
+        if not piece:
+            continue
+        parts.append(piece)
+        held += len(piece)
+        if held < block_chars:
+            continue
+        text = "".join(parts) if len(parts) > 1 else parts[0]
+        pos = 0
+        while len(text) - pos >= block_chars:
+            cut = _last_word_start(text, pos + block_chars, pos)
+            if cut <= pos:
+                break
+            yield text[pos:cut]
+            pos = cut
+        rest = text[pos:]
+        parts, held = [rest], len(rest)
+    if held:
+        yield "".join(parts)
+
+
+def _last_word_start(text: str, near: int, floor: int) -> int:
+    """The last index in ``(floor, near]`` where a word starts after whitespace, else ``floor``."""
+    j = min(near, len(text) - 1)
+    stop = max(floor, j - _MAX_WORD_PROBE)
+    while j > stop:
+        if text[j - 1].isspace() and not text[j].isspace():
+            return j
+        j -= 1
+    return floor
 
 
 def scan_words(text: str, leading_space: str = "") -> WordScan:

@@ -140,7 +140,8 @@ def sync_tables(report: SyncResult) -> list[RenderableType]:
         docs.add_column(name, justify="left" if name == "source" else "right")
     work = Table(title="Work", title_justify="left")
     for name in ("source", "bytes read", "bytes skipped", "chunks kept", "moved", "added",
-                 "deleted", "embeddings computed", "reused", "embed tokens"):
+                 "deleted", "to embed" if report.dry_run else "embeddings computed", "reused",
+                 "embed tokens"):
         work.add_column(name, justify="left" if name == "source" else "right")
     for s in report.sources:
         d, c = s.documents, s.chunks
@@ -148,7 +149,9 @@ def sync_tables(report: SyncResult) -> list[RenderableType]:
             "new", "modified", "metadata-only", "moved", "deleted", "unchanged", "failed"))))
         work.add_row(*_cells(s.source, f"{s.bytes_read:,}", f"{s.bytes_skipped:,}",
                              *(str(c.get(k, 0)) for k in ("kept", "moved", "added", "deleted")),
-                             str(s.embeddings_computed), str(s.embeddings_reused),
+                             str(s.embeddings_to_compute if report.dry_run
+                                 else s.embeddings_computed),
+                             str(s.embeddings_reused),
                              f"{s.embedding_tokens:,}"))
     omitted = sum(s.omitted.get("changes", 0) for s in report.sources)
     if omitted:

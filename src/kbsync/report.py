@@ -80,6 +80,10 @@ class SourceResult:
     omitted: Mapping[str, int] = field(default_factory=dict)
     skipped_erased: int = 0
     """Listed items that an erasure (``kbsync erase``) covers: skipped, never read."""
+    embeddings_to_compute: int = 0
+    """Chunks the plan found no cached vector for (what a plan says a sync will embed)."""
+    documents_applied: int = 0
+    """Documents written to the store (short of the counts when the run was interrupted)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data, as stored in the run's report."""
@@ -91,6 +95,8 @@ class SourceResult:
             "bytes_skipped": self.bytes_skipped,
             "skipped_unsupported": self.skipped_unsupported,
             "embeddings_computed": self.embeddings_computed,
+            "embeddings_to_compute": self.embeddings_to_compute,
+            "documents_applied": self.documents_applied,
             "embeddings_reused": self.embeddings_reused,
             "embedding_tokens": self.embedding_tokens,
             "embeddings_truncated": self.embeddings_truncated,
@@ -123,6 +129,8 @@ class SyncResult:
     sources: tuple[SourceResult, ...]
     seconds: Mapping[str, float]
     diagnostics: ChunkingDiagnostics | None
+    embedder: str = ""
+    """The embedder's identity (a later plan measures its rate from this run)."""
 
     @property
     def failed(self) -> bool:
@@ -144,6 +152,7 @@ class SyncResult:
             "documents": dict(self.documents),
             "sources": [s.to_dict() for s in self.sources],
             "diagnostics": diagnostics_dict(self.diagnostics) if self.diagnostics else None,
+            "embedder": self.embedder,
         }
 
 

@@ -27,7 +27,7 @@ import sqlite3
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from kbsync.model import ItemError, SourceItem, SourceStat, Validators
 from kbsync.plan import (
@@ -45,6 +45,8 @@ __all__ = ["Scratch", "remove_stale"]
 _PREFIX = "kbsync-scratch-"
 
 _PAGE = 512
+_INLINE_CHARS = 1 << 20
+"""A document with more text than this waits for its batch in the side file."""
 _SCHEMA = """
 CREATE TABLE listed (key TEXT PRIMARY KEY, item INTEGER NOT NULL, locator TEXT,
                      media_type TEXT, size INTEGER, mtime_ns INTEGER, inode INTEGER,
@@ -57,7 +59,8 @@ CREATE TABLE stored (key TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, inode
                      gone INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
 CREATE TABLE origins (text_key TEXT, key TEXT, PRIMARY KEY (text_key, key)) WITHOUT ROWID;
 CREATE TABLE observed (key TEXT PRIMARY KEY, entry BLOB NOT NULL, size INTEGER NOT NULL,
-                       rechunked INTEGER NOT NULL) WITHOUT ROWID;
+                       rechunked INTEGER NOT NULL, at INTEGER) WITHOUT ROWID;
+CREATE TABLE fresh (digest TEXT PRIMARY KEY, tokens INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE members (grp TEXT, key TEXT, PRIMARY KEY (grp, key)) WITHOUT ROWID;
 CREATE TABLE occurrences (digest TEXT, grp TEXT, key TEXT, fresh INTEGER NOT NULL,
                           PRIMARY KEY (digest, grp, key)) WITHOUT ROWID;
@@ -112,6 +115,8 @@ class Scratch:
         with contextlib.suppress(OSError):  # where an open file cannot be unlinked: at close
             os.unlink(name)
             self._path = None
+        self._folder = folder
+        self._side: IO[bytes] | None = None
         try:
             self._db.execute("PRAGMA journal_mode = OFF")
             self._db.execute("PRAGMA synchronous = OFF")
@@ -132,6 +137,8 @@ class Scratch:
     def close(self) -> None:
         try:
             self._db.close()
+            if self._side is not None:
+                self._side.close()
         finally:
             self._release()
 
@@ -207,22 +214,39 @@ class Scratch:
 
     def observe(self, observation: Observation, old: StoredDocument | None) -> None:
         """Keep a document's observation (not an unchanged one) until its batch."""
-        data = _dumps((observation, old))
         rechunked = isinstance(observation, DocumentVersion) and observation.rechunked
-        self._db.execute("INSERT INTO observed (key, entry, size, rechunked) VALUES (?, ?, ?, ?)",
-                         (observation.key, data, len(data), rechunked))
+        at: int | None = None
+        if isinstance(observation, DocumentVersion) and len(observation.text) > _INLINE_CHARS:
+            # A big document is pickled straight into a side file: as a blob it would be
+            # held three more times (the pickle, SQLite's copy of it, its pages).
+            side = self._side_file()
+            at = side.seek(0, os.SEEK_END)
+            pickle.dump((observation, old), side, protocol=pickle.HIGHEST_PROTOCOL)
+            data, size = b"", side.tell() - at
+        else:
+            data = _dumps((observation, old))
+            size = len(data)
+        self._db.execute("INSERT INTO observed (key, entry, size, rechunked, at) "
+                         "VALUES (?, ?, ?, ?, ?)", (observation.key, data, size, rechunked, at))
         if rechunked:
             assert isinstance(observation, DocumentVersion)
             self._count_document(observation.key, (c.digest for c in observation.chunks), fresh=1)
+            self._db.executemany("INSERT OR IGNORE INTO fresh (digest, tokens) VALUES (?, ?)",
+                                 ((c.digest, c.tokens) for c in observation.chunks))
 
     def batches(self, documents: int, size_limit: int,
                 ) -> Iterator[list[tuple[Observation, StoredDocument | None]]]:
         """The observations in key order, cut at ``documents`` or ``size_limit`` bytes of them."""
         batch: list[tuple[Observation, StoredDocument | None]] = []
         size = 0
-        for _, entry, length in self._pages(
-                "SELECT key, entry, size FROM observed WHERE key > ? ORDER BY key LIMIT ?"):
-            batch.append(pickle.loads(entry))
+        for _, entry, length, at in self._pages(
+                "SELECT key, entry, size, at FROM observed WHERE key > ? ORDER BY key LIMIT ?"):
+            if at is None:
+                batch.append(pickle.loads(entry))
+            else:
+                side = self._side_file()
+                side.seek(at)
+                batch.append(pickle.load(side))
             size += length
             if len(batch) >= documents or size >= size_limit:
                 yield batch
@@ -293,6 +317,29 @@ class Scratch:
             yield batch
 
     # -- internals -----------------------------------------------------------------------
+
+    def fresh_tokens(self) -> int:
+        """Tokens of the distinct chunks of the documents chunked in this run."""
+        return self._count("SELECT coalesce(sum(tokens), 0) FROM fresh")
+
+    def fresh_chunks(self) -> Iterator[list[tuple[str, int]]]:
+        """``(digest, tokens)`` of those chunks, a page at a time."""
+        page: list[tuple[str, int]] = []
+        for digest, tokens in self._pages(
+                "SELECT digest, tokens FROM fresh WHERE digest > ? ORDER BY digest LIMIT ?"):
+            page.append((digest, tokens))
+            if len(page) == _PAGE:
+                yield page
+                page = []
+        if page:
+            yield page
+
+    def _side_file(self) -> IO[bytes]:
+        """The file big observations wait in (deleted when closed, or at once where possible)."""
+        if self._side is None:
+            self._side = tempfile.TemporaryFile(  # noqa: SIM115 - closed by close()
+                prefix="kbsync-scratch-", dir=self._folder)
+        return self._side
 
     def _count_document(self, key: str, digests: Iterable[str], fresh: int) -> None:
         group = host_group(key)

@@ -9,13 +9,17 @@ complete, and then one document at a time, each in one transaction.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import json
 import re
+import signal
+import sys
+import threading
 import time
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache, lru_cache
@@ -28,9 +32,9 @@ import numpy.typing as npt
 from kbsync.chunking import ChunkShape, TextChunker, shape_of
 from kbsync.compare import compare
 from kbsync.embed import Embedder
-from kbsync.errors import ConfigError, DocumentError, VectorStoreError
+from kbsync.errors import ConfigError, ConfirmationRequiredError, DocumentError, VectorStoreError
 from kbsync.extract import Extractor
-from kbsync.identity import digest, normalized_text_hash, source_bytes_hash
+from kbsync.identity import digest, normalized_pieces_hash, source_bytes_hash
 from kbsync.mirror import prepare, reconcile, replay_outbox, write_document
 from kbsync.model import (
     ChangeReport,
@@ -43,7 +47,7 @@ from kbsync.model import (
     SourceItem,
     Verdict,
 )
-from kbsync.normalize import NORMALIZER_VERSION, normalize
+from kbsync.normalize import NORMALIZER_VERSION, canonical_pieces
 from kbsync.plan import (
     Action,
     ChunkDraft,
@@ -147,6 +151,7 @@ class SourceReport:
     bytes_skipped: int = 0
     skipped: int = 0
     embeddings_computed: int = 0
+    embeddings_to_compute: int = 0
     embeddings_reused: int = 0
     embed_tokens: int = 0
     embeddings_truncated: int = 0
@@ -161,6 +166,7 @@ class SourceReport:
     listing_complete: bool = True
     deletions_blocked: bool = False
     erased: int = 0
+    applied: int = 0
 
     def result(self) -> SourceResult:
         """The frozen report of this source."""
@@ -178,7 +184,8 @@ class SourceReport:
             omitted={name: n for name, n in (("changes", self.actions.omitted),
                                               ("failures", self.failures.omitted),
                                               ("warnings", self.warnings.omitted)) if n},
-            skipped_erased=self.erased)
+            skipped_erased=self.erased,
+            embeddings_to_compute=self.embeddings_to_compute, documents_applied=self.applied)
 
 
 @dataclass(slots=True)
@@ -194,6 +201,7 @@ class SyncReport:
     sources: list[SourceReport] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
     diagnostics: ChunkingDiagnostics | None = None
+    embedder: str = ""
 
     def result(self) -> SyncResult:
         """The frozen report, with a count for every document action."""
@@ -201,7 +209,7 @@ class SyncReport:
             dry_run=self.dry_run, started=self.started, finished=self.finished,
             documents={a.value: sum(s.documents[a.value] for s in self.sources) for a in Action},
             seconds=dict(self.seconds), diagnostics=self.diagnostics,
-            sources=tuple(s.result() for s in self.sources))
+            sources=tuple(s.result() for s in self.sources), embedder=self.embedder)
 
 
 def utc_now() -> str:
@@ -280,6 +288,7 @@ class _Run:
     clock: _Clock
     tally: Counter[ChunkShape]
     accept_replacements: bool = False
+    confirm_above: int | None = None
 
     def count_chunk(self, chunk: Chunk) -> None:
         """Count ``chunk`` for the run's chunking diagnostics (its text is not kept)."""
@@ -314,8 +323,15 @@ def sync_sources(
     batch: BatchLimits = BatchLimits(),
     scratch_dir: Path | None = None,
     accept_replacements: bool = False,
+    confirm_above_tokens: int | None = None,
 ) -> SyncResult:
     """Bring ``store`` in step with ``sources`` (or, with ``dry_run``, only plan it).
+
+    A source whose chunks to embed (cache misses) come to more than
+    ``confirm_above_tokens`` tokens raises :class:`~kbsync.errors.ConfirmationRequiredError`
+    before any of it is embedded or written (None: no bound). A run that stops
+    (that error, Ctrl-C, SIGTERM, a store error) is recorded as interrupted, with
+    what it applied; every embedding computed is in the cache already.
 
     Chunks found in more than ``boilerplate_share`` of a host's documents are
     boilerplate: unless ``index_boilerplate``, they are neither embedded nor searched.
@@ -329,7 +345,7 @@ def sync_sources(
     again, unless ``accept_replacements`` (see :func:`route_replacement`).
     """
     refuse_dimension_change(store, embedder)
-    report = SyncReport(dry_run=dry_run, started=utc_now())
+    report = SyncReport(dry_run=dry_run, started=utc_now(), embedder=embedder.identity)
     # Changes that touch vectors of documents the plan leaves alone (a rebuilt
     # collection, boilerplate coming or going, a backfill) end in one reconciliation.
     mirror_all = False
@@ -339,7 +355,8 @@ def sync_sources(
     run = _Run(store, embedder, extractor_for, chunker, dry_run=dry_run, verify=verify,
                progress=progress, boilerplate_share=boilerplate_share,
                index_boilerplate=index_boilerplate, sink=sink, batch=batch, scratch_dir=scratch_dir,
-               clock=_Clock(report), tally=Counter(), accept_replacements=accept_replacements)
+               clock=_Clock(report), tally=Counter(), accept_replacements=accept_replacements,
+               confirm_above=confirm_above_tokens)
     removed, released = removed_sources(store, sources, allow_mass_delete)
     for source in [*sources, *removed]:
         source_report = SourceReport(source=source.name)
@@ -413,6 +430,36 @@ def keep_removed(name: str, out: SourceReport) -> None:
                              "`kbsync sync --allow-mass-delete` deletes them)"))
 
 
+def _record_interrupted(store: RecordStore, report: SyncReport) -> None:
+    """Record a run that stopped before its end, with what it did until then."""
+    report.finished = utc_now()
+    with contextlib.suppress(Exception):  # the store may be what failed: the cause goes on
+        result = report.result()
+        store.record_run(result.started, result.finished,
+                         {**result.to_dict(), "interrupted": True})
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """Within, SIGTERM stops the run as Ctrl-C does (a clean stop, recorded), not mid-write.
+
+    Only in the main thread and only where nobody else handles SIGTERM.
+    """
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL):
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt("terminated (SIGTERM)")
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 class RemovedSource:
     """A source that has documents in the store but is no longer configured: it lists nothing."""
 
@@ -439,10 +486,10 @@ def backfill(source: str, store: RecordStore, embedder: Embedder, out: SourceRep
     missing = store.unembedded(source, embedder.identity)
     if not missing:
         return
-    vectors, _ = _embed_texts(embedder, list(missing), missing, out, None)
-    store.put_vectors(embedder.identity, vectors)
-    out.embeddings_computed += len(vectors)
-    out.embeddings_backfill = len(vectors)
+    before = out.embeddings_computed
+    out.embeddings_to_compute += len(missing)
+    _embed_texts(embedder, list(missing), missing, out, None, store, keep=False)
+    out.embeddings_backfill = out.embeddings_computed - before
 
 
 def refuse_dimension_change(store: RecordStore, embedder: Embedder) -> None:
@@ -459,6 +506,19 @@ def refuse_dimension_change(store: RecordStore, embedder: Embedder) -> None:
 
 def _sync_source(run: _Run, source: Source, allow_mass_delete: bool,
                  out: SourceReport) -> bool:
+    """:func:`_sync_source_steps`, stopped by SIGTERM as by Ctrl-C; a run that stops there
+    (either, a refusal, a store error) is recorded as interrupted before the error goes on."""
+    try:
+        with _sigterm_as_interrupt():
+            return _sync_source_steps(run, source, allow_mass_delete, out)
+    except BaseException:
+        if not run.dry_run:
+            _record_interrupted(run.store, run.clock.report)
+        raise
+
+
+def _sync_source_steps(run: _Run, source: Source, allow_mass_delete: bool,
+                       out: SourceReport) -> bool:
     """List, observe, then plan, embed and apply one source a batch at a time.
 
     Whether a document is boilerplate depends on every document of the source,
@@ -491,6 +551,8 @@ def _sync_source(run: _Run, source: Source, allow_mass_delete: bool,
         if not run.dry_run:
             mirror = run.sink is not None and store.boilerplate(source.name) != skip
             store.set_boilerplate(source.name, skip)
+        if run.confirm_above is not None and not run.dry_run:
+            _confirm_bill(run, source.name, scratch, skip, run.confirm_above)
         counted = _Counted(run.progress)
         for batch in scratch.batches(run.batch.documents, run.batch.bytes):
             _run_batch(run, source.name, batch, scratch, skip, shared, added, out,
@@ -498,10 +560,38 @@ def _sync_source(run: _Run, source: Source, allow_mass_delete: bool,
         _delete_vanished(run, source.name, scratch, stored, allow_mass_delete, out)
     if run.dry_run:
         out.embeddings_backfill = len(store.unembedded(source.name, run.embedder.identity))
+        out.embeddings_to_compute += out.embeddings_backfill
         return False
     backfill(source.name, store, run.embedder, out)
     run.clock.lap("apply")
     return mirror or out.embeddings_backfill > 0
+
+
+def _confirm_bill(run: _Run, source: str, scratch: Scratch, skip: frozenset[str],
+                  limit: int) -> None:
+    """Refuse, before anything of the source is embedded, a bill over ``limit`` tokens.
+
+    The bill is the tokens of the chunks read in this run that are neither cached
+    nor boilerplate, and of the stored chunks that have no vector for this embedder
+    (a new embedder re-embeds every document); the cache is asked about the first
+    only when all of them together exceed it.
+    """
+    missing = run.store.unembedded(source, run.embedder.identity)
+    chunks = len(missing)
+    tokens = sum(run.embedder.count_tokens(list(missing.values()))) if missing else 0
+    if scratch.fresh_tokens() + tokens <= limit:
+        return
+    for page in scratch.fresh_chunks():
+        cached = run.store.cached(run.embedder.identity, [d for d, _ in page])
+        for d, n in page:
+            if d not in cached and d not in skip and d not in missing:
+                chunks += 1
+                tokens += n
+    if tokens > limit:
+        raise ConfirmationRequiredError(
+            f"source {source}: this sync would embed {chunks:,} chunks ({tokens:,} tokens), "
+            f"over [index] confirm_above_tokens = {limit:,}; nothing of it was embedded or "
+            "written. See what with `kbsync plan`, or sync with --yes")
 
 
 _MANIFEST_PAGE = 1000
@@ -734,6 +824,7 @@ def _run_batch(
     run.clock.lap("plan")
     tokens = {c.digest: c.tokens for v in versions for c in v.chunks}
     out.embed_tokens += sum(tokens[d] for d in the_plan.to_embed)
+    out.embeddings_to_compute += len(the_plan.to_embed)
     count_plan(out, the_plan.documents)
     for d in the_plan.documents:
         if d.action is Action.MODIFIED and d.version is not None \
@@ -742,7 +833,8 @@ def _run_batch(
             if change is not None:
                 out.changes[d.key] = change
     if not run.dry_run:
-        vectors, failed = embed_plan(the_plan, embedder, out, progress, added.digests)
+        vectors, failed = embed_plan(the_plan, embedder, out, progress, added.digests,
+                                     cache=store, keep=run.sink is not None)
         run.clock.lap("embed")
         apply_plan(the_plan, vectors, failed, store, embedder, out, progress, run.sink, skip)
         run.clock.lap("apply")
@@ -897,8 +989,12 @@ def observe(
     except Exception as exc:  # a bug or an unforeseen error must not stop the run
         return Failed(item.key, f"cannot be extracted: {type(exc).__name__}: {exc}")
     out.warnings.extend(f"{item.key}: {warning}" for warning in record.warnings)
+    del data  # the extracted text replaces the bytes: never both copies and the chunks
     text = record.text
-    text_hash = normalized_text_hash(normalize(text).text, NORMALIZER_VERSION, extractor.identity)
+    # Hashed block by block: a whole-text normalization holds word arrays many
+    # times the size of the text.
+    text_hash = normalized_pieces_hash(canonical_pieces([text]), NORMALIZER_VERSION,
+                                       extractor.identity)
     rechunk = not (same_derivation and old is not None and text_hash == old.text_hash)
     return DocumentVersion(
         key=item.key, locator=item.locator, media_type=item.media_type, stat=item.stat,
@@ -918,13 +1014,15 @@ def _chunk_record(record: Record, chunker: Chunker,
     """
     text, starts = _record_layout(record)
     drafts: list[ChunkDraft] = []
-    for c in chunker.chunks(text):
+    # Chunks one at a time, not a tuple of them beside the drafts; one string per
+    # boundary kind, not one per chunk (a big document has hundreds of thousands).
+    for c in chunker.text_chunker().chunks([text]):
         if on_chunk is not None:
             on_chunk(c)
         section = max(0, bisect_right(starts, c.start) - 1)
         heading = record.sections[section].heading if record.sections else None
         drafts.append(ChunkDraft(c.identity, c.text, section, heading, c.start, c.end,
-                                 c.token_count, str(c.boundary)))
+                                 c.token_count, sys.intern(str(c.boundary))))
     return tuple(drafts)
 
 
@@ -944,12 +1042,17 @@ def _record_layout(record: Record) -> tuple[str, list[int]]:
 
 def embed_plan(
     the_plan: Plan, embedder: Embedder, out: SourceReport, progress: Progress | None,
-    earlier: Collection[str] = frozenset(),
+    earlier: Collection[str] = frozenset(), cache: RecordStore | None = None,
+    keep: bool = True,
 ) -> tuple[dict[str, npt.NDArray[np.float32]], set[str]]:
     """Vectors of the plan's cache misses; digests whose batch failed are returned apart.
 
     Counts add up in ``out``; ``earlier`` are the digests new to documents of
-    earlier batches of the same source, counted there already.
+    earlier batches of the same source, counted there already. With a ``cache``,
+    each batch of vectors enters the store's embedding cache as soon as it is
+    computed, so an interruption loses none of them; then only with ``keep`` are
+    they returned too (an external vector store needs them; the store finds
+    them in its cache), and memory does not grow with a document's chunks.
     """
     texts = {c.digest: c.text for d in the_plan.documents if d.version is not None
              for c in d.version.chunks}
@@ -958,8 +1061,7 @@ def embed_plan(
     if limit is not None and wanted:
         lengths = embedder.count_tokens([texts[d] for d in wanted])
         out.embeddings_truncated += sum(n > limit for n in lengths)
-    vectors, failed = _embed_texts(embedder, wanted, texts, out, progress)
-    out.embeddings_computed += len(vectors)
+    vectors, failed = _embed_texts(embedder, wanted, texts, out, progress, cache, keep)
     added = {d for doc in the_plan.documents for d in doc.ops.added_digests} - set(earlier)
     out.embeddings_reused += len(added - set(wanted))
     return vectors, failed
@@ -967,23 +1069,33 @@ def embed_plan(
 
 def _embed_texts(
     embedder: Embedder, wanted: list[str], texts: Mapping[str, str], out: SourceReport,
-    progress: Progress | None,
+    progress: Progress | None, cache: RecordStore | None = None, keep: bool = True,
 ) -> tuple[dict[str, npt.NDArray[np.float32]], set[str]]:
-    """Vectors of ``wanted`` digests in batches; the digests that could not be embedded apart."""
+    """Vectors of ``wanted`` digests in batches; the digests that could not be embedded apart.
+
+    ``out.embeddings_computed`` counts each batch as it is done (and, with a
+    ``cache``, committed there), so an interrupted run reports what it kept.
+    """
     vectors: dict[str, npt.NDArray[np.float32]] = {}
     failed: set[str] = set()
     for start in range(0, len(wanted), EMBED_BATCH):
         batch = wanted[start : start + EMBED_BATCH]
+        done: dict[str, npt.NDArray[np.float32]] = {}
         try:
-            vectors.update(_embed_batch(embedder, batch, texts))
+            done.update(_embed_batch(embedder, batch, texts))
         except Exception:  # a provider's failure must not half-apply anything
             # Retry one by one, so one bad chunk fails only its own document.
             for one in batch:
                 try:
-                    vectors.update(_embed_batch(embedder, [one], texts))
+                    done.update(_embed_batch(embedder, [one], texts))
                 except Exception as exc:
                     failed.add(one)
                     out.warnings.append(f"embedding failed for chunk {one[:12]}: {exc}")
+        if cache is not None:
+            cache.put_vectors(embedder.identity, done)
+        if keep or cache is None:
+            vectors.update(done)
+        out.embeddings_computed += len(done)
         if progress is not None:
             progress("embed", min(start + EMBED_BATCH, len(wanted)), len(wanted))
     return vectors, failed
@@ -1024,6 +1136,7 @@ def apply_plan(
         mine = {d: vectors[d] for d in doc.ops.added_digests if d in vectors}
         if sink is None:
             store.apply(the_plan.source, doc, mine, embedder.identity, now)
+            out.applied += 1
         else:
             try:
                 written = write_document(store, sink, the_plan.source, doc, mine,
@@ -1033,6 +1146,7 @@ def apply_plan(
                 out.documents[str(Action.FAILED)] += 1
                 out.failures.append((doc.key, f"{exc}; the previous version is kept"))
                 continue
+            out.applied += 1
             out.vectors_upserted += written.upserted
             out.vectors_deleted += written.deleted
             if written.warning:

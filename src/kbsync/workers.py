@@ -164,7 +164,7 @@ def sync_parallel(
     """
     refuse_dimension_change(store, embedder)
     store.prepare_vectors(embedder.dimension)
-    report = SyncReport(dry_run=False, started=utc_now())
+    report = SyncReport(dry_run=False, started=utc_now(), embedder=embedder.identity)
     run = f"{report.started}/{uuid.uuid4().hex[:12]}"
     removed, released = removed_sources(store, sources, allow_mass_delete)
     kept = [SourceReport(source=s.name) for s in removed if s.name not in released]
@@ -382,7 +382,7 @@ def _process(job: ClaimedDocument, source: Source, store: WorkQueue, embedder: E
     tokens = {c.digest: c.tokens for c in observation.chunks} \
         if isinstance(observation, DocumentVersion) else {}
     out.embed_tokens = sum(tokens[d] for d in the_plan.to_embed)
-    vectors, failed = embed_plan(the_plan, embedder, out, None)
+    vectors, failed = embed_plan(the_plan, embedder, out, None, cache=store, keep=False)
     apply_plan(the_plan, vectors, failed, store, embedder, out, None)
     edited = change is not None and any(d.action is Action.MODIFIED for d in the_plan.documents)
     return {

@@ -82,3 +82,27 @@ def test_a_text_scanned_in_two_pieces_keeps_its_paragraph_marks(text: str, at: i
     whole = scan_words(text)
     joined = first.paragraph.tolist() + second.paragraph.tolist()
     assert joined[1:] == whole.paragraph.tolist()[1:]
+
+
+@given(TEXT, st.integers(min_value=1, max_value=12))
+def test_the_canonical_text_in_blocks_is_the_canonical_text(text: str, block: int) -> None:
+    from kbsync.normalize import canonical_pieces
+
+    assert "".join(canonical_pieces([text], block_chars=block)) == normalize(text).text
+
+
+@given(TEXT, st.integers(min_value=1, max_value=12))
+def test_the_text_hash_of_pieces_is_the_text_hash_of_their_join(text: str, block: int) -> None:
+    from kbsync.identity import normalized_pieces_hash, normalized_text_hash
+    from kbsync.normalize import canonical_pieces
+
+    whole = normalized_text_hash(normalize(text).text, NORMALIZER_VERSION, "text-v1")
+    pieces = normalized_pieces_hash(canonical_pieces([text], block_chars=block),
+                                    NORMALIZER_VERSION, "text-v1")
+    assert pieces == whole
+
+
+@given(TEXT, st.integers(min_value=1, max_value=12))
+def test_a_text_normalized_in_blocks_is_normalized_as_a_whole(text: str, block: int) -> None:
+    whole = normalize(text, block_chars=len(text) + 1)
+    assert normalize(text, block_chars=block) == whole

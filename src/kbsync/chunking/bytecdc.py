@@ -44,7 +44,7 @@ __all__ = [
 
 BASE = 257
 MODULUS = (1 << 61) - 1
-_BLOCK = 1 << 20
+_BLOCK = 1 << 17  # hashing a block holds some fifty bytes of arrays per byte
 _WORD = re.compile(r"\S+")
 
 # Sizes of the chunks compare() cuts a document into, chosen from its length.
@@ -181,12 +181,21 @@ def iter_spans(
 
 
 def _regroup(pieces: Iterable[bytes]) -> Iterator[bytes]:
+    """The input in blocks of ``_BLOCK`` bytes (the last shorter), however it was split.
+
+    A big piece is cut too: hashed whole, one document would cost some fifty
+    bytes of arrays per byte at once.
+    """
     buffer = bytearray()
     for piece in pieces:
-        buffer += piece
-        if len(buffer) >= _BLOCK:
-            yield bytes(buffer)
-            buffer.clear()
+        view = memoryview(piece)
+        while view:
+            take = _BLOCK - len(buffer)
+            buffer += view[:take]
+            view = view[take:]
+            if len(buffer) >= _BLOCK:
+                yield bytes(buffer)
+                buffer.clear()
     if buffer:
         yield bytes(buffer)
 

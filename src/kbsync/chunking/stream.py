@@ -18,14 +18,9 @@ import numpy.typing as npt
 
 from kbsync.chunking.fingerprint import U64, window_fingerprints, word_hashes
 from kbsync.chunking.tokens import TokenCounter
-from kbsync.normalize import IntArray, WordScan, scan_words
+from kbsync.normalize import BLOCK_CHARS, IntArray, WordScan, iter_blocks, scan_words
 
 __all__ = ["BLOCK_CHARS", "WordBlock", "iter_blocks", "word_blocks"]
-
-BLOCK_CHARS = 1 << 17
-"""Target block size: large enough to amortize array overhead, small enough to stay in cache."""
-
-_MAX_WORD_PROBE = 1 << 20
 
 _SENTENCE_END = np.zeros(256, dtype=np.bool_)
 for _c in b".!?":
@@ -56,45 +51,6 @@ class WordBlock:
 
     def __len__(self) -> int:
         return len(self.tokens)
-
-
-def iter_blocks(pieces: Iterable[str], block_chars: int = BLOCK_CHARS) -> Iterator[str]:
-    """Regroup ``pieces`` into blocks that each end right before the start of a word.
-
-    Memory is bounded by ``block_chars`` plus the longest word (and the largest piece).
-    """
-    parts: list[str] = []
-    held = 0
-    for piece in pieces:
-        if not piece:
-            continue
-        parts.append(piece)
-        held += len(piece)
-        if held < block_chars:
-            continue
-        text = "".join(parts) if len(parts) > 1 else parts[0]
-        pos = 0
-        while len(text) - pos >= block_chars:
-            cut = _last_word_start(text, pos + block_chars, pos)
-            if cut <= pos:
-                break
-            yield text[pos:cut]
-            pos = cut
-        rest = text[pos:]
-        parts, held = [rest], len(rest)
-    if held:
-        yield "".join(parts)
-
-
-def _last_word_start(text: str, near: int, floor: int) -> int:
-    """The last index in ``(floor, near]`` where a word starts after whitespace, else ``floor``."""
-    j = min(near, len(text) - 1)
-    stop = max(floor, j - _MAX_WORD_PROBE)
-    while j > stop:
-        if text[j - 1].isspace() and not text[j].isspace():
-            return j
-        j -= 1
-    return floor
 
 
 def word_blocks(

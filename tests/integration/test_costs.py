@@ -1,0 +1,165 @@
+"""`kbsync plan` says what a sync will cost, and a sync over the bound asks first."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kbsync import KnowledgeBase
+from kbsync.cli import app
+from kbsync.costs import DEFAULT_TOKENS_PER_SECOND, estimate, measured_rate
+from kbsync.engine import DEFAULT_CHUNKER
+from kbsync.errors import ConfirmationRequiredError
+from kbsync.extract.registry import extractor_for
+from kbsync.sources import FilesystemSource
+from kbsync.store.sqlite import SqliteStore
+from kbsync.sync import sync_sources
+from kbsync.testing import CountingEmbedder
+from tests.conftest import CORPUS
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for path in sorted(CORPUS.glob("a-harbormaster-*.md"))[:5]:
+        shutil.copy(path, docs / path.name)
+    KnowledgeBase.create(tmp_path, sources=["docs"]).close()
+    return tmp_path
+
+
+def _bound(home: Path, tokens: int) -> None:
+    with (home / "kbsync.toml").open("a", encoding="utf-8") as f:
+        f.write(f"\n[index]\nconfirm_above_tokens = {tokens}\n")
+
+
+def test_a_plan_counts_the_chunks_it_would_embed(home: Path) -> None:
+    with KnowledgeBase.open(home) as kb:
+        planned = kb.plan()
+        source = planned.sources[0]
+        assert source.embeddings_computed == 0  # a plan computes nothing
+        assert source.embeddings_to_compute == source.chunks["added"] > 0
+        cost = kb.estimate(planned)
+        assert (cost.chunks, cost.tokens) == (source.embeddings_to_compute,
+                                              source.embedding_tokens)
+        done = kb.sync()
+        assert done.sources[0].embeddings_computed == source.embeddings_to_compute
+        assert kb.plan().sources[0].embeddings_to_compute == 0
+
+
+def test_plan_prints_the_chunks_and_tokens_to_embed_and_an_estimate(home: Path) -> None:
+    result = runner.invoke(app, ["plan", "-c", str(home)])
+    assert result.exit_code == 0, result.output
+    with KnowledgeBase.open(home) as kb:
+        source = kb.plan().sources[0]
+    assert "to embed" in result.output
+    assert (f"to embed: {source.embeddings_to_compute:,} chunks, "
+            f"{source.embedding_tokens:,} tokens") in result.output
+    assert "rough default for the hashing embedder" in result.output
+
+
+def test_a_sync_over_the_bound_refuses_before_embedding_anything(home: Path) -> None:
+    _bound(home, 100)
+    with KnowledgeBase.open(home) as kb:
+        with pytest.raises(ConfirmationRequiredError, match="confirm_above_tokens = 100"):
+            kb.sync()
+        status = kb.status()
+        assert (status.documents, status.embeddings) == (0, 0)
+        assert status.last_run is not None
+        assert status.last_run.interrupted
+        assert kb.sync(yes=True).total("new") == 5
+
+
+def test_the_command_line_refusal_is_one_line_and_exit_code_1(home: Path) -> None:
+    _bound(home, 100)
+    refused = runner.invoke(app, ["sync", "-c", str(home)])
+    assert refused.exit_code == 1
+    assert "\n" not in refused.output.strip()
+    assert "--yes" in refused.output
+    interrupted = runner.invoke(app, ["status", "-c", str(home)])
+    assert "last sync:  interrupted at " in interrupted.output
+    assert "0 documents applied" in interrupted.output
+    assert runner.invoke(app, ["sync", "-c", str(home), "--yes"]).exit_code == 0
+    status = runner.invoke(app, ["status", "-c", str(home)])
+    assert "5 new" in status.output
+
+
+def test_chunks_already_cached_are_not_billed(home: Path) -> None:
+    with KnowledgeBase.open(home) as kb:
+        kb.sync()
+    shutil.copy(home / "docs" / sorted(p.name for p in (home / "docs").iterdir())[0],
+                home / "docs" / "copy.md")
+    _bound(home, 1)  # the copy's chunks are all cached: nothing to embed, nothing to ask
+    with KnowledgeBase.open(home) as kb:
+        assert kb.sync().total("new") == 1
+
+
+def test_the_rate_is_measured_from_the_last_syncs_with_the_same_embedder() -> None:
+    reports = [
+        {"embedder": "e", "seconds": {"embed": 2.0}, "sources": [{"embedding_tokens": 1000}]},
+        {"embedder": "other", "seconds": {"embed": 1.0}, "sources": [{"embedding_tokens": 9}]},
+        {"embedder": "e", "interrupted": True, "seconds": {"embed": 5.0},
+         "sources": [{"embedding_tokens": 1}]},
+        {"embedder": "e", "seconds": {"embed": 2.0}, "sources": [{"embedding_tokens": 3000}]},
+    ]
+    assert measured_rate(reports, "e") == (1000.0, 2)
+    cost = estimate(10, 5000, embedder="e", kind="openai", reports=reports,
+                    price_per_million_tokens=0.02, confirm_above_tokens=4000)
+    assert (cost.seconds, cost.basis) == (5.0, "measured over the last 2 syncs")
+    assert cost.price == pytest.approx(0.0001)
+    assert cost.needs_confirmation
+    fresh = estimate(10, 40_000, embedder="e", kind="openai", reports=[])
+    assert fresh.seconds == 40_000 / DEFAULT_TOKENS_PER_SECOND["openai"]
+    assert fresh.price is None
+    assert not fresh.needs_confirmation
+
+
+def test_a_configured_price_is_in_the_plan_and_the_embedder_ignores_it(home: Path) -> None:
+    config = home / "kbsync.toml"
+    text = config.read_text(encoding="utf-8")
+    config.write_text(text.replace('kind = "hashing"',
+                                   'kind = "hashing"\nprice_per_million_tokens = 0.5'),
+                      encoding="utf-8")
+    result = runner.invoke(app, ["plan", "-c", str(home), "--json"])
+    assert result.exit_code == 0, result.output
+    cost = json.loads(result.output)["cost"]
+    assert cost["price"] == pytest.approx(cost["tokens"] / 1e6 * 0.5)
+    assert cost["confirm_above_tokens"] == 2_000_000
+    assert "at 0.5 per million" in runner.invoke(app, ["plan", "-c", str(home)]).output
+
+
+def test_a_negative_bound_is_a_configuration_error(home: Path) -> None:
+    _bound(home, -1)
+    result = runner.invoke(app, ["plan", "-c", str(home)])
+    assert result.exit_code == 1
+    assert "confirm_above_tokens must be 0 or more" in result.output
+
+
+class _Renamed(CountingEmbedder):
+    @property
+    def identity(self) -> str:
+        return "another-model:64"
+
+
+def test_a_new_embedder_that_would_re_embed_everything_asks_first(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "kb.db")
+    try:
+        docs = [FilesystemSource(CORPUS, name="docs")]
+        sync_sources(docs, store, CountingEmbedder(), extractor_for, DEFAULT_CHUNKER,
+                     scratch_dir=tmp_path)
+        renamed = _Renamed()
+        with pytest.raises(ConfirmationRequiredError, match="this sync would embed"):
+            sync_sources(docs, store, renamed, extractor_for, DEFAULT_CHUNKER,
+                         scratch_dir=tmp_path, confirm_above_tokens=1000)
+        assert renamed.texts == 0
+        done = sync_sources(docs, store, renamed, extractor_for, DEFAULT_CHUNKER,
+                            scratch_dir=tmp_path)
+        assert done.sources[0].embeddings_backfill == renamed.texts > 0
+    finally:
+        store.close()

@@ -1,0 +1,115 @@
+"""An interrupted sync keeps every embedding it computed, and says it was interrupted.
+
+A real ``python`` process syncs the sample corpus with an embedder that writes a
+line to a progress file after each batch and then, at its fifth batch, says so and
+stalls; the test waits for that line (not for a time) and sends SIGTERM or SIGKILL.
+Each batch before it was committed to the embedding cache as it finished, so the
+resume embeds only the rest.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from kbsync.engine import DEFAULT_CHUNKER
+from kbsync.extract.registry import extractor_for
+from kbsync.sources import FilesystemSource
+from kbsync.store.sqlite import SqliteStore
+from kbsync.sync import EMBED_BATCH, sync_sources
+from kbsync.testing import CountingEmbedder
+from tests.conftest import CORPUS
+
+STALL_AT = 5  # the embedder's call that never returns
+ROOT = Path(__file__).resolve().parents[2]
+
+CHILD = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from kbsync.engine import DEFAULT_CHUNKER
+    from kbsync.extract.registry import extractor_for
+    from kbsync.sources import FilesystemSource
+    from kbsync.store.sqlite import SqliteStore
+    from kbsync.sync import sync_sources
+    from kbsync.testing import CountingEmbedder
+
+    corpus, store_path, progress, stall_at = sys.argv[1:5]
+
+    class Signalling(CountingEmbedder):
+        def embed(self, texts):
+            if self.calls + 1 == int(stall_at):
+                with open(progress, "a") as f:
+                    f.write("stalled\\n")
+                while True:
+                    time.sleep(3600)
+            out = super().embed(texts)
+            with open(progress, "a") as f:
+                f.write("batch\\n")
+            return out
+
+    store = SqliteStore(Path(store_path))
+    sync_sources([FilesystemSource(corpus, name="docs")], store, Signalling(32),
+                 extractor_for, DEFAULT_CHUNKER, scratch_dir=Path(store_path).parent)
+""")
+
+
+def _stalled(progress: Path, child: subprocess.Popen[bytes]) -> None:
+    """Wait until the child's embedder says it stalled (or the child died)."""
+    deadline = time.monotonic() + 300  # a bound for a broken run, not a synchronization
+    while time.monotonic() < deadline:
+        if progress.exists() and "stalled" in progress.read_text():
+            return
+        if child.poll() is not None:
+            raise AssertionError(f"the sync ended early: {child.communicate()}")
+        time.sleep(0.05)
+    raise AssertionError("the embedder never stalled")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_an_interrupted_sync_keeps_its_embeddings_and_the_resume_embeds_only_the_rest(
+        tmp_path: Path, signum: int) -> None:
+    script = tmp_path / "child.py"
+    script.write_text(CHILD, encoding="utf-8")
+    store_path, progress = tmp_path / "kb.db", tmp_path / "progress"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
+    child = subprocess.Popen([sys.executable, str(script), str(CORPUS), str(store_path),
+                              str(progress), str(STALL_AT)], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        _stalled(progress, child)
+        child.send_signal(signum)
+        _, err = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode != 0
+    if signum == signal.SIGTERM:
+        assert b"KeyboardInterrupt" in err  # a clean stop through the interrupt path
+    kept = (STALL_AT - 1) * EMBED_BATCH
+
+    store = SqliteStore(store_path)
+    try:
+        assert store.status().embeddings == kept
+        runs = store.runs(5)
+        if signum == signal.SIGTERM:
+            assert [r.report.get("interrupted") for r in runs] == [True]
+        else:
+            assert runs == []  # nothing could be recorded; the embeddings are there all the same
+        embedder = CountingEmbedder(32)
+        resumed = sync_sources([FilesystemSource(CORPUS, name="docs")], store, embedder,
+                               extractor_for, DEFAULT_CHUNKER, scratch_dir=tmp_path)
+        source = resumed.sources[0]
+        assert source.embeddings_computed == embedder.texts == source.embeddings_to_compute
+        assert source.embeddings_reused == kept
+        assert store.status().embeddings == kept + embedder.texts
+        assert store.status().last_run is not None
+    finally:
+        store.close()
