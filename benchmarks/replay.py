@@ -435,7 +435,7 @@ def _sync(kb: KnowledgeBase, settings: Replay, tally: Tally) -> SyncResult | Non
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            result = kb.sync(workers=settings.workers, accept_replacements=True)
+            result = kb.sync(workers=settings.workers, accept_replacements=True, yes=True)
         except Exception as exc:  # the replay counts it and goes on
             tally.fail("error", f"sync {tally.synced}: {type(exc).__name__}: {exc}")
             return None

@@ -37,7 +37,7 @@ def main() -> None:
             text = ". ".join(" ".join(rng.choice(WORDS) for _ in range(12)) for _ in range(20))
             (root / "docs" / f"doc-{i:03d}.txt").write_text(text, encoding="utf-8")
         with KnowledgeBase.create(root, ["docs"]) as kb:
-            kb.sync()
+            kb.sync(yes=True)
         path = root / ".kbsync" / "kbsync.db"
         db = sqlite3.connect(path, isolation_level=None)
         vectors = np.random.default_rng(0)
