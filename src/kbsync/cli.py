@@ -18,6 +18,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from kbsync import __version__
 from kbsync.chunk_files import chunk_files
@@ -27,10 +28,9 @@ from kbsync.engine import (
     init_config,
     init_embedder,
     load_config,
-    missing_folders,
+    refuse_missing_folders,
 )
 from kbsync.errors import (
-    ConfigError,
     ConfirmationRequiredError,
     KbsyncError,
     LockedError,
@@ -198,9 +198,7 @@ def init(
     hashing embedder (lexical search), with a warning.
     """
     with _Errors():
-        missing = missing_folders(folder, sources or [])
-        if missing:
-            raise ConfigError(f"{missing[0]}: no such folder (relative to {folder})")
+        refuse_missing_folders(folder, sources or [])
         embedder, warning = init_embedder(embedder_kind)
         config = init_config(folder, sources or [], embedder=embedder,
                              allow_private=allow_private or [])
@@ -480,9 +478,18 @@ def diff(
         return
     console.print(diff_heading(change.key, change.source,
                                f"changed {change.last_changed}: {change.verdict}, similarity "
-                               f"{change.change.similarity:.3f}, "
-                               f"{len(change.regions)} changed region(s)"))
-    console.print(highlighted(change.text, change.change.regions))
+                               f"{change.change.similarity:.3f}, {len(change.regions)} "
+                               f"region(s) added, {len(change.removed)} removed"))
+    plain = not console.is_terminal or console.no_color  # marks where colour is not shown
+    if change.regions:
+        console.print(Text("added, in the current text:", style="bold"))
+        console.print(highlighted(change.text, change.change.regions,
+                                  marks=("{+", "+}") if plain else ("", "")))
+    if change.removed and change.previous is not None:
+        console.print(Text("removed, from the previous text:", style="bold"))
+        console.print(highlighted(change.previous, change.change.removed_regions,
+                                  style="black on red",
+                                  marks=("[-", "-]") if plain else ("", "")))
 
 
 @app.command()

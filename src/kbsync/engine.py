@@ -50,6 +50,7 @@ __all__ = [
     "make_sources",
     "missing_folders",
     "open_store",
+    "refuse_missing_folders",
     "remove_source",
     "store_exists",
     "writer_lock",
@@ -397,12 +398,22 @@ def missing_folders(folder: str | Path, sources: Sequence[str]) -> list[str]:
     return [s for s in sources if "://" not in s and not (Path(folder) / s).is_dir()]
 
 
+def refuse_missing_folders(folder: str | Path, sources: Sequence[str]) -> None:
+    """ConfigError naming the first folder source (relative to ``folder``) that is no directory."""
+    missing = missing_folders(folder, sources)
+    if missing:
+        where = "" if Path(missing[0]).is_absolute() else f" (relative to {folder})"
+        raise ConfigError(f"{missing[0]}: no such folder{where}")
+
+
 def add_source(config: Config, path: str, name: str | None = None) -> Config:
     """The configuration with one more folder source, written back to its file.
 
     The file is read again under its lock, so a source another process added
-    since ``config`` was read is kept.
+    since ``config`` was read is kept. A folder that does not exist is refused,
+    as ``kbsync init`` refuses it.
     """
+    refuse_missing_folders(config.root, [path])
     with _editing(config.file):
         config = load_config(config.file)
         new = _source_for(config.root, path, name)

@@ -12,6 +12,7 @@ a frozen, typed result, so what a script sees is what the command line prints.
 
 from __future__ import annotations
 
+import fnmatch
 import subprocess
 import sys
 import threading
@@ -146,7 +147,7 @@ class Status:
 
 @dataclass(frozen=True, slots=True)
 class ChangedRegion:
-    """A run ``[offset, offset + length)`` of the current text that the last change made."""
+    """A run ``[offset, offset + length)`` of a text that the last change made or removed."""
 
     offset: int
     length: int
@@ -159,9 +160,10 @@ class DocumentDiff:
 
     ``verdict`` routes the change (cosmetic, an ordinary edit, or a text so different
     that the extraction deserves a look); ``similarity`` is in [0, 1]; ``regions`` are
-    the runs of the current text the change made. A document known in one version
-    only has nothing to compare with: ``first_version`` is true, ``previous``,
-    ``verdict``, ``similarity`` and ``change`` are ``None`` and there are no regions.
+    the runs of the current text the change made and ``removed`` the runs of the
+    previous text it took out. A document known in one version only has nothing to
+    compare with: ``first_version`` is true, ``previous``, ``verdict``, ``similarity``
+    and ``change`` are ``None`` and there are no regions.
     """
 
     source: str
@@ -176,6 +178,8 @@ class DocumentDiff:
     previous: str | None
     change: ChangeReport | None
     """The full comparison (added, removed, kept and moved byte chunks)."""
+    removed: tuple[ChangedRegion, ...] = ()
+    """Runs of ``previous`` that the change took out."""
 
     @property
     def first_version(self) -> bool:
@@ -189,7 +193,9 @@ class DocumentDiff:
                 "verdict": None if self.verdict is None else str(self.verdict),
                 "similarity": self.similarity,
                 "regions": [{"offset": r.offset, "length": r.length, "text": r.text}
-                            for r in self.regions]}
+                            for r in self.regions],
+                "removed": [{"offset": r.offset, "length": r.length, "text": r.text}
+                            for r in self.removed]}
 
 
 @dataclass(frozen=True, slots=True)
@@ -622,7 +628,9 @@ class KnowledgeBase:
             verdict=change.verdict, similarity=change.similarity,
             regions=tuple(ChangedRegion(r.offset, r.length, doc.text[r.offset:r.end])
                           for r in change.regions),
-            text=doc.text, previous=doc.previous, change=change)
+            text=doc.text, previous=doc.previous, change=change,
+            removed=tuple(ChangedRegion(r.offset, r.length, doc.previous[r.offset:r.end])
+                          for r in change.removed_regions))
 
     def status(self) -> Status:
         """Counts of documents, chunks, embeddings and runs, and the last run."""
@@ -770,10 +778,29 @@ class KnowledgeBase:
         if not pattern:
             raise ParameterError("the pattern to erase must not be empty")
         with self._writing(wait, None):
+            # A pattern that matches nothing is most likely a typo: remembering it would
+            # quietly keep a document out of every later sync. A pattern already
+            # remembered goes on (the rerun of an interrupted erase finishes its work).
+            remembered = tombstone(pattern) in {p for p, _ in self.store.erasures()}
+            if not remembered and not self._any_key_matches(pattern):
+                raise ParameterError(
+                    f"no document matches {pattern!r}; nothing was erased or remembered "
+                    "(keys are paths relative to the source's folder, or URLs, as "
+                    "`kbsync search` shows them)")
             self.store.add_erasure(tombstone(pattern), utc_now())
             if self.sink is not None:
                 erase_vectors(self.store, self.sink, self.embedder.identity, pattern)
             return Erased(tuple(DocumentRef(s, k) for s, k in self.store.erase(pattern)))
+
+    def _any_key_matches(self, pattern: str) -> bool:
+        """Whether a stored document's key matches ``pattern`` as :meth:`erase` reads it."""
+        for source in self.store.source_names():
+            after: str | None = None
+            while page := self.store.manifest(source, after=after, limit=1000):
+                if any(fnmatch.fnmatchcase(key, pattern) for key in page):
+                    return True
+                after = next(reversed(page))  # the manifest pages in key order
+        return False
 
     def remove_source(self, name: str, *, wait: bool = True) -> None:
         """Remove the source ``name`` from ``kbsync.toml``; the next sync deletes its documents.

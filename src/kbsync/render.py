@@ -234,11 +234,13 @@ def diff_heading(key: str, source: str, summary: str) -> Text:
                          "), ", safe(summary, one_line=True))
 
 
-def highlighted(text: str, regions: Sequence[Region], context: int = 200) -> Text:
+def highlighted(text: str, regions: Sequence[Region], context: int = 200,
+                style: str = "black on yellow", marks: tuple[str, str] = ("", "")) -> Text:
     """``text`` with the changed regions highlighted, cut to some context around them.
 
     Each piece is made printable on its own, after cutting, so the regions' offsets
-    (into the document's text) stay right.
+    (into the document's text) stay right. ``marks`` enclose each region, for output
+    that shows no colour (``git diff --word-diff`` style: ``{+…+}``, ``[-…-]``).
     """
     out = Text()
     last = 0
@@ -247,7 +249,7 @@ def highlighted(text: str, regions: Sequence[Region], context: int = 200) -> Tex
         if start > last:
             out.append("…\n" if last else "…", style="dim")
         out.append(printable(text[start : r.offset]))
-        out.append(printable(text[r.offset : r.end]), style="black on yellow")
+        out.append(f"{marks[0]}{printable(text[r.offset : r.end])}{marks[1]}", style=style)
         last = r.end
     tail_end = min(len(text), last + context)
     out.append(printable(text[last:tail_end]))

@@ -84,6 +84,23 @@ def test_diff_shows_the_changed_region_of_the_last_change(kb: Path) -> None:
     assert "lighthouse keepers" in out
 
 
+def test_diff_shows_removed_text_marked_when_piped(kb: Path) -> None:
+    c = str(kb)
+    _run("sync", "-c", c)
+    path = sorted((kb / "docs").iterdir())[1]
+    path.write_text(path.read_text() + "\n\nA paragraph that will not stay for long.")
+    _run("sync", "-c", c)
+    path.write_text(path.read_text().replace("\n\nA paragraph that will not stay for long.", ""))
+    assert _run("sync", "-c", c)[0] == 0
+    code, out = _run("diff", path.name, "-c", c, "--json")
+    data = json.loads(out)
+    assert (code, data["regions"]) == (0, [])
+    assert [r["text"] for r in data["removed"]] == ["A paragraph that will not stay for long."]
+    code, out = _run("diff", path.name, "-c", c)
+    assert "0 region(s) added, 1 removed" in out
+    assert "[-A paragraph that will not stay for long.-]" in " ".join(out.split())
+
+
 def test_verify_erase_and_gc(kb: Path) -> None:
     c = str(kb)
     _run("sync", "-c", c)
@@ -96,6 +113,14 @@ def test_verify_erase_and_gc(kb: Path) -> None:
     code, out = _run("gc", "-c", c, "--json")
     assert code == 0
     assert _run("verify", "-c", c)[0] == 0
+
+
+def test_sources_add_refuses_a_folder_that_does_not_exist(kb: Path) -> None:
+    before = (kb / "kbsync.toml").read_text()
+    result = runner.invoke(app, ["sources", "add", "no-such-folder", "-c", str(kb)])
+    assert result.exit_code == 1
+    assert "no-such-folder: no such folder" in result.stderr
+    assert (kb / "kbsync.toml").read_text() == before
 
 
 def test_sources_add_and_remove_edit_the_configuration(kb: Path) -> None:

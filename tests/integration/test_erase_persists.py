@@ -95,6 +95,21 @@ def _undo(tmp_path: Path, backend: Backend, workers: int) -> None:
             kb.unerase("note1.md")
 
 
+def test_a_pattern_that_matches_no_document_is_refused_and_not_remembered(
+        tmp_path: Path) -> None:
+    root = _kb(tmp_path, Backend("sqlite"))
+    with KnowledgeBase.open(root) as kb:
+        kb.sync()
+        for typo in ("docs/note1.md", "nomatch*"):
+            with pytest.raises(KbsyncError, match="no document matches"):
+                kb.erase(typo)
+        assert kb.erasures() == ()
+        assert len(_keys(kb)) == 6
+    code, out = _run("erase", "notes*", "-c", str(root))
+    assert code == 1
+    assert "nothing was erased or remembered" in out
+
+
 def test_a_plan_counts_erased_documents_as_skipped(tmp_path: Path) -> None:
     with KnowledgeBase.open(_kb(tmp_path, Backend("sqlite"))) as kb:
         kb.sync()

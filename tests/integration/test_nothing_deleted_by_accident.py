@@ -343,6 +343,8 @@ def test_concurrent_sources_add_never_lose_a_source(tmp_path: Path) -> None:
     for attempt in range(20):
         root = tmp_path / f"kb{attempt}"
         KnowledgeBase.create(root, ["docs"]).close()
+        for name in ("one", "two", "three"):
+            (root / name).mkdir()
         start = context.Barrier(3)
         workers = [context.Process(target=_add, args=(str(root), name, start))
                    for name in ("one", "two", "three")]
