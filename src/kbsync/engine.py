@@ -174,6 +174,11 @@ _CHUNKER_PARAMS: dict[str, type] = {"tttd": TTTDParams, "local": LocalParams,
                                     "bytes": ByteParams}
 
 
+# [embedder] settings of kbsync's own, not options of the embedder's class: the check of
+# chunk sizes against its window, and the price `kbsync plan` estimates with.
+_EMBEDDER_SETTINGS = ("kind", "allow_truncation", "price_per_million_tokens")
+
+
 def _refuse_unknown_keys(file: Path, data: Mapping[str, Any]) -> None:
     """Refuse a table or key kbsync does not know, suggesting the name it resembles."""
     for name in data:
@@ -196,7 +201,7 @@ def _refuse_unknown_keys(file: Path, data: Mapping[str, Any]) -> None:
         if cls is not None:  # an unknown kind is refused with the list of kinds
             try:
                 _refuse_unknown_options(cls, {k: v for k, v in embedder.items()
-                                              if k not in ("kind", "allow_truncation")},
+                                              if k not in _EMBEDDER_SETTINGS},
                                         f"[embedder] {kind}")
             except ConfigError as exc:
                 raise ConfigError(f"{file}: {exc}") from None
@@ -625,9 +630,7 @@ def _make_source(root: Path, s: SourceConfig,
 
 def make_embedder(settings: dict[str, Any]) -> Embedder:
     """The embedder a configuration names: ``hashing``, ``local`` or ``openai``."""
-    # price_per_million_tokens is for `kbsync plan`'s estimate, not the embedder's own.
-    options = {k: v for k, v in settings.items()
-               if k not in ("kind", "allow_truncation", "price_per_million_tokens")}
+    options = {k: v for k, v in settings.items() if k not in _EMBEDDER_SETTINGS}
     kind = settings.get("kind", "hashing")
     try:
         if kind == "hashing":
@@ -677,7 +680,7 @@ def _refuse_unknown_options(cls: type, options: Mapping[str, Any], table: str) -
         if key not in known:
             close = difflib.get_close_matches(key, known, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else \
-                f" (known: {', '.join(sorted((*known, 'kind', 'allow_truncation')))})"
+                f" (known: {', '.join(sorted((*known, *_EMBEDDER_SETTINGS)))})"
             raise ConfigError(f"unknown setting {table} {key}{hint}")
 
 

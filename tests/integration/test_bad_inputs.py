@@ -178,9 +178,13 @@ def _assert_good_documents_searchable(engine: KnowledgeBase) -> None:
 
 
 def _sync(tmp_path: Path, queries: Iterable[str] = ()) -> Outcome:
-    """Sync twice; check completion, the good documents, verify and idempotency."""
+    """Sync twice; check completion, the good documents, verify and idempotency.
+
+    ``yes``: some of these files are estimated at millions of tokens (a 10 MB word),
+    which a sync would otherwise ask to confirm before embedding.
+    """
     with KnowledgeBase.open(tmp_path) as engine:
-        report = engine.sync()
+        report = engine.sync(yes=True)
         assert engine.verify().problems == ()
         _assert_good_documents_searchable(engine)
         found = {q: _found(engine, q) for q in queries}

@@ -89,7 +89,8 @@ def kb(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     docs.mkdir()
     for name, text in FILES.items():
         (docs / name).write_text(text, encoding="utf-8")
-    init = subprocess.run([sys.executable, "-m", "kbsync", "init", "docs", "--folder", str(home)],
+    init = subprocess.run([sys.executable, "-m", "kbsync", "init", "docs", "--folder", str(home),
+                           "--embedder", "hashing"],
                           env={**os.environ, "PYTHONPATH": SRC}, capture_output=True, text=True,
                           check=False)
     assert init.returncode == 0, init.stderr

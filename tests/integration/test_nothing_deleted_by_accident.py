@@ -37,7 +37,7 @@ def _folder(root: Path, folders: int = 4, files: int = 3) -> None:
 @pytest.fixture
 def kb(tmp_path: Path) -> Path:
     _folder(tmp_path / "docs")
-    assert _run("init", "docs", "--folder", str(tmp_path))[0] == 0
+    assert _run("init", "docs", "--folder", str(tmp_path), "--embedder", "hashing")[0] == 0
     code, out = _run("sync", "-c", str(tmp_path), "--json")
     assert code == 0, out
     assert json.loads(out)["documents"]["new"] == 12
@@ -167,7 +167,8 @@ def test_a_misspelt_key_is_an_error_naming_the_file_the_key_and_the_suggestion(
 
 def test_a_misspelt_embedder_setting_names_the_one_meant(kb: Path) -> None:
     config = kb / "kbsync.toml"
-    config.write_text(config.read_text().replace("dimension =", "dimensoin ="))
+    config.write_text(config.read_text().replace('kind = "hashing"',
+                                                 'kind = "hashing"\ndimensoin = 256'))
     with pytest.raises(ConfigError, match="dimensoin; did you mean 'dimension'") as caught:
         KnowledgeBase.open(kb)
     assert "kbsync.toml" in str(caught.value)

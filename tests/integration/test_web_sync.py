@@ -203,8 +203,9 @@ def test_init_allow_private_lets_a_site_on_loopback_be_crawled(
     url = httpserver.url_for("/")
     refused, allowed = tmp_path / "refused", tmp_path / "allowed"
     runner = CliRunner()
-    assert runner.invoke(app, ["init", url, "--folder", str(refused)]).exit_code == 0
-    result = runner.invoke(app, ["init", url, "--folder", str(allowed),
+    assert runner.invoke(app, ["init", url, "--folder", str(refused),
+                               "--embedder", "hashing"]).exit_code == 0
+    result = runner.invoke(app, ["init", url, "--folder", str(allowed), "--embedder", "hashing",
                                  "--allow-private", "127.0.0.1", "--allow-private", "10.0.0.0/8"])
     assert result.exit_code == 0, result.output
     assert 'allow_private_addresses = ["127.0.0.1", "10.0.0.0/8"]' in (

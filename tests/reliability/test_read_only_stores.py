@@ -29,7 +29,7 @@ def synced(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "docs" / "doc-001.txt").write_text("Document 1\n\nThe keeper rings the bell.\n",
                                                encoding="utf-8")
     with KnowledgeBase.open(root) as kb:
-        kb.sync()
+        kb.sync(accept_replacements=True)  # a rewrite, not an edit: applied at once
     return root
 
 
