@@ -24,9 +24,10 @@ import numpy.typing as npt
 from kbsync.chunking.bytecdc import byte_chunks, params_for_length
 from kbsync.chunking.params import ByteParams
 from kbsync.model import ByteChunk, ChangeReport, Region, Verdict
-from kbsync.normalize import canonical_text, scan_words
+from kbsync.normalize import canonical_pieces, canonical_text, scan_words
 
-__all__ = ["COSMETIC_SIMILARITY", "REEXAMINE_SIMILARITY", "WORD_DIFF_LIMIT", "compare"]
+__all__ = ["COSMETIC_SIMILARITY", "REEXAMINE_SIMILARITY", "WORD_DIFF_LIMIT", "WORD_REGIONS_LIMIT",
+           "compare"]
 
 COSMETIC_SIMILARITY = 0.98
 REEXAMINE_SIMILARITY = 0.05
@@ -35,6 +36,16 @@ WORD_DIFF_LIMIT = 20_000
 
 difflib's matcher is quadratic in the worst case; a run this large is a rewrite
 of that part, so it is reported whole (still cut at word boundaries).
+"""
+
+WORD_REGIONS_LIMIT = 4_000_000
+"""Characters of the longer version above which a text gets no word-exact regions.
+
+Word-exact regions need each word's offsets in both versions (about 18 bytes of
+arrays per character while one version is scanned); a text this long is compared
+by its byte-CDC chunks alone, over its canonical text made a block at a time:
+similarity is the share of bytes in chunks both versions hold, and ``regions``
+and ``removed_regions`` are empty, so the memory stays a small multiple of the text.
 """
 
 IntArray = npt.NDArray[np.int64]
@@ -65,6 +76,8 @@ def compare(
     before the similarity and the verdict are computed; regions still cover them.
     """
     if isinstance(old, str) and isinstance(new, str):
+        if max(len(old), len(new)) > WORD_REGIONS_LIMIT:
+            return _compare_long(old, new, params, ignore)
         a, b = _Side.of(old), _Side.of(new)
         report = _compare_text(a, b, params)
         if ignore and report.changed:
@@ -76,6 +89,24 @@ def compare(
     old_bytes = old.encode("utf-8") if isinstance(old, str) else old
     new_bytes = new.encode("utf-8") if isinstance(new, str) else new
     return _compare_bytes(old_bytes, new_bytes, params)
+
+
+def _compare_long(old: str, new: str, params: ByteParams | None,
+                  ignore: Collection[str]) -> ChangeReport:
+    """A very long text's change report from its byte-CDC chunks (:data:`WORD_REGIONS_LIMIT`)."""
+    report = _compare_bytes(_canonical_bytes(old), _canonical_bytes(new), params)
+    if ignore and report.changed:
+        stripped = _compare_bytes(_canonical_bytes(old, ignore), _canonical_bytes(new, ignore),
+                                  params)
+        similarity = stripped.similarity if stripped.changed else 1.0
+        report = replace(report, similarity=similarity, verdict=_verdict(True, similarity))
+    return replace(report, regions=(), removed_regions=())
+
+
+def _canonical_bytes(text: str, ignore: Collection[str] = ()) -> bytes:
+    """The UTF-8 of ``text``'s canonical form (made a block at a time), without ``ignore``."""
+    canonical = "".join(canonical_pieces([text]))
+    return (_without(canonical, ignore) if ignore else canonical).encode("utf-8")
 
 
 def _without(text: str, passages: Collection[str]) -> str:

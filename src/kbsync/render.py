@@ -165,12 +165,31 @@ def sync_tables(report: SyncResult) -> list[RenderableType]:
     return [_Fitting(docs), _Fitting(work), times]
 
 
+NEW_LISTED = 20
+"""New documents a run's text report names one by one; more are only counted."""
+
+
 def change_lines(report: SyncResult) -> list[Text]:
-    """One line per edited document of a run: its verdict, similarity and regions."""
-    return [Text.assemble("changed ", safe(f"{s.source}:{c.key}", one_line=True),
-                          f": {c.change.verdict}, similarity {c.change.similarity:.3f}, "
-                          f"{len(c.change.regions)} region(s)")
-            for s in report.sources for c in s.changes if c.change is not None]
+    """One line per document a run changed: ``action key (source)``, and for an edit its
+    verdict, similarity and regions; new documents are named when there are few."""
+    lines: list[Text] = []
+    for s in report.sources:
+        new = [c for c in s.changes if c.action == "new"]
+        for c in s.changes:
+            if c.action in ("unchanged", "failed") or (c.action == "new"
+                                                        and len(new) > NEW_LISTED):
+                continue
+            line = Text.assemble(f"{c.action} ", safe(c.key, "bold", one_line=True), " (",
+                                 safe(s.source, one_line=True), ")")
+            if c.change is not None:
+                line.append(f": {c.change.verdict}, similarity {c.change.similarity:.3f}, "
+                            f"{len(c.change.regions)} region(s) added, "
+                            f"{len(c.change.removed_regions)} removed")
+            lines.append(line)
+        if len(new) > NEW_LISTED:
+            lines.append(Text.assemble(f"new: {len(new):,} documents (", safe(s.source),
+                                       "; `--json` names them)"))
+    return lines
 
 
 def hit_blocks(hits: Sequence[Hit]) -> RenderableType:

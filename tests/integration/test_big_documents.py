@@ -17,6 +17,8 @@ import random
 import tracemalloc
 from pathlib import Path
 
+import pytest
+
 from kbsync.embed.hashing import HashingEmbedder
 from kbsync.engine import DEFAULT_CHUNKER
 from kbsync.extract.registry import extractor_for
@@ -26,6 +28,9 @@ from kbsync.sync import sync_sources
 
 FACTOR = 6
 COMPARE_FACTOR = 30
+# A very long text: both versions' canonical bytes, one canonical text while it is made,
+# and the chunks of both.
+LONG_COMPARE_FACTOR = 7
 SIZE = 5_000_000
 WORDS = ("harbor", "retry", "backoff", "the", "a", "of", "configuration", "queue", "sync",
          "document", "worker", "index", "vector", "lighthouse", "bread", "city", "night")
@@ -83,4 +88,28 @@ def test_comparing_two_versions_of_a_big_text_allocates_a_small_multiple_of_it(
     # regions need them): about 18 times the text at the peak of one scan. The bound
     # keeps the byte CDC's whole-text hashing (53 times before) from coming back.
     assert peak <= COMPARE_FACTOR * len(new), (
+        f"peak {peak / 1e6:.0f} MB for {len(new) / 1e6:.0f} MB")
+
+
+def test_a_very_long_text_is_compared_by_its_chunks_in_a_small_multiple_of_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from kbsync.compare import compare
+
+    # (the package's `compare` is the function; the module is in sys.modules)
+    monkeypatch.setattr(sys.modules["kbsync.compare"], "WORD_REGIONS_LIMIT", 1_000_000)
+    _prose(tmp_path / "old.txt", 2_000_000)
+    old = (tmp_path / "old.txt").read_text(encoding="utf-8")
+    new = old[:1_000_000] + " a few words inserted " + old[1_000_000:]
+    tracemalloc.start()
+    try:
+        report = compare(old, new)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert report.changed
+    assert report.similarity > 0.99
+    assert (report.regions, report.removed_regions) == ((), ())
+    assert peak <= LONG_COMPARE_FACTOR * len(new), (
         f"peak {peak / 1e6:.0f} MB for {len(new) / 1e6:.0f} MB")

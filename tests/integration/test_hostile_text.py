@@ -106,7 +106,7 @@ def test_sync_of_hostile_documents_prints_no_control_character(kb: dict[str, Any
     assert {c["key"] for s in report["sources"] for c in s["changes"]} == set(FILES)
     out = SGR.sub("", _clean(kb["second"], color=True))
     assert "Sync report" in out
-    assert f"changed docs:{printable(ODD_NAME)}: " in out
+    assert f"modified {printable(ODD_NAME)} (docs): " in out
     assert "…" not in out  # at 80 columns the tables turn rather than cut a figure
     assert max(len(line) for line in out.splitlines()) <= 80
 
