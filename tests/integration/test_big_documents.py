@@ -148,6 +148,10 @@ def _store_contents(store: SqliteStore) -> dict[str, object]:
         db.close()
 
 
+def _rechunk(text: str) -> dict[str, str]:
+    return {c.identity: c.text for c in DEFAULT_CHUNKER.text_chunker().chunk(text).chunks}
+
+
 def test_a_big_text_written_in_pieces_reads_back_as_the_one_written_whole(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Texts over BIG_TEXT characters are written by blob I/O; every reader sees the
@@ -191,10 +195,32 @@ def test_a_big_text_written_in_pieces_reads_back_as_the_one_written_whole(
                                "(SELECT digest FROM chunks WHERE idx % 3 = 0)")
             finally:
                 db.close()
-            chunker = DEFAULT_CHUNKER.text_chunker()
-            assert any("chunk texts" in line for line in store.repair(
-                lambda t: {c.identity: c.text for c in chunker.chunk(t).chunks}))
+            assert any("chunk texts" in line for line in store.repair(_rechunk))
             contents.append((doc.text, doc.previous, window, _store_contents(store)))
         finally:
             store.close()
     assert contents[0] == contents[1]
+
+
+def test_a_context_window_of_a_long_document_copies_only_its_slice(tmp_path: Path) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    _prose(folder / "long.txt", 300_000)
+    store = SqliteStore(tmp_path / "kb.db")
+    try:
+        sync_sources([FilesystemSource(folder, name="docs")], store, HashingEmbedder(),
+                     extractor_for, DEFAULT_CHUNKER, scratch_dir=tmp_path)
+        hit = store.search_text("lighthouse", 1)[0]
+        tracemalloc.start()
+        try:
+            window = store.window(hit, 400)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        doc = store.document("long.txt")
+    finally:
+        store.close()
+    assert doc is not None
+    assert window.text in doc.text
+    # Selected beside each of its few hundred chunk rows, the text was copied per row.
+    assert peak <= 3 * 300_000, f"peak {peak / 1e6:.1f} MB for a 0.3 MB document"
