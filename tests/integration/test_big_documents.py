@@ -14,7 +14,9 @@ observation pickled whole into the scratch database would each break it.
 from __future__ import annotations
 
 import random
+import sqlite3
 import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -113,3 +115,144 @@ def test_a_very_long_text_is_compared_by_its_chunks_in_a_small_multiple_of_it(
     assert (report.regions, report.removed_regions) == ((), ())
     assert peak <= LONG_COMPARE_FACTOR * len(new), (
         f"peak {peak / 1e6:.0f} MB for {len(new) / 1e6:.0f} MB")
+
+
+def _sqlite_largest_allocation() -> Callable[[], int] | None:
+    """A reset of SQLite's record of its largest allocation, returning a reader of it, when
+    the library Python uses can be reached (``sqlite3_status64``), else None."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("sqlite3")
+    try:
+        lib = ctypes.CDLL(name or "libsqlite3.so.0")
+        lib.sqlite3_libversion.restype = ctypes.c_char_p
+        if lib.sqlite3_libversion().decode() != sqlite3.sqlite_version:
+            return None
+    except (OSError, AttributeError):
+        return None
+    status = lib.sqlite3_status64
+    status.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int64),
+                       ctypes.POINTER(ctypes.c_int64), ctypes.c_int]
+
+    def read(reset: int) -> int:
+        current, highest = ctypes.c_int64(), ctypes.c_int64()
+        status(5, ctypes.byref(current), ctypes.byref(highest), reset)  # SQLITE_STATUS_MALLOC_SIZE
+        return highest.value
+
+    read(1)
+    return lambda: read(0)
+
+
+def test_sqlite_never_holds_a_big_document_text_in_one_block(tmp_path: Path) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    _prose(folder / "big.txt", 2_000_000)
+    store = SqliteStore(tmp_path / "kb.db")
+    try:
+        largest = _sqlite_largest_allocation()
+        if largest is None:
+            pytest.skip("the SQLite library Python uses cannot be reached with ctypes here")
+        sync_sources([FilesystemSource(folder, name="docs", max_bytes=4_000_000)], store,
+                     HashingEmbedder(), extractor_for, DEFAULT_CHUNKER, scratch_dir=tmp_path)
+        block = largest()
+        assert store.status().documents == 1
+    finally:
+        store.close()
+    # Bound whole, the text was copied into one block of its size (and its row into another).
+    assert block < 1_000_000, f"SQLite allocated {block / 1e6:.1f} MB at once"
+
+
+def _store_contents(store: SqliteStore) -> dict[str, object]:
+    db = sqlite3.connect(store.path)
+    try:
+        return {
+            "texts": db.execute("SELECT CAST(text AS TEXT), CAST(previous AS TEXT) FROM texts "
+                                "ORDER BY doc_id").fetchall(),
+            "chunks": db.execute('SELECT idx, digest, section, heading, start, "end", tokens, '
+                                 "boundary, generation FROM chunks ORDER BY id").fetchall(),
+            "chunk_texts": db.execute("SELECT * FROM chunk_texts ORDER BY digest").fetchall(),
+            "embeddings": db.execute("SELECT * FROM embeddings ORDER BY digest").fetchall(),
+            "documents": db.execute("SELECT key, size, bytes_hash, text_hash, title, generation "
+                                    "FROM documents").fetchall(),
+        }
+    finally:
+        db.close()
+
+
+def _rechunk(text: str) -> dict[str, str]:
+    return {c.identity: c.text for c in DEFAULT_CHUNKER.text_chunker().chunk(text).chunks}
+
+
+def test_a_big_text_written_in_pieces_reads_back_as_the_one_written_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Texts over BIG_TEXT characters are written by blob I/O; every reader sees the
+    same strings (UTF-8 beyond ASCII included) as for a text bound whole."""
+    import kbsync.store.sqlite as sqlite_store
+
+    rng = random.Random(9)
+    words = (*WORDS, "café", "naïve", "Straße", "日本語", "ελληνικά", "emoji🙂")
+    text = "\n\n".join(". ".join(" ".join(rng.choices(words, k=12)) for _ in range(4)) + "."
+                       for _ in range(6_000))
+    assert len(text) > sqlite_store.BIG_TEXT
+    assert not text.isascii()
+    edited = text[: len(text) // 2] + " Straße inserted here. " + text[len(text) // 2 :]
+    contents = []
+    for way, bound in (("pieces", sqlite_store.BIG_TEXT), ("whole", 10**12)):
+        monkeypatch.setattr(sqlite_store, "BIG_TEXT", bound)
+        folder = tmp_path / way
+        folder.mkdir()
+        store = SqliteStore(tmp_path / f"{way}.db")
+        try:
+            for version in (text, edited):
+                (folder / "big.txt").write_text(version, encoding="utf-8")
+                sync_sources([FilesystemSource(folder, name="docs", max_bytes=10**8)], store,
+                             HashingEmbedder(), extractor_for, DEFAULT_CHUNKER,
+                             scratch_dir=tmp_path, accept_replacements=True)
+            doc = store.document("big.txt")
+            assert doc is not None
+            assert doc.generation == 2
+            hit = store.search_text("Straße inserted", 1)[0]
+            window = store.window(hit, 400)
+            assert window.text in doc.text
+            assert "Straße inserted" in window.text
+            assert store.verify(HashingEmbedder().identity, None) == []
+            kind = "blob" if way == "pieces" else "text"
+            db = sqlite3.connect(store.path)
+            try:
+                assert db.execute("SELECT typeof(text), typeof(previous) FROM texts"
+                                  ).fetchall() == [(kind, kind)]
+                with db:
+                    db.execute("DELETE FROM chunk_texts WHERE digest IN "
+                               "(SELECT digest FROM chunks WHERE idx % 3 = 0)")
+            finally:
+                db.close()
+            assert any("chunk texts" in line for line in store.repair(_rechunk))
+            contents.append((doc.text, doc.previous, window, _store_contents(store)))
+        finally:
+            store.close()
+    assert contents[0] == contents[1]
+
+
+def test_a_context_window_of_a_long_document_copies_only_its_slice(tmp_path: Path) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    _prose(folder / "long.txt", 300_000)
+    store = SqliteStore(tmp_path / "kb.db")
+    try:
+        sync_sources([FilesystemSource(folder, name="docs")], store, HashingEmbedder(),
+                     extractor_for, DEFAULT_CHUNKER, scratch_dir=tmp_path)
+        hit = store.search_text("lighthouse", 1)[0]
+        tracemalloc.start()
+        try:
+            window = store.window(hit, 400)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        doc = store.document("long.txt")
+    finally:
+        store.close()
+    assert doc is not None
+    assert window.text in doc.text
+    # Selected beside each of its few hundred chunk rows, the text was copied per row.
+    assert peak <= 3 * 300_000, f"peak {peak / 1e6:.1f} MB for a 0.3 MB document"

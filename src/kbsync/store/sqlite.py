@@ -437,7 +437,7 @@ class SqliteStore:
             )
             doc_id = int(cursor.lastrowid or 0)
             crashpoint("store.write_text")
-            db.execute("INSERT INTO texts (doc_id, text) VALUES (?, ?)", (doc_id, version.text))
+            _write_text(db, doc_id, version.text, "INSERT INTO texts (doc_id, text) VALUES (?, ?)")
         else:
             doc_id, old_generation = found
             generation = old_generation + 1
@@ -453,11 +453,9 @@ class SqliteStore:
             db.execute("DELETE FROM chunks WHERE doc_id = ? AND generation < ?",
                        (doc_id, generation - 1))
             crashpoint("store.write_text")
-            db.execute(
-                "INSERT INTO texts (doc_id, text) VALUES (?, ?) ON CONFLICT (doc_id) DO UPDATE "
-                "SET previous = texts.text, text = excluded.text",
-                (doc_id, version.text),
-            )
+            _write_text(db, doc_id, version.text,
+                        "INSERT INTO texts (doc_id, text) VALUES (?, ?) ON CONFLICT (doc_id) "
+                        "DO UPDATE SET previous = texts.text, text = excluded.text")
         crashpoint("store.write_chunk_texts")
         db.executemany(
             "INSERT OR IGNORE INTO chunk_texts (digest, text) VALUES (?, ?)",
@@ -649,8 +647,10 @@ class SqliteStore:
         return out
 
     def window(self, hit: Hit, budget: int) -> Window:
+        # The text is sliced in SQLite: selected beside each chunk row, it would be
+        # a copy of the whole document per chunk.
         rows = self._db.execute(
-            "SELECT c.idx, c.start, c.\"end\", c.tokens, c.section, t.text FROM documents d "
+            "SELECT c.idx, c.start, c.\"end\", c.tokens, c.section FROM documents d "
             f"JOIN chunks c ON {CURRENT} JOIN texts t ON t.doc_id = d.id "
             "WHERE d.source = ? AND d.key = ? ORDER BY c.idx",
             (hit.source, hit.key),
@@ -659,8 +659,13 @@ class SqliteStore:
         if span is None:
             return Window(hit.index, hit.index, hit.text, 0)
         first, last, tokens = span
-        document = rows[0][5]
-        return Window(first, last, document[rows[first][1] : rows[last][2]], tokens)
+        start, end = rows[first][1], rows[last][2]
+        text = self._db.execute(
+            "SELECT substr(CAST(t.text AS TEXT), ?, ?) FROM documents d "
+            "JOIN texts t ON t.doc_id = d.id WHERE d.source = ? AND d.key = ?",
+            (start + 1, end - start, hit.source, hit.key),
+        ).fetchone()[0]
+        return Window(first, last, text, tokens)
 
     def indexed_chunks(self, source: str | None = None,
                        key: str | None = None) -> Iterator[ChunkRef]:
@@ -695,7 +700,8 @@ class SqliteStore:
     # -- documents and status --------------------------------------------------------
 
     def document(self, key: str, source: str | None = None) -> DocumentText | None:
-        sql = ("SELECT d.source, d.key, d.title, t.text, t.previous, d.generation, d.last_changed "
+        sql = ("SELECT d.source, d.key, d.title, CAST(t.text AS TEXT), CAST(t.previous AS TEXT), "
+               "d.generation, d.last_changed "
                "FROM documents d JOIN texts t ON t.doc_id = d.id WHERE d.key = ?")
         args: tuple[str, ...] = (key,)
         if source is not None:
@@ -955,7 +961,8 @@ class SqliteStore:
             "ON t.digest = c.digest WHERE t.digest IS NULL GROUP BY c.doc_id").fetchall()
         restored = 0
         for doc_id, digests in rows:
-            texts = self._db.execute("SELECT text, previous FROM texts WHERE doc_id = ?",
+            texts = self._db.execute("SELECT CAST(text AS TEXT), CAST(previous AS TEXT) "
+                                     "FROM texts WHERE doc_id = ?",
                                      (doc_id,)).fetchone()
             if texts is None:
                 continue
@@ -1043,6 +1050,31 @@ class SqliteStore:
 
 # The largest read-only store whose full-text index verify checks on a copy in memory.
 _READ_ONLY_FTS_CHECK_LIMIT = 1 << 30
+
+#: A document text of more characters than this is written through incremental blob I/O.
+BIG_TEXT = 1_000_000
+_TEXT_PIECE = 1 << 20
+
+
+def _write_text(db: sqlite3.Connection, doc_id: int, text: str, sql: str) -> None:
+    """Store ``text`` as the text of ``doc_id`` with ``sql`` (an insert of ``(doc_id, text)``).
+
+    A big text is inserted as a zeroblob of its UTF-8 length and then written a
+    megabyte at a time: bound whole, SQLite would copy it and build its row from the
+    copy (twice the text, and the UTF-8 form of a non-ASCII ``str`` besides). Such a
+    value is a BLOB of UTF-8 bytes; every reader takes ``CAST(text AS TEXT)``, which
+    reads either kind as the same string.
+    """
+    if len(text) <= BIG_TEXT:
+        db.execute(sql, (doc_id, text))
+        return
+    pieces = range(0, len(text), _TEXT_PIECE)
+    size = len(text) if text.isascii() else sum(
+        len(text[i : i + _TEXT_PIECE].encode("utf-8")) for i in pieces)
+    db.execute(sql.replace("VALUES (?, ?)", "VALUES (?, zeroblob(?))"), (doc_id, size))
+    with db.blobopen("texts", "text", doc_id) as blob:
+        for i in pieces:
+            blob.write(text[i : i + _TEXT_PIECE].encode("utf-8"))
 
 
 def salvage_embeddings(damaged: Path, into: SqliteStore) -> int:
