@@ -28,7 +28,7 @@ from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kbsync import __version__
-from kbsync.errors import KbsyncError, LockedError
+from kbsync.errors import KbsyncError, LockedError, ParameterError
 from kbsync.knowledge_base import KnowledgeBase, SearchMode
 from kbsync.serve.chart import COMPUTED_COLOUR, REUSED_COLOUR, embeddings_chart
 from kbsync.serve.guard import TOKEN_FIELD, TOKEN_HEADER, Guard
@@ -248,6 +248,8 @@ class _Dashboard:
             gone = self.kb.erase(glob.escape(key), wait=False)
         except LockedError as exc:
             raise _RefusedError(409, str(exc)) from None
+        except ParameterError:  # no document has that key: nothing erased, nothing remembered
+            return []
         return [{"source": d.source, "key": d.key} for d in gone.documents]
 
     async def _check_action(self, request: Request, *, form: bool) -> dict[str, Any]:
