@@ -5,10 +5,12 @@ Usage: ``python -m tests.reliability.worker ROOT SEED COUNT``.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import sys
 from pathlib import Path
 
+from kbsync.errors import ParameterError
 from kbsync.knowledge_base import KnowledgeBase
 from tests.reliability.harness import WORDS
 
@@ -28,7 +30,8 @@ def main(root: Path, seed: int, count: int) -> None:
             with KnowledgeBase.open(root) as kb:
                 kb.sync(allow_mass_delete=True)
         elif operation == "erase":
-            with KnowledgeBase.open(root) as kb:
+            with KnowledgeBase.open(root) as kb, contextlib.suppress(ParameterError):
+                # Before the first sync has indexed it, no document has the key: refused.
                 kb.erase(f"doc-{rng.randrange(40):03d}.txt")
         else:
             with KnowledgeBase.open(root) as kb:
