@@ -21,7 +21,7 @@ from difflib import SequenceMatcher
 import numpy as np
 import numpy.typing as npt
 
-from kbsync.chunking.bytecdc import byte_chunks, params_for_length
+from kbsync.chunking.bytecdc import byte_chunks, iter_byte_chunks, params_for_length
 from kbsync.chunking.params import ByteParams
 from kbsync.model import ByteChunk, ChangeReport, Region, Verdict
 from kbsync.normalize import canonical_pieces, canonical_text, scan_words
@@ -93,14 +93,28 @@ def compare(
 
 def _compare_long(old: str, new: str, params: ByteParams | None,
                   ignore: Collection[str]) -> ChangeReport:
-    """A very long text's change report from its byte-CDC chunks (:data:`WORD_REGIONS_LIMIT`)."""
-    report = _compare_bytes(_canonical_bytes(old), _canonical_bytes(new), params)
-    if ignore and report.changed:
+    """A very long text's change report from its byte-CDC chunks (:data:`WORD_REGIONS_LIMIT`).
+
+    The canonical texts are cut as they are made, a block at a time, so neither is
+    held whole beside the two texts. Passages to ignore can straddle blocks, so the
+    similarity without them is computed on whole canonical texts, only when asked.
+    """
+    p = params or params_for_length(max(len(old), len(new)))
+    old_chunks, new_chunks = _streamed_chunks(old, p), _streamed_chunks(new, p)
+    changed = [c.digest for c in old_chunks] != [c.digest for c in new_chunks]
+    total = sum(c.length for c in old_chunks) + sum(c.length for c in new_chunks)
+    similarity = _shared_share(old_chunks, new_chunks, total) if changed else 1.0
+    if ignore and changed:
         stripped = _compare_bytes(_canonical_bytes(old, ignore), _canonical_bytes(new, ignore),
-                                  params)
+                                  p)
         similarity = stripped.similarity if stripped.changed else 1.0
-        report = replace(report, similarity=similarity, verdict=_verdict(True, similarity))
-    return replace(report, regions=(), removed_regions=())
+    return _report(old_chunks, new_chunks, changed, similarity, (), ())
+
+
+def _streamed_chunks(text: str, params: ByteParams) -> list[ByteChunk]:
+    """The byte-CDC chunks of ``text``'s canonical form, made and cut a block at a time."""
+    return list(iter_byte_chunks((piece.encode("utf-8") for piece in canonical_pieces([text])),
+                                 params))
 
 
 def _canonical_bytes(text: str, ignore: Collection[str] = ()) -> bytes:

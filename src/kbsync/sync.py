@@ -878,7 +878,7 @@ def compare_stored(store: RecordStore, source: str, observation: Observation,
     if not isinstance(observation, DocumentVersion) or old is None \
             or observation.text_hash == old.text_hash:
         return None
-    before = store.document(observation.key, source)
+    before = store.document(observation.key, source, previous=False)
     if before is None:
         return None
     noise = {c.text for c in observation.chunks if c.digest in shared}

@@ -385,6 +385,36 @@ def test_a_version_1_store_is_migrated_in_place(tmp_path: Path) -> None:
     )
 
 
+def test_a_version_7_store_keeps_each_document_s_current_and_previous_text(
+    tmp_path: Path,
+) -> None:
+    from kbsync.store import sqlite as sqlite_store
+
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path)
+    for migration in sqlite_store._MIGRATIONS[:7]:
+        for statement in migration.split(";"):
+            if statement.strip():
+                db.execute(statement)
+    for doc_id, key, generation, text, previous in ((1, "a", 3, "third", "second"),
+                                                     (2, "b", 1, "only", None)):
+        db.execute(
+            "INSERT INTO documents (id, source, key, locator, media_type, bytes_hash, text_hash, "
+            "derivation, generation, first_seen, last_seen, last_changed) "
+            "VALUES (?, 's', ?, 'l', 'text/plain', 'b', 't', 'd', ?, 'now', 'now', 'now')",
+            (doc_id, key, generation))
+        db.execute("INSERT INTO texts (doc_id, text, previous) VALUES (?, ?, ?)",
+                   (doc_id, text, previous))
+    db.execute("PRAGMA user_version = 7")
+    db.commit()
+    db.close()
+    store = SqliteStore(path)
+    a, b = store.document("a", "s"), store.document("b", "s")
+    assert a is not None
+    assert b is not None
+    assert (a.text, a.previous, b.text, b.previous) == ("third", "second", "only", None)
+
+
 def test_boilerplate_shared_by_many_documents_is_neither_embedded_nor_searched(
     store: Store,
 ) -> None:

@@ -341,8 +341,8 @@ def dump(db_path: Path) -> dict[str, Any]:
             "documents": sorted(db.execute(
                 "SELECT source, key, media_type, size, bytes_hash, text_hash, derivation, title, "
                 "metadata, status, generation, missing FROM documents")),
-            "texts": sorted((*key_of[d], t, p) for d, t, p in db.execute(
-                "SELECT doc_id, text, previous FROM texts")),
+            "texts": sorted((*key_of[d], g, t) for d, g, t in db.execute(
+                "SELECT doc_id, generation, text FROM versions")),
             "chunks": sorted((*key_of[d], *rest) for d, *rest in db.execute(
                 'SELECT doc_id, generation, idx, digest, section, heading, start, "end", tokens, '
                 "boundary FROM chunks")),

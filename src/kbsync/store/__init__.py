@@ -221,7 +221,9 @@ class RecordStore(Protocol):
     def search_vector(self, embedder: str, vector: npt.NDArray[np.float32], k: int) -> list[Hit]:
         ...
 
-    def document(self, key: str, source: str | None = None) -> DocumentText | None:
+    def document(self, key: str, source: str | None = None, *,
+                 previous: bool = True) -> DocumentText | None:
+        """A document's current text, and the one before it unless ``previous`` is false."""
         ...
 
     def window(self, hit: Hit, budget: int) -> Window:

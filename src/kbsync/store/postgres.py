@@ -783,8 +783,10 @@ class PostgresStore:
 
     # -- documents and status --------------------------------------------------------
 
-    def document(self, key: str, source: str | None = None) -> DocumentText | None:
-        sql = ("SELECT d.source, d.key, d.title, t.text, t.previous, d.generation, d.last_changed "
+    def document(self, key: str, source: str | None = None, *,
+                 previous: bool = True) -> DocumentText | None:
+        before = "t.previous" if previous else "NULL"
+        sql = (f"SELECT d.source, d.key, d.title, t.text, {before}, d.generation, d.last_changed "
                "FROM documents d JOIN texts t ON t.doc_id = d.id WHERE d.key = %s")
         args: tuple[str, ...] = (key,)
         if source is not None:

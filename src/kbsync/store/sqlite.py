@@ -146,6 +146,23 @@ _MIGRATIONS: tuple[str, ...] = (
         FROM documents d JOIN chunks c ON c.doc_id = d.id AND c.generation = d.generation
         JOIN chunk_texts t ON t.digest = c.digest;
     """,
+    # 8: each kept version's text a row of its own, keyed by generation: an edit inserts
+    # the new text beside the old one, where rewriting one row holding both made SQLite
+    # build a record of the two texts of a big document at once.
+    """
+    CREATE TABLE versions (
+        doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+        generation INTEGER NOT NULL,
+        text TEXT NOT NULL,
+        PRIMARY KEY (doc_id, generation)
+    );
+    INSERT INTO versions (doc_id, generation, text)
+        SELECT t.doc_id, d.generation, t.text FROM texts t JOIN documents d ON d.id = t.doc_id;
+    INSERT INTO versions (doc_id, generation, text)
+        SELECT t.doc_id, d.generation - 1, t.previous FROM texts t
+        JOIN documents d ON d.id = t.doc_id WHERE t.previous IS NOT NULL;
+    DROP TABLE texts;
+    """,
 )
 # bm25 weights of the full-text columns (text, heading): a word of the section's
 # heading says more about what a chunk is about than the same word in its body.
@@ -154,6 +171,8 @@ _FTS_WEIGHTS = "1.0, 2.0"
 _FTS_TABLE = ("CREATE VIRTUAL TABLE chunk_fts USING fts5 "
               "(text, heading, tokenize = 'porter unicode61')")
 SCHEMA_VERSION = len(_MIGRATIONS)
+# Joins a document ``d`` to the text ``t`` of its current version.
+CURRENT_TEXT = "t.doc_id = d.id AND t.generation = d.generation"
 
 
 @guarded(lambda store: str(store.path), sqlite_or_os_error)
@@ -437,7 +456,7 @@ class SqliteStore:
             )
             doc_id = int(cursor.lastrowid or 0)
             crashpoint("store.write_text")
-            _write_text(db, doc_id, version.text, "INSERT INTO texts (doc_id, text) VALUES (?, ?)")
+            _write_text(db, doc_id, generation, version.text)
         else:
             doc_id, old_generation = found
             generation = old_generation + 1
@@ -452,10 +471,10 @@ class SqliteStore:
             crashpoint("store.drop_old_chunks")
             db.execute("DELETE FROM chunks WHERE doc_id = ? AND generation < ?",
                        (doc_id, generation - 1))
+            db.execute("DELETE FROM versions WHERE doc_id = ? AND generation < ?",
+                       (doc_id, generation - 1))
             crashpoint("store.write_text")
-            _write_text(db, doc_id, version.text,
-                        "INSERT INTO texts (doc_id, text) VALUES (?, ?) ON CONFLICT (doc_id) "
-                        "DO UPDATE SET previous = texts.text, text = excluded.text")
+            _write_text(db, doc_id, generation, version.text)
         crashpoint("store.write_chunk_texts")
         db.executemany(
             "INSERT OR IGNORE INTO chunk_texts (digest, text) VALUES (?, ?)",
@@ -651,7 +670,7 @@ class SqliteStore:
         # a copy of the whole document per chunk.
         rows = self._db.execute(
             "SELECT c.idx, c.start, c.\"end\", c.tokens, c.section FROM documents d "
-            f"JOIN chunks c ON {CURRENT} JOIN texts t ON t.doc_id = d.id "
+            f"JOIN chunks c ON {CURRENT} "
             "WHERE d.source = ? AND d.key = ? ORDER BY c.idx",
             (hit.source, hit.key),
         ).fetchall()
@@ -662,7 +681,7 @@ class SqliteStore:
         start, end = rows[first][1], rows[last][2]
         text = self._db.execute(
             "SELECT substr(CAST(t.text AS TEXT), ?, ?) FROM documents d "
-            "JOIN texts t ON t.doc_id = d.id WHERE d.source = ? AND d.key = ?",
+            f"JOIN versions t ON {CURRENT_TEXT} WHERE d.source = ? AND d.key = ?",
             (start + 1, end - start, hit.source, hit.key),
         ).fetchone()[0]
         return Window(first, last, text, tokens)
@@ -699,10 +718,13 @@ class SqliteStore:
 
     # -- documents and status --------------------------------------------------------
 
-    def document(self, key: str, source: str | None = None) -> DocumentText | None:
-        sql = ("SELECT d.source, d.key, d.title, CAST(t.text AS TEXT), CAST(t.previous AS TEXT), "
+    def document(self, key: str, source: str | None = None, *,
+                 previous: bool = True) -> DocumentText | None:
+        before = "CAST(p.text AS TEXT)" if previous else "NULL"
+        sql = (f"SELECT d.source, d.key, d.title, CAST(t.text AS TEXT), {before}, "
                "d.generation, d.last_changed "
-               "FROM documents d JOIN texts t ON t.doc_id = d.id WHERE d.key = ?")
+               f"FROM documents d JOIN versions t ON {CURRENT_TEXT} LEFT JOIN versions p "
+               "ON p.doc_id = d.id AND p.generation = d.generation - 1 WHERE d.key = ?")
         args: tuple[str, ...] = (key,)
         if source is not None:
             sql += " AND d.source = ?"
@@ -961,12 +983,9 @@ class SqliteStore:
             "ON t.digest = c.digest WHERE t.digest IS NULL GROUP BY c.doc_id").fetchall()
         restored = 0
         for doc_id, digests in rows:
-            texts = self._db.execute("SELECT CAST(text AS TEXT), CAST(previous AS TEXT) "
-                                     "FROM texts WHERE doc_id = ?",
-                                     (doc_id,)).fetchone()
-            if texts is None:
-                continue
-            cut = {d: t for text in texts if text is not None for d, t in rechunk(text).items()}
+            texts = [r[0] for r in self._db.execute(
+                "SELECT CAST(text AS TEXT) FROM versions WHERE doc_id = ?", (doc_id,))]
+            cut = {d: t for text in texts for d, t in rechunk(text).items()}
             found = [(d, cut[d]) for d in set(digests.split(",")) if d in cut]
             with self._transaction() as db:
                 db.executemany("INSERT OR IGNORE INTO chunk_texts (digest, text) VALUES (?, ?)",
@@ -1056,8 +1075,8 @@ BIG_TEXT = 1_000_000
 _TEXT_PIECE = 1 << 20
 
 
-def _write_text(db: sqlite3.Connection, doc_id: int, text: str, sql: str) -> None:
-    """Store ``text`` as the text of ``doc_id`` with ``sql`` (an insert of ``(doc_id, text)``).
+def _write_text(db: sqlite3.Connection, doc_id: int, generation: int, text: str) -> None:
+    """Store ``text`` as the text of version ``generation`` of the document ``doc_id``.
 
     A big text is inserted as a zeroblob of its UTF-8 length and then written a
     megabyte at a time: bound whole, SQLite would copy it and build its row from the
@@ -1065,14 +1084,16 @@ def _write_text(db: sqlite3.Connection, doc_id: int, text: str, sql: str) -> Non
     value is a BLOB of UTF-8 bytes; every reader takes ``CAST(text AS TEXT)``, which
     reads either kind as the same string.
     """
+    sql = "INSERT INTO versions (doc_id, generation, text) VALUES (?, ?, {})"
     if len(text) <= BIG_TEXT:
-        db.execute(sql, (doc_id, text))
+        db.execute(sql.format("?"), (doc_id, generation, text))
         return
     pieces = range(0, len(text), _TEXT_PIECE)
     size = len(text) if text.isascii() else sum(
         len(text[i : i + _TEXT_PIECE].encode("utf-8")) for i in pieces)
-    db.execute(sql.replace("VALUES (?, ?)", "VALUES (?, zeroblob(?))"), (doc_id, size))
-    with db.blobopen("texts", "text", doc_id) as blob:
+    row = db.execute(sql.format("zeroblob(?)"), (doc_id, generation, size)).lastrowid
+    assert row is not None
+    with db.blobopen("versions", "text", row) as blob:
         for i in pieces:
             blob.write(text[i : i + _TEXT_PIECE].encode("utf-8"))
 
