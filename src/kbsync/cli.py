@@ -433,7 +433,17 @@ def _status_text(data: dict[str, Any]) -> str:
         counts = sorted(last["documents"].items())
         acted = ", ".join(f"{n} {action}" for action, n in counts if n) or "nothing"
         lines.append(f"last sync:  {last['started']} to {last['finished']}: {acted}")
+    failures = last["failures"] if last is not None else []
+    for failure in failures[:_STATUS_FAILURES]:
+        lines.append(f"  failed:   {failure['key']} ({failure['source']}): {failure['message']}")
+    if len(failures) > _STATUS_FAILURES:
+        lines.append(f"  and {len(failures) - _STATUS_FAILURES} more failures "
+                     "(kbsync status --json lists them)")
     return "\n".join(lines)
+
+
+# Failures of the last sync that the status lists for people (--json has them all).
+_STATUS_FAILURES = 10
 
 
 @app.command()
@@ -462,12 +472,14 @@ def search(
 @app.command()
 def diff(
     key: Annotated[str, typer.Argument(help="The document's key.")],
+    source: Annotated[str | None, typer.Option(
+        help="The source the document is in, where several sources hold that key.")] = None,
     config: ConfigOption = Path("."),
     as_json: JsonOption = False,
 ) -> None:
     """The last change of a document: verdict, similarity and the changed regions."""
     with _Errors(), KnowledgeBase.open(config) as kb:
-        change = kb.diff(key)
+        change = kb.diff(key, source)
     if as_json:
         _emit(change.to_dict())
         return

@@ -110,6 +110,8 @@ class RunSummary:
     """Whether it stopped before its end (Ctrl-C, SIGTERM, a refusal, an error)."""
     applied: int = 0
     """Documents it wrote to the store."""
+    failures: tuple[tuple[str, str, str], ...] = ()
+    """``(source, key, message)`` of each document it could not take (as its report kept them)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +143,9 @@ class Status:
             "last_run": None if self.last_run is None else {
                 "started": self.last_run.started, "finished": self.last_run.finished,
                 "documents": dict(self.last_run.documents),
-                "interrupted": self.last_run.interrupted, "applied": self.last_run.applied},
+                "interrupted": self.last_run.interrupted, "applied": self.last_run.applied,
+                "failures": [{"source": s, "key": k, "message": m}
+                             for s, k, m in self.last_run.failures]},
         }
 
 
@@ -644,7 +648,10 @@ class KnowledgeBase:
                 str(last["started"]), str(last["finished"]), dict(last["documents"]),
                 interrupted=bool(last.get("interrupted", False)),
                 applied=sum(int(s.get("documents_applied", 0))
-                            for s in last.get("sources", ()))))
+                            for s in last.get("sources", ())),
+                failures=tuple((str(s.get("source", "")), str(f["key"]), str(f["message"]))
+                               for s in last.get("sources", ())
+                               for f in s.get("failures", ()))))
 
     def runs(self, limit: int = 50) -> list[RunRecord]:
         """The latest recorded syncs, newest first, each with its report

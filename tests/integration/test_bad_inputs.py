@@ -384,6 +384,22 @@ def test_a_truncated_pdf_fails_as_damaged(tmp_path: Path) -> None:
     _expect_failed(_sync(tmp_path), "truncated.pdf", "damaged", "unreadable")
 
 
+def test_a_damaged_pdf_is_reported_once_and_pypdf_prints_nothing_of_its_own(
+        tmp_path: Path) -> None:
+    data = _pdf("Truncated manual about harbour cranes")
+    (tmp_path / "truncated.pdf").write_bytes(data[: len(data) // 2])
+    # A fresh interpreter: pytest's own log handlers would hide logging's last resort.
+    script = ("import sys; from kbsync.extract.pdf import PdfExtractor\n"
+              "try:\n"
+              "    PdfExtractor().extract(open(sys.argv[1], 'rb').read(), locator='t.pdf')\n"
+              "except Exception as exc:\n"
+              "    print(type(exc).__name__)\n")
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "truncated.pdf")],
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "ExtractionError"
+    assert done.stderr == ""
+
+
 def test_a_pdf_with_a_broken_xref_table_is_recovered_and_indexed(tmp_path: Path) -> None:
     data = _pdf("Broken xref lighthouse almanac")
     shifted = re.sub(rb"(\d{10}) 00000 n", lambda m: b"%010d 00000 n" % (int(m[1]) + 7), data)

@@ -62,6 +62,19 @@ def test_status_tells_people_the_counts_each_source_and_what_the_last_sync_did(
     assert out.rstrip().endswith(": 6 new")
 
 
+def test_status_names_the_documents_the_last_sync_could_not_take_and_why(kb: Path) -> None:
+    c = str(kb)
+    (kb / "docs" / "broken.pdf").write_bytes(b"%PDF-1.4 cut short")
+    (kb / "docs" / "[usr-bin].pdf").write_bytes(b"not a pdf at all")
+    _run("sync", "-c", c)
+    out = _run("status", "-c", c)[1]
+    assert "  failed:   broken.pdf (docs): is a damaged or unreadable PDF" in out
+    assert "  failed:   [usr-bin].pdf (docs): is not a PDF" in out
+    failures = json.loads(_run("status", "-c", c, "--json")[1])["last_run"]["failures"]
+    assert sorted(f["key"] for f in failures) == ["[usr-bin].pdf", "broken.pdf"]
+    assert {f["source"] for f in failures} == {"docs"}
+
+
 def test_diff_shows_the_changed_region_of_the_last_change(kb: Path) -> None:
     c = str(kb)
     _run("sync", "-c", c)
@@ -99,6 +112,23 @@ def test_diff_shows_removed_text_marked_when_piped(kb: Path) -> None:
     code, out = _run("diff", path.name, "-c", c)
     assert "0 region(s) added, 1 removed" in out
     assert "[-A paragraph that will not stay for long.-]" in " ".join(out.split())
+
+
+def test_diff_of_a_key_two_sources_hold_shows_the_source_asked_for(kb: Path) -> None:
+    c = str(kb)
+    (kb / "notes").mkdir()
+    name = sorted((kb / "docs").iterdir())[0].name
+    (kb / "notes" / name).write_text("# Notes\n\nThe first note about cranes.\n")
+    assert _run("sources", "add", str(kb / "notes"), "--name", "notes", "-c", c)[0] == 0
+    _run("sync", "-c", c)
+    (kb / "notes" / name).write_text("# Notes\n\nThe first note about cranes and tugs.\n")
+    _run("sync", "-c", c)
+    code, out = _run("diff", name, "--source", "notes", "-c", c, "--json")
+    assert code == 0
+    assert json.loads(out)["source"] == "notes"
+    assert [r["text"] for r in json.loads(out)["regions"]] == ["cranes and tugs."]
+    assert json.loads(_run("diff", name, "--source", "docs", "-c", c, "--json")[1])[
+        "first_version"] is True
 
 
 def test_verify_erase_and_gc(kb: Path) -> None:

@@ -128,6 +128,8 @@ def test_a_few_invalid_utf8_bytes_become_replacement_characters_with_a_warning(
         "3 bytes that are not UTF-8 replaced by U+FFFD (strict_decoding = true refuses "
         "such files)",)
     assert text_of(b"plain ascii").warnings == ()
+    one = text_of("Straße, café and the quay. ".encode() * 8 + b"\x80 and the rest.")
+    assert one.warnings[0].startswith("1 byte that is not UTF-8 replaced by U+FFFD")
 
 
 def test_an_invalid_document_after_a_utf16_byte_order_mark_is_rejected() -> None:

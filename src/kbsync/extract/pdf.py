@@ -16,6 +16,7 @@ are counted before its text is extracted.
 from __future__ import annotations
 
 import io
+import logging
 import re
 from typing import Any
 
@@ -40,6 +41,9 @@ _METADATA_KEYS = (
 )
 
 
+_QUIET = logging.NullHandler()
+
+
 class PdfExtractor:
     """PDF documents: page text in reading order as pypdf gives it; title from the metadata."""
 
@@ -55,6 +59,11 @@ class PdfExtractor:
             from pypdf.errors import DependencyError, FileNotDecryptedError
         except ImportError as exc:
             raise DependencyMissingError("PDF extraction", "pdf", "pypdf", exc) from exc
+        # pypdf logs what it repairs ("EOF marker not found"); with no handler anywhere,
+        # logging's last resort would print it over a sync's progress. A damaged file
+        # is reported once, as this document's error; an application's own logging
+        # configuration still receives the records.
+        logging.getLogger("pypdf").addHandler(_QUIET)
 
         if b"%PDF-" not in data[:1024]:
             raise ExtractionError(locator, "is not a PDF: no %PDF- header in its first 1024 bytes")

@@ -88,8 +88,8 @@ def replacement_warnings(decoded: Decoded) -> tuple[str, ...]:
     """The warning a document with replaced bytes is indexed with (none when it had none)."""
     if not decoded.replaced:
         return ()
-    plural = "s" if decoded.replaced != 1 else ""
-    return (f"{decoded.replaced} byte{plural} that are not UTF-8 replaced by U+FFFD "
+    bytes_are = "byte that is" if decoded.replaced == 1 else "bytes that are"
+    return (f"{decoded.replaced} {bytes_are} not UTF-8 replaced by U+FFFD "
             "(strict_decoding = true refuses such files)",)
 
 
