@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from difflib import SequenceMatcher
 
@@ -27,7 +27,7 @@ from kbsync.model import ByteChunk, ChangeReport, Region, Verdict
 from kbsync.normalize import canonical_pieces, canonical_text, scan_words
 
 __all__ = ["COSMETIC_SIMILARITY", "REEXAMINE_SIMILARITY", "WORD_DIFF_LIMIT", "WORD_REGIONS_LIMIT",
-           "compare"]
+           "compare", "compare_long"]
 
 COSMETIC_SIMILARITY = 0.98
 REEXAMINE_SIMILARITY = 0.05
@@ -74,10 +74,11 @@ def compare(
     longest run of kept chunks in their old order. Passages in ``ignore``
     (boilerplate, in normalized form) are removed from both normalized texts
     before the similarity and the verdict are computed; regions still cover them.
+    Texts longer than :data:`WORD_REGIONS_LIMIT` are compared by :func:`compare_long`.
     """
     if isinstance(old, str) and isinstance(new, str):
         if max(len(old), len(new)) > WORD_REGIONS_LIMIT:
-            return _compare_long(old, new, params, ignore)
+            return compare_long([old], [new], params)
         a, b = _Side.of(old), _Side.of(new)
         report = _compare_text(a, b, params)
         if ignore and report.changed:
@@ -91,36 +92,30 @@ def compare(
     return _compare_bytes(old_bytes, new_bytes, params)
 
 
-def _compare_long(old: str, new: str, params: ByteParams | None,
-                  ignore: Collection[str]) -> ChangeReport:
-    """A very long text's change report from its byte-CDC chunks (:data:`WORD_REGIONS_LIMIT`).
+def compare_long(old: Iterable[str], new: Iterable[str],
+                 params: ByteParams | None = None) -> ChangeReport:
+    """The change report of two very long texts given in pieces, from their byte-CDC chunks.
 
-    The canonical texts are cut as they are made, a block at a time, so neither is
-    held whole beside the two texts. Passages to ignore can straddle blocks, so the
-    similarity without them is computed on whole canonical texts, only when asked.
+    What :func:`compare` gives texts over :data:`WORD_REGIONS_LIMIT`: a similarity
+    of chunks both versions hold, no regions. The canonical texts are made and cut
+    a block at a time, so neither version need be held whole (a store can hand the
+    stored one over as it reads it). Every text this long gets the largest chunk
+    sizes (:func:`~kbsync.chunking.bytecdc.params_for_length`), whatever its length,
+    unless ``params`` are given. Boilerplate is not taken out of such a text: a few
+    passages are no share of it.
     """
-    p = params or params_for_length(max(len(old), len(new)))
+    p = params or params_for_length(WORD_REGIONS_LIMIT)
     old_chunks, new_chunks = _streamed_chunks(old, p), _streamed_chunks(new, p)
     changed = [c.digest for c in old_chunks] != [c.digest for c in new_chunks]
     total = sum(c.length for c in old_chunks) + sum(c.length for c in new_chunks)
     similarity = _shared_share(old_chunks, new_chunks, total) if changed else 1.0
-    if ignore and changed:
-        stripped = _compare_bytes(_canonical_bytes(old, ignore), _canonical_bytes(new, ignore),
-                                  p)
-        similarity = stripped.similarity if stripped.changed else 1.0
     return _report(old_chunks, new_chunks, changed, similarity, (), ())
 
 
-def _streamed_chunks(text: str, params: ByteParams) -> list[ByteChunk]:
-    """The byte-CDC chunks of ``text``'s canonical form, made and cut a block at a time."""
-    return list(iter_byte_chunks((piece.encode("utf-8") for piece in canonical_pieces([text])),
+def _streamed_chunks(text: Iterable[str], params: ByteParams) -> list[ByteChunk]:
+    """The byte-CDC chunks of the canonical form of the text in ``text``'s pieces."""
+    return list(iter_byte_chunks((piece.encode("utf-8") for piece in canonical_pieces(text)),
                                  params))
-
-
-def _canonical_bytes(text: str, ignore: Collection[str] = ()) -> bytes:
-    """The UTF-8 of ``text``'s canonical form (made a block at a time), without ``ignore``."""
-    canonical = "".join(canonical_pieces([text]))
-    return (_without(canonical, ignore) if ignore else canonical).encode("utf-8")
 
 
 def _without(text: str, passages: Collection[str]) -> str:

@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kbsync.chunking import ChunkShape, TextChunker, shape_of
-from kbsync.compare import compare
+from kbsync.compare import WORD_REGIONS_LIMIT, compare, compare_long
 from kbsync.embed import Embedder
 from kbsync.errors import ConfigError, ConfirmationRequiredError, DocumentError, VectorStoreError
 from kbsync.extract import Extractor
@@ -878,6 +878,8 @@ def compare_stored(store: RecordStore, source: str, observation: Observation,
     if not isinstance(observation, DocumentVersion) or old is None \
             or observation.text_hash == old.text_hash:
         return None
+    if len(observation.text) > WORD_REGIONS_LIMIT:
+        return compare_long(store.text_pieces(source, observation.key), [observation.text])
     before = store.document(observation.key, source, previous=False)
     if before is None:
         return None

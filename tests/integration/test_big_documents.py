@@ -252,6 +252,9 @@ def test_a_big_text_written_in_pieces_reads_back_as_the_one_written_whole(
             assert window.text in doc.text
             assert "Straße inserted" in window.text
             assert store.verify(HashingEmbedder().identity, None) == []
+            pieces = list(store.text_pieces("docs", "big.txt"))
+            assert "".join(pieces) == doc.text
+            assert len(pieces) > 1 if way == "pieces" else len(pieces) == 1
             kind = "blob" if way == "pieces" else "text"
             db = sqlite3.connect(store.path)
             try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import textwrap
 
 from hypothesis import given
@@ -199,3 +200,20 @@ def test_similarity_is_nearly_symmetric(pair: tuple[str, str]) -> None:
     # directions may differ, by a few words' worth of bytes at most.
     size = len(normalize(old).text.encode()) + len(normalize(new).text.encode())
     assert abs(there.similarity - back.similarity) <= max(0.1, 40 / max(size, 1))
+
+
+@given(st.lists(st.integers(min_value=0, max_value=30_000), max_size=12))
+def test_long_texts_compared_in_pieces_get_the_report_of_the_whole_texts(
+        cuts: list[int]) -> None:
+    from kbsync.compare import compare_long
+
+    words = "harbour crane tide lantern café Straße quay ledger".split()
+    old = " ".join(random.Random(5).choices(words, k=5_000))
+    new = old[:12_000] + " a sentence inserted in the middle. " + old[12_000:]
+    bounds = sorted({min(c, len(new)) for c in cuts})
+    pieces = [new[a:b] for a, b in zip([0, *bounds], [*bounds, len(new)], strict=True)]
+    whole = compare_long([old], [new])
+    assert compare_long([old[:7_000], old[7_000:]], pieces) == whole
+    assert whole.changed
+    assert 0.9 < whole.similarity < 1.0
+    assert (whole.regions, whole.removed_regions) == ((), ())

@@ -221,6 +221,11 @@ class RecordStore(Protocol):
     def search_vector(self, embedder: str, vector: npt.NDArray[np.float32], k: int) -> list[Hit]:
         ...
 
+    def text_pieces(self, source: str, key: str) -> Iterator[str]:
+        """The current text of a document, handed over in pieces as it is read (none if
+        there is no such document): a big text need not be held whole to be compared."""
+        ...
+
     def document(self, key: str, source: str | None = None, *,
                  previous: bool = True) -> DocumentText | None:
         """A document's current text, and the one before it unless ``previous`` is false."""

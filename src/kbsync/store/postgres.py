@@ -783,6 +783,13 @@ class PostgresStore:
 
     # -- documents and status --------------------------------------------------------
 
+    def text_pieces(self, source: str, key: str) -> Iterator[str]:
+        row = self._conn.execute(
+            "SELECT t.text FROM documents d JOIN texts t ON t.doc_id = d.id "
+            "WHERE d.source = %s AND d.key = %s", (source, key)).fetchone()
+        if row is not None:
+            yield row[0]
+
     def document(self, key: str, source: str | None = None, *,
                  previous: bool = True) -> DocumentText | None:
         before = "t.previous" if previous else "NULL"

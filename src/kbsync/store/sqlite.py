@@ -13,6 +13,7 @@ reaches the caller as a one-line :class:`StoreError` (see :mod:`kbsync.store.gua
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import json
 import os
@@ -733,6 +734,22 @@ class SqliteStore:
         if row is None:
             return None
         return DocumentText(*row)
+
+    def text_pieces(self, source: str, key: str) -> Iterator[str]:
+        row = self._db.execute(
+            f"SELECT t.rowid, typeof(t.text) FROM documents d JOIN versions t ON {CURRENT_TEXT} "
+            "WHERE d.source = ? AND d.key = ?", (source, key)).fetchone()
+        if row is None:
+            return
+        if row[1] != "blob":  # a text written whole (see _write_text)
+            yield self._db.execute("SELECT text FROM versions WHERE rowid = ?",
+                                   (row[0],)).fetchone()[0]
+            return
+        decoder = codecs.getincrementaldecoder("utf-8")()
+        with self._db.blobopen("versions", "text", row[0], readonly=True) as blob:
+            while piece := blob.read(_TEXT_PIECE):
+                yield decoder.decode(piece)
+        yield decoder.decode(b"", final=True)
 
     def status(self) -> StoreStatus:
         db = self._db
