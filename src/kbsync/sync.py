@@ -67,6 +67,7 @@ from kbsync.report import DocumentChange, SourceResult, SyncResult
 from kbsync.scratch import Scratch
 from kbsync.sources import Entries, Scan, ScanningSource, Source
 from kbsync.store import Frontier, RecordStore
+from kbsync.store.rows import held_meta_name
 from kbsync.vectors import VectorSink
 
 __all__ = ["REPORT_LIMIT", "BatchLimits", "Capped", "Chunker", "Derive", "ExtractorFor",
@@ -80,8 +81,6 @@ __all__ = ["REPORT_LIMIT", "BatchLimits", "Capped", "Chunker", "Derive", "Extrac
 Progress = Callable[[str, int, int], None]
 ExtractorFor = Callable[[str], Extractor | None]
 EMBED_BATCH = 64
-HELD_PREFIX = "held-version "
-"""Prefix of the store's meta entries that hold a replacement awaiting confirmation."""
 
 
 @dataclass(frozen=True)
@@ -841,11 +840,6 @@ def _run_batch(
     added.note(the_plan)
 
 
-def held_meta_name(source: str, key: str) -> str:
-    """The store's meta entry that holds the text hash of a replacement awaiting confirmation."""
-    return HELD_PREFIX + json.dumps([source, key], ensure_ascii=False)
-
-
 def _screen_replacements(
     run: _Run, source: str, observations: list[Observation], olds: Mapping[str, StoredDocument],
     shared: frozenset[str], out: SourceReport,
@@ -897,7 +891,7 @@ def route_replacement(store: RecordStore, source: str, version: DocumentVersion,
     the stored version, with its stat, so the next sync reads the document again;
     the new text is applied when that sync sees the same text (same hash), or at
     once with ``accept``. The hash awaiting confirmation is a meta entry of the
-    store (:func:`held_meta_name`), so it survives restarts; ``write`` false (a
+    store (:func:`~kbsync.store.rows.held_meta_name`), so it survives restarts; ``write`` false (a
     dry run) leaves it alone.
     """
     name = held_meta_name(source, version.key)

@@ -88,6 +88,33 @@ def test_a_different_collapsed_text_on_the_next_check_is_held_again(home: Path) 
         assert kb.document("guide.md").text == text
 
 
+def test_erasing_a_held_document_leaves_no_entry_naming_it_and_confirming_leaves_none(
+        home: Path) -> None:
+    import sqlite3
+
+    def meta_names() -> list[str]:
+        db = sqlite3.connect(home / ".kbsync" / "kbsync.db")
+        try:
+            return [r[0] for r in db.execute("SELECT name FROM meta WHERE name LIKE 'held%'")]
+        finally:
+            db.close()
+
+    with KnowledgeBase.open(home) as kb:
+        for name in ("guide.md", "other.md"):
+            write(home / "docs" / name, LOGIN_WALL)
+        kb.sync()
+        assert len(meta_names()) == 2
+        kb.sync()  # confirmed: nothing is left awaiting confirmation
+        assert meta_names() == []
+        write(home / "docs" / "guide.md", "A long new guide. " * 200)
+        kb.sync()
+        write(home / "docs" / "guide.md", "Service unavailable. Try again later.\n")
+        kb.sync()
+        assert len(meta_names()) == 1
+        kb.erase("guide.md")
+        assert meta_names() == []
+
+
 def test_a_collapsed_file_is_applied_at_once_with_accept_replacements(home: Path) -> None:
     with KnowledgeBase.open(home) as kb:
         write(home / "docs" / "guide.md", LOGIN_WALL)

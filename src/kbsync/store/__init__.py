@@ -271,6 +271,7 @@ class RecordStore(Protocol):
         ...
 
     def set_meta(self, name: str, value: str) -> None:
+        """Set a meta entry; an empty value removes it."""
         ...
 
     def close(self) -> None:

@@ -50,6 +50,7 @@ from kbsync.store.rows import (
     MANIFEST_COLUMNS,
     as_hit,
     erased,
+    held_meta_name,
     query_terms,
     run_record,
     stat_row,
@@ -365,7 +366,10 @@ class PostgresStore:
         return None if row is None else str(row[0])
 
     def set_meta(self, name: str, value: str) -> None:
-        if self.get_meta(name) != value:
+        if value == "":
+            if self.get_meta(name) is not None:
+                self._write("DELETE FROM meta WHERE name = %s", (name,))
+        elif self.get_meta(name) != value:
             self._write("INSERT INTO meta (name, value) VALUES (%s, %s) "
                         "ON CONFLICT (name) DO UPDATE SET value = excluded.value", (name, value))
 
@@ -887,6 +891,8 @@ class PostgresStore:
             with self._transaction():
                 self._delete(source, key)
                 self._scrub_runs(key)
+                self._conn.execute("DELETE FROM meta WHERE name = %s",
+                                   (held_meta_name(source, key),))
         if gone:
             self.gc()
             # Rewrite the tables that held the erased text, so no dead row keeps a copy of it.

@@ -20,11 +20,13 @@ from kbsync.store import Hit, RunRecord
 
 __all__ = [
     "CURRENT",
+    "HELD_PREFIX",
     "HIT_COLUMNS",
     "INDEXED",
     "MANIFEST_COLUMNS",
     "as_hit",
     "erased",
+    "held_meta_name",
     "query_terms",
     "run_record",
     "stat_row",
@@ -32,6 +34,18 @@ __all__ = [
     "validator_row",
     "window_span",
 ]
+
+HELD_PREFIX = "held-version "
+"""Prefix of the store's meta entries that hold a replacement awaiting confirmation."""
+
+
+def held_meta_name(source: str, key: str) -> str:
+    """The store's meta entry that holds the text hash of a replacement awaiting confirmation.
+
+    It names the document, so erasing the document removes it too.
+    """
+    return HELD_PREFIX + json.dumps([source, key], ensure_ascii=False)
+
 
 # The current generation of a document's chunks (``d``: documents, ``c``: chunks).
 CURRENT = "c.doc_id = d.id AND c.generation = d.generation"

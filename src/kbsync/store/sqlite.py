@@ -41,6 +41,7 @@ from kbsync.store.rows import (
     MANIFEST_COLUMNS,
     as_hit,
     erased,
+    held_meta_name,
     query_terms,
     run_record,
     stat_row,
@@ -303,7 +304,11 @@ class SqliteStore:
         return None if row is None else str(row[0])
 
     def set_meta(self, name: str, value: str) -> None:
-        if self.get_meta(name) != value:
+        if value == "":
+            if self.get_meta(name) is not None:
+                with self._transaction() as db:
+                    db.execute("DELETE FROM meta WHERE name = ?", (name,))
+        elif self.get_meta(name) != value:
             with self._transaction() as db:
                 db.execute(
                     "INSERT INTO meta (name, value) VALUES (?, ?) "
@@ -1032,6 +1037,7 @@ class SqliteStore:
                     "WHERE d.source = ? AND d.key = ?", (source, key))]
                 self._delete(source, key)
                 self._scrub_runs(key)
+                db.execute("DELETE FROM meta WHERE name = ?", (held_meta_name(source, key),))
                 self._drop_unreferenced(digests)
         self._vectors.clear()
         # Even when nothing matched: a rerun of an interrupted erase finishes its scrub.
