@@ -54,7 +54,16 @@ from kbsync.store.guard import READ_ONLY
 from kbsync.store.lock import WriterLock
 from kbsync.store.postgres import AdvisoryLock
 from kbsync.store.sqlite import SqliteStore, salvage_embeddings, swap_in
-from kbsync.sync import Progress, is_key_hash, release_source, sync_sources, tombstone, utc_now
+from kbsync.sync import (
+    Progress,
+    SourceReport,
+    backfill,
+    is_key_hash,
+    release_source,
+    sync_sources,
+    tombstone,
+    utc_now,
+)
 from kbsync.watch import watch
 from kbsync.workers import WorkQueue, drain, sync_parallel
 
@@ -636,6 +645,19 @@ class KnowledgeBase:
             removed=tuple(ChangedRegion(r.offset, r.length, doc.previous[r.offset:r.end])
                           for r in change.removed_regions))
 
+    def _embed_missing(self) -> tuple[str, ...]:
+        """Embed the current chunks that have no vector (a damaged or pruned cache), as
+        a sync would; what was done, as a line for a person."""
+        embedded = 0
+        try:
+            for source in sorted(self.store.status().by_source):
+                out = SourceReport(source=source)
+                backfill(source, self.store, self.embedder, out)
+                embedded += out.embeddings_backfill
+        except StoreError as exc:
+            return (f"could not embed the chunks without a vector: {exc}",)
+        return (f"embedded {embedded} chunks that had no vector",) if embedded else ()
+
     def status(self) -> Status:
         """Counts of documents, chunks, embeddings and runs, and the last run."""
         st = self.store.status()
@@ -689,8 +711,9 @@ class KnowledgeBase:
         included), then compare the external vector store, if any, with the records.
 
         With ``repair`` (under the writer lock) a SQLite store rebuilds what it holds
-        twice (indexes, the full-text index, chunk texts), the vector store is made
-        to match the records, and both are checked again: ``problems`` are those
+        twice (indexes, the full-text index, chunk texts), chunks without a vector are
+        embedded, the vector store is made to match the records, and both are checked
+        again: ``problems`` are those
         found before repairing, ``remaining`` those the repair could not fix (damage
         to the tables themselves needs :meth:`rebuild`; other problems of the
         store, a sync or an erasure).
@@ -698,11 +721,13 @@ class KnowledgeBase:
         identity = identity_for(self.config.chunker.strategy, **self.config.chunker.params)
         in_store = tuple(self.store.verify(self.embedder.identity, identity))
         repaired: tuple[str, ...] = ()
-        if repair and in_store and isinstance(self.store, SqliteStore):
+        if repair and in_store:
             chunker = TextChunker(self.config.chunker.strategy, **self.config.chunker.params)
             with self._writing(wait, None):
-                repaired = tuple(self.store.repair(
-                    lambda text: {c.identity: c.text for c in chunker.chunk(text).chunks}))
+                if isinstance(self.store, SqliteStore):
+                    repaired = tuple(self.store.repair(
+                        lambda text: {c.identity: c.text for c in chunker.chunk(text).chunks}))
+                repaired += self._embed_missing()
             after = tuple(self.store.verify(self.embedder.identity, identity))
         else:
             after = in_store

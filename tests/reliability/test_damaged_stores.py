@@ -141,6 +141,23 @@ def test_repair_rebuilds_a_drifted_full_text_index_and_lost_chunk_texts(
         assert kb.search("harbour light", mode="text")
 
 
+def test_repair_embeds_the_chunks_whose_vectors_were_lost(
+        pristine: Path, tmp_path: Path) -> None:
+    root = _copy(pristine, tmp_path)
+    db = sqlite3.connect(_db(root), isolation_level=None)
+    try:
+        db.execute("DELETE FROM embeddings WHERE digest IN "
+                   "(SELECT DISTINCT digest FROM chunks ORDER BY digest LIMIT 5)")
+    finally:
+        db.close()
+    with KnowledgeBase.open(root) as kb:
+        assert sum("has no vector" in p for p in kb.verify().problems) >= 5
+        repaired = kb.verify(repair=True)
+        assert repaired.ok, repaired.remaining
+        assert "embedded 5 chunks that had no vector" in repaired.repaired
+        assert kb.verify().ok
+
+
 def test_rebuild_makes_a_fresh_store_and_reuses_every_readable_embedding(
         pristine: Path, tmp_path: Path) -> None:
     root = _copy(pristine, tmp_path)
