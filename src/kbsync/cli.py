@@ -356,11 +356,14 @@ def worker(
     follow: Annotated[bool, typer.Option(help="Keep waiting for new runs.")] = False,
     poll: Annotated[float, typer.Option(min=0.1, help="Seconds between looks for "
                                         "work with --follow.")] = 2.0,
+    quiet: Annotated[bool, typer.Option(help="Print errors only (the workers a sync starts: "
+                                        "the sync reports what they did).")] = False,
 ) -> None:
     """Process documents of syncs in progress on a shared PostgreSQL store (`sync --workers`)."""
     with _Errors(), KnowledgeBase.open(config) as kb:
         done = kb.work(run=run, follow=follow, poll=poll)
-    typer.echo(f"{done} documents processed", err=True)
+    if not quiet:
+        typer.echo(f"{done} documents processed", err=True)
 
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}

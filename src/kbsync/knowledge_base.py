@@ -482,7 +482,7 @@ class KnowledgeBase:
 
     def _spawn(self, run: str, count: int) -> Callable[[], list[int]]:
         """Start ``count`` worker processes for ``run``; the result waits for their exit codes."""
-        command = [sys.executable, "-m", "kbsync", "worker", "--run", run,
+        command = [sys.executable, "-m", "kbsync", "worker", "--run", run, "--quiet",
                    "-c", str(self.config.file)]
         processes = [subprocess.Popen(command, stdin=subprocess.DEVNULL) for _ in range(count)]
         return lambda: [p.wait() for p in processes]

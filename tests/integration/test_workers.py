@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -255,6 +256,18 @@ def test_workers_on_a_sqlite_store_are_refused_with_a_clear_message(tmp_path: Pa
                           str(tmp_path)], capture_output=True, text=True)
     assert out.returncode == 1
     assert "needs a PostgreSQL store" in out.stderr
+
+
+def test_a_parallel_sync_on_the_command_line_prints_its_report_and_no_worker_chatter(
+        pg: Backend, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    _corpus(docs, 6)
+    kb = _kb(tmp_path, docs, pg)
+    out = subprocess.run([sys.executable, "-m", "kbsync", "sync", "--workers", "2", "--json",
+                          "-c", str(kb)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["documents"]["new"] == 6
+    assert "documents processed" not in out.stderr
 
 
 def test_a_worker_with_another_configuration_is_refused(pg: Backend, tmp_path: Path) -> None:
