@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
+import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -54,6 +57,34 @@ def test_the_local_model_embeds_offline_and_retrieves_the_right_passage(tmp_path
         hits = engine.search("how is the delay between retries computed", k=3, mode="vector")
         assert any("retries-backoff" in h.key for h in hits)
         assert engine.verify().problems == ()
+
+
+def test_commands_that_embed_nothing_never_load_the_local_model(tmp_path: Path) -> None:
+    pytest.importorskip("sentence_transformers")
+    kb = _kb(tmp_path, 'kind = "local"\n')
+    # A fresh interpreter, so that torch is imported only if these commands import it.
+    script = textwrap.dedent("""
+        import sys
+        from typer.testing import CliRunner
+        from kbsync.cli import app
+        for args in (["status"], ["plan"], ["search", "retry", "--mode", "text"],
+                     ["verify"]):
+            result = CliRunner().invoke(app, [*args, "-c", sys.argv[1]])
+            assert result.exit_code in (0, 4), (args, result.output)
+        print("torch" in sys.modules, "sentence_transformers" in sys.modules)
+    """)
+    with KnowledgeBase.open(kb) as engine:
+        engine.sync()
+        described = (engine.embedder.identity, engine.embedder.dimension,
+                     engine.embedder.max_input_tokens)
+    done = subprocess.run([sys.executable, "-c", script, str(kb)], capture_output=True,
+                          text=True, check=True)
+    assert done.stdout.split() == ["False", "False"], done.stderr
+    with KnowledgeBase.open(kb) as engine:  # what the folder says is what the model is
+        assert engine.embedder.embed(["a harbour light"]).shape == (1, 384)
+        loaded = (engine.embedder.identity, engine.embedder.dimension,
+                  engine.embedder.max_input_tokens)
+    assert loaded == described
 
 
 def test_chunks_longer_than_the_model_window_are_refused_unless_allowed(tmp_path: Path) -> None:

