@@ -1115,6 +1115,9 @@ def apply_plan(
     """Write a plan's documents to the store (and ``sink``), moves first and deletions last.
 
     A document whose new vectors failed keeps its previous version and counts as failed.
+    Without a sink the documents are committed together (:meth:`RecordStore.batch`);
+    with one, each is committed on its own, as the outbox protocol between the
+    records and the sink needs.
     """
     for doc in the_plan.documents:
         if doc.missing:
@@ -1122,30 +1125,53 @@ def apply_plan(
     order = {Action.MOVED: 0, Action.DELETED: 2}
     docs = sorted(the_plan.documents, key=lambda d: order.get(d.action, 1))
     writable = [d for d in docs if d.writes]
+    if sink is None:
+        now = utc_now()
+        with store.batch():
+            for n, doc in enumerate(writable, 1):
+                if failed.intersection(doc.ops.added_digests):
+                    _embedding_failed(doc, out)
+                    continue
+                mine = {d: vectors[d] for d in doc.ops.added_digests if d in vectors}
+                store.apply(the_plan.source, doc, mine, embedder.identity, now)
+                if progress is not None:
+                    progress("apply", n, len(writable))
+        out.applied += sum(not failed.intersection(d.ops.added_digests) for d in writable)
+        return
+    _apply_with_sink(the_plan, writable, vectors, failed, store, sink, embedder, out,
+                     progress, skip)
+
+
+def _embedding_failed(doc: DocumentPlan, out: SourceReport) -> None:
+    out.documents[str(doc.action)] -= 1
+    out.documents[str(Action.FAILED)] += 1
+    out.failures.append((doc.key, "embedding failed; the previous version is kept"))
+
+
+def _apply_with_sink(
+    the_plan: Plan, writable: Sequence[DocumentPlan],
+    vectors: Mapping[str, npt.NDArray[np.float32]], failed: set[str], store: RecordStore,
+    sink: VectorSink, embedder: Embedder, out: SourceReport, progress: Progress | None,
+    skip: frozenset[str],
+) -> None:
     now = utc_now()
     for n, doc in enumerate(writable, 1):
         if failed.intersection(doc.ops.added_digests):
-            out.documents[str(doc.action)] -= 1
-            out.documents[str(Action.FAILED)] += 1
-            out.failures.append((doc.key, "embedding failed; the previous version is kept"))
+            _embedding_failed(doc, out)
             continue
         mine = {d: vectors[d] for d in doc.ops.added_digests if d in vectors}
-        if sink is None:
-            store.apply(the_plan.source, doc, mine, embedder.identity, now)
-            out.applied += 1
-        else:
-            try:
-                written = write_document(store, sink, the_plan.source, doc, mine,
-                                         embedder.identity, now, skip)
-            except VectorStoreError as exc:
-                out.documents[str(doc.action)] -= 1
-                out.documents[str(Action.FAILED)] += 1
-                out.failures.append((doc.key, f"{exc}; the previous version is kept"))
-                continue
-            out.applied += 1
-            out.vectors_upserted += written.upserted
-            out.vectors_deleted += written.deleted
-            if written.warning:
-                out.warnings.append(written.warning)
+        try:
+            written = write_document(store, sink, the_plan.source, doc, mine,
+                                     embedder.identity, now, skip)
+        except VectorStoreError as exc:
+            out.documents[str(doc.action)] -= 1
+            out.documents[str(Action.FAILED)] += 1
+            out.failures.append((doc.key, f"{exc}; the previous version is kept"))
+            continue
+        out.applied += 1
+        out.vectors_upserted += written.upserted
+        out.vectors_deleted += written.deleted
+        if written.warning:
+            out.warnings.append(written.warning)
         if progress is not None:
             progress("apply", n, len(writable))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -136,10 +137,18 @@ class RecordStore(Protocol):
         """Which of ``digests`` already have a vector for ``embedder``."""
         ...
 
+    def batch(self) -> AbstractContextManager[None]:
+        """A transaction that every write inside it joins, committed (or not) as one.
+
+        A sync applies a batch of documents in one: all or nothing, as crash-safe as
+        one transaction per document, with one commit (and its fsync) for the lot.
+        """
+        ...
+
     def apply(self, source: str, doc: DocumentPlan,
               vectors: Mapping[str, npt.NDArray[np.float32]], embedder: str, now: str,
               outbox: Collection[str] = ()) -> None:
-        """Apply one document's plan, with its new vectors, in one transaction.
+        """Apply one document's plan, with its new vectors, in one transaction (or the batch's).
 
         ``outbox`` are ids of external vectors to delete once the records are
         committed; they are recorded in the same transaction (see :meth:`pending_outbox`).

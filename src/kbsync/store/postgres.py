@@ -351,7 +351,12 @@ class PostgresStore:
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
-        with self._conn.transaction():
+        with self._conn.transaction():  # inside a batch, a savepoint of its transaction
+            yield
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        with self._transaction():
             yield
 
     def lock(self, *, wait: bool = True,

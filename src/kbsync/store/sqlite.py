@@ -193,6 +193,7 @@ class SqliteStore:
                                        and not _writable(self.path))
         if not memory and not self.read_only:
             _prepare_state(self.path)
+        self._batched = False
         self._db = self._connect()
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
@@ -270,11 +271,24 @@ class SqliteStore:
             self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     @contextmanager
+    def batch(self) -> Iterator[None]:
+        with self._transaction():
+            self._batched = True
+            try:
+                yield
+            finally:
+                self._batched = False
+
+    @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         """One write transaction; a database or I/O error (a full disk) is a StoreError.
 
-        Whatever fails before the commit, nothing of the transaction is kept.
+        Whatever fails before the commit, nothing of the transaction is kept. Inside
+        :meth:`batch` it is part of the batch's transaction, committed with it.
         """
+        if self._batched:
+            yield self._db
+            return
         try:
             crashpoint("store.begin")
             self._db.execute("BEGIN IMMEDIATE")
