@@ -53,7 +53,7 @@ from kbsync.store import DocumentText, Hit, RunRecord
 from kbsync.store.guard import READ_ONLY
 from kbsync.store.lock import WriterLock
 from kbsync.store.postgres import AdvisoryLock
-from kbsync.store.sqlite import SqliteStore, salvage_embeddings, swap_in
+from kbsync.store.sqlite import SqliteStore, carry_erasures, salvage_embeddings, swap_in
 from kbsync.sync import (
     Progress,
     SourceReport,
@@ -745,7 +745,8 @@ class KnowledgeBase:
 
         For a store that is damaged beyond what ``verify(repair=True)`` mends. Every
         readable vector of the embedding cache is copied over first, so the sync
-        into the fresh store embeds only what the cache lacks. The new file replaces
+        into the fresh store embeds only what the cache lacks, and so is every
+        erasure, so that no erased document comes back. The new file replaces
         the old in one rename once the sync has listed every source; until then the
         old store is untouched, and afterwards it is kept beside it
         (``<store>.before-rebuild``), since a document that could not be read now
@@ -764,6 +765,7 @@ class KnowledgeBase:
             new = SqliteStore(fresh)
             old = self.store
             try:
+                carry_erasures(live, new)
                 salvaged = salvage_embeddings(live, new)
                 self.store = new
                 result = sync_sources(

@@ -179,6 +179,18 @@ def test_rebuild_makes_a_fresh_store_and_reuses_every_readable_embedding(
         "kbsync.db", "kbsync.db.before-rebuild", "kbsync.db.lock"]
 
 
+def test_a_rebuilt_store_keeps_every_erasure_so_no_erased_document_comes_back(
+        pristine: Path, tmp_path: Path) -> None:
+    root = _copy(pristine, tmp_path)
+    with KnowledgeBase.open(root) as kb:
+        key = kb.documents()[3].key
+        assert kb.erase(key).documents
+        kb.rebuild()
+        assert len(kb.erasures()) == 1
+        assert all(d.key != key for d in kb.documents())
+        assert kb.sync().total("new") == 0
+
+
 @pytest.mark.parametrize(("table", "damage"), [
     ("chunks_digest", _bad_child_pointer),
     ("chunk_fts_data", _zero_a_leaf),

@@ -50,7 +50,7 @@ from kbsync.store.rows import (
     window_span,
 )
 
-__all__ = ["SCHEMA_VERSION", "SqliteStore", "salvage_embeddings", "swap_in"]
+__all__ = ["SCHEMA_VERSION", "SqliteStore", "carry_erasures", "salvage_embeddings", "swap_in"]
 
 _MIGRATIONS: tuple[str, ...] = (
     """
@@ -1166,6 +1166,27 @@ def salvage_embeddings(damaged: Path, into: SqliteStore) -> int:
     for embedder, vectors in by_embedder.items():
         into.put_vectors(embedder, vectors)
     return sum(len(v) for v in by_embedder.values())
+
+
+def carry_erasures(damaged: Path, into: SqliteStore) -> int:
+    """Copy the erasures of the store file ``damaged`` into ``into``; how many.
+
+    Unlike a lost vector, a lost erasure would bring an erased document back, so an
+    erasures table that cannot be read in full is a StoreError, not a partial copy.
+    """
+    db = sqlite3.connect(f"{damaged.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'erasures'").fetchone() is None:
+            return 0  # a store from before erasures were remembered
+        rows = db.execute("SELECT pattern, created FROM erasures").fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{damaged}: its erasures cannot be read ({exc}), so a rebuilt store "
+                         "could bring erased documents back; nothing was rebuilt") from exc
+    finally:
+        db.close()
+    for pattern, created in rows:
+        into.add_erasure(str(pattern), str(created))
+    return len(rows)
 
 
 def swap_in(fresh: Path, live: Path, backup: Path) -> None:
