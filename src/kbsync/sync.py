@@ -167,6 +167,16 @@ class SourceReport:
     erased: int = 0
     applied: int = 0
 
+    def _truncation(self) -> tuple[str, ...]:
+        """The warning of a run that embedded chunks past the model's window, if it did."""
+        n = self.embeddings_truncated
+        if not n:
+            return ()
+        chunks = "chunk was" if n == 1 else "chunks were"
+        return (f"{n:,} {chunks} longer than the embedder's input window and embedded "
+                "truncated (their ends are found by text search only); a lower [chunker] "
+                "max_tokens avoids it",)
+
     def result(self) -> SourceResult:
         """The frozen report of this source."""
         return SourceResult(
@@ -178,7 +188,7 @@ class SourceReport:
             embeddings_backfill=self.embeddings_backfill, boilerplate_chunks=self.boilerplate,
             vectors_upserted=self.vectors_upserted, vectors_deleted=self.vectors_deleted,
             listing_complete=self.listing_complete, deletions_blocked=self.deletions_blocked,
-            failures=tuple(self.failures), warnings=tuple(self.warnings),
+            failures=tuple(self.failures), warnings=tuple(self.warnings) + self._truncation(),
             changes=tuple(DocumentChange(k, a, self.changes.get(k)) for k, a in self.actions),
             omitted={name: n for name, n in (("changes", self.actions.omitted),
                                               ("failures", self.failures.omitted),

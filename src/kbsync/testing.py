@@ -68,10 +68,13 @@ class MemorySource:
 
 
 class CountingEmbedder:
-    """The hashing embedder, counting texts embedded; can be told to fail on some texts."""
+    """The hashing embedder, counting texts embedded; can be told to fail on some texts,
+    and to have an input ``window`` (in its tokens) that longer texts are truncated to."""
 
-    def __init__(self, dimension: int = 64, fail_on: Sequence[str] = ()) -> None:
+    def __init__(self, dimension: int = 64, fail_on: Sequence[str] = (),
+                 window: int | None = None) -> None:
         self._inner = HashingEmbedder(dimension)
+        self.window = window
         self.fail_on = list(fail_on)
         self.calls = 0
         self.texts = 0
@@ -86,7 +89,7 @@ class CountingEmbedder:
 
     @property
     def max_input_tokens(self) -> int | None:
-        return None
+        return self.window
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         return self._inner.count_tokens(texts)

@@ -99,6 +99,21 @@ def test_chunks_longer_than_the_model_window_are_refused_unless_allowed(tmp_path
         assert engine.embedder.max_input_tokens == 256
 
 
+def test_a_sync_that_truncates_chunks_says_so_in_its_warnings(tmp_path: Path) -> None:
+    text = " ".join(f"word{i}" for i in range(400))
+    store = SqliteStore(tmp_path / "kb.db")
+    try:
+        report = sync_sources([MemorySource({"long.txt": text.encode()})], store,
+                              CountingEmbedder(window=40), extractor_for,
+                              Chunker("tttd", {"min_tokens": 48, "max_tokens": 192}))
+    finally:
+        store.close()
+    source = report.sources[0]
+    assert source.embeddings_truncated > 0
+    assert any(w.startswith(f"{source.embeddings_truncated:,} chunk") and "truncated" in w
+               for w in source.warnings)
+
+
 class _Resized(CountingEmbedder):
     """The same model id, another dimension."""
 
