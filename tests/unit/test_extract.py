@@ -477,7 +477,7 @@ def test_every_supported_media_type_has_an_extractor_with_its_own_identity() -> 
     extractors = [extractor_for(media_type) for media_type in SUPPORTED_MEDIA_TYPES]
     assert all(isinstance(e, Extractor) for e in extractors)
     identities = {e.identity for e in extractors if e is not None}
-    assert identities == {"text-v1", "markdown-v2", "html-trafilatura-v2", "pdf-pypdf-v1"}
+    assert identities == {"text-v2", "markdown-v2", "html-trafilatura-v2", "pdf-pypdf-v1"}
 
 
 def test_extractor_lookup_ignores_parameters_and_case_and_knows_no_others() -> None:
@@ -486,3 +486,13 @@ def test_extractor_lookup_ignores_parameters_and_case_and_knows_no_others() -> N
     assert isinstance(extractor_for("text/x-markdown"), MarkdownExtractor)
     assert extractor_for("application/octet-stream") is None
     assert extractor_for("image/png") is None
+
+
+def test_a_restructuredtext_page_is_titled_by_its_title_not_its_markup() -> None:
+    page = (".. _using-csrf:\n\n:orphan:\n\n===================================\n"
+            "How to use Django's CSRF protection\n===================================\n\n"
+            "To take advantage of CSRF protection in your views, follow these steps.\n")
+    assert text_of(page.encode()).title == "How to use Django's CSRF protection"
+    assert text_of(b"... and then it rained.\n").title == "... and then it rained."
+    assert text_of(b"----\n\n:-) a smile first\n").title == ":-) a smile first"
+    assert text_of(b"=====\n-----\n").title is None

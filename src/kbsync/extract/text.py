@@ -171,11 +171,22 @@ def decode(data: bytes, locator: str, *, declared_encoding: str | None = None,
     return Decoded(_check_not_binary(detected, locator))
 
 
+# Lines that are markup around a title, not the title: a section adornment (a run of
+# one punctuation character, as reStructuredText and setext headings underline and
+# overline titles), reST explicit markup (`.. _label:`, comments, directives) and a
+# docinfo field such as `:orphan:`.
+_NOT_A_TITLE = re.compile(r"([!-/:-@\[-`{-~])\1{2,}|\.\.(\s.*)?|:[\w-]+:(\s.*)?")
+
+
 def first_line_title(text: str) -> str | None:
-    """The first non-empty line, stripped and cut to TITLE_MAX_CHARS, or None."""
+    """The first line with words in it, stripped and cut to TITLE_MAX_CHARS, or None.
+
+    Markup before the title (see ``_NOT_A_TITLE``) is passed over, so a
+    reStructuredText page is titled by its title, not by its overline or label.
+    """
     for line in text.splitlines():
         stripped = line.strip()
-        if stripped:
+        if stripped and not _NOT_A_TITLE.fullmatch(stripped):
             return stripped[:TITLE_MAX_CHARS].rstrip()
     return None
 
@@ -193,7 +204,7 @@ class TextExtractor:
     @property
     def identity(self) -> str:
         """Name and version; it has no settings."""
-        return "text-v1"
+        return "text-v2"
 
     def extract(self, data: bytes, *, locator: str, media_type: str = "") -> Record:
         """Decode the bytes; an empty or blank document has no sections."""
