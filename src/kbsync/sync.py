@@ -847,6 +847,8 @@ def _run_batch(
         run.clock.lap("embed")
         apply_plan(the_plan, vectors, failed, store, embedder, out, progress, run.sink, skip)
         run.clock.lap("apply")
+    else:
+        count_reused(the_plan, added.digests, out)
     added.note(the_plan)
 
 
@@ -1068,9 +1070,17 @@ def embed_plan(
         lengths = embedder.count_tokens([texts[d] for d in wanted])
         out.embeddings_truncated += sum(n > limit for n in lengths)
     vectors, failed = _embed_texts(embedder, wanted, texts, out, progress, cache, keep)
-    added = {d for doc in the_plan.documents for d in doc.ops.added_digests} - set(earlier)
-    out.embeddings_reused += len(added - set(wanted))
+    count_reused(the_plan, earlier, out)
     return vectors, failed
+
+
+def count_reused(the_plan: Plan, earlier: Collection[str], out: SourceReport) -> None:
+    """Count the plan's added chunks that need no embedding (the cache holds their vector).
+
+    ``earlier`` are the digests new to earlier batches of the same source, counted there.
+    """
+    added = {d for doc in the_plan.documents for d in doc.ops.added_digests} - set(earlier)
+    out.embeddings_reused += len(added - set(the_plan.to_embed))
 
 
 def _embed_texts(

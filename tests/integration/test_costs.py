@@ -53,6 +53,17 @@ def test_a_plan_counts_the_chunks_it_would_embed(home: Path) -> None:
         assert kb.plan().sources[0].embeddings_to_compute == 0
 
 
+def test_a_plan_counts_the_cached_chunks_it_would_reuse_as_the_sync_does(home: Path) -> None:
+    with KnowledgeBase.open(home) as kb:
+        kb.sync()
+        first = sorted((home / "docs").iterdir())[0]
+        shutil.copy(first, home / "docs" / "copy.md")  # every chunk of it is cached
+        planned = kb.plan().sources[0]
+        done = kb.sync().sources[0]
+        assert planned.embeddings_reused == done.embeddings_reused > 0
+        assert planned.embeddings_to_compute == done.embeddings_computed == 0
+
+
 def test_plan_prints_the_chunks_and_tokens_to_embed_and_an_estimate(home: Path) -> None:
     result = runner.invoke(app, ["plan", "-c", str(home)])
     assert result.exit_code == 0, result.output
