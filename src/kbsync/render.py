@@ -181,6 +181,8 @@ def change_lines(report: SyncResult) -> list[Text]:
                 continue
             line = Text.assemble(f"{c.action} ", safe(c.key, "bold", one_line=True), " (",
                                  safe(s.source, one_line=True), ")")
+            if c.moved_from is not None:
+                line.append_text(Text.assemble(", from ", safe(c.moved_from, one_line=True)))
             if c.change is not None:
                 line.append(f": {c.change.verdict}, similarity {c.change.similarity:.3f}, "
                             f"{len(c.change.regions)} region(s) added, "

@@ -31,10 +31,15 @@ class DocumentChange:
     key: str
     action: str
     change: ChangeReport | None
+    moved_from: str | None = None
+    """The key a moved document had before."""
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready data: the action, and for an edit its verdict, similarity and regions."""
+        """JSON-ready data: the action (a move with the key it came from), and for an edit
+        its verdict, similarity and regions."""
         out: dict[str, Any] = {"key": self.key, "action": self.action}
+        if self.moved_from is not None:
+            out["from"] = self.moved_from
         if self.change is not None:
             out |= {"verdict": str(self.change.verdict),
                     "similarity": round(self.change.similarity, 4),

@@ -160,7 +160,8 @@ class SourceReport:
     vectors_deleted: int = 0
     failures: Capped[tuple[str, str]] = field(default_factory=Capped)
     warnings: Capped[str] = field(default_factory=Capped)
-    actions: Capped[tuple[str, str]] = field(default_factory=Capped)
+    actions: Capped[tuple[str, str, str | None]] = field(default_factory=Capped)
+    """``(key, action, moved from)`` of each document the run changed."""
     changes: dict[str, ChangeReport] = field(default_factory=dict)
     listing_complete: bool = True
     deletions_blocked: bool = False
@@ -189,7 +190,8 @@ class SourceReport:
             vectors_upserted=self.vectors_upserted, vectors_deleted=self.vectors_deleted,
             listing_complete=self.listing_complete, deletions_blocked=self.deletions_blocked,
             failures=tuple(self.failures), warnings=tuple(self.warnings) + self._truncation(),
-            changes=tuple(DocumentChange(k, a, self.changes.get(k)) for k, a in self.actions),
+            changes=tuple(DocumentChange(k, a, self.changes.get(k), origin)
+                          for k, a, origin in self.actions),
             omitted={name: n for name, n in (("changes", self.actions.omitted),
                                               ("failures", self.failures.omitted),
                                               ("warnings", self.warnings.omitted)) if n},
@@ -957,7 +959,8 @@ def count_plan(out: SourceReport, docs: Collection[DocumentPlan]) -> None:
         if d.action is Action.FAILED:
             out.failures.append((d.key, d.message))
         if d.action is not Action.UNCHANGED:
-            out.actions.append((d.key, str(d.action)))
+            out.actions.append((d.key, str(d.action),
+                                d.previous_key if d.action is Action.MOVED else None))
 
 
 def unchanged_observation(item: SourceItem, old: StoredDocument) -> Observation:

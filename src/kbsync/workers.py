@@ -407,7 +407,7 @@ def _collect(run: str, source: str, store: WorkQueue, out: SourceReport) -> None
         out.embeddings_truncated += result["embeddings_truncated"]
         out.failures.extend((k, m) for k, m in result["failures"])
         out.warnings.extend(result["warnings"])
-        out.actions.extend((k, a) for k, a in result["actions"])
+        out.actions.extend((k, a, origin) for k, a, origin in result["actions"])
         change = result.get("change")
         if change is not None and len(out.changes) < REPORT_LIMIT:
             out.changes[change["key"]] = _change_of(change)
@@ -442,7 +442,7 @@ def _delete_vanished(run: str, source: str, store: WorkQueue, embedder: Embedder
     for key in gone:
         store.apply(source, DocumentPlan(key, Action.DELETED), {}, embedder.identity, now)
         out.documents[str(Action.DELETED)] += 1
-        out.actions.append((key, str(Action.DELETED)))
+        out.actions.append((key, str(Action.DELETED), None))
 
 
 def _item_json(item: SourceItem, derivation: str, embedder: str,

@@ -131,6 +131,19 @@ def test_diff_of_a_key_two_sources_hold_shows_the_source_asked_for(kb: Path) -> 
         "first_version"] is True
 
 
+def test_a_moved_document_is_reported_with_the_key_it_came_from(kb: Path) -> None:
+    c = str(kb)
+    _run("sync", "-c", c)
+    old = sorted((kb / "docs").iterdir())[0]
+    old.rename(kb / "docs" / "renamed.md")
+    code, out = _run("sync", "-c", c, "--json")
+    assert code == 0
+    (change,) = json.loads(out)["sources"][0]["changes"]
+    assert change == {"key": "renamed.md", "action": "moved", "from": old.name}
+    (kb / "docs" / "renamed.md").rename(old)
+    assert f"moved {old.name} (docs), from renamed.md" in _run("sync", "-c", c)[1]
+
+
 def test_verify_erase_and_gc(kb: Path) -> None:
     c = str(kb)
     _run("sync", "-c", c)

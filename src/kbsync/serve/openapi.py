@@ -40,7 +40,8 @@ _SCHEMAS: dict[str, Any] = {
     "Source": _obj({"name": _STR, "kind": {"enum": ["folder", "web", "removed"]},
                     "location": _STR, "documents": _INT}),
     "Change": _obj({"source": _STR, "key": _STR, "action": _STR},
-                   verdict=_OPT_STR, similarity=_OPT_NUM, run=_INT, finished=_STR),
+                   verdict=_OPT_STR, similarity=_OPT_NUM, run=_INT, finished=_STR,
+                   **{"from": _OPT_STR}),
     "Overview": _obj({
         "documents": _INT, "chunks": _INT, "embeddings": _INT, "runs": _INT,
         "last_sync": _OPT_STR,

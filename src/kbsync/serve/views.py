@@ -191,5 +191,6 @@ def _regions(text: str, regions: Sequence[Region]) -> list[dict[str, Any]]:
 
 def _changes(report: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [{"source": s["source"], "key": c["key"], "action": c["action"],
-             "verdict": c.get("verdict"), "similarity": c.get("similarity")}
+             "verdict": c.get("verdict"), "similarity": c.get("similarity"),
+             "from": c.get("from")}
             for s in report.get("sources", ()) for c in s.get("changes", ())]
