@@ -60,6 +60,8 @@ app = typer.Typer(
     help="Keep a retrieval knowledge base in sync with changing sources.",
     no_args_is_help=True,
     add_completion=False,
+    # Help text names kbsync.toml tables ("[index] confirm_above_tokens"): not Rich markup.
+    rich_markup_mode=None,
 )
 _state = {"debug": False}
 
@@ -419,13 +421,14 @@ def status(config: ConfigOption = Path("."), as_json: JsonOption = False) -> Non
 
 def _status_text(data: dict[str, Any]) -> str:
     """The status for people: one line per fact, counts of each source, the last run's actions."""
-    sources = ", ".join(f"{name} ({data['by_source'].get(name, 0)} documents)"
+    sources = ", ".join(f"{name} ({_count(data['by_source'].get(name, 0), 'document')})"
                         for name in data["sources"]) or "none"
     lines = [f"config:     {data['config']}",
              f"embedder:   {data['embedder']}",
              f"sources:    {sources}",
-             f"store:      {data['documents']} documents, {data['chunks']} chunks, "
-             f"{data['embeddings']} embeddings, {data['runs']} runs"]
+             f"store:      {_count(data['documents'], 'document')}, "
+             f"{_count(data['chunks'], 'chunk')}, {_count(data['embeddings'], 'embedding')}, "
+             f"{_count(data['runs'], 'run')}"]
     last = data["last_run"]
     if last is None:
         lines.append("last sync:  never")
@@ -438,7 +441,9 @@ def _status_text(data: dict[str, Any]) -> str:
         lines.append(f"last sync:  {last['started']} to {last['finished']}: {acted}")
     failures = last["failures"] if last is not None else []
     for failure in failures[:_STATUS_FAILURES]:
-        lines.append(f"  failed:   {failure['key']} ({failure['source']}): {failure['message']}")
+        where = (f"{failure['key']} ({failure['source']})" if failure["key"]
+                 else failure["source"])  # a failure of the source itself, not of a document
+        lines.append(f"  failed:   {where}: {failure['message']}")
     if len(failures) > _STATUS_FAILURES:
         lines.append(f"  and {len(failures) - _STATUS_FAILURES} more failures "
                      "(kbsync status --json lists them)")
@@ -449,10 +454,14 @@ def _status_text(data: dict[str, Any]) -> str:
 _STATUS_FAILURES = 10
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
 @app.command()
 def search(
     query: Annotated[str, typer.Argument(help="What to look for.")],
-    k: Annotated[int, typer.Option("-k", help="How many results.")] = 5,
+    k: Annotated[int, typer.Option("-k", min=1, help="How many results.")] = 5,
     mode: Annotated[SearchMode, typer.Option(help="vector, text or hybrid.")] = "hybrid",
     context: Annotated[int | None, typer.Option(
         help="Return each hit with its section neighbours, up to this many tokens "

@@ -300,8 +300,11 @@ class KnowledgeBase:
     def __init__(self, config: Config) -> None:
         """Build the components a configuration names (see :meth:`open`)."""
         self.config = config
-        self.embedder = make_embedder(config.embedder)
-        check_fit(config.chunker, self.embedder, config.embedder)
+        try:
+            self.embedder = make_embedder(config.embedder)
+            check_fit(config.chunker, self.embedder, config.embedder)
+        except ConfigError as exc:  # the table is in the file: say which file
+            raise ConfigError(f"{config.file}: {exc}") from exc
         self._created = store_exists(config)
         self.store = open_store(config, create=False)
         self.sink = make_sink(config.vectors, config.root) if self._created else None

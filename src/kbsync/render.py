@@ -145,13 +145,12 @@ def sync_tables(report: SyncResult) -> list[RenderableType]:
         work.add_column(name, justify="left" if name == "source" else "right")
     for s in report.sources:
         d, c = s.documents, s.chunks
-        docs.add_row(*_cells(s.source, *(str(d.get(k, 0)) for k in (
+        docs.add_row(*_cells(s.source, *(f"{d.get(k, 0):,}" for k in (
             "new", "modified", "metadata-only", "moved", "deleted", "unchanged", "failed"))))
+        embedded = s.embeddings_to_compute if report.dry_run else s.embeddings_computed
         work.add_row(*_cells(s.source, f"{s.bytes_read:,}", f"{s.bytes_skipped:,}",
-                             *(str(c.get(k, 0)) for k in ("kept", "moved", "added", "deleted")),
-                             str(s.embeddings_to_compute if report.dry_run
-                                 else s.embeddings_computed),
-                             str(s.embeddings_reused),
+                             *(f"{c.get(k, 0):,}" for k in ("kept", "moved", "added", "deleted")),
+                             f"{embedded:,}", f"{s.embeddings_reused:,}",
                              f"{s.embedding_tokens:,}"))
     omitted = sum(s.omitted.get("changes", 0) for s in report.sources)
     if omitted:

@@ -60,6 +60,11 @@ def test_status_tells_people_the_counts_each_source_and_what_the_last_sync_did(
     assert "sources:    docs (6 documents)" in out
     assert "store:      6 documents," in out
     assert out.rstrip().endswith(": 6 new")
+    assert out.split("\n")[3].endswith(" embeddings, 1 run")
+    shutil.rmtree(kb / "docs")
+    _run("sync", "-c", c)
+    out = _run("status", "-c", c)[1]
+    assert "\n  failed:   docs: source root " in out  # the source's failure, not a document's
 
 
 def test_status_names_the_documents_the_last_sync_could_not_take_and_why(kb: Path) -> None:
@@ -188,3 +193,14 @@ def test_a_sync_with_a_failed_document_exits_with_code_4(kb: Path) -> None:
     result = runner.invoke(app, ["sync", "-c", str(kb)])
     assert result.exit_code == 4
     assert "broken.txt" in result.output
+
+
+def test_help_names_config_tables_and_whole_options_at_80_columns() -> None:
+    result = CliRunner().invoke(app, ["sync", "--help"], terminal_width=80,
+                                env={"COLUMNS": "80"})
+    assert result.exit_code == 0
+    text = " ".join(result.stdout.split())
+    assert "[index] confirm_above_tokens" in text
+    assert "--allow-mass-delete" in text
+    assert "--accept-replacements" in text
+    assert "…" not in result.stdout
