@@ -254,25 +254,66 @@ def diff_heading(key: str, source: str, summary: str) -> Text:
                          "), ", safe(summary, one_line=True))
 
 
-def highlighted(text: str, regions: Sequence[Region], context: int = 200,
-                style: str = "black on yellow", marks: tuple[str, str] = ("", "")) -> Text:
-    """``text`` with the changed regions highlighted, cut to some context around them.
+EXCERPTS = 20
+"""Excerpts of a changed text that ``kbsync diff`` shows; more are only counted."""
 
-    Each piece is made printable on its own, after cutting, so the regions' offsets
-    (into the document's text) stay right. ``marks`` enclose each region, for output
-    that shows no colour (``git diff --word-diff`` style: ``{+…+}``, ``[-…-]``).
+
+def highlighted(text: str, regions: Sequence[Region], context: int = 200,
+                style: str = "black on yellow", marks: tuple[str, str] = ("", ""),
+                limit: int = EXCERPTS) -> Text:
+    """``text`` with the changed regions highlighted, in excerpts around them.
+
+    Each excerpt is the region with its line, or up to ``context`` characters on
+    either side cut at a word (marked ``…``); excerpts that meet are merged, and
+    each starts on a line of its own after a ``⋯`` line. Each piece is made
+    printable on its own, after cutting, so the regions' offsets (into the
+    document's text) stay right. ``marks`` enclose each region, for output that
+    shows no colour (``git diff --word-diff`` style: ``{+…+}``, ``[-…-]``).
     """
-    out = Text()
-    last = 0
+    excerpts: list[tuple[int, int, list[Region]]] = []
     for r in regions:
-        start = max(last, r.offset - context)
-        if start > last:
-            out.append("…\n" if last else "…", style="dim")
-        out.append(printable(text[start : r.offset]))
-        out.append(f"{marks[0]}{printable(text[r.offset : r.end])}{marks[1]}", style=style)
-        last = r.end
-    tail_end = min(len(text), last + context)
-    out.append(printable(text[last:tail_end]))
-    if tail_end < len(text):
-        out.append("…", style="dim")
+        start, end = _excerpt(text, r, context)
+        if excerpts and start <= excerpts[-1][1]:
+            first, last_end, inside = excerpts[-1]
+            inside.append(r)
+            excerpts[-1] = (first, max(end, last_end), inside)
+        else:
+            excerpts.append((start, end, [r]))
+    out = Text()
+    for n, (start, end, inside) in enumerate(excerpts[:limit]):
+        if n:
+            out.append("\n⋯\n", style="dim")
+        if start > 0 and text[start - 1] != "\n":
+            out.append("…", style="dim")
+        last = start
+        for r in inside:
+            out.append(printable(text[last : r.offset]))
+            out.append(f"{marks[0]}{printable(text[r.offset : r.end])}{marks[1]}", style=style)
+            last = r.end
+        out.append(printable(text[last:end]))
+        if end < len(text) and text[end] != "\n":
+            out.append("…", style="dim")
+    if len(excerpts) > limit:
+        more = sum(len(e[2]) for e in excerpts[limit:])
+        out.append(f"\n⋯\n{more:,} more changed region{'s' if more != 1 else ''} not shown "
+                   "(`--json` lists them all)", style="dim")
     return out
+
+
+def _excerpt(text: str, region: Region, context: int) -> tuple[int, int]:
+    """The span shown around ``region``: its lines, or ``context`` characters cut at a word."""
+    start = max(0, region.offset - context)
+    line = text.rfind("\n", start, region.offset)
+    if line >= 0:
+        start = line + 1
+    elif start > 0:
+        space = text.find(" ", start, region.offset)
+        start = space + 1 if space >= 0 else start
+    end = min(len(text), region.end + context)
+    line = text.find("\n", region.end, end)
+    if line >= 0:
+        end = line
+    elif end < len(text):
+        space = text.rfind(" ", region.end, end)
+        end = space if space >= 0 else end
+    return start, end

@@ -1,0 +1,49 @@
+"""Rendering of change excerpts for people (``kbsync diff``)."""
+
+from __future__ import annotations
+
+from kbsync.model import Region
+from kbsync.render import highlighted
+
+
+def _plain(text: str, regions: list[Region], context: int = 200, limit: int = 20) -> str:
+    return highlighted(text, regions, context, marks=("{+", "+}"), limit=limit).plain
+
+
+def test_an_excerpt_is_the_changed_line_with_its_words_whole() -> None:
+    text = "First line stays.\nThe second line got a new word here.\nThird line stays.\n"
+    at = text.index("new")
+    assert _plain(text, [Region(at, 3)]) == "The second line got a {+new+} word here."
+
+
+def test_a_long_line_is_cut_at_words_and_marked_where_it_goes_on() -> None:
+    text = " ".join(f"word{i}" for i in range(200))
+    at = text.index("word100")
+    out = _plain(text, [Region(at, len("word100"))], context=30)
+    assert out.startswith("…word")
+    assert out.endswith("…")
+    assert "{+word100+}" in out
+    assert all(part.startswith("word") for part in out.strip("…").replace("{+", "").split())
+
+
+def test_excerpts_apart_are_separated_and_each_keeps_the_context_after_it() -> None:
+    lines = [f"line {i} says something ordinary" for i in range(40)]
+    text = "\n".join(lines)
+    first, second = text.index("line 3 "), text.index("line 30 ")
+    out = _plain(text, [Region(first, 6), Region(second, 7)], context=40)
+    assert out.split("\n⋯\n") == ["{+line 3+} says something ordinary",
+                                  "{+line 30+} says something ordinary"]
+
+
+def test_regions_that_share_a_line_are_one_excerpt() -> None:
+    text = "alpha beta gamma delta epsilon\nzeta\n"
+    out = _plain(text, [Region(0, 5), Region(text.index("delta"), 5)])
+    assert out == "{+alpha+} beta gamma {+delta+} epsilon"
+
+
+def test_past_the_limit_excerpts_are_counted_not_shown() -> None:
+    text = "\n".join(f"row {i}" for i in range(30))
+    regions = [Region(text.index(f"row {i}\n"), len(f"row {i}")) for i in range(0, 30, 2)]
+    out = _plain(text, regions, limit=3)
+    assert out.count("\n⋯\n") == 3
+    assert out.endswith("12 more changed regions not shown (`--json` lists them all)")
