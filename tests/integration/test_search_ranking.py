@@ -55,12 +55,17 @@ def test_a_store_indexed_before_stemming_is_reindexed_when_opened(tmp_path: Path
     init_config(tmp_path, ["docs"])
     with KnowledgeBase.open(tmp_path) as kb:
         assert not kb.sync().failed
-    # Put back the full-text table of the schema before stemming: no heading column.
+    # Put back the full-text table of the schema before stemming (no heading column),
+    # and the one texts table of that schema.
     db = sqlite3.connect(tmp_path / ".kbsync" / "kbsync.db")
     db.executescript(
         "DROP TABLE chunk_fts; CREATE VIRTUAL TABLE chunk_fts USING fts5 (text, "
         "tokenize = 'unicode61'); INSERT INTO chunk_fts (rowid, text) SELECT c.id, t.text "
         "FROM chunks c JOIN chunk_texts t ON t.digest = c.digest; "
+        "CREATE TABLE texts (doc_id INTEGER PRIMARY KEY REFERENCES documents(id) "
+        "ON DELETE CASCADE, text TEXT NOT NULL, previous TEXT); "
+        "INSERT INTO texts (doc_id, text) SELECT doc_id, text FROM versions; "
+        "DROP TABLE versions; "
         f"PRAGMA user_version = {_BEFORE_STEMMING};")
     db.close()
     with KnowledgeBase.open(tmp_path) as kb:
