@@ -74,7 +74,8 @@ def compare(
     longest run of kept chunks in their old order. Passages in ``ignore``
     (boilerplate, in normalized form) are removed from both normalized texts
     before the similarity and the verdict are computed; regions still cover them.
-    Texts longer than :data:`WORD_REGIONS_LIMIT` are compared by :func:`compare_long`.
+    Texts longer than :data:`WORD_REGIONS_LIMIT` are compared by :func:`compare_long`,
+    with neither regions nor ``ignore``.
     """
     if isinstance(old, str) and isinstance(new, str):
         if max(len(old), len(new)) > WORD_REGIONS_LIMIT:

@@ -649,11 +649,28 @@ class KnowledgeBase:
                           for r in change.removed_regions))
 
     def _embed_missing(self) -> tuple[str, ...]:
-        """Embed the current chunks that have no vector (a damaged or pruned cache), as
-        a sync would; what was done, as a line for a person."""
-        embedded = 0
+        """Embed the current chunks that lost their vector (a damaged or pruned cache), as
+        a sync would; what was done, as a line for a person.
+
+        Only for the embedder the store was last synced with: vectors of another one
+        (a new model, another dimension) are a sync's to make, with its checks, as is
+        a bill over ``[index] confirm_above_tokens``.
+        """
+        if self.store.get_meta("embedder") != self.embedder.identity:
+            return ("the embedder changed since the last sync: `kbsync sync` embeds the "
+                    "chunks for it",)
+        sources = sorted(self.store.status().by_source)
         try:
-            for source in sorted(self.store.status().by_source):
+            missing = {s: self.store.unembedded(s, self.embedder.identity) for s in sources}
+            tokens = sum(sum(self.embedder.count_tokens(list(texts.values())))
+                         for texts in missing.values() if texts)
+            limit = self._confirm_above()
+            if limit is not None and tokens > limit:
+                chunks = sum(len(texts) for texts in missing.values())
+                return (f"{chunks:,} chunks ({tokens:,} tokens) have no vector, more than "
+                        "[index] confirm_above_tokens: `kbsync sync --yes` embeds them",)
+            embedded = 0
+            for source in sources:
                 out = SourceReport(source=source)
                 backfill(source, self.store, self.embedder, out)
                 embedded += out.embeddings_backfill

@@ -271,9 +271,9 @@ def highlighted(text: str, regions: Sequence[Region], context: int = 200,
     shows no colour (``git diff --word-diff`` style: ``{+…+}``, ``[-…-]``).
     """
     excerpts: list[tuple[int, int, list[Region]]] = []
-    for r in regions:
+    for r in sorted(regions, key=lambda r: r.offset):
         start, end = _excerpt(text, r, context)
-        if excerpts and start <= excerpts[-1][1]:
+        if excerpts and start <= excerpts[-1][1] + 1:  # overlapping, or on the next line
             first, last_end, inside = excerpts[-1]
             inside.append(r)
             excerpts[-1] = (first, max(end, last_end), inside)
@@ -303,14 +303,14 @@ def highlighted(text: str, regions: Sequence[Region], context: int = 200,
 def _excerpt(text: str, region: Region, context: int) -> tuple[int, int]:
     """The span shown around ``region``: its lines, or ``context`` characters cut at a word."""
     start = max(0, region.offset - context)
-    line = text.rfind("\n", start, region.offset)
+    line = text.rfind("\n", max(0, start - 1), region.offset)
     if line >= 0:
         start = line + 1
     elif start > 0:
         space = text.find(" ", start, region.offset)
         start = space + 1 if space >= 0 else start
     end = min(len(text), region.end + context)
-    line = text.find("\n", region.end, end)
+    line = text.find("\n", region.end, min(len(text), end + 1))
     if line >= 0:
         end = line
     elif end < len(text):

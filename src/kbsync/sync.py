@@ -4,7 +4,8 @@ It sees only protocols (Source, Extractor, RecordStore, Embedder) and the pure
 core, so every part can be replaced by a fake from :mod:`kbsync.testing`.
 A source goes through in batches of documents (:class:`BatchLimits`), so memory
 does not grow with its size: nothing of a batch is written until its plan is
-complete, and then one document at a time, each in one transaction.
+complete, and then the batch's documents in one transaction (each document in
+its own when an external vector store needs the outbox protocol).
 """
 
 from __future__ import annotations
@@ -70,13 +71,44 @@ from kbsync.store import Frontier, RecordStore
 from kbsync.store.rows import held_meta_name
 from kbsync.vectors import VectorSink
 
-__all__ = ["REPORT_LIMIT", "BatchLimits", "Capped", "Chunker", "Derive", "ExtractorFor",
-           "Progress", "RemovedSource", "SourceReport", "SyncReport", "apply_plan", "backfill",
-           "compare_stored", "count_plan", "count_unchanged", "derivation", "deriver",
-           "embed_plan", "erasure_matcher", "forget_released", "is_key_hash", "keep_removed",
-           "list_source", "next_frontier", "observe", "refuse_dimension_change",
-           "release_source", "released_sources", "removed_sources", "route_replacement",
-           "stat_gate_passes", "sync_sources", "tombstone", "unchanged_observation", "utc_now"]
+__all__ = [
+    "REPORT_LIMIT",
+    "BatchLimits",
+    "Capped",
+    "Chunker",
+    "Derive",
+    "ExtractorFor",
+    "Progress",
+    "RemovedSource",
+    "SourceReport",
+    "SyncReport",
+    "apply_plan",
+    "backfill",
+    "compare_stored",
+    "count_plan",
+    "count_unchanged",
+    "derivation",
+    "deriver",
+    "embed_plan",
+    "erasure_matcher",
+    "forget_held",
+    "forget_released",
+    "is_key_hash",
+    "keep_removed",
+    "list_source",
+    "next_frontier",
+    "observe",
+    "refuse_dimension_change",
+    "release_source",
+    "released_sources",
+    "removed_sources",
+    "route_replacement",
+    "stat_gate_passes",
+    "sync_sources",
+    "tombstone",
+    "unchanged_observation",
+    "utc_now",
+]
 
 Progress = Callable[[str, int, int], None]
 ExtractorFor = Callable[[str], Extractor | None]
@@ -868,6 +900,8 @@ def _screen_replacements(
     for o in observations:
         change = compare_stored(run.store, source, o, olds.get(o.key), shared)
         if change is None or not isinstance(o, DocumentVersion):
+            if o.key in olds and not isinstance(o, Failed) and not run.dry_run:
+                forget_held(run.store, source, o.key)  # read again: it has its stored text
             screened.append(o)
             continue
         changes[o.key] = change
@@ -893,6 +927,14 @@ def compare_stored(store: RecordStore, source: str, observation: Observation,
         return None
     noise = {c.text for c in observation.chunks if c.digest in shared}
     return compare(before.text, observation.text, ignore=noise)
+
+
+def forget_held(store: RecordStore, source: str, key: str) -> None:
+    """Drop the replacement held for a document that came back to its stored text: a
+    later collapse of it must be seen twice again before it is applied."""
+    name = held_meta_name(source, key)
+    if store.get_meta(name):
+        store.set_meta(name, "")
 
 
 def route_replacement(store: RecordStore, source: str, version: DocumentVersion,

@@ -72,6 +72,7 @@ from kbsync.sync import (
     derivation,
     deriver,
     embed_plan,
+    forget_held,
     forget_released,
     keep_removed,
     list_source,
@@ -367,6 +368,8 @@ def _process(job: ClaimedDocument, source: Source, store: WorkQueue, embedder: E
         observation = route_replacement(
             store, job.source, observation, change, out,
             accept=job.item.get("accept_replacements", False), write=True)
+    elif old is not None and not isinstance(observation, Failed):
+        forget_held(store, job.source, job.key)  # read again: it has its stored text
     stored = {job.key: old} if old is not None else {}
     # Without vanished documents in the run (a first sync, say) there is no move to look for.
     if isinstance(observation, DocumentVersion) and old is None and job.item.get("moves", True):

@@ -117,6 +117,37 @@ def test_a_very_long_text_is_compared_by_its_chunks_in_a_small_multiple_of_it(
         f"peak {peak / 1e6:.0f} MB for {len(new) / 1e6:.0f} MB")
 
 
+def test_a_sync_compares_a_very_long_edit_with_the_stored_text_read_in_pieces(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import kbsync.store.sqlite as sqlite_store
+    import kbsync.sync
+
+    monkeypatch.setattr(kbsync.sync, "WORD_REGIONS_LIMIT", 500_000)
+    monkeypatch.setattr(sqlite_store, "BIG_TEXT", 200_000)  # stored through blob I/O
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    path = folder / "big.txt"
+    _prose(path, 1_200_000)
+    source = FilesystemSource(folder, name="docs", max_bytes=4_000_000)
+    store = SqliteStore(tmp_path / "kb.db")
+    try:
+        sync_sources([source], store, HashingEmbedder(), extractor_for, DEFAULT_CHUNKER,
+                     scratch_dir=tmp_path)
+        assert len(list(store.text_pieces("docs", "big.txt"))) > 1
+        text = path.read_text(encoding="utf-8")
+        path.write_text(text[:600_000] + " A sentence inserted. " + text[600_000:],
+                        encoding="utf-8")
+        report = sync_sources([source], store, HashingEmbedder(), extractor_for,
+                              DEFAULT_CHUNKER, scratch_dir=tmp_path)
+    finally:
+        store.close()
+    (change,) = [c.change for c in report.sources[0].changes if c.key == "big.txt"]
+    assert report.total("modified") == 1
+    assert change is not None
+    assert change.similarity > 0.99
+    assert (change.regions, change.removed_regions) == ((), ())
+
+
 def _sqlite_largest_allocation() -> Callable[[], int] | None:
     """A reset of SQLite's record of its largest allocation, returning a reader of it, when
     the library Python uses can be reached (``sqlite3_status64``), else None."""

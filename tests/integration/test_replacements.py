@@ -115,6 +115,20 @@ def test_erasing_a_held_document_leaves_no_entry_naming_it_and_confirming_leaves
         assert meta_names() == []
 
 
+def test_a_collapse_that_went_away_must_be_seen_twice_again_when_it_comes_back(
+        home: Path) -> None:
+    with KnowledgeBase.open(home) as kb:
+        text = (home / "docs" / "guide.md").read_text(encoding="utf-8")
+        write(home / "docs" / "guide.md", LOGIN_WALL)
+        assert kb.sync().total("modified") == 0  # held
+        write(home / "docs" / "guide.md", text)  # the page came back as it was
+        assert kb.sync().total("modified") == 0
+        write(home / "docs" / "guide.md", LOGIN_WALL)
+        again = kb.sync()
+        assert again.total("modified") == 0  # held again, not taken as confirmed
+        assert "kept the previous version" in " ".join(warnings(again))
+
+
 def test_a_collapsed_file_is_applied_at_once_with_accept_replacements(home: Path) -> None:
     with KnowledgeBase.open(home) as kb:
         write(home / "docs" / "guide.md", LOGIN_WALL)

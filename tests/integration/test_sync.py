@@ -415,6 +415,37 @@ def test_a_version_7_store_keeps_each_document_s_current_and_previous_text(
     assert (a.text, a.previous, b.text, b.previous) == ("third", "second", "only", None)
 
 
+def test_verify_names_a_document_whose_current_text_is_gone_and_search_still_answers(
+    tmp_path: Path,
+) -> None:
+    store = SqliteStore(tmp_path / "kb.db")
+    try:
+        source = MemorySource({"a.txt": b"The harbour light turns at dusk. " * 60})
+        sync_sources([source], store, CountingEmbedder(), extractor_for, Chunker())
+        db = sqlite3.connect(tmp_path / "kb.db")
+        with db:
+            db.execute("DELETE FROM versions")
+        db.close()
+        problems = store.verify(CountingEmbedder().identity, None)
+        assert problems == ["memory:a.txt: the text of its current version is missing"]
+        hit = store.search_text("harbour", 1)[0]
+        assert store.window(hit, 400).text == hit.text
+    finally:
+        store.close()
+
+
+def test_a_batch_inside_a_batch_joins_it(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "kb.db")
+    try:
+        with store.batch():
+            with store.batch():
+                store.set_meta("inner", "1")
+            store.set_meta("outer", "2")
+        assert (store.get_meta("inner"), store.get_meta("outer")) == ("1", "2")
+    finally:
+        store.close()
+
+
 def test_boilerplate_shared_by_many_documents_is_neither_embedded_nor_searched(
     store: Store,
 ) -> None:

@@ -82,7 +82,7 @@ def _generations(db: sqlite3.Connection) -> dict[str, tuple[str, tuple[str, ...]
     db.execute("BEGIN")
     try:
         texts = dict(db.execute(
-            "SELECT d.key, t.text FROM documents d JOIN versions t ON t.doc_id = d.id "
+            "SELECT d.key, t.text FROM documents d LEFT JOIN versions t ON t.doc_id = d.id "
             "AND t.generation = d.generation"))
         chunks: dict[str, list[str]] = {}
         for key, digest in db.execute(

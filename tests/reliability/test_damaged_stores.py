@@ -6,6 +6,7 @@ found from ``PRAGMA page_size`` and the b-tree's pages in ``dbstat``.
 
 from __future__ import annotations
 
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -156,6 +157,21 @@ def test_repair_embeds_the_chunks_whose_vectors_were_lost(
         assert repaired.ok, repaired.remaining
         assert "embedded 5 chunks that had no vector" in repaired.repaired
         assert kb.verify().ok
+
+
+def test_repair_leaves_the_vectors_of_a_changed_embedder_to_a_sync(
+        pristine: Path, tmp_path: Path) -> None:
+    root = _copy(pristine, tmp_path)
+    config = root / "kbsync.toml"
+    body = config.read_text(encoding="utf-8")
+    dimension = re.search(r"dimension = (\d+)", body)
+    assert dimension is not None
+    config.write_text(body.replace(dimension[0], "dimension = 96"), encoding="utf-8")
+    with KnowledgeBase.open(root) as kb:
+        before = kb.store.status().embeddings
+        repaired = kb.verify(repair=True)
+        assert any("embedder changed" in line for line in repaired.repaired)
+        assert kb.store.status().embeddings == before
 
 
 def test_rebuild_makes_a_fresh_store_and_reuses_every_readable_embedding(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import textwrap
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kbsync import Verdict, compare, normalize
@@ -202,18 +202,21 @@ def test_similarity_is_nearly_symmetric(pair: tuple[str, str]) -> None:
     assert abs(there.similarity - back.similarity) <= max(0.1, 40 / max(size, 1))
 
 
-@given(st.lists(st.integers(min_value=0, max_value=30_000), max_size=12))
+@settings(max_examples=20, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=400_000), max_size=12))
 def test_long_texts_compared_in_pieces_get_the_report_of_the_whole_texts(
         cuts: list[int]) -> None:
     from kbsync.compare import compare_long
+    from kbsync.normalize import BLOCK_CHARS
 
     words = "harbour crane tide lantern café Straße quay ledger".split()
-    old = " ".join(random.Random(5).choices(words, k=5_000))
-    new = old[:12_000] + " a sentence inserted in the middle. " + old[12_000:]
+    old = " ".join(random.Random(5).choices(words, k=50_000))
+    assert len(old) > 2 * BLOCK_CHARS  # the canonical text is made in several blocks
+    new = old[:200_000] + " a sentence inserted in the middle. " + old[200_000:]
     bounds = sorted({min(c, len(new)) for c in cuts})
     pieces = [new[a:b] for a, b in zip([0, *bounds], [*bounds, len(new)], strict=True)]
     whole = compare_long([old], [new])
-    assert compare_long([old[:7_000], old[7_000:]], pieces) == whole
+    assert compare_long([old[:7_000], old[7_000:150_001], old[150_001:]], pieces) == whole
     assert whole.changed
     assert 0.9 < whole.similarity < 1.0
     assert (whole.regions, whole.removed_regions) == ((), ())

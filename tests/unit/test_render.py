@@ -47,3 +47,20 @@ def test_past_the_limit_excerpts_are_counted_not_shown() -> None:
     out = _plain(text, regions, limit=3)
     assert out.count("\n⋯\n") == 3
     assert out.endswith("12 more changed regions not shown (`--json` lists them all)")
+
+
+def test_changes_on_neighbouring_lines_read_as_one_excerpt() -> None:
+    text = "a X\nb Y\n"
+    assert _plain(text, [Region(2, 1), Region(6, 1)]) == "a {+X+}\nb {+Y+}"
+
+
+def test_a_context_that_ends_on_a_line_boundary_keeps_its_first_and_last_words() -> None:
+    text = "\n" + "alpha beta gamma Z tail\n" + "next line"
+    at = text.index("Z")
+    assert _plain(text, [Region(at, 1)], context=at - 1) == "alpha beta gamma {+Z+} tail"
+    assert _plain(text, [Region(at, 1)], context=len(" tail")) == "…{+Z+} tail"
+
+
+def test_regions_given_out_of_order_are_each_shown_once() -> None:
+    text = "aaa bbb\n"
+    assert _plain(text, [Region(4, 3), Region(0, 3)]) == "{+aaa+} {+bbb+}"

@@ -118,7 +118,8 @@ class Frontier(Protocol):
 
 @runtime_checkable
 class RecordStore(Protocol):
-    """Everything kbsync remembers. Each ``apply`` is one transaction."""
+    """Everything kbsync remembers. Each ``apply`` is one transaction, or part of a
+    :meth:`batch`."""
 
     def manifest(self, source: str, after: str | None = None,
                  limit: int | None = None) -> dict[str, StoredDocument]:

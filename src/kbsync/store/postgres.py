@@ -455,6 +455,8 @@ class PostgresStore:
 
     def _delete(self, source: str, key: str) -> None:
         self._queue("DELETE FROM documents WHERE source = %s AND key = %s", (source, key))
+        # A replacement held for it would name a document that is gone.
+        self._queue("DELETE FROM meta WHERE name = %s", (held_meta_name(source, key),))
 
     def _move(self, source: str, doc: DocumentPlan, now: str) -> None:
         version = doc.version
@@ -896,8 +898,6 @@ class PostgresStore:
             with self._transaction():
                 self._delete(source, key)
                 self._scrub_runs(key)
-                self._conn.execute("DELETE FROM meta WHERE name = %s",
-                                   (held_meta_name(source, key),))
         if gone:
             self.gc()
             # Rewrite the tables that held the erased text, so no dead row keeps a copy of it.

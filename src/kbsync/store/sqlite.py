@@ -272,6 +272,9 @@ class SqliteStore:
 
     @contextmanager
     def batch(self) -> Iterator[None]:
+        if self._batched:  # already inside one: the outer batch commits
+            yield
+            return
         with self._transaction():
             self._batched = True
             try:
@@ -414,6 +417,8 @@ class SqliteStore:
         self._drop_fts(*found)
         crashpoint("store.delete_document")
         self._db.execute("DELETE FROM documents WHERE id = ?", (found[0],))
+        # A replacement held for it would name a document that is gone.
+        self._db.execute("DELETE FROM meta WHERE name = ?", (held_meta_name(source, key),))
 
     def _move(self, source: str, doc: DocumentPlan, now: str) -> None:
         version = doc.version
@@ -703,8 +708,10 @@ class SqliteStore:
             "SELECT substr(CAST(t.text AS TEXT), ?, ?) FROM documents d "
             f"JOIN versions t ON {CURRENT_TEXT} WHERE d.source = ? AND d.key = ?",
             (start + 1, end - start, hit.source, hit.key),
-        ).fetchone()[0]
-        return Window(first, last, text, tokens)
+        ).fetchone()
+        if text is None:  # the document's text is gone (verify says so): the chunk alone
+            return Window(hit.index, hit.index, hit.text, 0)
+        return Window(first, last, text[0], tokens)
 
     def indexed_chunks(self, source: str | None = None,
                        key: str | None = None) -> Iterator[ChunkRef]:
@@ -868,7 +875,21 @@ class SqliteStore:
         problems = invariants.problems(
             db.execute, embedder, identity, mark="?",
             bad_vectors="SELECT count(*) FROM embeddings WHERE length(vector) != 4 * dimension")
-        return problems + self._fts_drift()
+        return problems + self._version_problems() + self._fts_drift()
+
+    def _version_problems(self) -> list[str]:
+        """Each document has the text of its current generation, and of at most the one
+        before it."""
+        found = []
+        for source, key, current, other in self._db.execute(
+            "SELECT d.source, d.key, sum(v.generation = d.generation), "
+            "sum(v.generation NOT IN (d.generation, d.generation - 1)) FROM documents d "
+            "LEFT JOIN versions v ON v.doc_id = d.id GROUP BY d.id ORDER BY d.id"):
+            if not current:
+                found.append(f"{source}:{key}: the text of its current version is missing")
+            if other:
+                found.append(f"{source}:{key}: {other} text(s) of versions before the previous")
+        return found
 
     def repair(self, rechunk: Callable[[str], Mapping[str, str]]) -> list[str]:
         """Rebuild what the store holds twice: its indexes, the full-text index (from the
@@ -1051,7 +1072,6 @@ class SqliteStore:
                     "WHERE d.source = ? AND d.key = ?", (source, key))]
                 self._delete(source, key)
                 self._scrub_runs(key)
-                db.execute("DELETE FROM meta WHERE name = ?", (held_meta_name(source, key),))
                 self._drop_unreferenced(digests)
         self._vectors.clear()
         # Even when nothing matched: a rerun of an interrupted erase finishes its scrub.

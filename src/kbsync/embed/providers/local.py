@@ -110,18 +110,9 @@ class LocalEmbedder:
 
 
 def _require_library() -> None:
-    """Fail now, not at the first embedding, when sentence-transformers or torch is missing.
-
-    Looks for the packages without importing them (torch takes seconds to import).
-    """
-    from importlib.util import find_spec
-
+    """Fail now, not at the first embedding, when sentence-transformers or torch is missing."""
     for name in ("sentence_transformers", "torch"):
-        try:
-            found = find_spec(name) is not None
-        except (ImportError, ValueError):  # a parent that fails, or a module without a spec
-            found = False
-        if not found:
+        if not _installed(name):
             missing = ImportError(f"No module named {name!r}", name=name)
             raise DependencyMissingError("the local embedding model", "local",
                                          "sentence-transformers", missing) from missing
@@ -171,14 +162,19 @@ def _described(path: Path) -> tuple[int, int] | None:
 
 
 def default_model_installed() -> bool:
-    """Whether the default model can load offline: the library, torch and the weights package.
+    """Whether the default model can load offline: the library, torch and the weights package."""
+    return all(_installed(name)
+               for name in ("torch", "sentence_transformers", _PACKAGED[DEFAULT_MODEL]))
 
-    Looks for the packages without importing them (torch takes seconds to import).
-    """
+
+def _installed(name: str) -> bool:
+    """Whether a package can be imported, found without importing it (torch takes seconds)."""
     from importlib.util import find_spec
 
-    return all(find_spec(name) is not None
-               for name in ("torch", "sentence_transformers", _PACKAGED[DEFAULT_MODEL]))
+    try:
+        return find_spec(name) is not None
+    except (ImportError, ValueError):  # a parent that fails, or a module without a spec
+        return False
 
 
 def _model_path(model: str) -> Path:
