@@ -84,6 +84,7 @@ __all__ = [
     "SyncReport",
     "apply_plan",
     "backfill",
+    "by_length",
     "compare_stored",
     "count_plan",
     "count_unchanged",
@@ -1107,16 +1108,31 @@ def embed_plan(
     they returned too (an external vector store needs them; the store finds
     them in its cache), and memory does not grow with a document's chunks.
     """
-    texts = {c.digest: c.text for d in the_plan.documents if d.version is not None
-             for c in d.version.chunks}
+    chunks = {c.digest: c for d in the_plan.documents if d.version is not None
+              for c in d.version.chunks}
+    texts = {digest: c.text for digest, c in chunks.items()}
     wanted = list(the_plan.to_embed)
     limit = embedder.max_input_tokens
     if limit is not None and wanted:
         lengths = embedder.count_tokens([texts[d] for d in wanted])
         out.embeddings_truncated += sum(n > limit for n in lengths)
+    else:
+        lengths = [chunks[d].tokens for d in wanted]
+    wanted = by_length(wanted, lengths)
     vectors, failed = _embed_texts(embedder, wanted, texts, out, progress, cache, keep)
     count_reused(the_plan, earlier, out)
     return vectors, failed
+
+
+def by_length(items: Sequence[T], lengths: Sequence[int]) -> list[T]:
+    """``items`` ordered by their ``lengths`` (in tokens), ties in their given order.
+
+    A batch is padded to its longest text, so batches of texts of about one length
+    waste least of the model's work: on real documentation the model was fed 1.39
+    times the real word pieces in plan order and 1.06 times in this one
+    (``benchmarks/embed.py``).
+    """
+    return [items[i] for i in sorted(range(len(items)), key=lengths.__getitem__)]
 
 
 def count_reused(the_plan: Plan, earlier: Collection[str], out: SourceReport) -> None:

@@ -128,3 +128,32 @@ def test_each_batch_is_embedded_and_applied_before_the_next_is_planned(tmp_path:
     for stage in ("read", "embed", "apply"):
         done = [d for d, _ in ticks[stage]]
         assert done == sorted(done)
+
+
+class _Recording(CountingEmbedder):
+    """Remembers the texts of each call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[list[str]] = []
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        self.batches.append(list(texts))
+        return super().embed(texts)
+
+
+def test_chunks_are_embedded_in_batches_of_about_one_length(tmp_path: Path) -> None:
+    words = "tide harbour crane lantern quay ledger rope gull".split()
+    docs = {f"doc{i:02d}.txt": " ".join(f"{words[(i + j) % 8]}{i}x{j}"
+                                        for j in range(20 + 37 * i)).encode()
+            for i in range(24)}
+    embedder = _Recording()
+    store = SqliteStore(tmp_path / "kb.db")
+    try:
+        sync_sources([MemorySource(docs)], store, embedder, extractor_for,
+                     Chunker("tttd", {"min_tokens": 8, "max_tokens": 64}))
+    finally:
+        store.close()
+    lengths = [embedder.count_tokens([t])[0] for batch in embedder.batches for t in batch]
+    assert len(embedder.batches) > 1
+    assert lengths == sorted(lengths)  # shortest first, so no batch pads short texts far

@@ -1,0 +1,139 @@
+"""Embedding benchmark: kbsync's local embedder in a sync's batches against ``encode``.
+
+What is measured
+    The chunks of real Markdown documentation (the snapshot of FastAPI's docs in
+    ``<repo>/../shared/corpora/fastapi-docs-history.jsonl.gz``, cut with kbsync's default
+    chunker, the first ``--chunks`` of them in document order) are embedded with the local
+    model (all-MiniLM-L6-v2) three ways, in one process, after one warm-up batch:
+
+    ``encode``        sentence-transformers' ``SentenceTransformer.encode`` on all texts at
+                      once (``batch_size`` 32; it sorts the texts by characters itself);
+    ``plan order``    kbsync's embedding step as a sync ran it before: batches of 64 chunks
+                      in the plan's order, each handed to ``LocalEmbedder.embed``;
+    ``token order``   kbsync's embedding step now (``kbsync.sync.embed_plan``): the plan's
+                      chunks ordered by their token count, then batches of 64.
+
+    For each: chunks/s, model tokens/s, the ratio to ``encode``, the word pieces the model
+    was fed counting padding (as a multiple of the real ones), and the largest difference of
+    any vector component from ``encode``'s vectors.
+
+Run it from the repository root (needs the ``local`` extra)::
+
+    python benchmarks/embed.py                 # 768 chunks
+    python benchmarks/embed.py --chunks 256
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+ROOT = Path(__file__).resolve().parent.parent
+HISTORY = ROOT.parent / "shared" / "corpora" / "fastapi-docs-history.jsonl.gz"
+BATCH = 64  # kbsync.sync.EMBED_BATCH
+
+Vectors = npt.NDArray[np.float32]
+
+
+def chunk_texts(limit: int) -> list[str]:
+    """The first ``limit`` chunks of the history's snapshot, in document order."""
+    from kbsync.engine import DEFAULT_CHUNKER
+    from kbsync.extract.registry import extractor_for
+
+    spec = importlib.util.spec_from_file_location("corpora_replay", HISTORY.parent / "replay.py")
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"cannot read {HISTORY.parent / 'replay.py'}")
+    replay = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(replay)
+    snapshot = next(replay.iter_history(HISTORY))
+    extractor = extractor_for("text/markdown")
+    assert extractor is not None
+    chunker = DEFAULT_CHUNKER.text_chunker()
+    texts: list[str] = []
+    for path in sorted(p for p in snapshot["files"] if p.endswith(".md")):
+        record = extractor.extract(snapshot["files"][path].encode("utf-8"), locator=path)
+        texts.extend(c.text for c in chunker.chunk(record.text).chunks)
+        if len(texts) >= limit:
+            break
+    return texts[:limit]
+
+
+def padded_pieces(lengths: Sequence[int], batches: Sequence[Sequence[int]], size: int) -> int:
+    """Word pieces fed to the model: each sub-batch of ``size`` padded to its longest text
+    (sentence-transformers sorts each call's texts by characters; by tokens is close)."""
+    total = 0
+    for batch in batches:
+        ordered = sorted((lengths[i] for i in batch), reverse=True)
+        total += sum(max(ordered[i : i + size]) * len(ordered[i : i + size])
+                     for i in range(0, len(ordered), size))
+    return total
+
+
+def timed(run: Callable[[], Vectors]) -> tuple[float, Vectors]:
+    start = time.perf_counter()
+    vectors = run()
+    return time.perf_counter() - start, vectors
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--chunks", type=int, default=768, help="chunks to embed")
+    args = parser.parse_args()
+    if not HISTORY.exists():
+        raise SystemExit(f"{HISTORY} is missing (the shared corpora)")
+
+    from kbsync.embed.providers.local import LocalEmbedder
+    from kbsync.sync import by_length
+
+    texts = chunk_texts(args.chunks)
+    embedder = LocalEmbedder()
+    model = embedder._loaded()  # the same model object for every way
+    lengths = embedder.count_tokens(texts)
+    embedder.embed(texts[:BATCH])  # warm-up: threads, allocator, first-call costs
+    plan = [list(range(i, min(i + BATCH, len(texts)))) for i in range(0, len(texts), BATCH)]
+    order = by_length(list(range(len(texts))), lengths)  # what embed_plan does
+    by_tokens = [order[i : i + BATCH] for i in range(0, len(order), BATCH)]
+
+    def in_batches(batches: list[list[int]]) -> Callable[[], Vectors]:
+        def run() -> Vectors:
+            out = np.empty((len(texts), embedder.dimension), dtype=np.float32)
+            for batch in batches:
+                out[batch] = embedder.embed([texts[i] for i in batch])
+            return out
+        return run
+
+    ways: list[tuple[str, Callable[[], Vectors], list[list[int]]]] = [
+        ("encode", lambda: np.asarray(model.encode(texts, batch_size=embedder.batch_size,
+                                                   normalize_embeddings=True,
+                                                   convert_to_numpy=True,
+                                                   show_progress_bar=False), np.float32),
+         [list(range(len(texts)))]),
+        ("plan order", in_batches(plan), plan),
+        ("token order", in_batches(by_tokens), by_tokens),
+    ]
+    real = sum(lengths)
+    results = []
+    for name, run, batches in ways:
+        seconds, vectors = timed(run)
+        results.append((name, seconds, vectors, padded_pieces(lengths, batches,
+                                                              embedder.batch_size)))
+    base_seconds, base = results[0][1], results[0][2]
+    print(f"{len(texts)} chunks, {real:,} word pieces; batch size {embedder.batch_size}, "
+          f"kbsync batches of {BATCH}")
+    header = ("way", "seconds", "chunks/s", "tokens/s", "vs encode", "fed/real", "max |Δ|")
+    print("  ".join(f"{h:>11}" for h in header))
+    for name, seconds, vectors, fed in results:
+        print("  ".join(f"{c:>11}" for c in (
+            name, f"{seconds:.1f}", f"{len(texts) / seconds:.1f}", f"{real / seconds:,.0f}",
+            f"{base_seconds / seconds:.2f}x", f"{fed / real:.2f}",
+            f"{float(np.abs(vectors - base).max()):.1e}")))
+
+
+if __name__ == "__main__":
+    main()
