@@ -7,11 +7,13 @@ What is measured
     model (all-MiniLM-L6-v2) three ways, in one process, after one warm-up batch:
 
     ``encode``        sentence-transformers' ``SentenceTransformer.encode`` on all texts at
-                      once (``batch_size`` 32; it sorts the texts by characters itself);
-    ``plan order``    kbsync's embedding step as a sync ran it before: batches of 64 chunks
-                      in the plan's order, each handed to ``LocalEmbedder.embed``;
-    ``token order``   kbsync's embedding step now (``kbsync.sync.embed_plan``): the plan's
-                      chunks ordered by their token count, then batches of 64.
+                      once, with the embedder's batch size (it sorts the texts by
+                      characters itself);
+    ``plan order``    kbsync's embedder on batches of 64 chunks in the plan's order;
+    ``token order``   kbsync's embedding step (``kbsync.sync.embed_plan``): the plan's
+                      chunks ordered by their token count (``by_length``), then batches
+                      of 64 handed to ``LocalEmbedder.embed``, which feeds them to the
+                      model in that order, ``batch_size`` at a time.
 
     For each: chunks/s, model tokens/s, the ratio to ``encode``, the word pieces the model
     was fed counting padding (as a multiple of the real ones), and the largest difference of
@@ -64,14 +66,17 @@ def chunk_texts(limit: int) -> list[str]:
     return texts[:limit]
 
 
-def padded_pieces(lengths: Sequence[int], batches: Sequence[Sequence[int]], size: int) -> int:
-    """Word pieces fed to the model: each sub-batch of ``size`` padded to its longest text
-    (sentence-transformers sorts each call's texts by characters; by tokens is close)."""
+def padded_pieces(lengths: Sequence[int], batches: Sequence[Sequence[int]], size: int,
+                  *, sort: bool) -> int:
+    """Word pieces fed to the model: each run of ``size`` texts of a call padded to its
+    longest (``encode`` sorts a call's texts first, by characters; by tokens is close)."""
     total = 0
     for batch in batches:
-        ordered = sorted((lengths[i] for i in batch), reverse=True)
-        total += sum(max(ordered[i : i + size]) * len(ordered[i : i + size])
-                     for i in range(0, len(ordered), size))
+        fed = [lengths[i] for i in batch]
+        if sort:
+            fed.sort(reverse=True)
+        total += sum(max(fed[i : i + size]) * len(fed[i : i + size])
+                     for i in range(0, len(fed), size))
     return total
 
 
@@ -121,8 +126,8 @@ def main() -> None:
     results = []
     for name, run, batches in ways:
         seconds, vectors = timed(run)
-        results.append((name, seconds, vectors, padded_pieces(lengths, batches,
-                                                              embedder.batch_size)))
+        results.append((name, seconds, vectors, padded_pieces(
+            lengths, batches, embedder.batch_size, sort=name == "encode")))
     base_seconds, base = results[0][1], results[0][2]
     print(f"{len(texts)} chunks, {real:,} word pieces; batch size {embedder.batch_size}, "
           f"kbsync batches of {BATCH}")

@@ -87,6 +87,19 @@ def test_commands_that_embed_nothing_never_load_the_local_model(tmp_path: Path) 
     assert loaded == described
 
 
+def test_the_local_embedder_gives_encode_s_vectors_in_the_order_given() -> None:
+    pytest.importorskip("sentence_transformers")
+    from kbsync.embed.providers.local import LocalEmbedder
+
+    embedder = LocalEmbedder(batch_size=2)
+    texts = ["a much longer text about harbour cranes, tides and the lanterns on the quay",
+             "short", "retry with backoff", "", "the ledger of ropes and gulls " * 40]
+    mine = embedder.embed(texts)
+    theirs = embedder._loaded().encode(texts, normalize_embeddings=True)
+    assert mine.shape == (5, 384)
+    assert np.allclose(mine, theirs, atol=1e-5)
+
+
 def test_chunks_longer_than_the_model_window_are_refused_unless_allowed(tmp_path: Path) -> None:
     pytest.importorskip("sentence_transformers")
     kb = _kb(tmp_path, 'kind = "local"\n', chunker="\nmax_tokens = 512\n")
