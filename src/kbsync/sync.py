@@ -114,6 +114,8 @@ __all__ = [
 Progress = Callable[[str, int, int], None]
 ExtractorFor = Callable[[str], Extractor | None]
 EMBED_BATCH = 64
+EMBEDDED_PREFIX = "embedded "
+"""Prefix of the meta entries of :func:`embedded_meta_name`."""
 
 
 @dataclass(frozen=True)
@@ -521,19 +523,20 @@ class RemovedSource:
         raise DocumentError(item.locator, "its source is no longer configured")
 
 
-def backfill(source: str, store: RecordStore, embedder: Embedder, out: SourceReport) -> None:
-    """Embed current chunks that have no vector for this embedder.
+def backfill(source: str, store: RecordStore, embedder: Embedder, out: SourceReport) -> bool:
+    """Embed current chunks that have no vector for this embedder; whether all have now.
 
     That happens when the embedder changes (unchanged documents keep their chunks
     but need new vectors) and when a chunk stops being boilerplate.
     """
     missing = store.unembedded(source, embedder.identity)
     if not missing:
-        return
+        return True
     before = out.embeddings_computed
     out.embeddings_to_compute += len(missing)
-    _embed_texts(embedder, list(missing), missing, out, None, store, keep=False)
+    _, failed = _embed_texts(embedder, list(missing), missing, out, None, store, keep=False)
     out.embeddings_backfill = out.embeddings_computed - before
+    return not failed
 
 
 def refuse_dimension_change(store: RecordStore, embedder: Embedder) -> None:
@@ -592,35 +595,50 @@ def _sync_source_steps(run: _Run, source: Source, allow_mass_delete: bool,
         added = _Added(scratch.recurring())
         out.boilerplate = len(shared)
         skip = frozenset() if run.index_boilerplate else shared
+        same_boilerplate = store.boilerplate(source.name) == skip
+        # Whether every current chunk has its vector, as the last sync left it: then
+        # nothing since has taken one away (a sync embeds what it applies), and the
+        # query of every chunk against the cache is not needed, here or at the end.
+        embedded = (not run.verify and same_boilerplate
+                    and store.get_meta(embedded_meta_name(source.name)) == run.embedder.identity)
         if not run.dry_run:
-            mirror = run.sink is not None and store.boilerplate(source.name) != skip
+            mirror = run.sink is not None and not same_boilerplate
             store.set_boilerplate(source.name, skip)
         if run.confirm_above is not None and not run.dry_run:
-            _confirm_bill(run, source.name, scratch, skip, run.confirm_above)
+            _confirm_bill(run, source.name, scratch, skip, run.confirm_above, embedded)
         counted = _Counted(run.progress)
         for batch in scratch.batches(run.batch.documents, run.batch.bytes):
             _run_batch(run, source.name, batch, scratch, skip, shared, added, out,
                        counted.batch())
         _delete_vanished(run, source.name, scratch, stored, allow_mass_delete, out)
     if run.dry_run:
-        out.embeddings_backfill = len(store.unembedded(source.name, run.embedder.identity))
+        if not embedded:
+            out.embeddings_backfill = len(store.unembedded(source.name, run.embedder.identity))
         out.embeddings_to_compute += out.embeddings_backfill
         return False
-    backfill(source.name, store, run.embedder, out)
+    if not embedded and backfill(source.name, store, run.embedder, out):
+        store.set_meta(embedded_meta_name(source.name), run.embedder.identity)
     run.clock.lap("apply")
     return mirror or out.embeddings_backfill > 0
 
 
+def embedded_meta_name(source: str) -> str:
+    """The store's meta entry naming the embedder that every current chunk of ``source``
+    had a vector for when the last sync of it ended (``sync --verify`` checks again)."""
+    return EMBEDDED_PREFIX + source
+
+
 def _confirm_bill(run: _Run, source: str, scratch: Scratch, skip: frozenset[str],
-                  limit: int) -> None:
+                  limit: int, embedded: bool) -> None:
     """Refuse, before anything of the source is embedded, a bill over ``limit`` tokens.
 
     The bill is the tokens of the chunks read in this run that are neither cached
     nor boilerplate, and of the stored chunks that have no vector for this embedder
     (a new embedder re-embeds every document); the cache is asked about the first
-    only when all of them together exceed it.
+    only when all of them together exceed it. ``embedded`` says the stored chunks
+    all have their vector (:func:`embedded_meta_name`).
     """
-    missing = run.store.unembedded(source, run.embedder.identity)
+    missing = {} if embedded else run.store.unembedded(source, run.embedder.identity)
     chunks = len(missing)
     tokens = sum(run.embedder.count_tokens(list(missing.values()))) if missing else 0
     if scratch.fresh_tokens() + tokens <= limit:

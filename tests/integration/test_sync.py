@@ -434,6 +434,52 @@ def test_verify_names_a_document_whose_current_text_is_gone_and_search_still_ans
         store.close()
 
 
+class _AskedStore(SqliteStore):
+    """Counts the queries for chunks without a vector (every chunk against the cache)."""
+
+    asked = 0
+
+    def unembedded(self, source: str, embedder: str) -> dict[str, str]:
+        self.asked += 1
+        return super().unembedded(source, embedder)
+
+
+class _OtherModel(CountingEmbedder):
+    @property
+    def identity(self) -> str:
+        return "other-model:64"
+
+
+def test_a_no_op_sync_does_not_query_every_chunk_for_its_vector_but_verify_does(
+    tmp_path: Path,
+) -> None:
+    store = _AskedStore(tmp_path / "kb.db")
+    try:
+        source = MemorySource({f"d{i}.txt": f"Harbour note {i} about cranes and tides. ".encode()
+                               * 30 for i in range(5)})
+        chunker, embedder = Chunker(), CountingEmbedder()
+        sync_sources([source], store, embedder, extractor_for, chunker)
+        assert store.asked > 0
+        store.asked = 0
+        sync_sources([source], store, embedder, extractor_for, chunker)
+        assert store.asked == 0
+        db = sqlite3.connect(tmp_path / "kb.db")
+        with db:
+            db.execute("DELETE FROM embeddings WHERE rowid IN (SELECT rowid FROM embeddings "
+                       "LIMIT 2)")
+        db.close()
+        checked = sync_sources([source], store, embedder, extractor_for, chunker, verify=True)
+        assert checked.sources[0].embeddings_backfill == 2
+        assert store.verify(embedder.identity, None) == []
+        store.asked = 0
+        other = _OtherModel()  # another embedder: every chunk needs its vector
+        assert sync_sources([source], store, other, extractor_for, chunker).sources[
+            0].embeddings_backfill > 0
+        assert store.asked > 0
+    finally:
+        store.close()
+
+
 def test_a_batch_inside_a_batch_joins_it(tmp_path: Path) -> None:
     store = SqliteStore(tmp_path / "kb.db")
     try:
