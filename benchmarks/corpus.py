@@ -22,6 +22,7 @@ __all__ = [
     "generated_text",
     "prose_sentences",
     "sample_corpus_text",
+    "vocabulary",
 ]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -38,6 +39,15 @@ def corpus_files(*suffixes: str) -> list[Path]:
     """Files of the sample corpus in name order, optionally only those with ``suffixes``."""
     files = sorted(p for p in CORPUS_DIR.iterdir() if p.is_file())
     return [p for p in files if not suffixes or p.suffix in suffixes]
+
+
+def vocabulary() -> list[str]:
+    """The words of the sample corpus, sorted (a fixed vocabulary of real words)."""
+    words: set[str] = set()
+    for path in sorted(CORPUS_DIR.iterdir()):
+        if path.is_file():
+            words.update(re.findall(r"[A-Za-z]{2,}", path.read_text(encoding="utf-8")))
+    return sorted(words)
 
 
 def sample_corpus_text() -> str:

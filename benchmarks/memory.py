@@ -25,7 +25,6 @@ import argparse
 import json
 import os
 import random
-import re
 import resource
 import subprocess
 import sys
@@ -33,18 +32,13 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from corpus import vocabulary
+
 ROOT = Path(__file__).resolve().parent.parent
 SIZES = (10, 50, 200)
 _MB = 1_000_000
-
-
-def vocabulary() -> list[str]:
-    """The words of the sample corpus, sorted (a fixed vocabulary of real words)."""
-    words: set[str] = set()
-    for path in sorted((ROOT / "examples" / "corpus").iterdir()):
-        if path.is_file():
-            words.update(re.findall(r"[A-Za-z]{2,}", path.read_text(encoding="utf-8")))
-    return sorted(words)
 
 
 def write_prose(path: Path, size: int, seed: int = 14) -> None:

@@ -38,7 +38,6 @@ import json
 import os
 import platform
 import random
-import re
 import resource
 import shutil
 import subprocess
@@ -48,18 +47,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from corpus import vocabulary
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / ".data"
 CONFIGS = ("sqlite", "postgres-1", "postgres-2")
 _GENERATOR = "scale-v1"
-
-
-def vocabulary() -> list[str]:
-    words: set[str] = set()
-    for path in sorted((ROOT / "examples" / "corpus").iterdir()):
-        if path.is_file():
-            words.update(re.findall(r"[A-Za-z]{2,}", path.read_text(encoding="utf-8")))
-    return sorted(words)
 
 
 def corpus(count: int) -> Path:

@@ -117,6 +117,19 @@ def test_a_very_long_text_is_compared_by_its_chunks_in_a_small_multiple_of_it(
         f"peak {peak / 1e6:.0f} MB for {len(new) / 1e6:.0f} MB")
 
 
+def _synced_big_file(tmp_path: Path, size: int) -> tuple[Path, FilesystemSource, SqliteStore]:
+    """A folder with one prose file of ``size`` bytes, synced into a fresh SQLite store."""
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    path = folder / "big.txt"
+    _prose(path, size)
+    source = FilesystemSource(folder, name="docs", max_bytes=4_000_000)
+    store = SqliteStore(tmp_path / "kb.db")
+    sync_sources([source], store, HashingEmbedder(), extractor_for, DEFAULT_CHUNKER,
+                 scratch_dir=tmp_path)
+    return path, source, store
+
+
 def test_a_sync_compares_a_very_long_edit_with_the_stored_text_read_in_pieces(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import kbsync.store.sqlite as sqlite_store
@@ -124,15 +137,8 @@ def test_a_sync_compares_a_very_long_edit_with_the_stored_text_read_in_pieces(
 
     monkeypatch.setattr(kbsync.sync, "WORD_REGIONS_LIMIT", 500_000)
     monkeypatch.setattr(sqlite_store, "BIG_TEXT", 200_000)  # stored through blob I/O
-    folder = tmp_path / "docs"
-    folder.mkdir()
-    path = folder / "big.txt"
-    _prose(path, 1_200_000)
-    source = FilesystemSource(folder, name="docs", max_bytes=4_000_000)
-    store = SqliteStore(tmp_path / "kb.db")
+    path, source, store = _synced_big_file(tmp_path, 1_200_000)
     try:
-        sync_sources([source], store, HashingEmbedder(), extractor_for, DEFAULT_CHUNKER,
-                     scratch_dir=tmp_path)
         assert len(list(store.text_pieces("docs", "big.txt"))) > 1
         text = path.read_text(encoding="utf-8")
         path.write_text(text[:600_000] + " A sentence inserted. " + text[600_000:],
@@ -196,15 +202,8 @@ def test_sqlite_never_holds_a_big_document_text_in_one_block(tmp_path: Path) -> 
 
 def test_an_edit_of_a_big_text_never_makes_sqlite_hold_both_versions_at_once(
         tmp_path: Path) -> None:
-    folder = tmp_path / "docs"
-    folder.mkdir()
-    path = folder / "big.txt"
-    _prose(path, 2_000_000)
-    source = FilesystemSource(folder, name="docs", max_bytes=4_000_000)
-    store = SqliteStore(tmp_path / "kb.db")
+    path, source, store = _synced_big_file(tmp_path, 2_000_000)
     try:
-        sync_sources([source], store, HashingEmbedder(), extractor_for, DEFAULT_CHUNKER,
-                     scratch_dir=tmp_path)
         data = path.read_bytes()
         middle = data.index(b". ", len(data) // 2) + 2
         path.write_bytes(data[:middle] + b"One sentence inserted. " + data[middle:])
