@@ -1224,53 +1224,36 @@ def apply_plan(
     order = {Action.MOVED: 0, Action.DELETED: 2}
     docs = sorted(the_plan.documents, key=lambda d: order.get(d.action, 1))
     writable = [d for d in docs if d.writes]
-    if sink is None:
-        now = utc_now()
-        with store.batch():
-            for n, doc in enumerate(writable, 1):
-                if failed.intersection(doc.ops.added_digests):
-                    _embedding_failed(doc, out)
-                    continue
-                mine = {d: vectors[d] for d in doc.ops.added_digests if d in vectors}
+    now = utc_now()
+    in_batch = 0  # applied inside the batch: counted once it commits
+    with store.batch() if sink is None else contextlib.nullcontext():
+        for n, doc in enumerate(writable, 1):
+            if failed.intersection(doc.ops.added_digests):
+                _kept_previous(doc, "embedding failed", out)
+                continue
+            mine = {d: vectors[d] for d in doc.ops.added_digests if d in vectors}
+            if sink is None:
                 store.apply(the_plan.source, doc, mine, embedder.identity, now)
-                if progress is not None:
-                    progress("apply", n, len(writable))
-        out.applied += sum(not failed.intersection(d.ops.added_digests) for d in writable)
-        return
-    _apply_with_sink(the_plan, writable, vectors, failed, store, sink, embedder, out,
-                     progress, skip)
+                in_batch += 1
+            else:
+                try:
+                    written = write_document(store, sink, the_plan.source, doc, mine,
+                                             embedder.identity, now, skip)
+                except VectorStoreError as exc:
+                    _kept_previous(doc, str(exc), out)
+                    continue
+                out.applied += 1
+                out.vectors_upserted += written.upserted
+                out.vectors_deleted += written.deleted
+                if written.warning:
+                    out.warnings.append(written.warning)
+            if progress is not None:
+                progress("apply", n, len(writable))
+    out.applied += in_batch
 
 
-def _embedding_failed(doc: DocumentPlan, out: SourceReport) -> None:
+def _kept_previous(doc: DocumentPlan, why: str, out: SourceReport) -> None:
+    """Count a document that could not be written as failed: its previous version stays."""
     out.documents[str(doc.action)] -= 1
     out.documents[str(Action.FAILED)] += 1
-    out.failures.append((doc.key, "embedding failed; the previous version is kept"))
-
-
-def _apply_with_sink(
-    the_plan: Plan, writable: Sequence[DocumentPlan],
-    vectors: Mapping[str, npt.NDArray[np.float32]], failed: set[str], store: RecordStore,
-    sink: VectorSink, embedder: Embedder, out: SourceReport, progress: Progress | None,
-    skip: frozenset[str],
-) -> None:
-    now = utc_now()
-    for n, doc in enumerate(writable, 1):
-        if failed.intersection(doc.ops.added_digests):
-            _embedding_failed(doc, out)
-            continue
-        mine = {d: vectors[d] for d in doc.ops.added_digests if d in vectors}
-        try:
-            written = write_document(store, sink, the_plan.source, doc, mine,
-                                     embedder.identity, now, skip)
-        except VectorStoreError as exc:
-            out.documents[str(doc.action)] -= 1
-            out.documents[str(Action.FAILED)] += 1
-            out.failures.append((doc.key, f"{exc}; the previous version is kept"))
-            continue
-        out.applied += 1
-        out.vectors_upserted += written.upserted
-        out.vectors_deleted += written.deleted
-        if written.warning:
-            out.warnings.append(written.warning)
-        if progress is not None:
-            progress("apply", n, len(writable))
+    out.failures.append((doc.key, f"{why}; the previous version is kept"))

@@ -24,6 +24,7 @@ import pytest
 from kbsync.embed.hashing import HashingEmbedder
 from kbsync.engine import DEFAULT_CHUNKER
 from kbsync.extract.registry import extractor_for
+from kbsync.model import ChangeReport
 from kbsync.sources import FilesystemSource
 from kbsync.store.sqlite import SqliteStore
 from kbsync.sync import sync_sources
@@ -72,8 +73,9 @@ def test_syncing_a_big_text_file_allocates_a_small_multiple_of_its_size(tmp_path
     assert peak <= FACTOR * size, f"peak {peak / 1e6:.0f} MB for a {size / 1e6:.0f} MB file"
 
 
-def test_comparing_two_versions_of_a_big_text_allocates_a_small_multiple_of_it(
-        tmp_path: Path) -> None:
+def _compare_an_insertion(tmp_path: Path) -> tuple[ChangeReport, int, str]:
+    """The report of a 2 MB text and the same with a few words inserted in its middle,
+    the peak of Python's allocations while it was made, and the new text."""
     from kbsync.compare import compare
 
     _prose(tmp_path / "old.txt", 2_000_000)
@@ -85,6 +87,12 @@ def test_comparing_two_versions_of_a_big_text_allocates_a_small_multiple_of_it(
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
+    return report, peak, new
+
+
+def test_comparing_two_versions_of_a_big_text_allocates_a_small_multiple_of_it(
+        tmp_path: Path) -> None:
+    report, peak, new = _compare_an_insertion(tmp_path)
     assert report.changed
     # compare() still scans each whole version into word offset arrays (the word-exact
     # regions need them): about 18 times the text at the peak of one scan. The bound
@@ -97,19 +105,9 @@ def test_a_very_long_text_is_compared_by_its_chunks_in_a_small_multiple_of_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
-    from kbsync.compare import compare
-
     # (the package's `compare` is the function; the module is in sys.modules)
     monkeypatch.setattr(sys.modules["kbsync.compare"], "WORD_REGIONS_LIMIT", 1_000_000)
-    _prose(tmp_path / "old.txt", 2_000_000)
-    old = (tmp_path / "old.txt").read_text(encoding="utf-8")
-    new = old[:1_000_000] + " a few words inserted " + old[1_000_000:]
-    tracemalloc.start()
-    try:
-        report = compare(old, new)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    report, peak, new = _compare_an_insertion(tmp_path)
     assert report.changed
     assert report.similarity > 0.99
     assert (report.regions, report.removed_regions) == ((), ())
