@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from kbsync.chunking import ByteParams, LocalParams, TTTDParams
+from kbsync.chunking import STRATEGY_PARAMS
 from kbsync.crashpoints import crashpoint
 from kbsync.embed import Embedder
 from kbsync.embed.hashing import HashingEmbedder
@@ -170,8 +170,6 @@ _INDEX_SETTINGS = ("boilerplate_share", "index_boilerplate", "strict_decoding",
 _SEARCH_SETTINGS = ("context_tokens",)
 _STORE_SETTINGS = ("path", "url", "password_env", "schema", "index_memory")
 _FOLDER_SETTINGS = ("name", "path", "include", "exclude")
-_CHUNKER_PARAMS: dict[str, type] = {"tttd": TTTDParams, "local": LocalParams,
-                                    "bytes": ByteParams}
 
 
 # [embedder] settings of kbsync's own, not options of the embedder's class: the check of
@@ -207,7 +205,7 @@ def _refuse_unknown_keys(file: Path, data: Mapping[str, Any]) -> None:
                 raise ConfigError(f"{file}: {exc}") from None
     chunker = data.get("chunker")
     if isinstance(chunker, dict):
-        params = _CHUNKER_PARAMS.get(str(chunker.get("strategy", "tttd")))
+        params = STRATEGY_PARAMS.get(str(chunker.get("strategy", "tttd")))
         if params is not None:  # an unknown strategy is refused with the list of strategies
             known = ("strategy", *(f.name for f in fields(params)))
             for key in chunker:

@@ -17,6 +17,8 @@ CASES: dict[str, dict[str, Any]] = {
     "tttd-small-snap": {"strategy": "tttd", "min_tokens": 8, "max_tokens": 40,
                         "primary_bits": 4, "backup_bits": 2, "snap": True},
     "local-small": {"strategy": "local", "min_tokens": 8, "max_tokens": 40},
+    "sentences-default": {"strategy": "sentences"},
+    "sentences-small": {"strategy": "sentences", "min_tokens": 8, "max_tokens": 40},
     "bytes-small": {"strategy": "bytes", "min_size": 64, "avg_size": 128, "max_size": 512},
 }
 

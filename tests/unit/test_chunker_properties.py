@@ -25,11 +25,12 @@ from hypothesis import strategies as st
 from kbsync import chunk_text, normalize
 
 ROOT = Path(__file__).resolve().parents[2]
-TEXT_STRATEGIES = ("tttd", "local")
+TEXT_STRATEGIES = ("tttd", "local", "sentences")
 SMALL = {
     "tttd": {"min_tokens": 8, "max_tokens": 32, "primary_bits": 3, "backup_bits": 1,
              "window_words": 3},
     "local": {"min_tokens": 8, "max_tokens": 32, "window_words": 3},
+    "sentences": {"min_tokens": 8, "max_tokens": 32, "window_words": 3},
 }
 EDIT_BOUND = 6
 """Chunks a one-word edit may add or remove. Measured over 1,500 random edits of
@@ -93,7 +94,7 @@ import hashlib, json, sys
 from kbsync import chunk_text
 text = sys.stdin.read()
 out = {}
-for strategy in ("tttd", "local", "bytes"):
+for strategy in ("tttd", "local", "sentences", "bytes"):
     h = hashlib.sha256()
     for c in chunk_text(text, strategy=strategy).chunks:
         h.update(f"{c.identity}:{c.start}:{c.end}\\n".encode())
@@ -113,7 +114,7 @@ def test_chunk_identities_do_not_depend_on_the_string_hash_seed(corpus: str) -> 
         )
         digests.append(json.loads(done.stdout))
     assert all(d == digests[0] for d in digests), digests
-    here = {s: hashlib.sha256() for s in ("tttd", "local", "bytes")}
+    here = {s: hashlib.sha256() for s in ("tttd", "local", "sentences", "bytes")}
     for strategy, h in here.items():
         for c in chunk_text(text, strategy=strategy).chunks:  # type: ignore[arg-type]
             h.update(f"{c.identity}:{c.start}:{c.end}\n".encode())

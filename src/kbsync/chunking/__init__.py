@@ -15,7 +15,8 @@ from typing import Any, Literal
 from kbsync.chunking.bytecdc import byte_chunks, iter_byte_chunks, text_byte_chunks
 from kbsync.chunking.diagnostics import ChunkShape, diagnose_tally, shape_of
 from kbsync.chunking.local import local_chunks
-from kbsync.chunking.params import ByteParams, LocalParams, TTTDParams
+from kbsync.chunking.params import ByteParams, LocalParams, SentenceParams, TTTDParams
+from kbsync.chunking.sentences import sentence_chunks
 from kbsync.chunking.stream import word_blocks
 from kbsync.chunking.tokens import (
     EstimatingCounter,
@@ -30,10 +31,12 @@ from kbsync.model import Chunk, ChunkingDiagnostics, ChunkingResult
 from kbsync.normalize import NORMALIZER_VERSION
 
 __all__ = [
+    "STRATEGY_PARAMS",
     "ByteParams",
     "ChunkShape",
     "EstimatingCounter",
     "LocalParams",
+    "SentenceParams",
     "Strategy",
     "TTTDParams",
     "TextChunker",
@@ -50,16 +53,20 @@ __all__ = [
     "token_counter",
 ]
 
-Strategy = Literal["tttd", "local", "bytes"]
-Params = TTTDParams | LocalParams | ByteParams
-_PARAMS: dict[str, type[Params]] = {"tttd": TTTDParams, "local": LocalParams, "bytes": ByteParams}
+Strategy = Literal["tttd", "local", "sentences", "bytes"]
+Params = TTTDParams | LocalParams | SentenceParams | ByteParams
+STRATEGY_PARAMS: Mapping[str, type[Params]] = {
+    "tttd": TTTDParams, "local": LocalParams, "sentences": SentenceParams, "bytes": ByteParams,
+}
 
 
 def make_params(strategy: str, **params: Any) -> Params:
     """Validated parameters of ``strategy``; an unknown name is a clear error."""
-    cls = _PARAMS.get(strategy)
+    cls = STRATEGY_PARAMS.get(strategy)
     if cls is None:
-        raise ParameterError(f"unknown strategy {strategy!r}: use one of {', '.join(_PARAMS)}")
+        raise ParameterError(
+            f"unknown strategy {strategy!r}: use one of {', '.join(STRATEGY_PARAMS)}"
+        )
     known = {f.name for f in fields(cls)}
     unknown = sorted(set(params) - known)
     if unknown:
@@ -98,6 +105,9 @@ class TextChunker:
         if isinstance(s, LocalParams):
             return local_chunks(word_blocks(pieces, self.counter, s.window_words), s,
                                 self.identity)
+        if isinstance(s, SentenceParams):
+            blocks = word_blocks(pieces, self.counter, s.window_words, with_sentences=True)
+            return sentence_chunks(blocks, s, self.identity)
         return text_byte_chunks("".join(pieces), s, self.identity, self.counter)
 
     def chunk(self, text: str) -> ChunkingResult:

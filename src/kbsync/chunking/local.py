@@ -48,77 +48,151 @@ ends are never cuts by themselves: only the input's last position is final.)
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 import numpy.typing as npt
 
 from kbsync.chunking.fingerprint import U64, mix64
 from kbsync.chunking.params import LocalParams
-from kbsync.chunking.stream import WordBlock
+from kbsync.chunking.stream import WordBlock, WordBuffer
 from kbsync.identity import ChunkIdentity
 from kbsync.model import Boundary, Chunk
 from kbsync.normalize import IntArray, join_words
 
-__all__ = ["cut_positions", "local_chunks"]
+__all__ = ["CutRule", "cut_positions", "local_chunks", "select_cuts", "stream_cuts"]
 
 _SECOND_HASH = np.uint64(0xD6E8FEB86659FD93)
 _CANDIDATES_PER_WINDOW = 8.0
 _MAX = np.uint64(0xFFFFFFFFFFFFFFFF)
+_RANK_BITS = 3
+
+CutRule = Callable[[WordBuffer, bool, bool], tuple[IntArray, list[Boundary]]]
+"""Sorted cut positions of a buffer of words, and their kinds, under a strictly local rule;
+the flags say whether the buffer starts with the input's first word and ends with its last."""
 
 
 def local_chunks(
     blocks: Iterable[WordBlock], params: LocalParams, identity: ChunkIdentity
 ) -> Iterator[Chunk]:
     """Chunks of the word stream ``blocks`` under the strictly local rules."""
-    parts = list(blocks)
-    if not parts:
-        return
-    pieces, shifts, length = [], [], 0
-    for k, b in enumerate(parts):
-        if k:
-            glue = "\n\n" if b.paragraph[0] else " "
-            pieces.append(glue)
-            length += len(glue)
-        shifts.append(length)
-        pieces.append(b.source)
-        length += len(b.source)
-    source = "".join(pieces)
-    text_starts = np.concatenate([b.text_starts + s for b, s in zip(parts, shifts, strict=True)])
-    text_ends = np.concatenate([b.text_ends + s for b, s in zip(parts, shifts, strict=True)])
-    input_starts = np.concatenate([b.input_starts for b in parts])
-    input_ends = np.concatenate([b.input_ends for b in parts])
-    tokens = np.concatenate([b.tokens for b in parts])
-    fingerprint = np.concatenate([b.fingerprint for b in parts])
 
-    cuts, kinds = cut_positions(fingerprint, tokens, params.min_tokens, params.max_tokens)
-    cum = np.cumsum(tokens)
-    start, t0 = 0, 0
-    for index, (cut, kind) in enumerate(zip(cuts.tolist(), kinds, strict=True)):
-        text = join_words(source, text_starts, text_ends, start, cut + 1)
+    def rule(words: WordBuffer, first: bool, last: bool) -> tuple[IntArray, list[Boundary]]:
+        return cut_positions(words.fingerprint, words.tokens, params.min_tokens,
+                             params.max_tokens)
+
+    return stream_cuts(blocks, rule, params.max_tokens, identity)
+
+
+def stream_cuts(
+    blocks: Iterable[WordBlock], rule: CutRule, reach: int, identity: ChunkIdentity
+) -> Iterator[Chunk]:
+    """Chunks of ``blocks`` under ``rule``, each yielded as soon as no later word can move it.
+
+    ``reach`` bounds, in tokens, how far the decision at a position reads on either side
+    (one word more to the right). Twice that is kept on both sides of the words still
+    undecided, so a decision is only trusted where the buffer holds everything it reads:
+    the chunks are those of the whole input at once, with memory bounded by one block
+    and the margins.
+    """
+    margin = 2 * reach
+    words = WordBuffer()
+    start, index, first = 0, 0, True
+    for block in blocks:
+        words.extend(block)
+        n = len(words)
+        if n < 3:
+            continue
+        cum = np.cumsum(words.tokens)
+        limit = int(cum[n - 3]) - margin
+        if limit <= 0:
+            continue
+        chunks, start = _emit(words, cum, rule(words, first, False), start, limit, index,
+                              identity)
+        index += len(chunks)
+        yield from chunks
+        before = int(cum[start - 1]) if start else 0
+        keep = int(np.searchsorted(cum - words.tokens, before - margin, side="right")) - 1
+        if keep > 0:
+            words.drop(keep)
+            start -= keep
+            first = False
+    if len(words):
+        cum = np.cumsum(words.tokens)
+        yield from _emit(words, cum, rule(words, first, True), start, None, index, identity)[0]
+
+
+def _emit(
+    words: WordBuffer, cum: IntArray, cuts: tuple[IntArray, list[Boundary]], start: int,
+    limit: int | None, index: int, identity: ChunkIdentity,
+) -> tuple[list[Chunk], int]:
+    """The chunks from word ``start`` up to the last cut before ``limit`` tokens, and the next
+    start."""
+    positions, kinds = cuts
+    first = int(np.searchsorted(positions, start))
+    out: list[Chunk] = []
+    t0 = int(cum[start - 1]) if start else 0
+    for cut, kind in zip(positions[first:].tolist(), kinds[first:], strict=True):
         t1 = int(cum[cut])
-        yield Chunk(
-            index=index,
+        if limit is not None and t1 >= limit:
+            break
+        text = join_words(words.source, words.text_starts, words.text_ends, start, cut + 1)
+        out.append(Chunk(
+            index=index + len(out),
             text=text,
-            start=int(input_starts[start]),
-            end=int(input_ends[cut]),
+            start=int(words.input_starts[start]),
+            end=int(words.input_ends[cut]),
             token_count=t1 - t0,
             boundary=kind,
             identity=identity(text),
-        )
+        ))
         start, t0 = cut + 1, t1
+    return out, start
 
 
 def cut_positions(
     fingerprint: U64, tokens: IntArray, min_tokens: int, max_tokens: int
 ) -> tuple[IntArray, list[Boundary]]:
     """Sorted cut positions and their kinds (see the module docstring for the rules)."""
+    return select_cuts(fingerprint, tokens, radius=min_tokens, span=max_tokens - min_tokens)
+
+
+def select_cuts(
+    fingerprint: U64, tokens: IntArray, *, radius: int, span: int,
+    ranks: npt.NDArray[np.uint8] | None = None, eligible_below: int = 0,
+    first: bool = False, last: bool = False,
+) -> tuple[IntArray, list[Boundary]]:
+    """Cut positions and kinds under the local rules with primary radius ``radius`` and
+    forced windows of ``span`` tokens.
+
+    With ``ranks`` (0 to 7 per position), only positions ranked below ``eligible_below``
+    can be primaries, and a lower rank beats any higher one, in primaries and in forced
+    picks alike; the fingerprint only orders positions of equal rank. A rank must be a
+    function of the words around its position, so the rules stay local. With ranks, the
+    input's edges also count as primaries: ``first`` (the words start the input) and
+    ``last`` (they end it) keep primaries ``radius`` tokens away from them, so that a
+    title or a closing line is not a chunk of its own.
+    """
     n = len(tokens)
     cum = np.cumsum(tokens)
     f1 = fingerprint
     f2 = mix64(fingerprint ^ _SECOND_HASH)
-    span = max_tokens - min_tokens
-    primary = strict_local_minima(f1, cum, min_tokens)
+    if ranks is None:
+        primary = strict_local_minima(f1, cum, radius)
+    else:
+        allowed = ranks < eligible_below
+        if first:
+            allowed &= cum >= radius
+        if last:
+            allowed &= int(cum[-1]) - cum >= radius
+        eligible = np.flatnonzero(allowed)
+        primary = np.zeros(n, dtype=np.bool_)
+        # The eligible positions are sparse (a sentence is ~20 words), so all of them are
+        # compared directly rather than through a threshold.
+        won = strict_local_minima(_ranked(ranks[eligible], f1[eligible]), cum[eligible], radius,
+                                  share=1.0)
+        primary[eligible[won]] = True
+        f2 = _ranked(ranks, f2)
     giant = tokens > span
     hard = giant.copy()
     hard[:-1] |= giant[1:]
@@ -138,18 +212,29 @@ def cut_positions(
     return cuts, [table[c] for c in kind_codes]
 
 
-def strict_local_minima(values: U64, cum: IntArray, radius: int) -> npt.NDArray[np.bool_]:
+def _ranked(ranks: npt.NDArray[np.uint8], values: U64) -> U64:
+    """Keys that order by rank first, then by the top 61 bits of ``values``."""
+    shift = np.uint64(64 - _RANK_BITS)
+    key: U64 = (ranks.astype(np.uint64) << shift) | (values >> np.uint64(_RANK_BITS))
+    return key
+
+
+def strict_local_minima(
+    values: U64, cum: IntArray, radius: int, *, share: float | None = None
+) -> npt.NDArray[np.bool_]:
     """Positions k whose value is strictly below every other within ``radius - 1`` tokens.
 
-    Only positions with a value below a threshold can win where such a position
-    is nearby, so those are compared among themselves in array operations; the
-    rare stretches with none nearby are checked exactly with a range-minimum table.
+    Only positions with a value below a threshold (the lowest ``share`` of the range;
+    by default about eight per radius of one-token positions) can win where such a
+    position is nearby, so those are compared among themselves in array operations;
+    the rare stretches with none nearby are checked exactly with a range-minimum table.
     """
     n = len(values)
     out = np.zeros(n, dtype=np.bool_)
     if n == 0:
         return out
-    share = min(1.0, _CANDIDATES_PER_WINDOW / radius)
+    if share is None:
+        share = min(1.0, _CANDIDATES_PER_WINDOW / radius)
     threshold = np.uint64(min(int(share * 2.0**64), (1 << 64) - 1))
     cand = np.flatnonzero(values < threshold) if share < 1.0 else np.arange(n)
     fc, tc = values[cand], cum[cand]

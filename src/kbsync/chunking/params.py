@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 from kbsync.errors import ParameterError
 from kbsync.identity import Field
 
-__all__ = ["ByteParams", "LocalParams", "TTTDParams"]
+__all__ = ["ByteParams", "LocalParams", "SentenceParams", "TTTDParams"]
 
 _FINGERPRINT_BITS = 64
 
@@ -97,6 +97,36 @@ class LocalParams:
         if self.max_tokens <= self.min_tokens:
             raise ParameterError(
                 f"the local strategy needs max_tokens > min_tokens "
+                f"(got {self.max_tokens} <= {self.min_tokens})"
+            )
+
+    def canonical(self) -> dict[str, Field]:
+        return dict(asdict(self))
+
+
+@dataclass(frozen=True, slots=True)
+class SentenceParams:
+    """The sentence-aware strategy (see :mod:`kbsync.chunking.sentences`).
+
+    Chunks end at paragraph and sentence ends, are at most ``max_tokens`` long, and
+    two primary cuts are at least ``min_tokens`` apart (so chunks average a little
+    over twice that where sentences are short). The defaults aim at small-chunk
+    retrieval: chunks of about 100 tokens, a few sentences or one short paragraph.
+    """
+
+    window_words: int = 8
+    min_tokens: int = 40
+    max_tokens: int = 160
+    token_counter: str = "estimate"
+
+    chunker_id = "sentences-v1"
+
+    def __post_init__(self) -> None:
+        _positive("window_words", self.window_words)
+        _limits(self.min_tokens, self.max_tokens)
+        if self.max_tokens <= self.min_tokens:
+            raise ParameterError(
+                f"the sentences strategy needs max_tokens > min_tokens "
                 f"(got {self.max_tokens} <= {self.min_tokens})"
             )
 

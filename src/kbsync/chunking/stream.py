@@ -11,7 +11,7 @@ block's arrays therefore do not depend on where the pieces were split.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -20,7 +20,7 @@ from kbsync.chunking.fingerprint import U64, window_fingerprints, word_hashes
 from kbsync.chunking.tokens import TokenCounter
 from kbsync.normalize import BLOCK_CHARS, IntArray, WordScan, iter_blocks, scan_words
 
-__all__ = ["BLOCK_CHARS", "WordBlock", "iter_blocks", "word_blocks"]
+__all__ = ["BLOCK_CHARS", "WordBlock", "WordBuffer", "iter_blocks", "word_blocks"]
 
 _SENTENCE_END = np.zeros(256, dtype=np.bool_)
 for _c in b".!?":
@@ -85,6 +85,8 @@ def word_blocks(
 
 
 _NO_FLAGS = np.zeros(0, dtype=np.bool_)
+_NO_INTS: IntArray = np.zeros(0, dtype=np.int64)
+_NO_HASHES: U64 = np.zeros(0, dtype=np.uint64)
 
 
 def _sentence_ends(scan: WordScan) -> npt.NDArray[np.bool_]:
@@ -104,3 +106,55 @@ def _sentence_ends(scan: WordScan) -> npt.NDArray[np.bool_]:
         ok = (b[e - 2] == 0x80) & (b[e - 3] == 0xE2) & _SENTENCE_END[b[e - 4]]
         flags[idx[ok]] = True
     return flags
+
+
+@dataclass(slots=True, eq=False)
+class WordBuffer:
+    """The words of consecutive blocks, joined, that a streaming chunker has not let go of.
+
+    ``source`` is the canonical text of the words in the buffer, which ``text_*`` index;
+    the other arrays are those of :class:`WordBlock`, concatenated.
+    """
+
+    source: str = ""
+    text_starts: IntArray = field(default_factory=lambda: _NO_INTS)
+    text_ends: IntArray = field(default_factory=lambda: _NO_INTS)
+    input_starts: IntArray = field(default_factory=lambda: _NO_INTS)
+    input_ends: IntArray = field(default_factory=lambda: _NO_INTS)
+    paragraph: npt.NDArray[np.bool_] = field(default_factory=lambda: _NO_FLAGS)
+    sentence_end: npt.NDArray[np.bool_] = field(default_factory=lambda: _NO_FLAGS)
+    tokens: IntArray = field(default_factory=lambda: _NO_INTS)
+    fingerprint: U64 = field(default_factory=lambda: _NO_HASHES)
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def extend(self, block: WordBlock) -> None:
+        """Append the words of ``block``, glued to the words before as canonical text is."""
+        glue = ("\n\n" if block.paragraph[0] else " ") if len(self) else ""
+        shift = len(self.source) + len(glue)
+        self.source = self.source + glue + block.source if glue else block.source
+        self.text_starts = np.concatenate([self.text_starts, block.text_starts + shift])
+        self.text_ends = np.concatenate([self.text_ends, block.text_ends + shift])
+        self.input_starts = np.concatenate([self.input_starts, block.input_starts])
+        self.input_ends = np.concatenate([self.input_ends, block.input_ends])
+        self.paragraph = np.concatenate([self.paragraph, block.paragraph])
+        self.sentence_end = np.concatenate([self.sentence_end, block.sentence_end])
+        self.tokens = np.concatenate([self.tokens, block.tokens])
+        self.fingerprint = np.concatenate([self.fingerprint, block.fingerprint])
+
+    def drop(self, count: int) -> None:
+        """Forget the first ``count`` words."""
+        count = min(count, len(self))
+        if count <= 0:
+            return
+        cut = int(self.text_starts[count]) if count < len(self) else len(self.source)
+        self.source = self.source[cut:]
+        self.text_starts = self.text_starts[count:] - cut
+        self.text_ends = self.text_ends[count:] - cut
+        self.input_starts = self.input_starts[count:]
+        self.input_ends = self.input_ends[count:]
+        self.paragraph = self.paragraph[count:]
+        self.sentence_end = self.sentence_end[count:]
+        self.tokens = self.tokens[count:]
+        self.fingerprint = self.fingerprint[count:]

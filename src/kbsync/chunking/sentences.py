@@ -1,0 +1,105 @@
+"""Sentence-aware strictly local chunking: chunks end at paragraph and sentence ends.
+
+Retrieval works best on chunks that are whole sentences and, where they fit, whole
+paragraphs; TTTD and the plain local strategy cut at arbitrary words. This strategy
+keeps the strictly local rules of :mod:`kbsync.chunking.local` but decides *where*
+a cut may fall by what ends there. Every position (the cut after word k) has a rank:
+
+0. a paragraph end followed by a Markdown heading (the next word is one to six ``#``);
+1. a paragraph end after a sentence end (see 3);
+2. any other paragraph end (after a title, a list item, a line of code);
+3. a sentence end: the word ends in ``.``, ``!`` or ``?``, maybe followed by one
+   closing quote or bracket;
+4. any other word.
+
+So a title stays with the text it introduces: the paragraph end before it (after
+a sentence) outranks the one after it.
+
+With the notation of :mod:`kbsync.chunking.local`, ``r = min_tokens`` and
+``L = max_tokens``, and keys ordered by rank first, then by a fingerprint:
+
+* **primary** -- a position of rank 0 to 3 whose key ``(rank, f1)`` is strictly below
+  that of every other such position within ``r - 1`` tokens, and which is at least
+  ``r`` tokens from the start and from the end of the input: so a paragraph end beats
+  every sentence end near it, of several sentence ends the fingerprint picks one, and
+  a title or a closing line stays with the text next to it;
+* **hard** -- word k or word k + 1 alone has more than ``L`` tokens;
+* **final** -- the last position;
+* **forced** -- every window of ``L`` tokens that holds no anchor gets a cut at the
+  minimum of ``(rank, f2)`` in it: a paragraph end if it has one, else a sentence end,
+  else a word (inside a sentence longer than the window).
+
+Size: no chunk exceeds ``max_tokens`` (a single longer word aside), and a chunk
+between two primaries has at least ``min_tokens``.
+
+Locality: a rank reads word k and word k + 1; a primary decision reads positions
+within ``r - 1`` tokens each side; a forced decision reads the windows holding k and
+the anchor status of their positions, within ``L + r`` tokens; a fingerprint reads
+``window_words - 1`` words to the left. Every word has at least one token, so the
+decision at k is a function of words ``k - (L + r + w)`` to ``k + (L + r + 1)``. Two
+inputs that share a region of words therefore cut identically at every position at
+least ``max_tokens + min_tokens + window_words + 1`` words inside it, and every
+chunk that starts and ends there is the same chunk in both, text and identity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+import numpy.typing as npt
+
+from kbsync.chunking.local import select_cuts, stream_cuts
+from kbsync.chunking.params import SentenceParams
+from kbsync.chunking.stream import WordBlock, WordBuffer
+from kbsync.identity import ChunkIdentity
+from kbsync.model import Boundary, Chunk
+from kbsync.normalize import IntArray
+
+__all__ = [
+    "BARE_PARAGRAPH_END", "HEADING_BREAK", "PARAGRAPH_END", "SENTENCE_END", "WORD", "ranks",
+    "sentence_chunks",
+]
+
+HEADING_BREAK, PARAGRAPH_END, BARE_PARAGRAPH_END, SENTENCE_END, WORD = 0, 1, 2, 3, 4
+
+
+def sentence_chunks(
+    blocks: Iterable[WordBlock], params: SentenceParams, identity: ChunkIdentity
+) -> Iterator[Chunk]:
+    """Chunks of the word stream ``blocks`` (scanned with sentence ends) under the rules above."""
+
+    def rule(words: WordBuffer, first: bool, last: bool) -> tuple[IntArray, list[Boundary]]:
+        return select_cuts(words.fingerprint, words.tokens, radius=params.min_tokens,
+                           span=params.max_tokens, ranks=ranks(words), eligible_below=WORD,
+                           first=first, last=last)
+
+    return stream_cuts(blocks, rule, params.max_tokens + params.min_tokens, identity)
+
+
+def ranks(words: WordBuffer) -> npt.NDArray[np.uint8]:
+    """The rank of the position after each word of ``words`` (see the module docstring)."""
+    n = len(words)
+    out = np.full(n, WORD, dtype=np.uint8)
+    out[words.sentence_end] = SENTENCE_END
+    # A paragraph mark before word k + 1 ends a paragraph at position k.
+    breaks = np.flatnonzero(words.paragraph[1:])
+    out[breaks] = np.where(words.sentence_end[breaks], PARAGRAPH_END, BARE_PARAGRAPH_END)
+    if len(breaks):
+        out[breaks[_headings(words, breaks + 1)]] = HEADING_BREAK
+    return out
+
+
+def _headings(words: WordBuffer, starts: IntArray) -> npt.NDArray[np.bool_]:
+    """Which of the words at ``starts`` open a Markdown heading (one to six ``#``)."""
+    src = words.source
+    return np.fromiter(
+        (_is_heading_mark(src[a:b]) for a, b in zip(words.text_starts[starts].tolist(),
+                                                     words.text_ends[starts].tolist(),
+                                                     strict=True)),
+        dtype=np.bool_, count=len(starts),
+    )
+
+
+def _is_heading_mark(word: str) -> bool:
+    return 1 <= len(word) <= 6 and word == "#" * len(word)

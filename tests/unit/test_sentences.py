@@ -1,0 +1,197 @@
+"""The sentence-aware strategy: its rules, its streaming, its locality bound, its shape on prose."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from bisect import bisect_right
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kbsync import Boundary, ParameterError, chunk_text, normalize
+from kbsync.chunking import EstimatingCounter, LocalParams, SentenceParams
+from kbsync.chunking.fingerprint import mix64
+from kbsync.chunking.local import _SECOND_HASH, local_chunks, select_cuts
+from kbsync.chunking.sentences import WORD, sentence_chunks
+from kbsync.chunking.stream import word_blocks
+from kbsync.identity import ChunkIdentity
+
+PARAMS = {"min_tokens": 6, "max_tokens": 24, "window_words": 3}
+MARGIN = PARAMS["max_tokens"] + PARAMS["min_tokens"] + PARAMS["window_words"] + 1  # words
+IDENTITY = ChunkIdentity(1, "sentences-v1", "test")
+
+
+def _words(rng: random.Random, n: int) -> list[str]:
+    """Words with sentence ends, paragraph breaks and the odd heading among them."""
+    out = []
+    for _ in range(n):
+        word = "".join(rng.choice("abcdefghij") for _ in range(rng.randint(1, 6)))
+        roll = rng.random()
+        if roll < 0.12:
+            word += rng.choice([".", "!", "?", ".)", '."'])
+        elif roll < 0.16:
+            word += ".\n\n"
+        elif roll < 0.17:
+            word += "\n\n## "
+        out.append(word)
+    return out
+
+
+def _text(words: list[str]) -> str:
+    return " ".join(words)
+
+
+def _interior_chunks(text: str, first: int, last: int) -> set[tuple[int, str]]:
+    """Chunks lying within words first..last-1, keyed by their start relative to `first`."""
+    starts = normalize(text).word_starts.tolist()
+    out = set()
+    for c in chunk_text(text, strategy="sentences", **PARAMS).chunks:
+        a = bisect_right(starts, c.start) - 1
+        b = a + len(c.text.split())
+        if first <= a and b <= last:
+            out.add((a - first, c.text))
+    return out
+
+
+@given(st.integers(min_value=0, max_value=2**32), st.integers(2 * MARGIN, 6 * MARGIN))
+def test_chunks_inside_a_shared_region_are_identical_whatever_surrounds_it(
+    seed: int, shared_len: int
+) -> None:
+    rng = random.Random(seed)
+    shared = _words(rng, shared_len)
+    seen = []
+    for _ in "xy":
+        before, after = _words(rng, rng.randint(0, 80)), _words(rng, rng.randint(0, 80))
+        # The region is a run of whole words: the text before it ends in a plain space.
+        before = [w.rstrip(".!?)\"\n#") or "w" for w in before]
+        words = before + shared + after
+        lo = len(normalize(_text(before)).word_starts) + MARGIN
+        hi = lo - MARGIN + len(normalize(_text(shared)).word_starts) - MARGIN
+        seen.append(_interior_chunks(_text(words), lo, hi))
+    assert seen[0] == seen[1]
+
+
+def test_the_locality_bound_is_not_vacuous(prose: str) -> None:
+    rng = random.Random(3)
+    shared = " ".join(prose.split(" ")[:3000])
+    n = len(normalize(shared).word_starts)
+    inner = []
+    for before, after in ((_text([*_words(rng, 57), "x"]), ""), ("y", "end")):
+        first = len(normalize(before).word_starts)
+        text = f"{before} {shared} {after}"
+        inner.append(_interior_chunks(text, first + MARGIN, first + n - MARGIN))
+    assert len(inner[0]) > 100
+    assert inner[0] == inner[1]
+
+
+def _naive_cuts(f: list[int], f2: list[int], tok: list[int], rank: list[int], mn: int,
+                mx: int) -> list[int]:
+    """The rules of kbsync.chunking.sentences, position by position."""
+    n = len(f)
+    t = list(itertools.accumulate(tok))
+
+    def key(k: int, v: list[int]) -> tuple[int, int]:
+        return rank[k], v[k] >> 3
+
+    primary = [rank[k] < WORD and all(key(k, f) < key(j, f) for j in range(n)
+                                      if j != k and rank[j] < WORD and abs(t[j] - t[k]) < mn)
+               for k in range(n)]
+    giant = [x > mx for x in tok]
+    hard = [(giant[k] or (k + 1 < n and giant[k + 1])) and not primary[k] for k in range(n)]
+    anchor = [p or h for p, h in zip(primary, hard, strict=True)]
+    anchor[-1] = True
+    cuts = {k for k in range(n) if anchor[k]}
+    for m in range(n):
+        base = t[m - 1] if m else 0
+        window = [j for j in range(m, n) if t[j] - base <= mx]
+        if window and not any(anchor[j] for j in window):
+            cuts.add(min(window, key=lambda j: (key(j, f2), -j)))
+    return sorted(cuts)
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 2**64 - 1), st.integers(1, 9), st.integers(0, 4)),
+             min_size=1, max_size=120),
+    st.integers(1, 12),
+    st.integers(1, 30),
+    st.booleans(),
+)
+def test_cuts_follow_the_rules_exactly(
+    rows: list[tuple[int, int, int]], mn: int, extra: int, small_values: bool
+) -> None:
+    values = [v % 7 if small_values else v for v, _, _ in rows]  # small values force ties
+    tok = np.array([t for _, t, _ in rows], dtype=np.int64)
+    rank = [r for _, _, r in rows]
+    fp = np.array(values, dtype=np.uint64)
+    cuts, kinds = select_cuts(fp, tok, radius=mn, span=mn + extra,
+                              ranks=np.array(rank, dtype=np.uint8), eligible_below=WORD)
+    f2 = mix64(fp ^ _SECOND_HASH).tolist()
+    assert cuts.tolist() == _naive_cuts(values, f2, tok.tolist(), rank, mn, mn + extra)
+    assert len(kinds) == len(cuts)
+
+
+@pytest.mark.parametrize("strategy", ["sentences", "local"])
+@given(st.integers(min_value=0, max_value=2**32), st.integers(min_value=8, max_value=400))
+def test_streaming_in_blocks_of_any_size_gives_the_one_shot_chunks(
+    strategy: str, seed: int, block_chars: int
+) -> None:
+    text = _text(_words(random.Random(seed), 600))
+
+    def run(size: int) -> list[object]:
+        blocks = word_blocks([text], EstimatingCounter(), 3, with_sentences=True,
+                             block_chars=size)
+        if strategy == "sentences":
+            return list(sentence_chunks(blocks, SentenceParams(**PARAMS), IDENTITY))
+        return list(local_chunks(blocks, LocalParams(**PARAMS), IDENTITY))
+
+    assert run(block_chars) == run(1 << 20)
+
+
+def test_chunks_of_prose_end_at_sentence_or_paragraph_ends(prose: str) -> None:
+    chunks = chunk_text(prose, strategy="sentences").chunks
+    ends = [c for c in chunks[:-1] if c.text.rstrip("\"')]”’» ")[-1] in ".!?"]
+    assert len(ends) >= 0.97 * (len(chunks) - 1)
+
+
+def test_chunks_never_exceed_the_maximum_and_primaries_keep_the_minimum(corpus: str) -> None:
+    chunks = chunk_text(corpus, strategy="sentences").chunks
+    for prev, c in itertools.pairwise(chunks):
+        assert c.token_count <= 160 or len(c.text.split()) == 1
+        if prev.boundary is Boundary.PRIMARY and c.boundary is Boundary.PRIMARY:
+            assert c.token_count >= 40
+
+
+def test_a_sentence_longer_than_the_maximum_is_cut_at_a_word() -> None:
+    text = " ".join(f"w{i}" for i in range(400)) + "."
+    chunks = chunk_text(text, strategy="sentences", min_tokens=10, max_tokens=50).chunks
+    assert len(chunks) >= 400 * 2 // 50
+    assert all(c.token_count <= 50 for c in chunks)
+    assert {c.boundary for c in chunks[:-1]} == {Boundary.FORCED}
+
+
+def test_a_cut_falls_before_a_heading_rather_than_after_it() -> None:
+    body = "Some words here make one sentence. " * 6
+    text = f"{body}\n\n## Installing\n\n{body}\n\n## Running\n\n{body}"
+    chunks = chunk_text(text, strategy="sentences", min_tokens=20, max_tokens=80).chunks
+    assert [c.text.startswith("## ") for c in chunks].count(True) == 2
+    assert not any(c.text.endswith(("Installing", "Running")) for c in chunks)
+
+
+def test_the_strategy_has_its_own_identity_version() -> None:
+    text = "One sentence here. Another one there.\n\nA paragraph."
+    a = chunk_text(text, strategy="sentences").chunks[0].identity
+    b = chunk_text(text, strategy="local").chunks[0].identity
+    assert a != b
+    assert chunk_text(text, strategy="sentences").diagnostics.chunker_id == "sentences-v1"
+
+
+@pytest.mark.parametrize(("params", "message"), [
+    ({"min_tokens": 100, "max_tokens": 100}, "max_tokens > min_tokens"),
+    ({"min_tokens": 0}, "min_tokens must be a positive integer"),
+])
+def test_bad_parameters_are_clear_errors(params: dict[str, int], message: str) -> None:
+    with pytest.raises(ParameterError, match=message):
+        SentenceParams(**params)
