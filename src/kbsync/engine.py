@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from kbsync.chunking import STRATEGY_PARAMS
+from kbsync.chunking import STRATEGY_PARAMS, TokenizerCounter
 from kbsync.crashpoints import crashpoint
 from kbsync.embed import Embedder
 from kbsync.embed.hashing import HashingEmbedder
@@ -42,6 +42,7 @@ __all__ = [
     "SourceConfig",
     "add_source",
     "check_fit",
+    "embedder_token_counter",
     "init_config",
     "init_embedder",
     "load_config",
@@ -693,11 +694,21 @@ def check_fit(chunker: Chunker, embedder: Embedder, settings: dict[str, Any]) ->
     if limit is None or settings.get("allow_truncation", False):
         return
     max_tokens = int(chunker.params.get("max_tokens", 512))
-    fits = int(limit / _WORD_PIECES_PER_TOKEN)
+    counter = chunker.text_chunker().counter
+    if isinstance(counter, TokenizerCounter):  # the model's own tokens: an exact limit
+        fits, ours = limit - counter.special_tokens, "the model's"
+    else:
+        fits = int(limit / _WORD_PIECES_PER_TOKEN)
+        ours = f"about {fits} of ours"
     if max_tokens > fits:
         raise ConfigError(
             f"[chunker] max_tokens = {max_tokens} does not fit the embedder's input window "
-            f"({limit} model tokens, about {fits} of ours): the end of longer chunks would never "
-            f"be retrievable. Lower max_tokens to {fits} or less (embed small chunks and return "
+            f"({limit} model tokens, {ours}): the end of longer chunks would never be "
+            f"retrievable. Lower max_tokens to {fits} or less (embed small chunks and return "
             "big context with `search --context`), or set allow_truncation = true in [embedder]."
         )
+
+
+def embedder_token_counter(embedder: Embedder) -> str:
+    """The token counter that counts as ``embedder`` does (the estimate when it cannot say)."""
+    return str(getattr(embedder, "token_counter", None) or "estimate")

@@ -24,12 +24,12 @@ from typing import Any, Literal, get_args
 import numpy as np
 import numpy.typing as npt
 
-from kbsync.chunking import TextChunker, identity_for
 from kbsync.compare import compare
 from kbsync.costs import DEFAULT_CONFIRM_ABOVE_TOKENS, EmbeddingCost, estimate
 from kbsync.engine import (
     Config,
     check_fit,
+    embedder_token_counter,
     init_config,
     load_config,
     make_embedder,
@@ -302,6 +302,10 @@ class KnowledgeBase:
         self.config = config
         try:
             self.embedder = make_embedder(config.embedder)
+            if config.chunker.counts_in_embedder_tokens:
+                counter = embedder_token_counter(self.embedder)
+                config = replace(config, chunker=replace(config.chunker, embedder_counter=counter))
+                self.config = config
             check_fit(config.chunker, self.embedder, config.embedder)
         except ConfigError as exc:  # the table is in the file: say which file
             raise ConfigError(f"{config.file}: {exc}") from exc
@@ -738,17 +742,16 @@ class KnowledgeBase:
         to the tables themselves needs :meth:`rebuild`; other problems of the
         store, a sync or an erasure).
         """
-        identity = identity_for(self.config.chunker.strategy, **self.config.chunker.params)
-        in_store = tuple(self.store.verify(self.embedder.identity, identity))
+        chunker = self.config.chunker.text_chunker()
+        in_store = tuple(self.store.verify(self.embedder.identity, chunker.identity))
         repaired: tuple[str, ...] = ()
         if repair and in_store:
-            chunker = TextChunker(self.config.chunker.strategy, **self.config.chunker.params)
             with self._writing(wait, None):
                 if isinstance(self.store, SqliteStore):
                     repaired = tuple(self.store.repair(
                         lambda text: {c.identity: c.text for c in chunker.chunk(text).chunks}))
                 repaired += self._embed_missing()
-            after = tuple(self.store.verify(self.embedder.identity, identity))
+            after = tuple(self.store.verify(self.embedder.identity, chunker.identity))
         else:
             after = in_store
 

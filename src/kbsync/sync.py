@@ -21,7 +21,7 @@ import time
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import cache, lru_cache
 from pathlib import Path
@@ -72,6 +72,7 @@ from kbsync.store.rows import held_meta_name
 from kbsync.vectors import VectorSink
 
 __all__ = [
+    "EMBEDDER_COUNTER",
     "REPORT_LIMIT",
     "BatchLimits",
     "Capped",
@@ -118,19 +119,45 @@ EMBEDDED_PREFIX = "embedded "
 """Prefix of the meta entries of :func:`embedded_meta_name`."""
 
 
+EMBEDDER_COUNTER = "embedder"
+"""``[chunker] token_counter`` value that counts in the embedder's own tokens."""
+
+
 @dataclass(frozen=True)
 class Chunker:
-    """The chunking settings of a knowledge base: a strategy and its parameters."""
+    """The chunking settings of a knowledge base: a strategy and its parameters.
+
+    ``embedder_counter`` is what ``token_counter = "embedder"`` stands for (the
+    counter of the configured embedder, e.g. ``"tokenizer:<path>"``); the knowledge
+    base sets it when it builds its embedder.
+    """
 
     strategy: str = "tttd"
     params: Mapping[str, Any] = field(default_factory=dict)
+    embedder_counter: str = ""
+
+    @property
+    def counts_in_embedder_tokens(self) -> bool:
+        return self.params.get("token_counter") == EMBEDDER_COUNTER
 
     def validate(self) -> None:
-        self.text_chunker()
+        """Check the settings; before the embedder is known, the estimate stands in for it."""
+        stand_in = self.embedder_counter or "estimate"
+        replace(self, embedder_counter=stand_in).text_chunker()
+
+    def settings(self) -> dict[str, Any]:
+        """The chunker's parameters with ``token_counter = "embedder"`` resolved."""
+        params = dict(self.params)
+        if self.counts_in_embedder_tokens:
+            if not self.embedder_counter:
+                raise ConfigError('[chunker] token_counter = "embedder" needs the embedder: '
+                                  "build the chunker through the knowledge base")
+            params["token_counter"] = self.embedder_counter
+        return params
 
     def text_chunker(self) -> TextChunker:
         """The validated chunker (built once per settings)."""
-        return _text_chunker(self.strategy, json.dumps(dict(self.params), sort_keys=True))
+        return _text_chunker(self.strategy, json.dumps(self.settings(), sort_keys=True))
 
     @property
     def fingerprint(self) -> str:

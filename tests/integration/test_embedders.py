@@ -168,3 +168,49 @@ def test_context_windows_grow_a_hit_within_its_section_and_merge_neighbours(
         for key, first, last in spans:
             others = [s for s in spans if s[0] == key and s != (key, first, last)]
             assert all(last < lo or hi < first for _, lo, hi in others)  # windows never overlap
+
+
+def test_the_tokenizer_counter_counts_exactly_what_the_model_reads() -> None:
+    pytest.importorskip("sentence_transformers")
+    from tokenizers import Tokenizer
+
+    from kbsync.chunking import TextChunker, TokenizerCounter
+    from kbsync.embed.providers.local import LocalEmbedder
+
+    spec = LocalEmbedder().token_counter
+    assert spec is not None and spec.startswith("tokenizer:")
+    counter = TokenizerCounter(spec.removeprefix("tokenizer:"))
+    model = Tokenizer.from_file(spec.removeprefix("tokenizer:"))
+    model.no_truncation()
+    model.no_padding()
+    text = "\n\n".join(p.read_text(encoding="utf-8") for p in sorted(CORPUS.glob("*")))
+    chunks = TextChunker("sentences", counter=counter).chunk(text).chunks
+    assert len(chunks) > 200
+    for c in chunks:
+        assert c.token_count + counter.special_tokens == len(model.encode(c.text).ids), c.text
+
+
+def test_chunks_counted_in_the_embedder_s_tokens_fit_its_window_exactly(tmp_path: Path) -> None:
+    pytest.importorskip("sentence_transformers")
+    chunker = '\ntoken_counter = "embedder"\n'
+    kb = _kb(tmp_path, 'kind = "local"\n', chunker=chunker + "max_tokens = 255\n")
+    with pytest.raises(ConfigError, match=r"\(256 model tokens, the model's\).* to 254 or less"):
+        KnowledgeBase.open(kb)
+    config = (kb / "kbsync.toml").read_text().replace("max_tokens = 255", "max_tokens = 254")
+    (kb / "kbsync.toml").write_text(config)
+    with KnowledgeBase.open(kb) as engine:
+        text_chunker = engine.config.chunker.text_chunker()
+        assert text_chunker.counter.identity.startswith("tokenizer-")
+        assert 'token_counter = "embedder"' in (kb / "kbsync.toml").read_text()
+        assert "sentence_transformers" not in sys.modules or engine.embedder._model is None
+
+
+def test_the_embedder_counter_of_an_embedder_without_a_tokenizer_is_the_estimate(
+    tmp_path: Path,
+) -> None:
+    kb = _kb(tmp_path, 'kind = "hashing"\ndimension = 64\n',
+             chunker='\ntoken_counter = "embedder"\n')
+    with KnowledgeBase.open(kb) as engine:
+        assert engine.config.chunker.text_chunker().counter.identity == "estimate-v1"
+    with pytest.raises(ConfigError, match='token_counter = "embedder" needs the embedder'):
+        Chunker("tttd", {"token_counter": "embedder"}).text_chunker()

@@ -22,6 +22,7 @@ from kbsync.chunking.tokens import (
     EstimatingCounter,
     TiktokenCounter,
     TokenCounter,
+    TokenizerCounter,
     token_counter,
 )
 from kbsync.chunking.tttd import tttd_chunks
@@ -42,6 +43,7 @@ __all__ = [
     "TextChunker",
     "TiktokenCounter",
     "TokenCounter",
+    "TokenizerCounter",
     "byte_chunks",
     "chunk_stream",
     "chunk_text",

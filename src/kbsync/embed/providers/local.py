@@ -73,6 +73,13 @@ class LocalEmbedder:
         """The model's input window in its own word pieces; longer input is truncated."""
         return self._window
 
+    @property
+    def token_counter(self) -> str | None:
+        """The chunker's counter of this model's word pieces (``token_counter = "embedder"``),
+        read from its ``tokenizer.json`` without loading the model; None when it has none."""
+        tokenizer = self._path / "tokenizer.json"
+        return f"tokenizer:{tokenizer}" if tokenizer.is_file() else None
+
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Word pieces of each text, as the model's tokenizer counts them."""
         encoded = self._loaded().tokenizer(list(texts), add_special_tokens=True,

@@ -68,6 +68,9 @@ class _RetryableError(Exception):
         self.retry_after = retry_after
 
 
+# Models whose tokenizer is cl100k_base (OpenAI's embedding models documentation).
+_CL100K_MODELS = ("text-embedding-3-", "text-embedding-ada-002")
+
 class OpenAIEmbedder:
     """An :class:`~kbsync.embed.Embedder` backed by an OpenAI-compatible embeddings API.
 
@@ -204,6 +207,12 @@ class OpenAIEmbedder:
         server gives the same vectors, while the same name on another server may not.
         """
         return f"openai:{self._model}@{self._host}:{self._params_hash}:{self.dimension}"
+
+    @property
+    def token_counter(self) -> str | None:
+        """The chunker's counter of this model's tokens (``token_counter = "embedder"``):
+        cl100k_base for OpenAI's own embedding models, None for a model it cannot name."""
+        return "tiktoken:cl100k_base" if self._model.startswith(_CL100K_MODELS) else None
 
     @property
     def dimension(self) -> int:
