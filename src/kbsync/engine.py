@@ -22,10 +22,11 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from kbsync.chunking import STRATEGY_PARAMS, TokenizerCounter
+from kbsync.chunking import STRATEGY_PARAMS
 from kbsync.crashpoints import crashpoint
 from kbsync.embed import Embedder
 from kbsync.embed.hashing import HashingEmbedder
+from kbsync.embed.tokenizer import TokenizerCounter
 from kbsync.errors import ConfigError
 from kbsync.sources import Source
 from kbsync.sources.files import FilesystemSource

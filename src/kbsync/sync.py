@@ -33,6 +33,7 @@ import numpy.typing as npt
 from kbsync.chunking import ChunkShape, TextChunker, shape_of
 from kbsync.compare import WORD_REGIONS_LIMIT, compare, compare_long
 from kbsync.embed import Embedder
+from kbsync.embed.tokenizer import counter_for
 from kbsync.errors import ConfigError, ConfirmationRequiredError, DocumentError, VectorStoreError
 from kbsync.extract import Extractor
 from kbsync.identity import digest, normalized_pieces_hash, source_bytes_hash
@@ -170,7 +171,9 @@ class Chunker:
 
 @lru_cache(maxsize=16)
 def _text_chunker(strategy: str, params: str) -> TextChunker:
-    return TextChunker(strategy, **json.loads(params))
+    settings = json.loads(params)
+    counter = counter_for(str(settings.get("token_counter", "")))
+    return TextChunker(strategy, counter=counter, **settings)
 
 
 REPORT_LIMIT = 10_000

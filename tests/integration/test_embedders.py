@@ -174,11 +174,13 @@ def test_the_tokenizer_counter_counts_exactly_what_the_model_reads() -> None:
     pytest.importorskip("sentence_transformers")
     from tokenizers import Tokenizer
 
-    from kbsync.chunking import TextChunker, TokenizerCounter
+    from kbsync.chunking import TextChunker
     from kbsync.embed.providers.local import LocalEmbedder
+    from kbsync.embed.tokenizer import TokenizerCounter
 
     spec = LocalEmbedder().token_counter
-    assert spec is not None and spec.startswith("tokenizer:")
+    assert spec is not None
+    assert spec.startswith("tokenizer:")
     counter = TokenizerCounter(spec.removeprefix("tokenizer:"))
     model = Tokenizer.from_file(spec.removeprefix("tokenizer:"))
     model.no_truncation()

@@ -22,7 +22,6 @@ from kbsync.chunking.tokens import (
     EstimatingCounter,
     TiktokenCounter,
     TokenCounter,
-    TokenizerCounter,
     token_counter,
 )
 from kbsync.chunking.tttd import tttd_chunks
@@ -43,7 +42,6 @@ __all__ = [
     "TextChunker",
     "TiktokenCounter",
     "TokenCounter",
-    "TokenizerCounter",
     "byte_chunks",
     "chunk_stream",
     "chunk_text",

@@ -8,8 +8,6 @@ chunker) and lets a chunk's size be a difference of prefix sums.
 
 from __future__ import annotations
 
-import hashlib
-from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -18,9 +16,7 @@ import numpy.typing as npt
 from kbsync.errors import DependencyMissingError, ParameterError
 from kbsync.normalize import WordScan
 
-__all__ = [
-    "EstimatingCounter", "TiktokenCounter", "TokenCounter", "TokenizerCounter", "token_counter",
-]
+__all__ = ["EstimatingCounter", "TiktokenCounter", "TokenCounter", "token_counter"]
 
 IntArray = npt.NDArray[np.int64]
 
@@ -126,52 +122,6 @@ class TiktokenCounter:
         return out
 
 
-class TokenizerCounter:
-    """Exact counts in an embedding model's own tokens, from its ``tokenizer.json``.
-
-    Needs the ``tokenizers`` library (it comes with the ``local`` extra). Each
-    distinct word is encoded once, with its leading space, without special tokens;
-    WordPiece and the BPE pre-tokenizers never merge across a space, so a chunk's
-    count is the sum of its words' and the model reads ``special_tokens`` more.
-    The identity commits to the file's content, not its location.
-    """
-
-    def __init__(self, path: str | Path) -> None:
-        try:
-            from tokenizers import Tokenizer
-        except ImportError as exc:
-            raise DependencyMissingError("a model's tokenizer", "local", "tokenizers",
-                                         exc) from exc
-        file = Path(path)
-        try:
-            data = file.read_bytes()
-            tokenizer = Tokenizer.from_str(data.decode("utf-8"))
-        except Exception as exc:  # OSError, UnicodeDecodeError or the library's own
-            raise ParameterError(f"cannot read the tokenizer {file}: {exc}") from exc
-        tokenizer.no_truncation()
-        tokenizer.no_padding()
-        self._tokenizer: Any = tokenizer
-        processor = tokenizer.post_processor
-        self.special_tokens: int = processor.num_special_tokens_to_add(False) if processor else 0
-        self._identity = "tokenizer-" + hashlib.blake2b(data, digest_size=8).hexdigest()
-        self._memo: dict[str, int] = {}
-
-    @property
-    def identity(self) -> str:
-        return self._identity
-
-    def count(self, scan: WordScan) -> IntArray:
-        src, ts, te = scan.source, scan.text_starts.tolist(), scan.text_ends.tolist()
-        words = [src[a:b] for a, b in zip(ts, te, strict=True)]
-        memo = self._memo
-        missing = list({w for w in words if w not in memo})
-        if missing:
-            encoded = self._tokenizer.encode_batch([" " + w for w in missing],
-                                                   add_special_tokens=False)
-            memo.update((w, max(1, len(e.ids))) for w, e in zip(missing, encoded, strict=True))
-        return np.fromiter((memo[w] for w in words), dtype=np.int64, count=len(words))
-
-
 def _load_encoding(tiktoken: object, name: str) -> object:
     """Load an encoding without a network: prefer the bundled offline copy when present."""
     get = tiktoken.get_encoding  # type: ignore[attr-defined]
@@ -186,8 +136,11 @@ def _load_encoding(tiktoken: object, name: str) -> object:
 
 
 def token_counter(name: str) -> TokenCounter:
-    """The counter called ``name``: ``"estimate"`` (default), ``"tiktoken[:encoding]"`` or
-    ``"tokenizer:<path>"`` (a model's ``tokenizer.json``)."""
+    """The counter called ``name``: ``"estimate"`` (default) or ``"tiktoken[:encoding]"``.
+
+    A model's own tokenizer (``"tokenizer:<path>"``) reads a file, so it is an adapter:
+    :class:`kbsync.embed.tokenizer.TokenizerCounter`, passed to the chunker as ``counter``.
+    """
     if name in ("estimate", EstimatingCounter.identity):
         return EstimatingCounter()
     if name.startswith("tiktoken"):
@@ -195,7 +148,4 @@ def token_counter(name: str) -> TokenCounter:
         if not encoding and name.startswith("tiktoken-"):
             encoding = name.removeprefix("tiktoken-")
         return TiktokenCounter(encoding or "cl100k_base")
-    if name.startswith("tokenizer:"):
-        return TokenizerCounter(name.removeprefix("tokenizer:"))
-    raise ParameterError(f"unknown token counter {name!r}: use 'estimate', 'tiktoken' or "
-                         "'tokenizer:<path of a tokenizer.json>'")
+    raise ParameterError(f"unknown token counter {name!r}: use 'estimate' or 'tiktoken'")

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from kbsync.embed import Vectors
+from kbsync.embed.tokenizer import TOKENIZER_PREFIX
 from kbsync.errors import DependencyMissingError, EmbeddingError
 
 __all__ = ["DEFAULT_MODEL", "LocalEmbedder", "default_model_installed"]
@@ -78,7 +79,7 @@ class LocalEmbedder:
         """The chunker's counter of this model's word pieces (``token_counter = "embedder"``),
         read from its ``tokenizer.json`` without loading the model; None when it has none."""
         tokenizer = self._path / "tokenizer.json"
-        return f"tokenizer:{tokenizer}" if tokenizer.is_file() else None
+        return f"{TOKENIZER_PREFIX}{tokenizer}" if tokenizer.is_file() else None
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Word pieces of each text, as the model's tokenizer counts them."""
