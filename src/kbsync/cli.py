@@ -46,6 +46,7 @@ from kbsync.render import (
     sync_tables,
 )
 from kbsync.report import hit_dict
+from kbsync.served import served_query_vector
 from kbsync.terminal import json_escaped, printable
 
 __all__ = ["app", "main"]
@@ -474,7 +475,13 @@ def search(
         typer.echo("error: the query is empty: give the words to look for", err=True)
         raise typer.Exit(EXIT_USAGE)
     with _Errors(), KnowledgeBase.open(config) as kb:
-        hits = kb.search(query, k=k, mode=mode, context_tokens=context)
+        vector = None
+        if mode != "text" and kb.config.embedder.get("kind") == "local":
+            vector = served_query_vector(kb.config, kb.embedder.identity, query)
+            if vector is None:
+                typer.echo("loading the local model (a running `kbsync serve` keeps it "
+                           "loaded, and searches then ask it)", err=True)
+        hits = kb.search(query, k=k, mode=mode, context_tokens=context, query_vector=vector)
     if as_json:
         _emit([hit_dict(h) for h in hits])
     else:

@@ -536,7 +536,8 @@ class KnowledgeBase:
     # -- reading ----------------------------------------------------------------------
 
     def search(self, query: str, k: int = 5, mode: SearchMode = "hybrid",
-               context_tokens: int | None = None) -> list[Hit]:
+               context_tokens: int | None = None,
+               query_vector: npt.NDArray[np.float32] | None = None) -> list[Hit]:
         """The chunks of the current documents that best match ``query``, best first.
 
         Args:
@@ -548,6 +549,9 @@ class KnowledgeBase:
                 section, up to this many tokens, in ``Hit.context`` (default: the
                 configuration's ``[search] context_tokens``; 0 for the chunk alone).
                 A hit inside a window already returned is merged into it.
+            query_vector: the query's vector, when the caller has it from this
+                knowledge base's embedder (a running ``kbsync serve`` that holds the
+                model loaded); by default the embedder embeds the query.
         """
         if k < 1:
             raise ParameterError(f"k must be at least 1, not {k}")
@@ -556,10 +560,10 @@ class KnowledgeBase:
         if context_tokens is None:
             context_tokens = self.config.context_tokens
         if not context_tokens:
-            return self._ranked(query, k, mode)
+            return self._ranked(query, k, mode, query_vector)
         results: list[Hit] = []
         # Hits that fall into a window already returned are merged: rank a few spare ones.
-        for hit in self._ranked(query, 3 * k, mode):
+        for hit in self._ranked(query, 3 * k, mode, query_vector):
             if any(r.source == hit.source and r.key == hit.key and r.first <= hit.index <= r.last
                    for r in results):
                 continue
@@ -570,11 +574,13 @@ class KnowledgeBase:
                 break
         return results
 
-    def _ranked(self, query: str, k: int, mode: SearchMode) -> list[Hit]:
+    def _ranked(self, query: str, k: int, mode: SearchMode,
+                vector: npt.NDArray[np.float32] | None = None) -> list[Hit]:
         query = normalize(query).text  # the same form as the indexed chunk texts
         if mode == "text":
             return self.store.search_text(query, k)
-        vector = self.embedder.embed([query])[0]
+        if vector is None:
+            vector = self.query_vector(query)
         if mode == "vector":
             return self._nearest(vector, k)
         pool = max(k * 4, 20)
@@ -588,6 +594,12 @@ class KnowledgeBase:
                 hits.setdefault(key, hit)
         best = sorted(ranked, key=lambda key: -ranked[key])[:k]
         return [replace(hits[key], score=ranked[key]) for key in best]
+
+    def query_vector(self, query: str) -> npt.NDArray[np.float32]:
+        """The vector a search compares chunks with: the embedder's vector of the
+        normalized query."""
+        vector: npt.NDArray[np.float32] = self.embedder.embed([normalize(query).text])[0]
+        return vector
 
     def _nearest(self, vector: npt.NDArray[np.float32], k: int) -> list[Hit]:
         """Vector hits: from the external vector store when one is configured."""

@@ -24,13 +24,22 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
 from kbsync.knowledge_base import KnowledgeBase
 from kbsync.serve.app import create_app
 from kbsync.serve.guard import is_loopback
+from kbsync.served import announced
 
 __all__ = ["create_app", "is_loopback", "serve"]
 
 
 def serve(kb: KnowledgeBase, *, host: str = "127.0.0.1", port: int = 8765,
           allow_actions: bool = False) -> None:
-    """Serve the dashboard over ``kb`` until interrupted."""
+    """Serve the dashboard over ``kb`` until interrupted, announcing it to ``kbsync search``
+    (which then asks it for query vectors instead of loading the model)."""
     app = create_app(kb, allow_actions=allow_actions, host=host)
-    uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
-                                  server_header=False)).run()
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
+                                           server_header=False))
+    reachable = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    with announced(kb.config, f"http://{_bracketed(reachable)}:{port}/", kb.embedder.identity):
+        server.run()
+
+
+def _bracketed(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host

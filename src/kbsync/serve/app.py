@@ -190,6 +190,14 @@ class _Dashboard:
             raise _RefusedError(400, "the query parameter q is required")
         return JSONResponse(await self._call(self._search, query, k, mode))
 
+    async def api_query_vector(self, request: Request) -> Response:
+        query = (request.query_params.get("q") or "").strip()
+        if not query:
+            raise _RefusedError(400, "the query parameter q is required")
+        vector = await self._call(self.kb.query_vector, query)
+        return JSONResponse({"embedder": self.kb.embedder.identity,
+                             "vector": [float(x) for x in vector]})
+
     async def api_actions(self, request: Request) -> Response:
         return JSONResponse({"enabled": self.allow_actions,
                              "csrf_token": self.guard.token if self.allow_actions else None})
@@ -301,6 +309,7 @@ def create_app(kb: KnowledgeBase, *, allow_actions: bool = False,
         Route("/api/runs/{run_id:int}", d.api_run),
         Route("/api/document", d.api_document),
         Route("/api/search", d.api_search),
+        Route("/api/query-vector", d.api_query_vector),
         Route("/api/actions", d.api_actions),
         Route("/api/sync", d.api_sync, methods=["POST"]),
         Route("/api/erase", d.api_erase, methods=["POST"]),

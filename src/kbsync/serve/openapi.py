@@ -146,6 +146,12 @@ def openapi(version: str) -> dict[str, Any]:
                                     {"name": "mode", "in": "query", "required": False,
                                      "schema": {"enum": ["hybrid", "vector", "text"],
                                                 "default": "hybrid"}})),
+            "/api/query-vector": _get(
+                "The query's vector from this server's embedder (what `kbsync search` asks a "
+                "running server for, so it need not load the model)",
+                _json(_obj({"embedder": _STR, "vector": {"type": "array", "items": _NUM}}),
+                      "The embedder's identity and the vector"),
+                params=({"name": "q", "in": "query", "required": True, "schema": _STR},)),
             "/api/actions": _get("Whether actions are allowed, and the token they need",
                                  _json(_obj({"enabled": {"type": "boolean"},
                                              "csrf_token": _OPT_STR}), "Actions")),
