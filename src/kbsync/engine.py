@@ -59,11 +59,11 @@ __all__ = [
 ]
 
 CONFIG_NAME = "kbsync.toml"
-# Embed small, return big (DESIGN.md §7; benchmarks/retrieval): ~130-token chunks fit
-# every model's window and halve re-embedding after edits; a search returns each
+# Embed small, return big (DESIGN.md §7; benchmarks/retrieval): chunks of whole
+# sentences and paragraphs, ~90 tokens on average, fit every model's window, retrieve
+# better than word-level cuts and re-embed little after edits; a search returns each
 # hit with its section neighbours up to 512 tokens.
-DEFAULT_CHUNKER = Chunker("tttd", {"min_tokens": 48, "max_tokens": 192, "primary_bits": 6,
-                                   "backup_bits": 4})
+DEFAULT_CHUNKER = Chunker("sentences", {"min_tokens": 48, "max_tokens": 192})
 DEFAULT_CONTEXT_TOKENS = 512
 
 

@@ -43,6 +43,7 @@ from kbsync.engine import (
 from kbsync.errors import ConfigError, KbsyncError, ParameterError, StoreError
 from kbsync.extract import Extractor
 from kbsync.extract.registry import extractor_for
+from kbsync.fusion import fuse
 from kbsync.mirror import Reconciliation, reconcile
 from kbsync.mirror import erase as erase_vectors
 from kbsync.model import ChangeReport, Verdict
@@ -92,7 +93,6 @@ SearchMode = Literal["vector", "text", "hybrid"]
 """How :meth:`KnowledgeBase.search` ranks: embeddings, full text, or both fused."""
 SEARCH_MODES: tuple[str, ...] = get_args(SearchMode)
 # Reciprocal rank fusion constant: ranks deeper than a few dozen barely count.
-_RRF_K = 60
 # A document's history is read from the run reports; this many of the latest runs are looked at.
 HISTORY_RUNS = 200
 
@@ -584,16 +584,7 @@ class KnowledgeBase:
         if mode == "vector":
             return self._nearest(vector, k)
         pool = max(k * 4, 20)
-        ranked: dict[tuple[str, str, int], float] = {}
-        hits: dict[tuple[str, str, int], Hit] = {}
-        for results in (self._nearest(vector, pool),
-                        self.store.search_text(query, pool)):
-            for rank, hit in enumerate(results):
-                key = (hit.source, hit.key, hit.index)
-                ranked[key] = ranked.get(key, 0.0) + 1.0 / (_RRF_K + rank + 1)
-                hits.setdefault(key, hit)
-        best = sorted(ranked, key=lambda key: -ranked[key])[:k]
-        return [replace(hits[key], score=ranked[key]) for key in best]
+        return fuse((self._nearest(vector, pool), self.store.search_text(query, pool)), k)
 
     def query_vector(self, query: str) -> npt.NDArray[np.float32]:
         """The vector a search compares chunks with: the embedder's vector of the

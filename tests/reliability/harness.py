@@ -78,7 +78,7 @@ def make_kb(root: Path, documents: int, *, dimension: int = 64, words: int = 160
     init_config(root, ["docs"])
     config = root / "kbsync.toml"
     body = config.read_text(encoding="utf-8")
-    start = body.index('strategy = "tttd"')
+    start = body.index("strategy = ")
     end = body.index("\n\n", start)
     body = body[:start] + CHUNKER + body[end:]
     body = body.replace("dimension = 1024", f"dimension = {dimension}")

@@ -159,9 +159,9 @@ def test_chunks_of_prose_end_at_sentence_or_paragraph_ends(prose: str) -> None:
 def test_chunks_never_exceed_the_maximum_and_primaries_keep_the_minimum(corpus: str) -> None:
     chunks = chunk_text(corpus, strategy="sentences").chunks
     for prev, c in itertools.pairwise(chunks):
-        assert c.token_count <= 160 or len(c.text.split()) == 1
+        assert c.token_count <= 192 or len(c.text.split()) == 1
         if prev.boundary is Boundary.PRIMARY and c.boundary is Boundary.PRIMARY:
-            assert c.token_count >= 40
+            assert c.token_count >= 48
 
 
 def test_a_sentence_longer_than_the_maximum_is_cut_at_a_word() -> None:

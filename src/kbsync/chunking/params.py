@@ -109,14 +109,14 @@ class SentenceParams:
     """The sentence-aware strategy (see :mod:`kbsync.chunking.sentences`).
 
     Chunks end at paragraph and sentence ends, are at most ``max_tokens`` long, and
-    two primary cuts are at least ``min_tokens`` apart (so chunks average a little
-    over twice that where sentences are short). The defaults aim at small-chunk
-    retrieval: chunks of about 100 tokens, a few sentences or one short paragraph.
+    two primary cuts are at least ``min_tokens`` apart. The defaults aim at small-chunk
+    retrieval: chunks of about 90 tokens, a few sentences or one short paragraph
+    (``benchmarks/retrieval`` measured them against larger and smaller ones).
     """
 
     window_words: int = 8
-    min_tokens: int = 40
-    max_tokens: int = 160
+    min_tokens: int = 48
+    max_tokens: int = 192
     token_counter: str = "estimate"
 
     chunker_id = "sentences-v1"

@@ -1,0 +1,137 @@
+"""Query latency with the local model: one-shot ``kbsync search`` with and without a running
+``kbsync serve``, and in-process searches.
+
+What is measured
+    A knowledge base of the sample corpus (``examples/corpus``) in a temporary folder, with
+    ``[embedder] kind = "local"`` (all-MiniLM-L6-v2), synced once. Then, each timed as wall
+    seconds around the whole command (interpreter start, imports, model load, search):
+
+    ``search, no server``       ``kbsync search --mode vector`` loads the model itself;
+    ``search, text mode``       ``kbsync search --mode text``: never loads it (reference);
+    ``serve: first search``     the first ``kbsync search --mode vector`` after
+                                ``kbsync serve`` started: the server loads the model on
+                                this first query;
+    ``serve: next searches``    later searches: the server has the model loaded;
+    ``in process: first/next``  ``KnowledgeBase.search`` in one process: the first call
+                                loads the model, the next ones only embed the query.
+
+    Each row is the median of ``--repeat`` runs (the first-search rows of one run each).
+
+Run it from the repository root (needs the ``local`` and ``serve`` extras)::
+
+    python benchmarks/query.py            # 5 repeats
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "examples" / "corpus"
+QUERIES = ["how do retries work", "rotate the database password", "what does the harbour "
+           "master do at night", "configure the deployment", "bread proofing time"]
+
+
+def _kbsync(*args: str) -> list[str]:
+    return [sys.executable, "-m", "kbsync", *args]
+
+
+def _timed(command: list[str]) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed:\n{done.stdout}\n{done.stderr}")
+    return time.perf_counter() - start
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _knowledge_base(folder: Path) -> Path:
+    from kbsync.engine import init_config
+
+    shutil.copytree(CORPUS, folder / "docs")
+    init_config(folder, ["docs"])
+    config = (folder / "kbsync.toml").read_text()
+    head, _, tail = config.partition("[embedder]")
+    rest = tail.split("\n[", 1)
+    config = head + '[embedder]\nkind = "local"\n' + ("\n[" + rest[1] if len(rest) > 1 else "")
+    (folder / "kbsync.toml").write_text(config)
+    subprocess.run(_kbsync("sync", "--yes", "-c", str(folder)), check=True,
+                   capture_output=True)
+    return folder
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    rows: list[tuple[str, float]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        kb = _knowledge_base(Path(tmp))
+        c = ["-c", str(kb)]
+
+        def searches(mode: str) -> list[float]:
+            return [_timed(_kbsync("search", QUERIES[i % len(QUERIES)], "--mode", mode, *c))
+                    for i in range(args.repeat)]
+
+        rows.append(("search, no server", statistics.median(searches("vector"))))
+        rows.append(("search, text mode", statistics.median(searches("text"))))
+        port = _free_port()
+        server = subprocess.Popen(_kbsync("serve", "--port", str(port), *c),
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            from kbsync.engine import load_config
+            from kbsync.served import notice_path
+
+            notice = notice_path(load_config(kb))
+            for _ in range(600):
+                if notice.exists():
+                    try:
+                        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                        break
+                    except OSError:
+                        pass
+                time.sleep(0.1)
+            else:
+                raise SystemExit("kbsync serve did not start")
+            rows.append(("serve: first search", _timed(
+                _kbsync("search", QUERIES[0], "--mode", "vector", *c))))
+            rows.append(("serve: next searches", statistics.median(searches("vector"))))
+        finally:
+            server.terminate()
+            server.wait(timeout=60)
+        from kbsync import KnowledgeBase
+
+        with KnowledgeBase.open(kb) as opened:
+            start = time.perf_counter()
+            opened.search(QUERIES[0], mode="vector")
+            rows.append(("in process: first search", time.perf_counter() - start))
+            times = []
+            for i in range(args.repeat):
+                start = time.perf_counter()
+                opened.search(QUERIES[(i + 1) % len(QUERIES)], mode="vector")
+                times.append(time.perf_counter() - start)
+            rows.append(("in process: next searches", statistics.median(times)))
+    width = max(len(name) for name, _ in rows)
+    print(f"{'':{width}}  seconds (median of {args.repeat})")
+    for name, seconds in rows:
+        print(f"{name:{width}}  {seconds:7.3f}")
+    print(json.dumps({name: round(s, 4) for name, s in rows}))
+
+
+if __name__ == "__main__":
+    main()
