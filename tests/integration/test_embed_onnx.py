@@ -115,14 +115,15 @@ def test_a_cut_short_or_damaged_cache_file_is_built_again(
 
 
 def test_an_unknown_backend_is_a_configuration_error() -> None:
-    with pytest.raises(ConfigError, match="unknown backend 'onnx'.*torch, onnx-int8"):
+    with pytest.raises(ConfigError, match=r"unknown backend 'onnx'.*torch, onnx-int8"):
         make_embedder({"kind": "local", "backend": "onnx"})
 
 
 def test_commands_that_embed_nothing_import_neither_onnxruntime_nor_torch(
         exported: tuple[Path, np.ndarray], tmp_path: Path) -> None:
     cache, _ = exported
-    kb = _kb(tmp_path, f'kind = "local"\nbackend = "onnx-int8"\ncache_dir = "{cache.as_posix()}"\n')
+    kb = _kb(tmp_path, f'kind = "local"\nbackend = "onnx-int8"\ncache_dir = "{cache.as_posix()}"\n',
+             files="a-harbormaster-[rs]*")
     script = textwrap.dedent("""
         import sys
         from typer.testing import CliRunner
@@ -144,6 +145,6 @@ def test_commands_that_embed_nothing_import_neither_onnxruntime_nor_torch(
     assert imported.split() == ["False", "False", "False"], done.stderr
     with KnowledgeBase.open(kb) as engine:  # and a sync embeds with it
         report = engine.sync()
-        assert report.sources[0].embeddings_computed > 10
+        assert report.sources[0].embeddings_computed > 5
         hits = engine.search("how is the delay between retries computed", k=3, mode="vector")
         assert any("retries-backoff" in h.key for h in hits)
