@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from kbsync.embed.providers.local import LocalEmbedder
 from kbsync.engine import make_embedder
 from kbsync.errors import ConfigError
 from kbsync.knowledge_base import KnowledgeBase
@@ -33,17 +34,15 @@ TEXTS = [
 ]
 
 
-def _onnx(cache: Path, **options: object) -> object:
-    from kbsync.embed.providers.local import LocalEmbedder
-
-    return LocalEmbedder(backend="onnx-int8", cache_dir=str(cache), **options)  # type: ignore[arg-type]
+def _onnx(cache: Path) -> LocalEmbedder:
+    return LocalEmbedder(backend="onnx-int8", cache_dir=str(cache))
 
 
 @pytest.fixture(scope="session")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, np.ndarray]:
     """A cache folder holding the export, and the backend's vectors of TEXTS."""
     cache = tmp_path_factory.mktemp("onnx-cache")
-    return cache, _onnx(cache).embed(TEXTS)  # type: ignore[attr-defined]
+    return cache, _onnx(cache).embed(TEXTS)
 
 
 def _files(cache: Path) -> list[Path]:
@@ -51,8 +50,6 @@ def _files(cache: Path) -> list[Path]:
 
 
 def test_onnx_vectors_are_close_to_the_torch_backend_s(exported: tuple[Path, np.ndarray]) -> None:
-    from kbsync.embed.providers.local import LocalEmbedder
-
     _, vectors = exported
     torch_vectors = LocalEmbedder(batch_size=4).embed(TEXTS)
     assert vectors.shape == torch_vectors.shape == (len(TEXTS), 384)
@@ -63,16 +60,14 @@ def test_onnx_vectors_are_close_to_the_torch_backend_s(exported: tuple[Path, np.
 
 def test_the_onnx_backend_has_its_own_identity_and_the_same_shape_and_tokens(
         exported: tuple[Path, np.ndarray]) -> None:
-    from kbsync.embed.providers.local import LocalEmbedder
-
     onnx, torch = _onnx(exported[0]), LocalEmbedder()
-    assert onnx.identity != torch.identity  # type: ignore[attr-defined]
-    assert "onnx-int8" in onnx.identity  # type: ignore[attr-defined]
-    assert onnx.dimension == torch.dimension == 384  # type: ignore[attr-defined]
-    assert onnx.max_input_tokens == torch.max_input_tokens == 256  # type: ignore[attr-defined]
-    assert onnx.token_counter == torch.token_counter is not None  # type: ignore[attr-defined]
-    assert onnx.count_tokens(TEXTS) == torch.count_tokens(TEXTS)  # type: ignore[attr-defined]
-    assert onnx.embed([]).shape == (0, 384)  # type: ignore[attr-defined]
+    assert onnx.identity != torch.identity
+    assert "onnx-int8" in onnx.identity
+    assert onnx.dimension == torch.dimension == 384
+    assert onnx.max_input_tokens == torch.max_input_tokens == 256
+    assert onnx.token_counter == torch.token_counter is not None
+    assert onnx.count_tokens(TEXTS) == torch.count_tokens(TEXTS)
+    assert onnx.embed([]).shape == (0, 384)
 
 
 def test_a_second_embedder_reuses_the_cached_export(
@@ -87,7 +82,7 @@ def test_a_second_embedder_reuses_the_cached_export(
         raise AssertionError("exported again")
 
     monkeypatch.setattr(onnx_int8, "_export", no_export)
-    again = _onnx(cache).embed(TEXTS)  # type: ignore[attr-defined]
+    again = _onnx(cache).embed(TEXTS)
     assert np.array_equal(again, vectors)
     (after,) = _files(cache)
     assert after == before
@@ -106,9 +101,9 @@ def test_a_cut_short_or_damaged_cache_file_is_built_again(
         f.seek(good.stat().st_size // 3)
         f.write(b"\xff" * 64)
     embedder = _onnx(tmp_path)
-    rebuilt = embedder.embed(TEXTS)  # type: ignore[attr-defined]
+    rebuilt = embedder.embed(TEXTS)
     (kept,) = _files(tmp_path)
-    assert kept == embedder._onnx.file  # type: ignore[attr-defined]
+    assert kept == embedder._onnx.file
     assert kept.stat().st_size == good.stat().st_size
     assert np.allclose(rebuilt, vectors, atol=1e-5)
     assert not list(tmp_path.glob(".export-*"))  # the private build folder is gone
