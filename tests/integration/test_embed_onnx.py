@@ -143,3 +143,21 @@ def test_commands_that_embed_nothing_import_neither_onnxruntime_nor_torch(
         assert report.sources[0].embeddings_computed > 5
         hits = engine.search("how is the delay between retries computed", k=3, mode="vector")
         assert any("retries-backoff" in h.key for h in hits)
+
+
+def test_the_onnx_backend_runs_on_cuda_when_asked_or_found_and_says_when_it_cannot() -> None:
+    from kbsync.embed.providers.onnx_int8 import OnnxInt8Model, Pooling
+    from kbsync.errors import EmbeddingError
+
+    def providers(device: str, available: list[str]) -> list[object]:
+        model = OnnxInt8Model(Path("."), "w", window=256, pooling=Pooling("mean", True),
+                              normalize=True, device=device, cache_dir=Path("."))
+        return model._providers(available)
+
+    cpu, gpu = ["CPUExecutionProvider"], ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    assert providers("cpu", gpu) == cpu
+    assert providers("auto", cpu) == cpu
+    assert providers("auto", gpu) == [("CUDAExecutionProvider", {"device_id": "0"}), *cpu]
+    assert providers("cuda:1", gpu) == [("CUDAExecutionProvider", {"device_id": "1"}), *cpu]
+    with pytest.raises(EmbeddingError, match="onnxruntime-gpu"):
+        providers("cuda", cpu)

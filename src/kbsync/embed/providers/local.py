@@ -44,6 +44,11 @@ class LocalEmbedder:
     (:func:`kbsync.sync.by_length`), so batches waste little on padding. On two CPU
     cores batches of 16 ran fastest (``benchmarks/embed.py``).
 
+    ``device`` is ``"cpu"``, ``"cuda"`` (``"cuda:1"``…) or ``"auto"`` (CUDA when the
+    backend finds it); ``backend = "onnx-int8"`` runs the int8 ONNX export instead of
+    torch, and ``cache_dir`` says where its exported file is kept (else the user's cache
+    folder, :func:`kbsync.embed.providers.onnx_int8.cache_folder`).
+
     The model is loaded when it is first asked to embed or count tokens: its
     identity, dimension and input window are read from the model's folder, so a
     command that embeds nothing (``status``, ``plan``, ``diff``, a text search)

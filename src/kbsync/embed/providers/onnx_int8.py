@@ -301,7 +301,7 @@ class OnnxInt8Model:
         self._session = session
         return session
 
-    def _providers(self, available: Sequence[str]) -> list[str]:
+    def _providers(self, available: Sequence[str]) -> list[Any]:
         """CUDA first when asked for (or, with ``auto``, when ONNX Runtime has it)."""
         cuda = "CUDAExecutionProvider" in available
         if self.device.startswith("cuda") and not cuda:
@@ -309,5 +309,6 @@ class OnnxInt8Model:
                 f"{_FEATURE}: device {self.device!r} asked for, but this ONNX Runtime has no "
                 f"CUDA provider (it has {', '.join(available)}); install onnxruntime-gpu")
         if self.device.startswith("cuda") or (self.device == "auto" and cuda):
-            return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+            index = self.device.partition(":")[2] or "0"  # "cuda:1": the second GPU
+            return [("CUDAExecutionProvider", {"device_id": index}), "CPUExecutionProvider"]
         return ["CPUExecutionProvider"]
