@@ -161,3 +161,18 @@ def test_the_onnx_backend_runs_on_cuda_when_asked_or_found_and_says_when_it_cann
     assert providers("cuda:1", gpu) == [("CUDAExecutionProvider", {"device_id": "1"}), *cpu]
     with pytest.raises(EmbeddingError, match="onnxruntime-gpu"):
         providers("cuda", cpu)
+
+
+def test_weights_that_cannot_be_exported_are_an_embedding_error_naming_the_folder(
+        tmp_path: Path) -> None:
+    from kbsync.errors import EmbeddingError
+
+    source = Path(LocalEmbedder().token_counter.removeprefix("tokenizer:")).parent
+    model = tmp_path / "model"
+    shutil.copytree(source, model)
+    (model / "model.safetensors").write_bytes(b"not weights")
+    embedder = LocalEmbedder(str(model), backend="onnx-int8", cache_dir=str(tmp_path / "cache"))
+    with pytest.raises(EmbeddingError, match=str(model)):
+        embedder.embed(["a harbour light"])
+    assert not list((tmp_path / "cache").glob("*.onnx"))
+    assert not list((tmp_path / "cache").glob(".export-*"))

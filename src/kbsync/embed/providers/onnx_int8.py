@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from kbsync.embed import Vectors
-from kbsync.errors import DependencyMissingError, EmbeddingError
+from kbsync.errors import DependencyMissingError, EmbeddingError, KbsyncError
 
 __all__ = ["RECIPE", "OnnxInt8Model", "Pooling", "cache_folder", "cached_model", "pooling_of"]
 
@@ -123,6 +123,11 @@ def cached_model(model: Path, weights: str, folder: Path) -> Path:
     except OSError as exc:
         raise EmbeddingError(f"{_FEATURE} cannot write its exported model to {folder}: "
                              f"{exc}") from exc
+    except KbsyncError:
+        raise
+    except Exception as exc:  # the exporter's and the quantizer's own errors
+        raise EmbeddingError(f"{_FEATURE} cannot export the model in {model}: "
+                             f"{type(exc).__name__}: {exc}") from exc
     return final
 
 
