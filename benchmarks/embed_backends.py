@@ -112,7 +112,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         warm = time.perf_counter() - start
         seconds, vectors = in_sync_order(embedder, texts)
         speed[name] = (seconds, sum(embedder.count_tokens(texts)), vectors)
-        print(f"{name}: warm-up (load{', export' if name != 'torch' else ''}) {warm:.1f} s"
+        print(f"{name}: warm-up (load{', export unless cached' if name != 'torch' else ''}) "
+              f"{warm:.1f} s"
               + (f", cached in {embedder._onnx.file}" if embedder._onnx else ""), flush=True)
         _, chunk_vectors = in_sync_order(embedder, qa_texts)
         query_vectors = embedder.embed([q["question"] for q in questions])
