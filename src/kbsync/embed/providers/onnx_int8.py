@@ -210,7 +210,7 @@ def _quantize(fp32: Path, int8: Path) -> None:
 
 
 class OnnxInt8Model:
-    """The exported model, its session and its tokenizer, made at the first embedding."""
+    """The exported model's ONNX Runtime inference session and tokenizer, made when needed."""
 
     def __init__(self, model: Path, weights: str, *, window: int, pooling: Pooling,
                  normalize: bool, device: str, cache_dir: Path | None) -> None:
