@@ -13,24 +13,20 @@ RRF_K = 60
 """The rank offset of reciprocal rank fusion (the usual constant of Cormack et al.)."""
 
 
-def fuse(lists: Sequence[Sequence[Hit]], k: int, *, document_weight: float = 0.0) -> list[Hit]:
+def fuse(lists: Sequence[Sequence[Hit]], k: int) -> list[Hit]:
     """The ``k`` best hits of ``lists`` (each best first) by reciprocal rank fusion.
 
-    With ``document_weight``, a chunk's score also counts that share of its
-    document's: the sum of the fused scores of all its chunks in the lists, so a
-    document whose evidence is spread over several chunks is not outranked by one
-    that matches in a single chunk.
+    Chunks only, not their documents: adding each document's fused score to its
+    chunks' (so evidence spread over a page counts) lowered recall@5 of hybrid
+    search on the long-document QA set from 94.4 to 91.4 at a tenth of the weight,
+    and further with more.
     """
-    chunks: dict[tuple[str, str, int], float] = {}
-    documents: dict[tuple[str, str], float] = {}
+    score: dict[tuple[str, str, int], float] = {}
     hits: dict[tuple[str, str, int], Hit] = {}
     for results in lists:
         for rank, hit in enumerate(results):
             key = (hit.source, hit.key, hit.index)
-            share = 1.0 / (RRF_K + rank + 1)
-            chunks[key] = chunks.get(key, 0.0) + share
-            documents[key[:2]] = documents.get(key[:2], 0.0) + share
+            score[key] = score.get(key, 0.0) + 1.0 / (RRF_K + rank + 1)
             hits.setdefault(key, hit)
-    score = {key: s + document_weight * documents[key[:2]] for key, s in chunks.items()}
     best = sorted(score, key=lambda key: -score[key])[:k]
     return [replace(hits[key], score=score[key]) for key in best]

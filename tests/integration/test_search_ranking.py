@@ -71,3 +71,81 @@ def test_a_store_indexed_before_stemming_is_reindexed_when_opened(tmp_path: Path
     with KnowledgeBase.open(tmp_path) as kb:
         assert [h.key for h in kb.search("retries", mode="text")] == ["a.md"]
         assert kb.verify().problems == ()
+
+
+# Two pages mention "backoff" in the body of a section whose heading does not; only one
+# is about it, as its title says. The other's section is shorter, which bm25 favours.
+_DELAYS = ("Each attempt waits longer than the one before it, and the wait stops growing at "
+           "a ceiling that the operator chooses for the service at hand. ") * 4
+TITLED = {
+    "retries.md": f"# Retries and backoff\n\n## Delays\n\n{_DELAYS}\n\n## Ceilings\n\n"
+                  "The backoff doubles each time, up to a ceiling that keeps a storm of "
+                  "attempts from swamping a service that is down.\n",
+    "workers.md": "# Workers\n\n## Pools\n\nA pool has a backoff.\n",
+}
+
+
+def _titled(folder: Path, backend: Backend | None = None) -> Path:
+    docs = folder / "docs"
+    docs.mkdir()
+    for name, text in TITLED.items():
+        (docs / name).write_text(text)
+    init_config(folder, ["docs"])
+    if backend is not None:
+        backend.configure(folder)
+    with KnowledgeBase.open(folder) as kb:
+        assert not kb.sync().failed
+    return folder
+
+
+@pytest.fixture
+def titled(tmp_path: Path, backend: Backend) -> Path:
+    return _titled(tmp_path, backend)
+
+
+def _text_hits(folder: Path, query: str) -> list[str]:
+    with KnowledgeBase.open(folder) as kb:
+        return [h.key for h in kb.search(query, k=5, mode="text", context_tokens=0)]
+
+
+def test_a_word_of_the_page_title_ranks_the_page_s_sections_first(titled: Path) -> None:
+    assert _text_hits(titled, "backoff")[0] == "retries.md"
+
+
+def test_a_new_title_alone_reranks_the_page_after_the_next_sync(tmp_path: Path) -> None:
+    # SQLite keeps a copy of the title in its full-text table (PostgreSQL reads it at
+    # query time, and ranks without length normalization, so there is nothing to see).
+    titled = _titled(tmp_path)
+    page = titled / "docs" / "workers.md"
+    for title, first in (("Backoff in pools", "workers.md"), ("Pools", "retries.md")):
+        page.write_text(f"---\ntitle: {title}\n---\n" + TITLED["workers.md"])
+        with KnowledgeBase.open(titled) as kb:
+            assert not kb.sync().failed
+        assert _text_hits(titled, "backoff")[0] == first, title
+
+
+def test_a_store_indexed_before_titles_is_reindexed_when_opened(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "retries.md").write_text(f"# Retries\n\n## Delays\n\n{_DELAYS}\n\n"
+                                     f"## Ceilings\n\n{_DELAYS}\n")
+    init_config(tmp_path, ["docs"])
+    with KnowledgeBase.open(tmp_path) as kb:
+        assert not kb.sync().failed
+    before_titles = next(i for i, step in enumerate(_MIGRATIONS) if "d.title" in step)
+    db = sqlite3.connect(tmp_path / ".kbsync" / "kbsync.db")
+    db.executescript(
+        "DROP TABLE chunk_fts; CREATE VIRTUAL TABLE chunk_fts USING fts5 (text, heading, "
+        "tokenize = 'porter unicode61'); INSERT INTO chunk_fts (rowid, text, heading) "
+        "SELECT c.id, t.text, coalesce(c.heading, '') FROM chunks c "
+        "JOIN chunk_texts t ON t.digest = c.digest; "
+        f"PRAGMA user_version = {before_titles};")
+    found = [r[0] for r in db.execute(
+        "SELECT c.heading FROM chunk_fts f JOIN chunks c ON c.id = f.rowid "
+        "WHERE chunk_fts MATCH 'retries'")]
+    db.close()
+    assert "Ceilings" not in found  # only the title says "retries"
+    with KnowledgeBase.open(tmp_path) as kb:
+        hits = kb.search("retries", k=10, mode="text", context_tokens=0)
+        assert "Ceilings" in {h.heading for h in hits}
+        assert kb.verify().problems == ()

@@ -682,8 +682,9 @@ class PostgresStore:
         if not terms:
             return []
         tsquery = " || ".join(["plainto_tsquery('english', %s)"] * len(terms))
-        heading = (f"setweight(to_tsvector('english', coalesce(c.heading, '')), "
-                   f"'{_HEADING_WEIGHT}')")
+        # The document's title joins the section heading (as in the SQLite store).
+        heading = (f"setweight(to_tsvector('english', coalesce(d.title, '') || ' ' || "
+                   f"coalesce(c.heading, '')), '{_HEADING_WEIGHT}')")
         rows = self._conn.execute(
             f"SELECT {HIT_COLUMNS}, ts_rank({heading} || t.tsv, x.q) AS rank "
             f"FROM (SELECT {tsquery} AS q) x "

@@ -52,6 +52,9 @@ from kbsync.store.rows import (
 
 __all__ = ["SCHEMA_VERSION", "SqliteStore", "carry_erasures", "salvage_embeddings", "swap_in"]
 
+# What the full-text heading column holds for a chunk ``c`` of a document ``d``: the
+# document's title and the chunk's section heading (bm25 weighs it above the body).
+_FTS_HEADING = "trim(coalesce(d.title, '') || ' ' || coalesce(c.heading, ''))"
 _MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -164,6 +167,15 @@ _MIGRATIONS: tuple[str, ...] = (
         SELECT t.doc_id, d.generation - 1, t.previous FROM texts t
         JOIN documents d ON d.id = t.doc_id WHERE t.previous IS NOT NULL;
     DROP TABLE texts;
+    """,
+    # 9: the document's title joins the chunk's heading in the heading column, so every
+    # chunk of a page titled "Retries and Backoff" matches "retries" there.
+    f"""
+    DROP TABLE chunk_fts;
+    CREATE VIRTUAL TABLE chunk_fts USING fts5 (text, heading, tokenize = 'porter unicode61');
+    INSERT INTO chunk_fts (rowid, text, heading) SELECT c.id, t.text, {_FTS_HEADING}
+        FROM documents d JOIN chunks c ON c.doc_id = d.id AND c.generation = d.generation
+        JOIN chunk_texts t ON t.digest = c.digest;
     """,
 )
 # bm25 weights of the full-text columns (text, heading): a word of the section's
@@ -438,6 +450,7 @@ class SqliteStore:
              *validator_row(version.validators), version.bytes_hash, version.title,
              version.metadata, now, now, found[0]),
         )
+        self._retitle(found[0])
 
     def _refresh(self, source: str, doc: DocumentPlan, now: str) -> None:
         found = self._doc_id(source, doc.key)
@@ -459,6 +472,17 @@ class SqliteStore:
             (version.locator, version.media_type, *stat_row(version.stat),
              *validator_row(version.validators), version.bytes_hash, version.title,
              version.metadata, now, found[0]),
+        )
+        self._retitle(found[0])
+
+    def _retitle(self, doc_id: int) -> None:
+        """Give the full-text rows of a document's current chunks its (maybe new) title."""
+        self._db.execute(
+            f"UPDATE chunk_fts SET heading = (SELECT {_FTS_HEADING} FROM chunks c "
+            "JOIN documents d ON d.id = c.doc_id WHERE c.id = chunk_fts.rowid) "
+            "WHERE rowid IN (SELECT c.id FROM chunks c JOIN documents d ON d.id = c.doc_id "
+            "AND c.generation = d.generation WHERE d.id = ?)",
+            (doc_id,),
         )
 
     def _write_version(self, source: str, doc: DocumentPlan, now: str) -> None:
@@ -514,8 +538,8 @@ class SqliteStore:
         )
         crashpoint("store.write_fts")
         db.execute(
-            "INSERT INTO chunk_fts (rowid, text, heading) "
-            "SELECT c.id, t.text, coalesce(c.heading, '') FROM chunks c "
+            f"INSERT INTO chunk_fts (rowid, text, heading) SELECT c.id, t.text, {_FTS_HEADING} "
+            "FROM chunks c JOIN documents d ON d.id = c.doc_id "
             "JOIN chunk_texts t ON t.digest = c.digest WHERE c.doc_id = ? AND c.generation = ?",
             (doc_id, generation),
         )
@@ -1028,7 +1052,7 @@ class SqliteStore:
             db.execute("DROP TABLE IF EXISTS chunk_fts")
             db.execute(_FTS_TABLE)
             db.execute(f"INSERT INTO chunk_fts (rowid, text, heading) SELECT c.id, t.text, "
-                       f"coalesce(c.heading, '') FROM chunks c JOIN documents d ON {CURRENT} "
+                       f"{_FTS_HEADING} FROM chunks c JOIN documents d ON {CURRENT} "
                        "JOIN chunk_texts t ON t.digest = c.digest")
         return 1
 
