@@ -30,6 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from kbsync import native
+
 __all__ = [
     "BLOCK_CHARS",
     "NORMALIZER_VERSION",
@@ -37,6 +39,7 @@ __all__ = [
     "WordScan",
     "canonical_pieces",
     "canonical_text",
+    "is_clean",
     "is_paragraph_break",
     "iter_blocks",
     "join_words",
@@ -278,8 +281,17 @@ def _needs_cleaning(text: str) -> bool:
     return not unicodedata.is_normalized("NFC", text)
 
 
+def is_clean(text: str) -> bool:
+    """Whether ``text`` is NFC and holds no NUL or surrogate (the scanners' fast path)."""
+    return not _needs_cleaning(text)
+
+
 def _scan_clean(text: str, leading_space: str = "") -> WordScan:
     """Vectorized scan of text that is NFC and holds no NUL or surrogate."""
+    if native.kernel is not None:
+        compiled = _scan_compiled(text, leading_space)
+        if compiled is not None:
+            return compiled
     ascii_only = text.isascii()
     if ascii_only:
         data = text.encode("ascii")
@@ -334,6 +346,30 @@ def _scan_clean(text: str, leading_space: str = "") -> WordScan:
         input_ends=char_ends,
         paragraph=paragraph,
         trailing_space=text[int(char_ends[-1]) :],
+    )
+
+
+def _scan_compiled(text: str, leading_space: str) -> WordScan | None:
+    """:func:`_scan_clean` by the compiled kernel (one fused pass); None when it has no words."""
+    got = native.kernel.scan(text, 0, b"") if native.kernel is not None else None
+    if got is None:
+        return None
+    source, data, bs, be, ts, te, ins, ine, para = got[:9]
+    paragraph = np.frombuffer(para, dtype=np.bool_)
+    input_starts = np.frombuffer(ins, dtype=np.int64)
+    if leading_space:
+        paragraph[0] = is_paragraph_break(leading_space + text[: int(input_starts[0])])
+    return WordScan(
+        source=source,
+        data=np.frombuffer(data, dtype=np.uint8),
+        byte_starts=np.frombuffer(bs, dtype=np.int64),
+        byte_ends=np.frombuffer(be, dtype=np.int64),
+        text_starts=np.frombuffer(ts, dtype=np.int64),
+        text_ends=np.frombuffer(te, dtype=np.int64),
+        input_starts=input_starts,
+        input_ends=np.frombuffer(ine, dtype=np.int64),
+        paragraph=paragraph,
+        trailing_space=text[got[13]:],
     )
 
 

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 import numpy.typing as npt
 
+from kbsync.chunking import compiled
 from kbsync.chunking.params import ByteParams
 from kbsync.chunking.tokens import TokenCounter
 from kbsync.identity import ChunkIdentity
@@ -212,14 +213,19 @@ def _cuts(
     if n == 0:
         return []
     lead = len(history)
-    raw = np.frombuffer(history + pending, dtype=np.uint8)
-    hashes = rolling_hashes(raw, params.window_bytes)[lead:]
+    joined = history + pending
+    raw = np.frombuffer(joined, dtype=np.uint8)
     b = raw[lead:]
-    # Candidate: a cut after byte i, i.e. a chunk end at i + 1.
-    ends = np.flatnonzero((hashes & params.mask) == 0) + 1
-    if utf8 and len(ends):
-        follow = b[np.minimum(ends, n - 1)]
-        ends = ends[(ends == n) | ((follow & 0xC0) != 0x80)]
+    fused = compiled.byte_candidates(joined, lead, params.window_bytes, params.mask, utf8)
+    if fused is not None:  # the same candidates from the compiled kernel
+        ends = fused
+    else:
+        hashes = rolling_hashes(raw, params.window_bytes)[lead:]
+        # Candidate: a cut after byte i, i.e. a chunk end at i + 1.
+        ends = np.flatnonzero((hashes & params.mask) == 0) + 1
+        if utf8 and len(ends):
+            follow = b[np.minimum(ends, n - 1)]
+            ends = ends[(ends == n) | ((follow & 0xC0) != 0x80)]
     candidates: list[int] = ends.tolist()
     spans: list[tuple[int, int, Boundary]] = []
     s = 0

@@ -1,0 +1,26 @@
+from typing_extensions import Buffer
+from typing import Any
+
+ABI: int
+
+def scan(text: str, window: int, history: Buffer, /) -> tuple[Any, ...] | None: ...
+def build_chunks(
+    source: str, text_starts: Buffer, text_ends: Buffer, input_starts: Buffer,
+    input_ends: Buffer, cum: Buffer, cuts: Buffer, kinds: Buffer,
+    kind_objects: tuple[object, ...], chunk_type: type, prefix: bytes, /,
+) -> list[Any]: ...
+def rolling_hashes(data: Buffer, window: int, /) -> bytearray: ...
+def byte_candidates(data: Buffer, lead: int, window: int, mask: int, utf8: bool, /) -> bytearray: ...
+
+class TTTDCutter:
+    def __init__(
+        self, window_words: int, min_tokens: int, max_tokens: int, primary_bits: int,
+        backup_bits: int, snap: bool, snap_window_words: int, chunk_type: type,
+        kinds: tuple[object, ...], prefix: bytes,
+    ) -> None: ...
+    def feed(self, text: str, first_paragraph: int = -1, /) -> list[Any] | None: ...
+    def feed_scanned(
+        self, source: str, input_starts: Buffer, input_ends: Buffer, first_paragraph: bool,
+        block_chars: int, /,
+    ) -> list[Any]: ...
+    def finish(self) -> list[Any]: ...
