@@ -21,9 +21,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kbsync import byte_chunks, chunk_stream, chunk_text, native, normalize
-from kbsync.chunking import EstimatingCounter
+from kbsync.chunking import EstimatingCounter, TextChunker, TTTDParams, compiled
 from kbsync.chunking.bytecdc import rolling_hashes
 from kbsync.chunking.stream import word_blocks
+from kbsync.chunking.tttd import tttd_chunks
 from kbsync.normalize import canonical_pieces, scan_words
 from tests.conftest import ROOT
 
@@ -200,3 +201,52 @@ def test_real_documentation_chunks_the_same_with_both_implementations(name: str)
         data = text.encode()
         compiled_cuts, reference_cuts = both(lambda: byte_chunks(data))
         assert compiled_cuts == reference_cuts
+
+
+@fast
+@given(st.lists(texts, min_size=1, max_size=8), st.sampled_from([16, 40, 128]),
+       st.sampled_from([TTTD_SMALL, {**TTTD_SMALL, "snap": True, "snap_window_words": 2}]))
+def test_tttd_chunks_are_the_same_across_small_blocks_of_clean_and_unclean_text(
+    parts: list[str], block: int, params: dict[str, object]
+) -> None:
+    # Small blocks make clean and cleaned-word-by-word blocks follow each other, so the
+    # whitespace carried between them (paragraph marks, CR then LF) is exercised.
+    chunker = TextChunker("tttd", **params)  # type: ignore[arg-type]
+    s = chunker.settings
+    assert isinstance(s, TTTDParams)
+    text = "".join(parts)
+    fused = compiled.tttd_chunks([text], chunker.counter, s, chunker.identity, block_chars=block)
+    assert fused is not None
+    native.kernel = None
+    try:
+        reference = list(tttd_chunks(
+            word_blocks([text], chunker.counter, s.window_words, with_sentences=s.snap,
+                        block_chars=block), s, chunker.identity))
+    finally:
+        native.kernel = KERNEL
+    assert list(fused) == reference
+
+
+WIDE = {"min_tokens": 8, "max_tokens": 40, "primary_bits": 4, "backup_bits": 1, "window_words": 3}
+
+
+@pytest.mark.parametrize("text", [
+    # Blocks of 16 characters: the first one ends with the mark, and needs cleaning.
+    "x\x00y zz ww abc\n\n" + "abc " * 12,
+    "x\u0301y zz ww ab\r\n\r\n" + "abc " * 12,
+    "x\x00y zz ww abc\r" + "\nabc " * 12,
+    "aa bb\x00 cc dd\n" + " " * 40 + "\n" + "ee " * 10,
+])
+def test_a_paragraph_mark_after_a_cleaned_block_is_kept(text: str) -> None:
+    chunker = TextChunker("tttd", **WIDE)  # type: ignore[arg-type]
+    s = chunker.settings
+    assert isinstance(s, TTTDParams)
+    fused = compiled.tttd_chunks([text], chunker.counter, s, chunker.identity, block_chars=16)
+    assert fused is not None
+    chunks = list(fused)
+    native.kernel = None
+    try:
+        reference = list(chunk_text(text, **WIDE).chunks)  # type: ignore[arg-type]
+    finally:
+        native.kernel = KERNEL
+    assert chunks == reference
