@@ -11,6 +11,7 @@ setup(
         Extension(
             "kbsync._kernel",
             sources=["src/kbsync/_kernel.c"],
+            depends=["src/kbsync/_nfc_table.h"],
             optional=True,
         )
     ]

@@ -22,6 +22,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_nfc_table.h"
+
 /* ------------------------------------------------------------------ BLAKE2b (RFC 7693) */
 
 typedef struct {
@@ -198,11 +200,12 @@ static uint8_t ASCII_CLASS[128];
 /* Token estimate classes (tokens.py): letters, digits, other ASCII, non-ASCII bytes. */
 enum { T_LETTER, T_DIGIT, T_SYMBOL, T_OTHER };
 static uint8_t TOKEN_CLASS[256];
+static const int64_t TOKEN_DIV[4] = {8, 3, 3, 3}; /* bytes per token of each class */
 
 #define WORD_BASE 0x100000001B3ULL
 #define WINDOW_BASE 0x9E3779B97F4A7C15ULL
 #define POW_TABLE 256
-static uint64_t WORD_POW[POW_TABLE];
+static uint64_t WORD_POW[POW_TABLE + 8]; /* 8 more for the 8-byte steps */
 
 static void init_tables(void)
 {
@@ -219,7 +222,7 @@ static void init_tables(void)
         else TOKEN_CLASS[c] = T_SYMBOL;
     }
     uint64_t p = 1;
-    for (int i = 0; i < POW_TABLE; i++) {
+    for (int i = 0; i < POW_TABLE + 8; i++) {
         WORD_POW[i] = p;
         p *= WORD_BASE;
     }
@@ -258,6 +261,19 @@ static int multi_class(const uint8_t *s, int len, uint8_t *translated)
     return C_WORD;
 }
 
+/* Whether a code point can make text non-NFC (scripts/nfc_table.py). */
+static inline int nfc_unstable(const uint8_t *s, int len)
+{
+    uint32_t cp;
+    if (len == 2) cp = ((uint32_t)(s[0] & 0x1F) << 6) | (s[1] & 0x3F);
+    else if (len == 3) cp = ((uint32_t)(s[0] & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
+    else cp = ((uint32_t)(s[0] & 0x07) << 18) | ((uint32_t)(s[1] & 0x3F) << 12) |
+              ((uint32_t)(s[2] & 0x3F) << 6) | (s[3] & 0x3F);
+    if (cp >= NFC_LIMIT) return 1;
+    uint8_t page = NFC_PAGE[cp >> 8];
+    return page && ((NFC_BITS[page - 1][(cp & 255) >> 3] >> (cp & 7)) & 1);
+}
+
 /* One word as the chunkers see it. Offsets are int64 so huge inputs cannot overflow. */
 typedef struct {
     int64_t data_start, data_end;   /* bytes of the translated data (scan() only) */
@@ -286,6 +302,7 @@ typedef struct {
     int64_t first_paragraph; /* -1, or the paragraph flag forced on the first word */
     const int64_t *in_starts, *in_ends; /* input offsets given by the caller, or NULL */
     Py_ssize_t given;   /* how many of those */
+    int check_nfc;      /* stop (-3) at a code point that might not be NFC */
 } Scan;
 
 static int sentence_end(const uint8_t *w, int64_t len)
@@ -303,12 +320,6 @@ static int sentence_end(const uint8_t *w, int64_t len)
     return 0;
 }
 
-/* Tokens of a run of one class: ceil(run / divisor), the divisors of tokens.py. */
-static inline int64_t run_tokens(int cls, int64_t run)
-{
-    return cls == T_LETTER ? (run + 7) >> 3 : (run + 2) / 3;
-}
-
 /* The word being read. */
 typedef struct {
     Word *w;
@@ -320,7 +331,6 @@ typedef struct {
 static void end_word(Scan *sc, Open *o, int64_t in_end)
 {
     Word *w = o->w;
-    if (o->run_cls >= 0) o->tokens += run_tokens(o->run_cls, o->run);
     w->tokens = o->tokens > 0 ? o->tokens : 1;
     w->hash = mix64(o->h ^ (uint64_t)o->len);
     w->in_end = in_end;
@@ -334,8 +344,9 @@ static void end_word(Scan *sc, Open *o, int64_t in_end)
     o->w = NULL;
 }
 
-/* Scans n bytes of valid UTF-8. Returns 0, -1 with an exception set, or -2 when a NUL
-   is found (the caller then takes the reference path and drops what was appended).
+/* Scans n bytes of valid UTF-8. Returns 0, -1 with an exception set, -2 when a NUL is
+   found, or -3 (only with check_nfc) at a code point that might not be NFC; on -2 and
+   -3 the caller drops what was appended and asks the reference (or unicodedata).
    With sc->in_starts set, the input offsets of the words come from there (relative to
    char_base) instead of from the character count. */
 static int scan_utf8(Scan *sc, const uint8_t *s, Py_ssize_t n, int64_t char_base)
@@ -349,7 +360,7 @@ static int scan_utf8(Scan *sc, const uint8_t *s, Py_ssize_t n, int64_t char_base
         PyErr_NoMemory();
         return -1;
     }
-    if (buf_reserve(&sc->canon, 2 * n + 2, 1) < 0) return -1;
+    if (buf_reserve(&sc->canon, 2 * n + 2 + 8, 1) < 0) return -1; /* + 8: whole-word stores */
     if (sc->data && buf_reserve(sc->data, n, 1) < 0) return -1;
     uint8_t *out = (uint8_t *)sc->canon.p;
     uint8_t *data = sc->data ? (uint8_t *)sc->data->p : NULL;
@@ -367,6 +378,7 @@ static int scan_utf8(Scan *sc, const uint8_t *s, Py_ssize_t n, int64_t char_base
                 return -1;
             }
             cls = multi_class(s + i, len, &tr);
+            if (sc->check_nfc && nfc_unstable(s + i, len)) return -3;
         }
         if (cls == C_WORD) {
             if (o.w == NULL) {
@@ -415,6 +427,73 @@ static int scan_utf8(Scan *sc, const uint8_t *s, Py_ssize_t n, int64_t char_base
             int64_t wl = o.len, tokens = o.tokens, run = o.run, wchars = 0;
             int run_cls = o.run_cls;
             for (;;) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+                /* Eight bytes at a time while they are printable ASCII: the word's end
+                   is found by arithmetic, not by a branch per byte that the processor
+                   cannot predict (word lengths vary). Bytes past the end are masked. */
+                if (len == 1 && !data) {
+                    while (wl + 8 <= POW_TABLE && n - i >= 8) {
+                        uint64_t x;
+                        memcpy(&x, s + i, 8);
+                        uint64_t stop = (((x - 0x2121212121212121ULL) & ~x) | x) & 0x8080808080808080ULL;
+                        int k = stop ? __builtin_ctzll(stop) >> 3 : 8;
+                        memcpy(out + clen, &x, 8);
+                        if (k == 0) break;
+                        for (int j = 0; j < 8; j++) {
+                            uint64_t keep = j < k ? ~0ULL : 0;
+                            h += ((x >> (8 * j)) & 0xFF & keep) * WORD_POW[wl + j];
+                        }
+                        /* Token runs by bit masks (the high bit of each byte): letters,
+                           digits, other symbols. When every run starts here and no digit
+                           or symbol run reaches 4 bytes, each run is one token. */
+                        const uint64_t H8 = 0x8080808080808080ULL, ONES = 0x0101010101010101ULL;
+                        uint64_t valid = k == 8 ? H8 : (((1ULL << (8 * k)) - 1) & H8);
+                        uint64_t y = x | (0x20 * ONES);
+                        uint64_t letter = (y + 0x1F * ONES) & ~(y + 0x05 * ONES) & valid;
+                        uint64_t digit = (x + 0x50 * ONES) & ~(x + 0x46 * ONES) & valid;
+                        uint64_t symbol = valid & ~letter & ~digit;
+                        int first = letter & 0x80 ? T_LETTER : digit & 0x80 ? T_DIGIT : T_SYMBOL;
+                        uint64_t long_run = (digit & (digit << 8) & (digit << 16) & (digit << 24)) |
+                                            (symbol & (symbol << 8) & (symbol << 16) & (symbol << 24));
+                        if (first != run_cls && long_run == 0) {
+                            uint64_t starts = (letter & ~(letter << 8)) | (digit & ~(digit << 8)) |
+                                              (symbol & ~(symbol << 8));
+                            tokens += __builtin_popcountll(starts);
+                            int last_start = (63 - __builtin_clzll(starts)) >> 3;
+                            run = (k - 1) - last_start;
+                            run_cls = TOKEN_CLASS[(uint8_t)(x >> (8 * (k - 1)))];
+                        } else {
+                            for (int j = 0; j < k; j++) {
+                                int tc = TOKEN_CLASS[(uint8_t)(x >> (8 * j))];
+                                int64_t phase = tc == run_cls ? run + 1 : 0;
+                                phase = phase == TOKEN_DIV[tc] ? 0 : phase;
+                                tokens += phase == 0;
+                                run = phase;
+                                run_cls = tc;
+                            }
+                        }
+                        clen += k;
+                        wl += k;
+                        wchars += k;
+                        i += k;
+                        if (k < 8) break;
+                    }
+                    /* s[i] now ends the word, or is a character the general path reads. */
+                    if (i >= n) break;
+                    c = s[i];
+                    if (c < 0x80) {
+                        if (ASCII_CLASS[c] != C_WORD) break;
+                    } else {
+                        len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+                        if (len > n - i) {
+                            PyErr_SetString(PyExc_ValueError, "truncated UTF-8 sequence");
+                            return -1;
+                        }
+                        if (sc->check_nfc && nfc_unstable(s + i, len)) return -3;
+                        if (multi_class(s + i, len, &tr) != C_WORD) break;
+                    }
+                }
+#endif
                 for (int j = 0; j < len; j++) {
                     uint8_t b = s[i + j];
                     out[clen++] = b;
@@ -426,14 +505,14 @@ static int scan_utf8(Scan *sc, const uint8_t *s, Py_ssize_t n, int64_t char_base
                         h += (uint64_t)b * pwx;
                     }
                     wl++;
+                    /* ceil(run / divisor) tokens per run of one class, counted without
+                       branches: one token at every divisor-th byte of the run. */
                     int tc = TOKEN_CLASS[b];
-                    if (tc == run_cls) {
-                        run++;
-                    } else {
-                        if (run_cls >= 0) tokens += run_tokens(run_cls, run);
-                        run_cls = tc;
-                        run = 1;
-                    }
+                    int64_t phase = tc == run_cls ? run + 1 : 0;
+                    phase = phase == TOKEN_DIV[tc] ? 0 : phase;
+                    tokens += phase == 0;
+                    run = phase;
+                    run_cls = tc;
                 }
                 wchars++;
                 i += len;
@@ -448,6 +527,7 @@ static int scan_utf8(Scan *sc, const uint8_t *s, Py_ssize_t n, int64_t char_base
                         PyErr_SetString(PyExc_ValueError, "truncated UTF-8 sequence");
                         return -1;
                     }
+                    if (sc->check_nfc && nfc_unstable(s + i, len)) return -3;
                     if (multi_class(s + i, len, &tr) != C_WORD) break;
                 }
             }
@@ -563,9 +643,10 @@ static PyObject *decode_canonical(const char *p, Py_ssize_t n, int ascii)
 }
 
 PyDoc_STRVAR(scan_doc,
-"scan(text, window, history) -> tuple | None\n\n"
+"scan(text, window, history, check_nfc=False) -> tuple | 0 | None\n\n"
 "The fused scan of one block of clean text (NFC, no NUL, no surrogate): None when it\n"
-"has no words or holds a NUL, else (source, data, byte_starts, byte_ends, text_starts,\n"
+"has no words or holds a NUL, 0 (with check_nfc) when it holds a code point that might\n"
+"not be NFC, else (source, data, byte_starts, byte_ends, text_starts,\n"
 "text_ends, input_starts, input_ends, paragraph, tokens, sentence_end, fingerprint,\n"
 "history, trailing_start); arrays are bytearrays of int64 / uint8 / uint64. With\n"
 "window 0 no fingerprints are made (fingerprint and history are empty).");
@@ -575,13 +656,15 @@ static PyObject *k_scan(PyObject *self, PyObject *args)
     PyObject *text;
     Py_ssize_t window;
     Py_buffer hist;
-    if (!PyArg_ParseTuple(args, "Uny*", &text, &window, &hist)) return NULL;
+    int check_nfc = 0;
+    if (!PyArg_ParseTuple(args, "Uny*|p", &text, &window, &hist, &check_nfc)) return NULL;
     PyObject *result = NULL;
     Buf data = {0};
     Scan sc = {0};
     Roller roll = {0};
     sc.data = &data;
     sc.first_paragraph = -1;
+    sc.check_nfc = check_nfc;
     Py_ssize_t n;
     const char *utf8 = PyUnicode_AsUTF8AndSize(text, &n);
     if (utf8 == NULL) goto done;
@@ -592,6 +675,10 @@ static PyObject *k_scan(PyObject *self, PyObject *args)
     int rc = scan_utf8(&sc, (const uint8_t *)utf8, n, 0);
     if (rc == -1) goto done;
     Py_ssize_t m = sc.words.len;
+    if (rc == -3) {
+        result = PyLong_FromLong(0);
+        goto done;
+    }
     if (rc == -2 || m == 0) {
         result = Py_NewRef(Py_None);
         goto done;
@@ -917,7 +1004,7 @@ static int check_open(Cutter *c)
 
 /* Appends a scanned block and cuts; restores the pending words when the scan declines. */
 static PyObject *cutter_feed_bytes(Cutter *c, const uint8_t *s, Py_ssize_t n, int ascii,
-                                   Py_ssize_t block_chars, int first_paragraph)
+                                   Py_ssize_t block_chars, int first_paragraph, int check_nfc)
 {
     Py_ssize_t before = c->sc.words.len, canon_before = c->sc.canon.len;
     int64_t chars_before = c->sc.canon_chars;
@@ -925,8 +1012,10 @@ static PyObject *cutter_feed_bytes(Cutter *c, const uint8_t *s, Py_ssize_t n, in
     int seen_before = c->sc.seen_word;
     c->sc.seen_word = before > 0;
     c->sc.first_paragraph = first_paragraph;
+    c->sc.check_nfc = check_nfc;
     int rc = scan_utf8(&c->sc, s, n, c->char_base);
     c->sc.first_paragraph = -1;
+    c->sc.check_nfc = 0;
     c->sc.in_starts = c->sc.in_ends = NULL;
     if (rc < 0) {
         c->sc.words.len = before;
@@ -935,6 +1024,7 @@ static PyObject *cutter_feed_bytes(Cutter *c, const uint8_t *s, Py_ssize_t n, in
         c->sc.gap = gap_before;
         c->sc.seen_word = seen_before;
         if (rc == -2) Py_RETURN_NONE;
+        if (rc == -3) return PyLong_FromLong(0);
         return NULL;
     }
     if (!ascii) c->ascii = 0;
@@ -950,16 +1040,17 @@ static PyObject *cutter_feed_bytes(Cutter *c, const uint8_t *s, Py_ssize_t n, in
 }
 
 PyDoc_STRVAR(feed_doc,
-"feed(text, first_paragraph=-1) -> list[Chunk] | None\n\n"
+"feed(text, first_paragraph=-1, check_nfc=False) -> list[Chunk] | 0 | None\n\n"
 "Scan one block of clean text (a block of normalize.iter_blocks) and return the chunks\n"
-"that became final; None, with nothing changed, when the block holds a NUL.\n"
+"that became final; with nothing changed, None when the block holds a NUL or a\n"
+"surrogate, and 0 (with check_nfc) when it holds a code point that might not be NFC.\n"
 "first_paragraph (0 or 1) overrides the paragraph mark of the block's first word.");
 
 static PyObject *cutter_feed(Cutter *c, PyObject *args)
 {
     PyObject *text;
-    int first_paragraph = -1;
-    if (!PyArg_ParseTuple(args, "U|i", &text, &first_paragraph)) return NULL;
+    int first_paragraph = -1, check_nfc = 0;
+    if (!PyArg_ParseTuple(args, "U|ip", &text, &first_paragraph, &check_nfc)) return NULL;
     if (check_open(c) < 0) return NULL;
     Py_ssize_t n;
     const char *utf8 = PyUnicode_AsUTF8AndSize(text, &n);
@@ -973,7 +1064,7 @@ static PyObject *cutter_feed(Cutter *c, PyObject *args)
     }
     if (memchr(utf8, 0, (size_t)n) != NULL) Py_RETURN_NONE;
     return cutter_feed_bytes(c, (const uint8_t *)utf8, n, PyUnicode_IS_ASCII(text),
-                             PyUnicode_GET_LENGTH(text), first_paragraph);
+                             PyUnicode_GET_LENGTH(text), first_paragraph, check_nfc);
 }
 
 PyDoc_STRVAR(feed_scanned_doc,
@@ -1003,7 +1094,7 @@ static PyObject *cutter_feed_scanned(Cutter *c, PyObject *args)
     c->sc.in_ends = ends.buf;
     c->sc.given = given;
     result = cutter_feed_bytes(c, (const uint8_t *)utf8, n, PyUnicode_IS_ASCII(source), block_chars,
-                               given ? first_paragraph : -1);
+                               given ? first_paragraph : -1, 0);
     if (result == NULL || result == Py_None) {
         if (result == Py_None) {
             Py_CLEAR(result);
@@ -1273,7 +1364,8 @@ PyMODINIT_FUNC PyInit__kernel(void)
     PyObject *m = PyModule_Create(&kernel_module);
     if (m == NULL) return NULL;
     if (PyModule_AddObjectRef(m, "TTTDCutter", (PyObject *)&CutterType) < 0 ||
-        PyModule_AddIntConstant(m, "ABI", 1) < 0) {
+        PyModule_AddIntConstant(m, "ABI", 1) < 0 ||
+        PyModule_AddStringConstant(m, "NFC_UNIDATA_VERSION", NFC_UNIDATA_VERSION) < 0) {
         Py_DECREF(m);
         return NULL;
     }

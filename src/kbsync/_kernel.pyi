@@ -2,8 +2,11 @@ from typing_extensions import Buffer
 from typing import Any
 
 ABI: int
+NFC_UNIDATA_VERSION: str
 
-def scan(text: str, window: int, history: Buffer, /) -> tuple[Any, ...] | None: ...
+def scan(
+    text: str, window: int, history: Buffer, check_nfc: bool = False, /
+) -> tuple[Any, ...] | int | None: ...
 def build_chunks(
     source: str, text_starts: Buffer, text_ends: Buffer, input_starts: Buffer,
     input_ends: Buffer, cum: Buffer, cuts: Buffer, kinds: Buffer,
@@ -18,7 +21,9 @@ class TTTDCutter:
         backup_bits: int, snap: bool, snap_window_words: int, chunk_type: type,
         kinds: tuple[object, ...], prefix: bytes,
     ) -> None: ...
-    def feed(self, text: str, first_paragraph: int = -1, /) -> list[Any] | None: ...
+    def feed(
+        self, text: str, first_paragraph: int = -1, check_nfc: bool = False, /
+    ) -> list[Any] | int | None: ...
     def feed_scanned(
         self, source: str, input_starts: Buffer, input_ends: Buffer, first_paragraph: bool,
         block_chars: int, /,

@@ -35,9 +35,13 @@ _NOT_SPACE = re.compile(r"\S")
 _NO_FLAGS = np.zeros(0, dtype=np.bool_)
 
 
-def _fast(text: str) -> bool:
-    """Whether the kernel may scan ``text``: no NUL, and NFC (surrogates fail its encoding)."""
-    return "\x00" not in text and (text.isascii() or unicodedata.is_normalized("NFC", text))
+def _quick_nfc(kernel: object) -> bool:
+    """Whether the kernel's NFC quick check was tabulated from this Python's Unicode data."""
+    return getattr(kernel, "NFC_UNIDATA_VERSION", None) == unicodedata.unidata_version
+
+
+def _nfc(text: str) -> bool:
+    return text.isascii() or unicodedata.is_normalized("NFC", text)
 
 
 def _estimates(counter: TokenCounter) -> bool:
@@ -50,13 +54,18 @@ def scan_block(
 ) -> tuple[stream.WordBlock, U64, str] | None:
     """One block of :func:`stream.word_blocks` in a single pass: (block, history, trailing)."""
     kernel = native.kernel
-    if kernel is None or not _fast(text):
+    if kernel is None:
+        return None
+    quick = _quick_nfc(kernel)
+    if not quick and not _nfc(text):
         return None
     try:
-        got = kernel.scan(text, window, history.tobytes())
+        got = kernel.scan(text, window, history.tobytes(), quick)
+        if got == 0:  # a code point that might not be NFC: unicodedata decides
+            got = kernel.scan(text, window, history.tobytes()) if _nfc(text) else None
     except UnicodeEncodeError:  # a surrogate: the reference cleans it
         return None
-    if got is None:
+    if got is None:  # no words, or a NUL
         return None
     source, _, _, _, ts, te, ins, ine, para, tokens, sentence, fp, hist, trailing = got
     paragraph = np.frombuffer(para, dtype=np.bool_)
@@ -90,10 +99,11 @@ def tttd_chunks(
         params.backup_bits, params.snap, params.snap_window_words, Chunk, _TTTD_KINDS,
         identity.prefix,
     )
-    return _tttd(cutter, pieces, block_chars)
+    return _tttd(cutter, pieces, block_chars, _quick_nfc(kernel))
 
 
-def _tttd(cutter: object, pieces: Iterable[str], block_chars: int) -> Iterator[Chunk]:
+def _tttd(cutter: object, pieces: Iterable[str], block_chars: int, quick: bool
+          ) -> Iterator[Chunk]:
     feed, feed_scanned = cutter.feed, cutter.feed_scanned  # type: ignore[attr-defined]
     # The reference scans each block with the whitespace that ended the text before it
     # (its `leading`). The kernel carries that whitespace itself, except after a block the
@@ -112,12 +122,16 @@ def _tttd(cutter: object, pieces: Iterable[str], block_chars: int) -> Iterator[C
     for text in iter_blocks(pieces, block_chars):
         chunks = None
         has_words = not text.isspace()
-        if _fast(text):
+        if quick or _nfc(text):
             first = -1
             if not exact and has_words:
                 start = _NOT_SPACE.search(text)
                 first = int(is_paragraph_break(leading() + text[: start.start() if start else 0]))
-            chunks = feed(text, first)
+            # The kernel declines (None) a block with a NUL or a surrogate; unsure of NFC
+            # (0), it asks unicodedata once for the block.
+            chunks = feed(text, first, quick)
+            if chunks == 0:
+                chunks = feed(text, first, False) if _nfc(text) else None
             if chunks is not None:
                 if has_words:
                     last, since, exact = (text, None), [], True
