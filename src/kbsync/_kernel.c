@@ -58,9 +58,15 @@ static inline uint64_t rotr64(uint64_t x, unsigned n) { return (x >> n) | (x << 
 
 static inline uint64_t load64le(const uint8_t *p)
 {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+#else
     uint64_t v = 0;
     for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
     return v;
+#endif
 }
 
 #define B2B_G(a, b, c, d, x, y)            \
@@ -86,17 +92,32 @@ static void b2b_compress(B2b *ctx, const uint8_t *block, int last)
     v[13] ^= ctx->t[1];
     if (last) v[14] = ~v[14];
     for (int i = 0; i < 16; i++) m[i] = load64le(block + 8 * i);
-    for (int r = 0; r < 12; r++) {
-        const uint8_t *s = B2B_SIGMA[r];
-        B2B_G(0, 4, 8, 12, m[s[0]], m[s[1]]);
-        B2B_G(1, 5, 9, 13, m[s[2]], m[s[3]]);
-        B2B_G(2, 6, 10, 14, m[s[4]], m[s[5]]);
-        B2B_G(3, 7, 11, 15, m[s[6]], m[s[7]]);
-        B2B_G(0, 5, 10, 15, m[s[8]], m[s[9]]);
-        B2B_G(1, 6, 11, 12, m[s[10]], m[s[11]]);
-        B2B_G(2, 7, 8, 13, m[s[12]], m[s[13]]);
-        B2B_G(3, 4, 9, 14, m[s[14]], m[s[15]]);
-    }
+    /* The twelve rounds written out, so the message schedule is constant indices and
+       the message words stay in registers. */
+#define B2B_ROUND(r)                                                        \
+    do {                                                                    \
+        B2B_G(0, 4, 8, 12, m[B2B_SIGMA[r][0]], m[B2B_SIGMA[r][1]]);         \
+        B2B_G(1, 5, 9, 13, m[B2B_SIGMA[r][2]], m[B2B_SIGMA[r][3]]);         \
+        B2B_G(2, 6, 10, 14, m[B2B_SIGMA[r][4]], m[B2B_SIGMA[r][5]]);        \
+        B2B_G(3, 7, 11, 15, m[B2B_SIGMA[r][6]], m[B2B_SIGMA[r][7]]);        \
+        B2B_G(0, 5, 10, 15, m[B2B_SIGMA[r][8]], m[B2B_SIGMA[r][9]]);        \
+        B2B_G(1, 6, 11, 12, m[B2B_SIGMA[r][10]], m[B2B_SIGMA[r][11]]);      \
+        B2B_G(2, 7, 8, 13, m[B2B_SIGMA[r][12]], m[B2B_SIGMA[r][13]]);       \
+        B2B_G(3, 4, 9, 14, m[B2B_SIGMA[r][14]], m[B2B_SIGMA[r][15]]);       \
+    } while (0)
+    B2B_ROUND(0);
+    B2B_ROUND(1);
+    B2B_ROUND(2);
+    B2B_ROUND(3);
+    B2B_ROUND(4);
+    B2B_ROUND(5);
+    B2B_ROUND(6);
+    B2B_ROUND(7);
+    B2B_ROUND(8);
+    B2B_ROUND(9);
+    B2B_ROUND(10);
+    B2B_ROUND(11);
+#undef B2B_ROUND
     for (int i = 0; i < 8; i++) ctx->h[i] ^= v[i] ^ v[i + 8];
 }
 
@@ -439,10 +460,12 @@ static int scan_utf8(Scan *sc, const uint8_t *s, Py_ssize_t n, int64_t char_base
                         int k = stop ? __builtin_ctzll(stop) >> 3 : 8;
                         memcpy(out + clen, &x, 8);
                         if (k == 0) break;
-                        for (int j = 0; j < 8; j++) {
-                            uint64_t keep = j < k ? ~0ULL : 0;
-                            h += ((x >> (8 * j)) & 0xFF & keep) * WORD_POW[wl + j];
-                        }
+                        uint64_t xm = k == 8 ? x : x & ((1ULL << (8 * k)) - 1);
+                        const uint64_t *pw = WORD_POW + wl;
+                        h += (xm & 0xFF) * pw[0] + ((xm >> 8) & 0xFF) * pw[1] +
+                             ((xm >> 16) & 0xFF) * pw[2] + ((xm >> 24) & 0xFF) * pw[3] +
+                             ((xm >> 32) & 0xFF) * pw[4] + ((xm >> 40) & 0xFF) * pw[5] +
+                             ((xm >> 48) & 0xFF) * pw[6] + (xm >> 56) * pw[7];
                         /* Token runs by bit masks (the high bit of each byte): letters,
                            digits, other symbols. When every run starts here and no digit
                            or symbol run reaches 4 bytes, each run is one token. */
@@ -458,7 +481,7 @@ static int scan_utf8(Scan *sc, const uint8_t *s, Py_ssize_t n, int64_t char_base
                         if (first != run_cls && long_run == 0) {
                             uint64_t starts = (letter & ~(letter << 8)) | (digit & ~(digit << 8)) |
                                               (symbol & ~(symbol << 8));
-                            tokens += __builtin_popcountll(starts);
+                            tokens += (int64_t)(((starts >> 7) * ONES) >> 56); /* bytes flagged */
                             int last_start = (63 - __builtin_clzll(starts)) >> 3;
                             run = (k - 1) - last_start;
                             run_cls = TOKEN_CLASS[(uint8_t)(x >> (8 * (k - 1)))];
