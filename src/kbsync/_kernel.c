@@ -764,7 +764,41 @@ typedef struct {
     PyObject *chunk_type;
     PyObject *kinds[4]; /* PRIMARY, BACKUP, HARD, FINAL (or FORCED for the local strategy) */
     B2b prefix;         /* BLAKE2b-256 state after the identity's fixed prefix */
+    PyObject *slots[8]; /* the fields' member descriptors, when construction can use them */
 } Maker;
+
+static const char *CHUNK_FIELDS[8] = {"index", "text", "start", "end", "token_count",
+                                      "boundary", "identity", "snapped"};
+
+/* model.Chunk is a frozen dataclass with __slots__ and no __post_init__: its __init__
+   only stores each field through its member descriptor (object.__setattr__). When the
+   type still looks exactly like that, the kernel stores them the same way without
+   running Python code; otherwise it calls the type. */
+static void maker_find_slots(Maker *mk)
+{
+    PyObject *type = mk->chunk_type;
+    if (!PyType_Check(type) || PyObject_HasAttrString(type, "__post_init__")) return;
+    PyObject *match = PyObject_GetAttrString(type, "__match_args__");
+    if (match == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    int ok = PyTuple_Check(match) && PyTuple_GET_SIZE(match) == 8;
+    for (int i = 0; ok && i < 8; i++) {
+        PyObject *name = PyTuple_GET_ITEM(match, i);
+        ok = PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, CHUNK_FIELDS[i]) == 0;
+    }
+    Py_DECREF(match);
+    if (!ok) return;
+    PyObject *dict = ((PyTypeObject *)type)->tp_dict;
+    PyObject *found[8];
+    for (int i = 0; i < 8; i++) {
+        PyObject *d = PyDict_GetItemString(dict, CHUNK_FIELDS[i]); /* borrowed */
+        if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type)) return;
+        found[i] = d;
+    }
+    for (int i = 0; i < 8; i++) mk->slots[i] = Py_NewRef(found[i]);
+}
 
 static int maker_init(Maker *mk, PyObject *chunk_type, PyObject *kinds, Py_buffer *prefix)
 {
@@ -776,6 +810,7 @@ static int maker_init(Maker *mk, PyObject *chunk_type, PyObject *kinds, Py_buffe
     for (int i = 0; i < 4; i++) mk->kinds[i] = Py_NewRef(PyTuple_GET_ITEM(kinds, i));
     b2b_init(&mk->prefix, 32);
     b2b_update(&mk->prefix, prefix->buf, (size_t)prefix->len);
+    maker_find_slots(mk);
     return 0;
 }
 
@@ -783,6 +818,7 @@ static void maker_clear(Maker *mk)
 {
     Py_CLEAR(mk->chunk_type);
     for (int i = 0; i < 4; i++) Py_CLEAR(mk->kinds[i]);
+    for (int i = 0; i < 8; i++) Py_CLEAR(mk->slots[i]);
 }
 
 /* identity.ChunkIdentity: H(prefix, "s", len as 8 bytes big-endian, text). */
@@ -826,7 +862,15 @@ static PyObject *make_chunk(Maker *mk, int64_t index, PyObject *text, const uint
     args[7] = Py_NewRef(snapped ? Py_True : Py_False);
     for (int i = 0; i < 8; i++)
         if (args[i] == NULL) goto done;
-    chunk = PyObject_Vectorcall(mk->chunk_type, args, 8, NULL);
+    if (mk->slots[0] != NULL) {
+        PyTypeObject *type = (PyTypeObject *)mk->chunk_type;
+        chunk = type->tp_alloc(type, 0);
+        for (int i = 0; chunk != NULL && i < 8; i++) {
+            if (Py_TYPE(mk->slots[i])->tp_descr_set(mk->slots[i], chunk, args[i]) < 0) Py_CLEAR(chunk);
+        }
+    } else {
+        chunk = PyObject_Vectorcall(mk->chunk_type, args, 8, NULL);
+    }
 done:
     for (int i = 0; i < 8; i++) Py_XDECREF(args[i]);
     return chunk;
