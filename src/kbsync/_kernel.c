@@ -585,6 +585,31 @@ static int scan_utf8(Scan *sc, const uint8_t *s, Py_ssize_t n, int64_t char_base
                 sc->gap.prev_cr = 0;
             }
             if (data) data[sc->data->len++] = tr;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            /* Runs of plain spaces (indentation) eight at a time. */
+            if (c == ' ') {
+                Py_ssize_t run = 0;
+                while (n - i - 1 - run >= 8) {
+                    uint64_t x;
+                    memcpy(&x, s + i + 1 + run, 8);
+                    uint64_t other = x ^ 0x2020202020202020ULL;
+                    if (other == 0) {
+                        run += 8;
+                        continue;
+                    }
+                    run += __builtin_ctzll(other) >> 3;
+                    break;
+                }
+                if (run) {
+                    if (data) {
+                        memcpy(data + sc->data->len, s + i + 1, (size_t)run);
+                        sc->data->len += run;
+                    }
+                    chars += run;
+                    i += run;
+                }
+            }
+#endif
         }
         chars++;
         i += len;
@@ -666,26 +691,29 @@ static PyObject *decode_canonical(const char *p, Py_ssize_t n, int ascii)
 }
 
 PyDoc_STRVAR(scan_doc,
-"scan(text, window, history, check_nfc=False) -> tuple | 0 | None\n\n"
+"scan(text, window, history, check_nfc=False, words_only=False) -> tuple | 0 | None\n\n"
 "The fused scan of one block of clean text (NFC, no NUL, no surrogate): None when it\n"
 "has no words or holds a NUL, 0 (with check_nfc) when it holds a code point that might\n"
 "not be NFC, else (source, data, byte_starts, byte_ends, text_starts,\n"
 "text_ends, input_starts, input_ends, paragraph, tokens, sentence_end, fingerprint,\n"
 "history, trailing_start); arrays are bytearrays of int64 / uint8 / uint64. With\n"
-"window 0 no fingerprints are made (fingerprint and history are empty).");
+"window 0 no fingerprints are made (fingerprint and history are empty). With words_only\n"
+"the tuple is (source, text_starts, text_ends, input_starts, input_ends, paragraph,\n"
+"trailing_start): what normalize() needs.");
 
 static PyObject *k_scan(PyObject *self, PyObject *args)
 {
     PyObject *text;
     Py_ssize_t window;
     Py_buffer hist;
-    int check_nfc = 0;
-    if (!PyArg_ParseTuple(args, "Uny*|p", &text, &window, &hist, &check_nfc)) return NULL;
+    int check_nfc = 0, words_only = 0;
+    if (!PyArg_ParseTuple(args, "Uny*|pp", &text, &window, &hist, &check_nfc, &words_only))
+        return NULL;
     PyObject *result = NULL;
     Buf data = {0};
     Scan sc = {0};
     Roller roll = {0};
-    sc.data = &data;
+    sc.data = words_only ? NULL : &data;
     sc.first_paragraph = -1;
     sc.check_nfc = check_nfc;
     Py_ssize_t n;
@@ -707,6 +735,14 @@ static PyObject *k_scan(PyObject *self, PyObject *args)
         goto done;
     }
     Word *w = (Word *)sc.words.p;
+    if (words_only) {
+        result = Py_BuildValue(
+            "(NNNNNNL)", decode_canonical(sc.canon.p, sc.canon.len, PyUnicode_IS_ASCII(text)),
+            column_i64(w, m, offsetof(Word, tchar_start)), column_i64(w, m, offsetof(Word, tchar_end)),
+            column_i64(w, m, offsetof(Word, in_start)), column_i64(w, m, offsetof(Word, in_end)),
+            column_u8(w, m, offsetof(Word, paragraph)), (long long)w[m - 1].in_end);
+        goto done;
+    }
     PyObject *fp = NULL, *newhist = NULL;
     if (window > 0) {
         if (roller_init(&roll, window) < 0) goto done;

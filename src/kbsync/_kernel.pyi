@@ -5,7 +5,8 @@ ABI: int
 NFC_UNIDATA_VERSION: str
 
 def scan(
-    text: str, window: int, history: Buffer, check_nfc: bool = False, /
+    text: str, window: int, history: Buffer, check_nfc: bool = False,
+    words_only: bool = False, /,
 ) -> tuple[Any, ...] | int | None: ...
 def build_chunks(
     source: str, text_starts: Buffer, text_ends: Buffer, input_starts: Buffer,

@@ -146,6 +146,10 @@ def normalize(text: str, block_chars: int = BLOCK_CHARS) -> NormalizedText:
     bytes of intermediate arrays per character at once.
     """
     if len(text) <= block_chars:
+        words = _words_compiled(text, "")
+        if words is not None:
+            return NormalizedText(words.source, words.input_starts, words.input_ends,
+                                  _first_word_plain(words.paragraph))
         scan = scan_words(text)
         return NormalizedText(
             text=canonical_text(scan, 0, len(scan)),
@@ -160,9 +164,9 @@ def normalize(text: str, block_chars: int = BLOCK_CHARS) -> NormalizedText:
     leading = ""
     base = 0
     for block in iter_blocks([text], block_chars):
-        scan = scan_words(block, leading)
+        scan: WordScan | _Words = _words_compiled(block, leading) or scan_words(block, leading)
         leading = scan.trailing_space
-        if len(scan):
+        if len(scan.input_starts):
             if pieces:
                 pieces.append("\n\n" if bool(scan.paragraph[0]) else " ")
             pieces.append(scan.source)
@@ -347,6 +351,42 @@ def _scan_clean(text: str, leading_space: str = "") -> WordScan:
         paragraph=paragraph,
         trailing_space=text[int(char_ends[-1]) :],
     )
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Words:
+    """What :func:`normalize` needs of a scan (the compiled kernel makes only this)."""
+
+    source: str
+    input_starts: IntArray
+    input_ends: IntArray
+    paragraph: BoolArray
+    trailing_space: str
+
+
+def _words_compiled(text: str, leading_space: str) -> _Words | None:
+    """The words of ``text`` by the compiled kernel, or None: no kernel, no word, or text
+    that needs cleaning (NUL, surrogates, not NFC), which the reference scan handles."""
+    kernel = native.kernel
+    if kernel is None:
+        return None
+    quick = getattr(kernel, "NFC_UNIDATA_VERSION", None) == unicodedata.unidata_version
+    try:
+        got = kernel.scan(text, 0, b"", quick, True)
+        if got == 0:  # a code point that might not be NFC: unicodedata decides
+            got = kernel.scan(text, 0, b"", False, True) if unicodedata.is_normalized(
+                "NFC", text) else None
+    except UnicodeEncodeError:  # a surrogate
+        return None
+    if not got:
+        return None
+    source, _, _, ins, ine, para, trailing = got
+    paragraph = np.frombuffer(para, dtype=np.bool_)
+    input_starts = np.frombuffer(ins, dtype=np.int64)
+    if leading_space:
+        paragraph[0] = is_paragraph_break(leading_space + text[: int(input_starts[0])])
+    return _Words(source, input_starts, np.frombuffer(ine, dtype=np.int64), paragraph,
+                  text[trailing:])
 
 
 def _scan_compiled(text: str, leading_space: str) -> WordScan | None:
