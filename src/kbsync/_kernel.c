@@ -382,7 +382,7 @@ static int scan_utf8(Scan *sc, const uint8_t *s, Py_ssize_t n, int64_t char_base
         return -1;
     }
     if (buf_reserve(&sc->canon, 2 * n + 2 + 8, 1) < 0) return -1; /* + 8: whole-word stores */
-    if (sc->data && buf_reserve(sc->data, n, 1) < 0) return -1;
+    if (sc->data && buf_reserve(sc->data, n + 8, 1) < 0) return -1;
     uint8_t *out = (uint8_t *)sc->canon.p;
     uint8_t *data = sc->data ? (uint8_t *)sc->data->p : NULL;
     Py_ssize_t i = 0;
@@ -452,13 +452,14 @@ static int scan_utf8(Scan *sc, const uint8_t *s, Py_ssize_t n, int64_t char_base
                 /* Eight bytes at a time while they are printable ASCII: the word's end
                    is found by arithmetic, not by a branch per byte that the processor
                    cannot predict (word lengths vary). Bytes past the end are masked. */
-                if (len == 1 && !data) {
+                if (len == 1) {
                     while (wl + 8 <= POW_TABLE && n - i >= 8) {
                         uint64_t x;
                         memcpy(&x, s + i, 8);
                         uint64_t stop = (((x - 0x2121212121212121ULL) & ~x) | x) & 0x8080808080808080ULL;
                         int k = stop ? __builtin_ctzll(stop) >> 3 : 8;
                         memcpy(out + clen, &x, 8);
+                        if (data) memcpy(data + dlen, &x, 8);
                         if (k == 0) break;
                         uint64_t xm = k == 8 ? x : x & ((1ULL << (8 * k)) - 1);
                         const uint64_t *pw = WORD_POW + wl;
@@ -496,6 +497,7 @@ static int scan_utf8(Scan *sc, const uint8_t *s, Py_ssize_t n, int64_t char_base
                             }
                         }
                         clen += k;
+                        dlen += data ? k : 0;
                         wl += k;
                         wchars += k;
                         i += k;
@@ -1404,6 +1406,56 @@ done:
     return out;
 }
 
+/* Candidate chunk ends of data[lead:]: e = i + 1 - lead for every i >= lead with
+   (H[i] & mask) == 0, never inside a multi-byte character with utf8. H[i] depends on the
+   window before i only, so four stretches of the input are rolled side by side (each
+   starting `window` bytes early): four independent chains of multiplications instead of
+   one long one. Appends to `ends` in increasing order. */
+#define CHAINS 4
+
+static int find_candidates(const uint8_t *d, Py_ssize_t total, Py_ssize_t lead, Py_ssize_t window,
+                           uint64_t mask, int utf8, Buf *ends)
+{
+    Roll61 r;
+    roll61_init(&r, window);
+    Py_ssize_t n = total - lead;
+    Py_ssize_t span = (total + CHAINS - 1) / CHAINS;
+    Py_ssize_t start[CHAINS], stop[CHAINS], from[CHAINS];
+    uint64_t h[CHAINS];
+    Buf part[CHAINS];
+    memset(part, 0, sizeof part);
+    for (int c = 0; c < CHAINS; c++) {
+        start[c] = c * span < total ? c * span : total;
+        stop[c] = start[c] + span < total ? start[c] + span : total;
+        from[c] = start[c] - window > 0 ? start[c] - window : 0;
+        h[c] = 0;
+        for (Py_ssize_t i = from[c]; i < start[c]; i++)
+            h[c] = roll61(&r, h[c], d[i], i - window >= from[c] ? d[i - window] : 0);
+    }
+    int rc = -1;
+    for (Py_ssize_t t = 0; t < span; t++) {
+        for (int c = 0; c < CHAINS; c++) {
+            Py_ssize_t i = start[c] + t;
+            if (i >= stop[c]) continue;
+            h[c] = roll61(&r, h[c], d[i], i - window >= from[c] ? d[i - window] : 0);
+            if ((h[c] & mask) != 0 || i < lead) continue;
+            Py_ssize_t e = i + 1 - lead;
+            if (utf8 && e < n && (d[lead + e] & 0xC0) == 0x80) continue;
+            if (buf_reserve(&part[c], 1, 8) < 0) goto done;
+            ((int64_t *)part[c].p)[part[c].len++] = e;
+        }
+    }
+    for (int c = 0; c < CHAINS; c++) {
+        if (buf_reserve(ends, part[c].len, 8) < 0) goto done;
+        memcpy(ends->p + ends->len * 8, part[c].p, (size_t)part[c].len * 8);
+        ends->len += part[c].len;
+    }
+    rc = 0;
+done:
+    for (int c = 0; c < CHAINS; c++) buf_free(&part[c]);
+    return rc;
+}
+
 PyDoc_STRVAR(byte_candidates_doc,
 "byte_candidates(data, lead, window, mask, utf8) -> bytearray\n\n"
 "Candidate chunk ends of data[lead:] (bytecdc._cuts): every e = i + 1 - lead, i >= lead,\n"
@@ -1422,22 +1474,68 @@ static PyObject *k_byte_candidates(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "window must be positive and lead within the data");
         goto done;
     }
-    Roll61 r;
-    roll61_init(&r, window);
-    const uint8_t *d = data.buf;
-    Py_ssize_t n = data.len - lead;
-    uint64_t h = 0;
-    for (Py_ssize_t i = 0; i < data.len; i++) {
-        h = roll61(&r, h, d[i], i >= window ? d[i - window] : 0);
-        if (i < lead || (h & mask) != 0) continue;
-        Py_ssize_t e = i + 1 - lead;
-        if (utf8 && e < n && (d[lead + e] & 0xC0) == 0x80) continue;
-        if (buf_reserve(&ends, 1, 8) < 0) goto done;
-        ((int64_t *)ends.p)[ends.len++] = e;
-    }
+    if (find_candidates(data.buf, data.len, lead, window, mask, utf8, &ends) < 0) goto done;
     out = PyByteArray_FromStringAndSize(ends.p, ends.len * 8);
 done:
     buf_free(&ends);
+    PyBuffer_Release(&data);
+    return out;
+}
+
+PyDoc_STRVAR(byte_spans_doc,
+"byte_spans(data, lead, window, mask, min_size, max_size, utf8, ended) -> bytearray\n\n"
+"bytecdc._cuts: the final spans of data[lead:] as int64 triples (start, end, kind), kind\n"
+"0 primary, 1 hard, 2 final; an unfinished tail is left for more input.");
+
+static PyObject *k_byte_spans(PyObject *self, PyObject *args)
+{
+    Py_buffer data;
+    Py_ssize_t lead, window, min_size, max_size;
+    unsigned long long mask;
+    int utf8, ended;
+    if (!PyArg_ParseTuple(args, "y*nnKnnpp", &data, &lead, &window, &mask, &min_size, &max_size,
+                          &utf8, &ended))
+        return NULL;
+    PyObject *out = NULL;
+    Buf ends = {0}, spans = {0};
+    if (window <= 0 || lead < 0 || lead > data.len || min_size <= 0 || max_size < min_size) {
+        PyErr_SetString(PyExc_ValueError, "invalid byte CDC parameters");
+        goto done;
+    }
+    if (find_candidates(data.buf, data.len, lead, window, mask, utf8, &ends) < 0) goto done;
+    const uint8_t *b = (const uint8_t *)data.buf + lead;
+    const int64_t *cand = (const int64_t *)ends.p;
+    Py_ssize_t n = data.len - lead, nc = ends.len, ci = 0, s = 0;
+    while (s < n) {
+        while (ci < nc && cand[ci] < s + min_size) ci++;
+        Py_ssize_t e;
+        int64_t kind;
+        if (ci < nc && cand[ci] - s <= max_size) {
+            e = cand[ci];
+            kind = 0;
+        } else if (n - s > max_size) {
+            e = s + max_size;
+            kind = 1;
+            if (utf8)
+                while (e > s + 1 && (b[e] & 0xC0) == 0x80) e--;
+        } else if (ended) {
+            e = n;
+            kind = 2;
+        } else {
+            break;
+        }
+        if (buf_reserve(&spans, 3, 8) < 0) goto done;
+        int64_t *o = (int64_t *)spans.p + spans.len;
+        o[0] = s;
+        o[1] = e;
+        o[2] = kind;
+        spans.len += 3;
+        s = e;
+    }
+    out = PyByteArray_FromStringAndSize(spans.p, spans.len * 8);
+done:
+    buf_free(&ends);
+    buf_free(&spans);
     PyBuffer_Release(&data);
     return out;
 }
@@ -1449,6 +1547,7 @@ static PyMethodDef kernel_methods[] = {
     {"build_chunks", k_build_chunks, METH_VARARGS, build_chunks_doc},
     {"rolling_hashes", k_rolling_hashes, METH_VARARGS, rolling_hashes_doc},
     {"byte_candidates", k_byte_candidates, METH_VARARGS, byte_candidates_doc},
+    {"byte_spans", k_byte_spans, METH_VARARGS, byte_spans_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -212,20 +212,18 @@ def _cuts(
     n = len(pending)
     if n == 0:
         return []
+    fused = compiled.byte_spans(history + pending, len(history), params, utf8, ended=ended)
+    if fused is not None:  # the same spans from the compiled kernel
+        return fused
     lead = len(history)
-    joined = history + pending
-    raw = np.frombuffer(joined, dtype=np.uint8)
+    raw = np.frombuffer(history + pending, dtype=np.uint8)
+    hashes = rolling_hashes(raw, params.window_bytes)[lead:]
     b = raw[lead:]
-    fused = compiled.byte_candidates(joined, lead, params.window_bytes, params.mask, utf8)
-    if fused is not None:  # the same candidates from the compiled kernel
-        ends = fused
-    else:
-        hashes = rolling_hashes(raw, params.window_bytes)[lead:]
-        # Candidate: a cut after byte i, i.e. a chunk end at i + 1.
-        ends = np.flatnonzero((hashes & params.mask) == 0) + 1
-        if utf8 and len(ends):
-            follow = b[np.minimum(ends, n - 1)]
-            ends = ends[(ends == n) | ((follow & 0xC0) != 0x80)]
+    # Candidate: a cut after byte i, i.e. a chunk end at i + 1.
+    ends = np.flatnonzero((hashes & params.mask) == 0) + 1
+    if utf8 and len(ends):
+        follow = b[np.minimum(ends, n - 1)]
+        ends = ends[(ends == n) | ((follow & 0xC0) != 0x80)]
     candidates: list[int] = ends.tolist()
     spans: list[tuple[int, int, Boundary]] = []
     s = 0

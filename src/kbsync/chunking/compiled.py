@@ -20,13 +20,13 @@ import numpy.typing as npt
 from kbsync import native
 from kbsync.chunking import stream
 from kbsync.chunking.fingerprint import U64
-from kbsync.chunking.params import TTTDParams
+from kbsync.chunking.params import ByteParams, TTTDParams
 from kbsync.chunking.tokens import EstimatingCounter, TokenCounter
 from kbsync.identity import ChunkIdentity
 from kbsync.model import Boundary, Chunk
 from kbsync.normalize import BLOCK_CHARS, IntArray, is_paragraph_break, iter_blocks, scan_words
 
-__all__ = ["build_chunks", "byte_candidates", "scan_block", "tttd_chunks"]
+__all__ = ["build_chunks", "byte_spans", "scan_block", "tttd_chunks"]
 
 _TTTD_KINDS = (Boundary.PRIMARY, Boundary.BACKUP, Boundary.HARD, Boundary.FINAL)
 _LOCAL_KINDS = (Boundary.PRIMARY, Boundary.HARD, Boundary.FORCED, Boundary.FINAL)
@@ -169,14 +169,20 @@ def build_chunks(
     return chunks
 
 
-def byte_candidates(raw: bytes, lead: int, window: int, mask: int, utf8: bool) -> IntArray | None:
-    """Candidate ends of the byte CDC over ``raw[lead:]`` (bytecdc._cuts), by the kernel."""
+_BYTE_KINDS = (Boundary.PRIMARY, Boundary.HARD, Boundary.FINAL)
+
+
+def byte_spans(raw: bytes, lead: int, params: ByteParams, utf8: bool, *, ended: bool
+               ) -> list[tuple[int, int, Boundary]] | None:
+    """bytecdc._cuts over ``raw[lead:]`` by the kernel: (start, end, kind) of final spans."""
     kernel = native.kernel
     if kernel is None:
         return None
-    ends: IntArray = np.frombuffer(kernel.byte_candidates(raw, lead, window, mask, utf8),
-                                   dtype=np.int64)
-    return ends
+    flat = np.frombuffer(kernel.byte_spans(raw, lead, params.window_bytes, params.mask,
+                                           params.min_size, params.max_size, utf8, ended),
+                         dtype=np.int64).tolist()
+    kinds = _BYTE_KINDS
+    return [(flat[k], flat[k + 1], kinds[flat[k + 2]]) for k in range(0, len(flat), 3)]
 
 
 def _i64(values: npt.NDArray[np.int64]) -> bytes:
