@@ -672,7 +672,11 @@ def _with_kernel(kernel: object, fn: Callable[[], object]) -> Callable[[], objec
     return call
 
 
-def measure_core(size: int, seed: int, runs: int) -> tuple[list[CoreRow], list[tuple[str, str, str, bool | None]]]:
+Check = tuple[str, str, str, bool | None]
+"""A target row: what, measured, goal, met (None: reported only)."""
+
+
+def measure_core(size: int, seed: int, runs: int) -> tuple[list[CoreRow], list[Check]]:
     import hashlib
 
     import numpy as np
@@ -708,8 +712,9 @@ def measure_core(size: int, seed: int, runs: int) -> tuple[list[CoreRow], list[t
     prose_bytes = prose.encode()
     old = prefix_slice(prose[200_000:], 100_000)
     words = old.split(" ")
-    new = " ".join(words[: len(words) // 2] + ["an", "inserted", "sentence."] + words[len(words) // 2 :])
-    extras: list[tuple[str, str, str, bool | None]] = []
+    half = len(words) // 2
+    new = " ".join([*words[:half], "an", "inserted", "sentence.", *words[half:]])
+    extras: list[Check] = []
     for name, kernel in (("compiled", compiled), ("NumPy", None)):
         if name == "compiled" and kernel is None:
             continue
@@ -729,7 +734,7 @@ def measure_core(size: int, seed: int, runs: int) -> tuple[list[CoreRow], list[t
     return rows, extras
 
 
-def print_core(rows: list[CoreRow], extras: list[tuple[str, str, str, bool | None]], runs: int) -> None:
+def print_core(rows: list[CoreRow], extras: list[Check], runs: int) -> None:
     table = Table(
         title=f"The chunking core (MB/s, median of {runs}; {native.describe()})",
         caption=f"LangChain = RecursiveCharacterTextSplitter(chunk_size={LANGCHAIN_SIZE}, "
@@ -750,9 +755,11 @@ def print_core(rows: list[CoreRow], extras: list[tuple[str, str, str, bool | Non
         checks.add_column(column)
     for r in rows:
         checks.add_row(f"TTTD ÷ LangChain ({r.label})", f"{r.tttd / r.langchain:.2f}×",
-                       f"≥ {TARGET_CORE_RATIO:.1f}×", _verdict(r.tttd / r.langchain >= TARGET_CORE_RATIO))
+                       f"≥ {TARGET_CORE_RATIO:.1f}×",
+                       _verdict(r.tttd / r.langchain >= TARGET_CORE_RATIO))
         checks.add_row(f"local ÷ LangChain ({r.label})", f"{r.local / r.langchain:.2f}×",
-                       f"≥ {TARGET_LOCAL_RATIO:.1f}×", _verdict(r.local / r.langchain >= TARGET_LOCAL_RATIO))
+                       f"≥ {TARGET_LOCAL_RATIO:.1f}×",
+                       _verdict(r.local / r.langchain >= TARGET_LOCAL_RATIO))
     for name, measured, goal, ok in extras:
         checks.add_row(name, measured, goal, "—" if ok is None else _verdict(ok))
     console.print(checks)

