@@ -765,6 +765,41 @@ def print_core(rows: list[CoreRow], extras: list[Check], runs: int) -> None:
     console.print(checks)
 
 
+_STREAM_SCRIPT = """
+import resource, sys, time
+sys.path.insert(0, {bench!r})
+from corpus import generated_text
+from kbsync import chunk_stream
+piece = generated_text(4_000_000, 1)
+target = {size}
+def pieces():
+    sent = 0
+    while sent < target:
+        yield piece
+        sent += len(piece)
+started = time.perf_counter()
+count = sum(1 for _ in chunk_stream(pieces()))
+# VmHWM is this process's own peak; ru_maxrss would count the parent's from before exec.
+status = open("/proc/self/status").read() if sys.platform == "linux" else ""
+hwm = [line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:")]
+peak = int(hwm[0]) / 1024 if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(count, time.perf_counter() - started, peak)
+"""
+
+
+def measure_stream(size_mb: int) -> Check:
+    """Peak RSS of a fresh process streaming ``size_mb`` MB through ``chunk_stream``."""
+    import subprocess
+
+    script = _STREAM_SCRIPT.format(bench=str(Path(__file__).resolve().parent),
+                                   size=size_mb * 1_000_000)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True).stdout.split()
+    peak = float(out[2])
+    return (f"chunk_stream of {size_mb:,} MB: peak RSS ({float(out[1]):.0f} s, {out[0]} chunks)",
+            f"{peak:.0f} MB", "< 100 MB", peak < 100)
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -787,12 +822,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="5 MB generated text, 100 edits")
     parser.add_argument("--core", action="store_true", help="only the chunking-core table")
     parser.add_argument("--repeat", type=int, default=3, help="runs per core figure (median)")
+    parser.add_argument("--stream-mb", type=int, default=0,
+                        help="also stream this many MB through chunk_stream in a fresh process "
+                        "and report its peak RSS (1000 for the 1 GB target)")
     args = parser.parse_args(argv)
     size_mb, edit_count = (5.0, 100) if args.quick else (args.size_mb, args.edits)
 
     console.print(_versions())
     console.print(f"{platform.processor() or platform.machine()}, {platform.system()}")
     core_rows, core_extras = measure_core(int(size_mb * 1_000_000), args.seed, args.repeat)
+    if args.stream_mb:
+        core_extras.append(measure_stream(args.stream_mb))
     print_core(core_rows, core_extras, args.repeat)
     if args.core:
         for note in notes:
