@@ -341,6 +341,138 @@ static int sentence_end(const uint8_t *w, int64_t len)
     return 0;
 }
 
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define KB_SWAR 1
+/* Eight input bytes x, of which the first k (1..8) are printable ASCII word bytes at
+   offsets wl.. of a word: adds them to the word hash and the token count. */
+static inline void ascii_step(uint64_t x, int k, int64_t wl, uint64_t *h, int64_t *tokens,
+                              int64_t *run, int *run_cls)
+{
+    uint64_t xm = k == 8 ? x : x & ((1ULL << (8 * k)) - 1);
+    const uint64_t *pw = WORD_POW + wl;
+    *h += (xm & 0xFF) * pw[0] + ((xm >> 8) & 0xFF) * pw[1] + ((xm >> 16) & 0xFF) * pw[2] +
+          ((xm >> 24) & 0xFF) * pw[3] + ((xm >> 32) & 0xFF) * pw[4] + ((xm >> 40) & 0xFF) * pw[5] +
+          ((xm >> 48) & 0xFF) * pw[6] + (xm >> 56) * pw[7];
+    /* Token runs by bit masks (the high bit of each byte): letters, digits, other
+       symbols. When every run starts here and no digit or symbol run reaches 4 bytes,
+       each run is one token. */
+    const uint64_t H8 = 0x8080808080808080ULL, ONES = 0x0101010101010101ULL;
+    uint64_t valid = k == 8 ? H8 : (((1ULL << (8 * k)) - 1) & H8);
+    uint64_t y = x | (0x20 * ONES);
+    uint64_t letter = (y + 0x1F * ONES) & ~(y + 0x05 * ONES) & valid;
+    uint64_t digit = (x + 0x50 * ONES) & ~(x + 0x46 * ONES) & valid;
+    uint64_t symbol = valid & ~letter & ~digit;
+    int first = letter & 0x80 ? T_LETTER : digit & 0x80 ? T_DIGIT : T_SYMBOL;
+    uint64_t long_run = (digit & (digit << 8) & (digit << 16) & (digit << 24)) |
+                        (symbol & (symbol << 8) & (symbol << 16) & (symbol << 24));
+    if (first != *run_cls && long_run == 0) {
+        uint64_t starts = (letter & ~(letter << 8)) | (digit & ~(digit << 8)) | (symbol & ~(symbol << 8));
+        *tokens += (int64_t)(((starts >> 7) * ONES) >> 56); /* bytes flagged */
+        int last_start = (63 - __builtin_clzll(starts)) >> 3;
+        *run = (k - 1) - last_start;
+        *run_cls = TOKEN_CLASS[(uint8_t)(x >> (8 * (k - 1)))];
+    } else {
+        for (int j = 0; j < k; j++) {
+            int tc = TOKEN_CLASS[(uint8_t)(x >> (8 * j))];
+            int64_t phase = tc == *run_cls ? *run + 1 : 0;
+            phase = phase == TOKEN_DIV[tc] ? 0 : phase;
+            *tokens += phase == 0;
+            *run = phase;
+            *run_cls = tc;
+        }
+    }
+}
+
+/* How many of the eight bytes x start with printable ASCII (0x21..0x7f). */
+static inline int ascii_word_bytes(uint64_t x)
+{
+    uint64_t stop = (((x - 0x2121212121212121ULL) & ~x) | x) & 0x8080808080808080ULL;
+    return stop ? __builtin_ctzll(stop) >> 3 : 8;
+}
+
+/* The common case without the general loop's dispatch per character: words of
+   printable ASCII, each ended by ASCII whitespace, one space between them. At i a
+   word starts (a printable ASCII byte). Handles words until one it cannot (a
+   non-ASCII or control byte in it, the input's last 8 bytes, a long word), which it
+   leaves untouched for the general loop; after the last word it handled, i is at
+   the whitespace that ended it. Returns how many words it handled, or -1. */
+static Py_ssize_t scan_ascii_words(Scan *sc, const uint8_t *s, Py_ssize_t n, Py_ssize_t *pi,
+                                   int64_t *pchars, int64_t char_base)
+{
+    Py_ssize_t i = *pi, handled = 0;
+    int64_t chars = *pchars;
+    uint8_t *out = (uint8_t *)sc->canon.p;
+    uint8_t *data = sc->data ? (uint8_t *)sc->data->p : NULL;
+    for (;;) {
+        if (buf_reserve(&sc->words, 1, sizeof(Word)) < 0) return -1;
+        int paragraph = sc->gap.breaks >= 2 || sc->gap.sep;
+        Py_ssize_t c0 = sc->canon.len, cpos = c0, dpos = data ? sc->data->len : 0;
+        int sep = sc->seen_word ? (paragraph ? 2 : 1) : 0;
+        if (sep == 2) {
+            out[cpos++] = '\n';
+            out[cpos++] = '\n';
+        } else if (sep == 1) {
+            out[cpos++] = ' ';
+        }
+        Py_ssize_t start = cpos, dstart = dpos, j = i;
+        uint64_t h = 0;
+        int64_t wl = 0, tokens = 0, run = 0;
+        int run_cls = -1, k = 8;
+        while (k == 8) {
+            if (n - j < 8 || wl + 8 > POW_TABLE) goto bail;
+            uint64_t x;
+            memcpy(&x, s + j, 8);
+            k = ascii_word_bytes(x);
+            memcpy(out + cpos, &x, 8);
+            if (data) memcpy(data + dpos, &x, 8);
+            if (k == 0) break;
+            ascii_step(x, k, wl, &h, &tokens, &run, &run_cls);
+            cpos += k;
+            dpos += data ? k : 0;
+            wl += k;
+            j += k;
+        }
+        uint8_t c = s[j]; /* j < n: the last step had 8 bytes and k < 8 */
+        if (c >= 0x80 || ASCII_CLASS[c] == C_WORD || ASCII_CLASS[c] == C_NUL) goto bail;
+        Word *w = (Word *)sc->words.p + sc->words.len++;
+        w->paragraph = (uint8_t)paragraph;
+        w->primary = w->backup = 0;
+        w->in_start = char_base + chars;
+        w->in_end = char_base + chars + wl;
+        w->data_start = dstart;
+        w->data_end = dpos;
+        w->canon_start = start;
+        w->canon_end = cpos;
+        w->tchar_start = sc->canon_chars + sep;
+        w->tchar_end = sc->canon_chars + sep + wl;
+        w->hash = mix64(h ^ (uint64_t)wl);
+        w->tokens = tokens > 0 ? tokens : 1;
+        w->sentence = (uint8_t)sentence_end(out + start, wl);
+        sc->canon.len = cpos;
+        sc->canon_chars += sep + wl;
+        if (data) sc->data->len = dpos;
+        sc->seen_word = 1;
+        sc->gap.breaks = sc->gap.sep = sc->gap.prev_cr = 0;
+        chars += wl;
+        i = j;
+        handled++;
+        /* One plain space, then another printable ASCII word: stay here. */
+        if (c == ' ' && n - i > 1 && s[i + 1] > 0x20 && s[i + 1] < 0x80) {
+            if (data) data[sc->data->len++] = ' ';
+            chars++;
+            i++;
+            continue;
+        }
+        break;
+    bail:
+        break;
+    }
+    *pi = i;
+    *pchars = chars;
+    return handled;
+}
+#endif
+
 /* The word being read. */
 typedef struct {
     Word *w;
@@ -402,6 +534,13 @@ static int scan_utf8(Scan *sc, const uint8_t *s, Py_ssize_t n, int64_t char_base
             if (sc->check_nfc && nfc_unstable(s + i, len)) return -3;
         }
         if (cls == C_WORD) {
+#ifdef KB_SWAR
+            if (o.w == NULL && c > 0x20 && c < 0x80 && sc->first_paragraph < 0 && !sc->in_starts) {
+                Py_ssize_t handled = scan_ascii_words(sc, s, n, &i, &chars, char_base);
+                if (handled < 0) return -1;
+                if (handled > 0) continue;
+            }
+#endif
             if (o.w == NULL) {
                 if (buf_reserve(&sc->words, 1, sizeof(Word)) < 0) return -1;
                 Word *w = (Word *)sc->words.p + sc->words.len;
@@ -461,41 +600,7 @@ static int scan_utf8(Scan *sc, const uint8_t *s, Py_ssize_t n, int64_t char_base
                         memcpy(out + clen, &x, 8);
                         if (data) memcpy(data + dlen, &x, 8);
                         if (k == 0) break;
-                        uint64_t xm = k == 8 ? x : x & ((1ULL << (8 * k)) - 1);
-                        const uint64_t *pw = WORD_POW + wl;
-                        h += (xm & 0xFF) * pw[0] + ((xm >> 8) & 0xFF) * pw[1] +
-                             ((xm >> 16) & 0xFF) * pw[2] + ((xm >> 24) & 0xFF) * pw[3] +
-                             ((xm >> 32) & 0xFF) * pw[4] + ((xm >> 40) & 0xFF) * pw[5] +
-                             ((xm >> 48) & 0xFF) * pw[6] + (xm >> 56) * pw[7];
-                        /* Token runs by bit masks (the high bit of each byte): letters,
-                           digits, other symbols. When every run starts here and no digit
-                           or symbol run reaches 4 bytes, each run is one token. */
-                        const uint64_t H8 = 0x8080808080808080ULL, ONES = 0x0101010101010101ULL;
-                        uint64_t valid = k == 8 ? H8 : (((1ULL << (8 * k)) - 1) & H8);
-                        uint64_t y = x | (0x20 * ONES);
-                        uint64_t letter = (y + 0x1F * ONES) & ~(y + 0x05 * ONES) & valid;
-                        uint64_t digit = (x + 0x50 * ONES) & ~(x + 0x46 * ONES) & valid;
-                        uint64_t symbol = valid & ~letter & ~digit;
-                        int first = letter & 0x80 ? T_LETTER : digit & 0x80 ? T_DIGIT : T_SYMBOL;
-                        uint64_t long_run = (digit & (digit << 8) & (digit << 16) & (digit << 24)) |
-                                            (symbol & (symbol << 8) & (symbol << 16) & (symbol << 24));
-                        if (first != run_cls && long_run == 0) {
-                            uint64_t starts = (letter & ~(letter << 8)) | (digit & ~(digit << 8)) |
-                                              (symbol & ~(symbol << 8));
-                            tokens += (int64_t)(((starts >> 7) * ONES) >> 56); /* bytes flagged */
-                            int last_start = (63 - __builtin_clzll(starts)) >> 3;
-                            run = (k - 1) - last_start;
-                            run_cls = TOKEN_CLASS[(uint8_t)(x >> (8 * (k - 1)))];
-                        } else {
-                            for (int j = 0; j < k; j++) {
-                                int tc = TOKEN_CLASS[(uint8_t)(x >> (8 * j))];
-                                int64_t phase = tc == run_cls ? run + 1 : 0;
-                                phase = phase == TOKEN_DIV[tc] ? 0 : phase;
-                                tokens += phase == 0;
-                                run = phase;
-                                run_cls = tc;
-                            }
-                        }
+                        ascii_step(x, k, wl, &h, &tokens, &run, &run_cls);
                         clen += k;
                         dlen += data ? k : 0;
                         wl += k;
