@@ -324,6 +324,7 @@ typedef struct {
     const int64_t *in_starts, *in_ends; /* input offsets given by the caller, or NULL */
     Py_ssize_t given;   /* how many of those */
     int check_nfc;      /* stop (-3) at a code point that might not be NFC */
+    int plain;          /* words and offsets only: no hashes, tokens or sentence flags */
 } Scan;
 
 static int sentence_end(const uint8_t *w, int64_t len)
@@ -426,7 +427,7 @@ static Py_ssize_t scan_ascii_words(Scan *sc, const uint8_t *s, Py_ssize_t n, Py_
             memcpy(out + cpos, &x, 8);
             if (data) memcpy(data + dpos, &x, 8);
             if (k == 0) break;
-            ascii_step(x, k, wl, &h, &tokens, &run, &run_cls);
+            if (!sc->plain) ascii_step(x, k, wl, &h, &tokens, &run, &run_cls);
             cpos += k;
             dpos += data ? k : 0;
             wl += k;
@@ -447,7 +448,7 @@ static Py_ssize_t scan_ascii_words(Scan *sc, const uint8_t *s, Py_ssize_t n, Py_
         w->tchar_end = sc->canon_chars + sep + wl;
         w->hash = mix64(h ^ (uint64_t)wl);
         w->tokens = tokens > 0 ? tokens : 1;
-        w->sentence = (uint8_t)sentence_end(out + start, wl);
+        w->sentence = sc->plain ? 0 : (uint8_t)sentence_end(out + start, wl);
         sc->canon.len = cpos;
         sc->canon_chars += sep + wl;
         if (data) sc->data->len = dpos;
@@ -600,7 +601,7 @@ static int scan_utf8(Scan *sc, const uint8_t *s, Py_ssize_t n, int64_t char_base
                         memcpy(out + clen, &x, 8);
                         if (data) memcpy(data + dlen, &x, 8);
                         if (k == 0) break;
-                        ascii_step(x, k, wl, &h, &tokens, &run, &run_cls);
+                        if (!sc->plain) ascii_step(x, k, wl, &h, &tokens, &run, &run_cls);
                         clen += k;
                         dlen += data ? k : 0;
                         wl += k;
@@ -821,6 +822,7 @@ static PyObject *k_scan(PyObject *self, PyObject *args)
     Scan sc = {0};
     Roller roll = {0};
     sc.data = words_only ? NULL : &data;
+    sc.plain = words_only;
     sc.first_paragraph = -1;
     sc.check_nfc = check_nfc;
     Py_ssize_t n;
