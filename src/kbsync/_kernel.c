@@ -510,7 +510,7 @@ static int scan_utf8(Scan *sc, const uint8_t *s, Py_ssize_t n, int64_t char_base
     Py_ssize_t first_word = sc->words.len;
     /* Room for the whole block at once: the canonical text is at most the block's bytes
        plus one per separator ("\n\n" may replace a one-byte separator). */
-    if (n > PY_SSIZE_T_MAX / 2 - 2) {
+    if (n > PY_SSIZE_T_MAX / 2 - 16) {
         PyErr_NoMemory();
         return -1;
     }
@@ -746,8 +746,12 @@ static int roller_init(Roller *r, Py_ssize_t window)
     r->window = window;
     r->pos = 0;
     r->raw = 0;
-    r->top = 1;
-    for (Py_ssize_t i = 0; i < window; i++) r->top *= WINDOW_BASE;
+    r->top = 1; /* WINDOW_BASE^window by squaring: the window may be large */
+    uint64_t base = WINDOW_BASE;
+    for (Py_ssize_t e = window; e > 0; e >>= 1) {
+        if (e & 1) r->top *= base;
+        base *= base;
+    }
     r->ring = PyMem_Calloc((size_t)window, sizeof(uint64_t));
     if (r->ring == NULL) {
         PyErr_NoMemory();
@@ -1108,8 +1112,9 @@ static Py_ssize_t snap_cut(Cutter *c, Py_ssize_t cut, Py_ssize_t start, int64_t 
 {
     const Word *w = (const Word *)c->sc.words.p;
     Py_ssize_t m = c->sc.words.len;
-    Py_ssize_t first = cut - c->snap_window > start ? cut - c->snap_window : start;
-    Py_ssize_t last = cut + c->snap_window < m - 2 ? cut + c->snap_window : m - 2;
+    Py_ssize_t window = c->snap_window < m ? (Py_ssize_t)c->snap_window : m; /* no overflow */
+    Py_ssize_t first = cut - window > start ? cut - window : start;
+    Py_ssize_t last = cut + window < m - 2 ? cut + window : m - 2;
     for (int pass = 0; pass < 2; pass++) {
         Py_ssize_t best = -1;
         for (Py_ssize_t q = first; q <= last; q++) {
@@ -1165,7 +1170,7 @@ static int cutter_cut(Cutter *c, int ended, PyObject *out)
         }
         int snapped = 0;
         if (c->snap && kind != K_FINAL) {
-            if (!ended && cut + c->snap_window + 1 >= m) break;
+            if (!ended && (c->snap_window >= m || cut + c->snap_window + 1 >= m)) break;
             Py_ssize_t target = snap_cut(c, cut, s, lo, hi);
             snapped = target != cut;
             cut = target;
@@ -1464,14 +1469,28 @@ static inline uint64_t times257(uint64_t h)
     return fold61(b * 257 + (c >> 8) + ((c & 255) << 53));
 }
 
+/* a * b mod 2^61 - 1 for a, b < 2^61, in 64-bit halves (2^64 = 8 and 2^61 = 1 mod p). */
+static uint64_t mulmod61(uint64_t a, uint64_t b)
+{
+    uint64_t ah = a >> 32, al = a & 0xFFFFFFFFULL, bh = b >> 32, bl = b & 0xFFFFFFFFULL;
+    uint64_t high = fold61((ah * bh) << 3);              /* ah * bh < 2^58 */
+    uint64_t mid = ah * bl + al * bh;                     /* < 2^62 */
+    uint64_t mid_mod = fold61((mid >> 29) + ((mid & ((1ULL << 29) - 1)) << 32));
+    uint64_t low = fold61(al * bl);                       /* al * bl < 2^64 */
+    return fold61(fold61(high + mid_mod) + low);
+}
+
 typedef struct {
     uint64_t out_of_window[256]; /* byte * 257^window mod p */
 } Roll61;
 
 static void roll61_init(Roll61 *r, Py_ssize_t window)
 {
-    uint64_t top = 1;
-    for (Py_ssize_t i = 0; i < window; i++) top = times257(top);
+    uint64_t top = 1, base = 257; /* 257^window by squaring: the window may be large */
+    for (Py_ssize_t e = window; e > 0; e >>= 1) {
+        if (e & 1) top = mulmod61(top, base);
+        base = mulmod61(base, base);
+    }
     r->out_of_window[0] = 0;
     for (int b = 1; b < 256; b++) r->out_of_window[b] = fold61(r->out_of_window[b - 1] + top);
 }

@@ -254,3 +254,14 @@ def test_a_paragraph_mark_after_a_cleaned_block_is_kept(text: str) -> None:
     finally:
         native.kernel = KERNEL
     assert chunks == reference
+
+
+def test_parameters_beyond_the_kernels_bounds_run_on_the_reference() -> None:
+    text = "alpha beta gamma. " * 50
+    huge = {"min_tokens": 3, "max_tokens": 1 << 50, "window_words": 3, "snap": True,
+            "snap_window_words": 1 << 62}
+    compiled_result, reference = both(lambda: chunk_text(text, **huge))  # type: ignore[arg-type]
+    assert compiled_result.chunks == reference.chunks
+    wide = both(lambda: chunk_text(text, strategy="bytes", window_bytes=5000, min_size=8,
+                                   avg_size=16, max_size=64))
+    assert wide[0].chunks == wide[1].chunks

@@ -33,6 +33,10 @@ _LOCAL_KINDS = (Boundary.PRIMARY, Boundary.HARD, Boundary.FORCED, Boundary.FINAL
 _LOCAL_CODE = {kind: code for code, kind in enumerate(_LOCAL_KINDS)}
 _NOT_SPACE = re.compile(r"\S")
 _NO_FLAGS = np.zeros(0, dtype=np.bool_)
+# The kernel keeps counts in 64-bit integers and the window in an array: parameters past
+# these bounds (far beyond any real use) run on the reference, which has no such limits.
+_MAX_WINDOW = 1 << 24
+_MAX_TOKENS = 1 << 40
 
 
 def _quick_nfc(kernel: object) -> bool:
@@ -54,7 +58,7 @@ def scan_block(
 ) -> tuple[stream.WordBlock, U64, str] | None:
     """One block of :func:`stream.word_blocks` in a single pass: (block, history, trailing)."""
     kernel = native.kernel
-    if kernel is None:
+    if kernel is None or window > _MAX_WINDOW:
         return None
     quick = _quick_nfc(kernel)
     if not quick and not _nfc(text):
@@ -93,6 +97,9 @@ def tttd_chunks(
     """TTTD chunks of ``pieces`` from bytes to Chunk objects in the kernel (tttd.tttd_chunks)."""
     kernel = native.kernel
     if kernel is None or not _estimates(counter):
+        return None
+    if (params.window_words > _MAX_WINDOW
+            or max(params.max_tokens, params.snap_window_words) > _MAX_TOKENS):
         return None
     cutter = kernel.TTTDCutter(
         params.window_words, params.min_tokens, params.max_tokens, params.primary_bits,
