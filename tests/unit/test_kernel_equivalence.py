@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import unicodedata
 from collections.abc import Callable, Iterator
 from itertools import islice
 from typing import TypeVar
@@ -265,3 +266,20 @@ def test_parameters_beyond_the_kernels_bounds_run_on_the_reference() -> None:
     wide = both(lambda: chunk_text(text, strategy="bytes", window_bytes=5000, min_size=8,
                                    avg_size=16, max_size=64))
     assert wide[0].chunks == wide[1].chunks
+
+
+def test_the_kernel_splits_words_at_exactly_the_characters_python_calls_whitespace() -> None:
+    # The block cuts (normalize.iter_blocks) and the trailing whitespace the TTTD driver
+    # recovers with str.rstrip use str.isspace; the kernel's classes must be the same set.
+    spaces = [chr(c) for c in range(0x110000) if chr(c).isspace()]
+    text = "a" + "a".join(spaces) + "a"
+    compiled, reference = both(lambda: scan_words(text))
+    same_arrays(compiled, reference)
+    assert len(compiled) == len(spaces) + 1
+    # Every other character of the first two planes (NFC, no NUL, no surrogate) is a word
+    # character for both implementations.
+    others = "".join(chr(c) for c in range(1, 0x20000)
+                     if not (0xD800 <= c <= 0xDFFF) and not chr(c).isspace())
+    others = unicodedata.normalize("NFC", others)
+    compiled, reference = both(lambda: scan_words(others))
+    assert len(compiled) == len(reference) == 1
