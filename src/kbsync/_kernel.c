@@ -1365,18 +1365,22 @@ static PyTypeObject CutterType = {
 
 PyDoc_STRVAR(build_chunks_doc,
 "build_chunks(source, text_starts, text_ends, input_starts, input_ends, cum, cuts, kinds,\n"
-"             kind_objects, chunk_type, prefix) -> list[Chunk]\n\n"
-"The chunks between consecutive cuts (local.local_chunks): arrays are int64 buffers,\n"
-"kinds a uint8 buffer indexing kind_objects; text offsets are characters of source.");
+"             kind_objects, chunk_type, prefix, start=0, index=0) -> list[Chunk]\n\n"
+"The chunks between consecutive cuts (local.local_chunks), the first from word start,\n"
+"numbered from index: arrays are int64 buffers, kinds a uint8 buffer indexing\n"
+"kind_objects; text offsets are characters of source, cum running token sums.");
 
 static PyObject *k_build_chunks(PyObject *self, PyObject *args)
 {
     PyObject *source, *kind_objects, *chunk_type;
     Py_buffer b[8];
     Py_buffer prefix;
+    Py_ssize_t first_word = 0;
+    long long first_index = 0;
     memset(b, 0, sizeof b);
-    if (!PyArg_ParseTuple(args, "Uy*y*y*y*y*y*y*OOy*", &source, &b[0], &b[1], &b[2], &b[3], &b[4],
-                          &b[5], &b[6], &kind_objects, &chunk_type, &prefix))
+    if (!PyArg_ParseTuple(args, "Uy*y*y*y*y*y*y*OOy*|nL", &source, &b[0], &b[1], &b[2], &b[3],
+                          &b[4], &b[5], &b[6], &kind_objects, &chunk_type, &prefix, &first_word,
+                          &first_index))
         return NULL;
     PyObject *out = NULL;
     Maker mk = {0};
@@ -1399,8 +1403,13 @@ static PyObject *k_build_chunks(PyObject *self, PyObject *args)
     int ascii = PyUnicode_IS_ASCII(source);
     out = PyList_New(0);
     if (out == NULL) goto done;
-    Py_ssize_t start = 0;
-    int64_t t0 = 0;
+    if (first_word < 0 || (first_word > 0 && first_word > words)) {
+        PyErr_SetString(PyExc_ValueError, "start outside the words");
+        Py_CLEAR(out);
+        goto done;
+    }
+    Py_ssize_t start = first_word;
+    int64_t t0 = first_word > 0 ? cum[first_word - 1] : 0;
     for (Py_ssize_t j = 0; j < ncuts; j++) {
         int64_t cut = cuts[j];
         if (cut < start || cut >= words || kinds[j] > 3 || ts[start] < 0 || te[cut] > length ||
@@ -1430,8 +1439,8 @@ static PyObject *k_build_chunks(PyObject *self, PyObject *args)
             p = PyBytes_AS_STRING(encoded);
             nb = PyBytes_GET_SIZE(encoded);
         }
-        PyObject *chunk = make_chunk(&mk, j, text, (const uint8_t *)p, nb, is[start], ie[cut],
-                                     cum[cut] - t0, kinds[j], 0);
+        PyObject *chunk = make_chunk(&mk, first_index + j, text, (const uint8_t *)p, nb, is[start],
+                                     ie[cut], cum[cut] - t0, kinds[j], 0);
         Py_XDECREF(encoded);
         if (chunk == NULL || PyList_Append(out, chunk) < 0) {
             Py_XDECREF(chunk);

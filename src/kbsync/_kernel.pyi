@@ -12,7 +12,8 @@ def scan(
 def build_chunks(
     source: str, text_starts: Buffer, text_ends: Buffer, input_starts: Buffer,
     input_ends: Buffer, cum: Buffer, cuts: Buffer, kinds: Buffer,
-    kind_objects: tuple[object, ...], chunk_type: type, prefix: bytes, /,
+    kind_objects: tuple[object, ...], chunk_type: type, prefix: bytes, start: int = 0,
+    index: int = 0, /,
 ) -> list[Any]: ...
 def rolling_hashes(data: Buffer, window: int, /) -> bytearray: ...
 def byte_candidates(

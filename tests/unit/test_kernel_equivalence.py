@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from kbsync import byte_chunks, chunk_stream, chunk_text, native, normalize
 from kbsync.chunking import EstimatingCounter, TextChunker, TTTDParams, compiled
 from kbsync.chunking.bytecdc import rolling_hashes
+from kbsync.chunking.local import cut_positions
 from kbsync.chunking.stream import word_blocks
 from kbsync.chunking.tttd import tttd_chunks
 from kbsync.normalize import canonical_pieces, scan_words
@@ -283,3 +284,32 @@ def test_the_kernel_splits_words_at_exactly_the_characters_python_calls_whitespa
     others = unicodedata.normalize("NFC", others)
     compiled, reference = both(lambda: scan_words(others))
     assert len(compiled) == len(reference) == 1
+
+
+@fast
+@given(texts, st.integers(0, 3))
+def test_chunks_built_from_local_cuts_by_the_kernel_are_those_of_the_reference(
+    text: str, skip: int
+) -> None:
+    # local.local_chunks builds its chunks in Python; compiled.build_chunks is the same
+    # construction for the strictly local cuts, from any first word and chunk number.
+    chunker = TextChunker("local", min_tokens=3, max_tokens=9, window_words=2)
+    native.kernel = None
+    try:
+        reference = list(chunker.chunks([text]))
+        blocks = list(word_blocks([text], chunker.counter, 2))
+    finally:
+        native.kernel = KERNEL
+    if not blocks:
+        return
+    source = blocks[0].source if len(blocks) == 1 else None
+    if source is None:
+        return
+    b = blocks[0]
+    cuts, kinds = cut_positions(b.fingerprint, b.tokens, 3, 9)
+    first = min(skip, len(cuts))
+    start = int(cuts[first - 1]) + 1 if first else 0
+    built = compiled.build_chunks(source, b.text_starts, b.text_ends, b.input_starts,
+                                  b.input_ends, np.cumsum(b.tokens), cuts[first:],
+                                  kinds[first:], chunker.identity, start=start, index=first)
+    assert built == reference[first:]

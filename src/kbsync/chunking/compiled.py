@@ -54,11 +54,12 @@ def _estimates(counter: TokenCounter) -> bool:
 
 
 def scan_block(
-    text: str, leading: str, history: U64, window: int, base: int, with_sentences: bool
+    text: str, leading: str, history: U64, window: int, base: int, with_sentences: bool,
+    counter: TokenCounter,
 ) -> tuple[stream.WordBlock, U64, str] | None:
     """One block of :func:`stream.word_blocks` in a single pass: (block, history, trailing)."""
     kernel = native.kernel
-    if kernel is None or window > _MAX_WINDOW:
+    if kernel is None or window > _MAX_WINDOW or not _estimates(counter):
         return None
     quick = _quick_nfc(kernel)
     if not quick and not _nfc(text):
@@ -162,16 +163,21 @@ def _tttd(cutter: object, pieces: Iterable[str], block_chars: int, quick: bool
 def build_chunks(
     source: str, text_starts: IntArray, text_ends: IntArray, input_starts: IntArray,
     input_ends: IntArray, cum: IntArray, cuts: IntArray, kinds: list[Boundary],
-    identity: ChunkIdentity,
+    identity: ChunkIdentity, *, start: int = 0, index: int = 0,
 ) -> list[Chunk] | None:
-    """The chunks between consecutive ``cuts`` (local.local_chunks), built in the kernel."""
+    """The chunks between consecutive ``cuts`` (local.local_chunks), built in the kernel.
+
+    The first chunk starts at word ``start`` and is numbered ``index``; token counts are
+    differences of the running sums ``cum``.
+    """
     kernel = native.kernel
     if kernel is None:
         return None
     codes = np.fromiter(map(_LOCAL_CODE.__getitem__, kinds), dtype=np.uint8, count=len(kinds))
     chunks: list[Chunk] = kernel.build_chunks(
         source, _i64(text_starts), _i64(text_ends), _i64(input_starts), _i64(input_ends),
-        _i64(cum), _i64(cuts), codes.tobytes(), _LOCAL_KINDS, Chunk, identity.prefix,
+        _i64(cum), _i64(cuts), codes.tobytes(), _LOCAL_KINDS, Chunk, identity.prefix, start,
+        index,
     )
     return chunks
 

@@ -53,7 +53,6 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 import numpy.typing as npt
 
-from kbsync.chunking import compiled
 from kbsync.chunking.fingerprint import U64, mix64
 from kbsync.chunking.params import LocalParams
 from kbsync.chunking.stream import WordBlock
@@ -94,11 +93,6 @@ def local_chunks(
 
     cuts, kinds = cut_positions(fingerprint, tokens, params.min_tokens, params.max_tokens)
     cum = np.cumsum(tokens)
-    built = compiled.build_chunks(source, text_starts, text_ends, input_starts, input_ends, cum,
-                                  cuts, kinds, identity)
-    if built is not None:  # the same chunks, made by the compiled kernel
-        yield from built
-        return
     start, t0 = 0, 0
     for index, (cut, kind) in enumerate(zip(cuts.tolist(), kinds, strict=True)):
         text = join_words(source, text_starts, text_ends, start, cut + 1)

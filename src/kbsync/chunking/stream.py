@@ -16,8 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from kbsync.chunking import compiled
 from kbsync.chunking.fingerprint import U64, window_fingerprints, word_hashes
-from kbsync.chunking.tokens import EstimatingCounter, TokenCounter
+from kbsync.chunking.tokens import TokenCounter
 from kbsync.normalize import BLOCK_CHARS, IntArray, WordScan, iter_blocks, scan_words
 
 __all__ = ["BLOCK_CHARS", "WordBlock", "iter_blocks", "word_blocks"]
@@ -61,12 +62,11 @@ def word_blocks(
     history = np.zeros(window_words - 1, dtype=np.uint64)
     leading = ""
     base = 0
-    fused = type(counter) is EstimatingCounter
     for text in iter_blocks(pieces, block_chars):
-        compiled = (_compiled.scan_block(text, leading, history, window_words, base, with_sentences)
-                    if fused else None)
-        if compiled is not None:  # the same block from the kernel, in one pass
-            block, history, leading = compiled
+        fused = compiled.scan_block(text, leading, history, window_words, base, with_sentences,
+                                    counter)
+        if fused is not None:  # the same block from the compiled kernel, in one pass
+            block, history, leading = fused
             yield block
             base += len(text)
             continue
@@ -112,6 +112,3 @@ def _sentence_ends(scan: WordScan) -> npt.NDArray[np.bool_]:
         ok = (b[e - 2] == 0x80) & (b[e - 3] == 0xE2) & _SENTENCE_END[b[e - 4]]
         flags[idx[ok]] = True
     return flags
-
-
-from kbsync.chunking import compiled as _compiled  # noqa: E402  (it needs WordBlock above)
