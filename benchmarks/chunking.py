@@ -22,11 +22,23 @@ Churn
     share of the edited text's words that lie in those chunks ("share of new tokens",
     counted in words).
 
+The chunking core
+    ``chunk_text`` with the default TTTD parameters (identities included) and the strictly
+    local strategy beside LangChain ``RecursiveCharacterTextSplitter(chunk_size=2000,
+    chunk_overlap=0).split_text`` on prose (the generated text), Markdown (documentation
+    files of ``../shared/corpora`` when present, else ``examples/corpus``) and source code
+    (kbsync.s own ``src``), each repeated to the same size; median of
+    ``--repeat`` runs, ``time.perf_counter``, all in one process. Beside them the physical
+    floors measured in the same run (``str.encode``, BLAKE2b over the bytes, one NumPy
+    copy of them), ``normalize()``, byte CDC, and ``compare()`` of two 100 KB versions,
+    with the compiled kernel and with the NumPy reference (``kbsync.native``).
+
 Run it from the repository root with the peers installed (``benchmarks/requirements.txt``)::
 
     python benchmarks/chunking.py                 # 50 MB generated text, 500 edits
     python benchmarks/chunking.py --quick         # 5 MB, 100 edits: about a minute
     python benchmarks/chunking.py --size-mb 20 --edits 200
+    python benchmarks/chunking.py --core --size-mb 20   # the chunking-core table only
 
 A peer that is not installed or cannot run offline is left out with a printed note.
 """
@@ -53,8 +65,8 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from corpus import corpus_files, generated_text, sample_corpus_text
-from kbsync import byte_chunks, chunk_text
+from corpus import REPO_ROOT, corpus_files, generated_text, sample_corpus_text
+from kbsync import byte_chunks, chunk_text, compare, native, normalize
 
 Split = Callable[[str], Sequence[str]]
 Cut = Callable[[bytes], int]
@@ -588,6 +600,206 @@ def _p95(values: list[int]) -> float:
     return float(ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)])
 
 
+# --------------------------------------------------------------------------- the chunking core
+
+TARGET_CORE_RATIO = 1.0
+TARGET_LOCAL_RATIO = 0.7
+TARGET_NORMALIZE_MB_S = 300.0
+TARGET_BYTES_MB_S = 300.0
+TARGET_COMPARE_MS = 2.0
+LANGCHAIN_SIZE = 2000
+
+
+def median_time(fn: Callable[[], object], runs: int) -> float:
+    """Median of ``runs`` timings of one call of ``fn``."""
+    times = []
+    for _ in range(runs):
+        gc.collect()
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def _repeated(text: str, size: int) -> str:
+    return (text + "\n\n") * max(1, size // max(len(text.encode()), 1) + 1)
+
+
+def core_inputs(size: int, seed: int) -> dict[str, str]:
+    """Prose, Markdown and source code of about ``size`` UTF-8 bytes each."""
+    history = REPO_ROOT.parent / "shared" / "corpora" / "fastapi-docs-history.jsonl.gz"
+    if history.is_file():
+        import gzip
+        import json
+
+        with gzip.open(history, "rt", encoding="utf-8") as lines:
+            files = json.loads(next(lines))["files"]
+        markdown = "\n\n".join(files[k] for k in sorted(files) if k.endswith(".md"))
+        markdown_label = "Markdown (fastapi docs)"
+    else:
+        markdown = "\n\n".join(p.read_text(encoding="utf-8") for p in corpus_files(".md"))
+        markdown_label = "Markdown (examples/corpus)"
+        notes.append("../shared/corpora not found: Markdown is examples/corpus repeated")
+    code = "\n\n".join(p.read_text(encoding="utf-8")
+                        for folder in ("src",) for p in sorted((REPO_ROOT / folder).rglob("*.py")))
+    out = {"prose (generated)": generated_text(size, seed), markdown_label: markdown,
+           "source code (kbsync)": code}
+    return {label: prefix_slice(_repeated(text, size), size) for label, text in out.items()}
+
+
+@dataclass(frozen=True)
+class CoreRow:
+    label: str
+    mb: float
+    tttd: float
+    local: float
+    langchain: float
+    tttd_numpy: float
+    encode: float
+    blake2b: float
+    copy: float
+
+
+def _with_kernel(kernel: object, fn: Callable[[], object]) -> Callable[[], object]:
+    def call() -> object:
+        saved = native.kernel
+        native.kernel = kernel  # type: ignore[assignment]
+        try:
+            return fn()
+        finally:
+            native.kernel = saved
+
+    return call
+
+
+Check = tuple[str, str, str, bool | None]
+"""A target row: what, measured, goal, met (None: reported only)."""
+
+
+def measure_core(size: int, seed: int, runs: int) -> tuple[list[CoreRow], list[Check]]:
+    import hashlib
+
+    import numpy as np
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
+
+    splitter = RecursiveCharacterTextSplitter(chunk_size=LANGCHAIN_SIZE, chunk_overlap=0)
+    compiled = native.kernel
+    rows: list[CoreRow] = []
+    for label, text in core_inputs(size, seed).items():
+        data = text.encode("utf-8")
+        mb = len(data) / 1e6
+        array = np.frombuffer(data, dtype=np.uint8)
+
+        def rate(fn: Callable[[], object], mb: float = mb) -> float:
+            return mb / median_time(fn, runs)
+
+        rows.append(CoreRow(
+            label, mb,
+            tttd=rate(lambda text=text: chunk_text(text)),
+            local=rate(lambda text=text: chunk_text(text, strategy="local")),
+            langchain=rate(lambda text=text: splitter.split_text(text)),
+            tttd_numpy=rate(_with_kernel(None, lambda text=text: chunk_text(text)))
+            if compiled is not None else float("nan"),
+            encode=rate(lambda text=text: text.encode("utf-8")),
+            blake2b=rate(lambda data=data: hashlib.blake2b(data, digest_size=32).digest()),
+            copy=rate(lambda array=array: array.copy()),
+        ))
+        console.log(f"core: {label} done")
+
+    code = next(text for label, text in core_inputs(size, seed).items() if "code" in label)
+    code_mb = len(code.encode()) / 1e6
+    prose = next(iter(core_inputs(size, seed).values()))
+    prose_bytes = prose.encode()
+    old = prefix_slice(prose[200_000:], 100_000)
+    words = old.split(" ")
+    half = len(words) // 2
+    new = " ".join([*words[:half], "an", "inserted", "sentence.", *words[half:]])
+    extras: list[Check] = []
+    for name, kernel in (("compiled", compiled), ("NumPy", None)):
+        if name == "compiled" and kernel is None:
+            continue
+        norm = code_mb / median_time(_with_kernel(kernel, lambda: normalize(code)), runs)
+        cdc = len(prose_bytes) / 1e6 / median_time(
+            _with_kernel(kernel, lambda: byte_chunks(prose_bytes)), runs)
+        cmp_ms = 1000 * median_time(_with_kernel(kernel, lambda: compare(old, new)), max(runs, 5))
+        ok = name == "compiled" or compiled is None
+        extras += [
+            (f"normalize() on source code ({name})", f"{norm:,.0f} MB/s",
+             f"≥ {TARGET_NORMALIZE_MB_S:.0f} MB/s", norm >= TARGET_NORMALIZE_MB_S if ok else None),
+            (f"byte CDC on prose ({name})", f"{cdc:,.0f} MB/s", f"≥ {TARGET_BYTES_MB_S:.0f} MB/s",
+             cdc >= TARGET_BYTES_MB_S if ok else None),
+            (f"compare() of two 100 KB versions ({name})", f"{cmp_ms:.2f} ms",
+             f"≤ {TARGET_COMPARE_MS:.0f} ms", cmp_ms <= TARGET_COMPARE_MS if ok else None),
+        ]
+    return rows, extras
+
+
+def print_core(rows: list[CoreRow], extras: list[Check], runs: int) -> None:
+    table = Table(
+        title=f"The chunking core (MB/s, median of {runs}; {native.describe()})",
+        caption=f"LangChain = RecursiveCharacterTextSplitter(chunk_size={LANGCHAIN_SIZE}, "
+        "chunk_overlap=0).split_text; kbsync TTTD and local with default parameters, "
+        "identities included. Floors: str.encode, BLAKE2b-256 over the bytes, one NumPy copy.",
+    )
+    for column in ("input", "MB", "kbsync TTTD", "÷ LangChain", "kbsync local", "÷ LangChain",
+                   "LangChain", "TTTD, NumPy path", "encode", "BLAKE2b", "NumPy copy"):
+        table.add_column(column, justify="left" if column == "input" else "right")
+    for r in rows:
+        table.add_row(r.label, f"{r.mb:.1f}", f"{r.tttd:,.1f}", f"{r.tttd / r.langchain:.2f}×",
+                      f"{r.local:,.1f}", f"{r.local / r.langchain:.2f}×", f"{r.langchain:,.1f}",
+                      f"{r.tttd_numpy:,.1f}", f"{r.encode:,.0f}", f"{r.blake2b:,.0f}",
+                      f"{r.copy:,.0f}")
+    console.print(table)
+    checks = Table(title="Chunking-core targets")
+    for column in ("target", "measured", "goal", "verdict"):
+        checks.add_column(column)
+    for r in rows:
+        checks.add_row(f"TTTD ÷ LangChain ({r.label})", f"{r.tttd / r.langchain:.2f}×",
+                       f"≥ {TARGET_CORE_RATIO:.1f}×",
+                       _verdict(r.tttd / r.langchain >= TARGET_CORE_RATIO))
+        checks.add_row(f"local ÷ LangChain ({r.label})", f"{r.local / r.langchain:.2f}×",
+                       f"≥ {TARGET_LOCAL_RATIO:.1f}×",
+                       _verdict(r.local / r.langchain >= TARGET_LOCAL_RATIO))
+    for name, measured, goal, ok in extras:
+        checks.add_row(name, measured, goal, "—" if ok is None else _verdict(ok))
+    console.print(checks)
+
+
+_STREAM_SCRIPT = """
+import resource, sys, time
+sys.path.insert(0, {bench!r})
+from corpus import generated_text
+from kbsync import chunk_stream
+piece = generated_text(4_000_000, 1)
+target = {size}
+def pieces():
+    sent = 0
+    while sent < target:
+        yield piece
+        sent += len(piece)
+started = time.perf_counter()
+count = sum(1 for _ in chunk_stream(pieces()))
+# VmHWM is this process's own peak; ru_maxrss would count the parent's from before exec.
+status = open("/proc/self/status").read() if sys.platform == "linux" else ""
+hwm = [line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:")]
+peak = int(hwm[0]) / 1024 if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(count, time.perf_counter() - started, peak)
+"""
+
+
+def measure_stream(size_mb: int) -> Check:
+    """Peak RSS of a fresh process streaming ``size_mb`` MB through ``chunk_stream``."""
+    import subprocess
+
+    script = _STREAM_SCRIPT.format(bench=str(Path(__file__).resolve().parent),
+                                   size=size_mb * 1_000_000)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True).stdout.split()
+    peak = float(out[2])
+    return (f"chunk_stream of {size_mb:,} MB: peak RSS ({float(out[1]):.0f} s, {out[0]} chunks)",
+            f"{peak:.0f} MB", "< 100 MB", peak < 100)
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -608,11 +820,24 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--edits", type=int, default=500, help="number of churn edits")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="5 MB generated text, 100 edits")
+    parser.add_argument("--core", action="store_true", help="only the chunking-core table")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per core figure (median)")
+    parser.add_argument("--stream-mb", type=int, default=0,
+                        help="also stream this many MB through chunk_stream in a fresh process "
+                        "and report its peak RSS (1000 for the 1 GB target)")
     args = parser.parse_args(argv)
     size_mb, edit_count = (5.0, 100) if args.quick else (args.size_mb, args.edits)
 
     console.print(_versions())
     console.print(f"{platform.processor() or platform.machine()}, {platform.system()}")
+    core_rows, core_extras = measure_core(int(size_mb * 1_000_000), args.seed, args.repeat)
+    if args.stream_mb:
+        core_extras.append(measure_stream(args.stream_mb))
+    print_core(core_rows, core_extras, args.repeat)
+    if args.core:
+        for note in notes:
+            console.print(f"[yellow]note:[/yellow] {note}")
+        return
 
     prose = "\n\n".join(p.read_text(encoding="utf-8") for p in corpus_files(".txt"))
     started = time.perf_counter()

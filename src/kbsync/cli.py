@@ -20,7 +20,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from kbsync import __version__
+from kbsync import __version__, native
 from kbsync.chunk_files import chunk_files
 from kbsync.engine import (
     CONFIG_NAME,
@@ -77,12 +77,16 @@ def _root(
 @app.command()
 def version(as_json: Annotated[bool, typer.Option("--json", help="Print JSON: the version, "
                                                   "Python's and the extras installed.")] = False,
+            verbose: Annotated[bool, typer.Option("--verbose", help="Also say which chunking "
+                                                  "implementation runs.")] = False,
             ) -> None:
     """Print the version of kbsync."""
     if as_json:
         _emit(version_info())
     else:
         typer.echo(__version__)
+        if verbose:
+            typer.echo(native.describe())
 
 
 _EXTRAS = {
@@ -109,6 +113,7 @@ def version_info() -> dict[str, Any]:
 
     return {"version": __version__, "python": platform.python_version(),
             "platform": platform.platform(terse=True),
+            "chunking_core": "compiled" if native.kernel is not None else "numpy",
             "extras": {name: all(found(m) for m in modules)
                        for name, modules in _EXTRAS.items()}}
 

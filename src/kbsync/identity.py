@@ -133,12 +133,14 @@ class ChunkIdentity:
     the fixed prefix is hashed once and copied for every chunk.
     """
 
-    __slots__ = ("_prefix",)
+    __slots__ = ("_prefix", "prefix")
 
     def __init__(self, normalizer_version: int, chunker_id: str, parameters_hash: str) -> None:
         prefix = canonical_bytes(
             "kbsync:chunk", IDENTITY_SCHEMA_VERSION, normalizer_version, chunker_id, parameters_hash
         )
+        self.prefix = prefix
+        """The encoded fixed fields (the compiled kernel hashes chunks from them too)."""
         self._prefix = hashlib.blake2b(prefix, digest_size=_DIGEST_SIZE)
 
     def __call__(self, text: str) -> str:

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from kbsync import native
+
 __all__ = [
     "BLOCK_CHARS",
     "NORMALIZER_VERSION",
@@ -37,6 +39,7 @@ __all__ = [
     "WordScan",
     "canonical_pieces",
     "canonical_text",
+    "is_clean",
     "is_paragraph_break",
     "iter_blocks",
     "join_words",
@@ -143,12 +146,16 @@ def normalize(text: str, block_chars: int = BLOCK_CHARS) -> NormalizedText:
     bytes of intermediate arrays per character at once.
     """
     if len(text) <= block_chars:
-        scan = scan_words(text)
+        words = _words_compiled(text, "")
+        if words is not None:
+            return NormalizedText(words.source, words.input_starts, words.input_ends,
+                                  _first_word_plain(words.paragraph))
+        whole = scan_words(text)
         return NormalizedText(
-            text=canonical_text(scan, 0, len(scan)),
-            word_starts=scan.input_starts,
-            word_ends=scan.input_ends,
-            paragraph_before=_first_word_plain(scan.paragraph),
+            text=canonical_text(whole, 0, len(whole)),
+            word_starts=whole.input_starts,
+            word_ends=whole.input_ends,
+            paragraph_before=_first_word_plain(whole.paragraph),
         )
     pieces: list[str] = []
     starts: list[IntArray] = []
@@ -157,9 +164,9 @@ def normalize(text: str, block_chars: int = BLOCK_CHARS) -> NormalizedText:
     leading = ""
     base = 0
     for block in iter_blocks([text], block_chars):
-        scan = scan_words(block, leading)
+        scan: WordScan | _Words = _words_compiled(block, leading) or scan_words(block, leading)
         leading = scan.trailing_space
-        if len(scan):
+        if len(scan.input_starts):
             if pieces:
                 pieces.append("\n\n" if bool(scan.paragraph[0]) else " ")
             pieces.append(scan.source)
@@ -278,8 +285,17 @@ def _needs_cleaning(text: str) -> bool:
     return not unicodedata.is_normalized("NFC", text)
 
 
+def is_clean(text: str) -> bool:
+    """Whether ``text`` is NFC and holds no NUL or surrogate (the scanners' fast path)."""
+    return not _needs_cleaning(text)
+
+
 def _scan_clean(text: str, leading_space: str = "") -> WordScan:
     """Vectorized scan of text that is NFC and holds no NUL or surrogate."""
+    if native.kernel is not None:
+        compiled = _scan_compiled(text, leading_space)
+        if compiled is not None:
+            return compiled
     ascii_only = text.isascii()
     if ascii_only:
         data = text.encode("ascii")
@@ -334,6 +350,66 @@ def _scan_clean(text: str, leading_space: str = "") -> WordScan:
         input_ends=char_ends,
         paragraph=paragraph,
         trailing_space=text[int(char_ends[-1]) :],
+    )
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Words:
+    """What :func:`normalize` needs of a scan (the compiled kernel makes only this)."""
+
+    source: str
+    input_starts: IntArray
+    input_ends: IntArray
+    paragraph: BoolArray
+    trailing_space: str
+
+
+def _words_compiled(text: str, leading_space: str) -> _Words | None:
+    """The words of ``text`` by the compiled kernel, or None: no kernel, no word, or text
+    that needs cleaning (NUL, surrogates, not NFC), which the reference scan handles."""
+    kernel = native.kernel
+    if kernel is None:
+        return None
+    quick = getattr(kernel, "NFC_UNIDATA_VERSION", None) == unicodedata.unidata_version
+    try:
+        got = kernel.scan(text, 0, b"", quick, True)
+        if got == 0:  # a code point that might not be NFC: unicodedata decides
+            got = kernel.scan(text, 0, b"", False, True) if unicodedata.is_normalized(
+                "NFC", text) else None
+    except UnicodeEncodeError:  # a surrogate
+        return None
+    if not got:
+        return None
+    source, _, _, ins, ine, para, trailing = got
+    paragraph = np.frombuffer(para, dtype=np.bool_)
+    input_starts = np.frombuffer(ins, dtype=np.int64)
+    if leading_space:
+        paragraph[0] = is_paragraph_break(leading_space + text[: int(input_starts[0])])
+    return _Words(source, input_starts, np.frombuffer(ine, dtype=np.int64), paragraph,
+                  text[trailing:])
+
+
+def _scan_compiled(text: str, leading_space: str) -> WordScan | None:
+    """:func:`_scan_clean` by the compiled kernel (one fused pass); None when it has no words."""
+    got = native.kernel.scan(text, 0, b"") if native.kernel is not None else None
+    if got is None:
+        return None
+    source, data, bs, be, ts, te, ins, ine, para = got[:9]
+    paragraph = np.frombuffer(para, dtype=np.bool_)
+    input_starts = np.frombuffer(ins, dtype=np.int64)
+    if leading_space:
+        paragraph[0] = is_paragraph_break(leading_space + text[: int(input_starts[0])])
+    return WordScan(
+        source=source,
+        data=np.frombuffer(data, dtype=np.uint8),
+        byte_starts=np.frombuffer(bs, dtype=np.int64),
+        byte_ends=np.frombuffer(be, dtype=np.int64),
+        text_starts=np.frombuffer(ts, dtype=np.int64),
+        text_ends=np.frombuffer(te, dtype=np.int64),
+        input_starts=input_starts,
+        input_ends=np.frombuffer(ine, dtype=np.int64),
+        paragraph=paragraph,
+        trailing_space=text[got[13]:],
     )
 
 

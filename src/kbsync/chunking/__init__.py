@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import fields
 from typing import Any, Literal
 
+from kbsync.chunking import compiled
 from kbsync.chunking.bytecdc import byte_chunks, iter_byte_chunks, text_byte_chunks
 from kbsync.chunking.diagnostics import ChunkShape, diagnose_tally, shape_of
 from kbsync.chunking.local import local_chunks
@@ -100,6 +101,9 @@ class TextChunker:
         """Chunks of the concatenation of ``pieces``; TTTD yields each as soon as it is final."""
         s = self.settings
         if isinstance(s, TTTDParams):
+            fused = compiled.tttd_chunks(pieces, self.counter, s, self.identity)
+            if fused is not None:  # the compiled kernel, from bytes to chunks
+                return fused
             blocks = word_blocks(pieces, self.counter, s.window_words, with_sentences=s.snap)
             return tttd_chunks(blocks, s, self.identity)
         if isinstance(s, LocalParams):

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 import numpy.typing as npt
 
+from kbsync.chunking import compiled
 from kbsync.chunking.params import ByteParams
 from kbsync.chunking.tokens import TokenCounter
 from kbsync.identity import ChunkIdentity
@@ -211,6 +212,9 @@ def _cuts(
     n = len(pending)
     if n == 0:
         return []
+    fused = compiled.byte_spans(history + pending, len(history), params, utf8, ended=ended)
+    if fused is not None:  # the same spans from the compiled kernel
+        return fused
     lead = len(history)
     raw = np.frombuffer(history + pending, dtype=np.uint8)
     hashes = rolling_hashes(raw, params.window_bytes)[lead:]

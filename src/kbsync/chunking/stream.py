@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from kbsync.chunking import compiled
 from kbsync.chunking.fingerprint import U64, window_fingerprints, word_hashes
 from kbsync.chunking.tokens import TokenCounter
 from kbsync.normalize import BLOCK_CHARS, IntArray, WordScan, iter_blocks, scan_words
@@ -62,6 +63,13 @@ def word_blocks(
     leading = ""
     base = 0
     for text in iter_blocks(pieces, block_chars):
+        fused = compiled.scan_block(text, leading, history, window_words, base, with_sentences,
+                                    counter)
+        if fused is not None:  # the same block from the compiled kernel, in one pass
+            block, history, leading = fused
+            yield block
+            base += len(text)
+            continue
         scan = scan_words(text, leading)
         leading = scan.trailing_space
         n = len(scan)

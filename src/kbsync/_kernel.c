@@ -1,0 +1,1710 @@
+/*
+ * kbsync._kernel: the compiled hot path of normalization and chunking.
+ *
+ * One pass over the UTF-8 bytes of a block finds words, whitespace runs (and whether
+ * each is a paragraph mark), character offsets, the canonical text, the per-word
+ * 64-bit hash, the estimated token count and the sentence-end flag; the window
+ * fingerprints roll over the word hashes as words complete. The TTTD cutter keeps
+ * its pending words in C and builds Chunk objects directly (BLAKE2b included), so
+ * no Python runs between the bytes and the chunks.
+ *
+ * Every function here mirrors a NumPy reference in the pure package
+ * (normalize.py, chunking/fingerprint.py, tokens.py, stream.py, tttd.py,
+ * bytecdc.py); tests/unit/test_kernel_equivalence.py requires identical output.
+ * Input text must already be NFC without NUL or surrogates (the Python side checks;
+ * a NUL makes these functions decline, a surrogate fails the UTF-8 conversion).
+ * The GIL is held throughout: the work per call is one block, and the objects
+ * built at the end need it anyway.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "_nfc_table.h"
+
+/* ------------------------------------------------------------------ BLAKE2b (RFC 7693) */
+
+typedef struct {
+    uint64_t h[8];
+    uint64_t t[2];
+    uint8_t buf[128];
+    size_t c;
+    size_t outlen;
+} B2b;
+
+static const uint64_t B2B_IV[8] = {
+    0x6A09E667F3BCC908ULL, 0xBB67AE8584CAA73BULL, 0x3C6EF372FE94F82BULL, 0xA54FF53A5F1D36F1ULL,
+    0x510E527FADE682D1ULL, 0x9B05688C2B3E6C1FULL, 0x1F83D9ABFB41BD6BULL, 0x5BE0CD19137E2179ULL,
+};
+
+static const uint8_t B2B_SIGMA[12][16] = {
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+    {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
+    {11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4},
+    {7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8},
+    {9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13},
+    {2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9},
+    {12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11},
+    {13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10},
+    {6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5},
+    {10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0},
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+    {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
+};
+
+static inline uint64_t rotr64(uint64_t x, unsigned n) { return (x >> n) | (x << (64 - n)); }
+
+static inline uint64_t load64le(const uint8_t *p)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+#else
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+#endif
+}
+
+#define B2B_G(a, b, c, d, x, y)            \
+    do {                                   \
+        v[a] = v[a] + v[b] + (x);          \
+        v[d] = rotr64(v[d] ^ v[a], 32);    \
+        v[c] = v[c] + v[d];                \
+        v[b] = rotr64(v[b] ^ v[c], 24);    \
+        v[a] = v[a] + v[b] + (y);          \
+        v[d] = rotr64(v[d] ^ v[a], 16);    \
+        v[c] = v[c] + v[d];                \
+        v[b] = rotr64(v[b] ^ v[c], 63);    \
+    } while (0)
+
+static void b2b_compress(B2b *ctx, const uint8_t *block, int last)
+{
+    uint64_t v[16], m[16];
+    for (int i = 0; i < 8; i++) {
+        v[i] = ctx->h[i];
+        v[i + 8] = B2B_IV[i];
+    }
+    v[12] ^= ctx->t[0];
+    v[13] ^= ctx->t[1];
+    if (last) v[14] = ~v[14];
+    for (int i = 0; i < 16; i++) m[i] = load64le(block + 8 * i);
+    /* The twelve rounds written out, so the message schedule is constant indices and
+       the message words stay in registers. */
+#define B2B_ROUND(r)                                                        \
+    do {                                                                    \
+        B2B_G(0, 4, 8, 12, m[B2B_SIGMA[r][0]], m[B2B_SIGMA[r][1]]);         \
+        B2B_G(1, 5, 9, 13, m[B2B_SIGMA[r][2]], m[B2B_SIGMA[r][3]]);         \
+        B2B_G(2, 6, 10, 14, m[B2B_SIGMA[r][4]], m[B2B_SIGMA[r][5]]);        \
+        B2B_G(3, 7, 11, 15, m[B2B_SIGMA[r][6]], m[B2B_SIGMA[r][7]]);        \
+        B2B_G(0, 5, 10, 15, m[B2B_SIGMA[r][8]], m[B2B_SIGMA[r][9]]);        \
+        B2B_G(1, 6, 11, 12, m[B2B_SIGMA[r][10]], m[B2B_SIGMA[r][11]]);      \
+        B2B_G(2, 7, 8, 13, m[B2B_SIGMA[r][12]], m[B2B_SIGMA[r][13]]);       \
+        B2B_G(3, 4, 9, 14, m[B2B_SIGMA[r][14]], m[B2B_SIGMA[r][15]]);       \
+    } while (0)
+    B2B_ROUND(0);
+    B2B_ROUND(1);
+    B2B_ROUND(2);
+    B2B_ROUND(3);
+    B2B_ROUND(4);
+    B2B_ROUND(5);
+    B2B_ROUND(6);
+    B2B_ROUND(7);
+    B2B_ROUND(8);
+    B2B_ROUND(9);
+    B2B_ROUND(10);
+    B2B_ROUND(11);
+#undef B2B_ROUND
+    for (int i = 0; i < 8; i++) ctx->h[i] ^= v[i] ^ v[i + 8];
+}
+
+static void b2b_init(B2b *ctx, size_t outlen)
+{
+    memcpy(ctx->h, B2B_IV, sizeof ctx->h);
+    ctx->h[0] ^= 0x01010000ULL ^ (uint64_t)outlen;  /* no key */
+    ctx->t[0] = ctx->t[1] = 0;
+    ctx->c = 0;
+    ctx->outlen = outlen;
+}
+
+static inline void b2b_count(B2b *ctx, size_t n)
+{
+    ctx->t[0] += n;
+    if (ctx->t[0] < n) ctx->t[1]++;
+}
+
+/* The last block must be compressed with the final flag, so a full buffer is only
+   compressed once more input arrives. */
+static void b2b_update(B2b *ctx, const uint8_t *in, size_t n)
+{
+    while (n > 0) {
+        if (ctx->c == 128) {
+            b2b_count(ctx, 128);
+            b2b_compress(ctx, ctx->buf, 0);
+            ctx->c = 0;
+        }
+        if (ctx->c == 0 && n > 128) {
+            b2b_count(ctx, 128);
+            b2b_compress(ctx, in, 0);
+            in += 128;
+            n -= 128;
+            continue;
+        }
+        size_t take = 128 - ctx->c;
+        if (take > n) take = n;
+        memcpy(ctx->buf + ctx->c, in, take);
+        ctx->c += take;
+        in += take;
+        n -= take;
+    }
+}
+
+static void b2b_final(B2b *ctx, uint8_t *out)
+{
+    b2b_count(ctx, ctx->c);
+    memset(ctx->buf + ctx->c, 0, 128 - ctx->c);
+    b2b_compress(ctx, ctx->buf, 1);
+    for (size_t i = 0; i < ctx->outlen; i++) out[i] = (uint8_t)(ctx->h[i >> 3] >> (8 * (i & 7)));
+}
+
+/* ------------------------------------------------------------------ growable buffers */
+
+typedef struct {
+    char *p;
+    Py_ssize_t len, cap;
+} Buf;
+
+static int buf_reserve(Buf *b, Py_ssize_t extra, Py_ssize_t item)
+{
+    if (extra < 0 || b->len > PY_SSIZE_T_MAX / item - extra) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t need = b->len + extra;
+    if (need <= b->cap) return 0;
+    Py_ssize_t cap = b->cap ? b->cap : 1024;
+    while (cap < need) {
+        if (cap > PY_SSIZE_T_MAX / 2 / item) {
+            cap = need;
+            break;
+        }
+        cap *= 2;
+    }
+    char *p = PyMem_Realloc(b->p, (size_t)cap * (size_t)item);
+    if (p == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+static void buf_free(Buf *b)
+{
+    PyMem_Free(b->p);
+    b->p = NULL;
+    b->len = b->cap = 0;
+}
+
+/* ------------------------------------------------------------------ the scanner */
+
+/* Character classes of the normalizer (normalize.py): word characters, and the
+   whitespace kinds that decide between " " and a paragraph mark. */
+enum { C_WORD, C_SPACE, C_LINE, C_CR, C_PARA, C_NUL, C_MULTI };
+
+static uint8_t ASCII_CLASS[128];
+
+/* Token estimate classes (tokens.py): letters, digits, other ASCII, non-ASCII bytes. */
+enum { T_LETTER, T_DIGIT, T_SYMBOL, T_OTHER };
+static uint8_t TOKEN_CLASS[256];
+static const int64_t TOKEN_DIV[4] = {8, 3, 3, 3}; /* bytes per token of each class */
+
+#define WORD_BASE 0x100000001B3ULL
+#define WINDOW_BASE 0x9E3779B97F4A7C15ULL
+#define POW_TABLE 256
+static uint64_t WORD_POW[POW_TABLE + 8]; /* 8 more for the 8-byte steps */
+
+static void init_tables(void)
+{
+    for (int c = 0; c < 128; c++) ASCII_CLASS[c] = C_WORD;
+    ASCII_CLASS['\t'] = ASCII_CLASS[' '] = ASCII_CLASS[0x1f] = C_SPACE;
+    ASCII_CLASS['\n'] = ASCII_CLASS[0x0b] = C_LINE;
+    ASCII_CLASS['\r'] = C_CR;
+    ASCII_CLASS[0x0c] = ASCII_CLASS[0x1c] = ASCII_CLASS[0x1d] = ASCII_CLASS[0x1e] = C_PARA;
+    ASCII_CLASS[0] = C_NUL;
+    for (int c = 0; c < 256; c++) {
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) TOKEN_CLASS[c] = T_LETTER;
+        else if (c >= '0' && c <= '9') TOKEN_CLASS[c] = T_DIGIT;
+        else if (c >= 0x80) TOKEN_CLASS[c] = T_OTHER;
+        else TOKEN_CLASS[c] = T_SYMBOL;
+    }
+    uint64_t p = 1;
+    for (int i = 0; i < POW_TABLE + 8; i++) {
+        WORD_POW[i] = p;
+        p *= WORD_BASE;
+    }
+}
+
+/* The splitmix64 finalizer (fingerprint.mix64). */
+static inline uint64_t mix64(uint64_t z)
+{
+    z ^= z >> 30;
+    z *= 0xBF58476D1CE4E5B9ULL;
+    z ^= z >> 27;
+    z *= 0x94D049BB133111EBULL;
+    z ^= z >> 31;
+    return z;
+}
+
+/* Class of the multi-byte character at s (len bytes) and the ASCII byte that the
+   reference's 1:1 translation puts in its place (0 for a word character). */
+static int multi_class(const uint8_t *s, int len, uint8_t *translated)
+{
+    if (len == 2 && s[0] == 0xC2) {
+        if (s[1] == 0x85) { *translated = 0x0b; return C_LINE; }
+        if (s[1] == 0xA0) { *translated = ' '; return C_SPACE; }
+    } else if (len == 3) {
+        if (s[0] == 0xE1 && s[1] == 0x9A && s[2] == 0x80) { *translated = ' '; return C_SPACE; }
+        if (s[0] == 0xE2 && s[1] == 0x80) {
+            if (s[2] >= 0x80 && s[2] <= 0x8A) { *translated = ' '; return C_SPACE; }
+            if (s[2] == 0xA8) { *translated = 0x0b; return C_LINE; }
+            if (s[2] == 0xA9) { *translated = 0x1d; return C_PARA; }
+            if (s[2] == 0xAF) { *translated = ' '; return C_SPACE; }
+        }
+        if (s[0] == 0xE2 && s[1] == 0x81 && s[2] == 0x9F) { *translated = ' '; return C_SPACE; }
+        if (s[0] == 0xE3 && s[1] == 0x80 && s[2] == 0x80) { *translated = ' '; return C_SPACE; }
+    }
+    *translated = 0;
+    return C_WORD;
+}
+
+/* Whether a code point can make text non-NFC (scripts/nfc_table.py). */
+static inline int nfc_unstable(const uint8_t *s, int len)
+{
+    uint32_t cp;
+    if (len == 2) cp = ((uint32_t)(s[0] & 0x1F) << 6) | (s[1] & 0x3F);
+    else if (len == 3) cp = ((uint32_t)(s[0] & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
+    else cp = ((uint32_t)(s[0] & 0x07) << 18) | ((uint32_t)(s[1] & 0x3F) << 12) |
+              ((uint32_t)(s[2] & 0x3F) << 6) | (s[3] & 0x3F);
+    if (cp >= NFC_LIMIT) return 1;
+    uint8_t page = NFC_PAGE[cp >> 8];
+    return page && ((NFC_BITS[page - 1][(cp & 255) >> 3] >> (cp & 7)) & 1);
+}
+
+/* One word as the chunkers see it. Offsets are int64 so huge inputs cannot overflow. */
+typedef struct {
+    int64_t data_start, data_end;   /* bytes of the translated data (scan() only) */
+    int64_t in_start, in_end;       /* characters of the input, plus the caller's base */
+    int64_t canon_start, canon_end; /* bytes of the canonical buffer */
+    int64_t tchar_start, tchar_end; /* characters of the canonical text */
+    uint64_t hash;                  /* mixed word hash; then the mixed window fingerprint */
+    int64_t tokens;                 /* estimated tokens; the cutter keeps a running sum */
+    uint8_t paragraph, sentence, primary, backup;
+} Word;
+
+/* Whitespace seen since the last word: carried from block to block. */
+typedef struct {
+    int64_t breaks;
+    int sep;
+    int prev_cr;
+} Gap;
+
+typedef struct {
+    Buf words;          /* Word items */
+    Buf canon;          /* canonical UTF-8 */
+    int64_t canon_chars;
+    Buf *data;          /* translated UTF-8 of the block, or NULL when not wanted */
+    Gap gap;
+    int seen_word;      /* a separator precedes the next word */
+    int64_t first_paragraph; /* -1, or the paragraph flag forced on the first word */
+    const int64_t *in_starts, *in_ends; /* input offsets given by the caller, or NULL */
+    Py_ssize_t given;   /* how many of those */
+    int check_nfc;      /* stop (-3) at a code point that might not be NFC */
+    int plain;          /* words and offsets only: no hashes, tokens or sentence flags */
+} Scan;
+
+static int sentence_end(const uint8_t *w, int64_t len)
+{
+    uint8_t last = w[len - 1];
+#define IS_END(c) ((c) == '.' || (c) == '!' || (c) == '?')
+    if (IS_END(last)) return 1;
+    if ((last == '"' || last == '\'' || last == ')' || last == ']') && len >= 2 && IS_END(w[len - 2]))
+        return 1;
+    /* ” and ’ are E2 80 9D and E2 80 99. */
+    if ((last == 0x9D || last == 0x99) && len >= 4 && w[len - 2] == 0x80 && w[len - 3] == 0xE2 &&
+        IS_END(w[len - 4]))
+        return 1;
+#undef IS_END
+    return 0;
+}
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define KB_SWAR 1
+/* Eight input bytes x, of which the first k (1..8) are printable ASCII word bytes at
+   offsets wl.. of a word: adds them to the word hash and the token count. */
+static inline void ascii_step(uint64_t x, int k, int64_t wl, uint64_t *h, int64_t *tokens,
+                              int64_t *run, int *run_cls)
+{
+    uint64_t xm = k == 8 ? x : x & ((1ULL << (8 * k)) - 1);
+    const uint64_t *pw = WORD_POW + wl;
+    *h += (xm & 0xFF) * pw[0] + ((xm >> 8) & 0xFF) * pw[1] + ((xm >> 16) & 0xFF) * pw[2] +
+          ((xm >> 24) & 0xFF) * pw[3] + ((xm >> 32) & 0xFF) * pw[4] + ((xm >> 40) & 0xFF) * pw[5] +
+          ((xm >> 48) & 0xFF) * pw[6] + (xm >> 56) * pw[7];
+    /* Token runs by bit masks (the high bit of each byte): letters, digits, other
+       symbols. When every run starts here and no digit or symbol run reaches 4 bytes,
+       each run is one token. */
+    const uint64_t H8 = 0x8080808080808080ULL, ONES = 0x0101010101010101ULL;
+    uint64_t valid = k == 8 ? H8 : (((1ULL << (8 * k)) - 1) & H8);
+    uint64_t y = x | (0x20 * ONES);
+    uint64_t letter = (y + 0x1F * ONES) & ~(y + 0x05 * ONES) & valid;
+    uint64_t digit = (x + 0x50 * ONES) & ~(x + 0x46 * ONES) & valid;
+    uint64_t symbol = valid & ~letter & ~digit;
+    int first = letter & 0x80 ? T_LETTER : digit & 0x80 ? T_DIGIT : T_SYMBOL;
+    uint64_t long_run = (digit & (digit << 8) & (digit << 16) & (digit << 24)) |
+                        (symbol & (symbol << 8) & (symbol << 16) & (symbol << 24));
+    if (first != *run_cls && long_run == 0) {
+        uint64_t starts = (letter & ~(letter << 8)) | (digit & ~(digit << 8)) | (symbol & ~(symbol << 8));
+        *tokens += (int64_t)(((starts >> 7) * ONES) >> 56); /* bytes flagged */
+        int last_start = (63 - __builtin_clzll(starts)) >> 3;
+        *run = (k - 1) - last_start;
+        *run_cls = TOKEN_CLASS[(uint8_t)(x >> (8 * (k - 1)))];
+    } else {
+        for (int j = 0; j < k; j++) {
+            int tc = TOKEN_CLASS[(uint8_t)(x >> (8 * j))];
+            int64_t phase = tc == *run_cls ? *run + 1 : 0;
+            phase = phase == TOKEN_DIV[tc] ? 0 : phase;
+            *tokens += phase == 0;
+            *run = phase;
+            *run_cls = tc;
+        }
+    }
+}
+
+/* How many of the eight bytes x start with printable ASCII (0x21..0x7f). */
+static inline int ascii_word_bytes(uint64_t x)
+{
+    uint64_t stop = (((x - 0x2121212121212121ULL) & ~x) | x) & 0x8080808080808080ULL;
+    return stop ? __builtin_ctzll(stop) >> 3 : 8;
+}
+
+/* The common case without the general loop's dispatch per character: words of
+   printable ASCII, each ended by ASCII whitespace, one space between them. At i a
+   word starts (a printable ASCII byte). Handles words until one it cannot (a
+   non-ASCII or control byte in it, the input's last 8 bytes, a long word), which it
+   leaves untouched for the general loop; after the last word it handled, i is at
+   the whitespace that ended it. Returns how many words it handled, or -1. */
+static Py_ssize_t scan_ascii_words(Scan *sc, const uint8_t *s, Py_ssize_t n, Py_ssize_t *pi,
+                                   int64_t *pchars, int64_t char_base)
+{
+    Py_ssize_t i = *pi, handled = 0;
+    int64_t chars = *pchars;
+    uint8_t *out = (uint8_t *)sc->canon.p;
+    uint8_t *data = sc->data ? (uint8_t *)sc->data->p : NULL;
+    for (;;) {
+        if (buf_reserve(&sc->words, 1, sizeof(Word)) < 0) return -1;
+        int paragraph = sc->gap.breaks >= 2 || sc->gap.sep;
+        Py_ssize_t c0 = sc->canon.len, cpos = c0, dpos = data ? sc->data->len : 0;
+        int sep = sc->seen_word ? (paragraph ? 2 : 1) : 0;
+        if (sep == 2) {
+            out[cpos++] = '\n';
+            out[cpos++] = '\n';
+        } else if (sep == 1) {
+            out[cpos++] = ' ';
+        }
+        Py_ssize_t start = cpos, dstart = dpos, j = i;
+        uint64_t h = 0;
+        int64_t wl = 0, tokens = 0, run = 0;
+        int run_cls = -1, k = 8;
+        while (k == 8) {
+            if (n - j < 8 || wl + 8 > POW_TABLE) goto bail;
+            uint64_t x;
+            memcpy(&x, s + j, 8);
+            k = ascii_word_bytes(x);
+            memcpy(out + cpos, &x, 8);
+            if (data) memcpy(data + dpos, &x, 8);
+            if (k == 0) break;
+            if (!sc->plain) ascii_step(x, k, wl, &h, &tokens, &run, &run_cls);
+            cpos += k;
+            dpos += data ? k : 0;
+            wl += k;
+            j += k;
+        }
+        uint8_t c = s[j]; /* j < n: the last step had 8 bytes and k < 8 */
+        if (c >= 0x80 || ASCII_CLASS[c] == C_WORD || ASCII_CLASS[c] == C_NUL) goto bail;
+        Word *w = (Word *)sc->words.p + sc->words.len++;
+        w->paragraph = (uint8_t)paragraph;
+        w->primary = w->backup = 0;
+        w->in_start = char_base + chars;
+        w->in_end = char_base + chars + wl;
+        w->data_start = dstart;
+        w->data_end = dpos;
+        w->canon_start = start;
+        w->canon_end = cpos;
+        w->tchar_start = sc->canon_chars + sep;
+        w->tchar_end = sc->canon_chars + sep + wl;
+        w->hash = mix64(h ^ (uint64_t)wl);
+        w->tokens = tokens > 0 ? tokens : 1;
+        w->sentence = sc->plain ? 0 : (uint8_t)sentence_end(out + start, wl);
+        sc->canon.len = cpos;
+        sc->canon_chars += sep + wl;
+        if (data) sc->data->len = dpos;
+        sc->seen_word = 1;
+        sc->gap.breaks = sc->gap.sep = sc->gap.prev_cr = 0;
+        chars += wl;
+        i = j;
+        handled++;
+        /* One plain space, then another printable ASCII word: stay here. */
+        if (c == ' ' && n - i > 1 && s[i + 1] > 0x20 && s[i + 1] < 0x80) {
+            if (data) data[sc->data->len++] = ' ';
+            chars++;
+            i++;
+            continue;
+        }
+        break;
+    bail:
+        break;
+    }
+    *pi = i;
+    *pchars = chars;
+    return handled;
+}
+#endif
+
+/* The word being read. */
+typedef struct {
+    Word *w;
+    uint64_t h, pw;
+    int64_t len, tokens, run;
+    int run_cls;
+} Open;
+
+static void end_word(Scan *sc, Open *o, int64_t in_end)
+{
+    Word *w = o->w;
+    w->tokens = o->tokens > 0 ? o->tokens : 1;
+    w->hash = mix64(o->h ^ (uint64_t)o->len);
+    w->in_end = in_end;
+    w->data_end = sc->data ? sc->data->len : 0;
+    w->canon_end = sc->canon.len;
+    w->tchar_end = sc->canon_chars;
+    w->sentence = (uint8_t)sentence_end((const uint8_t *)sc->canon.p + w->canon_start, o->len);
+    sc->gap.breaks = 0;
+    sc->gap.sep = 0;
+    sc->gap.prev_cr = 0;
+    o->w = NULL;
+}
+
+/* Scans n bytes of valid UTF-8. Returns 0, -1 with an exception set, -2 when a NUL is
+   found, or -3 (only with check_nfc) at a code point that might not be NFC; on -2 and
+   -3 the caller drops what was appended and asks the reference (or unicodedata).
+   With sc->in_starts set, the input offsets of the words come from there (relative to
+   char_base) instead of from the character count. */
+static int scan_utf8(Scan *sc, const uint8_t *s, Py_ssize_t n, int64_t char_base)
+{
+    Open o = {0};
+    int64_t chars = 0;
+    Py_ssize_t first_word = sc->words.len;
+    /* Room for the whole block at once: the canonical text is at most the block's bytes
+       plus one per separator ("\n\n" may replace a one-byte separator). */
+    if (n > PY_SSIZE_T_MAX / 2 - 16) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (buf_reserve(&sc->canon, 2 * n + 2 + 8, 1) < 0) return -1; /* + 8: whole-word stores */
+    if (sc->data && buf_reserve(sc->data, n + 8, 1) < 0) return -1;
+    uint8_t *out = (uint8_t *)sc->canon.p;
+    uint8_t *data = sc->data ? (uint8_t *)sc->data->p : NULL;
+    Py_ssize_t i = 0;
+    while (i < n) {
+        uint8_t c = s[i];
+        int len = 1, cls;
+        uint8_t tr = c;
+        if (c < 0x80) {
+            cls = ASCII_CLASS[c];
+        } else {
+            len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+            if (len > n - i) {
+                PyErr_SetString(PyExc_ValueError, "truncated UTF-8 sequence");
+                return -1;
+            }
+            cls = multi_class(s + i, len, &tr);
+            if (sc->check_nfc && nfc_unstable(s + i, len)) return -3;
+        }
+        if (cls == C_WORD) {
+#ifdef KB_SWAR
+            if (o.w == NULL && c > 0x20 && c < 0x80 && sc->first_paragraph < 0 && !sc->in_starts) {
+                Py_ssize_t handled = scan_ascii_words(sc, s, n, &i, &chars, char_base);
+                if (handled < 0) return -1;
+                if (handled > 0) continue;
+            }
+#endif
+            if (o.w == NULL) {
+                if (buf_reserve(&sc->words, 1, sizeof(Word)) < 0) return -1;
+                Word *w = (Word *)sc->words.p + sc->words.len;
+                Py_ssize_t k = sc->words.len++ - first_word;
+                w->primary = w->backup = w->sentence = 0;
+                if (sc->first_paragraph >= 0) {
+                    w->paragraph = (uint8_t)sc->first_paragraph;
+                    sc->first_paragraph = -1;
+                } else {
+                    w->paragraph = sc->gap.breaks >= 2 || sc->gap.sep;
+                }
+                if (sc->seen_word) {
+                    if (w->paragraph) {
+                        out[sc->canon.len++] = '\n';
+                        out[sc->canon.len++] = '\n';
+                        sc->canon_chars += 2;
+                    } else {
+                        out[sc->canon.len++] = ' ';
+                        sc->canon_chars += 1;
+                    }
+                }
+                sc->seen_word = 1;
+                if (sc->in_starts) {
+                    if (k >= sc->given) {
+                        PyErr_SetString(PyExc_ValueError, "more words than given offsets");
+                        return -1;
+                    }
+                    w->in_start = char_base + sc->in_starts[k];
+                } else {
+                    w->in_start = char_base + chars;
+                }
+                w->data_start = data ? sc->data->len : 0;
+                w->canon_start = sc->canon.len;
+                w->tchar_start = sc->canon_chars;
+                o.w = w;
+                o.h = 0;
+                o.pw = WORD_POW[POW_TABLE - 1];
+                o.len = o.tokens = o.run = 0;
+                o.run_cls = -1;
+            }
+            /* The rest of the word in a tight loop, with the counters in locals. */
+            Py_ssize_t clen = sc->canon.len, dlen = data ? sc->data->len : 0;
+            uint64_t h = o.h, pwx = o.pw;
+            int64_t wl = o.len, tokens = o.tokens, run = o.run, wchars = 0;
+            int run_cls = o.run_cls;
+            for (;;) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+                /* Eight bytes at a time while they are printable ASCII: the word's end
+                   is found by arithmetic, not by a branch per byte that the processor
+                   cannot predict (word lengths vary). Bytes past the end are masked. */
+                if (len == 1) {
+                    while (wl + 8 <= POW_TABLE && n - i >= 8) {
+                        uint64_t x;
+                        memcpy(&x, s + i, 8);
+                        uint64_t stop = (((x - 0x2121212121212121ULL) & ~x) | x) & 0x8080808080808080ULL;
+                        int k = stop ? __builtin_ctzll(stop) >> 3 : 8;
+                        memcpy(out + clen, &x, 8);
+                        if (data) memcpy(data + dlen, &x, 8);
+                        if (k == 0) break;
+                        if (!sc->plain) ascii_step(x, k, wl, &h, &tokens, &run, &run_cls);
+                        clen += k;
+                        dlen += data ? k : 0;
+                        wl += k;
+                        wchars += k;
+                        i += k;
+                        if (k < 8) break;
+                    }
+                    /* s[i] now ends the word, or is a character the general path reads. */
+                    if (i >= n) break;
+                    c = s[i];
+                    if (c < 0x80) {
+                        if (ASCII_CLASS[c] != C_WORD) break;
+                    } else {
+                        len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+                        if (len > n - i) {
+                            PyErr_SetString(PyExc_ValueError, "truncated UTF-8 sequence");
+                            return -1;
+                        }
+                        if (sc->check_nfc && nfc_unstable(s + i, len)) return -3;
+                        if (multi_class(s + i, len, &tr) != C_WORD) break;
+                    }
+                }
+#endif
+                for (int j = 0; j < len; j++) {
+                    uint8_t b = s[i + j];
+                    out[clen++] = b;
+                    if (data) data[dlen++] = b;
+                    if (wl < POW_TABLE) {
+                        h += (uint64_t)b * WORD_POW[wl];
+                    } else {
+                        pwx *= WORD_BASE; /* long words: base^len by one multiply per byte */
+                        h += (uint64_t)b * pwx;
+                    }
+                    wl++;
+                    /* ceil(run / divisor) tokens per run of one class, counted without
+                       branches: one token at every divisor-th byte of the run. */
+                    int tc = TOKEN_CLASS[b];
+                    int64_t phase = tc == run_cls ? run + 1 : 0;
+                    phase = phase == TOKEN_DIV[tc] ? 0 : phase;
+                    tokens += phase == 0;
+                    run = phase;
+                    run_cls = tc;
+                }
+                wchars++;
+                i += len;
+                if (i >= n) break;
+                c = s[i];
+                if (c < 0x80) {
+                    if (ASCII_CLASS[c] != C_WORD) break;
+                    len = 1;
+                } else {
+                    len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+                    if (len > n - i) {
+                        PyErr_SetString(PyExc_ValueError, "truncated UTF-8 sequence");
+                        return -1;
+                    }
+                    if (sc->check_nfc && nfc_unstable(s + i, len)) return -3;
+                    if (multi_class(s + i, len, &tr) != C_WORD) break;
+                }
+            }
+            sc->canon.len = clen;
+            if (data) sc->data->len = dlen;
+            o.h = h;
+            o.pw = pwx;
+            o.len = wl;
+            o.tokens = tokens;
+            o.run = run;
+            o.run_cls = run_cls;
+            chars += wchars;
+            sc->canon_chars += wchars;
+            continue;
+        } else if (cls == C_NUL) {
+            return -2;
+        } else {
+            if (o.w != NULL) {
+                Py_ssize_t k = (o.w - (Word *)sc->words.p) - first_word;
+                end_word(sc, &o, char_base + (sc->in_starts ? sc->in_ends[k] : chars));
+            }
+            if (cls == C_SPACE) {
+                sc->gap.prev_cr = 0;
+            } else if (cls == C_LINE) {
+                if (!(c == '\n' && sc->gap.prev_cr)) sc->gap.breaks++;
+                sc->gap.prev_cr = 0;
+            } else if (cls == C_CR) {
+                sc->gap.breaks++;
+                sc->gap.prev_cr = 1;
+            } else {
+                sc->gap.sep = 1;
+                sc->gap.prev_cr = 0;
+            }
+            if (data) data[sc->data->len++] = tr;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            /* Runs of plain spaces (indentation) eight at a time. */
+            if (c == ' ') {
+                Py_ssize_t run = 0;
+                while (n - i - 1 - run >= 8) {
+                    uint64_t x;
+                    memcpy(&x, s + i + 1 + run, 8);
+                    uint64_t other = x ^ 0x2020202020202020ULL;
+                    if (other == 0) {
+                        run += 8;
+                        continue;
+                    }
+                    run += __builtin_ctzll(other) >> 3;
+                    break;
+                }
+                if (run) {
+                    if (data) {
+                        memcpy(data + sc->data->len, s + i + 1, (size_t)run);
+                        sc->data->len += run;
+                    }
+                    chars += run;
+                    i += run;
+                }
+            }
+#endif
+        }
+        chars++;
+        i += len;
+    }
+    if (o.w != NULL) {
+        Py_ssize_t k = (o.w - (Word *)sc->words.p) - first_word;
+        end_word(sc, &o, char_base + (sc->in_starts ? sc->in_ends[k] : chars));
+    }
+    if (sc->in_starts && sc->words.len - first_word != sc->given) {
+        PyErr_SetString(PyExc_ValueError, "fewer words than given offsets");
+        return -1;
+    }
+    return 0;
+}
+
+/* Rolling window fingerprint over word hashes (fingerprint.window_fingerprints):
+   raw(k) = sum over the last `window` hashes of h(k - d) * WINDOW_BASE^d. */
+typedef struct {
+    uint64_t *ring;
+    Py_ssize_t window, pos;
+    uint64_t raw, top; /* top = WINDOW_BASE^window */
+} Roller;
+
+static int roller_init(Roller *r, Py_ssize_t window)
+{
+    r->window = window;
+    r->pos = 0;
+    r->raw = 0;
+    r->top = 1; /* WINDOW_BASE^window by squaring: the window may be large */
+    uint64_t base = WINDOW_BASE;
+    for (Py_ssize_t e = window; e > 0; e >>= 1) {
+        if (e & 1) r->top *= base;
+        base *= base;
+    }
+    r->ring = PyMem_Calloc((size_t)window, sizeof(uint64_t));
+    if (r->ring == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+static inline uint64_t roller_push(Roller *r, uint64_t h)
+{
+    uint64_t old = r->ring[r->pos];
+    r->ring[r->pos] = h;
+    if (++r->pos == r->window) r->pos = 0;
+    r->raw = r->raw * WINDOW_BASE + h - old * r->top;
+    return mix64(r->raw);
+}
+
+/* ------------------------------------------------------------------ scan(): a WordScan */
+
+
+/* Columns of the words as bytearrays of int64 (or uint8 for flags). */
+static PyObject *column_i64(const Word *w, Py_ssize_t n, size_t offset)
+{
+    PyObject *out = PyByteArray_FromStringAndSize(NULL, n * 8);
+    if (out == NULL) return NULL;
+    int64_t *p = (int64_t *)PyByteArray_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < n; i++) memcpy(p + i, (const char *)(w + i) + offset, 8);
+    return out;
+}
+
+static PyObject *column_u8(const Word *w, Py_ssize_t n, size_t offset)
+{
+    PyObject *out = PyByteArray_FromStringAndSize(NULL, n);
+    if (out == NULL) return NULL;
+    uint8_t *p = (uint8_t *)PyByteArray_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < n; i++) p[i] = *((const uint8_t *)(w + i) + offset);
+    return out;
+}
+
+static PyObject *decode_canonical(const char *p, Py_ssize_t n, int ascii)
+{
+    if (ascii) {
+        PyObject *s = PyUnicode_New(n, 127);
+        if (s == NULL) return NULL;
+        memcpy(PyUnicode_DATA(s), p, (size_t)n);
+        return s;
+    }
+    return PyUnicode_DecodeUTF8(p, n, "strict");
+}
+
+PyDoc_STRVAR(scan_doc,
+"scan(text, window, history, check_nfc=False, words_only=False) -> tuple | 0 | None\n\n"
+"The fused scan of one block of clean text (NFC, no NUL, no surrogate): None when it\n"
+"has no words or holds a NUL, 0 (with check_nfc) when it holds a code point that might\n"
+"not be NFC, else (source, data, byte_starts, byte_ends, text_starts,\n"
+"text_ends, input_starts, input_ends, paragraph, tokens, sentence_end, fingerprint,\n"
+"history, trailing_start); arrays are bytearrays of int64 / uint8 / uint64. With\n"
+"window 0 no fingerprints are made (fingerprint and history are empty). With words_only\n"
+"the tuple is (source, text_starts, text_ends, input_starts, input_ends, paragraph,\n"
+"trailing_start): what normalize() needs.");
+
+static PyObject *k_scan(PyObject *self, PyObject *args)
+{
+    PyObject *text;
+    Py_ssize_t window;
+    Py_buffer hist;
+    int check_nfc = 0, words_only = 0;
+    if (!PyArg_ParseTuple(args, "Uny*|pp", &text, &window, &hist, &check_nfc, &words_only))
+        return NULL;
+    PyObject *result = NULL;
+    Buf data = {0};
+    Scan sc = {0};
+    Roller roll = {0};
+    sc.data = words_only ? NULL : &data;
+    sc.plain = words_only;
+    sc.first_paragraph = -1;
+    sc.check_nfc = check_nfc;
+    Py_ssize_t n;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &n);
+    if (utf8 == NULL) goto done;
+    if (window < 0 || (window > 0 && hist.len != (window - 1) * 8)) {
+        PyErr_SetString(PyExc_ValueError, "history must hold window - 1 uint64 hashes");
+        goto done;
+    }
+    int rc = scan_utf8(&sc, (const uint8_t *)utf8, n, 0);
+    if (rc == -1) goto done;
+    Py_ssize_t m = sc.words.len;
+    if (rc == -3) {
+        result = PyLong_FromLong(0);
+        goto done;
+    }
+    if (rc == -2 || m == 0) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    Word *w = (Word *)sc.words.p;
+    if (words_only) {
+        result = Py_BuildValue(
+            "(NNNNNNL)", decode_canonical(sc.canon.p, sc.canon.len, PyUnicode_IS_ASCII(text)),
+            column_i64(w, m, offsetof(Word, tchar_start)), column_i64(w, m, offsetof(Word, tchar_end)),
+            column_i64(w, m, offsetof(Word, in_start)), column_i64(w, m, offsetof(Word, in_end)),
+            column_u8(w, m, offsetof(Word, paragraph)), (long long)w[m - 1].in_end);
+        goto done;
+    }
+    PyObject *fp = NULL, *newhist = NULL;
+    if (window > 0) {
+        if (roller_init(&roll, window) < 0) goto done;
+        const uint64_t *old = (const uint64_t *)hist.buf;
+        for (Py_ssize_t i = 0; i < window - 1; i++) roller_push(&roll, old[i]);
+        fp = PyByteArray_FromStringAndSize(NULL, m * 8);
+        newhist = PyByteArray_FromStringAndSize(NULL, (window - 1) * 8);
+        if (fp == NULL || newhist == NULL) {
+            Py_XDECREF(fp);
+            Py_XDECREF(newhist);
+            goto done;
+        }
+        uint64_t *f = (uint64_t *)PyByteArray_AS_STRING(fp);
+        for (Py_ssize_t i = 0; i < m; i++) f[i] = roller_push(&roll, w[i].hash);
+        /* The last window - 1 hashes, oldest first: the ring from pos + 1 on. */
+        uint64_t *nh = (uint64_t *)PyByteArray_AS_STRING(newhist);
+        for (Py_ssize_t i = 0; i < window - 1; i++) nh[i] = roll.ring[(roll.pos + 1 + i) % window];
+    } else {
+        fp = PyByteArray_FromStringAndSize(NULL, 0);
+        newhist = PyByteArray_FromStringAndSize(NULL, 0);
+        if (fp == NULL || newhist == NULL) {
+            Py_XDECREF(fp);
+            Py_XDECREF(newhist);
+            goto done;
+        }
+    }
+    int ascii = PyUnicode_IS_ASCII(text);
+    result = Py_BuildValue(
+        "(NNNNNNNNNNNNNL)",
+        decode_canonical(sc.canon.p, sc.canon.len, ascii),
+        PyBytes_FromStringAndSize(data.p, data.len),
+        column_i64(w, m, offsetof(Word, data_start)),
+        column_i64(w, m, offsetof(Word, data_end)),
+        column_i64(w, m, offsetof(Word, tchar_start)),
+        column_i64(w, m, offsetof(Word, tchar_end)),
+        column_i64(w, m, offsetof(Word, in_start)),
+        column_i64(w, m, offsetof(Word, in_end)),
+        column_u8(w, m, offsetof(Word, paragraph)),
+        column_i64(w, m, offsetof(Word, tokens)),
+        column_u8(w, m, offsetof(Word, sentence)),
+        fp, newhist, (long long)w[m - 1].in_end);
+done:
+    PyBuffer_Release(&hist);
+    buf_free(&data);
+    buf_free(&sc.words);
+    buf_free(&sc.canon);
+    PyMem_Free(roll.ring);
+    return result;
+}
+
+/* ------------------------------------------------------------------ chunk construction */
+
+/* What building a Chunk needs: the type, the boundary kinds, the identity prefix. */
+typedef struct {
+    PyObject *chunk_type;
+    PyObject *kinds[4]; /* PRIMARY, BACKUP, HARD, FINAL (or FORCED for the local strategy) */
+    B2b prefix;         /* BLAKE2b-256 state after the identity's fixed prefix */
+    PyObject *slots[8]; /* the fields' member descriptors, when construction can use them */
+} Maker;
+
+static const char *CHUNK_FIELDS[8] = {"index", "text", "start", "end", "token_count",
+                                      "boundary", "identity", "snapped"};
+
+/* model.Chunk is a frozen dataclass with __slots__ and no __post_init__: its __init__
+   only stores each field through its member descriptor (object.__setattr__). When the
+   type still looks exactly like that, the kernel stores them the same way without
+   running Python code; otherwise it calls the type. */
+static void maker_find_slots(Maker *mk)
+{
+    PyObject *type = mk->chunk_type;
+    if (!PyType_Check(type) || PyObject_HasAttrString(type, "__post_init__")) return;
+    PyObject *match = PyObject_GetAttrString(type, "__match_args__");
+    if (match == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    int ok = PyTuple_Check(match) && PyTuple_GET_SIZE(match) == 8;
+    for (int i = 0; ok && i < 8; i++) {
+        PyObject *name = PyTuple_GET_ITEM(match, i);
+        ok = PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, CHUNK_FIELDS[i]) == 0;
+    }
+    Py_DECREF(match);
+    if (!ok) return;
+    PyObject *dict = ((PyTypeObject *)type)->tp_dict;
+    PyObject *found[8];
+    for (int i = 0; i < 8; i++) {
+        PyObject *d = PyDict_GetItemString(dict, CHUNK_FIELDS[i]); /* borrowed */
+        if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type)) return;
+        found[i] = d;
+    }
+    for (int i = 0; i < 8; i++) mk->slots[i] = Py_NewRef(found[i]);
+}
+
+static int maker_init(Maker *mk, PyObject *chunk_type, PyObject *kinds, Py_buffer *prefix)
+{
+    if (!PyTuple_Check(kinds) || PyTuple_GET_SIZE(kinds) < 4) {
+        PyErr_SetString(PyExc_TypeError, "kinds must be a tuple of 4 boundary kinds");
+        return -1;
+    }
+    mk->chunk_type = Py_NewRef(chunk_type);
+    for (int i = 0; i < 4; i++) mk->kinds[i] = Py_NewRef(PyTuple_GET_ITEM(kinds, i));
+    b2b_init(&mk->prefix, 32);
+    b2b_update(&mk->prefix, prefix->buf, (size_t)prefix->len);
+    maker_find_slots(mk);
+    return 0;
+}
+
+static void maker_clear(Maker *mk)
+{
+    Py_CLEAR(mk->chunk_type);
+    for (int i = 0; i < 4; i++) Py_CLEAR(mk->kinds[i]);
+    for (int i = 0; i < 8; i++) Py_CLEAR(mk->slots[i]);
+}
+
+/* identity.ChunkIdentity: H(prefix, "s", len as 8 bytes big-endian, text). */
+static PyObject *identity_hex(const B2b *prefix, const uint8_t *p, Py_ssize_t n)
+{
+    static const char HEX[] = "0123456789abcdef";
+    B2b ctx = *prefix;
+    uint8_t head[9], dig[32];
+    head[0] = 's';
+    uint64_t len = (uint64_t)n;
+    for (int i = 0; i < 8; i++) head[8 - i] = (uint8_t)(len >> (8 * i));
+    b2b_update(&ctx, head, 9);
+    b2b_update(&ctx, p, (size_t)n);
+    b2b_final(&ctx, dig);
+    PyObject *s = PyUnicode_New(64, 127);
+    if (s == NULL) return NULL;
+    Py_UCS1 *o = PyUnicode_1BYTE_DATA(s);
+    for (int i = 0; i < 32; i++) {
+        o[2 * i] = (Py_UCS1)HEX[dig[i] >> 4];
+        o[2 * i + 1] = (Py_UCS1)HEX[dig[i] & 15];
+    }
+    return s;
+}
+
+/* Chunk(index, text, start, end, token_count, boundary, identity, snapped); `text` is
+   stolen. */
+static PyObject *make_chunk(Maker *mk, int64_t index, PyObject *text, const uint8_t *utf8,
+                            Py_ssize_t nbytes, int64_t start, int64_t end, int64_t tokens, int kind,
+                            int snapped)
+{
+    PyObject *args[8] = {NULL};
+    PyObject *chunk = NULL;
+    if (text == NULL) return NULL;
+    args[0] = PyLong_FromLongLong(index);
+    args[1] = text;
+    args[2] = PyLong_FromLongLong(start);
+    args[3] = PyLong_FromLongLong(end);
+    args[4] = PyLong_FromLongLong(tokens);
+    args[5] = Py_NewRef(mk->kinds[kind]);
+    args[6] = identity_hex(&mk->prefix, utf8, nbytes);
+    args[7] = Py_NewRef(snapped ? Py_True : Py_False);
+    for (int i = 0; i < 8; i++)
+        if (args[i] == NULL) goto done;
+    if (mk->slots[0] != NULL) {
+        PyTypeObject *type = (PyTypeObject *)mk->chunk_type;
+        chunk = type->tp_alloc(type, 0);
+        for (int i = 0; chunk != NULL && i < 8; i++) {
+            if (Py_TYPE(mk->slots[i])->tp_descr_set(mk->slots[i], chunk, args[i]) < 0) Py_CLEAR(chunk);
+        }
+    } else {
+        chunk = PyObject_Vectorcall(mk->chunk_type, args, 8, NULL);
+    }
+done:
+    for (int i = 0; i < 8; i++) Py_XDECREF(args[i]);
+    return chunk;
+}
+
+/* ------------------------------------------------------------------ the TTTD cutter */
+
+enum { K_PRIMARY, K_BACKUP, K_HARD, K_FINAL };
+
+typedef struct {
+    PyObject_HEAD
+    Maker mk;
+    int64_t min_tokens, max_tokens;
+    uint64_t primary_mask, backup_mask;
+    int snap;
+    int64_t snap_window;
+    Roller roll;
+    Scan sc;           /* pending words (tokens hold running sums) and canonical text */
+    int64_t char_base; /* characters of input before the next block */
+    int64_t index;     /* index of the next chunk */
+    int ascii;         /* every byte of the pending canonical text is ASCII */
+    int finished;
+} Cutter;
+
+static void cutter_dealloc(Cutter *c)
+{
+    maker_clear(&c->mk);
+    PyMem_Free(c->roll.ring);
+    buf_free(&c->sc.words);
+    buf_free(&c->sc.canon);
+    Py_TYPE(c)->tp_free((PyObject *)c);
+}
+
+static int cutter_init(Cutter *c, PyObject *args, PyObject *kwds)
+{
+    static char *names[] = {"window_words", "min_tokens", "max_tokens", "primary_bits", "backup_bits",
+                            "snap", "snap_window_words", "chunk_type", "kinds", "prefix", NULL};
+    Py_ssize_t window;
+    long long mn, mx;
+    int pbits, bbits, snap;
+    long long snap_window;
+    PyObject *chunk_type, *kinds;
+    Py_buffer prefix;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "nLLiipLOOy*", names, &window, &mn, &mx, &pbits,
+                                     &bbits, &snap, &snap_window, &chunk_type, &kinds, &prefix))
+        return -1;
+    int rc = -1;
+    if (c->mk.chunk_type != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "a cutter is initialized once");
+        goto done;
+    }
+    if (window <= 0 || mn <= 0 || mx < mn || pbits <= 0 || pbits > 64 || bbits <= 0 || bbits > 64 ||
+        snap_window < 0) {
+        PyErr_SetString(PyExc_ValueError, "invalid TTTD parameters");
+        goto done;
+    }
+    if (maker_init(&c->mk, chunk_type, kinds, &prefix) < 0) goto done;
+    if (roller_init(&c->roll, window) < 0) goto done;
+    c->min_tokens = mn;
+    c->max_tokens = mx;
+    c->primary_mask = pbits == 64 ? ~0ULL : ((1ULL << pbits) - 1);
+    c->backup_mask = bbits == 64 ? ~0ULL : ((1ULL << bbits) - 1);
+    c->snap = snap;
+    c->snap_window = snap_window;
+    c->sc.first_paragraph = -1;
+    c->ascii = 1;
+    rc = 0;
+done:
+    PyBuffer_Release(&prefix);
+    return rc;
+}
+
+/* Marks the words appended since `from`: fingerprints, candidates, running token sums. */
+static void cutter_settle(Cutter *c, Py_ssize_t from)
+{
+    Word *w = (Word *)c->sc.words.p;
+    int64_t cum = from > 0 ? w[from - 1].tokens : 0;
+    for (Py_ssize_t i = from; i < c->sc.words.len; i++) {
+        uint64_t f = roller_push(&c->roll, w[i].hash);
+        w[i].hash = f;
+        w[i].primary = (f & c->primary_mask) == 0;
+        w[i].backup = (f & c->backup_mask) == 0;
+        cum += w[i].tokens;
+        w[i].tokens = cum;
+    }
+}
+
+/* tttd._Snapper.snap over the pending words. */
+static Py_ssize_t snap_cut(Cutter *c, Py_ssize_t cut, Py_ssize_t start, int64_t lo, int64_t hi)
+{
+    const Word *w = (const Word *)c->sc.words.p;
+    Py_ssize_t m = c->sc.words.len;
+    Py_ssize_t window = c->snap_window < m ? (Py_ssize_t)c->snap_window : m; /* no overflow */
+    Py_ssize_t first = cut - window > start ? cut - window : start;
+    Py_ssize_t last = cut + window < m - 2 ? cut + window : m - 2;
+    for (int pass = 0; pass < 2; pass++) {
+        Py_ssize_t best = -1;
+        for (Py_ssize_t q = first; q <= last; q++) {
+            int is_break = pass == 0 ? w[q + 1].paragraph : w[q].sentence;
+            if (!is_break || w[q].tokens < lo || w[q].tokens > hi) continue;
+            Py_ssize_t dq = q > cut ? q - cut : cut - q;
+            Py_ssize_t db = best > cut ? best - cut : cut - best;
+            if (best < 0 || dq <= db) best = q;
+        }
+        if (best >= 0) return best;
+    }
+    return cut;
+}
+
+/* tttd._cut: emits every chunk that no later input can change into `out`. */
+static int cutter_cut(Cutter *c, int ended, PyObject *out)
+{
+    Word *w = (Word *)c->sc.words.p;
+    Py_ssize_t m = c->sc.words.len;
+    if (m == 0) return 0;
+    int64_t total = w[m - 1].tokens;
+    Py_ssize_t s = 0;
+    int64_t t0 = 0;
+    while (s < m) {
+        int64_t lo = t0 + c->min_tokens, hi = t0 + c->max_tokens;
+        Py_ssize_t k = s;
+        while (k < m && w[k].tokens < lo) k++;
+        Py_ssize_t e = k; /* first word past the maximum */
+        Py_ssize_t cut = -1;
+        int kind = K_PRIMARY;
+        while (e < m && w[e].tokens <= hi) {
+            if (cut < 0 && w[e].primary) cut = e;
+            e++;
+        }
+        if (cut < 0) {
+            if (total <= hi) {
+                if (!ended) break; /* a primary or the end may still come within the maximum */
+                cut = m - 1;
+                kind = K_FINAL;
+            } else {
+                for (Py_ssize_t j = e - 1; j >= k; j--) {
+                    if (w[j].backup) {
+                        cut = j;
+                        kind = K_BACKUP;
+                        break;
+                    }
+                }
+                if (cut < 0) {
+                    cut = e - 1 > s ? e - 1 : s;
+                    kind = K_HARD;
+                }
+            }
+        }
+        int snapped = 0;
+        if (c->snap && kind != K_FINAL) {
+            if (!ended && (c->snap_window >= m || cut + c->snap_window + 1 >= m)) break;
+            Py_ssize_t target = snap_cut(c, cut, s, lo, hi);
+            snapped = target != cut;
+            cut = target;
+        }
+        int64_t t1 = w[cut].tokens;
+        const char *p = c->sc.canon.p + w[s].canon_start;
+        Py_ssize_t nb = (Py_ssize_t)(w[cut].canon_end - w[s].canon_start);
+        PyObject *text = decode_canonical(p, nb, c->ascii);
+        PyObject *chunk = make_chunk(&c->mk, c->index, text, (const uint8_t *)p, nb, w[s].in_start,
+                                     w[cut].in_end, t1 - t0, kind, snapped);
+        if (chunk == NULL) return -1;
+        int rc = PyList_Append(out, chunk);
+        Py_DECREF(chunk);
+        if (rc < 0) return -1;
+        c->index++;
+        s = cut + 1;
+        t0 = t1;
+    }
+    /* Drop the emitted words: shift the rest and their text to the front. */
+    if (s >= m) {
+        c->sc.words.len = 0;
+        c->sc.canon.len = 0;
+        c->sc.seen_word = 0;
+        c->ascii = 1;
+    } else if (s > 0) {
+        int64_t shift = w[s].canon_start, done_tokens = w[s - 1].tokens;
+        memmove(w, w + s, (size_t)(m - s) * sizeof(Word));
+        c->sc.words.len = m - s;
+        for (Py_ssize_t i = 0; i < m - s; i++) {
+            w[i].canon_start -= shift;
+            w[i].canon_end -= shift;
+            w[i].tokens -= done_tokens;
+        }
+        memmove(c->sc.canon.p, c->sc.canon.p + shift, (size_t)(c->sc.canon.len - shift));
+        c->sc.canon.len -= shift;
+    }
+    return 0;
+}
+
+static int check_open(Cutter *c)
+{
+    if (c->mk.chunk_type == NULL || c->finished) {
+        PyErr_SetString(PyExc_RuntimeError, "the cutter is not initialized or already finished");
+        return -1;
+    }
+    return 0;
+}
+
+/* Appends a scanned block and cuts; restores the pending words when the scan declines. */
+static PyObject *cutter_feed_bytes(Cutter *c, const uint8_t *s, Py_ssize_t n, int ascii,
+                                   Py_ssize_t block_chars, int first_paragraph, int check_nfc)
+{
+    Py_ssize_t before = c->sc.words.len, canon_before = c->sc.canon.len;
+    int64_t chars_before = c->sc.canon_chars;
+    Gap gap_before = c->sc.gap;
+    int seen_before = c->sc.seen_word;
+    c->sc.seen_word = before > 0;
+    c->sc.first_paragraph = first_paragraph;
+    c->sc.check_nfc = check_nfc;
+    int rc = scan_utf8(&c->sc, s, n, c->char_base);
+    c->sc.first_paragraph = -1;
+    c->sc.check_nfc = 0;
+    c->sc.in_starts = c->sc.in_ends = NULL;
+    if (rc < 0) {
+        c->sc.words.len = before;
+        c->sc.canon.len = canon_before;
+        c->sc.canon_chars = chars_before;
+        c->sc.gap = gap_before;
+        c->sc.seen_word = seen_before;
+        if (rc == -2) Py_RETURN_NONE;
+        if (rc == -3) return PyLong_FromLong(0);
+        return NULL;
+    }
+    if (!ascii) c->ascii = 0;
+    c->char_base += block_chars;
+    cutter_settle(c, before);
+    PyObject *out = PyList_New(0);
+    if (out == NULL) return NULL;
+    if (cutter_cut(c, 0, out) < 0) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    return out;
+}
+
+PyDoc_STRVAR(feed_doc,
+"feed(text, first_paragraph=-1, check_nfc=False) -> list[Chunk] | 0 | None\n\n"
+"Scan one block of clean text (a block of normalize.iter_blocks) and return the chunks\n"
+"that became final; with nothing changed, None when the block holds a NUL or a\n"
+"surrogate, and 0 (with check_nfc) when it holds a code point that might not be NFC.\n"
+"first_paragraph (0 or 1) overrides the paragraph mark of the block's first word.");
+
+static PyObject *cutter_feed(Cutter *c, PyObject *args)
+{
+    PyObject *text;
+    int first_paragraph = -1, check_nfc = 0;
+    if (!PyArg_ParseTuple(args, "U|ip", &text, &first_paragraph, &check_nfc)) return NULL;
+    if (check_open(c) < 0) return NULL;
+    Py_ssize_t n;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &n);
+    if (utf8 == NULL) {
+        /* A surrogate: the reference path cleans it. */
+        if (PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+            PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+        return NULL;
+    }
+    if (memchr(utf8, 0, (size_t)n) != NULL) Py_RETURN_NONE;
+    return cutter_feed_bytes(c, (const uint8_t *)utf8, n, PyUnicode_IS_ASCII(text),
+                             PyUnicode_GET_LENGTH(text), first_paragraph, check_nfc);
+}
+
+PyDoc_STRVAR(feed_scanned_doc,
+"feed_scanned(source, input_starts, input_ends, first_paragraph, block_chars) -> list[Chunk]\n\n"
+"A block the reference cleaned word by word: its canonical source, each word's input\n"
+"offsets within the block (int64 buffers) and the block's length in characters.");
+
+static PyObject *cutter_feed_scanned(Cutter *c, PyObject *args)
+{
+    PyObject *source;
+    Py_buffer starts, ends;
+    int first_paragraph;
+    Py_ssize_t block_chars;
+    if (!PyArg_ParseTuple(args, "Uy*y*pn", &source, &starts, &ends, &first_paragraph, &block_chars))
+        return NULL;
+    PyObject *result = NULL;
+    if (check_open(c) < 0) goto done;
+    Py_ssize_t n;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(source, &n);
+    if (utf8 == NULL) goto done;
+    Py_ssize_t given = starts.len / 8;
+    if (starts.len != ends.len || starts.len % 8) {
+        PyErr_SetString(PyExc_ValueError, "input offsets must be two int64 buffers of one length");
+        goto done;
+    }
+    c->sc.in_starts = starts.buf;
+    c->sc.in_ends = ends.buf;
+    c->sc.given = given;
+    result = cutter_feed_bytes(c, (const uint8_t *)utf8, n, PyUnicode_IS_ASCII(source), block_chars,
+                               given ? first_paragraph : -1, 0);
+    if (result == NULL || result == Py_None) {
+        if (result == Py_None) {
+            Py_CLEAR(result);
+            PyErr_SetString(PyExc_ValueError, "a canonical source holds no NUL");
+        }
+        goto done;
+    }
+done:
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&ends);
+    return result;
+}
+
+PyDoc_STRVAR(finish_doc, "finish() -> list[Chunk]\n\nThe chunks of what remains (the input ended).");
+
+static PyObject *cutter_finish(Cutter *c, PyObject *Py_UNUSED(ignored))
+{
+    if (check_open(c) < 0) return NULL;
+    PyObject *out = PyList_New(0);
+    if (out == NULL) return NULL;
+    if (cutter_cut(c, 1, out) < 0) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    c->finished = 1;
+    return out;
+}
+
+static PyMethodDef cutter_methods[] = {
+    {"feed", (PyCFunction)cutter_feed, METH_VARARGS, feed_doc},
+    {"feed_scanned", (PyCFunction)cutter_feed_scanned, METH_VARARGS, feed_scanned_doc},
+    {"finish", (PyCFunction)cutter_finish, METH_NOARGS, finish_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject CutterType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kbsync._kernel.TTTDCutter",
+    .tp_basicsize = sizeof(Cutter),
+    .tp_dealloc = (destructor)cutter_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = PyDoc_STR("TTTDCutter(window_words, min_tokens, max_tokens, primary_bits, backup_bits, "
+                        "snap, snap_window_words, chunk_type, kinds, prefix)\n\n"
+                        "Streaming TTTD (chunking/tttd.py) from text blocks to Chunk objects."),
+    .tp_methods = cutter_methods,
+    .tp_init = (initproc)cutter_init,
+    .tp_new = PyType_GenericNew,
+};
+
+/* ------------------------------------------------------------------ chunks from cut positions */
+
+PyDoc_STRVAR(build_chunks_doc,
+"build_chunks(source, text_starts, text_ends, input_starts, input_ends, cum, cuts, kinds,\n"
+"             kind_objects, chunk_type, prefix, start=0, index=0) -> list[Chunk]\n\n"
+"The chunks between consecutive cuts (local.local_chunks), the first from word start,\n"
+"numbered from index: arrays are int64 buffers, kinds a uint8 buffer indexing\n"
+"kind_objects; text offsets are characters of source, cum running token sums.");
+
+static PyObject *k_build_chunks(PyObject *self, PyObject *args)
+{
+    PyObject *source, *kind_objects, *chunk_type;
+    Py_buffer b[8];
+    Py_buffer prefix;
+    Py_ssize_t first_word = 0;
+    long long first_index = 0;
+    memset(b, 0, sizeof b);
+    if (!PyArg_ParseTuple(args, "Uy*y*y*y*y*y*y*OOy*|nL", &source, &b[0], &b[1], &b[2], &b[3],
+                          &b[4], &b[5], &b[6], &kind_objects, &chunk_type, &prefix, &first_word,
+                          &first_index))
+        return NULL;
+    PyObject *out = NULL;
+    Maker mk = {0};
+    Py_ssize_t words = b[0].len / 8, ncuts = b[5].len / 8;
+    const int64_t *ts = b[0].buf, *te = b[1].buf, *is = b[2].buf, *ie = b[3].buf, *cum = b[4].buf;
+    const int64_t *cuts = b[5].buf;
+    const uint8_t *kinds = b[6].buf;
+    for (int i = 0; i < 5; i++) {
+        if (b[i].len != words * 8 || b[i].len % 8) {
+            PyErr_SetString(PyExc_ValueError, "word arrays must be int64 of one length");
+            goto done;
+        }
+    }
+    if (b[5].len % 8 || b[6].len != ncuts) {
+        PyErr_SetString(PyExc_ValueError, "cuts (int64) and kinds (uint8) must have one length");
+        goto done;
+    }
+    if (maker_init(&mk, chunk_type, kind_objects, &prefix) < 0) goto done;
+    Py_ssize_t length = PyUnicode_GET_LENGTH(source);
+    int ascii = PyUnicode_IS_ASCII(source);
+    out = PyList_New(0);
+    if (out == NULL) goto done;
+    if (first_word < 0 || (first_word > 0 && first_word > words)) {
+        PyErr_SetString(PyExc_ValueError, "start outside the words");
+        Py_CLEAR(out);
+        goto done;
+    }
+    Py_ssize_t start = first_word;
+    int64_t t0 = first_word > 0 ? cum[first_word - 1] : 0;
+    for (Py_ssize_t j = 0; j < ncuts; j++) {
+        int64_t cut = cuts[j];
+        if (cut < start || cut >= words || kinds[j] > 3 || ts[start] < 0 || te[cut] > length ||
+            ts[start] > te[cut]) {
+            PyErr_SetString(PyExc_ValueError, "cut positions out of order or out of range");
+            Py_CLEAR(out);
+            goto done;
+        }
+        PyObject *text = PyUnicode_Substring(source, ts[start], te[cut]);
+        if (text == NULL) {
+            Py_CLEAR(out);
+            goto done;
+        }
+        PyObject *encoded = NULL;
+        const char *p;
+        Py_ssize_t nb;
+        if (ascii) {
+            p = PyUnicode_DATA(text);
+            nb = PyUnicode_GET_LENGTH(text);
+        } else {
+            encoded = PyUnicode_AsUTF8String(text);
+            if (encoded == NULL) {
+                Py_DECREF(text);
+                Py_CLEAR(out);
+                goto done;
+            }
+            p = PyBytes_AS_STRING(encoded);
+            nb = PyBytes_GET_SIZE(encoded);
+        }
+        PyObject *chunk = make_chunk(&mk, first_index + j, text, (const uint8_t *)p, nb, is[start],
+                                     ie[cut], cum[cut] - t0, kinds[j], 0);
+        Py_XDECREF(encoded);
+        if (chunk == NULL || PyList_Append(out, chunk) < 0) {
+            Py_XDECREF(chunk);
+            Py_CLEAR(out);
+            goto done;
+        }
+        Py_DECREF(chunk);
+        t0 = cum[cut];
+        start = (Py_ssize_t)cut + 1;
+    }
+done:
+    maker_clear(&mk);
+    for (int i = 0; i < 7; i++) PyBuffer_Release(&b[i]);
+    PyBuffer_Release(&prefix);
+    return out;
+}
+
+/* ------------------------------------------------------------------ byte CDC */
+
+/* bytecdc.rolling_hashes: H[i] = sum(data[i - k] * 257^k, k < window) mod 2^61 - 1.
+   Rolled one byte at a time without 128-bit integers (so any C compiler builds it):
+   H * 257 is split so every partial product stays below 2^63. */
+#define MOD61 ((1ULL << 61) - 1)
+
+static inline uint64_t fold61(uint64_t x)
+{
+    x = (x & MOD61) + (x >> 61);
+    return x >= MOD61 ? x - MOD61 : x;
+}
+
+static inline uint64_t times257(uint64_t h)
+{
+    uint64_t a = h >> 53, b = h & ((1ULL << 53) - 1);
+    uint64_t c = a * 257; /* < 2^17; c * 2^53 = (c >> 8) * 2^61 + (c & 255) * 2^53 */
+    return fold61(b * 257 + (c >> 8) + ((c & 255) << 53));
+}
+
+/* a * b mod 2^61 - 1 for a, b < 2^61, in 64-bit halves (2^64 = 8 and 2^61 = 1 mod p). */
+static uint64_t mulmod61(uint64_t a, uint64_t b)
+{
+    uint64_t ah = a >> 32, al = a & 0xFFFFFFFFULL, bh = b >> 32, bl = b & 0xFFFFFFFFULL;
+    uint64_t high = fold61((ah * bh) << 3);              /* ah * bh < 2^58 */
+    uint64_t mid = ah * bl + al * bh;                     /* < 2^62 */
+    uint64_t mid_mod = fold61((mid >> 29) + ((mid & ((1ULL << 29) - 1)) << 32));
+    uint64_t low = fold61(al * bl);                       /* al * bl < 2^64 */
+    return fold61(fold61(high + mid_mod) + low);
+}
+
+typedef struct {
+    uint64_t out_of_window[256]; /* byte * 257^window mod p */
+} Roll61;
+
+static void roll61_init(Roll61 *r, Py_ssize_t window)
+{
+    uint64_t top = 1, base = 257; /* 257^window by squaring: the window may be large */
+    for (Py_ssize_t e = window; e > 0; e >>= 1) {
+        if (e & 1) top = mulmod61(top, base);
+        base = mulmod61(base, base);
+    }
+    r->out_of_window[0] = 0;
+    for (int b = 1; b < 256; b++) r->out_of_window[b] = fold61(r->out_of_window[b - 1] + top);
+}
+
+static inline uint64_t roll61(const Roll61 *r, uint64_t h, uint8_t in, int out)
+{
+    /* h * 257 + in - out * 257^window, kept in [0, p). */
+    uint64_t x = times257(h) + in + (MOD61 - r->out_of_window[out]);
+    return fold61(x);
+}
+
+PyDoc_STRVAR(rolling_hashes_doc,
+"rolling_hashes(data, window) -> bytearray\n\n"
+"bytecdc.rolling_hashes as int64 values (one per byte).");
+
+static PyObject *k_rolling_hashes(PyObject *self, PyObject *args)
+{
+    Py_buffer data;
+    Py_ssize_t window;
+    if (!PyArg_ParseTuple(args, "y*n", &data, &window)) return NULL;
+    PyObject *out = NULL;
+    if (window <= 0 || data.len > PY_SSIZE_T_MAX / 8) {
+        PyErr_SetString(PyExc_ValueError, "window must be positive");
+        goto done;
+    }
+    out = PyByteArray_FromStringAndSize(NULL, data.len * 8);
+    if (out == NULL) goto done;
+    Roll61 r;
+    roll61_init(&r, window);
+    const uint8_t *d = data.buf;
+    int64_t *o = (int64_t *)PyByteArray_AS_STRING(out);
+    uint64_t h = 0;
+    for (Py_ssize_t i = 0; i < data.len; i++) {
+        h = roll61(&r, h, d[i], i >= window ? d[i - window] : 0);
+        o[i] = (int64_t)h;
+    }
+done:
+    PyBuffer_Release(&data);
+    return out;
+}
+
+/* Candidate chunk ends of data[lead:]: e = i + 1 - lead for every i >= lead with
+   (H[i] & mask) == 0, never inside a multi-byte character with utf8. H[i] depends on the
+   window before i only, so four stretches of the input are rolled side by side (each
+   starting `window` bytes early): four independent chains of multiplications instead of
+   one long one. Appends to `ends` in increasing order. */
+#define CHAINS 4
+
+static int find_candidates(const uint8_t *d, Py_ssize_t total, Py_ssize_t lead, Py_ssize_t window,
+                           uint64_t mask, int utf8, Buf *ends)
+{
+    Roll61 r;
+    roll61_init(&r, window);
+    Py_ssize_t n = total - lead;
+    Py_ssize_t span = (total + CHAINS - 1) / CHAINS;
+    Py_ssize_t start[CHAINS], stop[CHAINS], from[CHAINS];
+    uint64_t h[CHAINS];
+    Buf part[CHAINS];
+    memset(part, 0, sizeof part);
+    for (int c = 0; c < CHAINS; c++) {
+        start[c] = c * span < total ? c * span : total;
+        stop[c] = start[c] + span < total ? start[c] + span : total;
+        from[c] = start[c] - window > 0 ? start[c] - window : 0;
+        h[c] = 0;
+        for (Py_ssize_t i = from[c]; i < start[c]; i++)
+            h[c] = roll61(&r, h[c], d[i], i - window >= from[c] ? d[i - window] : 0);
+    }
+    int rc = -1;
+    for (Py_ssize_t t = 0; t < span; t++) {
+        for (int c = 0; c < CHAINS; c++) {
+            Py_ssize_t i = start[c] + t;
+            if (i >= stop[c]) continue;
+            h[c] = roll61(&r, h[c], d[i], i - window >= from[c] ? d[i - window] : 0);
+            if ((h[c] & mask) != 0 || i < lead) continue;
+            Py_ssize_t e = i + 1 - lead;
+            if (utf8 && e < n && (d[lead + e] & 0xC0) == 0x80) continue;
+            if (buf_reserve(&part[c], 1, 8) < 0) goto done;
+            ((int64_t *)part[c].p)[part[c].len++] = e;
+        }
+    }
+    for (int c = 0; c < CHAINS; c++) {
+        if (buf_reserve(ends, part[c].len, 8) < 0) goto done;
+        memcpy(ends->p + ends->len * 8, part[c].p, (size_t)part[c].len * 8);
+        ends->len += part[c].len;
+    }
+    rc = 0;
+done:
+    for (int c = 0; c < CHAINS; c++) buf_free(&part[c]);
+    return rc;
+}
+
+PyDoc_STRVAR(byte_candidates_doc,
+"byte_candidates(data, lead, window, mask, utf8) -> bytearray\n\n"
+"Candidate chunk ends of data[lead:] (bytecdc._cuts): every e = i + 1 - lead, i >= lead,\n"
+"with (H[i] & mask) == 0, as int64; with utf8, never inside a multi-byte character.");
+
+static PyObject *k_byte_candidates(PyObject *self, PyObject *args)
+{
+    Py_buffer data;
+    Py_ssize_t lead, window;
+    unsigned long long mask;
+    int utf8;
+    if (!PyArg_ParseTuple(args, "y*nnKp", &data, &lead, &window, &mask, &utf8)) return NULL;
+    PyObject *out = NULL;
+    Buf ends = {0};
+    if (window <= 0 || lead < 0 || lead > data.len) {
+        PyErr_SetString(PyExc_ValueError, "window must be positive and lead within the data");
+        goto done;
+    }
+    if (find_candidates(data.buf, data.len, lead, window, mask, utf8, &ends) < 0) goto done;
+    out = PyByteArray_FromStringAndSize(ends.p, ends.len * 8);
+done:
+    buf_free(&ends);
+    PyBuffer_Release(&data);
+    return out;
+}
+
+PyDoc_STRVAR(byte_spans_doc,
+"byte_spans(data, lead, window, mask, min_size, max_size, utf8, ended) -> bytearray\n\n"
+"bytecdc._cuts: the final spans of data[lead:] as int64 triples (start, end, kind), kind\n"
+"0 primary, 1 hard, 2 final; an unfinished tail is left for more input.");
+
+static PyObject *k_byte_spans(PyObject *self, PyObject *args)
+{
+    Py_buffer data;
+    Py_ssize_t lead, window, min_size, max_size;
+    unsigned long long mask;
+    int utf8, ended;
+    if (!PyArg_ParseTuple(args, "y*nnKnnpp", &data, &lead, &window, &mask, &min_size, &max_size,
+                          &utf8, &ended))
+        return NULL;
+    PyObject *out = NULL;
+    Buf ends = {0}, spans = {0};
+    if (window <= 0 || lead < 0 || lead > data.len || min_size <= 0 || max_size < min_size) {
+        PyErr_SetString(PyExc_ValueError, "invalid byte CDC parameters");
+        goto done;
+    }
+    if (find_candidates(data.buf, data.len, lead, window, mask, utf8, &ends) < 0) goto done;
+    const uint8_t *b = (const uint8_t *)data.buf + lead;
+    const int64_t *cand = (const int64_t *)ends.p;
+    Py_ssize_t n = data.len - lead, nc = ends.len, ci = 0, s = 0;
+    while (s < n) {
+        while (ci < nc && cand[ci] < s + min_size) ci++;
+        Py_ssize_t e;
+        int64_t kind;
+        if (ci < nc && cand[ci] - s <= max_size) {
+            e = cand[ci];
+            kind = 0;
+        } else if (n - s > max_size) {
+            e = s + max_size;
+            kind = 1;
+            if (utf8)
+                while (e > s + 1 && (b[e] & 0xC0) == 0x80) e--;
+        } else if (ended) {
+            e = n;
+            kind = 2;
+        } else {
+            break;
+        }
+        if (buf_reserve(&spans, 3, 8) < 0) goto done;
+        int64_t *o = (int64_t *)spans.p + spans.len;
+        o[0] = s;
+        o[1] = e;
+        o[2] = kind;
+        spans.len += 3;
+        s = e;
+    }
+    out = PyByteArray_FromStringAndSize(spans.p, spans.len * 8);
+done:
+    buf_free(&ends);
+    buf_free(&spans);
+    PyBuffer_Release(&data);
+    return out;
+}
+
+/* ------------------------------------------------------------------ module */
+
+static PyMethodDef kernel_methods[] = {
+    {"scan", k_scan, METH_VARARGS, scan_doc},
+    {"build_chunks", k_build_chunks, METH_VARARGS, build_chunks_doc},
+    {"rolling_hashes", k_rolling_hashes, METH_VARARGS, rolling_hashes_doc},
+    {"byte_candidates", k_byte_candidates, METH_VARARGS, byte_candidates_doc},
+    {"byte_spans", k_byte_spans, METH_VARARGS, byte_spans_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef kernel_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "kbsync._kernel",
+    .m_doc = "The compiled hot path of kbsync's normalizer and chunkers (see kbsync.native).",
+    .m_size = -1,
+    .m_methods = kernel_methods,
+};
+
+PyMODINIT_FUNC PyInit__kernel(void)
+{
+    init_tables();
+    if (PyType_Ready(&CutterType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&kernel_module);
+    if (m == NULL) return NULL;
+    if (PyModule_AddObjectRef(m, "TTTDCutter", (PyObject *)&CutterType) < 0 ||
+        PyModule_AddIntConstant(m, "ABI", 1) < 0 ||
+        PyModule_AddStringConstant(m, "NFC_UNIDATA_VERSION", NFC_UNIDATA_VERSION) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

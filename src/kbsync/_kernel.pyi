@@ -1,0 +1,40 @@
+from typing import Any
+
+from typing_extensions import Buffer
+
+ABI: int
+NFC_UNIDATA_VERSION: str
+
+def scan(
+    text: str, window: int, history: Buffer, check_nfc: bool = False,
+    words_only: bool = False, /,
+) -> tuple[Any, ...] | int | None: ...
+def build_chunks(
+    source: str, text_starts: Buffer, text_ends: Buffer, input_starts: Buffer,
+    input_ends: Buffer, cum: Buffer, cuts: Buffer, kinds: Buffer,
+    kind_objects: tuple[object, ...], chunk_type: type, prefix: bytes, start: int = 0,
+    index: int = 0, /,
+) -> list[Any]: ...
+def rolling_hashes(data: Buffer, window: int, /) -> bytearray: ...
+def byte_candidates(
+    data: Buffer, lead: int, window: int, mask: int, utf8: bool, /
+) -> bytearray: ...
+def byte_spans(
+    data: Buffer, lead: int, window: int, mask: int, min_size: int, max_size: int, utf8: bool,
+    ended: bool, /,
+) -> bytearray: ...
+
+class TTTDCutter:
+    def __init__(
+        self, window_words: int, min_tokens: int, max_tokens: int, primary_bits: int,
+        backup_bits: int, snap: bool, snap_window_words: int, chunk_type: type,
+        kinds: tuple[object, ...], prefix: bytes,
+    ) -> None: ...
+    def feed(
+        self, text: str, first_paragraph: int = -1, check_nfc: bool = False, /
+    ) -> list[Any] | int | None: ...
+    def feed_scanned(
+        self, source: str, input_starts: Buffer, input_ends: Buffer, first_paragraph: bool,
+        block_chars: int, /,
+    ) -> list[Any]: ...
+    def finish(self) -> list[Any]: ...

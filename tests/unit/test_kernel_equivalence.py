@@ -1,0 +1,315 @@
+"""The compiled kernel and the NumPy reference give identical output, on random and real text.
+
+Each check runs the same call twice, once with ``kbsync.native.kernel`` as loaded and
+once with it set to None (the reference), and requires equal results: WordScan arrays,
+normalize(), WordBlocks, chunks (text, offsets, boundary kinds, token counts,
+identities, snapped flags) and byte-CDC cuts.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import unicodedata
+from collections.abc import Callable, Iterator
+from itertools import islice
+from typing import TypeVar
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kbsync import byte_chunks, chunk_stream, chunk_text, native, normalize
+from kbsync.chunking import EstimatingCounter, TextChunker, TTTDParams, compiled
+from kbsync.chunking.bytecdc import rolling_hashes
+from kbsync.chunking.local import cut_positions
+from kbsync.chunking.stream import word_blocks
+from kbsync.chunking.tttd import tttd_chunks
+from kbsync.normalize import canonical_pieces, scan_words
+from tests.conftest import ROOT
+
+T = TypeVar("T")
+KERNEL = native.kernel
+CORPORA = ROOT.parent / "shared" / "corpora"
+
+needs_kernel = pytest.mark.skipif(
+    KERNEL is None and os.environ.get("CI") != "true",
+    reason=f"the compiled kernel is not loaded: {native.load_error}",
+)
+pytestmark = needs_kernel
+
+
+def both(call: Callable[[], T]) -> tuple[T, T]:
+    """``call()`` with the compiled kernel, then with the NumPy reference."""
+    if KERNEL is None:
+        pytest.fail(f"the compiled kernel must be built under CI: {native.load_error}")
+    try:
+        native.kernel = KERNEL
+        compiled = call()
+        native.kernel = None
+        reference = call()
+    finally:
+        native.kernel = KERNEL
+    return compiled, reference
+
+
+def same_arrays(a: object, b: object) -> None:
+    for name in a.__slots__:  # type: ignore[attr-defined]
+        x, y = getattr(a, name), getattr(b, name)
+        if isinstance(x, np.ndarray):
+            assert x.dtype == y.dtype, name
+            assert np.array_equal(x, y), name
+        else:
+            assert x == y, name
+
+
+def test_the_compiled_kernel_is_importable() -> None:
+    # Under CI (CI=true) this fails rather than skips, so CI really tests the compiled path.
+    assert KERNEL is not None, native.load_error
+    assert native.describe().startswith("chunking core: compiled")
+
+
+# Characters that take every branch of the scanners: each whitespace kind (ASCII and
+# Unicode, line and paragraph breaks, CR/LF mixes), NUL, surrogates, characters that
+# need NFC (a combining accent, Hangul jamo), multi-byte and astral characters, and
+# sentence ends with closers.
+PIECES = [
+    "a", "b", "Zz", "7", "42", "-", "_", "don't", "x.", "y!", "(z)?", 'q."', "e.”", "f!’", "])",
+    " ", "  ", "\t", "\n", "\n\n", "\r", "\r\n", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x1f",
+    "\x85", "\xa0", "\u1680", "\u2000", "\u200a", "\u2028", "\u2029", "\u202f", "\u205f",
+    "\u3000", "\x00", "\ud800", "\udfff", "e\u0301", "\u0301", "é", "\u1100\u1161", "日本",
+    "\U0001f600", "ŉ", "\x01", "\x7f", "word", "Word.",
+]
+texts = st.one_of(
+    st.lists(st.sampled_from(PIECES), max_size=60).map("".join),
+    st.text(max_size=80),
+    st.builds(lambda w, n, s: (w * n + s) * 3, st.sampled_from(["ab", "é", "x1"]),
+              st.integers(1, 400), st.sampled_from([" ", "\n\n", "\r\n"])),
+)
+leading = st.sampled_from(["", " ", "\n", "\r", "\r\n\n", "\x00 ", "\u2029"])
+fast = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@fast
+@given(texts, leading)
+def test_a_scan_gives_the_same_word_arrays(text: str, lead: str) -> None:
+    compiled, reference = both(lambda: scan_words(text, lead))
+    same_arrays(compiled, reference)
+
+
+@fast
+@given(texts)
+def test_normalize_gives_the_same_text_and_offsets(text: str) -> None:
+    compiled, reference = both(lambda: normalize(text, block_chars=64))
+    assert compiled == reference
+    pieces = both(lambda: "".join(canonical_pieces([text], 32)))
+    assert pieces[0] == pieces[1] == reference.text
+
+
+@fast
+@given(texts, st.integers(1, 9), st.sampled_from([24, 64, 1 << 17]))
+def test_word_blocks_are_the_same(text: str, window: int, block: int) -> None:
+    def blocks() -> list[object]:
+        return list(word_blocks([text], EstimatingCounter(), window, with_sentences=True,
+                                block_chars=block))
+
+    compiled, reference = both(blocks)
+    assert len(compiled) == len(reference)
+    for a, b in zip(compiled, reference, strict=True):
+        same_arrays(a, b)
+
+
+TTTD_SMALL = {"min_tokens": 4, "max_tokens": 12, "primary_bits": 3, "backup_bits": 1,
+              "window_words": 3}
+
+
+@fast
+@given(texts, st.sampled_from([{}, TTTD_SMALL, {**TTTD_SMALL, "snap": True,
+                                                "snap_window_words": 3}]))
+def test_tttd_chunks_are_the_same(text: str, params: dict[str, object]) -> None:
+    compiled, reference = both(lambda: chunk_text(text, **params))  # type: ignore[arg-type]
+    assert compiled.chunks == reference.chunks
+    assert compiled.diagnostics == reference.diagnostics
+
+
+@fast
+@given(st.lists(texts, max_size=6), st.sampled_from([{}, TTTD_SMALL]))
+def test_streamed_tttd_chunks_are_the_same_however_the_text_is_split(
+    pieces: list[str], params: dict[str, object]
+) -> None:
+    compiled, reference = both(lambda: list(chunk_stream(pieces, **params)))  # type: ignore[arg-type]
+    assert compiled == reference
+    assert compiled == list(chunk_text("".join(pieces), **params).chunks)  # type: ignore[arg-type]
+
+
+@fast
+@given(texts, st.sampled_from([{}, {"min_tokens": 3, "max_tokens": 9, "window_words": 2}]))
+def test_local_chunks_are_the_same(text: str, params: dict[str, object]) -> None:
+    compiled, reference = both(lambda: chunk_text(text, strategy="local", **params))  # type: ignore[arg-type]
+    assert compiled.chunks == reference.chunks
+
+
+@fast
+@given(st.binary(max_size=3000), st.integers(1, 64))
+def test_byte_cdc_hashes_and_cuts_are_the_same(data: bytes, window: int) -> None:
+    raw = np.frombuffer(data, dtype=np.uint8)
+    compiled, reference = both(lambda: rolling_hashes(raw, window))
+    assert np.array_equal(
+        np.frombuffer(KERNEL.rolling_hashes(data, window), dtype=np.int64)  # type: ignore[union-attr]
+        if len(data) else compiled, reference)
+    params = {"window_bytes": window, "min_size": 8, "avg_size": 32, "max_size": 128}
+    from kbsync.chunking import ByteParams
+
+    chunks = both(lambda: byte_chunks(data, ByteParams(**params)))
+    assert chunks[0] == chunks[1]
+
+
+@fast
+@given(texts)
+def test_byte_cdc_of_text_is_the_same(text: str) -> None:
+    params = {"min_size": 4, "avg_size": 16, "max_size": 64}
+    compiled, reference = both(lambda: chunk_text(text, strategy="bytes", **params))  # type: ignore[arg-type]
+    assert compiled.chunks == reference.chunks
+
+
+def _history_texts(name: str, every: int, limit: int) -> Iterator[str]:
+    path = CORPORA / f"{name}-history.jsonl.gz"
+    if not path.is_file():
+        reason = f"{path.name} not found under <repo>/../shared/corpora"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    with gzip.open(path, "rt", encoding="utf-8") as lines:
+        snapshot = json.loads(next(lines))
+        texts = list(snapshot["files"].values())
+        for line in islice(lines, 0, None, 25):
+            texts += [c["content"] for c in json.loads(line)["changes"] if c["content"]]
+    yield from islice(sorted(texts, key=len)[::every], limit)
+
+
+@pytest.mark.parametrize("name", ["django-docs", "fastapi-docs"])
+def test_real_documentation_chunks_the_same_with_both_implementations(name: str) -> None:
+    # A sample of the files and their later versions, every size, small to large.
+    for text in _history_texts(name, every=7, limit=60):
+        _same_everything(text)
+
+
+def _same_everything(text: str) -> None:
+    for params in ({}, TTTD_SMALL, {"snap": True}):
+        compiled, reference = both(lambda p=params: chunk_text(text, **p))  # type: ignore[arg-type]
+        assert compiled.chunks == reference.chunks
+    compiled, reference = both(lambda: chunk_text(text, strategy="local"))
+    assert compiled.chunks == reference.chunks
+    compiled_text, reference_text = both(lambda: normalize(text))
+    assert compiled_text == reference_text
+    data = text.encode()
+    compiled_cuts, reference_cuts = both(lambda: byte_chunks(data))
+    assert compiled_cuts == reference_cuts
+
+
+@fast
+@given(st.lists(texts, min_size=1, max_size=8), st.sampled_from([16, 40, 128]),
+       st.sampled_from([TTTD_SMALL, {**TTTD_SMALL, "snap": True, "snap_window_words": 2}]))
+def test_tttd_chunks_are_the_same_across_small_blocks_of_clean_and_unclean_text(
+    parts: list[str], block: int, params: dict[str, object]
+) -> None:
+    # Small blocks make clean and cleaned-word-by-word blocks follow each other, so the
+    # whitespace carried between them (paragraph marks, CR then LF) is exercised.
+    chunker = TextChunker("tttd", **params)  # type: ignore[arg-type]
+    s = chunker.settings
+    assert isinstance(s, TTTDParams)
+    text = "".join(parts)
+    fused = compiled.tttd_chunks([text], chunker.counter, s, chunker.identity, block_chars=block)
+    assert fused is not None
+    native.kernel = None
+    try:
+        reference = list(tttd_chunks(
+            word_blocks([text], chunker.counter, s.window_words, with_sentences=s.snap,
+                        block_chars=block), s, chunker.identity))
+    finally:
+        native.kernel = KERNEL
+    assert list(fused) == reference
+
+
+WIDE = {"min_tokens": 8, "max_tokens": 40, "primary_bits": 4, "backup_bits": 1, "window_words": 3}
+
+
+@pytest.mark.parametrize("text", [
+    # Blocks of 16 characters: the first one ends with the mark, and needs cleaning.
+    "x\x00y zz ww abc\n\n" + "abc " * 12,
+    "x\u0301y zz ww ab\r\n\r\n" + "abc " * 12,
+    "x\x00y zz ww abc\r" + "\nabc " * 12,
+    "aa bb\x00 cc dd\n" + " " * 40 + "\n" + "ee " * 10,
+])
+def test_a_paragraph_mark_after_a_cleaned_block_is_kept(text: str) -> None:
+    chunker = TextChunker("tttd", **WIDE)  # type: ignore[arg-type]
+    s = chunker.settings
+    assert isinstance(s, TTTDParams)
+    fused = compiled.tttd_chunks([text], chunker.counter, s, chunker.identity, block_chars=16)
+    assert fused is not None
+    chunks = list(fused)
+    native.kernel = None
+    try:
+        reference = list(chunk_text(text, **WIDE).chunks)  # type: ignore[arg-type]
+    finally:
+        native.kernel = KERNEL
+    assert chunks == reference
+
+
+def test_parameters_beyond_the_kernels_bounds_run_on_the_reference() -> None:
+    text = "alpha beta gamma. " * 50
+    huge = {"min_tokens": 3, "max_tokens": 1 << 50, "window_words": 3, "snap": True,
+            "snap_window_words": 1 << 62}
+    compiled_result, reference = both(lambda: chunk_text(text, **huge))  # type: ignore[arg-type]
+    assert compiled_result.chunks == reference.chunks
+    wide = both(lambda: chunk_text(text, strategy="bytes", window_bytes=5000, min_size=8,
+                                   avg_size=16, max_size=64))
+    assert wide[0].chunks == wide[1].chunks
+
+
+def test_the_kernel_splits_words_at_exactly_the_characters_python_calls_whitespace() -> None:
+    # The block cuts (normalize.iter_blocks) and the trailing whitespace the TTTD driver
+    # recovers with str.rstrip use str.isspace; the kernel's classes must be the same set.
+    spaces = [chr(c) for c in range(0x110000) if chr(c).isspace()]
+    text = "a" + "a".join(spaces) + "a"
+    compiled, reference = both(lambda: scan_words(text))
+    same_arrays(compiled, reference)
+    assert len(compiled) == len(spaces) + 1
+    # Every other character of the first two planes (NFC, no NUL, no surrogate) is a word
+    # character for both implementations.
+    others = "".join(chr(c) for c in range(1, 0x20000)
+                     if not (0xD800 <= c <= 0xDFFF) and not chr(c).isspace())
+    others = unicodedata.normalize("NFC", others)
+    compiled, reference = both(lambda: scan_words(others))
+    assert len(compiled) == len(reference) == 1
+
+
+@fast
+@given(texts, st.integers(0, 3))
+def test_chunks_built_from_local_cuts_by_the_kernel_are_those_of_the_reference(
+    text: str, skip: int
+) -> None:
+    # local.local_chunks builds its chunks in Python; compiled.build_chunks is the same
+    # construction for the strictly local cuts, from any first word and chunk number.
+    chunker = TextChunker("local", min_tokens=3, max_tokens=9, window_words=2)
+    native.kernel = None
+    try:
+        reference = list(chunker.chunks([text]))
+        blocks = list(word_blocks([text], chunker.counter, 2))
+    finally:
+        native.kernel = KERNEL
+    if not blocks:
+        return
+    source = blocks[0].source if len(blocks) == 1 else None
+    if source is None:
+        return
+    b = blocks[0]
+    cuts, kinds = cut_positions(b.fingerprint, b.tokens, 3, 9)
+    first = min(skip, len(cuts))
+    start = int(cuts[first - 1]) + 1 if first else 0
+    built = compiled.build_chunks(source, b.text_starts, b.text_ends, b.input_starts,
+                                  b.input_ends, np.cumsum(b.tokens), cuts[first:],
+                                  kinds[first:], chunker.identity, start=start, index=first)
+    assert built == reference[first:]
