@@ -145,9 +145,10 @@ def test_streamed_tttd_chunks_are_the_same_however_the_text_is_split(
 
 
 @fast
-@given(texts, st.sampled_from([{}, {"min_tokens": 3, "max_tokens": 9, "window_words": 2}]))
-def test_local_chunks_are_the_same(text: str, params: dict[str, object]) -> None:
-    compiled, reference = both(lambda: chunk_text(text, strategy="local", **params))  # type: ignore[arg-type]
+@given(texts, st.sampled_from([{}, {"min_tokens": 3, "max_tokens": 9, "window_words": 2}]),
+       st.sampled_from(["local", "sentences"]))
+def test_local_chunks_are_the_same(text: str, params: dict[str, object], strategy: str) -> None:
+    compiled, reference = both(lambda: chunk_text(text, strategy=strategy, **params))  # type: ignore[arg-type]
     assert compiled.chunks == reference.chunks
 
 
@@ -200,8 +201,9 @@ def _same_everything(text: str) -> None:
     for params in ({}, TTTD_SMALL, {"snap": True}):
         compiled, reference = both(lambda p=params: chunk_text(text, **p))  # type: ignore[arg-type]
         assert compiled.chunks == reference.chunks
-    compiled, reference = both(lambda: chunk_text(text, strategy="local"))
-    assert compiled.chunks == reference.chunks
+    for strategy in ("local", "sentences"):
+        compiled, reference = both(lambda s=strategy: chunk_text(text, strategy=s))  # type: ignore[misc, arg-type]
+        assert compiled.chunks == reference.chunks
     compiled_text, reference_text = both(lambda: normalize(text))
     assert compiled_text == reference_text
     data = text.encode()

@@ -53,6 +53,7 @@ from collections.abc import Callable, Iterable, Iterator
 import numpy as np
 import numpy.typing as npt
 
+from kbsync.chunking import compiled
 from kbsync.chunking.fingerprint import U64, mix64
 from kbsync.chunking.params import LocalParams
 from kbsync.chunking.stream import WordBlock, WordBuffer
@@ -130,12 +131,28 @@ def _emit(
     start."""
     positions, kinds = cuts
     first = int(np.searchsorted(positions, start))
+    last = len(positions) if limit is None else (
+        first + int(np.searchsorted(cum[positions[first:]], limit)))
+    if last <= first:
+        return [], start
+    taken, taken_kinds = positions[first:last], kinds[first:last]
+    built = compiled.build_chunks(words.source, words.text_starts, words.text_ends,
+                                  words.input_starts, words.input_ends, cum, taken,
+                                  taken_kinds, identity, start=start, index=index)
+    if built is None:
+        built = _built(words, cum, taken, taken_kinds, identity, start, index)
+    return built, int(taken[-1]) + 1
+
+
+def _built(
+    words: WordBuffer, cum: IntArray, cuts: IntArray, kinds: list[Boundary],
+    identity: ChunkIdentity, start: int, index: int,
+) -> list[Chunk]:
+    """The chunks between consecutive ``cuts``, from word ``start`` (the reference path)."""
     out: list[Chunk] = []
     t0 = int(cum[start - 1]) if start else 0
-    for cut, kind in zip(positions[first:].tolist(), kinds[first:], strict=True):
+    for cut, kind in zip(cuts.tolist(), kinds, strict=True):
         t1 = int(cum[cut])
-        if limit is not None and t1 >= limit:
-            break
         text = join_words(words.source, words.text_starts, words.text_ends, start, cut + 1)
         out.append(Chunk(
             index=index + len(out),
@@ -147,7 +164,7 @@ def _emit(
             identity=identity(text),
         ))
         start, t0 = cut + 1, t1
-    return out, start
+    return out
 
 
 def cut_positions(
