@@ -226,7 +226,7 @@ def available(setup: KbsyncSetup) -> str:
     """Why ``setup`` cannot run here ("" when it can)."""
     try:
         make_params(setup.strategy, **setup.params)
-    except KbsyncError as error:
+    except (KbsyncError, TypeError) as error:
         return str(error)
     return ""
 
@@ -413,17 +413,22 @@ def kbsync_recall(setup: KbsyncSetup, settings: Mapping[str, Any], embedder: Cac
             report = kb.sync(yes=True)
             if report.failed:
                 notes.append(f"{setup.label}: the sync reported failures")
-            spans: dict[str, dict[int, Span]] = {}
-            for ref in kb.store.indexed_chunks():
-                spans.setdefault(ref.key, {})[ref.index] = (ref.start, ref.end)
-            stored = {key: kb.document(key).text for key in spans}
+            # Every current chunk's span, by index: a window may hold chunks the search
+            # does not return (boilerplate), which the store's indexed chunks leave out.
+            stored = {key: kb.document(key).text for key in by_file}
+            chunker = setup.chunker
+            spans = {key: [(c.start, c.end) for c in chunker.chunks(text)]
+                     for key, text in stored.items()}
+            indexed = sum(map(len, spans.values()))
+            if indexed != kb.status().chunks:
+                notes.append(f"{setup.label}: the store holds {kb.status().chunks} chunks, "
+                             f"chunking its texts again made {indexed}")
             maps = {key: OffsetMap(by_file[key].text, stored[key]) for key in spans}
             differ = sum(not m.same for m in maps.values())
             if differ:
                 notes.append(f"{setup.label}: {differ} stored texts differ from their files; "
                              "offsets mapped through the normalizer")
-            texts = [stored[key][s:e] for key, chunks in sorted(spans.items())
-                     for _, (s, e) in sorted(chunks.items())]
+            texts = [stored[key][s:e] for key in sorted(spans) for s, e in spans[key]]
             stats = chunk_stats(texts, embedder)
 
             def ask(q: Question, mode: str, context: int) -> list[Returned]:
@@ -433,6 +438,9 @@ def kbsync_recall(setup: KbsyncSetup, settings: Mapping[str, Any], embedder: Cac
                 for h in hits:
                     first, last = (h.first, h.last) if h.first >= 0 else (h.index, h.index)
                     m = maps[h.key]
+                    if spans[h.key][h.index] != (h.start, h.end):
+                        raise AssertionError(f"{setup.label}: hit {h.key}#{h.index} is not "
+                                             "where chunking the stored text puts it")
                     out.append(Returned(by_file[h.key].id, m.start(spans[h.key][first][0]),
                                         m.end(spans[h.key][last][1]),
                                         tokens(h.context or h.text)))
@@ -733,14 +741,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         for k_setup in kbsync:
             t0 = time.perf_counter()
             r = by_label[k_setup.label]
-            r.stats, r.recall = kbsync_recall(k_setup, settings, embedder, docs, questions,
-                                              MODES)
+            try:
+                r.stats, r.recall = kbsync_recall(k_setup, settings, embedder, docs, questions,
+                                                  MODES)
+            except Exception as error:  # one configuration's failure must not lose the rest
+                notes.append(f"{k_setup.label}: recall failed ({type(error).__name__}: {error})")
             r.seconds += time.perf_counter() - t0
             console.log(f"recall: {k_setup.label} done ({embedder.computed} texts embedded)")
         for p_setup in peers:
             t0 = time.perf_counter()
             r = by_label[p_setup.label]
-            r.stats, r.recall = peer_recall(p_setup, embedder, docs, questions, MODES)
+            try:
+                r.stats, r.recall = peer_recall(p_setup, embedder, docs, questions, MODES)
+            except Exception as error:
+                notes.append(f"{p_setup.label}: recall failed ({type(error).__name__}: {error})")
             r.seconds += time.perf_counter() - t0
             console.log(f"recall: {p_setup.label} done ({embedder.computed} texts embedded)")
     if not args.no_churn:

@@ -78,15 +78,18 @@ def test_offsets_of_the_canonical_text_map_back_to_the_file_text() -> None:
     assert S.OffsetMap(canonical, canonical).same
 
 
-def test_the_peer_index_ranks_kbsync_s_own_chunks_as_kbsync_s_search_does() -> None:
-    topics = ["volcano lava basalt eruption", "violin concerto orchestra bow",
-              "glacier ice moraine valley", "compiler parser grammar token",
-              "harbour ship cargo crane", "orchard apple blossom bee"]
+TOPICS = ["volcano lava basalt eruption", "violin concerto orchestra bow",
+          "glacier ice moraine valley", "compiler parser grammar token",
+          "harbour ship cargo crane", "orchard apple blossom bee"]
+
+
+def _documents(preamble: str = "") -> tuple[list[object], list[object]]:
+    """Three documents of twelve paragraphs, and nine questions, each answered by one word."""
     docs = []
     for d in range(3):
-        paragraphs = []
+        paragraphs = [preamble] if preamble else []
         for p in range(12):
-            topic = topics[(d * 5 + p) % len(topics)].split()
+            topic = TOPICS[(d * 5 + p) % len(TOPICS)].split()
             sentence = " ".join(f"{topic[(p + i) % 4]} word{d}{p}{i}" for i in range(30))
             paragraphs.append(f"Paragraph {p} of document {d}: {sentence}.")
         docs.append(S.Document(f"doc{d}", "\n\n".join(paragraphs)))
@@ -95,8 +98,13 @@ def test_the_peer_index_ranks_kbsync_s_own_chunks_as_kbsync_s_search_does() -> N
         for p in (1, 6, 10):
             needle = f"word{d}{p}3"
             at = doc.text.index(needle)
-            questions.append(S.Question(f"{d}/{p}", doc.id, f"which {needle} {topics[p % 6]}",
+            questions.append(S.Question(f"{d}/{p}", doc.id, f"which {needle} {TOPICS[p % 6]}",
                                         ((at, at + len(needle)),)))
+    return docs, questions
+
+
+def test_the_peer_index_ranks_kbsync_s_own_chunks_as_kbsync_s_search_does() -> None:
+    docs, questions = _documents()
     settings = {"kind": "hashing", "dimension": 256}
     embedder = S.CachingEmbedder(S.make_embedder(settings))
     setup = S.KBSYNC[0]
@@ -112,3 +120,16 @@ def test_the_peer_index_ranks_kbsync_s_own_chunks_as_kbsync_s_search_does() -> N
             other = peer[context][mode]
             assert (scores.recall_1, scores.recall_5, scores.mrr_10) == pytest.approx(
                 (other.recall_1, other.recall_5, other.mrr_10)), (context, mode)
+
+
+def test_a_window_over_a_chunk_that_search_leaves_out_still_maps_to_the_document() -> None:
+    # The same opening in every document is boilerplate: searched never, but windows
+    # of the chunks after it hold it.
+    preamble = " ".join(f"lorem{i} ipsum dolor sit amet" for i in range(60))
+    docs, questions = _documents(preamble)
+    settings = {"kind": "hashing", "dimension": 256}
+    embedder = S.CachingEmbedder(S.make_embedder(settings))
+    stats, scores = S.kbsync_recall(S.KBSYNC[0], settings, embedder, docs, questions,
+                                    ("text",))
+    assert stats.chunks > len(docs)
+    assert scores["512"]["text"].recall_5 > 0.5
