@@ -616,7 +616,10 @@ def print_report(results: Sequence[Result], modes: Sequence[str], histories: Seq
                    "seconds"):
         table.add_column(column, justify="right")
     for r in results:
-        s = r.stats or ChunkStats()
+        s = r.stats
+        if s is None:  # recall not measured: the QA set was not chunked
+            table.add_row(r.label, r.params, "—", "—", "—", "—", f"{r.seconds:.0f}")
+            continue
         table.add_row(r.label, r.params, str(s.chunks), f"{s.mean_tokens:.0f}",
                       f"{s.straddling:.1%}", "—" if s.over_window is None else str(s.over_window),
                       f"{r.seconds:.0f}")
