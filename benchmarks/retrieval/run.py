@@ -38,10 +38,10 @@ Configurations
 
     a-c run through kbsync's engine (a temporary knowledge base of a copy of the corpus,
     ``[embedder] kind = "local"``: the all-MiniLM-L6-v2 sentence-transformers model).
-    d and e are indexed here with the same embedding model: brute-force cosine over
-    L2-normalized vectors for ``vector``, an in-memory SQLite FTS5 table (``unicode61``,
-    ranked by ``bm25``, the query's words OR-ed as kbsync does) for ``text``, and reciprocal
-    rank fusion (k = 60 over the top 40 of each) for ``hybrid``, as kbsync fuses. The
+    d and e are indexed in-process with the same embedding model and the search kbsync's
+    store does (``peer_index.py``: brute-force cosine for ``vector``, an SQLite FTS5 table
+    shaped like kbsync's, ranked by ``bm25`` over the query's words as kbsync reduces them,
+    for ``text``, reciprocal rank fusion, k = 60 over the top 40 of each, for ``hybrid``). The
     peers chunk each file's raw text; kbsync chunks its extracted record text.
 
     MiniLM reads at most 256 word pieces, so chunks of 400 tokens are truncated by the
@@ -67,7 +67,6 @@ import platform
 import random
 import re
 import shutil
-import sqlite3
 import statistics
 import sys
 import tempfile
@@ -78,8 +77,6 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
 from rich.console import Console
 from rich.table import Table
 
@@ -87,6 +84,8 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
 from check_questions import CORPUS, Question, collapse, load_questions  # noqa: E402
+from peer_index import PeerIndex  # noqa: E402
+from toml_tables import set_table  # noqa: E402
 
 from chunking import make_edits  # noqa: E402
 from kbsync.chunking.tokens import EstimatingCounter  # noqa: E402
@@ -111,7 +110,6 @@ GRAM_SHARE = 0.6
 FIXED_WORDS = 390
 LANGCHAIN_CHARS = 2000
 QUICK_QUESTIONS = 16
-EMBED_BATCH = 64
 
 console = Console(width=150)
 notes: list[str] = []
@@ -326,14 +324,6 @@ def choose_embedder(wanted: str) -> tuple[dict[str, Any], Embedder]:
         return hashing, make_embedder(hashing)
 
 
-def embed_all(embedder: Embedder, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-    rows = [embedder.embed(list(texts[i : i + EMBED_BATCH]))
-            for i in range(0, len(texts), EMBED_BATCH)]
-    if not rows:
-        return np.zeros((0, embedder.dimension), dtype=np.float32)
-    return np.vstack(rows).astype(np.float32)
-
-
 def truncated_count(embedder: Embedder, texts: Sequence[str]) -> int | None:
     limit = getattr(embedder, "max_input_tokens", None)
     count = getattr(embedder, "count_tokens", None)
@@ -343,25 +333,6 @@ def truncated_count(embedder: Embedder, texts: Sequence[str]) -> int | None:
 
 
 # --------------------------------------------------------------------------- kbsync engine
-
-
-def _toml_value(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return str(value)
-    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def set_table(toml: str, table: str, values: dict[str, object]) -> str:
-    """``toml`` with the body of ``[table]`` replaced by ``values`` (one key per line)."""
-    lines = toml.splitlines()
-    start = lines.index(f"[{table}]") + 1
-    end = start
-    while end < len(lines) and lines[end].strip() and not lines[end].startswith("["):
-        end += 1
-    body = [f"{key} = {_toml_value(value)}" for key, value in values.items()]
-    return "\n".join([*lines[:start], *body, *lines[end:]]) + "\n"
 
 
 def open_engine(folder: Path, config: KbsyncConfig, embedder: dict[str, Any]) -> KnowledgeBase:
@@ -441,53 +412,6 @@ def run_kbsync(config: KbsyncConfig, settings: dict[str, Any], embedder: Embedde
 
 
 # --------------------------------------------------------------------------- peer index
-
-
-def fts_terms(query: str) -> list[str]:
-    """The query's words as kbsync's text search takes them (OR-ed, quoted)."""
-    return [t.replace('"', "") for t in query.split() if any(ch.isalnum() for ch in t)]
-
-
-class PeerIndex:
-    """Chunks with the same embedder: cosine, FTS5 bm25 and reciprocal rank fusion."""
-
-    def __init__(self, chunks: Sequence[str], embedder: Embedder) -> None:
-        self.chunks = list(chunks)
-        self.embedder = embedder
-        self.matrix = embed_all(embedder, self.chunks)
-        self.db = sqlite3.connect(":memory:")
-        self.db.execute("CREATE VIRTUAL TABLE fts USING fts5 (text, tokenize = 'unicode61')")
-        self.db.executemany("INSERT INTO fts (rowid, text) VALUES (?, ?)", enumerate(self.chunks))
-        self._queries: dict[str, npt.NDArray[np.float32]] = {}
-
-    def _query_vector(self, query: str) -> npt.NDArray[np.float32]:
-        if query not in self._queries:
-            self._queries[query] = embed_all(self.embedder, [query])[0]
-        return self._queries[query]
-
-    def vector(self, query: str, k: int) -> list[int]:
-        scores = self.matrix @ self._query_vector(query)
-        return [int(i) for i in np.argsort(-scores, kind="stable")[:k]]
-
-    def text(self, query: str, k: int) -> list[int]:
-        terms = fts_terms(query)
-        if not terms:
-            return []
-        match = " OR ".join(f'"{t}"' for t in terms)
-        rows = self.db.execute("SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY bm25(fts) "
-                               "LIMIT ?", (match, k)).fetchall()
-        return [int(r[0]) for r in rows]
-
-    def hybrid(self, query: str, k: int) -> list[int]:
-        fused: dict[int, float] = {}
-        for ranked in (self.vector(query, POOL), self.text(query, POOL)):
-            for rank, i in enumerate(ranked):
-                fused[i] = fused.get(i, 0.0) + 1.0 / (RRF_K + rank + 1)
-        return sorted(fused, key=lambda i: -fused[i])[:k]
-
-    def search(self, query: str, mode: Mode) -> list[str]:
-        method = {"vector": self.vector, "text": self.text, "hybrid": self.hybrid}[mode]
-        return [self.chunks[i] for i in method(query, K)]
 
 
 def run_peer(config: PeerConfig, embedder: Embedder, questions: Sequence[Question],
