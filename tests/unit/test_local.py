@@ -2,16 +2,16 @@ from __future__ import annotations
 
 import itertools
 import random
-from bisect import bisect_right
 
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kbsync import Boundary, LocalParams, ParameterError, chunk_text, normalize
+from kbsync import Boundary, LocalParams, ParameterError, chunk_text
 from kbsync.chunking.fingerprint import mix64
 from kbsync.chunking.local import _SECOND_HASH, cut_positions
+from tests.regions import interior_chunks
 
 PARAMS = {"min_tokens": 6, "max_tokens": 30, "window_words": 3}
 MARGIN = PARAMS["max_tokens"] + PARAMS["window_words"]  # words; snapping is not offered
@@ -22,15 +22,7 @@ def _words(rng: random.Random, n: int) -> list[str]:
 
 
 def _interior_chunks(text: str, first: int, last: int) -> set[tuple[int, str]]:
-    """Chunks lying within words first..last-1, keyed by their start relative to `first`."""
-    starts = normalize(text).word_starts.tolist()
-    out = set()
-    for c in chunk_text(text, strategy="local", **PARAMS).chunks:
-        a = bisect_right(starts, c.start) - 1
-        b = a + len(c.text.split())
-        if first <= a and b <= last:
-            out.add((a - first, c.text))
-    return out
+    return interior_chunks(text, "local", PARAMS, first, last)
 
 
 @given(st.integers(min_value=0, max_value=2**32), st.integers(2 * MARGIN, 6 * MARGIN))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import random
-from bisect import bisect_right
 
 import numpy as np
 import pytest
@@ -18,6 +17,7 @@ from kbsync.chunking.local import _SECOND_HASH, local_chunks, select_cuts
 from kbsync.chunking.sentences import WORD, sentence_chunks
 from kbsync.chunking.stream import word_blocks
 from kbsync.identity import ChunkIdentity
+from tests.regions import interior_chunks
 
 PARAMS = {"min_tokens": 6, "max_tokens": 24, "window_words": 3}
 MARGIN = PARAMS["max_tokens"] + PARAMS["min_tokens"] + PARAMS["window_words"] + 1  # words
@@ -45,15 +45,7 @@ def _text(words: list[str]) -> str:
 
 
 def _interior_chunks(text: str, first: int, last: int) -> set[tuple[int, str]]:
-    """Chunks lying within words first..last-1, keyed by their start relative to `first`."""
-    starts = normalize(text).word_starts.tolist()
-    out = set()
-    for c in chunk_text(text, strategy="sentences", **PARAMS).chunks:
-        a = bisect_right(starts, c.start) - 1
-        b = a + len(c.text.split())
-        if first <= a and b <= last:
-            out.add((a - first, c.text))
-    return out
+    return interior_chunks(text, "sentences", PARAMS, first, last)
 
 
 @given(st.integers(min_value=0, max_value=2**32), st.integers(2 * MARGIN, 6 * MARGIN))

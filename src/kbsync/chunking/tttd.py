@@ -27,13 +27,11 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
 from kbsync.chunking.params import TTTDParams
-from kbsync.chunking.stream import WordBlock
+from kbsync.chunking.stream import WordBlock, WordBuffer
 from kbsync.identity import ChunkIdentity
 from kbsync.model import Boundary, Chunk
 from kbsync.normalize import IntArray, join_words
@@ -41,76 +39,14 @@ from kbsync.normalize import IntArray, join_words
 __all__ = ["tttd_chunks"]
 
 
-@dataclass(slots=True)
-class _Pending:
-    """Words seen but not yet emitted, with the text they were cut from."""
-
-    source: str
-    text_starts: IntArray
-    text_ends: IntArray
-    input_starts: IntArray
-    input_ends: IntArray
-    paragraph: npt.NDArray[np.bool_]
-    sentence_end: npt.NDArray[np.bool_]
-    tokens: IntArray
-    primary: npt.NDArray[np.bool_]
-    backup: npt.NDArray[np.bool_]
-
-    def extend(self, block: WordBlock, primary_mask: np.uint64, backup_mask: np.uint64) -> None:
-        glue = ("\n\n" if block.paragraph[0] else " ") if len(self.tokens) else ""
-        shift = len(self.source) + len(glue)
-        self.source = self.source + glue + block.source if glue else block.source
-        self.text_starts = np.concatenate([self.text_starts, block.text_starts + shift])
-        self.text_ends = np.concatenate([self.text_ends, block.text_ends + shift])
-        self.input_starts = np.concatenate([self.input_starts, block.input_starts])
-        self.input_ends = np.concatenate([self.input_ends, block.input_ends])
-        self.paragraph = np.concatenate([self.paragraph, block.paragraph])
-        self.sentence_end = np.concatenate([self.sentence_end, block.sentence_end])
-        self.tokens = np.concatenate([self.tokens, block.tokens])
-        low = block.fingerprint
-        self.primary = np.concatenate([self.primary, (low & primary_mask) == 0])
-        self.backup = np.concatenate([self.backup, (low & backup_mask) == 0])
-
-    def drop(self, count: int) -> None:
-        if count >= len(self.tokens):
-            self.source = ""
-            count = len(self.tokens)
-        else:
-            cut = int(self.text_starts[count])
-            self.source = self.source[cut:]
-            self.text_starts = self.text_starts[count:] - cut
-            self.text_ends = self.text_ends[count:] - cut
-            self.input_starts = self.input_starts[count:]
-            self.input_ends = self.input_ends[count:]
-            self.paragraph = self.paragraph[count:]
-            self.sentence_end = self.sentence_end[count:]
-            self.tokens = self.tokens[count:]
-            self.primary = self.primary[count:]
-            self.backup = self.backup[count:]
-            return
-        empty_i = self.tokens[:0]
-        empty_b = self.paragraph[:0]
-        self.text_starts = self.text_ends = self.input_starts = self.input_ends = empty_i
-        self.tokens = empty_i
-        self.paragraph = self.sentence_end = self.primary = self.backup = empty_b
-
-
-def _empty() -> _Pending:
-    i = np.empty(0, dtype=np.int64)
-    b = np.empty(0, dtype=np.bool_)
-    return _Pending("", i, i, i, i, b, b, i, b, b)
-
-
 def tttd_chunks(
     blocks: Iterable[WordBlock], params: TTTDParams, identity: ChunkIdentity
 ) -> Iterator[Chunk]:
     """Chunks of the word stream ``blocks``, each emitted as soon as it is final."""
-    primary_mask = np.uint64((1 << params.primary_bits) - 1)
-    backup_mask = np.uint64((1 << params.backup_bits) - 1)
-    pending = _empty()
+    pending = WordBuffer()
     index = 0
     for block in blocks:
-        pending.extend(block, primary_mask, backup_mask)
+        pending.extend(block)
         for chunk in _cut(pending, params, identity, index, ended=False):
             index += 1
             yield chunk
@@ -118,7 +54,7 @@ def tttd_chunks(
 
 
 def _cut(
-    p: _Pending, params: TTTDParams, identity: ChunkIdentity, index: int, *, ended: bool
+    p: WordBuffer, params: TTTDParams, identity: ChunkIdentity, index: int, *, ended: bool
 ) -> Iterator[Chunk]:
     m = len(p.tokens)
     if m == 0:
@@ -126,8 +62,8 @@ def _cut(
     mn, mx = params.min_tokens, params.max_tokens
     cum = np.cumsum(p.tokens)
     total = int(cum[-1])
-    primary = np.flatnonzero(p.primary)
-    backup = np.flatnonzero(p.backup)
+    primary = np.flatnonzero((p.fingerprint & np.uint64((1 << params.primary_bits) - 1)) == 0)
+    backup = np.flatnonzero((p.fingerprint & np.uint64((1 << params.backup_bits) - 1)) == 0)
     prim_pos, prim_t = primary.tolist(), cum[primary].tolist()
     back_pos, back_t = backup.tolist(), cum[backup].tolist()
     snapper = _Snapper(p, cum, params.snap_window_words) if params.snap else None
@@ -175,7 +111,7 @@ def _cut(
 class _Snapper:
     """Finds the break to snap a raw cut to; reads only ±window words around it."""
 
-    def __init__(self, p: _Pending, cum: IntArray, window: int) -> None:
+    def __init__(self, p: WordBuffer, cum: IntArray, window: int) -> None:
         self._cum = cum
         self._window = window
         self._last = len(p.tokens) - 1
