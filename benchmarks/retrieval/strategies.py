@@ -3,10 +3,9 @@
 One command measures every configuration on both axes and prints them together.
 
 Configurations (``KBSYNC`` and ``PEERS`` below; ``--kbsync STRATEGY:key=value,...`` adds more)
-    kbsync's default as ``kbsync init`` writes it (``kbsync.engine.DEFAULT_CHUNKER``: TTTD,
-    48-192 tokens); the same with ``snap = true``; the strictly local strategy with the same
-    limits; the ``sentences`` strategy with its defaults, when ``make_params("sentences")``
-    accepts it (else it is skipped, with a note). Peers: LangChain's
+    kbsync's default as ``kbsync init`` writes it (``kbsync.engine.DEFAULT_CHUNKER``: the
+    sentences strategy, 48-192 tokens); TTTD at 48-192 tokens (the previous default), the
+    same with ``snap = true``; the strictly local strategy with the same limits. Peers: LangChain's
     ``RecursiveCharacterTextSplitter(chunk_size=2000, chunk_overlap=0)``, the same splitter
     with ``chunk_size=128`` and kbsync's token estimate as its length function, and semchunk
     at 128 tokens of the same estimate. The estimate (``EstimatingCounter`` over
@@ -178,13 +177,14 @@ def _semchunk(size: int) -> Split:
     return split
 
 
-_DEFAULT = dict(DEFAULT_CHUNKER.params)
+# TTTD as `kbsync init` wrote it before the sentences strategy became the default.
+_TTTD = {"min_tokens": 48, "max_tokens": 192, "primary_bits": 6, "backup_bits": 4}
 
 KBSYNC: tuple[KbsyncSetup, ...] = (
-    KbsyncSetup("kbsync default", DEFAULT_CHUNKER.strategy, _DEFAULT),
-    KbsyncSetup("kbsync tttd snap", "tttd", {**_DEFAULT, "snap": True}),
+    KbsyncSetup("kbsync default", DEFAULT_CHUNKER.strategy, dict(DEFAULT_CHUNKER.params)),
+    KbsyncSetup("kbsync tttd", "tttd", _TTTD),
+    KbsyncSetup("kbsync tttd snap", "tttd", {**_TTTD, "snap": True}),
     KbsyncSetup("kbsync local", "local", {"min_tokens": 48, "max_tokens": 192}),
-    KbsyncSetup("kbsync sentences", "sentences", {}),  # measured once the strategy exists
 )
 
 PEERS: tuple[PeerSetup, ...] = (
