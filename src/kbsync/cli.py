@@ -121,7 +121,7 @@ def version_info() -> dict[str, Any]:
 @app.command()
 def chunk(
     paths: Annotated[list[Path], typer.Argument(help="Files, or folders to chunk every file of.")],
-    strategy: Annotated[str, typer.Option(help="tttd, local or bytes.")] = "tttd",
+    strategy: Annotated[str, typer.Option(help="tttd, local, sentences or bytes.")] = "tttd",
     min_tokens: Annotated[int | None, typer.Option(help="Smallest chunk, in tokens.")] = None,
     max_tokens: Annotated[int | None, typer.Option(help="Largest chunk, in tokens.")] = None,
     snap: Annotated[bool, typer.Option(help="Snap cuts to paragraph or sentence breaks.")] = False,
@@ -677,6 +677,10 @@ def serve_command(
                        "has no login, so anyone who can reach it can read the knowledge base"
                        + (" and run its actions" if allow_actions else ""), err=True)
         with KnowledgeBase.open(config) as kb:
+            if kb.config.embedder.get("kind") == "local":
+                typer.echo("loading the local model (searches, here and from `kbsync "
+                           "search`, then use it at once)", err=True)
+                kb.query_vector("warm up")
             typer.echo(f"serving http://{host}:{port}/ "
                        f"({'actions allowed' if allow_actions else 'read-only'}); "
                        "Ctrl-C stops", err=True)

@@ -34,7 +34,7 @@ from kbsync.store import RecordStore
 from kbsync.store.lock import WriterLock
 from kbsync.store.postgres import AdvisoryLock, PostgresStore
 from kbsync.store.sqlite import SqliteStore
-from kbsync.sync import Chunker
+from kbsync.sync import EMBEDDER_COUNTER, Chunker
 from kbsync.vectors import VectorSink
 
 __all__ = [
@@ -65,6 +65,9 @@ CONFIG_NAME = "kbsync.toml"
 # hit with its section neighbours up to 512 tokens.
 DEFAULT_CHUNKER = Chunker("sentences", {"min_tokens": 48, "max_tokens": 192})
 DEFAULT_CONTEXT_TOKENS = 512
+# Embedders with a tokenizer of their own: `kbsync init` limits chunks in its tokens (an
+# estimate of them can put a chunk of links or code past the model's window).
+_MODEL_KINDS = ("local", "openai")
 
 
 @dataclass(frozen=True, slots=True)
@@ -345,6 +348,9 @@ def init_config(folder: str | Path, sources: Sequence[str] = (), *,
                         context_tokens=DEFAULT_CONTEXT_TOKENS)
         if embedder is not None:
             config = replace(config, embedder=dict(embedder))
+            if embedder.get("kind") in _MODEL_KINDS:  # count in the model's own tokens
+                params = {**DEFAULT_CHUNKER.params, "token_counter": EMBEDDER_COUNTER}
+                config = replace(config, chunker=replace(DEFAULT_CHUNKER, params=params))
         if store is not None:
             config = replace(config, store=store)
         _write(config)

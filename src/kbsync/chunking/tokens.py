@@ -148,4 +148,5 @@ def token_counter(name: str) -> TokenCounter:
         if not encoding and name.startswith("tiktoken-"):
             encoding = name.removeprefix("tiktoken-")
         return TiktokenCounter(encoding or "cl100k_base")
-    raise ParameterError(f"unknown token counter {name!r}: use 'estimate' or 'tiktoken'")
+    raise ParameterError(f"unknown token counter {name!r}: use 'estimate', 'tiktoken' or, in a "
+                         "knowledge base's [chunker], 'embedder' (the embedding model's own)")

@@ -151,6 +151,10 @@ class LocalEmbedder:
                 os.environ.setdefault(name, "1")
             os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
             from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as transformers_logging
+
+            # A command's output is not the place for the library's weight-loading bar.
+            transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
         except ImportError as exc:
             raise DependencyMissingError("the local embedding model", "local",
                                          "sentence-transformers", exc) from exc
