@@ -8,8 +8,9 @@ what makes a comparison fair is that only the chunks differ:
   64 texts per call, the embedder's own batch size inside each call); brute-force cosine
   over the L2-normalized rows, best first, ties in chunk order;
 * text: an SQLite FTS5 table shaped like kbsync's (``porter unicode61``, a ``heading``
-  column that peers leave empty), ranked by ``bm25``, the query normalized and reduced to
-  its words as kbsync reduces it (:func:`kbsync.store.rows.query_terms`), OR-ed;
+  column holding the document's title when one is given, as kbsync's store does), ranked
+  by ``bm25``, the query normalized and reduced to its words as kbsync reduces it
+  (:func:`kbsync.store.rows.query_terms`), OR-ed;
 * hybrid: reciprocal rank fusion (k = 60) of the vector and text top ``max(4k, 20)``;
 * context windows: each hit grown over its neighbours in the same document, after then
   before, up to a token budget (:func:`kbsync.store.rows.window_span`, the function
@@ -23,7 +24,7 @@ chunk row holds.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
 import numpy as np
@@ -107,7 +108,8 @@ class PeerIndex:
     """
 
     def __init__(self, chunks: Sequence[str], embedder: Embedder,
-                 documents: Sequence[str] | None = None) -> None:
+                 documents: Sequence[str] | None = None,
+                 titles: Mapping[str, str | None] | None = None) -> None:
         self.chunks = list(chunks)
         self.embedder = embedder
         self.documents = list(documents) if documents is not None else list(
@@ -123,8 +125,11 @@ class PeerIndex:
         self.db = sqlite3.connect(":memory:")
         self.db.execute("CREATE VIRTUAL TABLE fts USING fts5 "
                         "(text, heading, tokenize = 'porter unicode61')")
-        self.db.executemany("INSERT INTO fts (rowid, text, heading) VALUES (?, ?, '')",
-                            enumerate(self.chunks))
+        # The heading column holds the document's title, as kbsync's store fills it.
+        titles = titles or {}
+        self.db.executemany("INSERT INTO fts (rowid, text, heading) VALUES (?, ?, ?)",
+                            ((i, c, titles.get(self.documents[i]) or "")
+                             for i, c in enumerate(self.chunks)))
 
     def vector(self, query: str, k: int) -> list[int]:
         scores = self.matrix @ self.embedder.embed([normalize(query).text])[0]

@@ -86,6 +86,7 @@ from kbsync.chunking import make_params  # noqa: E402
 from kbsync.engine import DEFAULT_CHUNKER, init_config, make_embedder  # noqa: E402
 from kbsync.errors import ConfigError, KbsyncError  # noqa: E402
 from kbsync.extract.registry import extractor_for, media_type_for  # noqa: E402
+from kbsync.extract.text import first_line_title  # noqa: E402
 from kbsync.knowledge_base import KnowledgeBase  # noqa: E402
 from kbsync.normalize import normalize  # noqa: E402
 from kbsync.sync import Chunker  # noqa: E402
@@ -463,7 +464,8 @@ def peer_recall(setup: PeerSetup, embedder: CachingEmbedder, docs: Sequence[Docu
     text_of = {d.id: d.text for d in docs}
     texts = [text_of[o][s:e] for o, (s, e) in zip(owners, spans, strict=True)]
     stats = chunk_stats(texts, embedder)
-    index = PeerIndex(texts, embedder, owners)
+    index = PeerIndex(texts, embedder, owners,
+                      {d.id: first_line_title(d.text) for d in docs})  # a .txt's title
 
     def ask(q: Question, mode: str, context: int) -> list[Returned]:
         out = []

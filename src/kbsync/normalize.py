@@ -389,8 +389,17 @@ def _words_compiled(text: str, leading_space: str) -> _Words | None:
                   text[trailing:])
 
 
+# Above this many characters a whole-text scan takes the NumPy path: the kernel keeps a
+# record of about 100 bytes per word while it scans (about 40 times the text at its peak,
+# the NumPy path about 18), and the chunkers scan block by block anyway.
+_COMPILED_SCAN_LIMIT = 1 << 20
+
+
 def _scan_compiled(text: str, leading_space: str) -> WordScan | None:
-    """:func:`_scan_clean` by the compiled kernel (one fused pass); None when it has no words."""
+    """:func:`_scan_clean` by the compiled kernel (one fused pass); None when it has no words
+    or the text is too long for the kernel's working memory."""
+    if len(text) > _COMPILED_SCAN_LIMIT:
+        return None
     got = native.kernel.scan(text, 0, b"") if native.kernel is not None else None
     if got is None:
         return None

@@ -131,7 +131,7 @@ def test_search_through_a_sink_gives_the_same_results_as_the_store(kb: Knowledge
     with KnowledgeBase.open(plain_folder) as plain:
         plain.sync()
         assert plain.sink is None
-        for query in ("how to configure the server for a deployment",
+        for query in ("how a deployment is rolled back",
                       "the command line options of the tool",
                       "check the health of the service and its logs"):
             # Equal scores may come back in any order; these queries have none in the
