@@ -22,6 +22,19 @@ from tests.fixtures.web.servers import reset, serving
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "examples" / "corpus"
+CORPORA = ROOT.parent / "shared" / "corpora"
+
+
+def corpora_file(name: str) -> Path:
+    """A file of the real histories and QA set beside the repository: the test is skipped
+    when it is absent, and fails instead under ``CI=true``."""
+    path = CORPORA / name
+    if not path.is_file():
+        reason = f"{name} not found under <repo>/../shared/corpora"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return path
 
 settings.register_profile(
     "default", deadline=None, suppress_health_check=[HealthCheck.too_slow], max_examples=60

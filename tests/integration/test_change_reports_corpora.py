@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from itertools import islice
 from pathlib import Path
 
@@ -11,9 +10,8 @@ from benchmarks.change_reports import extracted, modifications
 from benchmarks.oracle import oracle_similarity
 
 from kbsync import Verdict, compare
-from tests.conftest import ROOT
+from tests.conftest import corpora_file
 
-CORPORA = ROOT.parent / "shared" / "corpora"
 EVERY = 2
 # The fastapi-docs history is mostly its 700 KB release notes, rewritten on every
 # commit: benchmarks/change_reports.py measures it whole; here it would take minutes.
@@ -21,13 +19,7 @@ LARGEST = 64_000
 
 
 def history(name: str) -> Path:
-    path = CORPORA / f"{name}-history.jsonl.gz"
-    if not path.is_file():
-        reason = f"{path.name} not found under <repo>/../shared/corpora"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return path
+    return corpora_file(f"{name}-history.jsonl.gz")
 
 
 @pytest.mark.parametrize("name", ["django-docs", "fastapi-docs-2023"])

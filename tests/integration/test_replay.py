@@ -10,31 +10,13 @@ where it fails.
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import sys
 from functools import cache
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from benchmarks import replay
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _harness() -> ModuleType:
-    """``benchmarks/replay.py``, imported by path (``benchmarks/`` is no package)."""
-    spec = importlib.util.spec_from_file_location("kbsync_replay_harness",
-                                                  ROOT / "benchmarks" / "replay.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
-replay = _harness()
+from tests.conftest import corpora_file
 
 # Commits between two syncs, per history, chosen to keep this file near three minutes on a
 # loaded two-core machine: the first sync of Django's 661 files and every read of FastAPI's
@@ -45,12 +27,7 @@ PARALLEL = ("fastapi-docs-2023-history", 10, 60)  # syncs at 0, 10, ..., 60 (the
 
 
 def _history(name: str) -> Path:
-    path: Path = replay.history_path(name)
-    if not path.exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{path.name} is missing from ../shared/corpora (required under CI)")
-        pytest.skip(f"{path.name} not found in ../shared/corpora")
-    return path
+    return corpora_file(replay.history_path(name).name)
 
 
 @cache

@@ -28,11 +28,10 @@ from kbsync.chunking.local import cut_positions
 from kbsync.chunking.stream import word_blocks
 from kbsync.chunking.tttd import tttd_chunks
 from kbsync.normalize import canonical_pieces, scan_words
-from tests.conftest import ROOT
+from tests.conftest import corpora_file
 
 T = TypeVar("T")
 KERNEL = native.kernel
-CORPORA = ROOT.parent / "shared" / "corpora"
 
 needs_kernel = pytest.mark.skipif(
     KERNEL is None and os.environ.get("CI") != "true",
@@ -176,12 +175,7 @@ def test_byte_cdc_of_text_is_the_same(text: str) -> None:
 
 
 def _history_texts(name: str, every: int, limit: int) -> Iterator[str]:
-    path = CORPORA / f"{name}-history.jsonl.gz"
-    if not path.is_file():
-        reason = f"{path.name} not found under <repo>/../shared/corpora"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
+    path = corpora_file(f"{name}-history.jsonl.gz")
     with gzip.open(path, "rt", encoding="utf-8") as lines:
         snapshot = json.loads(next(lines))
         texts = list(snapshot["files"].values())

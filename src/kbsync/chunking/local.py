@@ -65,7 +65,6 @@ __all__ = ["CutRule", "cut_positions", "local_chunks", "select_cuts", "stream_cu
 
 _SECOND_HASH = np.uint64(0xD6E8FEB86659FD93)
 _CANDIDATES_PER_WINDOW = 8.0
-_MAX = np.uint64(0xFFFFFFFFFFFFFFFF)
 _RANK_BITS = 3
 
 CutRule = Callable[[WordBuffer, bool, bool], tuple[IntArray, list[Boundary]]]
