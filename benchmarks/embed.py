@@ -102,7 +102,7 @@ def main() -> None:
         raise SystemExit(f"{HISTORY} is missing (the shared corpora)")
 
     from kbsync.embed.providers.local import LocalEmbedder
-    from kbsync.sync import by_length
+    from kbsync.sync.embedding import by_length
 
     texts = chunk_texts(args.chunks)
     embedder = LocalEmbedder()

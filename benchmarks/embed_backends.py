@@ -45,7 +45,7 @@ Vectors = npt.NDArray[np.float32]
 
 def in_sync_order(embedder: Any, texts: Sequence[str]) -> tuple[float, Vectors]:
     """Seconds and vectors of embedding ``texts`` as a sync does (token order, batches of 64)."""
-    from kbsync.sync import by_length
+    from kbsync.sync.embedding import by_length
 
     order = by_length(list(range(len(texts))), embedder.count_tokens(texts))
     out = np.empty((len(texts), embedder.dimension), dtype=np.float32)

@@ -1,3 +1,4 @@
+
 """Memory benchmark: peak resident memory of a first sync of one big text file.
 
 What is measured
@@ -80,16 +81,16 @@ def child(folder: Path, store_path: Path) -> None:
     from kbsync.extract.registry import extractor_for
     from kbsync.sources import FilesystemSource
     from kbsync.store.sqlite import SqliteStore
-    from kbsync.sync import sync_sources
+    from kbsync.sync import SyncOptions, sync_sources
 
     base = peak_rss()
     size = sum(p.stat().st_size for p in folder.iterdir())
     store = SqliteStore(store_path)
     start = time.perf_counter()
     try:
-        result = sync_sources([FilesystemSource(folder, name="big", max_bytes=size + 1)],
-                              store, HashingEmbedder(), extractor_for, DEFAULT_CHUNKER,
-                              scratch_dir=store_path.parent)
+        result = sync_sources([FilesystemSource(folder, name="big", max_bytes=size + 1)], store,
+                              HashingEmbedder(), extractor_for, DEFAULT_CHUNKER,
+                              options=SyncOptions(scratch_dir=store_path.parent))
     finally:
         store.close()
     seconds = time.perf_counter() - start

@@ -16,7 +16,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from kbsync.extract.registry import extractor_for
 from kbsync.store.postgres import PostgresStore
 from kbsync.store.sqlite import SqliteStore
-from kbsync.sync import Chunker, sync_sources
+from kbsync.sync import Chunker, SyncOptions, sync_sources
 from kbsync.testing import CountingEmbedder, MemorySource
 
 __all__ = ["BODIES", "CHUNKER", "KEYS", "EditedSource"]
@@ -51,7 +51,7 @@ class EditedSource(RuleBasedStateMachine):
     def sync(self) -> None:
         # Random bodies replace documents wholesale: apply them at once (not held).
         sync_sources([self.source], self.store, self.embedder, extractor_for, CHUNKER,
-                     allow_mass_delete=True, accept_replacements=True)
+                     options=SyncOptions(allow_mass_delete=True, accept_replacements=True))
 
     @rule(key=KEYS, body=BODIES)
     def write(self, key: str, body: bytes) -> None:

@@ -28,6 +28,7 @@ from kbsync.embed import Embedder
 from kbsync.embed.hashing import HashingEmbedder
 from kbsync.embed.tokenizer import TokenizerCounter
 from kbsync.errors import ConfigError
+from kbsync.plan import BOILERPLATE_SHARE
 from kbsync.source_kinds import SourceConfig, infer_kind, kind_for_argument, source_kind
 from kbsync.sources import Source
 from kbsync.store import RecordStore
@@ -126,7 +127,7 @@ def load_config(path: str | Path = CONFIG_NAME) -> Config:
         if len(set(names)) != len(names):
             raise ConfigError(f"{file}: two sources share a name")
         index = dict(data.get("index", {}))
-        if not 0.0 < float(index.get("boilerplate_share", 0.05)) <= 1.0:
+        if not 0.0 < float(index.get("boilerplate_share", BOILERPLATE_SHARE)) <= 1.0:
             raise ConfigError(f"{file}: [index] boilerplate_share must be in (0, 1]")
         if int(index.get("confirm_above_tokens", 0)) < 0:
             raise ConfigError(f"{file}: [index] confirm_above_tokens must be 0 or more")

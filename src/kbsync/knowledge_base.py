@@ -49,8 +49,8 @@ from kbsync.mirror import Reconciliation, reconcile
 from kbsync.mirror import erase as erase_vectors
 from kbsync.model import ChangeReport, Verdict
 from kbsync.normalize import normalize
+from kbsync.plan import BOILERPLATE_SHARE
 from kbsync.report import DocumentChange, SourceResult, SyncResult
-from kbsync.scratch import remove_stale
 from kbsync.source_kinds import source_kind
 from kbsync.store import DocumentText, Hit, RunRecord
 from kbsync.store.guard import READ_ONLY
@@ -59,16 +59,20 @@ from kbsync.store.postgres import AdvisoryLock
 from kbsync.store.sqlite import SqliteStore, carry_erasures, salvage_embeddings, swap_in
 from kbsync.sync import (
     Progress,
-    SourceReport,
+    SourceTally,
+    SyncOptions,
+    WorkQueue,
     backfill,
+    drain,
     is_key_hash,
     release_source,
+    remove_stale,
+    sync_parallel,
     sync_sources,
     tombstone,
     utc_now,
 )
 from kbsync.watch import watch
-from kbsync.workers import WorkQueue, drain, sync_parallel
 
 __all__ = [
     "SEARCH_MODES",
@@ -393,8 +397,7 @@ class KnowledgeBase:
         self._progress = progress
         return sync_sources(
             self.sources, self.store, self.embedder, self._extractor_for, self.config.chunker,
-            dry_run=True, progress=progress, sink=self.sink, scratch_dir=self._state_dir(),
-            **self._index_settings())
+            self._options(dry_run=True), progress=progress, sink=self.sink)
 
     def sync(self, *, progress: Progress | None = None, verify: bool = False,
              allow_mass_delete: bool = False, wait: bool = True,
@@ -410,7 +413,7 @@ class KnowledgeBase:
             on_wait: told once, with a message, when the sync has to wait for the lock.
             workers: share the documents among this many processes (this one and
                 ``workers - 1`` started here) and any ``kbsync worker`` serving the same
-                store, through its work queue (PostgreSQL only; see :mod:`kbsync.workers`).
+                store, through its work queue (PostgreSQL only; see :mod:`kbsync.sync.parallel`).
             accept_replacements: apply a new text that shares almost nothing with the
                 stored one at once, instead of keeping the stored version until the
                 next sync confirms it (a login wall or an error page would replace it).
@@ -427,20 +430,17 @@ class KnowledgeBase:
                               "yet: sync without --workers")
         self._progress = progress
         with self._writing(wait, on_wait):
+            options = self._options(verify=verify, allow_mass_delete=allow_mass_delete,
+                                    accept_replacements=accept_replacements)
             if workers:
                 return sync_parallel(
                     self.sources, self._queue(), self.embedder, self._extractor_for,
-                    self.config.chunker, workers=workers, spawn=self._spawn, verify=verify,
-                    allow_mass_delete=allow_mass_delete, progress=progress,
-                    scratch_dir=self._state_dir(), accept_replacements=accept_replacements,
-                    **self._index_settings())
+                    self.config.chunker, options, workers=workers, spawn=self._spawn,
+                    progress=progress)
+            options = replace(options, confirm_above_tokens=None if yes else self._confirm_above())
             return sync_sources(
                 self.sources, self.store, self.embedder, self._extractor_for, self.config.chunker,
-                verify=verify, allow_mass_delete=allow_mass_delete, progress=progress,
-                sink=self.sink, scratch_dir=self._state_dir(),
-                accept_replacements=accept_replacements,
-                confirm_above_tokens=None if yes else self._confirm_above(),
-                **self._index_settings())
+                options, progress=progress, sink=self.sink)
 
     def _confirm_above(self) -> int | None:
         """``[index] confirm_above_tokens``; 0 turns the question off."""
@@ -512,11 +512,13 @@ class KnowledgeBase:
         return extractor_for(media_type, strict_decoding=bool(
             self.config.index.get("strict_decoding", False)))
 
-    def _index_settings(self) -> dict[str, Any]:
-        """The ``[index]`` table as the orchestrator's boilerplate arguments."""
+    def _options(self, **given: Any) -> SyncOptions:
+        """How a sync runs: ``given``, and the ``[index]`` table's boilerplate settings."""
         index = self.config.index
-        return {"boilerplate_share": float(index.get("boilerplate_share", 0.05)),
-                "index_boilerplate": bool(index.get("index_boilerplate", False))}
+        return SyncOptions(boilerplate_share=float(index.get("boilerplate_share",
+                                                             BOILERPLATE_SHARE)),
+                           index_boilerplate=bool(index.get("index_boilerplate", False)),
+                           scratch_dir=self._state_dir(), **given)
 
     def watch(self, *, interval: float = 86_400.0, full_every: float = 30 * 86_400.0,
               stop: threading.Event | None = None,
@@ -682,7 +684,7 @@ class KnowledgeBase:
                         "[index] confirm_above_tokens: `kbsync sync --yes` embeds them",)
             embedded = 0
             for source in sources:
-                out = SourceReport(source=source)
+                out = SourceTally(source=source)
                 backfill(source, self.store, self.embedder, out)
                 embedded += out.embeddings_backfill
         except StoreError as exc:
@@ -800,8 +802,7 @@ class KnowledgeBase:
                 self.store = new
                 result = sync_sources(
                     self.sources, new, self.embedder, extractor_for, self.config.chunker,
-                    allow_mass_delete=True, progress=progress, sink=self.sink,
-                    scratch_dir=self._state_dir(), **self._index_settings())
+                    self._options(allow_mass_delete=True), progress=progress, sink=self.sink)
                 if not all(s.listing_complete for s in result.sources):
                     raise StoreError(f"{live}: a source could not be listed in full, so the "
                                      "rebuilt store would miss documents; the old store is "

@@ -16,6 +16,7 @@ from enum import StrEnum
 from kbsync.model import SourceStat, Validators
 
 __all__ = [
+    "BOILERPLATE_SHARE",
     "Action",
     "ChunkDraft",
     "ChunkOps",
@@ -300,6 +301,10 @@ def mass_deletion(stored: int, deletions: int) -> bool:
     unmounted disk, a site down) than a real change.
     """
     return deletions > 0 and 2 * deletions > stored
+
+
+BOILERPLATE_SHARE = 0.05
+"""The default share of a host's documents past which a chunk is boilerplate."""
 
 
 def boilerplate(

@@ -27,7 +27,7 @@ from kbsync.extract.registry import extractor_for
 from kbsync.model import ChangeReport
 from kbsync.sources import FilesystemSource
 from kbsync.store.sqlite import SqliteStore
-from kbsync.sync import sync_sources
+from kbsync.sync import SyncOptions, sync_sources
 
 FACTOR = 6
 COMPARE_FACTOR = 30
@@ -62,7 +62,7 @@ def test_syncing_a_big_text_file_allocates_a_small_multiple_of_its_size(tmp_path
         try:
             result = sync_sources([FilesystemSource(folder, name="docs", max_bytes=2 * size)],
                                   store, HashingEmbedder(), extractor_for, DEFAULT_CHUNKER,
-                                  scratch_dir=tmp_path)
+                                  options=SyncOptions(scratch_dir=tmp_path))
             peak = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()
@@ -124,16 +124,16 @@ def _synced_big_file(tmp_path: Path, size: int) -> tuple[Path, FilesystemSource,
     source = FilesystemSource(folder, name="docs", max_bytes=4_000_000)
     store = SqliteStore(tmp_path / "kb.db")
     sync_sources([source], store, HashingEmbedder(), extractor_for, DEFAULT_CHUNKER,
-                 scratch_dir=tmp_path)
+                 options=SyncOptions(scratch_dir=tmp_path))
     return path, source, store
 
 
 def test_a_sync_compares_a_very_long_edit_with_the_stored_text_read_in_pieces(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import kbsync.store.sqlite as sqlite_store
-    import kbsync.sync
+    import kbsync.sync.replacements
 
-    monkeypatch.setattr(kbsync.sync, "WORD_REGIONS_LIMIT", 500_000)
+    monkeypatch.setattr(kbsync.sync.replacements, "WORD_REGIONS_LIMIT", 500_000)
     monkeypatch.setattr(sqlite_store, "BIG_TEXT", 200_000)  # stored through blob I/O
     path, source, store = _synced_big_file(tmp_path, 1_200_000)
     try:
@@ -141,8 +141,8 @@ def test_a_sync_compares_a_very_long_edit_with_the_stored_text_read_in_pieces(
         text = path.read_text(encoding="utf-8")
         path.write_text(text[:600_000] + " A sentence inserted. " + text[600_000:],
                         encoding="utf-8")
-        report = sync_sources([source], store, HashingEmbedder(), extractor_for,
-                              DEFAULT_CHUNKER, scratch_dir=tmp_path)
+        report = sync_sources([source], store, HashingEmbedder(), extractor_for, DEFAULT_CHUNKER,
+                              options=SyncOptions(scratch_dir=tmp_path))
     finally:
         store.close()
     (change,) = [c.change for c in report.sources[0].changes if c.key == "big.txt"]
@@ -189,7 +189,8 @@ def test_sqlite_never_holds_a_big_document_text_in_one_block(tmp_path: Path) -> 
         if largest is None:
             pytest.skip("the SQLite library Python uses cannot be reached with ctypes here")
         sync_sources([FilesystemSource(folder, name="docs", max_bytes=4_000_000)], store,
-                     HashingEmbedder(), extractor_for, DEFAULT_CHUNKER, scratch_dir=tmp_path)
+                     HashingEmbedder(), extractor_for, DEFAULT_CHUNKER,
+                     options=SyncOptions(scratch_dir=tmp_path))
         block = largest()
         assert store.status().documents == 1
     finally:
@@ -210,8 +211,8 @@ def test_an_edit_of_a_big_text_never_makes_sqlite_hold_both_versions_at_once(
         largest = _sqlite_largest_allocation()
         if largest is None:
             pytest.skip("the SQLite library Python uses cannot be reached with ctypes here")
-        report = sync_sources([source], store, HashingEmbedder(), extractor_for,
-                              DEFAULT_CHUNKER, scratch_dir=tmp_path)
+        report = sync_sources([source], store, HashingEmbedder(), extractor_for, DEFAULT_CHUNKER,
+                              options=SyncOptions(scratch_dir=tmp_path))
         block = largest()
         doc = store.document("big.txt")
         assert report.total("modified") == 1
@@ -271,7 +272,7 @@ def test_a_big_text_written_in_pieces_reads_back_as_the_one_written_whole(
                 (folder / "big.txt").write_text(version, encoding="utf-8")
                 sync_sources([FilesystemSource(folder, name="docs", max_bytes=10**8)], store,
                              HashingEmbedder(), extractor_for, DEFAULT_CHUNKER,
-                             scratch_dir=tmp_path, accept_replacements=True)
+                             options=SyncOptions(scratch_dir=tmp_path, accept_replacements=True))
             doc = store.document("big.txt")
             assert doc is not None
             assert doc.generation == 2
@@ -307,7 +308,7 @@ def test_a_context_window_of_a_long_document_copies_only_its_slice(tmp_path: Pat
     store = SqliteStore(tmp_path / "kb.db")
     try:
         sync_sources([FilesystemSource(folder, name="docs")], store, HashingEmbedder(),
-                     extractor_for, DEFAULT_CHUNKER, scratch_dir=tmp_path)
+                     extractor_for, DEFAULT_CHUNKER, options=SyncOptions(scratch_dir=tmp_path))
         hit = store.search_text("lighthouse", 1)[0]
         tracemalloc.start()
         try:

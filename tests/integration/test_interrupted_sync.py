@@ -23,7 +23,8 @@ from kbsync.engine import DEFAULT_CHUNKER
 from kbsync.extract.registry import extractor_for
 from kbsync.sources import FilesystemSource
 from kbsync.store.sqlite import SqliteStore
-from kbsync.sync import EMBED_BATCH, sync_sources
+from kbsync.sync import SyncOptions, sync_sources
+from kbsync.sync.embedding import EMBED_BATCH
 from kbsync.testing import CountingEmbedder
 from tests.conftest import CORPUS
 
@@ -37,7 +38,7 @@ CHILD = textwrap.dedent("""
     from kbsync.extract.registry import extractor_for
     from kbsync.sources import FilesystemSource
     from kbsync.store.sqlite import SqliteStore
-    from kbsync.sync import sync_sources
+    from kbsync.sync import SyncOptions, sync_sources
     from kbsync.testing import CountingEmbedder
 
     corpus, store_path, progress, stall_at = sys.argv[1:5]
@@ -56,7 +57,7 @@ CHILD = textwrap.dedent("""
 
     store = SqliteStore(Path(store_path))
     sync_sources([FilesystemSource(corpus, name="docs")], store, Signalling(32),
-                 extractor_for, DEFAULT_CHUNKER, scratch_dir=Path(store_path).parent)
+                 extractor_for, DEFAULT_CHUNKER, SyncOptions(scratch_dir=Path(store_path).parent))
 """)
 
 
@@ -105,7 +106,8 @@ def test_an_interrupted_sync_keeps_its_embeddings_and_the_resume_embeds_only_the
             assert runs == []  # nothing could be recorded; the embeddings are there all the same
         embedder = CountingEmbedder(32)
         resumed = sync_sources([FilesystemSource(CORPUS, name="docs")], store, embedder,
-                               extractor_for, DEFAULT_CHUNKER, scratch_dir=tmp_path)
+                               extractor_for, DEFAULT_CHUNKER,
+                               options=SyncOptions(scratch_dir=tmp_path))
         source = resumed.sources[0]
         assert source.embeddings_computed == embedder.texts == source.embeddings_to_compute
         assert source.embeddings_reused == kept

@@ -17,7 +17,7 @@ from kbsync.knowledge_base import KnowledgeBase
 from kbsync.plan import Action
 from kbsync.store.postgres import PostgresStore
 from kbsync.store.sqlite import SqliteStore
-from kbsync.sync import Chunker, sync_sources
+from kbsync.sync import Chunker, SyncOptions, sync_sources
 from kbsync.testing import CountingEmbedder, MemorySource
 from tests.conftest import CORPUS, Backend
 
@@ -468,7 +468,8 @@ def test_a_no_op_sync_does_not_query_every_chunk_for_its_vector_but_verify_does(
             db.execute("DELETE FROM embeddings WHERE rowid IN (SELECT rowid FROM embeddings "
                        "LIMIT 2)")
         db.close()
-        checked = sync_sources([source], store, embedder, extractor_for, chunker, verify=True)
+        checked = sync_sources([source], store, embedder, extractor_for, chunker,
+                               options=SyncOptions(verify=True))
         assert checked.sources[0].embeddings_backfill == 2
         assert store.verify(embedder.identity, None) == []
         store.asked = 0
@@ -509,5 +510,5 @@ def test_boilerplate_shared_by_many_documents_is_neither_embedded_nor_searched(
     assert not any(h.digest in shared for h in store.search_text("zorblax clause", 50))
     assert store.verify(embedder.identity, None) == []
     kept = sync_sources([source], store, CountingEmbedder(), extractor_for, chunker,
-                        index_boilerplate=True)
+                        options=SyncOptions(index_boilerplate=True))
     assert kept.sources[0].documents["unchanged"] == 12

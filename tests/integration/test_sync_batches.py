@@ -11,7 +11,7 @@ from kbsync.embed import Vectors
 from kbsync.extract.registry import extractor_for
 from kbsync.report import SyncResult
 from kbsync.store.sqlite import SqliteStore
-from kbsync.sync import BatchLimits, Chunker, sync_sources
+from kbsync.sync import BatchLimits, Chunker, SyncOptions, sync_sources
 from kbsync.testing import CountingEmbedder, MemorySource
 from tests.reliability.harness import dump
 
@@ -54,7 +54,7 @@ def _comparable(result: SyncResult) -> dict[str, Any]:
 def _sync(source: MemorySource, store: SqliteStore, limits: BatchLimits,
           *, dry_run: bool = False) -> SyncResult:
     return sync_sources([source], store, CountingEmbedder(), extractor_for, CHUNKER,
-                        dry_run=dry_run, batch=limits)
+                        options=SyncOptions(dry_run=dry_run, batch=limits))
 
 
 def test_a_sync_in_tiny_batches_gives_the_store_and_report_of_one_batch(tmp_path: Path) -> None:
@@ -111,7 +111,7 @@ def test_each_batch_is_embedded_and_applied_before_the_next_is_planned(tmp_path:
     ticks: dict[str, list[tuple[int, int]]] = {}
     try:
         report = sync_sources([MemorySource(docs)], store, embedder, extractor_for, CHUNKER,
-                              batch=BatchLimits(documents=3),
+                              options=SyncOptions(batch=BatchLimits(documents=3)),
                               progress=lambda stage, done, total:
                               ticks.setdefault(stage, []).append((done, total)))
     finally:

@@ -20,7 +20,7 @@ from kbsync.embed import Vectors
 from kbsync.extract.registry import extractor_for
 from kbsync.sources import FilesystemSource
 from kbsync.store.sqlite import SqliteStore
-from kbsync.sync import BatchLimits, Chunker, sync_sources
+from kbsync.sync import BatchLimits, Chunker, SyncOptions, sync_sources
 from kbsync.testing import CountingEmbedder
 
 CHUNKER = Chunker("tttd", {"min_tokens": 16, "max_tokens": 64})
@@ -59,8 +59,8 @@ def _peaks(tmp_path: Path, count: int) -> tuple[int, int]:
         for _ in range(2):
             tracemalloc.start()
             sync_sources([FilesystemSource(root, name="docs")], store, _UncachedEmbedder(),
-                         extractor_for, CHUNKER, batch=BatchLimits(documents=64),
-                         scratch_dir=tmp_path)
+                         extractor_for, CHUNKER,
+                         options=SyncOptions(batch=BatchLimits(documents=64), scratch_dir=tmp_path))
             peaks.append(tracemalloc.get_traced_memory()[1])
             tracemalloc.stop()
     finally:
@@ -70,9 +70,9 @@ def _peaks(tmp_path: Path, count: int) -> tuple[int, int]:
 
 def test_a_sync_holds_no_whole_corpus_state_in_memory(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("kbsync.sync._MANIFEST_PAGE", 50)
-    monkeypatch.setattr("kbsync.scratch._PAGE", 50)
-    monkeypatch.setattr("kbsync.sync.REPORT_LIMIT", 50)
+    monkeypatch.setattr("kbsync.sync.listing._MANIFEST_PAGE", 50)
+    monkeypatch.setattr("kbsync.sync.scratch._PAGE", 50)
+    monkeypatch.setattr("kbsync.sync.tally.REPORT_LIMIT", 50)
     small, large = 200, 2000
     _peaks(tmp_path, 20)  # what is loaded once (extractors, chunker tables) is not counted
     first_small, noop_small = _peaks(tmp_path, small)
@@ -83,12 +83,12 @@ def test_a_sync_holds_no_whole_corpus_state_in_memory(
 
 def test_a_report_names_the_first_changes_and_counts_every_one(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("kbsync.sync.REPORT_LIMIT", 3)
+    monkeypatch.setattr("kbsync.sync.tally.REPORT_LIMIT", 3)
     root = _folder(tmp_path / "docs", 7)
     store = SqliteStore(tmp_path / "kb.db")
     try:
         result = sync_sources([FilesystemSource(root, name="docs")], store, CountingEmbedder(),
-                              extractor_for, CHUNKER, scratch_dir=tmp_path)
+                              extractor_for, CHUNKER, options=SyncOptions(scratch_dir=tmp_path))
         [recorded] = store.runs()
     finally:
         store.close()

@@ -27,7 +27,7 @@ from kbsync.identity import IDENTITY_SCHEMA_VERSION, canonical_bytes, vector_id
 from kbsync.mirror import expected_points, reconcile
 from kbsync.store.postgres import PostgresStore
 from kbsync.store.sqlite import SqliteStore
-from kbsync.sync import Chunker, sync_sources
+from kbsync.sync import Chunker, SyncOptions, sync_sources
 from kbsync.testing import CountingEmbedder, MemorySink, MemorySource
 from kbsync.vectors import Payload, SinkHit, SinkPoint, VectorPoint, VectorSink
 from tests.conftest import CORPUS
@@ -242,7 +242,7 @@ class _Setup:
         rows, points = self.store.total_changes, self.sink.writes
         # These tests rewrite documents entirely: apply such texts at once (not held).
         sync_sources([self.source], self.store, self.embedder, extractor_for, CHUNKER,
-                     sink=self.sink, accept_replacements=True)
+                     options=SyncOptions(accept_replacements=True), sink=self.sink)
         return self.store.total_changes - rows - 1, self.sink.writes - points
 
     def mirrored(self) -> bool:

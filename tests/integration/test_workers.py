@@ -21,8 +21,8 @@ from kbsync.extract.registry import extractor_for
 from kbsync.knowledge_base import KnowledgeBase
 from kbsync.model import SourceItem
 from kbsync.store.postgres import PostgresStore
-from kbsync.sync import derivation
-from kbsync.workers import _item_json
+from kbsync.sync.observe import derivation
+from kbsync.sync.parallel import _item_json
 from tests.conftest import Backend
 
 DOCUMENTS = int(os.environ.get("KBSYNC_TEST_WORKER_DOCUMENTS", "2000"))

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from kbsync import scratch as scratch_module
 from kbsync.errors import StoreError
 from kbsync.knowledge_base import KnowledgeBase
-from kbsync.scratch import Scratch, remove_stale
+from kbsync.sync import scratch as scratch_module
+from kbsync.sync.scratch import Scratch, remove_stale
 from tests.reliability.harness import make_kb, text_of
 
 

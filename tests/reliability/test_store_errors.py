@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from kbsync.errors import StoreError
-from kbsync.scratch import Scratch
 from kbsync.store.sqlite import SqliteStore
+from kbsync.sync.scratch import Scratch
 
 CALLS: dict[str, Callable[[Any], object]] = {
     "status": lambda s: s.status(),

@@ -14,7 +14,7 @@ from hypothesis.stateful import rule
 
 from kbsync.extract.registry import extractor_for
 from kbsync.store.sqlite import SqliteStore
-from kbsync.sync import sync_sources
+from kbsync.sync import SyncOptions, sync_sources
 from tests.reliability.harness import crash_in_child, killed
 from tests.store_machine import BODIES, CHUNKER, KEYS, EditedSource
 
@@ -47,7 +47,7 @@ class CrashingStore(EditedSource):
         def doomed() -> None:
             store = SqliteStore(self.path)
             sync_sources([self.source], store, self.embedder, extractor_for, CHUNKER,
-                         allow_mass_delete=True, accept_replacements=True)
+                         options=SyncOptions(allow_mass_delete=True, accept_replacements=True))
 
         status = crash_in_child(doomed, crash_at=at)
         assert killed(status) or status == 0  # 0: the sync had fewer write steps

@@ -18,8 +18,8 @@ from kbsync.plan import (
     Unchanged,
     boilerplate,
 )
-from kbsync.scratch import Scratch
-from kbsync.sync import unchanged_observation
+from kbsync.sync.observe import unchanged_observation
+from kbsync.sync.scratch import Scratch
 
 
 def _stored(key: str, text: str = "t") -> StoredDocument:

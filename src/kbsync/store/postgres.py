@@ -20,7 +20,7 @@ index: it is derived from the text in the same row, so it cannot drift from it
 
 The schema version lives in ``meta``; a newer one than this code knows is
 refused before anything is written. The work queue of parallel workers
-(:mod:`kbsync.workers`) lives here too: a claim is a row lock taken with
+(:mod:`kbsync.sync.parallel`) lives here too: a claim is a row lock taken with
 ``FOR UPDATE SKIP LOCKED`` in the transaction that also applies the document,
 so a worker that dies releases its claim and leaves nothing half-written.
 """

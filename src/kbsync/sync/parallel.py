@@ -18,7 +18,7 @@ being boilerplate). Workers skip the boilerplate the store knew when the run
 began, so on a first sync boilerplate chunks are embedded once; later syncs
 skip them as a single process does.
 
-This module is the parallel half of :mod:`kbsync.sync` and shares its steps.
+This is the parallel driver of :mod:`kbsync.sync`; it runs the steps the single one does.
 """
 
 from __future__ import annotations
@@ -34,17 +34,13 @@ from typing import Any, Protocol, runtime_checkable
 from kbsync.embed import Embedder
 from kbsync.errors import ConfigError
 from kbsync.model import (
-    ChangeReport,
     ItemError,
-    Region,
     SourceItem,
     SourceStat,
     Validators,
-    Verdict,
 )
 from kbsync.plan import (
     Action,
-    DocumentPlan,
     DocumentVersion,
     Failed,
     Observation,
@@ -52,38 +48,27 @@ from kbsync.plan import (
     plan,
 )
 from kbsync.report import SyncResult
-from kbsync.scratch import Scratch
 from kbsync.sources import Source
 from kbsync.store import RecordStore
-from kbsync.sync import (
-    REPORT_LIMIT,
-    Chunker,
+from kbsync.sync.apply import apply_plan, count_plan, delete_documents, refuse_mass_deletion
+from kbsync.sync.chunker import Chunker
+from kbsync.sync.embedding import backfill, embed_plan, refuse_dimension_change
+from kbsync.sync.listing import list_source
+from kbsync.sync.observe import (
     Derive,
     ExtractorFor,
-    Progress,
-    RemovedSource,
-    SourceReport,
-    SyncReport,
-    apply_plan,
-    backfill,
-    compare_stored,
-    count_plan,
     count_unchanged,
     derivation,
     deriver,
-    embed_plan,
-    forget_held,
-    forget_released,
-    keep_removed,
-    list_source,
     observe,
-    refuse_dimension_change,
-    removed_sources,
-    route_replacement,
     stat_gate_passes,
     unchanged_observation,
-    utc_now,
 )
+from kbsync.sync.options import BatchLimits, SyncOptions
+from kbsync.sync.removed import RemovedSource, forget_released, keep_removed, removed_sources
+from kbsync.sync.replacements import compare_stored, forget_held, route_replacement
+from kbsync.sync.scratch import Scratch
+from kbsync.sync.tally import Progress, SourceTally, SyncReport, utc_now
 
 __all__ = ["ClaimedDocument", "WorkQueue", "drain", "sync_parallel"]
 
@@ -145,42 +130,45 @@ def sync_parallel(
     embedder: Embedder,
     extractor_for: ExtractorFor,
     chunker: Chunker,
+    options: SyncOptions | None = None,
     *,
     workers: int = 1,
     spawn: Spawn | None = None,
-    verify: bool = False,
-    allow_mass_delete: bool = False,
     progress: Progress | None = None,
-    boilerplate_share: float = 0.05,
-    index_boilerplate: bool = False,
-    scratch_dir: Path | None = None,
-    accept_replacements: bool = False,
 ) -> SyncResult:
     """A sync whose per-document work is shared by ``workers`` processes (this one included).
 
     ``spawn`` starts the other ``workers - 1`` processes; without it, or with
-    one worker, this process does all the work through the same queue. The
-    listing waits in a scratch file in ``scratch_dir`` (as in :func:`sync_sources`).
-    A collapsed text is held as :func:`sync_sources` holds it, unless ``accept_replacements``.
+    one worker, this process does all the work through the same queue. ``options``
+    are those of :func:`~kbsync.sync.single.sync_sources`, but for ``dry_run`` (a plan
+    runs in one process), ``batch`` (each document is its own transaction) and
+    ``confirm_above_tokens`` (workers embed as they go), which it refuses.
     """
+    options = options or SyncOptions()
+    if options.dry_run or options.confirm_above_tokens is not None \
+            or options.batch != BatchLimits():
+        raise ConfigError("a parallel sync takes no dry_run, confirm_above_tokens or batch: "
+                          "plan and confirm in one process")
+    allow_mass_delete = options.allow_mass_delete
     refuse_dimension_change(store, embedder)
     store.prepare_vectors(embedder.dimension)
     report = SyncReport(dry_run=False, started=utc_now(), embedder=embedder.identity)
     run = f"{report.started}/{uuid.uuid4().hex[:12]}"
     removed, released = removed_sources(store, sources, allow_mass_delete)
-    kept = [SourceReport(source=s.name) for s in removed if s.name not in released]
+    kept = [SourceTally(source=s.name) for s in removed if s.name not in released]
     for out in kept:
         keep_removed(out.source, out)
     everything: list[Source] = [*sources, *(s for s in removed if s.name in released)]
     listed: dict[str, _Listed] = {}
     started = time.perf_counter()
     for source in everything:
-        out = SourceReport(source=source.name)
+        out = SourceTally(source=source.name)
         report.sources.append(out)
         if isinstance(source, RemovedSource):
             out.warnings.append("no longer configured: its documents are deleted")
         listed[source.name] = _enqueue(run, source, store, embedder, extractor_for, chunker,
-                                      verify, out, scratch_dir, accept_replacements)
+                                      options.verify, out, options.scratch_dir,
+                                      options.accept_replacements)
     report.seconds["list"] = time.perf_counter() - started
     started = time.perf_counter()
     total = store.pending(run)
@@ -209,13 +197,14 @@ def sync_parallel(
         _collect(run, source.name, store, out)
         _delete_vanished(run, source.name, store, embedder, out, listed[source.name].stored,
                          allow_mass_delete or isinstance(source, RemovedSource))
-        if index_boilerplate:
+        if options.index_boilerplate:
             shared: frozenset[str] = frozenset()
         elif listed[source.name].changed:
-            shared = _boilerplate(store, source.name, boilerplate_share, scratch_dir)
+            shared = _boilerplate(store, source.name, options.boilerplate_share,
+                                  options.scratch_dir)
         else:  # nothing read or gone: the digests, and so the boilerplate, are as they were
             shared = store.boilerplate(source.name)
-        out.boilerplate = len(shared)
+        out.boilerplate_chunks = len(shared)
         store.set_boilerplate(source.name, shared)
         backfill(source.name, store, embedder, out)
     store.end_run(run)
@@ -245,7 +234,7 @@ def _overall(store: WorkQueue, run: str, total: int,
 
 def _enqueue(run: str, source: Source, store: WorkQueue, embedder: Embedder,
              extractor_for: ExtractorFor, chunker: Chunker, verify: bool,
-             out: SourceReport, scratch_dir: Path | None,
+             out: SourceTally, scratch_dir: Path | None,
              accept_replacements: bool = False) -> _Listed:
     """List one source, settle what the stat gate passes and queue the rest.
 
@@ -308,7 +297,7 @@ def _gate(item: SourceItem, old: StoredDocument | None, derive: Derive,
 
 
 def _settle(source: str, settled: Sequence[tuple[Observation, StoredDocument | None]],
-            store: WorkQueue, embedder: Embedder, out: SourceReport) -> None:
+            store: WorkQueue, embedder: Embedder, out: SourceTally) -> None:
     """Apply gate-1 results (unchanged, refreshed validators) and listing failures here."""
     the_plan = plan(source, {old.key: old for _, old in settled if old is not None},
                     [o.key for o, _ in settled], [o for o, _ in settled], listing_complete=False)
@@ -360,7 +349,7 @@ def _process(job: ClaimedDocument, source: Source, store: WorkQueue, embedder: E
             or job.item["embedder"] != embedder.identity:
         raise ConfigError("this worker's chunker, extractors or embedder differ from those of "
                           "the sync it serves: use the same kbsync.toml and kbsync version")
-    out = SourceReport(source=job.source)
+    out = SourceTally(source=job.source)
     old = store.stored(job.source, job.key)
     observation = observe(source, item, old, extractor, made_with, chunker, out)
     change = compare_stored(store, job.source, observation, old, skip)
@@ -384,68 +373,29 @@ def _process(job: ClaimedDocument, source: Source, store: WorkQueue, embedder: E
     count_plan(out, the_plan.documents)
     tokens = {c.digest: c.tokens for c in observation.chunks} \
         if isinstance(observation, DocumentVersion) else {}
-    out.embed_tokens = sum(tokens[d] for d in the_plan.to_embed)
+    out.embedding_tokens = sum(tokens[d] for d in the_plan.to_embed)
     vectors, failed = embed_plan(the_plan, embedder, out, None, cache=store, keep=False)
     apply_plan(the_plan, vectors, failed, store, embedder, out, None)
-    edited = change is not None and any(d.action is Action.MODIFIED for d in the_plan.documents)
-    return {
-        "change": _change_json(job.key, change) if edited and change is not None else None,
-        "documents": dict(out.documents), "chunks": dict(out.chunks),
-        "bytes_read": out.bytes_read, "embeddings_computed": out.embeddings_computed,
-        "embeddings_reused": out.embeddings_reused, "embed_tokens": out.embed_tokens,
-        "embeddings_truncated": out.embeddings_truncated, "failures": out.failures,
-        "warnings": out.warnings, "actions": out.actions,
-    }
+    if change is not None and any(d.action is Action.MODIFIED for d in the_plan.documents):
+        out.note_change(job.key, change)
+    return out.to_dict()
 
 
-def _collect(run: str, source: str, store: WorkQueue, out: SourceReport) -> None:
-    """Add the workers' results of one source to its report."""
+def _collect(run: str, source: str, store: WorkQueue, out: SourceTally) -> None:
+    """Add the workers' tallies of one source to its own."""
     for _, result in store.results(run, source):
-        out.documents.update(result["documents"])
-        out.chunks.update(result["chunks"])
-        out.bytes_read += result["bytes_read"]
-        out.embeddings_computed += result["embeddings_computed"]
-        out.embeddings_reused += result["embeddings_reused"]
-        out.embed_tokens += result["embed_tokens"]
-        out.embeddings_truncated += result["embeddings_truncated"]
-        out.failures.extend((k, m) for k, m in result["failures"])
-        out.warnings.extend(result["warnings"])
-        out.actions.extend((k, a, origin) for k, a, origin in result["actions"])
-        change = result.get("change")
-        if change is not None and len(out.changes) < REPORT_LIMIT:
-            out.changes[change["key"]] = _change_of(change)
-
-
-def _change_json(key: str, change: ChangeReport) -> dict[str, Any]:
-    """What a worker sends of a document's change report: what the run's report shows."""
-    return {"key": key, "verdict": str(change.verdict),
-            "similarity": change.similarity,
-            "regions": [(r.offset, r.length) for r in change.regions],
-            "removed_regions": [(r.offset, r.length) for r in change.removed_regions]}
-
-
-def _change_of(sent: Mapping[str, Any]) -> ChangeReport:
-    """The change report a worker sent, without the byte chunks it was computed from."""
-    return ChangeReport(changed=True, similarity=sent["similarity"], added=(), removed=(),
-                        kept=0, moved=0, regions=tuple(Region(o, n) for o, n in sent["regions"]),
-                        verdict=Verdict(sent["verdict"]),
-                        removed_regions=tuple(Region(o, n) for o, n in sent["removed_regions"]))
+        out.merge(SourceTally.from_dict(result))
 
 
 def _delete_vanished(run: str, source: str, store: WorkQueue, embedder: Embedder,
-                     out: SourceReport, stored: int, allow_mass_delete: bool) -> None:
-    """Delete what vanished and moved nowhere, unless that is more than half of the source."""
+                     out: SourceTally, stored: int, allow_mass_delete: bool) -> None:
+    """Delete what vanished and no worker took as a move's origin, unless that needs consent."""
     gone = store.vanished(run, source)
-    if gone and not allow_mass_delete and 2 * len(gone) > stored:
-        out.deletions_blocked = True
-        out.failures.append(("", "more than half of this source's documents would be deleted; "
-                                 "nothing was deleted (use --allow-mass-delete)"))
-        return
-    now = utc_now()
-    for key in gone:
-        store.apply(source, DocumentPlan(key, Action.DELETED), {}, embedder.identity, now)
-        out.documents[str(Action.DELETED)] += 1
-        out.actions.append((key, str(Action.DELETED), None))
+    if not refuse_mass_deletion(out, stored, len(gone), allow_mass_delete):
+        for start in range(0, len(gone), _PAGE):
+            page = (store.stored(source, key) for key in gone[start : start + _PAGE])
+            delete_documents(store, source, [d for d in page if d is not None], embedder, out)
+
 
 
 def _item_json(item: SourceItem, derivation: str, embedder: str,

@@ -1,0 +1,50 @@
+"""The sync: bring a store in step with its sources, doing the least work that is correct.
+
+Two drivers run the same steps: :func:`sync_sources` in one process
+(:mod:`kbsync.sync.single`), :func:`sync_parallel` with workers sharing a PostgreSQL
+store (:mod:`kbsync.sync.parallel`). The steps, each in the module named for it, see
+only protocols (Source, Extractor, RecordStore, Embedder, VectorSink) and the pure
+core, so every part can be replaced by a fake from :mod:`kbsync.testing`:
+
+- :mod:`~kbsync.sync.listing`: list a source beside the store's manifest of it;
+- :mod:`~kbsync.sync.observe`: the stat gate, then read, extract, hash and chunk;
+- :mod:`~kbsync.sync.replacements`: compare a changed text with the stored one, hold a
+  collapsed one;
+- :mod:`~kbsync.sync.embedding`: embed a plan's cache misses, backfill;
+- :mod:`~kbsync.sync.apply`: write a plan, count it, delete what vanished;
+- :mod:`~kbsync.sync.removed`, :mod:`~kbsync.sync.erasures`: sources no longer
+  configured, keys ``kbsync erase`` covers;
+- :mod:`~kbsync.sync.tally`: what a run did, as it goes;
+- :mod:`~kbsync.sync.scratch`: what a source's documents wait in between steps.
+"""
+
+from kbsync.sync.chunker import EMBEDDER_COUNTER, Chunker
+from kbsync.sync.embedding import backfill
+from kbsync.sync.erasures import is_key_hash, tombstone
+from kbsync.sync.options import BatchLimits, SyncOptions
+from kbsync.sync.parallel import ClaimedDocument, WorkQueue, drain, sync_parallel
+from kbsync.sync.removed import release_source
+from kbsync.sync.scratch import remove_stale
+from kbsync.sync.single import sync_sources
+from kbsync.sync.tally import Progress, SourceTally, SyncReport, utc_now
+
+__all__ = [
+    "EMBEDDER_COUNTER",
+    "BatchLimits",
+    "Chunker",
+    "ClaimedDocument",
+    "Progress",
+    "SourceTally",
+    "SyncOptions",
+    "SyncReport",
+    "WorkQueue",
+    "backfill",
+    "drain",
+    "is_key_hash",
+    "release_source",
+    "remove_stale",
+    "sync_parallel",
+    "sync_sources",
+    "tombstone",
+    "utc_now",
+]

@@ -1,0 +1,113 @@
+"""Apply a plan: write its documents (moves first, deletions last) and count what it did."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Collection, Mapping
+
+import numpy as np
+import numpy.typing as npt
+
+from kbsync.embed import Embedder
+from kbsync.errors import VectorStoreError
+from kbsync.mirror import write_document
+from kbsync.plan import Action, DocumentPlan, Plan, StoredDocument, mass_deletion, plan
+from kbsync.store import RecordStore
+from kbsync.sync.tally import Progress, SourceTally, utc_now
+from kbsync.vectors import VectorSink
+
+__all__ = ["MASS_DELETION", "apply_plan", "count_plan", "delete_documents", "refuse_mass_deletion"]
+
+
+MASS_DELETION = ("more than half of this source's documents would be deleted; nothing was "
+                 "deleted (use --allow-mass-delete)")
+"""The failure of a source whose deletions wait for consent (:func:`kbsync.plan.mass_deletion`)."""
+
+
+def refuse_mass_deletion(out: SourceTally, stored: int, gone: int, allowed: bool) -> bool:
+    """Whether deleting ``gone`` of a source's ``stored`` documents waits for consent; if it
+    does, ``out`` says so and nothing of them is to be deleted."""
+    if not gone or allowed or not mass_deletion(stored, gone):
+        return False
+    out.deletions_blocked = True
+    out.failures.append(("", MASS_DELETION))
+    return True
+
+
+def delete_documents(store: RecordStore, source: str, gone: Collection[StoredDocument],
+                     embedder: Embedder, out: SourceTally, progress: Progress | None = None,
+                     sink: VectorSink | None = None, *, dry_run: bool = False) -> None:
+    """Delete the ``gone`` documents of ``source`` (vanished, moved nowhere) and count them."""
+    docs = {d.key: d for d in store.with_digests(source, gone)}
+    the_plan = plan(source, docs, [], [], allow_mass_delete=True)
+    count_plan(out, the_plan.documents)
+    if not dry_run:
+        apply_plan(the_plan, {}, set(), store, embedder, out, progress, sink)
+
+
+def count_plan(out: SourceTally, docs: Collection[DocumentPlan]) -> None:
+    """Add what a plan does to each document (its action, its chunk operations) to ``out``."""
+    for d in docs:
+        out.documents[str(d.action)] += 1
+        out.chunks["kept"] += d.ops.kept
+        out.chunks["moved"] += d.ops.moved
+        out.chunks["added"] += d.ops.added
+        out.chunks["deleted"] += d.ops.deleted
+        if d.action is Action.FAILED:
+            out.failures.append((d.key, d.message))
+        if d.action is not Action.UNCHANGED:
+            out.actions.append((d.key, str(d.action),
+                                d.previous_key if d.action is Action.MOVED else None))
+
+
+def apply_plan(
+    the_plan: Plan, vectors: Mapping[str, npt.NDArray[np.float32]], failed: set[str],
+    store: RecordStore, embedder: Embedder, out: SourceTally, progress: Progress | None,
+    sink: VectorSink | None = None, skip: frozenset[str] = frozenset(),
+) -> None:
+    """Write a plan's documents to the store (and ``sink``), moves first and deletions last.
+
+    A document whose new vectors failed keeps its previous version and counts as failed.
+    Without a sink the documents are committed together (:meth:`RecordStore.batch`);
+    with one, each is committed on its own, as the outbox protocol between the
+    records and the sink needs.
+    """
+    for doc in the_plan.documents:
+        if doc.missing:
+            store.mark_missing(the_plan.source, doc.key)
+    order = {Action.MOVED: 0, Action.DELETED: 2}
+    docs = sorted(the_plan.documents, key=lambda d: order.get(d.action, 1))
+    writable = [d for d in docs if d.writes]
+    now = utc_now()
+    in_batch = 0  # applied inside the batch: counted once it commits
+    with store.batch() if sink is None else contextlib.nullcontext():
+        for n, doc in enumerate(writable, 1):
+            if failed.intersection(doc.ops.added_digests):
+                _kept_previous(doc, "embedding failed", out)
+                continue
+            mine = {d: vectors[d] for d in doc.ops.added_digests if d in vectors}
+            if sink is None:
+                store.apply(the_plan.source, doc, mine, embedder.identity, now)
+                in_batch += 1
+            else:
+                try:
+                    written = write_document(store, sink, the_plan.source, doc, mine,
+                                             embedder.identity, now, skip)
+                except VectorStoreError as exc:
+                    _kept_previous(doc, str(exc), out)
+                    continue
+                out.documents_applied += 1
+                out.vectors_upserted += written.upserted
+                out.vectors_deleted += written.deleted
+                if written.warning:
+                    out.warnings.append(written.warning)
+            if progress is not None:
+                progress("apply", n, len(writable))
+    out.documents_applied += in_batch
+
+
+def _kept_previous(doc: DocumentPlan, why: str, out: SourceTally) -> None:
+    """Count a document that could not be written as failed: its previous version stays."""
+    out.documents[str(doc.action)] -= 1
+    out.documents[str(Action.FAILED)] += 1
+    out.failures.append((doc.key, f"{why}; the previous version is kept"))

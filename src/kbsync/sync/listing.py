@@ -1,0 +1,96 @@
+"""List a source beside the store's manifest of it, into a scratch file.
+
+A source that can scan hands its listing over piece by piece; one that needs what
+the store knows (HTTP validators, the crawl's frontier) is given it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from kbsync.model import ItemError, KnownItem, Listing, SourceItem
+from kbsync.sources import Entries, Scan, ScanningSource, Source
+from kbsync.store import Frontier, RecordStore
+from kbsync.sync.erasures import erasure_matcher
+from kbsync.sync.observe import Derive
+from kbsync.sync.scratch import Scratch
+from kbsync.sync.tally import SourceTally
+
+__all__ = ["list_source", "next_frontier"]
+
+
+_MANIFEST_PAGE = 1000
+
+
+def list_source(source: Source, store: RecordStore, derive: Derive, verify: bool,
+                scratch: Scratch, out: SourceTally, *, dry_run: bool = False) -> bool:
+    """Put the source's listing and the store's manifest of it in ``scratch``; whether complete.
+
+    An item no extractor reads is not a document of the knowledge base (a page that
+    became an image): it is left out, so a stored one is deleted like a vanished one.
+    So is an item whose key an erasure (``kbsync erase``) covers: it is counted in
+    ``out.skipped_erased`` and never read, so a sync does not bring it back.
+    """
+    erased = erasure_matcher(store.erasures())
+    if isinstance(source, ScanningSource):
+        scan = Scan(source.scan())
+    else:  # a source that needs what the store knows (validators) holds its listing anyway
+        # --verify also revalidates web pages in full: no validators, so no 304 shortcut.
+        known = {k: KnownItem(k, d.stat, None if verify else d.validators, d.missing)
+                 for k, d in store.manifest(source.name).items()}
+        pending = (store.frontier(source.name) - known.keys()
+                   if isinstance(store, Frontier) else frozenset())
+        listing = source.list({**known, **{k: KnownItem(k, pending=True) for k in pending}})
+        if isinstance(store, Frontier) and not dry_run:
+            store.set_frontier(source.name, next_frontier(listing, known.keys(), pending))
+        scan = Scan(_entries(listing))
+    page: list[tuple[SourceItem | ItemError, str]] = []
+    for entry in scan:
+        if erased is not None and entry.key and erased(entry.key):
+            out.skipped_erased += 1
+        elif isinstance(entry, ItemError):
+            if entry.key:
+                page.append((entry, ""))
+            else:
+                out.failures.append(("", entry.message))
+        elif (derivation := derive(entry.media_type)) is None:
+            out.skipped_unsupported += 1
+        else:
+            page.append((entry, derivation))
+        if len(page) == _MANIFEST_PAGE:
+            scratch.add_listed(page)
+            page.clear()
+    scratch.add_listed(page)
+    summary = scan.summary
+    out.listing_complete = summary.complete
+    out.warnings.extend(summary.warnings)
+    out.failures.extend(("", e.message) for e in summary.errors)
+    after = None
+    while page_of_stored := store.manifest(source.name, after, _MANIFEST_PAGE):
+        scratch.add_stored(page_of_stored.values())
+        after = next(reversed(page_of_stored))
+    return summary.complete
+
+
+def next_frontier(listing: Listing, stored: Collection[str],
+                  pending: Collection[str]) -> frozenset[str]:
+    """The keys to try again next time: those that failed here and the store does not hold.
+
+    A key that failed before and is listed now stays until the store holds it (the
+    sync may stop before it is applied); one that failed before and is absent from
+    a complete listing is forgotten (gone, out of scope, disallowed), and so is one
+    that was found missing twice in a row (an HTTP 404 confirmed). An incomplete
+    listing forgets nothing.
+    """
+    was = frozenset(pending)
+    failed = {e.key for e in listing.errors
+              if e.key and e.key not in stored and not (e.missing and e.key in was)}
+    listed = {i.key for i in listing.items} & was
+    return frozenset(failed | listed | (set() if listing.complete else was))
+
+
+def _entries(listing: Listing) -> Entries:
+    """A whole listing handed over as :data:`~kbsync.sources.Entries`."""
+    yield from listing.items
+    yield from listing.errors
+    return Listing((), listing.complete, (), listing.warnings)

@@ -1,0 +1,52 @@
+"""How a sync runs: one value both drivers take, instead of a bag of keyword arguments."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kbsync.plan import BOILERPLATE_SHARE
+
+__all__ = ["BatchLimits", "SyncOptions"]
+
+
+@dataclass(frozen=True, slots=True)
+class BatchLimits:
+    """How much of a source's changed documents a sync holds at once.
+
+    A batch closes at ``documents`` documents or once the versions read for it
+    (text and chunks) reach ``bytes``; a single larger document is a batch of its own.
+    """
+
+    documents: int = 256
+    bytes: int = 16 * 2**20
+
+
+@dataclass(frozen=True, slots=True)
+class SyncOptions:
+    """What a sync may do and how.
+
+    - ``dry_run``: only plan (what :meth:`KnowledgeBase.plan` reports); write nothing.
+    - ``verify``: read every document even when the source says it is unchanged.
+    - ``allow_mass_delete``: delete more than half of a source's documents at once
+      (else those deletions wait for consent, :func:`kbsync.plan.mass_deletion`).
+    - ``accept_replacements``: apply at once a new text that shares almost nothing
+      with the stored one (else it waits for a second sync to see it).
+    - ``confirm_above_tokens``: refuse, before embedding anything of a source, a bill
+      over this many tokens (None: no bound; the single-process driver only).
+    - ``boilerplate_share``, ``index_boilerplate``: chunks in more than this share of
+      a host's documents are boilerplate, neither embedded nor searched unless indexed.
+    - ``batch``: how many documents are planned, embedded and applied together.
+    - ``scratch_dir``: where documents read wait for their batch (the system's
+      temporary directory when None).
+    """
+
+    dry_run: bool = False
+    verify: bool = False
+    allow_mass_delete: bool = False
+    accept_replacements: bool = False
+    confirm_above_tokens: int | None = None
+    boilerplate_share: float = BOILERPLATE_SHARE
+    index_boilerplate: bool = False
+    batch: BatchLimits = field(default_factory=BatchLimits)
+    scratch_dir: Path | None = None

@@ -1,0 +1,91 @@
+"""Sources the store holds but the configuration no longer names.
+
+Their documents stay until ``kbsync sources remove`` releases them (or a sync is run
+with ``allow_mass_delete``): an absent table may be a typo or a mangled file.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Mapping, Sequence
+
+from kbsync.errors import DocumentError
+from kbsync.model import KnownItem, Listing, SourceItem
+from kbsync.sources import Source
+from kbsync.store import RecordStore
+from kbsync.sync.tally import SourceTally
+
+__all__ = [
+    "REMOVED_META",
+    "RemovedSource",
+    "forget_released",
+    "keep_removed",
+    "release_source",
+    "released_sources",
+    "removed_sources",
+]
+
+
+REMOVED_META = "removed_sources"
+"""The store's meta entry naming the sources `kbsync sources remove` released for deletion."""
+
+
+def removed_sources(store: RecordStore, sources: Sequence[Source], allow_mass_delete: bool,
+                    ) -> tuple[list[RemovedSource], frozenset[str]]:
+    """The stored sources no longer configured, and those of them whose documents may go.
+
+    A source that is simply absent from the configuration may be a typo (``[[source]]``)
+    or a mangled file: its documents stay until ``kbsync sources remove`` releases it
+    (:func:`release_source`) or the sync is run with ``allow_mass_delete``.
+    """
+    configured = {s.name for s in sources}
+    names = sorted(store.source_names() - configured)
+    if allow_mass_delete:
+        return [RemovedSource(n) for n in names], frozenset(names)
+    return [RemovedSource(n) for n in names], frozenset(released_sources(store)) - configured
+
+
+def released_sources(store: RecordStore) -> list[str]:
+    """The names `kbsync sources remove` released whose documents no sync has deleted yet."""
+    value = store.get_meta(REMOVED_META)
+    names = json.loads(value) if value else []
+    return [str(n) for n in names] if isinstance(names, list) else []
+
+
+def release_source(store: RecordStore, name: str) -> None:
+    """Let the next sync delete the documents of ``name`` once it is no longer configured."""
+    names = released_sources(store)
+    if name not in names:
+        store.set_meta(REMOVED_META, json.dumps(sorted([*names, name])))
+
+
+def forget_released(store: RecordStore, settled: Collection[str]) -> None:
+    """Sources a sync has deleted, or that are configured again, need no release any more."""
+    names = released_sources(store)
+    if names and set(names) & set(settled):
+        store.set_meta(REMOVED_META, json.dumps([n for n in names if n not in settled]))
+
+
+def keep_removed(name: str, out: SourceTally) -> None:
+    """Report a stored source missing from the configuration, whose documents are kept."""
+    out.deletions_blocked = True
+    out.failures.append(("", f"a stored source that is no longer configured in kbsync.toml; "
+                             f"its documents were kept (`kbsync sources remove {name}` or "
+                             "`kbsync sync --allow-mass-delete` deletes them)"))
+
+
+class RemovedSource:
+    """A source that has documents in the store but is no longer configured: it lists nothing."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def list(self, known: Mapping[str, KnownItem] | None = None) -> Listing:
+        return Listing(())
+
+    def read(self, item: SourceItem) -> bytes:
+        raise DocumentError(item.locator, "its source is no longer configured")

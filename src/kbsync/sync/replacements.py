@@ -1,0 +1,75 @@
+"""Compare a changed text with its stored one; hold a new text that shares almost nothing
+with it until a second sync sees the same text."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from kbsync.compare import WORD_REGIONS_LIMIT, compare, compare_long
+from kbsync.model import ChangeReport, Verdict
+from kbsync.plan import DocumentVersion, Observation, StoredDocument, Unchanged
+from kbsync.store import RecordStore
+from kbsync.store.rows import held_meta_name
+from kbsync.sync.tally import SourceTally
+
+__all__ = ["compare_stored", "forget_held", "route_replacement"]
+
+
+def compare_stored(store: RecordStore, source: str, observation: Observation,
+                   old: StoredDocument | None, shared: Collection[str]) -> ChangeReport | None:
+    """The change report of a document whose text changed against its stored text, else None.
+
+    Chunks in ``shared`` (the source's boilerplate) do not count in the similarity.
+    """
+    if not isinstance(observation, DocumentVersion) or old is None \
+            or observation.text_hash == old.text_hash:
+        return None
+    if len(observation.text) > WORD_REGIONS_LIMIT:
+        return compare_long(store.text_pieces(source, observation.key), [observation.text])
+    before = store.document(observation.key, source, previous=False)
+    if before is None:
+        return None
+    noise = {c.text for c in observation.chunks if c.digest in shared}
+    return compare(before.text, observation.text, ignore=noise)
+
+
+def forget_held(store: RecordStore, source: str, key: str) -> None:
+    """Drop the replacement held for a document that came back to its stored text: a
+    later collapse of it must be seen twice again before it is applied."""
+    name = held_meta_name(source, key)
+    if store.get_meta(name):
+        store.set_meta(name, "")
+
+
+def route_replacement(store: RecordStore, source: str, version: DocumentVersion,
+                      change: ChangeReport, out: SourceTally, *, accept: bool,
+                      write: bool) -> Observation:
+    """Route a changed document by its verdict: hold a collapsed text, else let it through.
+
+    A re-examine verdict (the new text shares almost nothing with the stored one:
+    a login wall, an error page served with 200, an extractor regression) keeps
+    the stored version, with its stat, so the next sync reads the document again;
+    the new text is applied when that sync sees the same text (same hash), or at
+    once with ``accept``. The hash awaiting confirmation is a meta entry of the
+    store (:func:`~kbsync.store.rows.held_meta_name`), so it survives restarts; ``write`` false (a
+    dry run) leaves it alone.
+    """
+    name = held_meta_name(source, version.key)
+    held = store.get_meta(name) or None
+    if change.verdict is not Verdict.REEXAMINE_EXTRACTION:
+        if held and write:
+            store.set_meta(name, "")
+        return version
+    if accept or held == version.text_hash:
+        if held and write:
+            store.set_meta(name, "")
+        how = "accepted" if accept else "confirmed by a second check"
+        out.warnings.append(f"{version.key}: new text shares almost nothing with the previous "
+                            f"one (similarity {change.similarity:.3f}); replacement {how}")
+        return version
+    if write:
+        store.set_meta(name, version.text_hash)
+    out.warnings.append(f"{version.key}: new text shares almost nothing with the previous one "
+                        f"(similarity {change.similarity:.3f}); kept the previous version until "
+                        "the next sync sees the same text (or sync with --accept-replacements)")
+    return Unchanged(version.key)

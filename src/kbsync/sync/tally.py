@@ -1,0 +1,207 @@
+"""What a run has done so far, per source, as the drivers fill it in; frozen into a
+:class:`~kbsync.report.SyncResult` at the end."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, fields
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from kbsync.model import ChangeReport, ChunkingDiagnostics, Region, Verdict
+from kbsync.plan import Action
+from kbsync.report import DocumentChange, SourceResult, SyncResult
+
+__all__ = ["REPORT_LIMIT", "Capped", "Progress", "SourceTally", "SyncReport", "utc_now"]
+
+
+Progress = Callable[[str, int, int], None]
+"""``(stage, done, total)``: how a sync tells its progress."""
+
+
+REPORT_LIMIT = 10_000
+"""How many changed documents, failures and warnings (each) a source's report names.
+
+Counts stay exact. Beyond this a report, and so a sync's memory, would grow with
+the source: a first sync of a million pages would name a million documents.
+"""
+
+
+T = TypeVar("T")
+
+
+class Capped(list[T]):
+    """A list that keeps its first :data:`REPORT_LIMIT` items and counts the rest."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.omitted = 0
+
+    def append(self, item: T) -> None:
+        if len(self) < REPORT_LIMIT:
+            super().append(item)
+        else:
+            self.omitted += 1
+
+    def extend(self, items: Iterable[T]) -> None:
+        for item in items:
+            self.append(item)
+
+
+@dataclass(slots=True)
+class SourceTally:
+    """What one sync (or plan) has done so far to one source (frozen by :meth:`result`).
+
+    Its counts are named as in :class:`~kbsync.report.SourceResult`, so a new count
+    is a field here and there, nothing more: merging, sending and freezing go by
+    the fields.
+    """
+
+    source: str
+    documents: Counter[str] = field(default_factory=Counter)
+    chunks: Counter[str] = field(default_factory=Counter)
+    bytes_read: int = 0
+    bytes_skipped: int = 0
+    skipped_unsupported: int = 0
+    skipped_erased: int = 0
+    embeddings_computed: int = 0
+    embeddings_to_compute: int = 0
+    embeddings_reused: int = 0
+    embedding_tokens: int = 0
+    embeddings_truncated: int = 0
+    embeddings_backfill: int = 0
+    boilerplate_chunks: int = 0
+    vectors_upserted: int = 0
+    vectors_deleted: int = 0
+    documents_applied: int = 0
+    failures: Capped[tuple[str, str]] = field(default_factory=Capped)
+    warnings: Capped[str] = field(default_factory=Capped)
+    actions: Capped[tuple[str, str, str | None]] = field(default_factory=Capped)
+    """``(key, action, moved from)`` of each document the run changed."""
+    changes: dict[str, ChangeReport] = field(default_factory=dict)
+    """The text change of edited documents, as many as :data:`REPORT_LIMIT`."""
+    listing_complete: bool = True
+    deletions_blocked: bool = False
+
+    def note_change(self, key: str, change: ChangeReport) -> None:
+        """Keep the change report of an edited document, unless the report is full."""
+        if key in self.changes or len(self.changes) < REPORT_LIMIT:
+            self.changes[key] = change
+
+    def merge(self, other: SourceTally) -> None:
+        """Add ``other`` (what a worker did to documents of the same source) to this one."""
+        for name in _COUNTS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.documents.update(other.documents)
+        self.chunks.update(other.chunks)
+        for name in _LISTS:
+            mine: Capped[Any] = getattr(self, name)
+            theirs: Capped[Any] = getattr(other, name)
+            mine.extend(theirs)
+            mine.omitted += theirs.omitted
+        for key, change in other.changes.items():
+            self.note_change(key, change)
+        self.listing_complete &= other.listing_complete
+        self.deletions_blocked |= other.deletions_blocked
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data that :meth:`from_dict` reads back (what a worker sends)."""
+        return {
+            "source": self.source, "documents": dict(self.documents), "chunks": dict(self.chunks),
+            **{name: getattr(self, name) for name in _COUNTS},
+            **{name: list(getattr(self, name)) for name in _LISTS},
+            "omitted": {name: getattr(self, name).omitted for name in _LISTS},
+            "changes": {key: _change_dict(change) for key, change in self.changes.items()},
+            "listing_complete": self.listing_complete,
+            "deletions_blocked": self.deletions_blocked,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SourceTally:
+        """The tally :meth:`to_dict` made."""
+        tally = cls(source=str(data["source"]), documents=Counter(data["documents"]),
+                    chunks=Counter(data["chunks"]),
+                    listing_complete=bool(data["listing_complete"]),
+                    deletions_blocked=bool(data["deletions_blocked"]))
+        for name in _COUNTS:
+            setattr(tally, name, int(data[name]))
+        for name in _LISTS:
+            items: Capped[Any] = getattr(tally, name)
+            # JSON has no tuples: failures and actions come back as lists.
+            items.extend(tuple(x) if isinstance(x, list) else x for x in data[name])
+            items.omitted += int(data["omitted"][name])
+        for key, change in data["changes"].items():
+            tally.note_change(key, _change_of(change))
+        return tally
+
+    def _truncation(self) -> tuple[str, ...]:
+        """The warning of a run that embedded chunks past the model's window, if it did."""
+        n = self.embeddings_truncated
+        if not n:
+            return ()
+        chunks = "chunk was" if n == 1 else "chunks were"
+        return (f"{n:,} {chunks} longer than the embedder's input window and embedded "
+                "truncated (their ends are found by text search only); a lower [chunker] "
+                "max_tokens avoids it",)
+
+    def result(self) -> SourceResult:
+        """The frozen report of this source."""
+        return SourceResult(
+            source=self.source, documents=Counter(self.documents), chunks=Counter(self.chunks),
+            **{name: getattr(self, name) for name in _COUNTS},
+            listing_complete=self.listing_complete, deletions_blocked=self.deletions_blocked,
+            failures=tuple(self.failures), warnings=tuple(self.warnings) + self._truncation(),
+            changes=tuple(DocumentChange(k, a, self.changes.get(k), origin)
+                          for k, a, origin in self.actions),
+            omitted={name: n for name, n in (("changes", self.actions.omitted),
+                                              ("failures", self.failures.omitted),
+                                              ("warnings", self.warnings.omitted)) if n})
+
+
+_COUNTS = tuple(f.name for f in fields(SourceTally) if f.type == "int")
+_LISTS = ("failures", "warnings", "actions")
+
+
+def _change_dict(change: ChangeReport) -> dict[str, Any]:
+    """What a tally keeps of a document's change report: what the run's report shows."""
+    return {"verdict": str(change.verdict), "similarity": change.similarity,
+            "regions": [(r.offset, r.length) for r in change.regions],
+            "removed_regions": [(r.offset, r.length) for r in change.removed_regions]}
+
+
+def _change_of(sent: Mapping[str, Any]) -> ChangeReport:
+    """The change report :func:`_change_dict` made, without the byte chunks it came from."""
+    return ChangeReport(changed=True, similarity=sent["similarity"], added=(), removed=(),
+                        kept=0, moved=0, regions=tuple(Region(o, n) for o, n in sent["regions"]),
+                        verdict=Verdict(sent["verdict"]),
+                        removed_regions=tuple(Region(o, n) for o, n in sent["removed_regions"]))
+
+
+@dataclass(slots=True)
+class SyncReport:
+    """What one run has done so far: per source, stage times and chunking diagnostics.
+
+    The orchestrator fills it in as it goes; :meth:`result` freezes it.
+    """
+
+    dry_run: bool
+    started: str
+    finished: str = ""
+    sources: list[SourceTally] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+    diagnostics: ChunkingDiagnostics | None = None
+    embedder: str = ""
+
+    def result(self) -> SyncResult:
+        """The frozen report, with a count for every document action."""
+        return SyncResult(
+            dry_run=self.dry_run, started=self.started, finished=self.finished,
+            documents={a.value: sum(s.documents[a.value] for s in self.sources) for a in Action},
+            seconds=dict(self.seconds), diagnostics=self.diagnostics,
+            sources=tuple(s.result() for s in self.sources), embedder=self.embedder)
+
+
+def utc_now() -> str:
+    """Now, in UTC, to the second: the time stamp of runs and records."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
