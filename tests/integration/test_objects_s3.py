@@ -18,7 +18,9 @@ from typing import Any
 
 import pytest
 
+from kbsync.engine import load_config
 from kbsync.extract.registry import extractor_for
+from kbsync.knowledge_base import KnowledgeBase
 from kbsync.report import SourceResult
 from kbsync.sources.objects import ObjectStoreSource
 from kbsync.store.sqlite import SqliteStore
@@ -268,3 +270,34 @@ def test_an_object_over_the_cap_is_reported_and_not_downloaded(bucket: Bucket) -
     failed = dict(report.failures)
     assert "over the cap of 10,000 bytes" in failed["huge.txt"]
     assert report.documents["new"] == 5
+
+
+def test_the_readme_s3_table_syncs_and_searches_with_credentials_named_in_it(
+        s3: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    b = Bucket(s3, tmp_path)
+    b.store.close()
+    home = tmp_path / "kb"
+    KnowledgeBase.create(home, embedder={"kind": "hashing"}).close()
+    with (home / "kbsync.toml").open("a") as toml:
+        toml.write(f"""
+[[sources]]
+kind = "s3"
+name = "handbook"
+url = "s3://{b.name}/docs"
+include = ["**/*.md"]
+storage_options = {{ endpoint_url = "{s3.url}" }}
+storage_options_env = {{ key = "HANDBOOK_KEY_ID", secret = "HANDBOOK_SECRET" }}
+""")
+    # Only the variables the table names hold the credentials.
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    monkeypatch.setenv("HANDBOOK_KEY_ID", "testing")
+    monkeypatch.setenv("HANDBOOK_SECRET", "testing")
+    with KnowledgeBase.open(home) as kb:
+        report = kb.sync().sources[0]
+        assert report.documents["new"] == 4  # notes.txt is not included
+        hits = kb.search("keeper word k2z", k=1, mode="text")
+        assert hits[0].key == "guide/page2.md"
+        again = kb.sync().sources[0]
+        assert again.documents["unchanged"] == 4
+    assert load_config(home).sources[0].location == f"s3://{b.name}/docs"

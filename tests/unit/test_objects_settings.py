@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
+from kbsync.engine import load_config
 from kbsync.errors import ConfigError
+from kbsync.knowledge_base import KnowledgeBase
+from kbsync.source_kinds import SourceConfig, kind_for_argument, source_kind
 from kbsync.sources.objects import ObjectStoreSettings, _stat, is_object_url, secret_option
 
 
@@ -84,3 +88,42 @@ def test_without_an_etag_the_modification_time_is_the_stat() -> None:
     assert iso is not None
     assert iso.mtime_ns == int(datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC).timestamp()) * 10**9
     assert _stat({"size": 5}) is None  # nothing to compare: read, and let the bytes decide
+
+
+def test_init_arguments_of_object_stores_pick_their_kind() -> None:
+    assert kind_for_argument("s3://bucket/docs").name == "s3"
+    assert kind_for_argument("gs://bucket").name == "fsspec"
+    assert kind_for_argument("memory://notes").name == "fsspec"
+    assert kind_for_argument("docs").name == "folder"
+    assert kind_for_argument("https://example.org/").name == "web"
+    config = source_kind("s3").from_argument(Path("."), "s3://bucket/docs/", None)
+    assert (config.name, config.kind, config.location) == ("bucket/docs", "s3",
+                                                           "s3://bucket/docs/")
+
+
+def test_a_file_url_is_watched_as_a_folder_and_a_bucket_is_polled(tmp_path: Path) -> None:
+    kind = source_kind("fsspec")
+    local = SourceConfig("local", "fsspec", {"url": (tmp_path / "my docs").as_uri()})
+    assert kind.watched_folder(local, tmp_path) == tmp_path / "my docs"
+    bucket = SourceConfig("b", "s3", {"url": "s3://bucket/docs"})
+    assert source_kind("s3").watched_folder(bucket, tmp_path) is None
+
+
+def test_a_misspelled_object_store_setting_is_named_when_the_file_loads(tmp_path: Path) -> None:
+    pytest.importorskip("fsspec")
+    (tmp_path / "kbsync.toml").write_text(
+        '[[sources]]\nname = "notes"\nkind = "fsspec"\nurl = "memory://notes"\n'
+        'storage_option = { anon = true }\n')
+    with pytest.raises(ConfigError, match=r"'notes': storage_option; did you mean "
+                                          r"'storage_options'"):
+        load_config(tmp_path)
+
+
+def test_a_secret_in_kbsync_toml_stops_the_knowledge_base_from_opening(tmp_path: Path) -> None:
+    pytest.importorskip("fsspec")
+    (tmp_path / "kbsync.toml").write_text(
+        '[embedder]\nkind = "hashing"\n\n[[sources]]\nname = "notes"\nkind = "fsspec"\n'
+        'url = "memory://notes"\nstorage_options = { password = "hunter2" }\n')
+    with pytest.raises(ConfigError, match="password, a secret") as caught:
+        KnowledgeBase.open(tmp_path)
+    assert "hunter2" not in str(caught.value)
