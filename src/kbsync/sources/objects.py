@@ -207,7 +207,8 @@ class ObjectStoreSource:
             raise ParameterError(f"max_bytes must be a positive integer, got {max_bytes!r}")
         if name is not None and not name:
             raise ParameterError("name must not be empty")
-        self.url = url.rstrip("/") if url.rstrip("/") != "" else url
+        stripped = url.rstrip("/")
+        self.url = url if stripped.endswith(":") or not stripped else stripped  # keep s3://
         self._name = name if name is not None else self.url
         self._include = _compile((include,) if isinstance(include, str) else include)
         self._exclude = _compile((exclude,) if isinstance(exclude, str) else exclude)
