@@ -301,3 +301,20 @@ storage_options_env = {{ key = "HANDBOOK_KEY_ID", secret = "HANDBOOK_SECRET" }}
         again = kb.sync().sources[0]
         assert again.documents["unchanged"] == 4
     assert load_config(home).sources[0].location == f"s3://{b.name}/docs"
+
+
+def test_credentials_the_server_refuses_delete_nothing(
+        bucket: Bucket, monkeypatch: pytest.MonkeyPatch) -> None:
+    bucket.sync()
+    import moto.settings
+
+    # From now on the server checks every request's credentials, and knows none of them.
+    monkeypatch.setattr(moto.settings, "INITIAL_NO_AUTH_ACTION_COUNT", 0)
+    report, sent = bucket.sync()
+    assert sent == 0
+    assert not report.listing_complete
+    assert report.documents.get("deleted", 0) == 0
+    assert len(bucket.documents()) == 5
+    (_, message), = report.failures
+    assert f"s3://{bucket.name}/docs could not be listed" in message
+    assert "PermissionError" in message
