@@ -11,7 +11,7 @@ from kbsync.engine import load_config
 from kbsync.errors import ConfigError
 from kbsync.knowledge_base import KnowledgeBase
 from kbsync.source_kinds import SourceConfig, kind_for_argument, source_kind
-from kbsync.sources.objects import ObjectStoreSettings, _stat, is_object_url, secret_option
+from kbsync.sources.objects import ObjectStoreSettings, _stat, secret_option
 
 
 def test_a_secret_in_storage_options_is_refused_with_the_way_to_name_a_variable() -> None:
@@ -56,15 +56,12 @@ def test_an_unknown_setting_or_a_missing_url_is_named() -> None:
         ObjectStoreSettings.from_options("bucket", {"url": "gs://b"}, scheme="s3")
 
 
-def test_object_urls_are_told_from_folders_and_websites() -> None:
-    assert is_object_url("s3://bucket/prefix")
-    assert is_object_url("memory://x")
-    assert is_object_url("file:///srv/docs")
-    assert not is_object_url("https://example.org/docs")
-    assert not is_object_url("docs")
-    assert not is_object_url("C:\\docs")
-    assert secret_option("aws_secret_access_key")
-    assert not secret_option("endpoint_url")
+def test_option_names_that_hold_credentials_are_told_apart() -> None:
+    for name in ("aws_secret_access_key", "key", "secret", "sas_token", "connection_string",
+                 "client_secret", "session_token", "Password"):
+        assert secret_option(name), name
+    for name in ("endpoint_url", "anon", "region_name", "requester_pays", "version_aware"):
+        assert not secret_option(name), name
 
 
 def test_the_etag_is_the_stat_and_a_new_last_modified_alone_changes_nothing() -> None:

@@ -61,7 +61,6 @@ __all__ = [
     "SETTINGS",
     "ObjectStoreSettings",
     "ObjectStoreSource",
-    "is_object_url",
     "secret_option",
 ]
 
@@ -74,17 +73,10 @@ _MTIME_FIELDS = ("LastModified", "last_modified", "updated", "mtime", "modified"
 # An option named like one of these is a credential: never in kbsync.toml.
 _SECRET_WORDS = ("secret", "password", "passwd", "token", "credential", "account_key",
                  "sas", "connection_string", "private", "passphrase", "api_key")
-_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 SETTINGS = ("url", "include", "exclude", "storage_options", "storage_options_env",
             "max_bytes", "include_hidden")
 """The keys a ``[[sources]]`` table of this kind takes besides ``name`` and ``kind``."""
-
-
-def is_object_url(argument: str) -> bool:
-    """Whether ``argument`` is a URL with a scheme other than the web's (``s3://``, ``gs://``)."""
-    return bool(_URL.match(argument)) and not argument.lower().startswith(("http://",
-                                                                             "https://"))
 
 
 def secret_option(name: str) -> bool:
