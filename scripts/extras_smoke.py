@@ -145,8 +145,16 @@ def _allow_loopback(config: Path) -> None:
     config.write_text(text.replace("urls = [", "allow_private_addresses = true\nurls = [", 1))
 
 
+def fsspec(home: Path) -> None:
+    """A folder through a file:// URL: the object store source on fsspec alone."""
+    (home / "bucket").mkdir()
+    (home / "bucket" / "light.txt").write_text(f"The {WORD} keeps the light.\n")
+    _sync_one(home, "light.txt", b"", sources=[(home / "bucket").as_uri()])
+
+
 CHECKS: dict[str, Callable[[Path], None]] = {
-    "html": html, "pdf": pdf, "tiktoken": tiktoken, "watch": watch, "web": web}
+    "html": html, "pdf": pdf, "tiktoken": tiktoken, "watch": watch, "web": web,
+    "fsspec": fsspec}
 
 
 def main() -> None:

@@ -9,7 +9,9 @@ fails only the source that needs it.
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +24,7 @@ __all__ = [
     "SOURCE_KINDS",
     "CrawlProgress",
     "FolderKind",
+    "ObjectStoreKind",
     "SourceConfig",
     "SourceKind",
     "WebKind",
@@ -154,7 +157,59 @@ class WebKind:
         return None
 
 
-SOURCE_KINDS: dict[str, SourceKind] = {kind.name: kind for kind in (FolderKind(), WebKind())}
+class ObjectStoreKind:
+    """Objects below an fsspec ``url`` (``s3://bucket/prefix``, ``gs://``, ``memory://``...).
+
+    ``s3`` takes ``s3://`` URLs only (extra ``s3``); ``fsspec`` any URL (extra ``fsspec``).
+    """
+
+    def __init__(self, name: str, schemes: tuple[str, ...], package: str) -> None:
+        self.name = name
+        self._schemes = schemes
+        self._package = package  # what its extra installs; without it, settings() is ()
+
+    def settings(self) -> tuple[str, ...]:
+        from kbsync.sources.objects import SETTINGS
+
+        return SETTINGS if importlib.util.find_spec(self._package) is not None else ()
+
+    def claims(self, argument: str) -> bool:
+        return argument.lower().startswith(tuple(f"{s}://" for s in self._schemes))
+
+    def from_argument(self, root: Path, argument: str, name: str | None) -> SourceConfig:
+        shown = argument.split("://", 1)[1].strip("/") or argument
+        return SourceConfig(name=name or shown, kind=self.name,
+                            options={"url": argument, "include": ["**/*"], "exclude": []})
+
+    def build(self, config: SourceConfig, root: Path, progress: CrawlProgress) -> Source:
+        from kbsync.errors import ParameterError
+        from kbsync.sources.objects import ObjectStoreSettings, ObjectStoreSource
+
+        scheme = "s3" if self.name == "s3" else None
+        settings = ObjectStoreSettings.from_options(config.name, config.options, scheme)
+        try:  # an s3:// source needs the `s3` extra, others `fsspec` (the error says which)
+            return ObjectStoreSource(settings.url, settings.include, settings.exclude,
+                                     name=config.name, max_bytes=settings.max_bytes,
+                                     include_hidden=settings.include_hidden,
+                                     storage_options=settings.resolved_options(os.environ))
+        except ParameterError as exc:
+            raise ConfigError(f"source {config.name!r}: {exc}") from exc
+
+    def location(self, config: SourceConfig) -> str:
+        return str(config.options.get("url", ""))
+
+    def watched_folder(self, config: SourceConfig, root: Path) -> Path | None:
+        url = str(config.options.get("url", ""))
+        if not url.lower().startswith("file://"):
+            return None  # a bucket has no file events: checked on the interval
+        from urllib.parse import unquote, urlparse
+
+        return Path(unquote(urlparse(url).path))
+
+
+SOURCE_KINDS: dict[str, SourceKind] = {kind.name: kind for kind in (
+    FolderKind(), WebKind(), ObjectStoreKind("s3", ("s3", "s3a"), "s3fs"),
+    ObjectStoreKind("fsspec", ("gs", "gcs", "az", "abfs", "abfss", "memory", "file"), "fsspec"))}
 """Every kind of source, by the ``kind`` its table names."""
 
 

@@ -77,6 +77,26 @@ def _lancedb(tmp: Path) -> object:
     return LanceDBSink(path=tmp)
 
 
+def _s3() -> object:
+    from fsspec.registry import _registry
+
+    from kbsync.sources.objects import ObjectStoreSource
+
+    # fsspec keeps the class of a protocol it loaded (an earlier test's): forget it here.
+    loaded = _registry.pop("s3", None)
+    try:
+        return ObjectStoreSource("s3://bucket/docs")
+    finally:
+        if loaded is not None:
+            _registry["s3"] = loaded
+
+
+def _fsspec() -> object:
+    from kbsync.sources.objects import ObjectStoreSource
+
+    return ObjectStoreSource("memory://docs")
+
+
 def _module(name: str) -> Callable[[], object]:
     """Import a module of kbsync afresh: it imports its extra when it is imported."""
     def load() -> object:
@@ -96,6 +116,8 @@ CASES: dict[str, tuple[str, Callable[..., object]]] = {
     "postgres": ("psycopg", _postgres),
     "qdrant": ("qdrant_client", _qdrant),
     "lancedb": ("lancedb", _lancedb),
+    "s3": ("s3fs", _s3),
+    "fsspec": ("fsspec", _fsspec),
     "serve": ("starlette", _module("kbsync.serve")),
     "web": ("protego", _module("kbsync.sources.web")),
     "mcp": ("mcp", _module("kbsync.mcp_server")),
