@@ -694,19 +694,16 @@ class KnowledgeBase:
     def status(self) -> Status:
         """Counts of documents, chunks, embeddings and runs, and the last run."""
         st = self.store.status()
-        last = st.last_run
+        last = None if st.last_run is None else SyncResult.from_dict(st.last_run)
         return Status(
             config=self.config.file, sources=tuple(s.name for s in self.config.sources),
             embedder=self.embedder.identity, documents=st.documents, chunks=st.chunks,
             embeddings=st.embeddings, runs=st.runs, by_source=dict(st.by_source),
             last_run=None if last is None else RunSummary(
-                str(last["started"]), str(last["finished"]), dict(last["documents"]),
-                interrupted=bool(last.get("interrupted", False)),
-                applied=sum(int(s.get("documents_applied", 0))
-                            for s in last.get("sources", ())),
-                failures=tuple((str(s.get("source", "")), str(f["key"]), str(f["message"]))
-                               for s in last.get("sources", ())
-                               for f in s.get("failures", ()))))
+                last.started, last.finished, dict(last.documents), interrupted=last.interrupted,
+                applied=sum(s.documents_applied for s in last.sources),
+                failures=tuple((s.source, key, message) for s in last.sources
+                               for key, message in s.failures)))
 
     def runs(self, limit: int = 50) -> list[RunRecord]:
         """The latest recorded syncs, newest first, each with its report
@@ -723,17 +720,18 @@ class KnowledgeBase:
         newest first, at most ``limit``."""
         found: list[HistoryEntry] = []
         for record in self.store.runs(HISTORY_RUNS):
-            for s in record.report.get("sources", ()):
-                if source is not None and s.get("source") != source:
+            for s in SyncResult.from_dict(record.report).sources:
+                if source is not None and s.source != source:
                     continue
-                for change in s.get("changes", ()):
-                    if change.get("key") != key:
+                for change in s.changes:
+                    if change.key != key:
                         continue
+                    edit = change.change
                     found.append(HistoryEntry(
-                        run=record.id, finished=record.finished, source=s["source"],
-                        action=change["action"], verdict=change.get("verdict"),
-                        similarity=change.get("similarity"),
-                        regions=len(change.get("regions", ()))))
+                        run=record.id, finished=record.finished, source=s.source,
+                        action=change.action, verdict=None if edit is None else str(edit.verdict),
+                        similarity=None if edit is None else round(edit.similarity, 4),
+                        regions=0 if edit is None else len(edit.regions)))
                     if len(found) == limit:
                         return found
         return found

@@ -8,10 +8,10 @@ API returns, what ``--json`` prints and what the store keeps for the run.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from kbsync.model import ChangeReport, Chunk, ChunkingDiagnostics
+from kbsync.model import ChangeReport, Chunk, ChunkingDiagnostics, Region, Verdict
 from kbsync.store import Hit
 
 __all__ = [
@@ -46,6 +46,18 @@ class DocumentChange:
                     "regions": [{"offset": r.offset, "length": r.length}
                                 for r in self.change.regions]}
         return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> DocumentChange:
+        """The change :meth:`to_dict` made (an edit's report without the chunks it came from)."""
+        change = None
+        if "verdict" in data:
+            change = ChangeReport(
+                changed=True, similarity=float(data["similarity"]), added=(), removed=(),
+                kept=0, moved=0, verdict=Verdict(data["verdict"]),
+                regions=tuple(Region(int(r["offset"]), int(r["length"]))
+                              for r in data.get("regions", ())))
+        return cls(str(data["key"]), str(data["action"]), change, data.get("from"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +130,24 @@ class SourceResult:
             "skipped_erased": self.skipped_erased,
         }
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SourceResult:
+        """The result :meth:`to_dict` made; a count a report of an older version lacks reads 0."""
+        return cls(
+            source=str(data["source"]), documents=dict(data.get("documents", {})),
+            chunks=dict(data.get("chunks", {})),
+            **{name: int(data.get(name, 0)) for name in _SOURCE_COUNTS},
+            listing_complete=bool(data.get("listing_complete", True)),
+            deletions_blocked=bool(data.get("deletions_blocked", False)),
+            failures=tuple((str(f.get("key", "")), str(f.get("message", "")))
+                           for f in data.get("failures", ())),
+            warnings=tuple(str(w) for w in data.get("warnings", ())),
+            changes=tuple(DocumentChange.from_dict(c) for c in data.get("changes", ())),
+            omitted=dict(data.get("omitted", {})))
+
+
+_SOURCE_COUNTS = tuple(f.name for f in fields(SourceResult) if f.type == "int")
+
 
 @dataclass(frozen=True, slots=True)
 class SyncResult:
@@ -136,6 +166,8 @@ class SyncResult:
     diagnostics: ChunkingDiagnostics | None
     embedder: str = ""
     """The embedder's identity (a later plan measures its rate from this run)."""
+    interrupted: bool = False
+    """A run that stopped before its end (Ctrl-C, SIGTERM, an error), as the store keeps it."""
 
     @property
     def failed(self) -> bool:
@@ -158,7 +190,22 @@ class SyncResult:
             "sources": [s.to_dict() for s in self.sources],
             "diagnostics": diagnostics_dict(self.diagnostics) if self.diagnostics else None,
             "embedder": self.embedder,
+            **({"interrupted": True} if self.interrupted else {}),
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SyncResult:
+        """The result :meth:`to_dict` made, as the store keeps it for the run."""
+        diagnostics = data.get("diagnostics")
+        return cls(
+            dry_run=bool(data.get("dry_run", False)), started=str(data.get("started", "")),
+            finished=str(data.get("finished", "")), documents=dict(data.get("documents", {})),
+            sources=tuple(SourceResult.from_dict(s) for s in data.get("sources", ())),
+            seconds={k: float(v) for k, v in data.get("seconds", {}).items()},
+            diagnostics=None if not diagnostics else ChunkingDiagnostics(
+                **{f.name: diagnostics[f.name] for f in fields(ChunkingDiagnostics)}),
+            embedder=str(data.get("embedder", "")),
+            interrupted=bool(data.get("interrupted", False)))
 
 
 def diagnostics_dict(d: ChunkingDiagnostics) -> dict[str, Any]:

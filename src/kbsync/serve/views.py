@@ -12,6 +12,7 @@ from typing import Any
 
 from kbsync.knowledge_base import KnowledgeBase
 from kbsync.model import Region
+from kbsync.report import SourceResult, SyncResult
 from kbsync.store import Hit, RunRecord
 
 __all__ = [
@@ -57,48 +58,45 @@ def overview(kb: KnowledgeBase) -> dict[str, Any]:
 
 def _embeddings(record: RunRecord) -> dict[str, Any]:
     return {"run": record.id, "finished": record.finished,
-            **_vectors(record.report.get("sources", ()))}
+            **_vectors(SyncResult.from_dict(record.report).sources)}
 
 
-def _vectors(sources: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+def _vectors(sources: Sequence[SourceResult]) -> dict[str, int]:
     """Vectors computed; reused, as the report's ``embeddings_reused`` counts them (chunks
     new to their document whose vector the embedding cache held); and chunks that changed
     documents kept with their vectors (in place or moved)."""
-    kept = sum(int(s.get("chunks", {}).get(k, 0)) for s in sources for k in ("kept", "moved"))
-    return {"computed": sum(int(s.get("embeddings_computed", 0)) for s in sources),
-            "reused": sum(int(s.get("embeddings_reused", 0)) for s in sources), "kept": kept}
+    kept = sum(s.chunks.get(k, 0) for s in sources for k in ("kept", "moved"))
+    return {"computed": sum(s.embeddings_computed for s in sources),
+            "reused": sum(s.embeddings_reused for s in sources), "kept": kept}
 
 
 def run_summary(record: RunRecord) -> dict[str, Any]:
     """One line of the runs list."""
-    report = record.report
-    failures = sum(len(s.get("failures", ())) for s in report.get("sources", ()))
+    result = SyncResult.from_dict(record.report)
     return {
         "id": record.id,
         "started": record.started,
         "finished": record.finished,
-        "seconds": round(sum(report.get("seconds", {}).values()), 3),
-        "documents": {k: v for k, v in report.get("documents", {}).items() if v},
-        "embeddings": _vectors(report.get("sources", ())),
-        "failures": failures,
+        "seconds": round(sum(result.seconds.values()), 3),
+        "documents": {k: v for k, v in result.documents.items() if v},
+        "embeddings": _vectors(result.sources),
+        "failures": sum(len(s.failures) for s in result.sources),
     }
 
 
 def run_detail(record: RunRecord) -> dict[str, Any]:
     """A run's summary, its per-source report, its failures with reasons and its changes."""
-    sources = list(record.report.get("sources", ()))
+    sources = SyncResult.from_dict(record.report).sources
     return {
         **run_summary(record),
-        "failure_list": [{"source": s["source"], "key": f.get("key", ""),
-                          "message": f.get("message", "")}
-                         for s in sources for f in s.get("failures", ())],
+        "failure_list": [{"source": s.source, "key": key, "message": message}
+                         for s in sources for key, message in s.failures],
         "changes": _changes(record.report),
-        "changes_omitted": sum(s.get("omitted", {}).get("changes", 0) for s in sources),
-        "sources": [{"source": s["source"], "documents": s.get("documents", {}),
-                     "chunks": s.get("chunks", {}), "embeddings": _vectors([s]),
-                     "bytes_read": s.get("bytes_read", 0),
-                     "listing_complete": s.get("listing_complete", True),
-                     "warnings": s.get("warnings", [])} for s in sources],
+        "changes_omitted": sum(s.omitted.get("changes", 0) for s in sources),
+        "sources": [{"source": s.source, "documents": dict(s.documents),
+                     "chunks": dict(s.chunks), "embeddings": _vectors([s]),
+                     "bytes_read": s.bytes_read, "listing_complete": s.listing_complete,
+                     "warnings": list(s.warnings)} for s in sources],
         "report": dict(record.report),
     }
 
@@ -189,7 +187,8 @@ def _regions(text: str, regions: Sequence[Region]) -> list[dict[str, Any]]:
 
 
 def _changes(report: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return [{"source": s["source"], "key": c["key"], "action": c["action"],
-             "verdict": c.get("verdict"), "similarity": c.get("similarity"),
-             "from": c.get("from")}
-            for s in report.get("sources", ()) for c in s.get("changes", ())]
+    return [{"source": s.source, "key": c.key, "action": c.action,
+             "verdict": None if c.change is None else str(c.change.verdict),
+             "similarity": None if c.change is None else round(c.change.similarity, 4),
+             "from": c.moved_from}
+            for s in SyncResult.from_dict(report).sources for c in s.changes]
