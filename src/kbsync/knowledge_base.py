@@ -611,13 +611,14 @@ class KnowledgeBase:
         """
         if self.sink is None:
             return self.store.search_vector(self.embedder.identity, vector, k, filters)
-        ids = None
+        # A few spare hits cover points that are out of step with the records.
         if filters:
             ids = set(payloads(self.store.indexed_chunks(filters=filters),
                                self.embedder.identity))
-        # A few spare hits cover points that are out of step with the records.
-        found = [(h.payload, h.score) for h in self.sink.search(vector, k + 10, ids)
-                 if h.payload is not None]
+            near = self.sink.search(vector, k + 10, ids)
+        else:  # a sink written before filters needs no ``ids``
+            near = self.sink.search(vector, k + 10)
+        found = [(h.payload, h.score) for h in near if h.payload is not None]
         refs = [(p.source, p.key, p.index, p.digest) for p, _ in found]
         return self.store.hits_at(refs, [score for _, score in found])[:k]
 

@@ -36,7 +36,8 @@ def test_a_malformed_where_is_an_error_that_names_it(item: str) -> None:
 def test_the_api_form_takes_a_value_or_a_list_of_values() -> None:
     assert filters_from({"lang": "en", "source": ["a", "b"]}) == parse_where(
         ["lang=en", "source=a", "source=b"])
-    assert not filters_from(None) and not filters_from({})
+    assert not filters_from(None)
+    assert not filters_from({})
     with pytest.raises(ParameterError):
         filters_from({"n": [3]})  # type: ignore[list-item]
 
