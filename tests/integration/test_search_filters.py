@@ -21,8 +21,9 @@ from hypothesis import strategies as st
 from kbsync import KnowledgeBase
 from kbsync.engine import init_config
 from kbsync.store import Hit
-from kbsync.store.filters import matches, parse_where
+from kbsync.store.filters import matches, parse_where, postgres_condition
 from tests.conftest import Backend
+from tests.unit.test_search_filters import NAMES, VALUES, metadata_values, patterns
 
 WORDS = ["retry", "backoff", "token", "cache", "index", "queue", "schema", "deploy"]
 LANGS = ["en", "de", "fr"]
@@ -40,9 +41,12 @@ def _page(n: int) -> tuple[str, str]:
             f"# Page {n}\n\n{body}\n")
 
 
-@pytest.fixture(scope="module")
-def kb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KnowledgeBase]:
-    """A knowledge base of two sources (docs: 24 pages, notes: 6), on SQLite."""
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def kb(tmp_path_factory: pytest.TempPathFactory,
+       request: pytest.FixtureRequest) -> Iterator[KnowledgeBase]:
+    """A knowledge base of two sources (docs: 24 pages, notes: 6), on each kind of store."""
+    backend = Backend(request.param, "" if request.param == "sqlite"
+                      else request.getfixturevalue("postgres_url"))
     root = tmp_path_factory.mktemp("filters")
     for source, count in (("docs", 24), ("notes", 6)):
         for n in range(count):
@@ -50,9 +54,13 @@ def kb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KnowledgeBase]:
             (root / source / path).parent.mkdir(parents=True, exist_ok=True)
             (root / source / path).write_text(text)
     init_config(root, ["docs", "notes"])
-    with KnowledgeBase.open(root) as opened:
-        assert not opened.sync().failed
-        yield opened
+    backend.configure(root)
+    try:
+        with KnowledgeBase.open(root) as opened:
+            assert not opened.sync().failed
+            yield opened
+    finally:
+        backend.drop()
 
 
 def _metadata(kb: KnowledgeBase, hit: Hit) -> dict[str, Any]:
@@ -163,3 +171,31 @@ def test_each_store_filters_the_same_way(tmp_path: Path, backend: Backend) -> No
                                      {"lang": LANGS[n % 3], "audience": "ops" if n % 4 else "dev"})}
                 assert {h.key for h in hits} <= wanted, (backend.name, mode, where)
                 assert bool(hits) == bool(wanted), (backend.name, mode, where)
+
+
+@pytest.fixture(scope="module")
+def pg(postgres_url: str) -> Iterator[Any]:
+    """A connection to the test server with a scratch documents table."""
+    import psycopg
+
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("CREATE TEMPORARY TABLE documents (id BIGINT PRIMARY KEY, source TEXT, "
+                     "key TEXT, metadata TEXT)")
+        yield conn
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(source=st.sampled_from(VALUES), key=st.sampled_from(VALUES),
+       metadata=st.dictionaries(st.sampled_from(NAMES[2:]), metadata_values, max_size=4),
+       where=st.lists(st.tuples(st.sampled_from(NAMES), patterns), max_size=4))
+def test_the_postgres_condition_decides_as_the_rules_do(pg: Any, source: str, key: str,
+                                                        metadata: dict[str, Any],
+                                                        where: list[tuple[str, str]]) -> None:
+    filters = parse_where(f"{name}={value}" for name, value in where)
+    pg.execute("DELETE FROM documents")
+    pg.execute("INSERT INTO documents VALUES (1, %s, %s, %s)",
+               (source, key, json.dumps(metadata)))
+    sql, args = postgres_condition(filters)
+    found = pg.execute(f"SELECT count(*) FROM documents d WHERE {sql}", args).fetchone()[0]
+    assert bool(found) is matches(filters, source, key, metadata)

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from kbsync.errors import ParameterError
 from kbsync.store.filters import Filters, filters_from, matches, parse_where, sqlite_condition
 
-VALUES = ["en", "de", "guide", "guide/intro.md", "a*b", "x[1]", "", "3", "true"]
+# Values and globs with the characters SQL patterns give a meaning: [ % _ and backslash
+VALUES = ["en", "de", "guide", "guide/intro.md", "a*b", "x[1]", "", "3", "true", "a_b%c", "a\\b"]
 NAMES = ["source", "path", "lang", "tags", "n", "flag", "missing"]
 
 
@@ -73,8 +74,8 @@ def _sqlite_matches(filters: Filters, source: str, key: str, metadata: Any) -> b
 scalars = st.one_of(st.sampled_from(VALUES), st.integers(-5, 5), st.booleans(), st.none())
 metadata_values = st.one_of(scalars, st.lists(scalars, max_size=3),
                             st.dictionaries(st.sampled_from(VALUES), scalars, max_size=2))
-patterns = st.one_of(st.sampled_from(VALUES), st.sampled_from(["*", "?", "e*", "*e*", "g*/*",
-                                                               "?n", "x[*", "-*"]))
+GLOBS = ["*", "?", "e*", "*e*", "g*/*", "?n", "x[*", "-*", "a_*", "a?b%*", "a\\*"]
+patterns = st.one_of(st.sampled_from(VALUES), st.sampled_from(GLOBS))
 
 
 @settings(max_examples=200, deadline=None)
