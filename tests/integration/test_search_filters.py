@@ -199,3 +199,30 @@ def test_the_postgres_condition_decides_as_the_rules_do(pg: Any, source: str, ke
     sql, args = postgres_condition(filters)
     found = pg.execute(f"SELECT count(*) FROM documents d WHERE {sql}", args).fetchone()[0]
     assert bool(found) is matches(filters, source, key, metadata)
+
+
+def test_a_broad_filter_on_postgres_walks_the_index_and_finds_what_the_exact_scan_finds(
+        tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kbsync.store import postgres
+
+    docs = tmp_path / "docs"
+    for n in range(12):
+        path, text = _page(n)
+        (docs / path).parent.mkdir(parents=True, exist_ok=True)
+        (docs / path).write_text(text)
+    init_config(tmp_path, ["docs"])
+    backend = Backend("postgres", postgres_url)
+    backend.configure(tmp_path)
+    try:
+        with KnowledgeBase.open(tmp_path) as engine:
+            assert not engine.sync().failed
+            for where in (["lang=en"], ["path=blog/*", "audience=dev"], ["path=*"]):
+                exact = engine.search("retry cache", k=6, mode="vector", context_tokens=0,
+                                      filters=parse_where(where))
+                monkeypatch.setattr(postgres, "_EXACT_FILTERED_CHUNKS", 0)
+                walked = engine.search("retry cache", k=6, mode="vector", context_tokens=0,
+                                       filters=parse_where(where))
+                monkeypatch.undo()
+                assert _keys(walked) == _keys(exact), where
+    finally:
+        backend.drop()

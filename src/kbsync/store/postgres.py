@@ -183,6 +183,10 @@ _HEADING_WEIGHT = "C"
 SCHEMA_VERSION = len(_MIGRATIONS)
 # pgvector indexes `vector` columns of at most 2,000 dimensions with HNSW.
 HNSW_MAX_DIMENSION = 2000
+# A filtered vector search over at most this many chunks compares each of them (exact,
+# and quicker than the index then); a broader filter walks the HNSW index with the
+# filter applied to its candidates, asking for more until enough match.
+_EXACT_FILTERED_CHUNKS = 20_000
 
 
 def _psycopg() -> Any:
@@ -709,12 +713,18 @@ class PostgresStore:
         n = int(query.shape[0])
         typed = f"vector::vector({n})" if n <= HNSW_MAX_DIMENSION else "vector"
         cast = f"::vector({n})" if n <= HNSW_MAX_DIMENSION else "::vector"
+        where, args = "TRUE", list[str]()
         if filters:
-            return self._filtered_nearest(embedder, query, k, filters, typed, cast)
+            where, args = postgres_condition(filters)
+            matching = _scalar(self._conn, f"SELECT count(*) FROM documents d JOIN chunks c "
+                               f"ON {CURRENT} WHERE {where}", args)
+            if matching <= _EXACT_FILTERED_CHUNKS:
+                return self._filtered_nearest(embedder, query, k, where, args, typed, cast)
         # Nearest cached vectors first, from the index alone (a join would hide the index
         # from the planner); then the chunks they belong to, if current and not
-        # boilerplate. Cache entries of no current chunk can crowd the candidates out, so
-        # too few hits means asking again for more, up to every vector (exact).
+        # boilerplate (and, filtered, of a matching document). Cache entries of no such
+        # chunk can crowd the candidates out, so too few hits means asking again for
+        # more, up to every vector (exact).
         candidates = 4 * k + 40
         while True:
             with self._transaction():
@@ -727,8 +737,9 @@ class PostgresStore:
                     f"SELECT {HIT_COLUMNS}, e.distance FROM near e "
                     "JOIN chunks c ON c.digest = e.digest "
                     f"JOIN documents d ON {CURRENT} JOIN chunk_texts t ON t.digest = c.digest "
-                    f"WHERE {INDEXED} ORDER BY e.distance, d.source, d.key, c.idx LIMIT %s",
-                    (query, embedder, candidates, k),
+                    f"WHERE {INDEXED} AND {where} "
+                    "ORDER BY e.distance, d.source, d.key, c.idx LIMIT %s",
+                    (query, embedder, candidates, *args, k),
                 ).fetchall()
                 total = len(rows) >= k or _scalar(
                     self._conn, "SELECT count(*) <= %s FROM embeddings WHERE embedder = %s",
@@ -740,14 +751,13 @@ class PostgresStore:
         return [as_hit(r, score=-float(r[10])) for r in rows]
 
     def _filtered_nearest(self, embedder: str, query: npt.NDArray[np.float32], k: int,
-                          filters: Filters, typed: str, cast: str) -> list[Hit]:
-        """The nearest vectors among the chunks of documents meeting ``filters``, exactly.
+                          where: str, args: Sequence[str], typed: str, cast: str) -> list[Hit]:
+        """The nearest vectors among the chunks of documents meeting ``where``, exactly.
 
         The matching documents are found first and only their chunks' vectors are
         compared, so a narrow filter loses nothing to the best of the others (an
         index scan then filtered would) and costs a scan of those chunks only.
         """
-        where, args = postgres_condition(filters)
         n = int(query.shape[0])
         rows = self._conn.execute(
             f"SELECT {HIT_COLUMNS}, e.{typed} <#> %s{cast} "
