@@ -88,3 +88,15 @@ def test_the_sqlite_condition_decides_as_the_rules_do(source: str, key: str,
     filters = parse_where(f"{name}={value}" for name, value in where)
     assert _sqlite_matches(filters, source, key, metadata) is matches(filters, source, key,
                                                                       metadata)
+
+
+def test_a_damaged_metadata_column_matches_no_metadata_filter_and_raises_nothing() -> None:
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE documents (id INTEGER PRIMARY KEY, source TEXT, key TEXT, "
+               "metadata TEXT)")
+    db.execute("INSERT INTO documents (source, key, metadata) VALUES ('s', 'k', '{not json')")
+    for where in (["lang=en"], ["path=k", "lang=*"]):
+        sql, args = sqlite_condition(parse_where(where))
+        assert db.execute(f"SELECT count(*) FROM documents d WHERE {sql}", args).fetchone() == (0,)
+    sql, args = sqlite_condition(parse_where(["path=k"]))
+    assert db.execute(f"SELECT count(*) FROM documents d WHERE {sql}", args).fetchone() == (1,)

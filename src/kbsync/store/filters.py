@@ -137,6 +137,9 @@ def _sqlite_glob(value: str) -> str:
     return value.replace("[", "[[]")
 
 
+_SQLITE_METADATA = "(CASE WHEN json_valid(d.metadata) THEN d.metadata ELSE '{}' END)"
+
+
 def sqlite_condition(filters: Filters) -> tuple[str, list[str]]:
     """SQLite SQL over a document ``d`` that holds when it meets ``filters``, and its arguments."""
     parts: list[str] = []
@@ -155,9 +158,10 @@ def sqlite_condition(filters: Filters) -> tuple[str, list[str]]:
                 "ELSE CAST(j.value AS TEXT) END")
         for value in values:
             alternatives.append(f"{text} GLOB ?" if _is_glob(value) else f"{text} = ?")
-        # An object's members are no values of its key: json_type keeps them out.
-        parts.append(f"EXISTS (SELECT 1 FROM json_each(d.metadata, ?) j WHERE "
-                     "json_type(d.metadata, ?) <> 'object' AND j.type "
+        # An object's members are no values of its key: json_type keeps them out. A
+        # damaged metadata column matches nothing instead of failing every search.
+        parts.append(f"EXISTS (SELECT 1 FROM json_each({_SQLITE_METADATA}, ?) j WHERE "
+                     f"json_type({_SQLITE_METADATA}, ?) <> 'object' AND j.type "
                      f"NOT IN ('null', 'object', 'array') AND ({' OR '.join(alternatives)}))")
         args += ['$."' + name + '"'] * 2
         args += [_sqlite_glob(v) if _is_glob(v) else v for v in values]
