@@ -45,6 +45,7 @@ from kbsync.render import (
 )
 from kbsync.report import hit_dict
 from kbsync.served import served_query_vector
+from kbsync.store.filters import parse_where
 from kbsync.terminal import json_escaped, printable
 
 __all__ = ["app", "main"]
@@ -471,13 +472,27 @@ def search(
     context: Annotated[int | None, typer.Option(
         help="Return each hit with its section neighbours, up to this many tokens "
              "(default: [search] context_tokens; 0 for the chunk alone).")] = None,
+    where: Annotated[list[str] | None, typer.Option(
+        "--where", metavar="NAME=VALUE",
+        help="Only documents whose NAME is VALUE: source, path (the document's key) or a "
+             "metadata key (front matter, HTML meta, PDF info). A VALUE with * or ? is a glob "
+             "(* spans /). Repeat it: different names must all match, the same name twice "
+             "matches either value. An unknown name matches nothing.")] = None,
     config: ConfigOption = Path("."),
     as_json: JsonOption = False,
 ) -> None:
-    """Search the current chunks: vector similarity, full text, or both fused (default)."""
+    """Search the current chunks: vector similarity, full text, or both fused (default).
+
+    Each hit shows its rank and a relevance from 0 to 1 (`--json` also gives the raw score).
+    """
     if not query.strip():
         typer.echo("error: the query is empty: give the words to look for", err=True)
         raise typer.Exit(EXIT_USAGE)
+    try:
+        filters = parse_where(where or ())
+    except KbsyncError as exc:  # a malformed --where, named
+        typer.echo(printable(f"error: --where: {exc}"), err=True)
+        raise typer.Exit(EXIT_USAGE) from None
     with _Errors(), KnowledgeBase.open(config) as kb:
         vector = None
         if mode != "text" and kb.config.embedder.get("kind") == "local":
@@ -485,7 +500,8 @@ def search(
             if vector is None:
                 typer.echo("loading the local model (a running `kbsync serve` keeps it "
                            "loaded, and searches then ask it)", err=True)
-        hits = kb.search(query, k=k, mode=mode, context_tokens=context, query_vector=vector)
+        hits = kb.search(query, k=k, mode=mode, context_tokens=context, query_vector=vector,
+                         filters=filters)
     if as_json:
         _emit([hit_dict(h) for h in hits])
     else:

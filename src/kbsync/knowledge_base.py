@@ -44,8 +44,8 @@ from kbsync.engine import (
 from kbsync.errors import ConfigError, KbsyncError, ParameterError, StoreError
 from kbsync.extract import Extractor
 from kbsync.extract.registry import extractor_for
-from kbsync.fusion import fuse
-from kbsync.mirror import Reconciliation, reconcile
+from kbsync.fusion import fuse, ranked, text_relevance, vector_relevance
+from kbsync.mirror import Reconciliation, payloads, reconcile
 from kbsync.mirror import erase as erase_vectors
 from kbsync.model import ChangeReport, Verdict
 from kbsync.normalize import normalize
@@ -53,6 +53,7 @@ from kbsync.plan import BOILERPLATE_SHARE
 from kbsync.report import DocumentChange, SourceResult, SyncResult
 from kbsync.source_kinds import source_kind
 from kbsync.store import DocumentText, Hit, RunRecord
+from kbsync.store.filters import Filters, filters_from
 from kbsync.store.guard import READ_ONLY
 from kbsync.store.lock import WriterLock
 from kbsync.store.postgres import AdvisoryLock
@@ -543,8 +544,10 @@ class KnowledgeBase:
 
     def search(self, query: str, k: int = 5, mode: SearchMode = "hybrid",
                context_tokens: int | None = None,
-               query_vector: npt.NDArray[np.float32] | None = None) -> list[Hit]:
-        """The chunks of the current documents that best match ``query``, best first.
+               query_vector: npt.NDArray[np.float32] | None = None,
+               filters: Filters | Mapping[str, str | Sequence[str]] | None = None) -> list[Hit]:
+        """The chunks of the current documents that best match ``query``, best first,
+        each with its ``rank`` (from 1) and ``relevance`` in [0, 1] (see :mod:`kbsync.fusion`).
 
         Args:
             query: what to look for, in words.
@@ -558,7 +561,12 @@ class KnowledgeBase:
             query_vector: the query's vector, when the caller has it from this
                 knowledge base's embedder (a running ``kbsync serve`` that holds the
                 model loaded); by default the embedder embeds the query.
+            filters: only chunks of documents meeting these: name -> value, or a list
+                of values any one of which may match (``source`` and ``path`` are the
+                store's fields, other names keys of the document's metadata; values
+                with ``*`` or ``?`` are globs; see :mod:`kbsync.store.filters`).
         """
+        where = filters_from(filters)
         if k < 1:
             raise ParameterError(f"k must be at least 1, not {k}")
         if mode not in SEARCH_MODES:
@@ -566,10 +574,10 @@ class KnowledgeBase:
         if context_tokens is None:
             context_tokens = self.config.context_tokens
         if not context_tokens:
-            return self._ranked(query, k, mode, query_vector)
+            return ranked(self._ranked(query, k, mode, query_vector, where))
         results: list[Hit] = []
         # Hits that fall into a window already returned are merged: rank a few spare ones.
-        for hit in self._ranked(query, 3 * k, mode, query_vector):
+        for hit in self._ranked(query, 3 * k, mode, query_vector, where):
             if any(r.source == hit.source and r.key == hit.key and r.first <= hit.index <= r.last
                    for r in results):
                 continue
@@ -578,19 +586,21 @@ class KnowledgeBase:
                                    first=window.first, last=window.last))
             if len(results) == k:
                 break
-        return results
+        return ranked(results)
 
     def _ranked(self, query: str, k: int, mode: SearchMode,
-                vector: npt.NDArray[np.float32] | None = None) -> list[Hit]:
+                vector: npt.NDArray[np.float32] | None = None,
+                filters: Filters | None = None) -> list[Hit]:
         query = normalize(query).text  # the same form as the indexed chunk texts
         if mode == "text":
-            return self.store.search_text(query, k)
+            return text_relevance(self.store.search_text(query, k, filters))
         if vector is None:
             vector = self.query_vector(query)
         if mode == "vector":
-            return self._nearest(vector, k)
+            return vector_relevance(self._nearest(vector, k, filters))
         pool = max(k * 4, 20)
-        return fuse((self._nearest(vector, pool), self.store.search_text(query, pool)), k)
+        return fuse((self._nearest(vector, pool, filters),
+                     self.store.search_text(query, pool, filters)), k)
 
     def query_vector(self, query: str) -> npt.NDArray[np.float32]:
         """The vector a search compares chunks with: the embedder's vector of the
@@ -598,13 +608,23 @@ class KnowledgeBase:
         vector: npt.NDArray[np.float32] = self.embedder.embed([normalize(query).text])[0]
         return vector
 
-    def _nearest(self, vector: npt.NDArray[np.float32], k: int) -> list[Hit]:
-        """Vector hits: from the external vector store when one is configured."""
+    def _nearest(self, vector: npt.NDArray[np.float32], k: int,
+                 filters: Filters | None = None) -> list[Hit]:
+        """Vector hits: from the external vector store when one is configured.
+
+        Filtered, the sink is handed the ids of the matching documents' points and
+        ranks among those only (the store finds them: it holds the metadata).
+        """
         if self.sink is None:
-            return self.store.search_vector(self.embedder.identity, vector, k)
+            return self.store.search_vector(self.embedder.identity, vector, k, filters)
         # A few spare hits cover points that are out of step with the records.
-        found = [(h.payload, h.score) for h in self.sink.search(vector, k + 10)
-                 if h.payload is not None]
+        if filters:
+            ids = set(payloads(self.store.indexed_chunks(filters=filters),
+                               self.embedder.identity))
+            near = self.sink.search(vector, k + 10, ids)
+        else:  # a sink written before filters needs no ``ids``
+            near = self.sink.search(vector, k + 10)
+        found = [(h.payload, h.score) for h in near if h.payload is not None]
         refs = [(p.source, p.key, p.index, p.digest) for p, _ in found]
         return self.store.hits_at(refs, [score for _, score in found])[:k]
 

@@ -52,7 +52,12 @@ class Passage(TypedDict):
     key: str
     title: str | None
     heading: str | None
+    rank: int
+    """1 for the best passage."""
+    relevance: float
+    """From 0 to 1 (vector: cosine; text: BM25 over the best hit's; hybrid: fused over its most)."""
     score: float
+    """The ranking's raw value."""
     text: str
     """The hit's context window (its chunk with its section neighbours)."""
     chunk_identity: str
@@ -77,13 +82,20 @@ def build_server(kb: KnowledgeBase, *, allow_sync: bool = False,
         instructions="Search a knowledge base kept in sync with its sources; read documents "
                      "as kbsync://document/<key> resources; diff shows a document's last change.")
 
-    @server.tool(description="Search the knowledge base; passages come best first. mode: "
-                             "hybrid (default), vector or text.")
-    def search(query: str, k: int = 5, mode: SearchMode = "hybrid") -> SearchResult:
+    @server.tool(description="Search the knowledge base; passages come best first, each with "
+                             "its rank and a relevance from 0 to 1. mode: hybrid (default), "
+                             "vector or text. where: only documents whose fields match, e.g. "
+                             '{"source": "docs", "path": "guide/*", "lang": ["en", "de"]}: '
+                             "source, path (the document key) or a metadata key; * and ? are "
+                             "globs; all names must match, a list is any of its values; an "
+                             "unknown name matches nothing.")
+    def search(query: str, k: int = 5, mode: SearchMode = "hybrid",
+               where: dict[str, str | list[str]] | None = None) -> SearchResult:
         with lock, _errors():
-            hits = kb.search(query, k=k, mode=mode)
+            hits = kb.search(query, k=k, mode=mode, filters=where)
         return {"passages": [Passage(source=_clean(h.source), key=_clean(h.key),
                                      title=_clean(h.title), heading=_clean(h.heading),
+                                     rank=h.rank, relevance=h.relevance,
                                      score=h.score, text=_clean(h.context or h.text),
                                      chunk_identity=h.digest, start=h.start, end=h.end)
                              for h in hits]}

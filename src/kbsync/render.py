@@ -195,15 +195,16 @@ def change_lines(report: SyncResult) -> list[Text]:
 
 def hit_blocks(hits: Sequence[Hit]) -> RenderableType:
     """Search results as blocks that read at any width: a line with the rank,
-    ``key › heading`` (the title where there is no heading) and the score, then the
-    text, wrapped and indented."""
+    ``key › heading`` (the title where there is no heading) and the relevance (0 to
+    1), then the text, wrapped and indented."""
     blocks: list[RenderableType] = []
-    for rank, hit in enumerate(hits, 1):
+    for n, hit in enumerate(hits, 1):
+        rank = hit.rank or n
         head = Text.assemble((f"{rank}.", "bold"), " ", safe(hit.key, "bold cyan", one_line=True))
         if hit.heading or hit.title:
             head.append(" › ")
             head.append(safe(hit.heading or hit.title or "", "bold", one_line=True))
-        head.append(f"  score {hit.score:.4f}", style="dim")
+        head.append(f"  relevance {hit.relevance:.2f}", style="dim")
         shown = _reflowed(hit.context or hit.text)
         if len(shown) > HIT_CHARS:
             shown = shown[:HIT_CHARS].rstrip() + "…"

@@ -154,10 +154,15 @@ class MemorySink:
         for i, (vector, payload) in list(self.points.items()):
             yield SinkPoint(i, payload, int(vector.shape[0]))
 
-    def search(self, vector: npt.NDArray[np.float32], k: int) -> list[SinkHit]:
-        if not self.points:
+    def search(self, vector: npt.NDArray[np.float32], k: int,
+               ids: Collection[str] | None = None) -> list[SinkHit]:
+        if ids is not None:
+            wanted = set(ids)
+            ids = [i for i in self.points if i in wanted]
+        else:
+            ids = list(self.points)
+        if not ids:
             return []
-        ids = list(self.points)
         matrix = np.vstack([self.points[i][0] for i in ids])
         norms = np.linalg.norm(matrix, axis=1) * float(np.linalg.norm(vector))
         scores = (matrix @ vector) / np.where(norms == 0, 1.0, norms)

@@ -204,3 +204,31 @@ def test_help_names_config_tables_and_whole_options_at_80_columns() -> None:
     assert "--allow-mass-delete" in text
     assert "--accept-replacements" in text
     assert "…" not in result.stdout
+
+
+def test_search_where_filters_by_path_and_shows_rank_and_relevance(kb: Path) -> None:
+    c = str(kb)
+    assert _run("sync", "-c", c)[0] == 0
+    one = sorted(p.name for p in (kb / "docs").iterdir())[0]
+    code, out = _run("search", "retry backoff", "-k", "5", "-c", c, "--json",
+                     "--where", f"path={one[:-4]}*", "--where", "source=docs")
+    assert code == 0
+    hits = json.loads(out)
+    assert hits
+    assert {h["key"] for h in hits} == {one}
+    assert [h["rank"] for h in hits] == list(range(1, len(hits) + 1))
+    assert all(0 <= h["relevance"] <= 1 for h in hits)
+    assert all("score" in h for h in hits)  # the raw value, for those who want it
+    code, out = _run("search", "retry backoff", "-c", c, "--where", "lang=xx")
+    assert code == 0
+    assert "no results" in out
+    code, out = _run("search", "retry backoff", "-k", "2", "-c", c)
+    assert "relevance" in out
+    assert "1." in out
+
+
+def test_a_malformed_where_is_a_usage_error_that_names_it(kb: Path) -> None:
+    result = runner.invoke(app, ["search", "retry", "-c", str(kb), "--where", "lang"])
+    assert result.exit_code == 2
+    assert "'lang'" in result.stderr
+    assert "NAME=VALUE" in result.stderr

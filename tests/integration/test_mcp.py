@@ -55,6 +55,15 @@ def test_a_real_client_searches_reads_and_diffs_but_may_not_sync(synced_corpus: 
             (h.key, h.heading) for h in expected]
         assert [p["text"] for p in passages] == [h.context for h in expected]
         assert passages[0]["score"] >= passages[-1]["score"]
+        assert [p["rank"] for p in passages] == [1, 2, 3]
+        assert all(0 <= p["relevance"] <= 1 for p in passages)
+        where = {"path": ["a-harbormaster-cli.md", "nope.md"], "source": "*"}
+        filtered = _data(await client.call_tool(
+            "search", {"query": "retry backoff jitter", "k": 3, "where": where}))
+        assert filtered["passages"]
+        assert {p["key"] for p in filtered["passages"]} == {"a-harbormaster-cli.md"}
+        malformed = await client.call_tool("search", {"query": "x", "where": {"a b": "c"}})
+        assert malformed.is_error
         text_only = _data(await client.call_tool("search", {"query": "harbor", "mode": "text"}))
         assert text_only["passages"]
         bad = await client.call_tool("search", {"query": "x", "mode": "fuzzy"})

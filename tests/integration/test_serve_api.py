@@ -139,8 +139,10 @@ def test_an_unknown_document_is_404_and_a_missing_key_is_400(client: TestClient)
 def test_search_returns_heading_score_and_text(client: TestClient) -> None:
     hits = _get(client, "/api/search?q=retry+backoff&k=3")
     assert len(hits) == 3
-    assert {"source", "key", "title", "heading", "index", "score", "text",
+    assert {"source", "key", "title", "heading", "index", "rank", "relevance", "score", "text",
             "context"} == set(hits[0])
+    assert [h["rank"] for h in hits] == [1, 2, 3]
+    assert all(0 <= h["relevance"] <= 1 for h in hits)
     assert all(h["context"] for h in hits)
     assert any("retr" in h["text"].lower() for h in hits)
     assert [h["score"] for h in hits] == sorted((h["score"] for h in hits), reverse=True)
@@ -148,6 +150,20 @@ def test_search_returns_heading_score_and_text(client: TestClient) -> None:
     assert text_hits[0]["key"] == "a-harbormaster-configuration.md"
     assert "mode" in _get(client, "/api/search?q=x&mode=fuzzy", 400)["error"]
     assert "q" in _get(client, "/api/search", 400)["error"]
+
+
+def test_search_where_parameters_filter_and_a_malformed_one_is_400(client: TestClient) -> None:
+    everything = _get(client, "/api/search?q=retry+backoff&k=20")
+    one = everything[-1]["key"]
+    hits = _get(client, f"/api/search?q=retry+backoff&k=5&where=path={one}&where=path=none.md")
+    assert hits
+    assert {h["key"] for h in hits} == {one}
+    assert _get(client, "/api/search?q=retry&where=lang=xx") == []
+    assert "'lang'" in _get(client, "/api/search?q=retry&where=lang", 400)["error"]
+    page = client.get(f"/search?q=retry+backoff&where=path={one}&where=")
+    assert page.status_code == 200
+    assert f'name="where" value="path={one}"' in page.text
+    assert "relevance" in page.text
 
 
 def test_the_openapi_description_is_valid_and_covers_every_api_route(

@@ -66,8 +66,9 @@ class Counting:
     def scan(self) -> Iterator[SinkPoint]:
         return self.inner.scan()
 
-    def search(self, vector: npt.NDArray[np.float32], k: int) -> list[SinkHit]:
-        return self.inner.search(vector, k)
+    def search(self, vector: npt.NDArray[np.float32], k: int,
+               ids: Collection[str] | None = None) -> list[SinkHit]:
+        return self.inner.search(vector, k) if ids is None else self.inner.search(vector, k, ids)
 
     def close(self) -> None:
         self.inner.close()
@@ -146,6 +147,25 @@ def test_search_through_a_sink_gives_the_same_results_as_the_store(kb: Knowledge
                 assert [(h.key, h.index) for h in ours] == [(h.key, h.index) for h in theirs]
                 assert [h.score for h in ours] == pytest.approx([h.score for h in theirs],
                                                                 abs=1e-5)
+
+
+def test_a_filtered_search_through_a_sink_ranks_only_the_matching_documents(
+        kb: KnowledgeBase, tmp_path: Path) -> None:
+    plain_folder = _knowledge_base(tmp_path / "plain", None)
+    with KnowledgeBase.open(plain_folder) as plain:
+        plain.sync()
+        keys = sorted({r.key for r in plain.store.indexed_chunks()})
+        query = "how a deployment is rolled back"
+        # The document the unfiltered ranking puts last: its hits are not in the sink's
+        # best few, so only a filter applied inside the sink finds them.
+        last = plain.search(query, k=1000, mode="vector", context_tokens=0)[-1].key
+        for filters in ({"path": last}, {"path": [keys[0], last]}, {"lang": "none"}):
+            ours = kb.search(query, k=4, mode="vector", context_tokens=0, filters=filters)
+            theirs = plain.search(query, k=4, mode="vector", context_tokens=0, filters=filters)
+            assert [(h.key, h.index) for h in ours] == [(h.key, h.index) for h in theirs]
+            assert [h.score for h in ours] == pytest.approx([h.score for h in theirs], abs=1e-5)
+            assert {h.key for h in ours} <= {last, keys[0]}
+            assert bool(ours) == ("path" in filters)
 
 
 def test_vectors_removed_behind_its_back_and_strays_are_reported_and_repaired(

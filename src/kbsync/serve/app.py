@@ -11,7 +11,7 @@ from __future__ import annotations
 import glob
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
 from urllib.parse import parse_qs
 
@@ -41,6 +41,7 @@ from kbsync.serve.views import (
     run_summary,
     segments,
 )
+from kbsync.store.filters import parse_where
 from kbsync.terminal import printable
 
 __all__ = ["create_app"]
@@ -71,6 +72,19 @@ class _HostCheck:
             await PlainTextResponse("unexpected Host header", 403)(scope, receive, send)
             return
         await self.app(scope, receive, send)
+
+
+def _where(request: Request) -> list[str]:
+    """The ``where`` query parameters (``NAME=VALUE``, as ``kbsync search --where``), checked.
+
+    Empty ones are left out (the dashboard's form always has a blank one to fill in).
+    """
+    where = [w.strip() for w in request.query_params.getlist("where") if w.strip()]
+    try:
+        parse_where(where)
+    except KbsyncError as exc:
+        raise _RefusedError(400, str(exc)) from None
+    return where
 
 
 def _int(value: str | None, default: int, low: int, high: int) -> int:
@@ -151,9 +165,10 @@ class _Dashboard:
 
     async def search_page(self, request: Request) -> Response:
         query, k, mode = self._search_args(request)
-        hits = await self._call(self._search, query, k, mode) if query else []
+        where = _where(request)
+        hits = await self._call(self._search, query, k, mode, where) if query else []
         return self._page(request, "search.html", q=query, k=k, mode=mode, modes=_MODES,
-                          hits=hits)
+                          hits=hits, where=where)
 
     async def sync_form(self, request: Request) -> Response:
         await self._check_action(request, form=True)
@@ -188,7 +203,7 @@ class _Dashboard:
         query, k, mode = self._search_args(request)
         if not query:
             raise _RefusedError(400, "the query parameter q is required")
-        return JSONResponse(await self._call(self._search, query, k, mode))
+        return JSONResponse(await self._call(self._search, query, k, mode, _where(request)))
 
     async def api_query_vector(self, request: Request) -> Response:
         query = (request.query_params.get("q") or "").strip()
@@ -237,8 +252,10 @@ class _Dashboard:
         return (params.get("q") or "").strip(), _int(params.get("k"), 10, 1, 100), cast(
             SearchMode, mode)
 
-    def _search(self, query: str, k: int, mode: SearchMode) -> list[dict[str, Any]]:
-        return [hit_view(h) for h in self.kb.search(query, k=k, mode=mode)]
+    def _search(self, query: str, k: int, mode: SearchMode,
+                where: Sequence[str] = ()) -> list[dict[str, Any]]:
+        return [hit_view(h) for h in self.kb.search(query, k=k, mode=mode,
+                                                    filters=parse_where(where))]
 
     def _sync(self) -> dict[str, Any]:
         try:

@@ -88,7 +88,13 @@ _SCHEMAS: dict[str, Any] = {
             "verdict": _OPT_STR, "similarity": _OPT_NUM, "regions": _INT})},
     }),
     "Hit": _obj({"source": _STR, "key": _STR, "title": _OPT_STR, "heading": _OPT_STR,
-                 "index": _INT, "score": _NUM, "text": _STR, "context": _STR}),
+                 "index": _INT,
+                 "rank": {"type": "integer", "minimum": 1, "description": "1 is the best"},
+                 "relevance": {"type": "number", "minimum": 0, "maximum": 1,
+                               "description": "vector: cosine clipped to [0, 1]; text: BM25 "
+                               "over the best hit's; hybrid: fused score over its maximum"},
+                 "score": {"type": "number", "description": "The ranking's raw value"},
+                 "text": _STR, "context": _STR}),
 }
 
 
@@ -145,7 +151,14 @@ def openapi(version: str) -> dict[str, Any]:
                                                 "maximum": 100, "default": 10}},
                                     {"name": "mode", "in": "query", "required": False,
                                      "schema": {"enum": ["hybrid", "vector", "text"],
-                                                "default": "hybrid"}})),
+                                                "default": "hybrid"}},
+                                    {"name": "where", "in": "query", "required": False,
+                                     "description": "NAME=VALUE, repeatable (as `kbsync "
+                                     "search --where`): source, path or a metadata key; * and "
+                                     "? are globs; different names all match (AND), the same "
+                                     "name twice either value (OR)",
+                                     "schema": {"type": "array", "items": _STR},
+                                     "style": "form", "explode": True})),
             "/api/query-vector": _get(
                 "The query's vector from this server's embedder (what `kbsync search` asks a "
                 "running server for, so it need not load the model)",

@@ -133,11 +133,12 @@ def document_view(kb: KnowledgeBase, key: str, source: str | None = None) -> dic
 
 
 def hit_view(hit: Hit) -> dict[str, Any]:
-    """A search result: where it is, its heading, its score, the matching chunk's text and
-    (with context windows on) the text around it that a reader would get."""
+    """A search result: where it is, its heading, its rank, relevance (0 to 1) and raw
+    score, the matching chunk's text and (with context windows on) the text around it
+    that a reader would get."""
     return {"source": hit.source, "key": hit.key, "title": hit.title, "heading": hit.heading,
-            "index": hit.index, "score": round(hit.score, 6), "text": hit.text,
-            "context": hit.context or hit.text}
+            "index": hit.index, "rank": hit.rank, "relevance": round(hit.relevance, 4),
+            "score": round(hit.score, 6), "text": hit.text, "context": hit.context or hit.text}
 
 
 def segments(text: str, regions: Sequence[Mapping[str, Any]],

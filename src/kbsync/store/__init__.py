@@ -11,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kbsync.plan import DocumentPlan, StoredDocument
+from kbsync.store.filters import Filters
 
 __all__ = ["ChunkRef", "DocumentText", "Frontier", "Hit", "RecordStore", "RunRecord",
            "StoreStatus", "Window"]
@@ -22,6 +23,9 @@ class Hit:
 
     ``context`` is what a reader gets: the chunk itself, or with context windows
     on, the chunk and its neighbours in the same section (``first``..``last``).
+    ``score`` is the ranking's raw value (cosine, BM25 or reciprocal rank fusion);
+    a search's results carry their 1-based ``rank`` and a ``relevance`` in [0, 1]
+    (see :mod:`kbsync.fusion`).
     """
 
     source: str
@@ -38,6 +42,8 @@ class Hit:
     context_tokens: int = 0
     first: int = -1
     last: int = -1
+    rank: int = 0
+    relevance: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,9 +170,10 @@ class RecordStore(Protocol):
         """Forget outbox entries whose deletion the external vector store has done."""
         ...
 
-    def indexed_chunks(self, source: str | None = None,
-                       key: str | None = None) -> Iterator[ChunkRef]:
-        """The current, indexed (not boilerplate) chunks, by source, key and index."""
+    def indexed_chunks(self, source: str | None = None, key: str | None = None,
+                       filters: Filters | None = None) -> Iterator[ChunkRef]:
+        """The current, indexed (not boilerplate) chunks, by source, key and index
+        (of documents meeting ``filters``, when given)."""
         ...
 
     def vectors(self, embedder: str,
@@ -225,10 +232,13 @@ class RecordStore(Protocol):
         """One recorded run, or None when there is no such run."""
         ...
 
-    def search_text(self, query: str, k: int) -> list[Hit]:
+    def search_text(self, query: str, k: int, filters: Filters | None = None) -> list[Hit]:
+        """The ``k`` best full-text hits, of documents meeting ``filters`` when given."""
         ...
 
-    def search_vector(self, embedder: str, vector: npt.NDArray[np.float32], k: int) -> list[Hit]:
+    def search_vector(self, embedder: str, vector: npt.NDArray[np.float32], k: int,
+                      filters: Filters | None = None) -> list[Hit]:
+        """The ``k`` nearest chunks, of documents meeting ``filters`` when given."""
         ...
 
     def text_pieces(self, source: str, key: str) -> Iterator[str]:

@@ -42,6 +42,7 @@ import numpy.typing as npt
 from kbsync.errors import DependencyMissingError, LockedError, SchemaError, StoreError
 from kbsync.plan import Action, DocumentPlan, StoredDocument
 from kbsync.store import ChunkRef, DocumentText, Hit, RunRecord, StoreStatus, Window, invariants
+from kbsync.store.filters import Filters, postgres_condition
 from kbsync.store.guard import guarded
 from kbsync.store.rows import (
     CURRENT,
@@ -182,6 +183,10 @@ _HEADING_WEIGHT = "C"
 SCHEMA_VERSION = len(_MIGRATIONS)
 # pgvector indexes `vector` columns of at most 2,000 dimensions with HNSW.
 HNSW_MAX_DIMENSION = 2000
+# A filtered vector search over at most this many chunks compares each of them (exact,
+# and quicker than the index then); a broader filter walks the HNSW index with the
+# filter applied to its candidates, asking for more until enough match.
+_EXACT_FILTERED_CHUNKS = 20_000
 
 
 def _psycopg() -> Any:
@@ -677,10 +682,11 @@ class PostgresStore:
 
     # -- search ----------------------------------------------------------------------
 
-    def search_text(self, query: str, k: int) -> list[Hit]:
+    def search_text(self, query: str, k: int, filters: Filters | None = None) -> list[Hit]:
         terms = query_terms(query)
         if not terms:
             return []
+        where, args = postgres_condition(filters) if filters else ("TRUE", [])
         tsquery = " || ".join(["plainto_tsquery('english', %s)"] * len(terms))
         # The document's title joins the section heading (as in the SQLite store).
         heading = (f"setweight(to_tsvector('english', coalesce(d.title, '') || ' ' || "
@@ -689,13 +695,14 @@ class PostgresStore:
             f"SELECT {HIT_COLUMNS}, ts_rank({heading} || t.tsv, x.q) AS rank "
             f"FROM (SELECT {tsquery} AS q) x "
             "JOIN chunk_texts t ON t.tsv @@ x.q JOIN chunks c ON c.digest = t.digest "
-            f"JOIN documents d ON {CURRENT} WHERE {INDEXED} "
+            f"JOIN documents d ON {CURRENT} WHERE {INDEXED} AND {where} "
             "ORDER BY rank DESC, d.source, d.key, c.idx LIMIT %s",
-            (*terms, k),
+            (*terms, *args, k),
         ).fetchall()
         return [as_hit(r, score=float(r[10])) for r in rows]
 
-    def search_vector(self, embedder: str, vector: npt.NDArray[np.float32], k: int) -> list[Hit]:
+    def search_vector(self, embedder: str, vector: npt.NDArray[np.float32], k: int,
+                      filters: Filters | None = None) -> list[Hit]:
         # One vector's dimension stands for the embedder's (verify checks they agree).
         dims = self._conn.execute(
             "SELECT dimension FROM embeddings WHERE embedder = %s LIMIT 1", (embedder,)
@@ -706,10 +713,18 @@ class PostgresStore:
         n = int(query.shape[0])
         typed = f"vector::vector({n})" if n <= HNSW_MAX_DIMENSION else "vector"
         cast = f"::vector({n})" if n <= HNSW_MAX_DIMENSION else "::vector"
+        where, args = "TRUE", list[str]()
+        if filters:
+            where, args = postgres_condition(filters)
+            matching = _scalar(self._conn, f"SELECT count(*) FROM documents d JOIN chunks c "
+                               f"ON {CURRENT} WHERE {where}", args)
+            if matching <= _EXACT_FILTERED_CHUNKS:
+                return self._filtered_nearest(embedder, query, k, where, args, typed, cast)
         # Nearest cached vectors first, from the index alone (a join would hide the index
         # from the planner); then the chunks they belong to, if current and not
-        # boilerplate. Cache entries of no current chunk can crowd the candidates out, so
-        # too few hits means asking again for more, up to every vector (exact).
+        # boilerplate (and, filtered, of a matching document). Cache entries of no such
+        # chunk can crowd the candidates out, so too few hits means asking again for
+        # more, up to every vector (exact).
         candidates = 4 * k + 40
         while True:
             with self._transaction():
@@ -722,8 +737,9 @@ class PostgresStore:
                     f"SELECT {HIT_COLUMNS}, e.distance FROM near e "
                     "JOIN chunks c ON c.digest = e.digest "
                     f"JOIN documents d ON {CURRENT} JOIN chunk_texts t ON t.digest = c.digest "
-                    f"WHERE {INDEXED} ORDER BY e.distance, d.source, d.key, c.idx LIMIT %s",
-                    (query, embedder, candidates, k),
+                    f"WHERE {INDEXED} AND {where} "
+                    "ORDER BY e.distance, d.source, d.key, c.idx LIMIT %s",
+                    (query, embedder, candidates, *args, k),
                 ).fetchall()
                 total = len(rows) >= k or _scalar(
                     self._conn, "SELECT count(*) <= %s FROM embeddings WHERE embedder = %s",
@@ -732,6 +748,26 @@ class PostgresStore:
                 break
             candidates *= 4
         # <#> is the negated inner product; the score is the inner product, as SQLite's.
+        return [as_hit(r, score=-float(r[10])) for r in rows]
+
+    def _filtered_nearest(self, embedder: str, query: npt.NDArray[np.float32], k: int,
+                          where: str, args: Sequence[str], typed: str, cast: str) -> list[Hit]:
+        """The nearest vectors among the chunks of documents meeting ``where``, exactly.
+
+        The matching documents are found first and only their chunks' vectors are
+        compared, so a narrow filter loses nothing to the best of the others (an
+        index scan then filtered would) and costs a scan of those chunks only.
+        """
+        n = int(query.shape[0])
+        rows = self._conn.execute(
+            f"SELECT {HIT_COLUMNS}, e.{typed} <#> %s{cast} "
+            "AS distance FROM documents d "
+            f"JOIN chunks c ON {CURRENT} JOIN embeddings e ON e.digest = c.digest "
+            f"AND e.embedder = %s AND e.dimension = {n} "
+            f"JOIN chunk_texts t ON t.digest = c.digest WHERE {INDEXED} AND {where} "
+            "ORDER BY distance, d.source, d.key, c.idx LIMIT %s",
+            (query, embedder, *args, k),
+        ).fetchall()
         return [as_hit(r, score=-float(r[10])) for r in rows]
 
     def hits_at(self, refs: Sequence[tuple[str, str, int, str]],
@@ -748,8 +784,8 @@ class PostgresStore:
         return [as_hit(rows[ref], score=score) for ref, score in zip(refs, scores, strict=True)
                 if ref in rows]
 
-    def indexed_chunks(self, source: str | None = None,
-                       key: str | None = None) -> Iterator[ChunkRef]:
+    def indexed_chunks(self, source: str | None = None, key: str | None = None,
+                       filters: Filters | None = None) -> Iterator[ChunkRef]:
         sql = (f"SELECT d.source, d.key, c.idx, c.digest, c.heading, c.start, c.\"end\" "
                f"FROM documents d JOIN chunks c ON {CURRENT} WHERE {INDEXED}")
         args: list[str] = []
@@ -757,6 +793,10 @@ class PostgresStore:
             if value is not None:
                 sql += f" AND d.{column} = %s"
                 args.append(value)
+        if filters:
+            where, more = postgres_condition(filters)
+            sql += f" AND {where}"
+            args += more
         for row in self._conn.execute(sql + " ORDER BY d.source, d.key, c.idx",
                                       args).fetchall():
             yield ChunkRef(*row)

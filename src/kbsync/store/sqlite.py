@@ -33,6 +33,7 @@ from kbsync.crashpoints import crashpoint
 from kbsync.errors import SchemaError, StoreError
 from kbsync.plan import Action, DocumentPlan, StoredDocument
 from kbsync.store import ChunkRef, DocumentText, Hit, RunRecord, StoreStatus, Window, invariants
+from kbsync.store.filters import Filters, sqlite_condition
 from kbsync.store.guard import READ_ONLY, REPAIR, guarded, sqlite_or_os_error, store_error
 from kbsync.store.rows import (
     CURRENT,
@@ -185,6 +186,10 @@ _FTS_WEIGHTS = "1.0, 2.0"
 _FTS_TABLE = ("CREATE VIRTUAL TABLE chunk_fts USING fts5 "
               "(text, heading, tokenize = 'porter unicode61')")
 SCHEMA_VERSION = len(_MIGRATIONS)
+# The ids of current chunks ``c`` of documents ``d``, to be restricted by a filter on ``d``:
+# CROSS JOIN keeps documents the outer loop, so the filter runs once per document, not
+# once per chunk (the planner otherwise scans chunks first).
+_MATCHING_CHUNKS = f"SELECT c.id FROM documents d CROSS JOIN chunks c ON {CURRENT}"
 # Joins a document ``d`` to the text ``t`` of its current version.
 CURRENT_TEXT = "t.doc_id = d.id AND t.generation = d.generation"
 
@@ -222,6 +227,7 @@ class SqliteStore:
         if version < SCHEMA_VERSION:
             self._migrate(version)
         self._vectors: dict[str, tuple[npt.NDArray[np.float32], list[int]]] = {}
+        self._vector_orders: dict[str, tuple[list[int], npt.NDArray[np.intp]]] = {}
         self._data_version = -1
 
     # -- lifecycle -------------------------------------------------------------------
@@ -645,18 +651,26 @@ class SqliteStore:
     _HIT = (f"SELECT {HIT_COLUMNS} FROM chunks c JOIN documents d ON {CURRENT} "
             "JOIN chunk_texts t ON t.digest = c.digest ")
 
-    def search_text(self, query: str, k: int) -> list[Hit]:
+    def search_text(self, query: str, k: int, filters: Filters | None = None) -> list[Hit]:
         terms = query_terms(query)
         if not terms:
             return []
         match = " OR ".join(f'"{t}"' for t in terms)
+        restrict, args = "", list[str]()
+        if filters:
+            # Only the matching documents' indexed chunks are ranked, so a filter that
+            # matches few documents loses none of their hits to the best of the rest.
+            # "+rowid": a plain rowid constraint is handed to FTS5, which then evaluates
+            # the query once per allowed row (15x slower than filtering its matches).
+            where, args = sqlite_condition(filters)
+            restrict = f" AND +rowid IN ({_MATCHING_CHUNKS} WHERE {INDEXED} AND {where})"
         rows = self._db.execute(
             f"SELECT {HIT_COLUMNS}, f.rank FROM (SELECT rowid, bm25(chunk_fts, {_FTS_WEIGHTS}) "
-            "AS rank FROM chunk_fts WHERE chunk_fts MATCH ? ORDER BY rank LIMIT ?) f "
+            f"AS rank FROM chunk_fts WHERE chunk_fts MATCH ?{restrict} ORDER BY rank LIMIT ?) f "
             "JOIN chunks c ON c.id = f.rowid "
             f"JOIN documents d ON {CURRENT} JOIN chunk_texts t ON t.digest = c.digest "
             f"WHERE {INDEXED} ORDER BY f.rank",
-            (match, 4 * k + 10),  # room for boilerplate rows filtered out after ranking
+            (match, *args, 4 * k + 10),  # room for boilerplate rows filtered out after ranking
         ).fetchall()[:k]
         # bm25() is lower-is-better and negative; report its negation as the score.
         return [as_hit(r, score=-float(r[10])) for r in rows]
@@ -683,10 +697,42 @@ class SqliteStore:
         self._vectors[embedder] = (matrix, ids)
         return matrix, ids
 
-    def search_vector(self, embedder: str, vector: npt.NDArray[np.float32], k: int) -> list[Hit]:
+    def _filtered_rows(self, embedder: str, filters: Filters) -> npt.NDArray[np.intp]:
+        """Rows of the vector matrix that belong to documents meeting ``filters``."""
+        ids = self._vector_matrix(embedder)[1]
+        if not ids:
+            return np.zeros(0, dtype=np.intp)
+        where, args = sqlite_condition(filters)
+        wanted = np.fromiter((r[0] for r in self._db.execute(
+            f"{_MATCHING_CHUNKS} WHERE {where}", args)), dtype=np.int64)
+        order = self._vector_order(embedder, ids)
+        sorted_ids = np.asarray(ids, dtype=np.int64)[order]
+        at = np.searchsorted(sorted_ids, wanted)
+        found = at < len(sorted_ids)
+        found[found] = sorted_ids[at[found]] == wanted[found]
+        rows: npt.NDArray[np.intp] = np.sort(order[at[found]])
+        return rows
+
+    def _vector_order(self, embedder: str, ids: list[int]) -> npt.NDArray[np.intp]:
+        # The sort of the matrix's chunk ids, kept beside it (the matrix is rebuilt, and
+        # this forgotten, whenever the store changes).
+        cached = self._vector_orders.get(embedder)
+        if cached is None or cached[0] is not ids:
+            cached = (ids, np.argsort(np.asarray(ids, dtype=np.int64), kind="stable"))
+            self._vector_orders[embedder] = cached
+        return cached[1]
+
+    def search_vector(self, embedder: str, vector: npt.NDArray[np.float32], k: int,
+                      filters: Filters | None = None) -> list[Hit]:
         matrix, ids = self._vector_matrix(embedder)
         if not ids:
             return []
+        if filters:
+            # Exact over the matching documents' vectors only: no top-k of all, then filtered.
+            chosen = self._filtered_rows(embedder, filters)
+            matrix, ids = matrix[chosen], [ids[i] for i in chosen.tolist()]
+            if not ids:
+                return []
         scores = matrix @ np.asarray(vector, dtype=np.float32)
         if k < len(scores):  # select the best k in linear time, then order only those
             best = np.argpartition(-scores, k)[:k]
@@ -737,8 +783,8 @@ class SqliteStore:
             return Window(hit.index, hit.index, hit.text, 0)
         return Window(first, last, text[0], tokens)
 
-    def indexed_chunks(self, source: str | None = None,
-                       key: str | None = None) -> Iterator[ChunkRef]:
+    def indexed_chunks(self, source: str | None = None, key: str | None = None,
+                       filters: Filters | None = None) -> Iterator[ChunkRef]:
         sql = (f"SELECT d.source, d.key, c.idx, c.digest, c.heading, c.start, c.\"end\" "
                f"FROM documents d JOIN chunks c ON {CURRENT} WHERE {INDEXED}")
         args: list[str] = []
@@ -746,6 +792,10 @@ class SqliteStore:
             if value is not None:
                 sql += f" AND d.{column} = ?"
                 args.append(value)
+        if filters:
+            where, more = sqlite_condition(filters)
+            sql = sql.replace(" JOIN chunks", " CROSS JOIN chunks", 1) + f" AND {where}"
+            args += more
         for row in self._db.execute(sql + " ORDER BY d.source, d.key, c.idx", args).fetchall():
             yield ChunkRef(*row)
 

@@ -102,8 +102,10 @@ class VectorSink(Protocol):
         """Every point of the collection (for reconciliation)."""
         ...
 
-    def search(self, vector: npt.NDArray[np.float32], k: int) -> list[SinkHit]:
-        """The ``k`` points most similar to ``vector`` (cosine), best first."""
+    def search(self, vector: npt.NDArray[np.float32], k: int,
+               ids: Collection[str] | None = None) -> list[SinkHit]:
+        """The ``k`` points most similar to ``vector`` (cosine), best first; only among
+        the points ``ids`` when given (a filtered search: the sink filters, then ranks)."""
         ...
 
     def close(self) -> None:

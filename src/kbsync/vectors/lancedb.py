@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,8 @@ from kbsync.vectors import Payload, SinkHit, SinkPoint, VectorPoint
 __all__ = ["LanceDBSink"]
 
 _BATCH = 1024
+# What a point id of kbsync looks like (identity.vector_id): safe to quote into a filter.
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _FIELDS = ("source", "key", "index", "digest", "heading", "start", "end", "embedder")
 
 
@@ -90,12 +93,21 @@ class LanceDBSink:
         for row in table.to_arrow().select(["id", *_FIELDS]).to_pylist():
             yield SinkPoint(str(row["id"]), _payload(row), dimension)
 
-    def search(self, vector: npt.NDArray[np.float32], k: int) -> list[SinkHit]:
+    def search(self, vector: npt.NDArray[np.float32], k: int,
+               ids: Collection[str] | None = None) -> list[SinkHit]:
         table = self._table()
-        if table is None:
+        if table is None or (ids is not None and not ids):
             return []
-        rows = (table.search(vector.astype(np.float32)).distance_type("cosine").limit(k)
-                .select(["id", *_FIELDS, "_distance"]).to_list())
+        query = table.search(vector.astype(np.float32)).distance_type("cosine").limit(k)
+        if ids is not None:
+            # A prefilter: LanceDB restricts the rows first, then ranks them. Point ids are
+            # kbsync's UUIDs; anything else is no id of ours and is left out, not quoted.
+            allowed = [i for i in ids if _UUID.fullmatch(i)]
+            if not allowed:
+                return []
+            query = query.where("id IN (" + ", ".join(f"'{i}'" for i in allowed) + ")",
+                                prefilter=True)
+        rows = query.select(["id", *_FIELDS, "_distance"]).to_list()
         # LanceDB reports the cosine distance; kbsync scores are similarities.
         return [SinkHit(str(r["id"]), _payload(r), 1.0 - float(r["_distance"])) for r in rows]
 

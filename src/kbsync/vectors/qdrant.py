@@ -84,11 +84,15 @@ class QdrantSink:
             if offset is None:
                 return
 
-    def search(self, vector: npt.NDArray[np.float32], k: int) -> list[SinkHit]:
-        if self.dimension is None:
+    def search(self, vector: npt.NDArray[np.float32], k: int,
+               ids: Collection[str] | None = None) -> list[SinkHit]:
+        if self.dimension is None or (ids is not None and not ids):
             return []
+        # Qdrant applies a has-id condition during the search itself (no top-k, then filtered).
+        where = None if ids is None else self._models.Filter(
+            must=[self._models.HasIdCondition(has_id=list(ids))])
         found = self._client.query_points(self.collection, query=vector.astype(np.float32).tolist(),
-                                          limit=k, with_payload=True).points
+                                          query_filter=where, limit=k, with_payload=True).points
         return [SinkHit(str(p.id), _payload(p.payload), float(p.score)) for p in found]
 
     def close(self) -> None:
