@@ -130,7 +130,7 @@ def test_the_changed_document_highlights_the_added_paragraph(
     _shot(page, "document")
 
 
-def test_a_search_shows_results_with_heading_score_and_text(
+def test_a_search_shows_results_with_heading_relevance_and_text(
         page: Any, server: tuple[str, KnowledgeBaseOnDisk]) -> None:
     base, _ = server
     page.goto(base + "/search")
@@ -140,7 +140,9 @@ def test_a_search_shows_results_with_heading_score_and_text(
     first = page.locator("#results .hit").first
     assert "lighthouse keepers" in first.locator("p.chunk").inner_text()
     assert first.locator(".heading").inner_text().strip()
-    assert re.fullmatch(r"\d+\.\d{4}", first.locator(".score").inner_text())
+    assert re.fullmatch(r"[01]\.\d{2}", first.locator(".relevance").inner_text())
+    assert re.fullmatch(r"raw score -?\d+\.\d{4}",
+                        first.locator(".relevance").get_attribute("title") or "")
     _shot(page, "search")
 
 
