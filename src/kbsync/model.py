@@ -276,3 +276,6 @@ class Listing:
     complete: bool = True
     errors: tuple[ItemError, ...] = ()
     warnings: tuple[str, ...] = ()
+    # The version of the source that was listed, when it has one (a git commit and its
+    # author date); the run's report says it.
+    revision: str = ""

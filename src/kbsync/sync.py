@@ -232,6 +232,7 @@ class SourceReport:
     deletions_blocked: bool = False
     erased: int = 0
     applied: int = 0
+    revision: str = ""
 
     def _truncation(self) -> tuple[str, ...]:
         """The warning of a run that embedded chunks past the model's window, if it did."""
@@ -261,7 +262,8 @@ class SourceReport:
                                               ("failures", self.failures.omitted),
                                               ("warnings", self.warnings.omitted)) if n},
             skipped_erased=self.erased,
-            embeddings_to_compute=self.embeddings_to_compute, documents_applied=self.applied)
+            embeddings_to_compute=self.embeddings_to_compute, documents_applied=self.applied,
+            revision=self.revision)
 
 
 @dataclass(slots=True)
@@ -730,6 +732,7 @@ def list_source(source: Source, store: RecordStore, derive: Derive, verify: bool
     scratch.add_listed(page)
     summary = scan.summary
     out.listing_complete = summary.complete
+    out.revision = summary.revision
     out.warnings.extend(summary.warnings)
     out.failures.extend(("", e.message) for e in summary.errors)
     after = None
@@ -823,7 +826,7 @@ def _entries(listing: Listing) -> Entries:
     """A whole listing handed over as :data:`~kbsync.sources.Entries`."""
     yield from listing.items
     yield from listing.errors
-    return Listing((), listing.complete, (), listing.warnings)
+    return Listing((), listing.complete, (), listing.warnings, listing.revision)
 
 
 def _observe_source(run: _Run, source: Source, scratch: Scratch, derive: Derive,

@@ -136,6 +136,7 @@ def test_a_first_sync_indexes_the_commit_with_its_id_and_author_date(
     report = _sync(kb_dir, _source(kb_dir, repo.path))
     assert _counts(report) == {"new": 4}
     assert report["listing_complete"] is True
+    assert report["revision"] == f"{head} {date}"
     stored = _stored(kb_dir)
     assert sorted(stored) == ["README.md", "faq.txt", "guide/intro.md", "guide/setup.md"]
     assert {m["git_commit"] for m in stored.values()} == {head}

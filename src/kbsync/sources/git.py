@@ -445,7 +445,7 @@ class GitSource:
             yield SourceItem(key, path, self.media_type(key),
                              stat=SourceStat(entry.size, 0, int(entry.blob[:15], 16)),
                              validators=Validators(etag=entry.blob), metadata=metadata)
-        return Listing(items=(), warnings=tuple(sorted(warnings)))
+        return Listing(items=(), warnings=tuple(sorted(warnings)), revision=f"{commit} {date}")
 
     def read(self, item: SourceItem) -> bytes:
         """The bytes of the item's blob, from the one ``git cat-file --batch`` process."""
