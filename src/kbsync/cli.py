@@ -24,10 +24,8 @@ from kbsync import __version__, native
 from kbsync.chunk_files import chunk_files
 from kbsync.engine import (
     CONFIG_NAME,
-    add_source,
     init_config,
     init_embedder,
-    load_config,
     refuse_missing_folders,
 )
 from kbsync.errors import (
@@ -222,14 +220,15 @@ def init(
 
 @sources_app.command("add")
 def sources_add(
-    path: Annotated[str, typer.Argument(help="A folder.")],
+    path: Annotated[str, typer.Argument(help="A folder or a URL.")],
     name: Annotated[str | None, typer.Option(help="Its name in the knowledge base.")] = None,
     config: ConfigOption = Path("."),
     as_json: JsonOption = False,
 ) -> None:
-    """Add a folder source."""
-    with _Errors():
-        updated = add_source(load_config(config), path, name)
+    """Add a source: a folder or a website."""
+    with _Errors(), KnowledgeBase.open(config) as kb:
+        kb.add_source(path, name)
+        updated = kb.config
     if as_json:
         _emit({"sources": [s.name for s in updated.sources]})
     else:

@@ -28,8 +28,8 @@ from kbsync.embed import Embedder
 from kbsync.embed.hashing import HashingEmbedder
 from kbsync.embed.tokenizer import TokenizerCounter
 from kbsync.errors import ConfigError
+from kbsync.source_kinds import SourceConfig, infer_kind, kind_for_argument, source_kind
 from kbsync.sources import Source
-from kbsync.sources.files import FilesystemSource
 from kbsync.store import RecordStore
 from kbsync.store.lock import WriterLock
 from kbsync.store.postgres import AdvisoryLock, PostgresStore
@@ -68,22 +68,6 @@ DEFAULT_CONTEXT_TOKENS = 512
 # Embedders with a tokenizer of their own: `kbsync init` limits chunks in its tokens (an
 # estimate of them can put a chunk of links or code past the model's window).
 _MODEL_KINDS = ("local", "openai")
-
-
-@dataclass(frozen=True, slots=True)
-class SourceConfig:
-    """A source: a folder (``path`` and globs) or a website (``urls`` and web settings)."""
-
-    name: str
-    path: str = ""
-    include: tuple[str, ...] = ("**/*",)
-    exclude: tuple[str, ...] = ()
-    urls: tuple[str, ...] = ()
-    options: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def is_web(self) -> bool:
-        return bool(self.urls or self.options.get("sitemaps"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +158,6 @@ _INDEX_SETTINGS = ("boilerplate_share", "index_boilerplate", "strict_decoding",
                    "confirm_above_tokens")
 _SEARCH_SETTINGS = ("context_tokens",)
 _STORE_SETTINGS = ("path", "url", "password_env", "schema", "index_memory")
-_FOLDER_SETTINGS = ("name", "path", "include", "exclude")
 
 
 # [embedder] settings of kbsync's own, not options of the embedder's class: the check of
@@ -220,12 +203,15 @@ def _refuse_unknown_keys(file: Path, data: Mapping[str, Any]) -> None:
     for n, source in enumerate(sources if isinstance(sources, list) else [], 1):
         if not isinstance(source, dict):
             continue
-        settings = _FOLDER_SETTINGS if "path" in source else _web_settings()
+        shown = f"{source.get('name')!r}" if "name" in source else f"number {n}"
+        try:
+            settings = source_kind(str(source.get("kind") or infer_kind(source))).settings()
+        except ConfigError as exc:
+            raise ConfigError(f"{file}: [[sources]] {shown}: {exc}") from None
         if not settings:
-            continue  # without the `web` extra, building the source says what is missing
+            continue  # without the kind's extra, building the source says what is missing
         for key in source:
-            if key not in settings:
-                shown = f"{source.get('name')!r}" if "name" in source else f"number {n}"
+            if key not in ("name", "kind", *settings):
                 _unknown(file, f"[[sources]] {shown}: {key}", key, settings, "setting")
 
 
@@ -238,16 +224,6 @@ def _unknown(file: Path, shown: str, name: str, known: Sequence[str], what: str)
     close = difflib.get_close_matches(name, known, n=1)
     hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(sorted(known))})"
     raise ConfigError(f"{file}: unknown {what} {shown}{hint}")
-
-
-def _web_settings() -> tuple[str, ...]:
-    """The settings a website source takes: those of WebSource (empty without the extra)."""
-    try:
-        from kbsync.sources.web import WebSource  # needs the `web` extra
-    except ImportError:
-        return ()
-    taken = set(inspect.signature(WebSource).parameters) - {"seeds", "transport", "progress"}
-    return tuple(sorted(taken | {"urls"}))
 
 
 def _check_store(table: dict[str, Any]) -> None:
@@ -307,16 +283,12 @@ def make_sink(settings: dict[str, Any], root: Path) -> VectorSink | None:
 
 
 def _source_config(table: dict[str, Any]) -> SourceConfig:
+    """A ``[[sources]]`` table as a value; a table without ``kind`` (older files) is inferred."""
     name = table.pop("name", None)
-    if "path" in table:
-        path = str(table.pop("path"))
-        return SourceConfig(name=str(name or path), path=path,
-                            include=tuple(table.pop("include", ("**/*",))),
-                            exclude=tuple(table.pop("exclude", ())), options=table)
-    urls = tuple(str(u) for u in table.pop("urls", ()))
-    if not urls and not table.get("sitemaps"):
-        raise ConfigError("a source needs a `path` (folder) or `urls` / `sitemaps` (website)")
-    return SourceConfig(name=str(name or urls[0]), urls=urls, options=table)
+    kind = str(table.pop("kind", None) or infer_kind(table))
+    source_kind(kind)  # an unknown kind is refused here, with the list of kinds
+    config = SourceConfig(name="", kind=kind, options=table)
+    return replace(config, name=str(name or config.location.split(", ", 1)[0]))
 
 
 def init_config(folder: str | Path, sources: Sequence[str] = (), *,
@@ -366,19 +338,19 @@ def _allowing_private(sources: tuple[SourceConfig, ...],
         except ValueError:
             raise ConfigError(f"--allow-private {entry!r}: not an IP address or a network "
                               "(such as 127.0.0.1 or 10.0.0.0/8)") from None
-    if not any(s.is_web for s in sources):
+    if not any(s.kind == "web" for s in sources):
         raise ConfigError("--allow-private is for websites, and no source is a URL")
     listed = [e.strip() for e in dict.fromkeys(allowed)]
     return tuple(replace(s, options={**s.options, "allow_private_addresses": listed})
-                 if s.is_web else s for s in sources)
+                 if s.kind == "web" else s for s in sources)
 
 
 def _existing(config: Config, sources: Sequence[str]) -> Config:
     """``config``, when it already has each of ``sources`` (by path or URL)."""
-    have = {(s.path, s.urls) for s in config.sources}
+    have = {(s.kind, s.location) for s in config.sources}
     for wanted in sources:
         new = _source_for(config.root, wanted)
-        if (new.path, new.urls) not in have:
+        if (new.kind, new.location) not in have:
             raise ConfigError(f"{config.file}: already configured without the source {wanted}; "
                               "add it with `kbsync sources add`")
     return config
@@ -406,7 +378,8 @@ def init_embedder(kind: str | None = None) -> tuple[dict[str, Any], str | None]:
 
 def missing_folders(folder: str | Path, sources: Sequence[str]) -> list[str]:
     """The folder sources (relative to ``folder``, or absolute) that are no directory."""
-    return [s for s in sources if "://" not in s and not (Path(folder) / s).is_dir()]
+    return [s for s in sources
+            if kind_for_argument(s).name == "folder" and not (Path(folder) / s).is_dir()]
 
 
 def refuse_missing_folders(folder: str | Path, sources: Sequence[str]) -> None:
@@ -418,7 +391,7 @@ def refuse_missing_folders(folder: str | Path, sources: Sequence[str]) -> None:
 
 
 def add_source(config: Config, path: str, name: str | None = None) -> Config:
-    """The configuration with one more folder source, written back to its file.
+    """The configuration with one more source (a folder, a URL, …), written back to its file.
 
     The file is read again under its lock, so a source another process added
     since ``config`` was read is kept. A folder that does not exist is refused,
@@ -469,14 +442,8 @@ def _editing(file: Path) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-def _source_for(root: Path, path: str, name: str | None = None) -> SourceConfig:
-    if "://" in path:
-        if not path.startswith(("http://", "https://")):
-            raise ConfigError(f"{path}: only http and https URLs can be crawled")
-        return SourceConfig(name=name or path.split("://", 1)[1].split("/", 1)[0], urls=(path,))
-    folder = Path(path)
-    shown = str(folder if folder.is_absolute() else folder.as_posix())
-    return SourceConfig(name=name or folder.name or shown, path=shown)
+def _source_for(root: Path, argument: str, name: str | None = None) -> SourceConfig:
+    return kind_for_argument(argument).from_argument(root, argument, name)
 
 
 def _toml(value: Any) -> str:
@@ -486,7 +453,14 @@ def _toml(value: Any) -> str:
         return str(value)
     if isinstance(value, list | tuple):
         return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, Mapping):  # an inline table, such as a source's storage options
+        return "{" + ", ".join(f"{_toml_key(k)} = {_toml(v)}" for k, v in value.items()) + "}"
     return json.dumps(str(value), ensure_ascii=False)
+
+
+def _toml_key(key: Any) -> str:
+    key = str(key)
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key, ensure_ascii=False)
 
 
 def _write(config: Config) -> None:
@@ -508,13 +482,8 @@ def _write(config: Config) -> None:
     if config.vectors:
         lines += ["", "[vectors]"] + [f"{k} = {_toml(v)}" for k, v in config.vectors.items()]
     for s in config.sources:
-        lines += ["", "[[sources]]", f"name = {_toml(s.name)}"]
-        if s.is_web:
-            lines.append(f"urls = {_toml(s.urls)}")
-        else:
-            lines += [f"path = {_toml(s.path)}", f"include = {_toml(s.include)}",
-                      f"exclude = {_toml(s.exclude)}"]
-        lines += [f"{k} = {_toml(v)}" for k, v in sorted(s.options.items())]
+        lines += ["", "[[sources]]", f"name = {_toml(s.name)}", f"kind = {_toml(s.kind)}"]
+        lines += [f"{k} = {_toml(v)}" for k, v in s.options.items()]
     _replace_file(config.file, ("\n".join(lines) + "\n").encode())
 
 
@@ -571,7 +540,7 @@ def _alive(pid: int) -> bool:
 
 def make_sources(config: Config, crawled: Callable[[str, int, int], None]) -> list[Source]:
     """The configured sources; web sources report crawl progress to ``crawled``."""
-    return [_make_source(config.root, s, crawled) for s in config.sources]
+    return [source_kind(s.kind).build(s, config.root, crawled) for s in config.sources]
 
 
 def open_store(config: Config, *, create: bool) -> RecordStore:
@@ -618,20 +587,6 @@ def _password(config: Config) -> str | None:
         raise ConfigError(f"[store] password_env names {config.store_password_env}, "
                           "which is not set")
     return password
-
-
-def _make_source(root: Path, s: SourceConfig,
-                 crawled: Callable[[str, int, int], None]) -> Source:
-    if s.is_web:
-        from kbsync.sources.web import WebSource  # needs the `web` extra
-
-        try:
-            return WebSource(s.urls, name=s.name, progress=crawled, **s.options)
-        except TypeError as exc:
-            raise ConfigError(f"source {s.name!r}: {exc}") from exc
-    if s.options:
-        raise ConfigError(f"source {s.name!r}: unknown settings {', '.join(sorted(s.options))}")
-    return FilesystemSource(root / s.path, s.include, s.exclude, name=s.name)
 
 
 def make_embedder(settings: dict[str, Any]) -> Embedder:

@@ -28,6 +28,7 @@ from kbsync.compare import compare
 from kbsync.costs import DEFAULT_CONFIRM_ABOVE_TOKENS, EmbeddingCost, estimate
 from kbsync.engine import (
     Config,
+    add_source,
     check_fit,
     embedder_token_counter,
     init_config,
@@ -50,6 +51,7 @@ from kbsync.model import ChangeReport, Verdict
 from kbsync.normalize import normalize
 from kbsync.report import DocumentChange, SourceResult, SyncResult
 from kbsync.scratch import remove_stale
+from kbsync.source_kinds import source_kind
 from kbsync.store import DocumentText, Hit, RunRecord
 from kbsync.store.guard import READ_ONLY
 from kbsync.store.lock import WriterLock
@@ -526,7 +528,9 @@ class KnowledgeBase:
         ``on_report(result, reason)`` receives each run's result and why it ran;
         ``yes`` is :meth:`sync`'s (without it, a bill over the bound stops the watch).
         """
-        folders = [self.config.root / s.path for s in self.config.sources if not s.is_web]
+        watched = (source_kind(s.kind).watched_folder(s, self.config.root)
+                   for s in self.config.sources)
+        folders = [folder for folder in watched if folder is not None]
         # Created before the folders are watched: its creation is no change of a source.
         self._create_store()
         watch(lambda verify: self.sync(verify=verify, yes=yes), folders, interval=interval,
@@ -861,6 +865,12 @@ class KnowledgeBase:
                     return True
                 after = next(reversed(page))  # the manifest pages in key order
         return False
+
+    def add_source(self, argument: str, name: str | None = None) -> None:
+        """Add a source to ``kbsync.toml``: a folder, a URL, or what another kind claims
+        (see :mod:`kbsync.source_kinds`); the next sync indexes it."""
+        self.config = add_source(self.config, argument, name)
+        self.sources = make_sources(self.config, self._crawled)
 
     def remove_source(self, name: str, *, wait: bool = True) -> None:
         """Remove the source ``name`` from ``kbsync.toml``; the next sync deletes its documents.

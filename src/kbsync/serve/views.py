@@ -35,8 +35,7 @@ def overview(kb: KnowledgeBase) -> dict[str, Any]:
     """Counts, sources, the last sync, embeddings per run and the latest document changes."""
     status = kb.status()
     counts = dict(status.by_source)
-    sources = [{"name": s.name, "kind": "web" if s.is_web else "folder",
-                "location": ", ".join(s.urls) if s.is_web else s.path,
+    sources = [{"name": s.name, "kind": s.kind, "location": s.location,
                 "documents": counts.pop(s.name, 0)} for s in kb.config.sources]
     # Documents of sources no longer configured stay until the next sync deletes them.
     sources += [{"name": name, "kind": "removed", "location": "", "documents": n}

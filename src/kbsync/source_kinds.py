@@ -1,0 +1,190 @@
+"""Source kinds: the one place that maps a ``[[sources]]`` table's ``kind`` to its adapter.
+
+A new kind of source is one :class:`SourceKind` here and one entry in
+:data:`SOURCE_KINDS`; the configuration, ``kbsync init``/``sources add``, the
+dashboard and ``kbsync watch`` ask the kind, never the keys of the table. Adapters
+with an extra are imported inside :meth:`SourceKind.build`, so a missing extra
+fails only the source that needs it.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from kbsync.errors import ConfigError
+from kbsync.sources import Source
+
+__all__ = [
+    "SOURCE_KINDS",
+    "CrawlProgress",
+    "FolderKind",
+    "SourceConfig",
+    "SourceKind",
+    "WebKind",
+    "infer_kind",
+    "kind_for_argument",
+    "source_kind",
+]
+
+CrawlProgress = Callable[[str, int, int], None]
+"""``(source name, pages done, pages known)``: how a crawl reports its progress."""
+
+
+@dataclass(frozen=True, slots=True)
+class SourceConfig:
+    """One ``[[sources]]`` table: its name, its kind, and every other setting of it."""
+
+    name: str
+    kind: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def location(self) -> str:
+        """Where the source is, as status and the dashboard show it."""
+        return source_kind(self.kind).location(self)
+
+
+class SourceKind(Protocol):
+    """What kbsync needs to know of one kind of source."""
+
+    name: str
+
+    def settings(self) -> tuple[str, ...]:
+        """The keys its table takes besides ``name`` and ``kind``; () when its extra is missing
+        (then :meth:`build` says what to install)."""
+        ...
+
+    def claims(self, argument: str) -> bool:
+        """Whether ``kbsync init ARG`` or ``kbsync sources add ARG`` names a source of this kind."""
+        ...
+
+    def from_argument(self, root: Path, argument: str, name: str | None) -> SourceConfig:
+        """The table for ``argument`` (a path relative to ``root``, a URL, …)."""
+        ...
+
+    def build(self, config: SourceConfig, root: Path, progress: CrawlProgress) -> Source:
+        """The adapter; ConfigError naming the source for a setting it refuses."""
+        ...
+
+    def location(self, config: SourceConfig) -> str:
+        """Where the source is, in a few words."""
+        ...
+
+    def watched_folder(self, config: SourceConfig, root: Path) -> Path | None:
+        """The folder ``kbsync watch`` watches for file events; None to check on its interval."""
+        ...
+
+
+class FolderKind:
+    """A folder of files (``path``, ``include`` and ``exclude`` globs)."""
+
+    name = "folder"
+
+    def settings(self) -> tuple[str, ...]:
+        return ("path", "include", "exclude")
+
+    def claims(self, argument: str) -> bool:
+        return "://" not in argument
+
+    def from_argument(self, root: Path, argument: str, name: str | None) -> SourceConfig:
+        folder = Path(argument)
+        shown = str(folder if folder.is_absolute() else folder.as_posix())
+        return SourceConfig(name=name or folder.name or shown, kind=self.name,
+                            options={"path": shown, "include": ["**/*"], "exclude": []})
+
+    def build(self, config: SourceConfig, root: Path, progress: CrawlProgress) -> Source:
+        from kbsync.sources.files import FilesystemSource
+
+        options = config.options
+        if "path" not in options:
+            raise ConfigError(f"source {config.name!r}: a folder source needs a `path`")
+        return FilesystemSource(root / str(options["path"]),
+                                tuple(options.get("include", ("**/*",))),
+                                tuple(options.get("exclude", ())), name=config.name)
+
+    def location(self, config: SourceConfig) -> str:
+        return str(config.options.get("path", ""))
+
+    def watched_folder(self, config: SourceConfig, root: Path) -> Path | None:
+        return root / str(config.options.get("path", ""))
+
+
+class WebKind:
+    """A website: seed ``urls`` and/or ``sitemaps``, and the crawl's settings."""
+
+    name = "web"
+
+    def settings(self) -> tuple[str, ...]:
+        try:
+            from kbsync.sources.web import WebSource  # needs the `web` extra
+        except ImportError:
+            return ()
+        taken = set(inspect.signature(WebSource).parameters) - {"seeds", "name", "transport",
+                                                                "progress"}
+        return tuple(sorted(taken | {"urls"}))
+
+    def claims(self, argument: str) -> bool:
+        return argument.startswith(("http://", "https://"))
+
+    def from_argument(self, root: Path, argument: str, name: str | None) -> SourceConfig:
+        host = argument.split("://", 1)[1].split("/", 1)[0]
+        return SourceConfig(name=name or host, kind=self.name, options={"urls": [argument]})
+
+    def build(self, config: SourceConfig, root: Path, progress: CrawlProgress) -> Source:
+        from kbsync.sources.web import WebSource  # needs the `web` extra
+
+        options = dict(config.options)
+        urls = [str(u) for u in options.pop("urls", ())]
+        if not urls and not options.get("sitemaps"):
+            raise ConfigError(f"source {config.name!r}: a website needs `urls` or `sitemaps`")
+        try:
+            return WebSource(urls, name=config.name, progress=progress, **options)
+        except TypeError as exc:
+            raise ConfigError(f"source {config.name!r}: {exc}") from exc
+
+    def location(self, config: SourceConfig) -> str:
+        return ", ".join(str(u) for u in (*config.options.get("urls", ()),
+                                          *config.options.get("sitemaps", ())))
+
+    def watched_folder(self, config: SourceConfig, root: Path) -> Path | None:
+        return None
+
+
+SOURCE_KINDS: dict[str, SourceKind] = {kind.name: kind for kind in (FolderKind(), WebKind())}
+"""Every kind of source, by the ``kind`` its table names."""
+
+
+def source_kind(name: str) -> SourceKind:
+    """The kind ``name``; ConfigError listing the kinds for one kbsync does not know."""
+    try:
+        return SOURCE_KINDS[name]
+    except KeyError:
+        raise ConfigError(f"unknown source kind {name!r} (known: "
+                          f"{', '.join(sorted(SOURCE_KINDS))})") from None
+
+
+def infer_kind(table: Mapping[str, Any]) -> str:
+    """The kind of a table written before sources had one: a ``path`` is a folder, ``urls``
+    or ``sitemaps`` a website."""
+    if "path" in table:
+        return FolderKind.name
+    if "urls" in table or "sitemaps" in table:
+        return WebKind.name
+    raise ConfigError("a source needs a `kind`, or a `path` (folder) or `urls` / `sitemaps` "
+                      "(website)")
+
+
+def kind_for_argument(argument: str) -> SourceKind:
+    """The kind that takes ``kbsync init ARG`` (a folder, a URL, …); ConfigError if none does."""
+    for kind in SOURCE_KINDS.values():
+        if kind.claims(argument):
+            return kind
+    scheme = argument.split("://", 1)[0]
+    raise ConfigError(f"{argument}: no kind of source takes {scheme}:// addresses "
+                      "(folders, http and https URLs"
+                      + "".join(f", {k}" for k in SOURCE_KINDS if k not in ("folder", "web"))
+                      + ")")
