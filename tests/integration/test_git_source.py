@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from kbsync import KnowledgeBase
-from kbsync.errors import DocumentError, ParameterError
+from kbsync.errors import ConfigError, DocumentError, ParameterError
 from kbsync.model import SourceItem
 from kbsync.sources import Source
 from kbsync.sources.git import GitSettings, GitSource, is_remote
@@ -316,3 +316,30 @@ def test_settings_are_checked_when_the_source_is_made() -> None:
         GitSettings(" ")
     with pytest.raises(ParameterError, match="include"):
         GitSettings("repo", include="*.md")  # type: ignore[arg-type]
+
+
+def test_a_kind_git_table_in_kbsync_toml_syncs_the_repository(repo: Repo, tmp_path: Path) -> None:
+    kb_dir = tmp_path / "kb2"
+    kb_dir.mkdir()
+    shutil.move(repo.path, kb_dir / "handbook")
+    (kb_dir / "kbsync.toml").write_text(
+        '[embedder]\nkind = "hashing"\n\n[[sources]]\nname = "handbook"\nkind = "git"\n'
+        'repository = "handbook"\nref = "main"\nsubdirectory = "guide"\n'
+        'include = ["**/*.md"]\n')
+    with KnowledgeBase.open(kb_dir) as kb:
+        report = kb.sync().sources[0].to_dict()
+        assert _counts(report) == {"new": 2}
+        assert sorted(kb.store.manifest("handbook")) == ["intro.md", "setup.md"]
+    (kb_dir / "kbsync.toml").write_text(
+        '[[sources]]\nname = "handbook"\nkind = "git"\nrepository = "handbook"\nbranch = "x"\n')
+    with pytest.raises(ConfigError, match="branch"):
+        KnowledgeBase.open(kb_dir)
+
+
+def test_kbsync_init_takes_a_git_plus_argument(repo: Repo, tmp_path: Path) -> None:
+    kb_dir = tmp_path / "kb3"
+    with KnowledgeBase.create(kb_dir, [f"git+{repo.path.as_uri()}"],
+                              embedder={"kind": "hashing"}) as kb:
+        assert [(s.name, s.kind) for s in kb.config.sources] == [("repo", "git")]
+        assert _counts(kb.sync().sources[0].to_dict()) == {"new": 4}
+    assert 'kind = "git"' in (kb_dir / "kbsync.toml").read_text()
