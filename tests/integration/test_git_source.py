@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -343,3 +344,30 @@ def test_kbsync_init_takes_a_git_plus_argument(repo: Repo, tmp_path: Path) -> No
         assert [(s.name, s.kind) for s in kb.config.sources] == [("repo", "git")]
         assert _counts(kb.sync().sources[0].to_dict()) == {"new": 4}
     assert 'kind = "git"' in (kb_dir / "kbsync.toml").read_text()
+
+
+def test_a_subdirectory_missing_from_the_commit_deletes_nothing(repo: Repo, kb_dir: Path) -> None:
+    assert _counts(_sync(kb_dir, _source(kb_dir, repo.path, subdirectory="guide"))) == {"new": 2}
+    repo.git("mv", "guide", "handbook")
+    repo.commit()
+    report = _sync(kb_dir, _source(kb_dir, repo.path, subdirectory="guide"))
+    assert report["listing_complete"] is False
+    assert "subdirectory 'guide' is not a folder of commit" in report["failures"][0]["message"]
+    assert sorted(_stored(kb_dir)) == ["intro.md", "setup.md"]
+
+
+def test_the_readme_git_example_runs_as_written(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Git repositories"):]
+    start = section.index("```sh\n") + len("```sh\n")
+    script = section[start:section.index("\n```", start)]
+    env = {**os.environ, **_ENV, "PYTHONPATH": os.pathsep.join(
+        [str(root / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    # The `kbsync` command of this checkout, whatever is installed.
+    prelude = f'set -e\nkbsync() {{ "{sys.executable}" -m kbsync "$@"; }}\n'
+    done = subprocess.run(["bash", "-c", prelude + script], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "new deploy.md (handbook)" in done.stdout
+    assert "moved shipping.md (handbook), from deploy.md" in done.stdout

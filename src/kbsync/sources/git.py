@@ -158,7 +158,9 @@ def _git_env(ceiling: str | None) -> dict[str, str]:
     return env
 
 
-_SAFE = ("-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "--literal-pathspecs")
+# Reading runs no program a repository's configuration names, and takes paths literally.
+_SAFE = ("-c", "core.fsmonitor=false", "-c", f"core.hooksPath={os.devnull}",
+         "--literal-pathspecs")
 
 
 def _last_line(stderr: bytes) -> str:
@@ -187,8 +189,6 @@ class GitSource:
         self._git_dir: str | None = None
         self._blobs: _Blobs | None = None
         self._lock = threading.Lock()
-        self.last_commit: str | None = None
-        """The commit the latest listing listed (None before one, or when it failed)."""
 
     @property
     def name(self) -> str:
@@ -270,6 +270,20 @@ class GitSource:
         commit = out.decode("ascii").strip()
         date = self._run(["show", "-s", "--format=%aI", commit]).decode("ascii", "replace")
         return commit, date.strip()
+
+    def _check_folder(self, commit: str) -> None:
+        """GitError unless the subdirectory is a folder of the commit's tree: a misspelled
+        one, or one moved away upstream, must not look like a folder emptied."""
+        folder = self.settings.folder
+        if not folder:
+            return
+        try:
+            kind = self._run(["cat-file", "-t", f"{commit}:{folder}"]).strip()
+        except GitError:
+            kind = b""
+        if kind != b"tree":
+            raise GitError(f"{self._where()}: subdirectory {folder!r} is not a folder of "
+                           f"commit {commit[:12]} ({self.settings.ref})")
 
     def _ls_tree(self, commit: str) -> _Tree:
         """Every file of the commit below the subdirectory (``git ls-tree -r``)."""
@@ -405,13 +419,12 @@ class GitSource:
             try:
                 self._open()
                 commit, date = self._commit()
+                self._check_folder(commit)
                 old = self._recall()
                 tree = self._patched(old, commit) if old is not None else self._ls_tree(commit)
             except GitError as exc:
-                self.last_commit = None
                 return _failed(f"{exc}; nothing will be deleted")
             self._remember(tree)
-            self.last_commit = commit
         warnings: list[str] = []
         prefix = self.settings.folder + "/" if self.settings.folder else ""
         metadata = (("git_author_date", date), ("git_commit", commit))
