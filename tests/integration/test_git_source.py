@@ -371,3 +371,22 @@ def test_the_readme_git_example_runs_as_written(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "new deploy.md (handbook)" in done.stdout
     assert "moved shipping.md (handbook), from deploy.md" in done.stdout
+
+
+def test_reading_a_blob_of_a_remote_never_fetches_again(
+        repo: Repo, kb_dir: Path, tmp_path: Path) -> None:
+    origin = tmp_path / "origin.git"
+    subprocess.run(["git", "clone", "--quiet", "--bare", str(repo.path), str(origin)],
+                   check=True, capture_output=True)
+    item = next(i for i in _source(kb_dir, origin.as_uri()).list().items if i.key == "faq.txt")
+    shutil.rmtree(origin)  # a reader (a worker process) must not need the remote
+    reader = _source(kb_dir, origin.as_uri())
+    assert reader.read(item).startswith(b"Paragraph 0 about faq")
+    reader.close()
+
+
+def test_a_queued_document_keeps_what_its_source_knows_of_it() -> None:
+    from kbsync.workers import _item, _item_json
+
+    item = SourceItem("a.md", "a.md", "text/markdown", metadata=(("git_commit", "c0ffee"),))
+    assert _item("a.md", json.loads(json.dumps(_item_json(item, "d", "e")))) == item

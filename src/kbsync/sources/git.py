@@ -226,6 +226,22 @@ class GitSource:
                            f"failed: {_last_line(done.stderr)}")
         return done.stdout
 
+    def _mirror(self) -> Path:
+        assert self._state is not None
+        return self._state / (_digest("mirror", self.repository) + ".git")
+
+    def _located(self) -> str:
+        """The git directory to read blobs from, without fetching: a process that only
+        reads (a worker of a parallel sync) reads what the listing process fetched."""
+        if self._git_dir is not None:
+            return self._git_dir
+        if is_remote(self.repository):
+            if self._state is None or not (self._mirror() / "HEAD").is_file():
+                raise GitError(f"{self._where()}: no mirror of it yet (a sync lists it first)")
+            self._git_dir = str(self._mirror())
+            return self._git_dir
+        return self._open()
+
     def _open(self) -> str:
         """The git directory to read: the local repository, or the mirror, fetched now."""
         repo = self.repository
@@ -243,7 +259,7 @@ class GitSource:
         if self._state is None:
             raise GitError(f"{self._where()}: a remote repository needs a state folder "
                            "to keep its mirror in")
-        mirror = self._state / (_digest("mirror", repo) + ".git")
+        mirror = self._mirror()
         timeout = self.settings.fetch_timeout
         if not (mirror / "HEAD").is_file():
             self._state.mkdir(parents=True, exist_ok=True)
@@ -468,7 +484,7 @@ class GitSource:
         with self._lock:
             if self._blobs is None:
                 try:
-                    git_dir = self._open() if self._git_dir is None else self._git_dir
+                    git_dir = self._located()
                 except GitError as exc:
                     raise DocumentError(item.locator, str(exc)) from exc
                 self._blobs = _Blobs(git_dir, self._where())
