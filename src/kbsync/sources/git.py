@@ -396,7 +396,8 @@ class GitSource:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tree-")
             with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(data, f, ensure_ascii=False, separators=(",", ":"))
+                # dumps, not dump: dump streams through the pure-Python encoder (5x slower).
+                f.write(json.dumps(data, ensure_ascii=False, separators=(",", ":")))
             os.replace(tmp, path)
         except OSError:
             with contextlib.suppress(OSError, UnboundLocalError):
@@ -440,7 +441,8 @@ class GitSource:
                 tree = self._patched(old, commit) if old is not None else self._ls_tree(commit)
             except GitError as exc:
                 return _failed(f"{exc}; nothing will be deleted")
-            self._remember(tree)
+            if old is None or old.commit != commit:
+                self._remember(tree)
         warnings: list[str] = []
         prefix = self.settings.folder + "/" if self.settings.folder else ""
         metadata = (("git_author_date", date), ("git_commit", commit))
