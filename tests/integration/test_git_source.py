@@ -390,3 +390,13 @@ def test_a_queued_document_keeps_what_its_source_knows_of_it() -> None:
 
     item = SourceItem("a.md", "a.md", "text/markdown", metadata=(("git_commit", "c0ffee"),))
     assert _item("a.md", json.loads(json.dumps(_item_json(item, "d", "e")))) == item
+
+
+def test_a_password_in_a_repository_url_is_not_shown_in_errors(kb_dir: Path) -> None:
+    source = _source(kb_dir, "https://reader:s3cret-token@127.0.0.1:9/none.git",
+                     fetch_timeout=20)
+    listing = source.list()
+    assert listing.complete is False
+    message = listing.errors[0].message
+    assert "s3cret-token" not in message
+    assert "https://reader:***@127.0.0.1:9/none.git" in message

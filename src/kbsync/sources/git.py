@@ -199,16 +199,19 @@ class GitSource:
         return self.settings.repository
 
     def _where(self) -> str:
-        return f"source {self._name!r} (git repository {self.repository})"
+        return f"source {self._name!r} (git repository {_without_password(self.repository)})"
 
     # -- git -----------------------------------------------------------------------------
 
-    def _run(self, args: Iterable[str], *, git_dir: str | None = None,
+    def _run(self, args: Iterable[str], *, git_dir: str | None = None, bare: bool = False,
              stdin: bytes | None = None, timeout: float | None = None,
              ceiling: str | None = None) -> bytes:
-        """Run one git command on the repository; its output, or GitError saying what failed."""
+        """Run one git command on ``git_dir`` (default: the repository; ``bare``: none, for
+        clone and the lookup of a local repository); its output, or GitError."""
+        args = list(args)
+        verb = args[2] if args[0] == "-C" else args[0]  # what a message names
         argv = ["git", *_SAFE]
-        where = git_dir if git_dir is not None else self._git_dir
+        where = None if bare else git_dir if git_dir is not None else self._git_dir
         if where is not None:
             argv.append(f"--git-dir={where}")
         argv.extend(args)
@@ -219,11 +222,10 @@ class GitSource:
             raise GitError(f"{self._where()}: the git executable is not installed "
                            "(or not on PATH)") from exc
         except subprocess.TimeoutExpired as exc:
-            raise GitError(f"{self._where()}: git {argv[len(_SAFE) + 2]} took more than "
+            raise GitError(f"{self._where()}: git {verb} took more than "
                            f"{timeout:g} s; stopped") from exc
         if done.returncode != 0:
-            raise GitError(f"{self._where()}: git {' '.join(a for a in args if a)[:80]} "
-                           f"failed: {_last_line(done.stderr)}")
+            raise GitError(f"{self._where()}: git {verb} failed: {_last_line(done.stderr)}")
         return done.stdout
 
     def _mirror(self) -> Path:
@@ -250,7 +252,7 @@ class GitSource:
             if not os.path.isdir(path):
                 raise GitError(f"{self._where()}: no such folder")
             parent = os.path.dirname(path.rstrip(os.sep)) or path
-            out = self._run(["-C", path, "rev-parse", "--absolute-git-dir"], git_dir=None,
+            out = self._run(["-C", path, "rev-parse", "--absolute-git-dir"], bare=True,
                             ceiling=parent) if self._git_dir is None else b""
             if out:
                 self._git_dir = out.decode("utf-8", "surrogateescape").strip()
@@ -266,7 +268,7 @@ class GitSource:
             # Cloned beside its place, then renamed: a failed clone leaves no half mirror.
             with tempfile.TemporaryDirectory(dir=self._state, prefix=".clone-") as tmp:
                 target = os.path.join(tmp, "mirror.git")
-                self._run(["clone", "--mirror", "--quiet", "--", repo, target], git_dir=None,
+                self._run(["clone", "--mirror", "--quiet", "--", repo, target], bare=True,
                           timeout=timeout, ceiling=str(self._state))
                 os.replace(target, mirror)
         else:
@@ -585,6 +587,11 @@ def _skip(stream: IO[bytes], size: int) -> None:
         if not got:
             raise EOFError("git cat-file ended early")
         size -= len(got)
+
+
+def _without_password(repository: str) -> str:
+    """A URL fit for a message: a password (or token) written in it is not shown."""
+    return re.sub(r"^([a-z][a-z0-9+.-]*://[^/@:]*):[^/@]*@", r"\1:***@", repository)
 
 
 def _digest(*parts: str) -> str:
