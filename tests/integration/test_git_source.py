@@ -370,6 +370,7 @@ def test_the_readme_git_example_runs_as_written(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "new deploy.md (handbook)" in done.stdout
+    assert "handbook: at " in done.stdout  # the commit synced, and its author date
     assert "moved shipping.md (handbook), from deploy.md" in done.stdout
 
 
@@ -400,3 +401,19 @@ def test_a_password_in_a_repository_url_is_not_shown_in_errors(kb_dir: Path) -> 
     message = listing.errors[0].message
     assert "s3cret-token" not in message
     assert "https://reader:***@127.0.0.1:9/none.git" in message
+
+
+def test_links_and_names_that_are_not_utf8_are_skipped_with_a_warning(
+        repo: Repo, kb_dir: Path) -> None:
+    (repo.path / "link.md").symlink_to("faq.txt")
+    with open(os.path.join(os.fsencode(repo.path), b"latin-\xe9.md"), "wb") as f:
+        f.write(b"# Latin\n")
+    repo.commit()
+    listing = _source(kb_dir, repo.path).list()
+    assert listing.complete is True
+    assert [i.key for i in listing.items] == ["README.md", "faq.txt", "guide/intro.md",
+                                              "guide/setup.md"]
+    assert any("link.md: a symbolic link" in w for w in listing.warnings)
+    assert any("not valid UTF-8" in w for w in listing.warnings)
+    again = _source(kb_dir, repo.path).list()  # from the remembered tree this time
+    assert (again.items, again.warnings) == (listing.items, listing.warnings)

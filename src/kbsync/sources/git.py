@@ -397,9 +397,10 @@ class GitSource:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tree-")
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
+            with os.fdopen(fd, "w", encoding="ascii") as f:
                 # dumps, not dump: dump streams through the pure-Python encoder (5x slower).
-                f.write(json.dumps(data, ensure_ascii=False, separators=(",", ":")))
+                # ASCII escapes keep a name that is not UTF-8 (a lone surrogate) as it is.
+                f.write(json.dumps(data, separators=(",", ":")))
             os.replace(tmp, path)
         except OSError:
             with contextlib.suppress(OSError, UnboundLocalError):
