@@ -417,3 +417,15 @@ def test_links_and_names_that_are_not_utf8_are_skipped_with_a_warning(
     assert any("not valid UTF-8" in w for w in listing.warnings)
     again = _source(kb_dir, repo.path).list()  # from the remembered tree this time
     assert (again.items, again.warnings) == (listing.items, listing.warnings)
+
+
+def test_a_state_folder_that_cannot_be_written_fails_the_listing_not_the_run(
+        repo: Repo, kb_dir: Path, tmp_path: Path) -> None:
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the state folder should be")
+    origin = tmp_path / "origin.git"
+    subprocess.run(["git", "clone", "--quiet", "--bare", str(repo.path), str(origin)],
+                   check=True, capture_output=True)
+    listing = GitSource(GitSettings(origin.as_uri()), name="docs", state_dir=blocked).list()
+    assert listing.complete is False
+    assert "cannot be listed (NotADirectoryError" in listing.errors[0].message

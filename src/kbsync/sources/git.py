@@ -444,6 +444,9 @@ class GitSource:
                 tree = self._patched(old, commit) if old is not None else self._ls_tree(commit)
             except GitError as exc:
                 return _failed(f"{exc}; nothing will be deleted")
+            except (OSError, ValueError) as exc:  # the state folder, or output git never gives
+                return _failed(f"{self._where()}: cannot be listed ({type(exc).__name__}: "
+                               f"{exc}); nothing will be deleted")
             if old is None or old.commit != commit:
                 self._remember(tree)
         warnings: list[str] = []
