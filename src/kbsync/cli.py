@@ -284,6 +284,8 @@ def _print_report(report: SyncResult, as_json: bool) -> None:
         if s.skipped_erased:
             typer.echo(f"{printable(s.source, one_line=True)}: {s.skipped_erased} erased, "
                        "skipped (`kbsync erase --list`)")
+        if s.revision:
+            typer.echo(printable(f"{s.source}: at {s.revision}", one_line=True))
     for line in change_lines(report):
         console.print(line, highlight=False)
     _print_problems(report)

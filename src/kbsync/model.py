@@ -231,6 +231,9 @@ class SourceItem:
     stat: SourceStat | None = None
     validators: Validators | None = None
     not_modified: bool = False
+    # (name, value) pairs the source knows of this version (a git commit), sorted;
+    # merged into the document's metadata when it is read.
+    metadata: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,3 +276,6 @@ class Listing:
     complete: bool = True
     errors: tuple[ItemError, ...] = ()
     warnings: tuple[str, ...] = ()
+    # The version of the source that was listed, when it has one (a git commit and its
+    # author date); the run's report says it.
+    revision: str = ""

@@ -101,6 +101,9 @@ class SourceResult:
     """Chunks the plan found no cached vector for (what a plan says a sync will embed)."""
     documents_applied: int = 0
     """Documents written to the store (short of the counts when the run was interrupted)."""
+    revision: str = ""
+    """The version of the source that was listed, when it has one (a git source: the
+    commit and its author date, ``"<commit> <date>"``); empty otherwise."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data, as stored in the run's report."""
@@ -128,6 +131,7 @@ class SourceResult:
             "changes": [c.to_dict() for c in self.changes],
             "omitted": dict(self.omitted),
             "skipped_erased": self.skipped_erased,
+            **({"revision": self.revision} if self.revision else {}),
         }
 
     @classmethod
@@ -143,7 +147,7 @@ class SourceResult:
                            for f in data.get("failures", ())),
             warnings=tuple(str(w) for w in data.get("warnings", ())),
             changes=tuple(DocumentChange.from_dict(c) for c in data.get("changes", ())),
-            omitted=dict(data.get("omitted", {})))
+            omitted=dict(data.get("omitted", {})), revision=str(data.get("revision", "")))
 
 
 _SOURCE_COUNTS = tuple(f.name for f in fields(SourceResult) if f.type == "int")

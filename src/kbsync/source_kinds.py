@@ -24,6 +24,7 @@ __all__ = [
     "SOURCE_KINDS",
     "CrawlProgress",
     "FolderKind",
+    "GitKind",
     "ObjectStoreKind",
     "SourceConfig",
     "SourceKind",
@@ -207,9 +208,62 @@ class ObjectStoreKind:
         return Path(unquote(urlparse(url).path))
 
 
-SOURCE_KINDS: dict[str, SourceKind] = {kind.name: kind for kind in (
-    FolderKind(), WebKind(), ObjectStoreKind("s3", ("s3", "s3a"), "s3fs"),
-    ObjectStoreKind("fsspec", ("gs", "gcs", "az", "abfs", "abfss", "memory", "file"), "fsspec"))}
+class GitKind:
+    """The files of a ref of a git repository (``repository``, ``ref``, ``subdirectory``,
+    ``include`` and ``exclude`` globs); ``kbsync init git+URL`` or ``git+PATH``."""
+
+    name = "git"
+    _PREFIX = "git+"
+
+    def settings(self) -> tuple[str, ...]:
+        from kbsync.sources.git import GitSettings
+
+        return tuple(GitSettings.__dataclass_fields__)
+
+    def claims(self, argument: str) -> bool:
+        return argument.startswith(self._PREFIX)
+
+    def from_argument(self, root: Path, argument: str, name: str | None) -> SourceConfig:
+        repository = argument.removeprefix(self._PREFIX)
+        tail = repository.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1]
+        return SourceConfig(name=name or tail.removesuffix(".git") or repository,
+                            kind=self.name, options={"repository": repository})
+
+    def build(self, config: SourceConfig, root: Path, progress: CrawlProgress) -> Source:
+        from kbsync.errors import KbsyncError
+        from kbsync.sources.git import GitSettings, GitSource, is_remote
+
+        options = dict(config.options)
+        if "repository" not in options:
+            raise ConfigError(f"source {config.name!r}: a git source needs a `repository`")
+        repository = str(options.pop("repository"))
+        if not is_remote(repository):  # a local path is relative to the knowledge base
+            repository = str(root / repository)
+        for key in ("include", "exclude"):
+            if key in options and isinstance(options[key], list):
+                options[key] = tuple(options[key])
+        try:
+            settings = GitSettings(repository, **options)
+        except (TypeError, KbsyncError) as exc:
+            raise ConfigError(f"source {config.name!r}: {exc}") from exc
+        return GitSource(settings, name=config.name, state_dir=root / ".kbsync")
+
+    def location(self, config: SourceConfig) -> str:
+        where = str(config.options.get("repository", ""))
+        ref = config.options.get("ref")
+        return f"{where}@{ref}" if ref else where
+
+    def watched_folder(self, config: SourceConfig, root: Path) -> Path | None:
+        return None
+
+
+SOURCE_KINDS: dict[str, SourceKind] = {
+    # git first: its claim is the narrowest (a `git+` prefix), and a `git+` local path
+    # would otherwise be taken for a folder.
+    kind.name: kind for kind in (
+        GitKind(), FolderKind(), WebKind(), ObjectStoreKind("s3", ("s3", "s3a"), "s3fs"),
+        ObjectStoreKind("fsspec", ("gs", "gcs", "az", "abfs", "abfss", "memory", "file"),
+                        "fsspec"))}
 """Every kind of source, by the ``kind`` its table names."""
 
 

@@ -63,6 +63,7 @@ def list_source(source: Source, store: RecordStore, derive: Derive, verify: bool
     scratch.add_listed(page)
     summary = scan.summary
     out.listing_complete = summary.complete
+    out.revision = summary.revision
     out.warnings.extend(summary.warnings)
     out.failures.extend(("", e.message) for e in summary.errors)
     after = None
@@ -93,4 +94,4 @@ def _entries(listing: Listing) -> Entries:
     """A whole listing handed over as :data:`~kbsync.sources.Entries`."""
     yield from listing.items
     yield from listing.errors
-    return Listing((), listing.complete, (), listing.warnings)
+    return Listing((), listing.complete, (), listing.warnings, listing.revision)

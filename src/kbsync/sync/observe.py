@@ -132,7 +132,8 @@ def observe(
     return DocumentVersion(
         key=item.key, locator=item.locator, media_type=item.media_type, stat=item.stat,
         bytes_hash=bytes_hash, text_hash=text_hash, derivation=derivation, title=record.title,
-        metadata=json.dumps(dict(record.metadata), sort_keys=True), text=text,
+        metadata=json.dumps({**dict(record.metadata), **dict(item.metadata)}, sort_keys=True),
+        text=text,
         chunks=_chunk_record(record, chunker, on_chunk) if rechunk else (), rechunked=rechunk,
         validators=item.validators,
     )

@@ -410,6 +410,7 @@ def _item_json(item: SourceItem, derivation: str, embedder: str,
         else [validators.etag, validators.last_modified],
         "not_modified": item.not_modified, "derivation": derivation, "embedder": embedder,
         "moves": moves, "accept_replacements": accept_replacements,
+        "metadata": [list(pair) for pair in item.metadata],
     }
 
 
@@ -418,4 +419,5 @@ def _item(key: str, data: Mapping[str, Any]) -> SourceItem:
     return SourceItem(key=key, locator=data["locator"], media_type=data["media_type"],
                       stat=None if stat is None else SourceStat(*stat),
                       validators=None if validators is None else Validators(*validators),
-                      not_modified=data["not_modified"])
+                      not_modified=data["not_modified"],
+                      metadata=tuple((str(k), str(v)) for k, v in data.get("metadata", ())))

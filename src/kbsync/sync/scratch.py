@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import pickle
 import sqlite3
@@ -51,7 +52,8 @@ _SCHEMA = """
 CREATE TABLE listed (key TEXT PRIMARY KEY, item INTEGER NOT NULL, locator TEXT,
                      media_type TEXT, size INTEGER, mtime_ns INTEGER, inode INTEGER,
                      validated INTEGER, etag TEXT, last_modified TEXT, not_modified INTEGER,
-                     derivation TEXT, message TEXT, missing INTEGER) WITHOUT ROWID;
+                     derivation TEXT, message TEXT, missing INTEGER,
+                     source_metadata TEXT) WITHOUT ROWID;
 CREATE TABLE stored (key TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, inode INTEGER,
                      bytes_hash TEXT, text_hash TEXT, derivation TEXT, title TEXT,
                      metadata TEXT, generation INTEGER, etag TEXT, last_modified TEXT,
@@ -158,12 +160,13 @@ class Scratch:
         """Note listed items, each with the derivation it would be read with, and documents
         the listing could not take (with any derivation). An item wins over an error."""
         self._db.executemany(
-            f"INSERT INTO listed VALUES ({', '.join('?' * 14)}) ON CONFLICT (key) DO UPDATE "
+            f"INSERT INTO listed VALUES ({', '.join('?' * 15)}) ON CONFLICT (key) DO UPDATE "
             "SET item = 1, locator = excluded.locator, media_type = excluded.media_type, "
             "size = excluded.size, mtime_ns = excluded.mtime_ns, inode = excluded.inode, "
             "validated = excluded.validated, etag = excluded.etag, "
             "last_modified = excluded.last_modified, not_modified = excluded.not_modified, "
-            "derivation = excluded.derivation, message = NULL, missing = NULL "
+            "derivation = excluded.derivation, message = NULL, missing = NULL, "
+            "source_metadata = excluded.source_metadata "
             "WHERE excluded.item",
             (_listed_row(entry, derivation) for entry, derivation in entries))
 
@@ -197,7 +200,7 @@ class Scratch:
                 f"SELECT l.*, {_STORED} FROM listed l LEFT JOIN stored s ON s.key = l.key "
                 f"WHERE l.key > ? AND NOT ({int(skip_unchanged)} AND {_UNCHANGED}) "
                 "ORDER BY l.key LIMIT ?"):
-            yield _listed_entry(row[:14]), None if row[14] is None else _stored_doc(row[14:])
+            yield _listed_entry(row[:15]), None if row[15] is None else _stored_doc(row[15:])
 
     def vanish(self) -> int:
         """Mark every stored document the listing lacks as gone; how many there are.
@@ -403,12 +406,13 @@ def _stored_doc(r: Sequence[Any]) -> StoredDocument:
 
 def _listed_row(entry: SourceItem | ItemError, derivation: str) -> tuple[Any, ...]:
     if isinstance(entry, ItemError):
-        return (entry.key, 0, *(None,) * 10, entry.message, entry.missing)
+        return (entry.key, 0, *(None,) * 10, entry.message, entry.missing, None)
     stat, v = entry.stat, entry.validators
     return (entry.key, 1, entry.locator, entry.media_type,
             *((None, None, None) if stat is None else (stat.size, stat.mtime_ns, stat.inode)),
             v is not None, *((None, None) if v is None else (v.etag, v.last_modified)),
-            entry.not_modified, derivation, None, None)
+            entry.not_modified, derivation, None, None,
+            json.dumps(entry.metadata) if entry.metadata else None)
 
 
 def _listed_entry(r: Sequence[Any]) -> SourceItem | ItemError:
@@ -418,4 +422,6 @@ def _listed_entry(r: Sequence[Any]) -> SourceItem | ItemError:
     return SourceItem(key=r[0], locator=r[2], media_type=r[3],
                       stat=None if r[4] is None else SourceStat(r[4], r[5], r[6]),
                       validators=Validators(r[8], r[9]) if r[7] else None,
-                      not_modified=bool(r[10]))
+                      not_modified=bool(r[10]),
+                      metadata=tuple((str(k), str(v)) for k, v in json.loads(r[14]))
+                      if r[14] else ())

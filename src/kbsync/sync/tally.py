@@ -83,6 +83,8 @@ class SourceTally:
     """The text change of edited documents, as many as :data:`REPORT_LIMIT`."""
     listing_complete: bool = True
     deletions_blocked: bool = False
+    revision: str = ""
+    """The version of the source that was listed, when it has one (a git commit)."""
 
     def note_change(self, key: str, change: ChangeReport) -> None:
         """Keep the change report of an edited document, unless the report is full."""
@@ -104,6 +106,7 @@ class SourceTally:
             self.note_change(key, change)
         self.listing_complete &= other.listing_complete
         self.deletions_blocked |= other.deletions_blocked
+        self.revision = self.revision or other.revision
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data that :meth:`from_dict` reads back (what a worker sends)."""
@@ -115,6 +118,7 @@ class SourceTally:
             "changes": {key: _change_dict(change) for key, change in self.changes.items()},
             "listing_complete": self.listing_complete,
             "deletions_blocked": self.deletions_blocked,
+            "revision": self.revision,
         }
 
     @classmethod
@@ -123,7 +127,8 @@ class SourceTally:
         tally = cls(source=str(data["source"]), documents=Counter(data["documents"]),
                     chunks=Counter(data["chunks"]),
                     listing_complete=bool(data["listing_complete"]),
-                    deletions_blocked=bool(data["deletions_blocked"]))
+                    deletions_blocked=bool(data["deletions_blocked"]),
+                    revision=str(data["revision"]))
         for name in _COUNTS:
             setattr(tally, name, int(data[name]))
         for name in _LISTS:
@@ -156,7 +161,8 @@ class SourceTally:
                           for k, a, origin in self.actions),
             omitted={name: n for name, n in (("changes", self.actions.omitted),
                                               ("failures", self.failures.omitted),
-                                              ("warnings", self.warnings.omitted)) if n})
+                                              ("warnings", self.warnings.omitted)) if n},
+            revision=self.revision)
 
 
 _COUNTS = tuple(f.name for f in fields(SourceTally) if f.type == "int")
