@@ -68,7 +68,7 @@ class SourceResult:
     ``chunks`` counts chunks per fate (``kept``, ``moved``, ``added``, ``deleted``);
     both read 0 for a name they do not hold. ``changes`` lists the documents the
     run acted on, with the text change of each edit. ``changes``, ``failures``
-    and ``warnings`` name at most 10,000 each (``kbsync.sync.REPORT_LIMIT``), so
+    and ``warnings`` name at most 10,000 each (``kbsync.sync.tally.REPORT_LIMIT``), so
     that a report does not grow with the source; ``omitted`` counts what each left
     out (only those that left something out).
     A source whose listing failed (``listing_complete`` false) deleted nothing.

@@ -42,7 +42,7 @@ class LocalEmbedder:
 
     Texts are fed to the model in the order given, ``batch_size`` at a time, each
     batch padded to its longest text: a sync hands them over ordered by token count
-    (:func:`kbsync.sync.by_length`), so batches waste little on padding. On two CPU
+    (:func:`kbsync.sync.embedding.by_length`), so batches waste little on padding. On two CPU
     cores batches of 16 ran fastest (``benchmarks/embed.py``).
 
     ``device`` is ``"cpu"``, ``"cuda"`` (``"cuda:1"``…) or ``"auto"`` (CUDA when the
