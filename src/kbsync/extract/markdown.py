@@ -18,8 +18,10 @@ from kbsync.model import Record, Section
 
 __all__ = ["MarkdownExtractor", "parse_front_matter", "split_sections"]
 
-_PARSER = MarkdownIt("commonmark")
-"""Stateless between calls: each ``parse`` makes its own state."""
+_BLOCKS = MarkdownIt("commonmark").disable("inline")
+"""Block structure only: inline parsing (emphasis, links, code spans) of every paragraph
+was half of the parse, and only headings need it. Stateless between calls."""
+_INLINE = MarkdownIt("commonmark")
 
 _FRONT_MATTER_END = frozenset({"---", "..."})
 # A trailing attribute list of a heading (Python-Markdown attr_list, Pandoc, kramdown):
@@ -112,13 +114,14 @@ def split_sections(text: str) -> tuple[Section, ...]:
     attribute list (``## CORS { #cors }``) is markup, not part of its text.
     """
     lines = _lines(text)
-    tokens = _PARSER.parse(text)
+    env: dict[str, object] = {}  # the link reference definitions a heading's links may use
+    tokens = _BLOCKS.parse(text, env)
     # (first line, line after the heading, heading text, level) for each top-level heading
     headings: list[tuple[int, int, str, int]] = []
     for i, token in enumerate(tokens):
         if token.type == "heading_open" and token.level == 0 and token.map is not None:
             inline = tokens[i + 1] if i + 1 < len(tokens) else None
-            heading = _ATTRIBUTES.sub("", _plain_text(inline)) if inline is not None else ""
+            heading = "" if inline is None else _ATTRIBUTES.sub("", _heading_text(inline, env))
             headings.append((token.map[0], token.map[1], heading, int(token.tag[1:])))
 
     sections: list[Section] = []
@@ -149,10 +152,11 @@ def _body(lines: list[str], start: int, end: int) -> str:
     return "\n".join(line.rstrip() for line in lines[start:end])
 
 
-def _plain_text(inline: Token) -> str:
+def _heading_text(inline: Token, env: dict[str, object]) -> str:
     """A heading's inline content as plain text: markup dropped, code and image alt text kept."""
+    parsed = _INLINE.parseInline(inline.content, env)
     parts: list[str] = []
-    for child in inline.children or ():
+    for child in (parsed[0].children or ()) if parsed else ():
         if child.type in ("text", "code_inline", "image"):
             parts.append(child.content)
         elif child.type in ("softbreak", "hardbreak"):

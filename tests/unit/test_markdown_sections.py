@@ -1,0 +1,65 @@
+"""Sections from the block parse with inline parsing of headings only are those of a full parse."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+from markdown_it import MarkdownIt
+
+from kbsync.extract.markdown import _ATTRIBUTES, _body, _lines, split_sections
+from kbsync.model import Section
+from tests.conftest import corpora_file
+
+_FULL = MarkdownIt("commonmark")
+
+
+def _reference(text: str) -> tuple[Section, ...]:
+    """The sections as a full parse (inline content of every block) gives them."""
+    lines = _lines(text)
+    tokens = _FULL.parse(text)
+    headings = []
+    for i, token in enumerate(tokens):
+        if token.type == "heading_open" and token.level == 0 and token.map is not None:
+            parts = []
+            for child in tokens[i + 1].children or ():
+                if child.type in ("text", "code_inline", "image"):
+                    parts.append(child.content)
+                elif child.type in ("softbreak", "hardbreak"):
+                    parts.append(" ")
+            heading = _ATTRIBUTES.sub("", " ".join("".join(parts).split()))
+            headings.append((token.map[0], token.map[1], heading, int(token.tag[1:])))
+    sections = []
+    first = headings[0][0] if headings else len(lines)
+    if preamble := _body(lines, 0, first):
+        sections.append(Section(heading=None, text=preamble))
+    for n, (_, after, heading, level) in enumerate(headings):
+        end = headings[n + 1][0] if n + 1 < len(headings) else len(lines)
+        sections.append(Section(heading=heading or None, text=_body(lines, after, end),
+                                level=level if heading else 0))
+    return tuple(sections)
+
+
+TRICKY = [
+    "# A [linked][ref] title\n\ntext\n\n[ref]: https://example.org\n",
+    "# Not [linked][nowhere]\n\nbody\n",
+    "## `code` and *emphasis* and ![alt text](i.png)\n\npara\n\nSetext\n======\n\nmore",
+    "intro\n\n> # quoted heading\n\n- # listed heading\n\n```\n# fenced\n```\n\n# Real { #real }",
+    "# Line one\\\nstill the heading?\n\n#\n\n### <b>html</b> &amp; entities &copy;\n",
+    "[ref]: /x 'title'\n# Before the *ref* [use][ref]\n",
+]
+
+
+def test_tricky_headings_give_the_sections_of_a_full_parse() -> None:
+    for text in TRICKY:
+        assert split_sections(text) == _reference(text), text
+
+
+def test_real_documentation_gives_the_sections_of_a_full_parse() -> None:
+    history = corpora_file("fastapi-docs-2023-history.jsonl.gz")
+    with gzip.open(history, "rt", encoding="utf-8") as f:
+        snapshot = json.loads(f.readline())
+    pages = [t for p, t in sorted(snapshot["files"].items()) if p.endswith(".md")]
+    assert len(pages) > 50
+    for text in pages:
+        assert split_sections(text) == _reference(text)
