@@ -284,6 +284,9 @@ def _print_report(report: SyncResult, as_json: bool) -> None:
         if s.skipped_erased:
             typer.echo(f"{printable(s.source, one_line=True)}: {s.skipped_erased} erased, "
                        "skipped (`kbsync erase --list`)")
+        if s.pages_not_due:
+            typer.echo(f"{printable(s.source, one_line=True)}: {s.pages_checked} pages checked, "
+                       f"{s.pages_not_due} not due (unchanged)")
     for line in change_lines(report):
         console.print(line, highlight=False)
     _print_problems(report)
@@ -327,6 +330,8 @@ def sync(
              "instead of waiting for the next sync to confirm it.")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Embed even more than [index] "
                                       "confirm_above_tokens tokens.")] = False,
+    due: Annotated[bool, typer.Option("--due", help="Check only the web pages that are due "
+                                      "for a revisit; the others count as unchanged.")] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Bring the knowledge base in step with its sources."""
@@ -334,7 +339,7 @@ def sync(
         def run(tick: Progress | None, confirmed: bool) -> SyncResult:
             return kb.sync(verify=verify, allow_mass_delete=allow_mass_delete, progress=tick,
                            wait=wait, on_wait=lambda message: typer.echo(message, err=True),
-                           workers=workers, yes=confirmed,
+                           workers=workers, yes=confirmed, due=due,
                            accept_replacements=accept_replacements)
 
         try:

@@ -246,7 +246,8 @@ def _web_settings() -> tuple[str, ...]:
         from kbsync.sources.web import WebSource  # needs the `web` extra
     except ImportError:
         return ()
-    taken = set(inspect.signature(WebSource).parameters) - {"seeds", "transport", "progress"}
+    taken = set(inspect.signature(WebSource).parameters) - {"seeds", "transport", "progress",
+                                                             "clock"}
     return tuple(sorted(taken | {"urls"}))
 
 

@@ -397,7 +397,8 @@ class KnowledgeBase:
     def sync(self, *, progress: Progress | None = None, verify: bool = False,
              allow_mass_delete: bool = False, wait: bool = True,
              on_wait: Callable[[str], None] | None = None, workers: int = 0,
-             accept_replacements: bool = False, yes: bool = False) -> SyncResult:
+             accept_replacements: bool = False, yes: bool = False,
+             due: bool = False) -> SyncResult:
         """Bring the store in step with the sources, doing the least work that is correct.
 
         Args:
@@ -416,6 +417,9 @@ class KnowledgeBase:
                 come to more than ``[index] confirm_above_tokens`` tokens (2,000,000 by
                 default) raises :class:`~kbsync.errors.ConfirmationRequiredError`
                 before any of it is embedded.
+            due: check only the web pages whose revisit schedule says they are due
+                (``min_interval``/``max_interval`` of the source); the others count as
+                unchanged, never as gone. Folders are synced as always.
         """
         if workers and not self.config.store_url:
             raise ConfigError("--workers needs a PostgreSQL store ([store] url in kbsync.toml): "
@@ -437,7 +441,7 @@ class KnowledgeBase:
                 verify=verify, allow_mass_delete=allow_mass_delete, progress=progress,
                 sink=self.sink, scratch_dir=self._state_dir(),
                 accept_replacements=accept_replacements,
-                confirm_above_tokens=None if yes else self._confirm_above(),
+                confirm_above_tokens=None if yes else self._confirm_above(), due=due,
                 **self._index_settings())
 
     def _confirm_above(self) -> int | None:
@@ -521,7 +525,8 @@ class KnowledgeBase:
               on_report: Callable[[SyncResult, str], None] | None = None,
               yes: bool = False) -> None:
         """Sync on file events and every ``interval`` seconds, with a full revalidation
-        (``verify``) every ``full_every``, until ``stop`` is set.
+        (``verify``) every ``full_every``, until ``stop`` is set. Between full
+        revalidations only the web pages that are due are checked (``sync(due=True)``).
 
         ``on_report(result, reason)`` receives each run's result and why it ran;
         ``yes`` is :meth:`sync`'s (without it, a bill over the bound stops the watch).
@@ -529,7 +534,8 @@ class KnowledgeBase:
         folders = [self.config.root / s.path for s in self.config.sources if not s.is_web]
         # Created before the folders are watched: its creation is no change of a source.
         self._create_store()
-        watch(lambda verify: self.sync(verify=verify, yes=yes), folders, interval=interval,
+        watch(lambda verify: self.sync(verify=verify, yes=yes, due=not verify), folders,
+              interval=interval,
               full_every=full_every, stop=stop, on_report=on_report,
               ignore=[self.config.store_path.parent, self.config.lock_path])
 

@@ -89,6 +89,10 @@ class SourceResult:
     """Chunks the plan found no cached vector for (what a plan says a sync will embed)."""
     documents_applied: int = 0
     """Documents written to the store (short of the counts when the run was interrupted)."""
+    pages_checked: int | None = None
+    """Pages a website source requested (None for other sources)."""
+    pages_not_due: int = 0
+    """Known pages a ``--due`` sync left unchecked, as not due: unchanged, never deleted."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data, as stored in the run's report."""
@@ -116,7 +120,8 @@ class SourceResult:
             "changes": [c.to_dict() for c in self.changes],
             "omitted": dict(self.omitted),
             "skipped_erased": self.skipped_erased,
-        }
+        } | ({} if self.pages_checked is None else {
+            "pages_checked": self.pages_checked, "pages_not_due": self.pages_not_due})
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,6 +45,7 @@ from kbsync.model import (
     ItemError,
     KnownItem,
     Listing,
+    PageSchedule,
     Record,
     SourceItem,
     Verdict,
@@ -67,8 +68,8 @@ from kbsync.plan import (
 )
 from kbsync.report import DocumentChange, SourceResult, SyncResult
 from kbsync.scratch import Scratch
-from kbsync.sources import Entries, Scan, ScanningSource, Source
-from kbsync.store import Frontier, RecordStore
+from kbsync.sources import Entries, Revisiting, Revisits, Scan, ScanningSource, Source
+from kbsync.store import Frontier, RecordStore, Schedules
 from kbsync.store.rows import held_meta_name
 from kbsync.vectors import VectorSink
 
@@ -232,6 +233,10 @@ class SourceReport:
     deletions_blocked: bool = False
     erased: int = 0
     applied: int = 0
+    pages_checked: int | None = None
+    """Pages a revisiting source requested (None for other sources)."""
+    pages_not_due: int = 0
+    revisits: _Revisited | None = None
 
     def _truncation(self) -> tuple[str, ...]:
         """The warning of a run that embedded chunks past the model's window, if it did."""
@@ -261,7 +266,17 @@ class SourceReport:
                                               ("failures", self.failures.omitted),
                                               ("warnings", self.warnings.omitted)) if n},
             skipped_erased=self.erased,
-            embeddings_to_compute=self.embeddings_to_compute, documents_applied=self.applied)
+            embeddings_to_compute=self.embeddings_to_compute, documents_applied=self.applied,
+            pages_checked=self.pages_checked, pages_not_due=self.pages_not_due)
+
+
+@dataclass(frozen=True, slots=True)
+class _Revisited:
+    """A revisiting source's schedules after its listing, and the store's before it."""
+
+    revisits: Revisits
+    before: Mapping[str, PageSchedule]
+    complete: bool
 
 
 @dataclass(slots=True)
@@ -365,6 +380,7 @@ class _Run:
     tally: Counter[ChunkShape]
     accept_replacements: bool = False
     confirm_above: int | None = None
+    due: bool = False
 
     def count_chunk(self, chunk: Chunk) -> None:
         """Count ``chunk`` for the run's chunking diagnostics (its text is not kept)."""
@@ -400,8 +416,13 @@ def sync_sources(
     scratch_dir: Path | None = None,
     accept_replacements: bool = False,
     confirm_above_tokens: int | None = None,
+    due: bool = False,
 ) -> SyncResult:
     """Bring ``store`` in step with ``sources`` (or, with ``dry_run``, only plan it).
+
+    With ``due``, a revisiting source (a website) checks only the pages whose
+    revisit schedule says they are due (:mod:`kbsync.schedule`); the others are
+    unchanged, never deleted for not being checked. ``verify`` checks every page.
 
     A source whose chunks to embed (cache misses) come to more than
     ``confirm_above_tokens`` tokens raises :class:`~kbsync.errors.ConfirmationRequiredError`
@@ -432,7 +453,7 @@ def sync_sources(
                progress=progress, boilerplate_share=boilerplate_share,
                index_boilerplate=index_boilerplate, sink=sink, batch=batch, scratch_dir=scratch_dir,
                clock=_Clock(report), tally=Counter(), accept_replacements=accept_replacements,
-               confirm_above=confirm_above_tokens)
+               confirm_above=confirm_above_tokens, due=due)
     removed, released = removed_sources(store, sources, allow_mass_delete)
     for source in [*sources, *removed]:
         source_report = SourceReport(source=source.name)
@@ -612,7 +633,7 @@ def _sync_source_steps(run: _Run, source: Source, allow_mass_delete: bool,
     with Scratch(run.scratch_dir) as scratch:
         derive = deriver(run.extractor_for, run.chunker)
         complete = list_source(source, store, derive, run.verify, scratch, out,
-                               dry_run=run.dry_run)
+                               dry_run=run.dry_run, due=run.due and not run.verify)
         run.clock.lap("list")
         stored = scratch.stored_count()
         _observe_source(run, source, scratch, derive, out)
@@ -641,6 +662,8 @@ def _sync_source_steps(run: _Run, source: Source, allow_mass_delete: bool,
             _run_batch(run, source.name, batch, scratch, skip, shared, added, out,
                        counted.batch())
         _delete_vanished(run, source.name, scratch, stored, allow_mass_delete, out)
+        if not run.dry_run:
+            keep_schedules(store, source.name, out)
     if run.dry_run:
         if not embedded:
             out.embeddings_backfill = len(store.unembedded(source.name, run.embedder.identity))
@@ -690,24 +713,43 @@ _MANIFEST_PAGE = 1000
 
 
 def list_source(source: Source, store: RecordStore, derive: Derive, verify: bool,
-                scratch: Scratch, out: SourceReport, *, dry_run: bool = False) -> bool:
+                scratch: Scratch, out: SourceReport, *, dry_run: bool = False,
+                due: bool = False) -> bool:
     """Put the source's listing and the store's manifest of it in ``scratch``; whether complete.
 
     An item no extractor reads is not a document of the knowledge base (a page that
     became an image): it is left out, so a stored one is deleted like a vanished one.
     So is an item whose key an erasure (``kbsync erase``) covers: it is counted in
-    ``out.erased`` and never read, so a sync does not bring it back.
+    ``out.erased`` and never read, so a sync does not bring it back. A
+    :class:`~kbsync.sources.Revisiting` source is handed each page's schedule,
+    and with ``due`` lists only the pages due (see :func:`keep_schedules`).
     """
     erased = erasure_matcher(store.erasures())
     if isinstance(source, ScanningSource):
         scan = Scan(source.scan())
     else:  # a source that needs what the store knows (validators) holds its listing anyway
         # --verify also revalidates web pages in full: no validators, so no 304 shortcut.
-        known = {k: KnownItem(k, d.stat, None if verify else d.validators, d.missing)
+        revisiting = source if isinstance(source, Revisiting) else None
+        schedules = store if isinstance(store, Schedules) else None
+        before = (schedules.schedules(source.name)
+                  if revisiting is not None and schedules is not None else {})
+        known = {k: KnownItem(k, d.stat, None if verify else d.validators, d.missing,
+                              schedule=before.get(k))
                  for k, d in store.manifest(source.name).items()}
         pending = (store.frontier(source.name) - known.keys()
                    if isinstance(store, Frontier) else frozenset())
-        listing = source.list({**known, **{k: KnownItem(k, pending=True) for k in pending}})
+        asked = {**known, **{k: KnownItem(k, pending=True) for k in pending}}
+        if revisiting is not None and due:
+            listing = revisiting.list_due(asked)
+        else:
+            listing = source.list(asked)
+        if revisiting is not None:
+            revisits = revisiting.revisits
+            out.pages_checked, out.pages_not_due = revisits.checked, revisits.not_due
+            if erased is not None:  # an erased page leaves nothing behind, its schedule included
+                revisits = replace(revisits, schedules={
+                    k: v for k, v in revisits.schedules.items() if not erased(k)})
+            out.revisits = _Revisited(revisits, before, listing.complete)
         if isinstance(store, Frontier) and not dry_run:
             store.set_frontier(source.name, next_frontier(listing, known.keys(), pending))
         scan = Scan(_entries(listing))
@@ -737,6 +779,23 @@ def list_source(source: Source, store: RecordStore, derive: Derive, verify: bool
         scratch.add_stored(page_of_stored.values())
         after = next(reversed(page_of_stored))
     return summary.complete
+
+
+def keep_schedules(store: RecordStore, source: str, out: SourceReport) -> None:
+    """Store the revisit schedules of the source's latest listing, once its changes are applied.
+
+    A page that failed to sync keeps the schedule it had (so it is not left
+    alone longer for having failed); an incomplete listing replaces nothing.
+    """
+    revisited = out.revisits
+    if revisited is None or not isinstance(store, Schedules):
+        return
+    failed = {key for key, _ in out.failures if key}
+    before = revisited.before
+    schedules = {k: before[k] if k in failed and k in before else v
+                 for k, v in revisited.revisits.schedules.items()
+                 if k not in failed or k in before}
+    store.set_schedules(source, schedules, replace=revisited.complete)
 
 
 def next_frontier(listing: Listing, stored: Collection[str],
