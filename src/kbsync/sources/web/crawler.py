@@ -181,6 +181,7 @@ class Crawl:
         self._probes: dict[str, asyncio.Task[Fingerprint | None]] = {}
         self._pages = 0
         self._answered = False
+        self._unanswered = False
         self._cap_warned = False
         self._unreachable_warned: set[str] = set()
 
@@ -213,19 +214,22 @@ class Crawl:
                     await asyncio.gather(*workers, return_exceptions=True)
             finally:
                 await self._cancel_helpers()
-        if not self._answered:
+        # Pages left for later (not due) need no answer: only a request that got none
+        # makes the listing incomplete.
+        complete = self._answered or (self._not_due > 0 and not self._unanswered)
+        if not complete:
             self._warnings.append(
                 "no request got an HTTP answer: the listing is incomplete, so nothing is deleted"
             )
         listing = Listing(
             items=tuple(self._items[k] for k in sorted(self._items)),
-            complete=self._answered,
+            complete=complete,
             errors=tuple(self._errors[k] for k in sorted(self._errors)),
             warnings=tuple(self._warnings),
         )
         # A page absent from a complete listing is gone, and so is its schedule.
         schedules = {k: v for k, v in self._schedules.items()
-                     if not self._answered or k in self._items or k in self._errors}
+                     if not complete or k in self._items or k in self._errors}
         return CrawlResult(listing, dict(self._bodies), dict(self._lastmod), schedules,
                            self._pages, self._not_due)
 
@@ -317,13 +321,19 @@ class Crawl:
         try:
             response = await self._fetch_page(url)
         except FetchError as exc:
-            if exc.kind not in _NO_ANSWER:
-                self._answered = True
+            self._heard(exc)
             self._error(url, str(exc))
         else:
             self._answered = True
             await self._record(task, response)
         self._report_progress(url)
+
+    def _heard(self, exc: FetchError) -> None:
+        """Note whether a failed request got an HTTP answer (the listing's completeness)."""
+        if exc.kind in _NO_ANSWER:
+            self._unanswered = True
+        else:
+            self._answered = True
 
     def _left_for_later(self, url: str) -> bool:
         """With ``due_only``, list a known page that is not due as unchanged, unrequested.
@@ -561,8 +571,7 @@ class Crawl:
                 origin + "/robots.txt", max_bytes=ROBOTS_MAX_BYTES, truncate=True
             )
         except FetchError as exc:
-            if exc.kind not in _NO_ANSWER:
-                self._answered = True
+            self._heard(exc)
             if exc.kind is Failure.REDIRECT:
                 return RobotsPolicy.allow_all(exc.reason)  # RFC 9309 §2.3.1.2
             return RobotsPolicy.unreachable(exc.reason)
@@ -616,8 +625,7 @@ class Crawl:
             try:
                 response = await self._fetcher.fetch(url)
             except FetchError as exc:
-                if exc.kind not in _NO_ANSWER:
-                    self._answered = True
+                self._heard(exc)
                 self._warnings.append(f"the sitemap {url} could not be read: {exc.reason}")
                 continue
             self._answered = True

@@ -1,0 +1,81 @@
+"""``sync --due`` through the engine and the command line, against a real server on 127.0.0.1:
+only pages that are due are requested, and a page not checked is never deleted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("httpx")
+pytest.importorskip("pytest_httpserver")
+
+from pytest_httpserver import HTTPServer  # noqa: E402
+from typer.testing import CliRunner  # noqa: E402
+
+from kbsync.cli import app  # noqa: E402
+from kbsync.engine import init_config  # noqa: E402
+from kbsync.knowledge_base import KnowledgeBase  # noqa: E402
+from kbsync.store import Schedules  # noqa: E402
+from tests.integration.test_web_sync import Site  # noqa: E402
+
+
+@pytest.fixture
+def site(httpserver: HTTPServer) -> Site:
+    handler = Site()
+    httpserver.expect_request("").respond_with_handler(handler)
+    return handler
+
+
+@pytest.fixture
+def kb(tmp_path: Path, httpserver: HTTPServer, site: Site) -> Path:
+    init_config(tmp_path, [httpserver.url_for("/")])
+    config = (tmp_path / "kbsync.toml").read_text()
+    # An hour at least between checks: a test never runs that long, so nothing is due twice.
+    config += ("allow_private_addresses = true\ndelay = 0.0\nsoft_404_check = false\n"
+               "min_interval = 3600\nmax_interval = 86400\n")
+    (tmp_path / "kbsync.toml").write_text(config)
+    return tmp_path
+
+
+def _page_requests(httpserver: HTTPServer) -> int:
+    return sum(1 for request, _ in httpserver.log if request.path != "/robots.txt")
+
+
+def test_a_due_sync_requests_no_page_that_is_not_due_and_deletes_none(
+    kb: Path, site: Site, httpserver: HTTPServer
+) -> None:
+    with KnowledgeBase.open(kb) as engine:
+        first = engine.sync()
+        assert first.total("new") == 3, first.sources[0].failures
+        store = engine.store
+        assert isinstance(store, Schedules)
+        assert len(store.schedules(first.sources[0].source)) == 3
+        before = _page_requests(httpserver)
+        site.status["/lights"] = 410  # gone, but not due: not asked, so not deleted
+        site.pages["/tides"] += " A storm surge once flooded the quay."
+        due = engine.sync(due=True)
+        assert _page_requests(httpserver) == before
+        assert due.total("unchanged") == 3
+        assert due.total("deleted") == 0 and due.total("modified") == 0
+        assert not due.failed
+        assert due.sources[0].to_dict()["pages_not_due"] == 3
+        assert due.sources[0].to_dict()["pages_checked"] == 0
+        assert engine.status().documents == 3
+        # A sync without --due checks every page: the safety net sees both changes.
+        full = engine.sync()
+        assert full.total("deleted") == 1
+        assert full.total("modified") == 1
+        assert len(store.schedules(full.sources[0].source)) == 2
+
+
+def test_sync_due_json_shows_the_pages_checked_and_not_due(kb: Path, site: Site) -> None:
+    runner = CliRunner()
+    first = runner.invoke(app, ["sync", "--config", str(kb), "--json"])
+    assert first.exit_code == 0, first.output
+    assert json.loads(first.stdout)["sources"][0]["pages_checked"] == 3
+    again = runner.invoke(app, ["sync", "--config", str(kb), "--due", "--json"])
+    assert again.exit_code == 0, again.output
+    report = json.loads(again.stdout)["sources"][0]
+    assert (report["pages_checked"], report["pages_not_due"]) == (0, 3)
