@@ -36,9 +36,10 @@ DEFAULT_MAX_INTERVAL = 7 * 86_400.0
 class Cadence:
     """The bounds and factors of the schedule (a web source's ``min_interval``/``max_interval``).
 
-    A new page starts at ``initial`` (None: the geometric mean of the bounds, so
-    a page that changes often and one that never does both reach their interval
-    in a few checks).
+    A new page starts at ``initial`` (None: ``min_interval``): it is checked again
+    soon, and backs off from there as long as it does not change. A page that
+    changes often is then never left stale while the schedule learns it; one
+    that never changes reaches ``max_interval`` in a dozen checks.
     """
 
     min_interval: float = DEFAULT_MIN_INTERVAL
@@ -62,9 +63,7 @@ class Cadence:
     @property
     def start(self) -> float:
         """The interval of a page seen for the first time."""
-        if self.initial is not None:
-            return self.bounded(self.initial)
-        return float((self.min_interval * self.max_interval) ** 0.5)
+        return self.min_interval if self.initial is None else self.bounded(self.initial)
 
     def bounded(self, interval: float) -> float:
         """``interval`` within the bounds."""

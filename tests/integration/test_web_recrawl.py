@@ -11,14 +11,14 @@ import pytest
 pytest.importorskip("httpx")
 pytest.importorskip("pytest_httpserver")
 
-from pytest_httpserver import HTTPServer  # noqa: E402
-from typer.testing import CliRunner  # noqa: E402
+from pytest_httpserver import HTTPServer
+from typer.testing import CliRunner
 
-from kbsync.cli import app  # noqa: E402
-from kbsync.engine import init_config  # noqa: E402
-from kbsync.knowledge_base import KnowledgeBase  # noqa: E402
-from kbsync.store import Schedules  # noqa: E402
-from tests.integration.test_web_sync import Site  # noqa: E402
+from kbsync.cli import app
+from kbsync.engine import init_config
+from kbsync.knowledge_base import KnowledgeBase
+from kbsync.store import Schedules
+from tests.integration.test_web_sync import Site
 
 
 @pytest.fixture
@@ -58,7 +58,8 @@ def test_a_due_sync_requests_no_page_that_is_not_due_and_deletes_none(
         due = engine.sync(due=True)
         assert _page_requests(httpserver) == before
         assert due.total("unchanged") == 3
-        assert due.total("deleted") == 0 and due.total("modified") == 0
+        assert due.total("deleted") == 0
+        assert due.total("modified") == 0
         assert not due.failed
         assert due.sources[0].to_dict()["pages_not_due"] == 3
         assert due.sources[0].to_dict()["pages_checked"] == 0
