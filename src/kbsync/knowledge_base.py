@@ -424,6 +424,9 @@ class KnowledgeBase:
         if workers and not self.config.store_url:
             raise ConfigError("--workers needs a PostgreSQL store ([store] url in kbsync.toml): "
                               "a SQLite file takes one writer at a time")
+        if workers and due:
+            raise ConfigError("--due does not drive parallel workers yet: sync --due without "
+                              "--workers")
         if workers and self.config.vectors:
             raise ConfigError("--workers does not drive an external vector store ([vectors]) "
                               "yet: sync without --workers")

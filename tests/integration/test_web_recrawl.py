@@ -17,7 +17,10 @@ from typer.testing import CliRunner
 from kbsync.cli import app
 from kbsync.engine import init_config
 from kbsync.knowledge_base import KnowledgeBase
+from kbsync.model import PageSchedule
 from kbsync.store import Schedules
+from kbsync.store.postgres import PostgresStore
+from kbsync.store.sqlite import SqliteStore
 from tests.integration.test_web_sync import Site
 
 
@@ -80,3 +83,38 @@ def test_sync_due_json_shows_the_pages_checked_and_not_due(kb: Path, site: Site)
     assert again.exit_code == 0, again.output
     report = json.loads(again.stdout)["sources"][0]
     assert (report["pages_checked"], report["pages_not_due"]) == (0, 3)
+
+
+def test_both_stores_keep_schedules_replace_them_and_drop_them_with_the_document(
+    store: SqliteStore | PostgresStore,
+) -> None:
+    a = PageSchedule(checked=10.0, changed=5.0, interval=3600.0, digest="d1",
+                     media_type="text/html")
+    b = PageSchedule(checked=20.0, changed=20.0, interval=7200.0)
+    store.set_schedules("web", {"https://x/a": a, "https://x/b": b}, replace=True)
+    store.set_schedules("other", {"https://x/a": b}, replace=True)
+    assert store.schedules("web") == {"https://x/a": a, "https://x/b": b}
+    # An incomplete listing merges; a complete one replaces.
+    store.set_schedules("web", {"https://x/b": a}, replace=False)
+    assert store.schedules("web") == {"https://x/a": a, "https://x/b": a}
+    store.set_schedules("web", {"https://x/a": b}, replace=True)
+    assert store.schedules("web") == {"https://x/a": b}
+    assert store.schedules("other") == {"https://x/a": b}
+
+
+def test_an_erased_page_leaves_no_schedule_behind(
+    kb: Path, site: Site, httpserver: HTTPServer
+) -> None:
+    with KnowledgeBase.open(kb) as engine:
+        first = engine.sync()
+        store = engine.store
+        assert isinstance(store, Schedules)
+        name = first.sources[0].source
+        (lights,) = [k for k in store.schedules(name) if k.endswith("/lights")]
+        engine.erase(lights)
+        assert lights not in store.schedules(name)
+        site.pages["/"] += " The harbour has a new guide."  # read again: its links followed
+        again = engine.sync()
+        assert again.sources[0].skipped_erased == 1  # found again by its link, and skipped
+        assert len(store.schedules(name)) == 2
+        assert lights not in store.schedules(name)

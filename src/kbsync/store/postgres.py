@@ -184,7 +184,7 @@ _MIGRATIONS: tuple[str, ...] = (
         key TEXT NOT NULL,
         checked DOUBLE PRECISION NOT NULL,
         changed DOUBLE PRECISION NOT NULL,
-        interval DOUBLE PRECISION NOT NULL,
+        interval_seconds DOUBLE PRECISION NOT NULL,
         digest TEXT NOT NULL,
         media_type TEXT NOT NULL,
         PRIMARY KEY (source, key)
@@ -594,7 +594,7 @@ class PostgresStore:
 
     def schedules(self, source: str) -> dict[str, PageSchedule]:
         return {r[0]: PageSchedule(*r[1:]) for r in self._conn.execute(
-            "SELECT key, checked, changed, interval, digest, media_type FROM schedules "
+            "SELECT key, checked, changed, interval_seconds, digest, media_type FROM schedules "
             "WHERE source = %s", (source,))}
 
     def set_schedules(self, source: str, schedules: Mapping[str, PageSchedule],
@@ -604,10 +604,10 @@ class PostgresStore:
                 self._write("DELETE FROM schedules WHERE source = %s", (source,))
             self._write_many(
                 "INSERT INTO schedules "
-                "(source, key, checked, changed, interval, digest, media_type) "
+                "(source, key, checked, changed, interval_seconds, digest, media_type) "
                 "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (source, key) DO UPDATE SET "
                 "checked = excluded.checked, changed = excluded.changed, "
-                "interval = excluded.interval, digest = excluded.digest, "
+                "interval_seconds = excluded.interval_seconds, digest = excluded.digest, "
                 "media_type = excluded.media_type",
                 [(source, k, s.checked, s.changed, s.interval, s.digest, s.media_type)
                  for k, s in sorted(schedules.items())])

@@ -186,7 +186,7 @@ _MIGRATIONS: tuple[str, ...] = (
         key TEXT NOT NULL,
         checked REAL NOT NULL,
         changed REAL NOT NULL,
-        interval REAL NOT NULL,
+        interval_seconds REAL NOT NULL,
         digest TEXT NOT NULL,
         media_type TEXT NOT NULL,
         PRIMARY KEY (source, key)
@@ -595,7 +595,7 @@ class SqliteStore:
 
     def schedules(self, source: str) -> dict[str, PageSchedule]:
         return {r[0]: PageSchedule(*r[1:]) for r in self._db.execute(
-            "SELECT key, checked, changed, interval, digest, media_type FROM schedules "
+            "SELECT key, checked, changed, interval_seconds, digest, media_type FROM schedules "
             "WHERE source = ?", (source,))}
 
     def set_schedules(self, source: str, schedules: Mapping[str, PageSchedule],
@@ -605,7 +605,7 @@ class SqliteStore:
                 db.execute("DELETE FROM schedules WHERE source = ?", (source,))
             db.executemany(
                 "INSERT OR REPLACE INTO schedules "
-                "(source, key, checked, changed, interval, digest, media_type) "
+                "(source, key, checked, changed, interval_seconds, digest, media_type) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 ((source, k, s.checked, s.changed, s.interval, s.digest, s.media_type)
                  for k, s in sorted(schedules.items())))
