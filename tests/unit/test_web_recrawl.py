@@ -190,3 +190,19 @@ def test_a_full_listing_checks_every_page_whatever_its_schedule(
     clock.now += 60.0
     source.list(known)
     assert sorted(site.asked) == ["/", "/a", "/b"]
+
+
+def test_a_page_missing_once_is_checked_again_whatever_its_schedule(
+    shared_server: HTTPServer, site: Site
+) -> None:
+    clock = Clock()
+    source = _source(shared_server, clock)
+    known = _known(source, source.list_due({}))
+    base = shared_server.url_for("/").removesuffix("/")
+    a = known[base + "/a"]
+    known[base + "/a"] = KnownItem(a.key, validators=a.validators, missing=1,
+                                   schedule=a.schedule)
+    site.asked.clear()
+    clock.now += 60.0
+    source.list_due(known)
+    assert site.asked == ["/a"]  # so a 404 is confirmed (or cleared) by the server

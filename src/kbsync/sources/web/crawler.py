@@ -341,8 +341,8 @@ class Crawl:
         Not checked is not gone: it keeps its stored version and its schedule.
         """
         known = self._known.get(url)
-        if not self._due_only or known is None or known.pending:
-            return False
+        if not self._due_only or known is None or known.pending or known.missing:
+            return False  # a 404 waiting for its confirmation is checked again at once
         schedule = known.schedule
         if schedule is None or not schedule.media_type:
             return False  # never scheduled: due
