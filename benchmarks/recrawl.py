@@ -223,27 +223,21 @@ def run_policy(name: str, days: float, per_group: tuple[int, ...], tick: float,
     return Outcome(name, site.requests / days, mean, groups, time.perf_counter() - started)
 
 
-def _fit(target: float, measure: Callable[[float], float], low: float, high: float,
-         tick: float, increasing: bool) -> float:
-    """The interval (a multiple of ``tick``) whose measure comes closest to ``target``.
+def _fit(target: float, measure: Callable[[float], float], guess: float, tick: float) -> float:
+    """The interval (a multiple of ``tick``) whose staleness comes closest to ``target``.
 
-    ``measure`` is monotonic in the interval; a bisection over tick multiples.
+    ``measure`` grows with the interval; the walk starts at ``guess`` and steps a
+    tick at a time until the target lies between two neighbours.
     """
-    lo, hi = max(1, round(low / tick)), max(1, round(high / tick))
-    seen: dict[int, float] = {}
-
-    def value(n: int) -> float:
-        if n not in seen:
-            seen[n] = measure(n * tick)
-        return seen[n]
-
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if (value(mid) < target) == increasing:
-            lo = mid
-        else:
-            hi = mid
-    return min((lo, hi), key=lambda n: abs(value(n) - target)) * tick
+    n = max(1, round(guess / tick))
+    seen = {n: measure(n * tick)}
+    step = 1 if seen[n] < target else -1
+    while n + step >= 1:
+        seen[n + step] = measure((n + step) * tick)
+        if (seen[n + step] < target) != (seen[n] < target):
+            break
+        n += step
+    return min(seen, key=lambda k: abs(seen[k] - target)) * tick
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -274,7 +268,9 @@ def main(argv: list[str] | None = None) -> None:
                                      args.per_group, tick, every)
         return runs[every].staleness_hours
 
-    same_every = _fit(adaptive.staleness_hours, stale_at, tick, budget_every, tick, True)
+    # A fixed interval T leaves a change unseen T/2 on average: start the walk there.
+    same_every = _fit(adaptive.staleness_hours, stale_at, 2 * adaptive.staleness_hours * HOUR,
+                      tick)
     fixed_same = runs[same_every]
     fixed_same = Outcome(f"fixed every {same_every / HOUR:g} h (equal staleness)",
                          fixed_same.requests_per_day, fixed_same.staleness_hours,
