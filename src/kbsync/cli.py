@@ -286,6 +286,9 @@ def _print_report(report: SyncResult, as_json: bool) -> None:
                        "skipped (`kbsync erase --list`)")
         if s.revision:
             typer.echo(printable(f"{s.source}: at {s.revision}", one_line=True))
+        if s.pages_not_due:
+            typer.echo(f"{printable(s.source, one_line=True)}: {s.pages_checked} pages checked, "
+                       f"{s.pages_not_due} not due (unchanged)")
     for line in change_lines(report):
         console.print(line, highlight=False)
     _print_problems(report)
@@ -329,6 +332,8 @@ def sync(
              "instead of waiting for the next sync to confirm it.")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Embed even more than [index] "
                                       "confirm_above_tokens tokens.")] = False,
+    due: Annotated[bool, typer.Option("--due", help="Check only the web pages that are due "
+                                      "for a revisit; the others count as unchanged.")] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Bring the knowledge base in step with its sources."""
@@ -336,7 +341,7 @@ def sync(
         def run(tick: Progress | None, confirmed: bool) -> SyncResult:
             return kb.sync(verify=verify, allow_mass_delete=allow_mass_delete, progress=tick,
                            wait=wait, on_wait=lambda message: typer.echo(message, err=True),
-                           workers=workers, yes=confirmed,
+                           workers=workers, yes=confirmed, due=due,
                            accept_replacements=accept_replacements)
 
         try:

@@ -227,7 +227,8 @@ class KnowledgeBase:
     def sync(self, *, progress: Progress | None = None, verify: bool = False,
              allow_mass_delete: bool = False, wait: bool = True,
              on_wait: Callable[[str], None] | None = None, workers: int = 0,
-             accept_replacements: bool = False, yes: bool = False) -> SyncResult:
+             accept_replacements: bool = False, yes: bool = False,
+             due: bool = False) -> SyncResult:
         """Bring the store in step with the sources, doing the least work that is correct.
 
         Args:
@@ -246,17 +247,23 @@ class KnowledgeBase:
                 come to more than ``[index] confirm_above_tokens`` tokens (2,000,000 by
                 default) raises :class:`~kbsync.errors.ConfirmationRequiredError`
                 before any of it is embedded.
+            due: check only the web pages whose revisit schedule says they are due
+                (``min_interval``/``max_interval`` of the source); the others count as
+                unchanged, never as gone. Folders are synced as always.
         """
         if workers and not self.config.store_url:
             raise ConfigError("--workers needs a PostgreSQL store ([store] url in kbsync.toml): "
                               "a SQLite file takes one writer at a time")
+        if workers and due:
+            raise ConfigError("--due does not drive parallel workers yet: sync --due without "
+                              "--workers")
         if workers and self.config.vectors:
             raise ConfigError("--workers does not drive an external vector store ([vectors]) "
                               "yet: sync without --workers")
         self._progress = progress
         with self._writing(wait, on_wait):
             options = self._options(verify=verify, allow_mass_delete=allow_mass_delete,
-                                    accept_replacements=accept_replacements)
+                                    accept_replacements=accept_replacements, due=due)
             if workers:
                 return sync_parallel(
                     self.sources, self._queue(), self.embedder, self._extractor_for,
@@ -350,7 +357,8 @@ class KnowledgeBase:
               on_report: Callable[[SyncResult, str], None] | None = None,
               yes: bool = False) -> None:
         """Sync on file events and every ``interval`` seconds, with a full revalidation
-        (``verify``) every ``full_every``, until ``stop`` is set.
+        (``verify``) every ``full_every``, until ``stop`` is set. Between full
+        revalidations only the web pages that are due are checked (``sync(due=True)``).
 
         ``on_report(result, reason)`` receives each run's result and why it ran;
         ``yes`` is :meth:`sync`'s (without it, a bill over the bound stops the watch).
@@ -360,7 +368,8 @@ class KnowledgeBase:
         folders = [folder for folder in watched if folder is not None]
         # Created before the folders are watched: its creation is no change of a source.
         self._create_store()
-        watch(lambda verify: self.sync(verify=verify, yes=yes), folders, interval=interval,
+        watch(lambda verify: self.sync(verify=verify, yes=yes, due=not verify), folders,
+              interval=interval,
               full_every=full_every, stop=stop, on_report=on_report,
               ignore=[self.config.store_path.parent, self.config.lock_path])
 

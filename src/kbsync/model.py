@@ -16,6 +16,7 @@ __all__ = [
     "ItemError",
     "KnownItem",
     "Listing",
+    "PageSchedule",
     "Record",
     "Region",
     "Section",
@@ -237,6 +238,23 @@ class SourceItem:
 
 
 @dataclass(frozen=True, slots=True)
+class PageSchedule:
+    """When a page was last checked and seen changed, and how long until its next check.
+
+    Times are seconds since the epoch, ``interval`` in seconds (see
+    :mod:`kbsync.schedule`). ``digest`` is a hash of the body last downloaded,
+    so a 200 with the same bytes counts as unchanged; ``media_type`` is the one
+    last answered, so a page left unchecked is listed as it was.
+    """
+
+    checked: float
+    changed: float
+    interval: float
+    digest: str = ""
+    media_type: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class KnownItem:
     """What the store remembers of a document, handed to a source before it lists.
 
@@ -244,7 +262,7 @@ class KnownItem:
     way that may be temporary (an HTTP 404), so a source can confirm a deletion
     on the second check. ``pending`` marks a key the store holds no document
     for: one the source found but could not take last time (the frontier), to
-    be tried again.
+    be tried again. ``schedule`` is the page's revisit schedule, if it has one.
     """
 
     key: str
@@ -252,6 +270,7 @@ class KnownItem:
     validators: Validators | None = None
     missing: int = 0
     pending: bool = False
+    schedule: PageSchedule | None = None
 
 
 @dataclass(frozen=True, slots=True)

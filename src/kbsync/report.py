@@ -104,6 +104,10 @@ class SourceResult:
     revision: str = ""
     """The version of the source that was listed, when it has one (a git source: the
     commit and its author date, ``"<commit> <date>"``); empty otherwise."""
+    pages_checked: int | None = None
+    """Pages a website source requested (None for other sources)."""
+    pages_not_due: int = 0
+    """Known pages a ``--due`` sync left unchecked, as not due: unchanged, never deleted."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data, as stored in the run's report."""
@@ -132,6 +136,8 @@ class SourceResult:
             "omitted": dict(self.omitted),
             "skipped_erased": self.skipped_erased,
             **({"revision": self.revision} if self.revision else {}),
+            **({} if self.pages_checked is None else {
+                "pages_checked": self.pages_checked, "pages_not_due": self.pages_not_due}),
         }
 
     @classmethod

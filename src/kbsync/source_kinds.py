@@ -128,7 +128,7 @@ class WebKind:
         except ImportError:
             return ()
         taken = set(inspect.signature(WebSource).parameters) - {"seeds", "name", "transport",
-                                                                "progress"}
+                                                                "progress", "clock"}
         return tuple(sorted(taken | {"urls"}))
 
     def claims(self, argument: str) -> bool:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Generator, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from kbsync.model import ItemError, KnownItem, Listing, SourceItem
+from kbsync.model import ItemError, KnownItem, Listing, PageSchedule, SourceItem
 
-__all__ = ["Entries", "Scan", "ScanningSource", "Source"]
+__all__ = ["Entries", "Revisiting", "Revisits", "Scan", "ScanningSource", "Source"]
 
 Entries = Generator[SourceItem | ItemError, None, Listing]
 """A listing handed over piece by piece: items and errors (in no particular order), then
@@ -56,6 +57,35 @@ class ScanningSource(Source, Protocol):
 
     def scan(self) -> Entries:
         """What :meth:`Source.list` returns, as :data:`Entries`; needs nothing the store knows."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Revisits:
+    """What the latest listing of a :class:`Revisiting` source checked and left for later.
+
+    ``schedules`` holds the revisit schedule of each page of the listing, for the
+    store to keep; ``checked`` counts the pages requested, ``not_due`` the known
+    pages listed as unchanged without a request.
+    """
+
+    schedules: Mapping[str, PageSchedule] = field(default_factory=dict)
+    checked: int = 0
+    not_due: int = 0
+
+
+@runtime_checkable
+class Revisiting(Source, Protocol):
+    """A source whose items have revisit schedules (a website): it can check only those due."""
+
+    def list_due(self, known: Mapping[str, KnownItem] | None = None) -> Listing:
+        """:meth:`Source.list`, but a known item that is not due is listed as unchanged
+        (``not_modified``) without being checked: not checked is not gone."""
+        ...
+
+    @property
+    def revisits(self) -> Revisits:
+        """The schedules and counts of the latest listing."""
         ...
 
 

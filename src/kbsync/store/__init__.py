@@ -10,11 +10,12 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from kbsync.model import PageSchedule
 from kbsync.plan import DocumentPlan, StoredDocument
 from kbsync.store.filters import Filters
 
 __all__ = ["ChunkRef", "DocumentText", "Frontier", "Hit", "RecordStore", "RunRecord",
-           "StoreStatus", "Window"]
+           "Schedules", "StoreStatus", "Window"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +120,24 @@ class Frontier(Protocol):
 
     def set_frontier(self, source: str, keys: Collection[str]) -> None:
         """Replace the keys of ``source`` to try again (writes nothing when unchanged)."""
+        ...
+
+
+@runtime_checkable
+class Schedules(Protocol):
+    """The revisit schedule of each page of a source (see :mod:`kbsync.schedule`).
+
+    Hints, not records: a lost or stale schedule makes a page due sooner or later,
+    never deletes or changes a document.
+    """
+
+    def schedules(self, source: str) -> dict[str, PageSchedule]:
+        """The schedules of ``source``'s pages, by key."""
+        ...
+
+    def set_schedules(self, source: str, schedules: Mapping[str, PageSchedule],
+                      replace: bool) -> None:
+        """Store ``schedules``; with ``replace`` the source keeps no others."""
         ...
 
 

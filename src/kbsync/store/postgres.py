@@ -40,6 +40,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kbsync.errors import DependencyMissingError, LockedError, SchemaError, StoreError
+from kbsync.model import PageSchedule
 from kbsync.plan import Action, DocumentPlan, StoredDocument
 from kbsync.store import ChunkRef, DocumentText, Hit, RunRecord, StoreStatus, Window, invariants
 from kbsync.store.filters import Filters, postgres_condition
@@ -175,6 +176,20 @@ _MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE chunk_texts
         ADD COLUMN tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', text)) STORED;
     CREATE INDEX chunk_texts_tsv ON chunk_texts USING gin (tsv);
+    """,
+    # 7: revisit schedules of web pages (kbsync.schedule): when each page was last
+    # checked and seen changed, its interval, and the hash and type of its last body.
+    """
+    CREATE TABLE schedules (
+        source TEXT NOT NULL,
+        key TEXT NOT NULL,
+        checked DOUBLE PRECISION NOT NULL,
+        changed DOUBLE PRECISION NOT NULL,
+        interval_seconds DOUBLE PRECISION NOT NULL,
+        digest TEXT NOT NULL,
+        media_type TEXT NOT NULL,
+        PRIMARY KEY (source, key)
+    );
     """,
 )
 # The weight class of a chunk's heading in ts_rank (body text is 'D', 0.1; 'C' is 0.2):
@@ -462,6 +477,7 @@ class PostgresStore:
         self._queue("DELETE FROM documents WHERE source = %s AND key = %s", (source, key))
         # A replacement held for it would name a document that is gone.
         self._queue("DELETE FROM meta WHERE name = %s", (held_meta_name(source, key),))
+        self._queue("DELETE FROM schedules WHERE source = %s AND key = %s", (source, key))
 
     def _move(self, source: str, doc: DocumentPlan, now: str) -> None:
         version = doc.version
@@ -580,6 +596,26 @@ class PostgresStore:
             self._write("DELETE FROM frontier WHERE source = %s", (source,))
             self._write_many("INSERT INTO frontier (source, key) VALUES (%s, %s)",
                              [(source, k) for k in sorted(keys)])
+
+    def schedules(self, source: str) -> dict[str, PageSchedule]:
+        return {r[0]: PageSchedule(*r[1:]) for r in self._conn.execute(
+            "SELECT key, checked, changed, interval_seconds, digest, media_type FROM schedules "
+            "WHERE source = %s", (source,))}
+
+    def set_schedules(self, source: str, schedules: Mapping[str, PageSchedule],
+                      replace: bool) -> None:
+        with self._transaction():
+            if replace:
+                self._write("DELETE FROM schedules WHERE source = %s", (source,))
+            self._write_many(
+                "INSERT INTO schedules "
+                "(source, key, checked, changed, interval_seconds, digest, media_type) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (source, key) DO UPDATE SET "
+                "checked = excluded.checked, changed = excluded.changed, "
+                "interval_seconds = excluded.interval_seconds, digest = excluded.digest, "
+                "media_type = excluded.media_type",
+                [(source, k, s.checked, s.changed, s.interval, s.digest, s.media_type)
+                 for k, s in sorted(schedules.items())])
 
     def source_names(self) -> set[str]:
         return {r[0] for r in self._conn.execute("SELECT DISTINCT source FROM documents")}

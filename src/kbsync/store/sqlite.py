@@ -31,6 +31,7 @@ import numpy.typing as npt
 
 from kbsync.crashpoints import crashpoint
 from kbsync.errors import SchemaError, StoreError
+from kbsync.model import PageSchedule
 from kbsync.plan import Action, DocumentPlan, StoredDocument
 from kbsync.store import ChunkRef, DocumentText, Hit, RunRecord, StoreStatus, Window, invariants
 from kbsync.store.filters import Filters, sqlite_condition
@@ -177,6 +178,20 @@ _MIGRATIONS: tuple[str, ...] = (
     INSERT INTO chunk_fts (rowid, text, heading) SELECT c.id, t.text, {_FTS_HEADING}
         FROM documents d JOIN chunks c ON c.doc_id = d.id AND c.generation = d.generation
         JOIN chunk_texts t ON t.digest = c.digest;
+    """,
+    # 10: revisit schedules of web pages (kbsync.schedule): when each page was last
+    # checked and seen changed, its interval, and the hash and type of its last body.
+    """
+    CREATE TABLE schedules (
+        source TEXT NOT NULL,
+        key TEXT NOT NULL,
+        checked REAL NOT NULL,
+        changed REAL NOT NULL,
+        interval_seconds REAL NOT NULL,
+        digest TEXT NOT NULL,
+        media_type TEXT NOT NULL,
+        PRIMARY KEY (source, key)
+    );
     """,
 )
 # bm25 weights of the full-text columns (text, heading): a word of the section's
@@ -437,6 +452,7 @@ class SqliteStore:
         self._db.execute("DELETE FROM documents WHERE id = ?", (found[0],))
         # A replacement held for it would name a document that is gone.
         self._db.execute("DELETE FROM meta WHERE name = ?", (held_meta_name(source, key),))
+        self._db.execute("DELETE FROM schedules WHERE source = ? AND key = ?", (source, key))
 
     def _move(self, source: str, doc: DocumentPlan, now: str) -> None:
         version = doc.version
@@ -582,6 +598,23 @@ class SqliteStore:
             db.execute("DELETE FROM frontier WHERE source = ?", (source,))
             db.executemany("INSERT INTO frontier (source, key) VALUES (?, ?)",
                            ((source, k) for k in sorted(keys)))
+
+    def schedules(self, source: str) -> dict[str, PageSchedule]:
+        return {r[0]: PageSchedule(*r[1:]) for r in self._db.execute(
+            "SELECT key, checked, changed, interval_seconds, digest, media_type FROM schedules "
+            "WHERE source = ?", (source,))}
+
+    def set_schedules(self, source: str, schedules: Mapping[str, PageSchedule],
+                      replace: bool) -> None:
+        with self._transaction() as db:
+            if replace:
+                db.execute("DELETE FROM schedules WHERE source = ?", (source,))
+            db.executemany(
+                "INSERT OR REPLACE INTO schedules "
+                "(source, key, checked, changed, interval_seconds, digest, media_type) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                ((source, k, s.checked, s.changed, s.interval, s.digest, s.media_type)
+                 for k, s in sorted(schedules.items())))
 
     def source_names(self) -> set[str]:
         return {r[0] for r in self._db.execute("SELECT DISTINCT source FROM documents")}

@@ -6,43 +6,60 @@ the store knows (HTTP validators, the crawl's frontier) is given it.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, replace
 
-from kbsync.model import ItemError, KnownItem, Listing, SourceItem
-from kbsync.sources import Entries, Scan, ScanningSource, Source
-from kbsync.store import Frontier, RecordStore
+from kbsync.model import ItemError, KnownItem, Listing, PageSchedule, SourceItem
+from kbsync.sources import Entries, Revisiting, Revisits, Scan, ScanningSource, Source
+from kbsync.store import Frontier, RecordStore, Schedules
 from kbsync.sync.erasures import erasure_matcher
 from kbsync.sync.observe import Derive
 from kbsync.sync.scratch import Scratch
 from kbsync.sync.tally import SourceTally
 
-__all__ = ["list_source", "next_frontier"]
+__all__ = ["Listed", "Revisited", "keep_schedules", "list_source", "next_frontier"]
 
 
 _MANIFEST_PAGE = 1000
 
 
+@dataclass(frozen=True, slots=True)
+class Revisited:
+    """A revisiting source's schedules after its listing, and the store's before it."""
+
+    revisits: Revisits
+    before: Mapping[str, PageSchedule]
+    complete: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """What listing a source came to: whether the listing was complete, and for a revisiting
+    source the schedules to keep once its changes are applied (:func:`keep_schedules`)."""
+
+    complete: bool
+    revisited: Revisited | None = None
+
+
 def list_source(source: Source, store: RecordStore, derive: Derive, verify: bool,
-                scratch: Scratch, out: SourceTally, *, dry_run: bool = False) -> bool:
-    """Put the source's listing and the store's manifest of it in ``scratch``; whether complete.
+                scratch: Scratch, out: SourceTally, *, dry_run: bool = False,
+                due: bool = False) -> Listed:
+    """Put the source's listing and the store's manifest of it in ``scratch``.
 
     An item no extractor reads is not a document of the knowledge base (a page that
     became an image): it is left out, so a stored one is deleted like a vanished one.
     So is an item whose key an erasure (``kbsync erase``) covers: it is counted in
-    ``out.skipped_erased`` and never read, so a sync does not bring it back.
+    ``out.skipped_erased`` and never read, so a sync does not bring it back. A
+    :class:`~kbsync.sources.Revisiting` source is handed each page's schedule,
+    and with ``due`` lists only the pages due.
     """
     erased = erasure_matcher(store.erasures())
+    revisited = None
     if isinstance(source, ScanningSource):
         scan = Scan(source.scan())
     else:  # a source that needs what the store knows (validators) holds its listing anyway
-        # --verify also revalidates web pages in full: no validators, so no 304 shortcut.
-        known = {k: KnownItem(k, d.stat, None if verify else d.validators, d.missing)
-                 for k, d in store.manifest(source.name).items()}
-        pending = (store.frontier(source.name) - known.keys()
-                   if isinstance(store, Frontier) else frozenset())
-        listing = source.list({**known, **{k: KnownItem(k, pending=True) for k in pending}})
-        if isinstance(store, Frontier) and not dry_run:
-            store.set_frontier(source.name, next_frontier(listing, known.keys(), pending))
+        listing, revisited = _list_known(source, store, verify, out, erased, dry_run=dry_run,
+                                         due=due)
         scan = Scan(_entries(listing))
     page: list[tuple[SourceItem | ItemError, str]] = []
     for entry in scan:
@@ -70,7 +87,53 @@ def list_source(source: Source, store: RecordStore, derive: Derive, verify: bool
     while page_of_stored := store.manifest(source.name, after, _MANIFEST_PAGE):
         scratch.add_stored(page_of_stored.values())
         after = next(reversed(page_of_stored))
-    return summary.complete
+    return Listed(summary.complete, revisited)
+
+
+def _list_known(source: Source, store: RecordStore, verify: bool, out: SourceTally,
+                erased: Callable[[str], bool] | None, *, dry_run: bool,
+                due: bool) -> tuple[Listing, Revisited | None]:
+    """The listing of a source that is given what the store knows of its items (validators,
+    missing counts, the crawl's frontier, revisit schedules)."""
+    revisiting = source if isinstance(source, Revisiting) else None
+    before = (store.schedules(source.name)
+              if revisiting is not None and isinstance(store, Schedules) else {})
+    # --verify also revalidates web pages in full: no validators, so no 304 shortcut.
+    known = {k: KnownItem(k, d.stat, None if verify else d.validators, d.missing,
+                          schedule=before.get(k))
+             for k, d in store.manifest(source.name).items()}
+    pending = (store.frontier(source.name) - known.keys()
+               if isinstance(store, Frontier) else frozenset())
+    asked = {**known, **{k: KnownItem(k, pending=True) for k in pending}}
+    listing = revisiting.list_due(asked) if revisiting is not None and due \
+        else source.list(asked)
+    if isinstance(store, Frontier) and not dry_run:
+        store.set_frontier(source.name, next_frontier(listing, known.keys(), pending))
+    if revisiting is None:
+        return listing, None
+    revisits = revisiting.revisits
+    out.pages_checked, out.pages_not_due = revisits.checked, revisits.not_due
+    if erased is not None:  # an erased page leaves nothing behind, its schedule included
+        revisits = replace(revisits, schedules={
+            k: v for k, v in revisits.schedules.items() if not erased(k)})
+    return listing, Revisited(revisits, before, listing.complete)
+
+
+def keep_schedules(store: RecordStore, source: str, revisited: Revisited | None,
+                   out: SourceTally) -> None:
+    """Store the revisit schedules of the source's latest listing, once its changes are applied.
+
+    A page that failed to sync keeps the schedule it had (so it is not left
+    alone longer for having failed); an incomplete listing replaces nothing.
+    """
+    if revisited is None or not isinstance(store, Schedules):
+        return
+    failed = {key for key, _ in out.failures if key}
+    before = revisited.before
+    schedules = {k: before[k] if k in failed and k in before else v
+                 for k, v in revisited.revisits.schedules.items()
+                 if k not in failed or k in before}
+    store.set_schedules(source, schedules, replace=revisited.complete)
 
 
 def next_frontier(listing: Listing, stored: Collection[str],

@@ -30,6 +30,9 @@ class SyncOptions:
     - ``verify``: read every document even when the source says it is unchanged.
     - ``allow_mass_delete``: delete more than half of a source's documents at once
       (else those deletions wait for consent, :func:`kbsync.plan.mass_deletion`).
+    - ``due``: a revisiting source (a website) checks only the pages whose revisit
+      schedule says they are due (:mod:`kbsync.schedule`); the others are unchanged,
+      never deleted for not being checked (the single-process driver only).
     - ``accept_replacements``: apply at once a new text that shares almost nothing
       with the stored one (else it waits for a second sync to see it).
     - ``confirm_above_tokens``: refuse, before embedding anything of a source, a bill
@@ -43,6 +46,7 @@ class SyncOptions:
 
     dry_run: bool = False
     verify: bool = False
+    due: bool = False
     allow_mass_delete: bool = False
     accept_replacements: bool = False
     confirm_above_tokens: int | None = None

@@ -53,7 +53,7 @@ from kbsync.store import RecordStore
 from kbsync.sync.apply import apply_plan, count_plan, delete_documents, refuse_mass_deletion
 from kbsync.sync.chunker import Chunker
 from kbsync.sync.embedding import backfill, embed_plan, refuse_dimension_change
-from kbsync.sync.listing import list_source
+from kbsync.sync.listing import Revisited, keep_schedules, list_source
 from kbsync.sync.observe import (
     Derive,
     ExtractorFor,
@@ -141,14 +141,14 @@ def sync_parallel(
     ``spawn`` starts the other ``workers - 1`` processes; without it, or with
     one worker, this process does all the work through the same queue. ``options``
     are those of :func:`~kbsync.sync.single.sync_sources`, but for ``dry_run`` (a plan
-    runs in one process), ``batch`` (each document is its own transaction) and
-    ``confirm_above_tokens`` (workers embed as they go), which it refuses.
+    runs in one process), ``batch`` (each document is its own transaction),
+    ``confirm_above_tokens`` (workers embed as they go) and ``due``, which it refuses.
     """
     options = options or SyncOptions()
-    if options.dry_run or options.confirm_above_tokens is not None \
+    if options.dry_run or options.due or options.confirm_above_tokens is not None \
             or options.batch != BatchLimits():
-        raise ConfigError("a parallel sync takes no dry_run, confirm_above_tokens or batch: "
-                          "plan and confirm in one process")
+        raise ConfigError("a parallel sync takes no dry_run, due, confirm_above_tokens or "
+                          "batch: plan, confirm and revisit due pages in one process")
     allow_mass_delete = options.allow_mass_delete
     refuse_dimension_change(store, embedder)
     store.prepare_vectors(embedder.dimension)
@@ -197,6 +197,7 @@ def sync_parallel(
         _collect(run, source.name, store, out)
         _delete_vanished(run, source.name, store, embedder, out, listed[source.name].stored,
                          allow_mass_delete or isinstance(source, RemovedSource))
+        keep_schedules(store, source.name, listed[source.name].revisited, out)
         if options.index_boilerplate:
             shared: frozenset[str] = frozenset()
         elif listed[source.name].changed:
@@ -243,7 +244,8 @@ def _enqueue(run: str, source: Source, store: WorkQueue, embedder: Embedder,
     """
     derive = deriver(extractor_for, chunker)
     with Scratch(scratch_dir) as scratch:
-        complete = list_source(source, store, derive, verify, scratch, out)
+        listing = list_source(source, store, derive, verify, scratch, out)
+        complete = listing.complete
         # Vanished documents first: a worker already serving the run may take one as the
         # origin of a move as soon as the documents that need reading arrive.
         moves = complete and scratch.vanish() > 0
@@ -273,7 +275,8 @@ def _enqueue(run: str, source: Source, store: WorkQueue, embedder: Embedder,
                 settled.clear()
         store.enqueue(run, source.name, queued)
         _settle(source.name, settled, store, embedder, out)
-        return _Listed(scratch.stored_count(), changed=moves or reads > 0)
+        return _Listed(scratch.stored_count(), changed=moves or reads > 0,
+                       revisited=listing.revisited)
 
 
 _PAGE = 1000
@@ -286,6 +289,7 @@ class _Listed:
 
     stored: int
     changed: bool
+    revisited: Revisited | None = None
 
 
 def _gate(item: SourceItem, old: StoredDocument | None, derive: Derive,

@@ -44,7 +44,7 @@ from kbsync.sync.embedding import (
     embedded_meta_name,
     refuse_dimension_change,
 )
-from kbsync.sync.listing import list_source
+from kbsync.sync.listing import keep_schedules, list_source
 from kbsync.sync.observe import (
     Derive,
     ExtractorFor,
@@ -258,12 +258,13 @@ def _sync_source_steps(run: _Run, source: Source, allow_mass_delete: bool,
     mirror = False
     with Scratch(run.options.scratch_dir) as scratch:
         derive = deriver(run.extractor_for, run.chunker)
-        complete = list_source(source, store, derive, run.options.verify, scratch, out,
-                               dry_run=run.options.dry_run)
+        listed = list_source(source, store, derive, run.options.verify, scratch, out,
+                             dry_run=run.options.dry_run,
+                             due=run.options.due and not run.options.verify)
         run.clock.lap("list")
         stored = scratch.stored_count()
         _observe_source(run, source, scratch, derive, out)
-        vanished = scratch.vanish() if complete else 0
+        vanished = scratch.vanish() if listed.complete else 0
         if scratch.rechunked_count() or vanished:
             scratch.count_stored(store.chunk_digests(source.name))
             shared = scratch.boilerplate(run.options.boilerplate_share)
@@ -289,6 +290,8 @@ def _sync_source_steps(run: _Run, source: Source, allow_mass_delete: bool,
             _run_batch(run, source.name, batch, scratch, skip, shared, added, out,
                        counted.batch())
         _delete_vanished(run, source.name, scratch, stored, allow_mass_delete, out)
+        if not run.options.dry_run:
+            keep_schedules(store, source.name, listed.revisited, out)
     if run.options.dry_run:
         if not embedded:
             out.embeddings_backfill = len(store.unembedded(source.name, run.embedder.identity))

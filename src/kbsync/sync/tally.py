@@ -85,6 +85,9 @@ class SourceTally:
     deletions_blocked: bool = False
     revision: str = ""
     """The version of the source that was listed, when it has one (a git commit)."""
+    pages_checked: int | None = None
+    """Pages a revisiting source requested (None for other sources)."""
+    pages_not_due: int = 0
 
     def note_change(self, key: str, change: ChangeReport) -> None:
         """Keep the change report of an edited document, unless the report is full."""
@@ -107,6 +110,8 @@ class SourceTally:
         self.listing_complete &= other.listing_complete
         self.deletions_blocked |= other.deletions_blocked
         self.revision = self.revision or other.revision
+        if other.pages_checked is not None:
+            self.pages_checked = (self.pages_checked or 0) + other.pages_checked
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data that :meth:`from_dict` reads back (what a worker sends)."""
@@ -119,6 +124,7 @@ class SourceTally:
             "listing_complete": self.listing_complete,
             "deletions_blocked": self.deletions_blocked,
             "revision": self.revision,
+            "pages_checked": self.pages_checked,
         }
 
     @classmethod
@@ -128,7 +134,7 @@ class SourceTally:
                     chunks=Counter(data["chunks"]),
                     listing_complete=bool(data["listing_complete"]),
                     deletions_blocked=bool(data["deletions_blocked"]),
-                    revision=str(data["revision"]))
+                    revision=str(data["revision"]), pages_checked=data["pages_checked"])
         for name in _COUNTS:
             setattr(tally, name, int(data[name]))
         for name in _LISTS:
@@ -162,7 +168,7 @@ class SourceTally:
             omitted={name: n for name, n in (("changes", self.actions.omitted),
                                               ("failures", self.failures.omitted),
                                               ("warnings", self.warnings.omitted)) if n},
-            revision=self.revision)
+            revision=self.revision, pages_checked=self.pages_checked)
 
 
 _COUNTS = tuple(f.name for f in fields(SourceTally) if f.type == "int")

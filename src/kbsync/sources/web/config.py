@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kbsync.errors import ParameterError
+from kbsync.schedule import DEFAULT_MAX_INTERVAL, DEFAULT_MIN_INTERVAL, Cadence
 from kbsync.sources.web.addresses import AddressPolicy
 from kbsync.sources.web.urls import Scope, UrlError, canonicalize, host_of
 
@@ -57,6 +58,8 @@ class WebConfig:
     use_robots_sitemaps: bool = True
     media_types: frozenset[str] | None = DEFAULT_MEDIA_TYPES
     robots_max_age: float = 86_400.0
+    min_interval: float = DEFAULT_MIN_INTERVAL
+    max_interval: float = DEFAULT_MAX_INTERVAL
 
     def __post_init__(self) -> None:
         if not self.seeds and not self.sitemaps:
@@ -89,6 +92,12 @@ class WebConfig:
         agent = self.user_agent
         if not agent.strip() or any(c in agent for c in "\r\n\0") or not agent.isascii():
             raise ParameterError(f"user_agent must be one line of ASCII text, got {agent!r}")
+        self.cadence  # noqa: B018 - checks the bounds of the revisit schedule
+
+    @property
+    def cadence(self) -> Cadence:
+        """The revisit schedule's bounds (``min_interval``, ``max_interval``, in seconds)."""
+        return Cadence(self.min_interval, self.max_interval)
 
 
 def canonical_urls(urls: str | Iterable[str], what: str) -> tuple[str, ...]:

@@ -27,6 +27,7 @@ timeouts, resets, truncation, 5xx, 429  ``ItemError``: the stored version is kep
 caps, redirect loops, refused address   ``ItemError`` naming the URL
 not reached within ``max_pages``        ``ItemError`` for known pages
 media type not accepted                 absent
+not due (``due_only``), known           an item with ``not_modified=True``, unrequested
 ======================================  ===========================================
 
 Errors other than a 200 after a permanent redirect are reported under the
@@ -36,11 +37,19 @@ frontier) and is tried again, as if a seed linked to it, so it is not lost
 while the pages that link to it answer 304. When no request of
 the crawl got any HTTP answer (the site is down, the network is out), the
 listing is incomplete (``complete=False``) and nothing is deleted.
+
+Every page that answers moves on its revisit schedule (:mod:`kbsync.schedule`):
+a 304, or a 200 whose bytes hash as before, is an unchanged check; other 200s
+are changes. With ``due_only`` a known page that is not due (and that no
+sitemap ``<lastmod>`` after its last check names) is not requested at all:
+it is listed as unchanged, its links are not followed this time, and new
+links on the pages that are fetched still are.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 import mimetypes
 import secrets
@@ -53,7 +62,8 @@ from urllib.parse import urlsplit
 import httpx
 
 from kbsync.errors import DocumentError
-from kbsync.model import ItemError, KnownItem, Listing, SourceItem, Validators
+from kbsync.model import ItemError, KnownItem, Listing, PageSchedule, SourceItem, Validators
+from kbsync.schedule import after_check, is_due
 from kbsync.sources.web.config import WebConfig
 from kbsync.sources.web.fetch import (
     REDIRECT_STATUSES,
@@ -72,7 +82,7 @@ from kbsync.sources.web.robots import (
     RobotsState,
     product_token,
 )
-from kbsync.sources.web.sitemaps import SitemapError, SitemapKind, parse_sitemap
+from kbsync.sources.web.sitemaps import SitemapError, SitemapKind, lastmod_seconds, parse_sitemap
 from kbsync.sources.web.soft404 import PROBE_PREFIX, Fingerprint, fingerprint
 from kbsync.sources.web.urls import UrlError, canonicalize, host_of, origin_of
 
@@ -110,11 +120,19 @@ class _Task:
 
 @dataclass(frozen=True, slots=True)
 class CrawlResult:
-    """The listing, the bodies of the pages fetched (by key), and sitemap lastmod hints."""
+    """The listing, the bodies of the pages fetched (by key), and sitemap lastmod hints.
+
+    ``schedules`` is the revisit schedule of every page the listing holds (items
+    and errors) after this crawl; ``checked`` counts the pages requested and
+    ``not_due`` the known pages left unchecked because they were not due.
+    """
 
     listing: Listing
     bodies: dict[str, bytes] = field(default_factory=dict)
     lastmod: dict[str, str] = field(default_factory=dict)
+    schedules: dict[str, PageSchedule] = field(default_factory=dict)
+    checked: int = 0
+    not_due: int = 0
 
 
 class Crawl:
@@ -130,10 +148,20 @@ class Crawl:
         progress: Progress | None = None,
         clock: Clock | None = None,
         after: HostGates | None = None,
+        now: float | None = None,
+        due_only: bool = False,
     ) -> None:
         self._config = config
+        # The wall-clock time of this crawl, for the revisit schedules; ``due_only``
+        # lists a known page that is not due as unchanged, without a request.
+        self._now = time.time() if now is None else now
+        self._due_only = due_only
+        self._not_due = 0
+        self._rescheduled: set[str] = set()
         self._robots_cache = robots_cache
         self._known: Mapping[str, KnownItem] = known or {}
+        self._schedules: dict[str, PageSchedule] = {
+            k: v.schedule for k, v in self._known.items() if v.schedule is not None}
         self._transport = transport
         self._progress = progress
         self._agent = product_token(config.user_agent)
@@ -153,6 +181,7 @@ class Crawl:
         self._probes: dict[str, asyncio.Task[Fingerprint | None]] = {}
         self._pages = 0
         self._answered = False
+        self._unanswered = False
         self._cap_warned = False
         self._unreachable_warned: set[str] = set()
 
@@ -185,17 +214,24 @@ class Crawl:
                     await asyncio.gather(*workers, return_exceptions=True)
             finally:
                 await self._cancel_helpers()
-        if not self._answered:
+        # Pages left for later (not due) need no answer: only a request that got none
+        # makes the listing incomplete.
+        complete = self._answered or (self._not_due > 0 and not self._unanswered)
+        if not complete:
             self._warnings.append(
                 "no request got an HTTP answer: the listing is incomplete, so nothing is deleted"
             )
         listing = Listing(
             items=tuple(self._items[k] for k in sorted(self._items)),
-            complete=self._answered,
+            complete=complete,
             errors=tuple(self._errors[k] for k in sorted(self._errors)),
             warnings=tuple(self._warnings),
         )
-        return CrawlResult(listing, dict(self._bodies), dict(self._lastmod))
+        # A page absent from a complete listing is gone, and so is its schedule.
+        schedules = {k: v for k, v in self._schedules.items()
+                     if not complete or k in self._items or k in self._errors}
+        return CrawlResult(listing, dict(self._bodies), dict(self._lastmod), schedules,
+                           self._pages, self._not_due)
 
     async def read(self, item: SourceItem) -> bytes:
         """The body of one item, fetched again (with the same checks as a crawl)."""
@@ -267,6 +303,8 @@ class Crawl:
         if refusal is not None:
             self._error(url, f"{url}: address refused: {refusal}")
             return
+        if self._left_for_later(url):
+            return
         if self._pages >= config.max_pages:
             self._not_checked(url)
             return
@@ -283,13 +321,52 @@ class Crawl:
         try:
             response = await self._fetch_page(url)
         except FetchError as exc:
-            if exc.kind not in _NO_ANSWER:
-                self._answered = True
+            self._heard(exc)
             self._error(url, str(exc))
         else:
             self._answered = True
             await self._record(task, response)
         self._report_progress(url)
+
+    def _heard(self, exc: FetchError) -> None:
+        """Note whether a failed request got an HTTP answer (the listing's completeness)."""
+        if exc.kind in _NO_ANSWER:
+            self._unanswered = True
+        else:
+            self._answered = True
+
+    def _left_for_later(self, url: str) -> bool:
+        """With ``due_only``, list a known page that is not due as unchanged, unrequested.
+
+        Not checked is not gone: it keeps its stored version and its schedule.
+        """
+        known = self._known.get(url)
+        if not self._due_only or known is None or known.pending or known.missing:
+            return False  # a 404 waiting for its confirmation is checked again at once
+        schedule = known.schedule
+        if schedule is None or not schedule.media_type:
+            return False  # never scheduled: due
+        hint = self._lastmod.get(url)
+        lastmod = lastmod_seconds(hint) if hint else None
+        if is_due(schedule, self._now, self._config.cadence, lastmod):
+            return False
+        self._not_due += 1
+        self._put(SourceItem(url, url, schedule.media_type, validators=known.validators,
+                             not_modified=True))
+        return True
+
+    def _checked(self, key: str, body: bytes | None, media_type: str | None) -> None:
+        """Advance the schedule of a page that answered: ``body`` None for a 304 (unchanged)."""
+        if key in self._rescheduled:
+            return  # reached twice (a redirect and a link): the first answer stands
+        self._rescheduled.add(key)
+        old = self._schedules.get(key)
+        digest = None if body is None else hashlib.blake2b(body, digest_size=16).hexdigest()
+        changed = digest is not None and (old is None or old.digest != digest)
+        if old is not None and body is None and old.media_type:
+            media_type = None  # a 304 rarely says its type: keep the one the page last gave
+        self._schedules[key] = after_check(old, self._now, changed, self._config.cadence,
+                                           digest=digest, media_type=media_type)
 
     async def _fetch_page(self, url: str) -> Response:
         if self._config.head_mode and self._validators_for(url) is not None:
@@ -348,15 +425,17 @@ class Crawl:
                 (new.etag if new else None) or (old.etag if old else None),
                 (new.last_modified if new else None) or (old.last_modified if old else None),
             )
+            media_type = _media_type_of_304(response)
             self._put(
                 SourceItem(
                     response.key,
                     response.url,
-                    _media_type_of_304(response),
+                    media_type,
                     validators=validators,
                     not_modified=True,
                 )
             )
+            self._checked(response.key, None, media_type)
         elif status == 410:
             return  # gone: absent, so the engine deletes it
         elif status == 404:
@@ -403,6 +482,7 @@ class Crawl:
             media_type = f"{media_type}; charset={response.charset}"
         self._put(SourceItem(response.key, response.url, media_type,
                              validators=response.validators), body)
+        self._checked(response.key, body, media_type)
         self._seen.add(response.key)
         if page is not None and task.depth < self._config.max_depth:
             for link in resolve_links(page, response.url):
@@ -491,8 +571,7 @@ class Crawl:
                 origin + "/robots.txt", max_bytes=ROBOTS_MAX_BYTES, truncate=True
             )
         except FetchError as exc:
-            if exc.kind not in _NO_ANSWER:
-                self._answered = True
+            self._heard(exc)
             if exc.kind is Failure.REDIRECT:
                 return RobotsPolicy.allow_all(exc.reason)  # RFC 9309 §2.3.1.2
             return RobotsPolicy.unreachable(exc.reason)
@@ -546,8 +625,7 @@ class Crawl:
             try:
                 response = await self._fetcher.fetch(url)
             except FetchError as exc:
-                if exc.kind not in _NO_ANSWER:
-                    self._answered = True
+                self._heard(exc)
                 self._warnings.append(f"the sitemap {url} could not be read: {exc.reason}")
                 continue
             self._answered = True

@@ -12,12 +12,21 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from enum import StrEnum
 
 from kbsync.errors import SourceError
 from kbsync.sources.web.decoding import DecodingError, decoder_for
 
-__all__ = ["MAX_ENTRIES", "Sitemap", "SitemapEntry", "SitemapError", "SitemapKind", "parse_sitemap"]
+__all__ = [
+    "MAX_ENTRIES",
+    "Sitemap",
+    "SitemapEntry",
+    "SitemapError",
+    "SitemapKind",
+    "lastmod_seconds",
+    "parse_sitemap",
+]
 
 MAX_ENTRIES = 50_000
 """The sitemaps.org limit per file; entries past it are ignored."""
@@ -131,3 +140,22 @@ def _parse_xml(data: bytes) -> Sitemap:
 def _local(tag: str) -> str:
     """The local name of a possibly namespaced tag (``{ns}url`` -> ``url``)."""
     return tag.rsplit("}", 1)[-1]
+
+
+_YEAR_MONTH = re.compile(r"^(\d{4})(?:-(\d{2}))?$")
+
+
+def lastmod_seconds(text: str) -> float | None:
+    """A ``<lastmod>`` (W3C datetime: a year, a date, or a date and time) as seconds since
+    the epoch; None when unreadable. Without a zone it is read as UTC."""
+    text = text.strip()
+    short = _YEAR_MONTH.match(text)
+    if short is not None:
+        text = f"{short.group(1)}-{short.group(2) or '01'}-01"
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.timestamp()

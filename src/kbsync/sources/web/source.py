@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -11,6 +12,8 @@ import httpx
 
 from kbsync.errors import DocumentError
 from kbsync.model import KnownItem, Listing, SourceItem
+from kbsync.schedule import DEFAULT_MAX_INTERVAL, DEFAULT_MIN_INTERVAL
+from kbsync.sources import Revisits
 from kbsync.sources.web.config import (
     DEFAULT_MEDIA_TYPES,
     DEFAULT_USER_AGENT,
@@ -55,6 +58,9 @@ class WebSource:
       compared by content: the periodic full revalidation.
     - ``media_types``: answers of other types are skipped unread (None: all).
     - ``use_robots_sitemaps``: also read the sitemaps robots.txt of the seeds' origins names.
+    - ``min_interval``/``max_interval`` (seconds, default 1 hour / 7 days): the bounds
+      of each page's revisit interval (:mod:`kbsync.schedule`), which ``list_due`` obeys.
+    - ``clock``: wall-clock seconds since the epoch for the schedules (tests, simulations).
     - ``transport``: an httpx transport (tests, custom TLS); the source never closes it.
     - ``progress(url, done, total)``: called after each page.
     """
@@ -85,8 +91,11 @@ class WebSource:
         use_robots_sitemaps: bool = True,
         media_types: Iterable[str] | None = DEFAULT_MEDIA_TYPES,
         robots_max_age: float = 86_400.0,
+        min_interval: float = DEFAULT_MIN_INTERVAL,
+        max_interval: float = DEFAULT_MAX_INTERVAL,
         transport: httpx.AsyncBaseTransport | None = None,
         progress: Progress | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         seed_urls = canonical_urls(seeds, "seed")
         sitemap_urls = canonical_urls(sitemaps, "sitemap")
@@ -112,7 +121,11 @@ class WebSource:
             use_robots_sitemaps=use_robots_sitemaps,
             media_types=None if media_types is None else frozenset(t.lower() for t in media_types),
             robots_max_age=robots_max_age,
+            min_interval=min_interval,
+            max_interval=max_interval,
         )
+        self._clock = clock
+        self._revisits = Revisits()
         self._name = name or (seed_urls or sitemap_urls)[0]
         self._transport = transport
         self._progress = progress
@@ -139,8 +152,25 @@ class WebSource:
         A ``pending`` known item (a page that failed before it was ever stored) is
         tried again as if a seed linked to it.
         """
-        crawl = self._crawl(known, progress=self._progress)
+        return self._list(known, due_only=False)
+
+    def list_due(self, known: Mapping[str, KnownItem] | None = None) -> Listing:
+        """:meth:`list`, but a known page that is not due is listed as unchanged, unrequested.
+
+        Due: its interval since the last check has passed, or a sitemap
+        ``<lastmod>`` is after that check, or it has no schedule yet.
+        """
+        return self._list(known, due_only=True)
+
+    @property
+    def revisits(self) -> Revisits:
+        """The revisit schedules and counts of the latest listing."""
+        return self._revisits
+
+    def _list(self, known: Mapping[str, KnownItem] | None, *, due_only: bool) -> Listing:
+        crawl = self._crawl(known, progress=self._progress, due_only=due_only)
         result = _run(crawl.run)
+        self._revisits = Revisits(result.schedules, result.checked, result.not_due)
         by_key = {item.key: item for item in result.listing.items}
         self._bodies = {
             key: (by_key[key].locator, body) for key, body in result.bodies.items() if key in by_key
@@ -168,10 +198,11 @@ class WebSource:
         return self._gates
 
     def _crawl(self, known: Mapping[str, KnownItem] | None,
-               progress: Progress | None = None) -> Crawl:
+               progress: Progress | None = None, *, due_only: bool = False) -> Crawl:
         """A crawl that keeps the pauses of the previous one (each runs on a fresh loop)."""
         crawl = Crawl(self._config, self._robots, known, transport=self._transport,
-                      progress=progress, after=self._gates)
+                      progress=progress, after=self._gates, now=self._clock(),
+                      due_only=due_only)
         self._gates = crawl.gates
         return crawl
 
