@@ -50,6 +50,6 @@ from kbsync.extract.markdown import MarkdownExtractor  # noqa: E402
 from kbsync.extract.odt import OdtExtractor  # noqa: E402
 from kbsync.extract.office import DocxExtractor, PptxExtractor, XlsxExtractor  # noqa: E402
 from kbsync.extract.pdf import PdfExtractor  # noqa: E402
-from kbsync.extract.rtf import RtfExtractor  # noqa: E402
 from kbsync.extract.registry import SUPPORTED_MEDIA_TYPES, extractor_for, media_type_for  # noqa: E402
+from kbsync.extract.rtf import RtfExtractor  # noqa: E402
 from kbsync.extract.text import TextExtractor, decode_text  # noqa: E402
