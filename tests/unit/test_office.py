@@ -81,6 +81,21 @@ def test_word_heading_styles_become_sections_and_core_properties_the_metadata() 
                                      "modified": "2024-03-02T10:00:00+00:00"}
 
 
+def test_a_paragraph_style_based_on_a_heading_style_is_a_heading_of_its_level() -> None:
+    import docx
+    from docx.enum.style import WD_STYLE_TYPE
+
+    document = docx.Document()
+    chapter = document.styles.add_style("Chapter", WD_STYLE_TYPE.PARAGRAPH)
+    chapter.base_style = document.styles["Heading 2"]
+    document.add_paragraph("Waders", style="Chapter")
+    document.add_paragraph("Long legs.")
+    out = io.BytesIO()
+    document.save(out)
+    record = extract("guide.docx", out.getvalue())
+    assert record.sections == (Section(heading="Waders", text="Long legs.", level=2),)
+
+
 def test_a_docx_without_core_properties_has_no_invented_author_or_dates() -> None:
     source = zipfile.ZipFile(io.BytesIO(made("guide.docx")))
     out = io.BytesIO()

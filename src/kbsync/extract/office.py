@@ -140,6 +140,7 @@ class XlsxExtractor:
 
 def _docx_sections(document: Any) -> Iterator[Section]:
     """The body's blocks grouped under their headings."""
+    levels = _heading_levels(document)
     heading: str | None = None
     level = 0
     body: list[str] = []
@@ -150,7 +151,9 @@ def _docx_sections(document: Any) -> Iterator[Section]:
                 body.append("\n".join(lines))
             continue
         text = _collapse(block.text)
-        found = _heading_level(block)
+        # The style id straight from the paragraph's XML: python-docx's Paragraph.style
+        # scans every style of the document each time (seconds for a long document).
+        found = levels.get(block._p.style or "", 0)
         if found and text:
             if heading is not None or body:
                 yield Section(heading=heading, text="\n\n".join(body), level=level)
@@ -161,19 +164,28 @@ def _docx_sections(document: Any) -> Iterator[Section]:
         yield Section(heading=heading, text="\n\n".join(body), level=level)
 
 
-def _heading_level(paragraph: Any) -> int:
-    """1 to 9 for a paragraph in a heading style (or one based on it), 1 for Title; else 0."""
-    style = paragraph.style
+def _heading_levels(document: Any) -> dict[str, int]:
+    """Each heading style's id and level (1 to 9; 1 for Title), styles based on them too."""
+    levels: dict[str, int] = {}
+    for style in document.styles:
+        level = _style_level(style)
+        if level:
+            levels[style.style_id] = level
+    return levels
+
+
+def _style_level(style: Any) -> int:
+    """1 to 9 for a heading style (or one based on it), 1 for Title; else 0."""
     for _ in range(10):  # a chain of base styles; a cycle in a damaged file ends here
         if style is None:
             return 0
-        name = (style.name or "").strip()
+        name = (getattr(style, "name", None) or "").strip()
         if name.lower() == "title":
             return 1
         found = _HEADING_STYLE.match(name)
         if found:
             return int(found.group(1))
-        style = style.base_style
+        style = getattr(style, "base_style", None)
     return 0
 
 
