@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,9 +11,7 @@ import pytest
 from kbsync import KnowledgeBase
 from tests.office_files import FORMATS, docx_bytes
 
-for _module in ("docx", "pptx", "openpyxl", "ebooklib", "odf", "striprtf"):
-    pytest.importorskip(_module)
-
+LIBRARIES = ("docx", "pptx", "openpyxl", "ebooklib", "odf", "striprtf")
 WORDS = {"guide.docx": "heron", "talk.pptx": "swallows", "counts.xlsx": "avocet",
          "book.epub": "kestrels", "notes.odt": "puffins", "wrens.rtf": "wrens"}
 
@@ -26,6 +25,8 @@ def _write(path: Path, data: bytes, later: int = 0) -> None:
 
 def test_every_format_syncs_and_an_edit_or_a_damaged_file_touches_only_that_file(
         tmp_path: Path) -> None:
+    for module in LIBRARIES:
+        pytest.importorskip(module)
     docs = tmp_path / "docs"
     docs.mkdir()
     for name, make in FORMATS.items():
@@ -61,3 +62,21 @@ def test_every_format_syncs_and_an_edit_or_a_damaged_file_touches_only_that_file
         # The indexed version of the damaged file stays searchable; nothing was lost.
         assert len(kb.documents()) == len(FORMATS)
         assert [h.key for h in kb.search("swallows", k=1, mode="text")] == ["talk.pptx"]
+
+
+def test_without_the_extra_an_office_file_fails_with_the_install_hint_and_the_rest_is_indexed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    # Bytes that need no library to make: the import fails before they are parsed.
+    (docs / "guide.docx").write_bytes(b"PK\x03\x04 not really a package")
+    (docs / "notes.md").write_text("# Notes\n\nThe bittern booms at dusk.\n")
+    for module in LIBRARIES:
+        monkeypatch.setitem(sys.modules, module, None)  # importing it now fails
+    with KnowledgeBase.create(tmp_path, sources=["docs"],
+                              embedder={"kind": "hashing", "dimension": 256}) as kb:
+        result = kb.sync()
+        [(key, message)] = result.sources[0].failures
+        assert key == "guide.docx"
+        assert "pip install 'kbsync[office]'" in message
+        assert [h.key for h in kb.search("bittern", k=1, mode="text")] == ["notes.md"]

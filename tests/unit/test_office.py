@@ -11,6 +11,7 @@ import sys
 import zipfile
 from collections.abc import Callable
 from functools import cache
+from pathlib import Path
 
 import pytest
 
@@ -274,6 +275,41 @@ def test_a_damaged_member_fails_naming_the_file(name: str) -> None:
     damaged = data[:at] + b"<<<" + data[at + 3:]
     with pytest.raises(ExtractionError, match=rf"^docs/{name}: "):
         extract(name, damaged)
+
+
+XML_MEMBERS = {  # a member holding a known text, for each zipped format
+    "guide.docx": ("word/document.xml", b"Herons wade"),
+    "talk.pptx": ("ppt/slides/slide2.xml", b"Swallows fly"),
+    "counts.xlsx": ("xl/sharedStrings.xml", b"Avocet"),
+    "book.epub": ("OEBPS/c0.xhtml", b"Owls hunt"),
+    "notes.odt": ("content.xml", b"Puffins nest"),
+}
+
+
+@pytest.mark.parametrize("name", ZIPPED)
+def test_an_external_xml_entity_never_brings_a_local_file_into_the_text(
+        name: str, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("hunter2-password")
+    member, text = XML_MEMBERS[name]
+    source = zipfile.ZipFile(io.BytesIO(made(name)))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        for info in source.infolist():
+            content = source.read(info)
+            if info.filename == member:
+                assert text in content
+                declaration = f'<!DOCTYPE x [<!ENTITY e SYSTEM "{secret.as_uri()}">]>'.encode()
+                content = re.sub(rb"<!DOCTYPE[^>]*>", b"", content)
+                end = content.index(b"?>") + 2 if content.startswith(b"<?xml") else 0
+                content = (content[:end] + declaration + content[end:]).replace(text,
+                                                                               b"&e; " + text)
+            archive.writestr(info, content)
+    try:
+        record = extract(name, out.getvalue())
+    except ExtractionError:
+        return  # refusing the document is as good
+    assert "hunter2" not in record.text
 
 
 def test_a_drm_encrypted_epub_fails_but_obfuscated_fonts_do_not() -> None:
