@@ -97,6 +97,25 @@ def test_a_paragraph_style_based_on_a_heading_style_is_a_heading_of_its_level() 
     assert record.sections == (Section(heading="Waders", text="Long legs.", level=2),)
 
 
+def test_paragraphs_inside_a_content_control_are_kept_in_order() -> None:
+    import docx
+    from docx.oxml import parse_xml
+    from docx.oxml.ns import nsdecls
+
+    document = docx.Document()
+    document.add_paragraph("Before.")
+    cover = document.add_paragraph("Inside the control.")
+    document.add_paragraph("After.")
+    control = parse_xml(f"<w:sdt {nsdecls('w')}><w:sdtPr/><w:sdtContent/></w:sdt>")
+    cover._p.addprevious(control)
+    control[1].append(cover._p)  # the paragraph moves into the content control
+    out = io.BytesIO()
+    document.save(out)
+    record = extract("guide.docx", out.getvalue())
+    assert record.sections == (
+        Section(heading=None, text="Before.\n\nInside the control.\n\nAfter."),)
+
+
 def test_a_docx_without_core_properties_has_no_invented_author_or_dates() -> None:
     source = zipfile.ZipFile(io.BytesIO(made("guide.docx")))
     out = io.BytesIO()

@@ -144,7 +144,7 @@ def _docx_sections(document: Any) -> Iterator[Section]:
     heading: str | None = None
     level = 0
     body: list[str] = []
-    for block in document.iter_inner_content():
+    for block in _docx_blocks(document):
         if hasattr(block, "rows"):  # a table: one block of row lines
             lines = _table_lines(block)
             if lines:
@@ -162,6 +162,33 @@ def _docx_sections(document: Any) -> Iterator[Section]:
             body.append(text)
     if heading is not None or body:
         yield Section(heading=heading, text="\n\n".join(body), level=level)
+
+
+def _docx_blocks(document: Any) -> Iterator[Any]:
+    """The body's paragraphs and tables in order, those inside content controls too.
+
+    python-docx's ``iter_inner_content`` skips content controls (``w:sdt``), where
+    Word keeps cover pages, tables of contents and form fields.
+    """
+    from docx.oxml.ns import qn
+    from docx.table import Table
+    from docx.text.paragraph import Paragraph
+
+    paragraph, table, control, content = qn("w:p"), qn("w:tbl"), qn("w:sdt"), qn("w:sdtContent")
+    parent = document._body
+    pending = [iter(document.element.body)]
+    while pending:
+        child = next(pending[-1], None)
+        if child is None:
+            pending.pop()
+        elif child.tag == paragraph:
+            yield Paragraph(child, parent)
+        elif child.tag == table:
+            yield Table(child, parent)
+        elif child.tag == control:
+            inner = child.find(content)
+            if inner is not None:
+                pending.append(iter(inner))
 
 
 def _heading_levels(document: Any) -> dict[str, int]:
