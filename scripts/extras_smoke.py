@@ -89,7 +89,7 @@ def office(home: Path) -> None:
     # Every library of the extra imports on a fresh install, not only the one used here.
     import docx
     import ebooklib.epub  # noqa: F401
-    import odf.opendocument  # noqa: F401
+    import lxml.etree  # noqa: F401
     import openpyxl  # noqa: F401
     import pptx  # noqa: F401
     import striprtf.striprtf  # noqa: F401

@@ -11,7 +11,7 @@ import pytest
 from kbsync import KnowledgeBase
 from tests.office_files import FORMATS, docx_bytes
 
-LIBRARIES = ("docx", "pptx", "openpyxl", "ebooklib", "odf", "striprtf")
+LIBRARIES = ("docx", "pptx", "openpyxl", "ebooklib", "lxml", "striprtf")
 WORDS = {"guide.docx": "heron", "talk.pptx": "swallows", "counts.xlsx": "avocet",
          "book.epub": "kestrels", "notes.odt": "puffins", "wrens.rtf": "wrens"}
 

@@ -316,8 +316,8 @@ def _has_core_properties(archive: zipfile.ZipFile) -> bool:
     """Whether the package relates a core properties part (title, author, dates)."""
     try:
         return _CORE_RELATIONSHIP in archive.read("_rels/.rels")
-    except (KeyError, zipfile.BadZipFile, OSError, ValueError, EOFError):
-        return False  # the parser reports a package without relationships
+    except Exception:  # missing or damaged (zlib.error, BadZipFile): the parser reports it
+        return False
 
 
 def _core(properties: Any) -> dict[str, str]:
