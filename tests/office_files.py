@@ -152,6 +152,8 @@ def odt_bytes(paragraph: str = "Puffins nest in burrows.", *,
         '<text:p>Before the first heading.</text:p>'
         '<text:h text:outline-level="1">Seabirds</text:h>'
         f'<text:p>{escape(paragraph)}</text:p>'
+        '<text:p>Sea<text:s/>birds<text:tab/>fly<text:line-break/>far '
+        '<text:span>away<text:s text:c="3"/></text:span>home.</text:p>'
         '<text:list><text:list-item><text:p>Gannets dive.</text:p></text:list-item></text:list>'
         '<text:h text:outline-level="2">Colonies</text:h>'
         '<table:table table:name="T"><table:table-row>'

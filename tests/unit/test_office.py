@@ -189,7 +189,9 @@ def test_odt_headings_lists_and_tables_and_its_own_metadata() -> None:
     assert record.title == "Seabird notes"
     assert record.sections == (
         Section(heading=None, text="Before the first heading."),
-        Section(heading="Seabirds", text="Puffins nest in burrows.\n\nGannets dive.", level=1),
+        # text:s is a space, text:tab a tab, text:line-break a line break, spans their text.
+        Section(heading="Seabirds", level=1, text="Puffins nest in burrows.\n\n"
+                "Sea birds fly far away home.\n\nGannets dive."),
         Section(heading="Colonies", text="Isle | Pairs\nSkomer | 25000", level=2),
     )
     assert dict(record.metadata) == {"author": "Rachel Carson",
