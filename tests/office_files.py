@@ -149,6 +149,9 @@ def odt_bytes(paragraph: str = "Puffins nest in burrows.", *,
     content = (
         f'<?xml version="1.0" encoding="UTF-8"?><office:document-content {ns} '
         'office:version="1.2"><office:body><office:text>'
+        '<text:tracked-changes><text:changed-region text:id="c1"><text:deletion>'
+        '<text:p>Deleted words.</text:p></text:deletion></text:changed-region>'
+        '</text:tracked-changes>'
         '<text:p>Before the first heading.</text:p>'
         '<text:h text:outline-level="1">Seabirds</text:h>'
         f'<text:p>{escape(paragraph)}</text:p>'

@@ -37,11 +37,11 @@ _TAB = f"{{{_TEXT_NS}}}tab"
 _LINE_BREAK = f"{{{_TEXT_NS}}}line-break"
 _TABLE_NS = "urn:oasis:names:tc:opendocument:xmlns:table:1.0"
 _ODT = "application/vnd.oasis.opendocument.text"
-# Containers whose children are walked for text (sections, lists, frames, shapes).
+# Containers whose children are walked for text (sections, lists, frames, shapes). Not
+# text:tracked-changes: it holds the text that tracked deletions removed.
 _CONTAINERS = frozenset({
     "section", "list", "list-item", "list-header", "frame", "text-box", "g", "custom-shape",
     "rect", "index-body", "table-of-content", "alphabetical-index", "illustration-index",
-    "soft-page-break", "note", "note-body", "deletion", "changed-region", "tracked-changes",
 })
 _META = {
     "title": "title", "description": "description", "subject": "subject",
