@@ -115,6 +115,24 @@ def test_paragraphs_inside_a_content_control_are_kept_in_order() -> None:
         Section(heading=None, text="Before.\n\nInside the control.\n\nAfter."),)
 
 
+def test_tracked_insertions_are_read_and_tracked_deletions_are_not() -> None:
+    import docx
+    from docx.oxml import parse_xml
+    from docx.oxml.ns import nsdecls
+
+    document = docx.Document()
+    paragraph = document.add_paragraph("Kept ")
+    for change in (
+            f'<w:ins {nsdecls("w")} w:id="1" w:author="a"><w:r><w:t>inserted</w:t></w:r></w:ins>',
+            f'<w:del {nsdecls("w")} w:id="2" w:author="a"><w:r><w:delText>removed</w:delText>'
+            "</w:r></w:del>"):
+        paragraph._p.append(parse_xml(change))
+    out = io.BytesIO()
+    document.save(out)
+    record = extract("guide.docx", out.getvalue())
+    assert record.sections == (Section(heading=None, text="Kept inserted"),)
+
+
 def test_a_docx_without_core_properties_has_no_invented_author_or_dates() -> None:
     source = zipfile.ZipFile(io.BytesIO(made("guide.docx")))
     out = io.BytesIO()

@@ -41,6 +41,13 @@ A sheet declares its rows sparsely: one cell at column XFD of a million rows
 compresses to kilobytes and would expand into billions of empty cells."""
 
 _CORE_RELATIONSHIP = b"relationships/metadata/core-properties"
+_W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+_W_P, _W_T, _W_TAB = f"{_W}p", f"{_W}t", f"{_W}tab"
+_W_BREAKS = frozenset({f"{_W}br", f"{_W}cr"})
+_W_SKIPPED = frozenset({
+    f"{_W}del", f"{_W}moveFrom", f"{_W}drawing", f"{_W}pict", f"{_W}pPr", f"{_W}rPr",
+    "{http://schemas.openxmlformats.org/markup-compatibility/2006}AlternateContent",
+})
 _HEADING_STYLE = re.compile(r"heading\s*([1-9])$", re.IGNORECASE)
 _SPACES = re.compile(r"[ \t\r\n\v\f\u00a0]+")
 
@@ -150,7 +157,7 @@ def _docx_sections(document: Any) -> Iterator[Section]:
             if lines:
                 body.append("\n".join(lines))
             continue
-        text = _collapse(block.text)
+        text = _collapse(_paragraph_text(block._p))
         # The style id straight from the paragraph's XML: python-docx's Paragraph.style
         # scans every style of the document each time (seconds for a long document).
         found = levels.get(block._p.style or "", 0)
@@ -216,6 +223,31 @@ def _style_level(style: Any) -> int:
     return 0
 
 
+def _paragraph_text(paragraph: Any) -> str:
+    """A paragraph's text as Word shows it with changes accepted.
+
+    Tracked insertions (``w:ins``), inline content controls, fields and smart tags
+    are read (python-docx's ``Paragraph.text`` drops the first two); deleted and
+    moved-away text is not, nor drawings, whose text boxes ``mc:AlternateContent``
+    holds twice.
+    """
+    parts: list[str] = []
+    pending = [iter(paragraph)]
+    while pending:
+        child = next(pending[-1], None)
+        if child is None:
+            pending.pop()
+        elif child.tag == _W_T:
+            parts.append(child.text or "")
+        elif child.tag == _W_TAB:
+            parts.append("\t")
+        elif child.tag in _W_BREAKS:
+            parts.append("\n")
+        elif child.tag not in _W_SKIPPED and isinstance(child.tag, str):
+            pending.append(iter(child))
+    return "".join(parts)
+
+
 def _table_lines(table: Any) -> list[str]:
     """A table's rows as lines; a merged cell (the same cell repeated) is written once."""
     lines = []
@@ -226,7 +258,7 @@ def _table_lines(table: Any) -> list[str]:
             if cell._tc is last:  # python-docx repeats a horizontally merged cell
                 continue
             last = cell._tc
-            cells.append(_collapse(cell.text))
+            cells.append(_collapse("\n".join(_paragraph_text(p) for p in cell._tc.iter(_W_P))))
         line = _row_line(cells)
         if line:
             lines.append(line)
