@@ -6,6 +6,7 @@ Every document is made here (tests/office_files.py); nothing binary is committed
 from __future__ import annotations
 
 import io
+import random
 import re
 import sys
 import zipfile
@@ -452,3 +453,40 @@ def test_a_missing_library_names_the_office_extra_and_the_import_error(
     assert "kbsync[office]" in str(caught.value)
     assert isinstance(caught.value.__cause__, ImportError)
     assert module in str(caught.value)
+
+
+# --- mutated documents -------------------------------------------------------------------------
+
+
+def _mutated(data: bytes, rng: random.Random) -> bytes:
+    """``data`` with bytes overwritten, cut short, or with XML characters planted in members."""
+    kind = rng.choice(["bytes", "cut", "members"])
+    if kind == "cut":
+        return data[: rng.randrange(len(data))]
+    if kind == "bytes" or not data.startswith(b"PK"):
+        changed = bytearray(data)
+        for _ in range(rng.randint(1, 8)):
+            changed[rng.randrange(len(changed))] = rng.randrange(256)
+        return bytes(changed)
+    source = zipfile.ZipFile(io.BytesIO(data))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for member in source.infolist():
+            content = bytearray(source.read(member))
+            if content and rng.random() < 0.5:
+                for _ in range(rng.randint(1, 5)):
+                    content[rng.randrange(len(content))] = rng.choice(b"<>&\"'/ \x00\xff")
+            archive.writestr(member.filename, bytes(content))
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("name", sorted(FORMATS))
+def test_a_mutated_document_is_extracted_or_fails_as_an_extraction_error(name: str) -> None:
+    rng = random.Random(f"office:{name}")  # the same mutations on every run
+    for _ in range(25):
+        data = _mutated(made(name), rng)
+        try:
+            record = extract(name, data)
+        except ExtractionError:
+            continue
+        assert all(isinstance(s.text, str) for s in record.sections)
