@@ -6,7 +6,7 @@
 # The heavy extras (local: torch) are left to the main test environment.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-EXTRAS=(${KBSYNC_CHECK_EXTRAS:-html pdf web tiktoken watch fsspec})
+EXTRAS=(${KBSYNC_CHECK_EXTRAS:-html pdf office web tiktoken watch fsspec})
 # Any Python 3.11+ with pip runs the installs (the project's .venv when there is one).
 PYTHON=${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}
 work=$(mktemp -d)

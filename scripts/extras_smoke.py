@@ -83,6 +83,25 @@ def pdf(home: Path) -> None:
                                         "The beam sweeps the water every ten seconds."]))
 
 
+def office(home: Path) -> None:
+    import io
+
+    # Every library of the extra imports on a fresh install, not only the one used here.
+    import docx
+    import ebooklib.epub  # noqa: F401
+    import lxml.etree  # noqa: F401
+    import openpyxl  # noqa: F401
+    import pptx  # noqa: F401
+    import striprtf.striprtf  # noqa: F401
+
+    document = docx.Document()
+    document.add_heading("Keeping a light", level=1)
+    document.add_paragraph(f"The {WORD} climbs the tower at dusk.")
+    out = io.BytesIO()
+    document.save(out)
+    _sync_one(home, "light.docx", out.getvalue())
+
+
 def tiktoken(home: Path) -> None:
     result = chunk_text(ARTICLE, token_counter="tiktoken", min_tokens=16, max_tokens=64)
     assert result.chunks, "no chunks"
@@ -153,8 +172,8 @@ def fsspec(home: Path) -> None:
 
 
 CHECKS: dict[str, Callable[[Path], None]] = {
-    "html": html, "pdf": pdf, "tiktoken": tiktoken, "watch": watch, "web": web,
-    "fsspec": fsspec}
+    "html": html, "office": office, "pdf": pdf, "tiktoken": tiktoken, "watch": watch,
+    "web": web, "fsspec": fsspec}
 
 
 def main() -> None:

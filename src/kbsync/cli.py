@@ -94,6 +94,7 @@ _EXTRAS = {
     "web": ("httpx", "protego"), "qdrant": ("qdrant_client",), "lancedb": ("lancedb",),
     "langchain": ("langchain_core",), "llamaindex": ("llama_index.core",), "mcp": ("mcp",),
     "serve": ("starlette", "jinja2", "uvicorn"), "postgres": ("psycopg", "pgvector"),
+    "office": ("docx", "pptx", "openpyxl", "ebooklib", "lxml", "striprtf"),
 }
 """The modules each optional extra brings (those of pyproject.toml's extras)."""
 

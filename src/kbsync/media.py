@@ -19,6 +19,12 @@ _BY_EXTENSION: dict[str, str] = {
     ".html": "text/html",
     ".htm": "text/html",
     ".pdf": "application/pdf",
+    ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    ".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    ".epub": "application/epub+zip",
+    ".odt": "application/vnd.oasis.opendocument.text",
+    ".rtf": "application/rtf",
 }
 
 

@@ -473,11 +473,19 @@ def test_every_supported_media_type_has_an_extractor_with_its_own_identity() -> 
         "text/markdown",
         "text/html",
         "application/pdf",
+        "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+        "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+        "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+        "application/epub+zip",
+        "application/vnd.oasis.opendocument.text",
+        "application/rtf",
     }
     extractors = [extractor_for(media_type) for media_type in SUPPORTED_MEDIA_TYPES]
     assert all(isinstance(e, Extractor) for e in extractors)
     identities = {e.identity for e in extractors if e is not None}
-    assert identities == {"text-v2", "markdown-v2", "html-trafilatura-v2", "pdf-pypdf-v1"}
+    assert identities == {"text-v2", "markdown-v2", "html-trafilatura-v2", "pdf-pypdf-v1",
+                          "docx-python-docx-v1", "pptx-python-pptx-v1", "xlsx-openpyxl-v1",
+                          "epub-ebooklib-v1", "odt-lxml-v1", "rtf-striprtf-v1"}
 
 
 def test_extractor_lookup_ignores_parameters_and_case_and_knows_no_others() -> None:

@@ -12,11 +12,17 @@ from kbsync.model import Record
 
 __all__ = [
     "SUPPORTED_MEDIA_TYPES",
+    "DocxExtractor",
+    "EpubExtractor",
     "Extractor",
     "HtmlExtractor",
     "MarkdownExtractor",
+    "OdtExtractor",
     "PdfExtractor",
+    "PptxExtractor",
+    "RtfExtractor",
     "TextExtractor",
+    "XlsxExtractor",
     "decode_text",
     "extractor_for",
     "media_type_for",
@@ -38,8 +44,12 @@ class Extractor(Protocol):
 
 
 # Below the Protocol: the registry's annotations refer to it.
+from kbsync.extract.epub import EpubExtractor  # noqa: E402
 from kbsync.extract.html import HtmlExtractor  # noqa: E402
 from kbsync.extract.markdown import MarkdownExtractor  # noqa: E402
+from kbsync.extract.odt import OdtExtractor  # noqa: E402
+from kbsync.extract.office import DocxExtractor, PptxExtractor, XlsxExtractor  # noqa: E402
 from kbsync.extract.pdf import PdfExtractor  # noqa: E402
 from kbsync.extract.registry import SUPPORTED_MEDIA_TYPES, extractor_for, media_type_for  # noqa: E402
+from kbsync.extract.rtf import RtfExtractor  # noqa: E402
 from kbsync.extract.text import TextExtractor, decode_text  # noqa: E402

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kbsync.extract.epub import EpubExtractor
 from kbsync.extract.html import HtmlExtractor
 from kbsync.extract.markdown import MarkdownExtractor
+from kbsync.extract.odt import OdtExtractor
+from kbsync.extract.office import DocxExtractor, PptxExtractor, XlsxExtractor
 from kbsync.extract.pdf import PdfExtractor
+from kbsync.extract.rtf import RtfExtractor
 from kbsync.extract.text import TextExtractor
 from kbsync.media import OCTET_STREAM, media_type_for
 
@@ -21,12 +25,20 @@ _EXTRACTORS: dict[str, Extractor] = {
     "text/markdown": MarkdownExtractor(),
     "text/html": HtmlExtractor(),
     "application/pdf": PdfExtractor(),
+    # The office extra: each imports its library when it first reads a document.
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": DocxExtractor(),
+    "application/vnd.openxmlformats-officedocument.presentationml.presentation": PptxExtractor(),
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": XlsxExtractor(),
+    "application/epub+zip": EpubExtractor(),
+    "application/vnd.oasis.opendocument.text": OdtExtractor(),
+    "application/rtf": RtfExtractor(),
 }
 
 _ALIASES = {
     "text/x-markdown": "text/markdown",
     "application/xhtml+xml": "text/html",
     "application/x-pdf": "application/pdf",
+    "text/rtf": "application/rtf",
 }
 
 # The same, refusing UTF-8 documents with invalid bytes in them (`strict_decoding = true`).
