@@ -8,7 +8,7 @@ from typing import Protocol, runtime_checkable
 
 from kbsync.model import ItemError, KnownItem, Listing, PageSchedule, SourceItem
 
-__all__ = ["Entries", "Revisiting", "Revisits", "Scan", "ScanningSource", "Source"]
+__all__ = ["Entries", "Revisiting", "Revisits", "Scan", "ScanningSource", "Source", "listing_of"]
 
 Entries = Generator[SourceItem | ItemError, None, Listing]
 """A listing handed over piece by piece: items and errors (in no particular order), then
@@ -46,6 +46,26 @@ class Scan:
 
     def __iter__(self) -> Iterator[SourceItem | ItemError]:
         self.summary = yield from self._entries
+
+
+def listing_of(entries: Entries) -> Listing:
+    """A scan gathered into one :class:`Listing`: items sorted by key, errors by key and message.
+
+    What :meth:`Source.list` is for a source that can scan.
+    """
+    items: list[SourceItem] = []
+    errors: list[ItemError] = []
+    scan = Scan(entries)
+    for entry in scan:
+        if isinstance(entry, SourceItem):
+            items.append(entry)
+        else:
+            errors.append(entry)
+    summary = scan.summary
+    return Listing(items=tuple(sorted(items, key=lambda i: i.key)), complete=summary.complete,
+                   errors=tuple(sorted([*errors, *summary.errors],
+                                       key=lambda e: (e.key, e.message))),
+                   warnings=summary.warnings, revision=summary.revision)
 
 
 @runtime_checkable

@@ -59,7 +59,7 @@ from dataclasses import dataclass
 from kbsync.errors import DocumentError, ParameterError
 from kbsync.media import media_type_for
 from kbsync.model import ItemError, KnownItem, Listing, SourceItem, SourceStat
-from kbsync.sources import Scan
+from kbsync.sources import listing_of
 
 __all__ = ["FilesystemSource", "glob_regex", "guess_media_type", "match_glob"]
 
@@ -480,20 +480,7 @@ class FilesystemSource:
         ``known`` is not needed: the stat gate compares what the listing returns.
         """
         del known
-        items: list[SourceItem] = []
-        errors: list[ItemError] = []
-        scan = Scan(self.scan())
-        for entry in scan:
-            if isinstance(entry, SourceItem):
-                items.append(entry)
-            else:
-                errors.append(entry)
-        summary = scan.summary
-        return Listing(items=tuple(sorted(items, key=lambda i: i.key)),
-                       complete=summary.complete,
-                       errors=tuple(sorted([*errors, *summary.errors],
-                                            key=lambda e: (e.key, e.message))),
-                       warnings=summary.warnings)
+        return listing_of(self.scan())
 
     def scan(self) -> Generator[SourceItem | ItemError, None, Listing]:
         """The listing one directory at a time, in no particular order, then its summary.

@@ -57,7 +57,7 @@ from typing import IO
 from kbsync.errors import DocumentError, ParameterError, SourceError
 from kbsync.media import media_type_for
 from kbsync.model import ItemError, KnownItem, Listing, SourceItem, SourceStat, Validators
-from kbsync.sources import Scan
+from kbsync.sources import listing_of
 from kbsync.sources.files import DEFAULT_MAX_BYTES, glob_regex
 
 __all__ = ["GitError", "GitSettings", "GitSource", "is_remote"]
@@ -418,20 +418,7 @@ class GitSource:
     def list(self, known: Mapping[str, KnownItem] | None = None) -> Listing:
         """Every selected file of the ref's tree, sorted by key; reads no blob."""
         del known
-        items: list[SourceItem] = []
-        errors: list[ItemError] = []
-        scan = Scan(self.scan())
-        for entry in scan:
-            if isinstance(entry, SourceItem):
-                items.append(entry)
-            else:
-                errors.append(entry)
-        summary = scan.summary
-        return Listing(items=tuple(sorted(items, key=lambda i: i.key)),
-                       complete=summary.complete,
-                       errors=tuple(sorted([*errors, *summary.errors],
-                                           key=lambda e: (e.key, e.message))),
-                       warnings=summary.warnings)
+        return listing_of(self.scan())
 
     def scan(self) -> Generator[SourceItem | ItemError, None, Listing]:
         """The listing as :data:`~kbsync.sources.Entries`; a failing git makes it incomplete."""

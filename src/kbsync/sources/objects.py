@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 from kbsync.errors import ConfigError, DependencyMissingError, DocumentError, ParameterError
 from kbsync.media import media_type_for
 from kbsync.model import ItemError, KnownItem, Listing, SourceItem, SourceStat, Validators
-from kbsync.sources import Scan
+from kbsync.sources import listing_of
 from kbsync.sources.files import glob_regex
 
 if TYPE_CHECKING:
@@ -239,20 +239,7 @@ class ObjectStoreSource:
         ``known`` is not needed: the stat gate compares what the listing returns.
         """
         del known
-        items: list[SourceItem] = []
-        errors: list[ItemError] = []
-        scan = Scan(self.scan())
-        for entry in scan:
-            if isinstance(entry, SourceItem):
-                items.append(entry)
-            else:
-                errors.append(entry)
-        summary = scan.summary
-        return Listing(items=tuple(sorted(items, key=lambda i: i.key)),
-                       complete=summary.complete,
-                       errors=tuple(sorted([*errors, *summary.errors],
-                                           key=lambda e: (e.key, e.message))),
-                       warnings=summary.warnings)
+        return listing_of(self.scan())
 
     def scan(self) -> Generator[SourceItem | ItemError, None, Listing]:
         """The listing as items and errors, then its summary (see :data:`kbsync.sources.Entries`).
