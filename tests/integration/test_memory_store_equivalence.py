@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kbsync.extract.registry import extractor_for
+from kbsync.model import ItemError
 from kbsync.store import RecordStore
 from kbsync.store.rows import held_meta_name
 from kbsync.store.sqlite import SqliteStore
@@ -27,7 +28,7 @@ BODIES = st.lists(st.sampled_from(WORDS), min_size=1, max_size=80).map(
 # A header many documents share: chunks of it become the source's boilerplate.
 HEADER = b"cookie notice we value your privacy " * 12
 EDITS = st.tuples(st.sampled_from(["write", "append", "header", "copy", "delete", "rename",
-                                   "fail", "gc"]),
+                                   "fail", "missing", "found", "gc"]),
                   st.sampled_from(KEYS), st.sampled_from(KEYS), BODIES)
 STEPS = st.lists(st.tuples(st.lists(EDITS, min_size=1, max_size=3),
                            st.booleans(), st.booleans()), min_size=1, max_size=7)
@@ -50,6 +51,10 @@ def _edit(source: MemorySource, what: str, key: str, other: str, body: bytes) ->
         docs[other] = docs.pop(key)
     elif what == "fail" and key in docs:
         docs[key] = None
+    elif what == "missing" and key in docs:  # a 404 that a later check is to confirm
+        source.errors[key] = ItemError(key, "not found (simulated)", missing=True)
+    elif what == "found":
+        source.errors.clear()
 
 
 def _logical(store: RecordStore, embedder: str, universe: set[str]) -> dict[str, Any]:
@@ -81,13 +86,13 @@ def _logical(store: RecordStore, embedder: str, universe: set[str]) -> dict[str,
     }
 
 
-@settings(max_examples=30, deadline=None)
-@given(steps=STEPS, release=st.booleans())
+@settings(max_examples=60, deadline=None)
+@given(steps=STEPS, release=st.booleans(), http=st.booleans())
 def test_random_edits_synced_into_a_memory_store_and_a_sqlite_store_agree(
         steps: list[tuple[list[tuple[str, str, str, bytes]], bool, bool]],
-        release: bool) -> None:
+        release: bool, http: bool) -> None:
     folder = tempfile.TemporaryDirectory()
-    source = MemorySource()
+    source = MemorySource(http=http)  # with http, ETags and 304 answers instead of a stat
     stores: list[RecordStore] = [MemoryStore(), SqliteStore(Path(folder.name) / "store.db")]
     embedder = CountingEmbedder(dimension=16)
     universe: set[str] = set()

@@ -9,6 +9,7 @@ import pytest
 from kbsync.errors import ConfirmationRequiredError, StoreError
 from kbsync.extract.registry import extractor_for
 from kbsync.mirror import reconcile
+from kbsync.model import ItemError
 from kbsync.plan import DocumentPlan, StoredDocument
 from kbsync.report import SyncResult
 from kbsync.sync import Chunker, SyncOptions, release_source, sync_sources
@@ -249,3 +250,16 @@ def test_a_batch_whose_write_fails_midway_keeps_none_of_its_documents(
     store.key = ""
     assert _sync(source, store, embedder).total("new") == 6
     assert store.status().embeddings == embedder.texts  # nothing embedded twice
+
+
+def test_a_document_found_missing_is_counted_kept_and_cleared_when_it_is_back(
+        embedder: CountingEmbedder) -> None:
+    store, source = MemoryStore(), _source()
+    _sync(source, store, embedder)
+    source.errors["doc5.txt"] = ItemError("doc5.txt", "not found (simulated)", missing=True)
+    assert _sync(source, store, embedder).total("failed") == 1
+    assert _sync(source, store, embedder).total("deleted") == 0
+    assert store.manifest("memory")["doc5.txt"].missing == 2
+    source.errors.clear()
+    assert _sync(source, store, embedder).total("unchanged") == 6
+    assert store.manifest("memory")["doc5.txt"].missing == 0
