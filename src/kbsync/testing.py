@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -19,7 +19,16 @@ from kbsync.errors import DocumentError
 from kbsync.identity import source_bytes_hash
 from kbsync.model import ItemError, KnownItem, Listing, SourceItem, SourceStat, Validators
 from kbsync.plan import Action, ChunkDraft, DocumentPlan, StoredDocument
-from kbsync.store import ChunkRef, DocumentText, Hit, RunRecord, StoreStatus, Window
+from kbsync.store import (
+    ChunkRef,
+    DocumentText,
+    Frontier,
+    Hit,
+    RecordStore,
+    RunRecord,
+    StoreStatus,
+    Window,
+)
 from kbsync.store.rows import as_hit, erased, held_meta_name, query_terms, run_record, window_span
 from kbsync.vectors import Payload, SinkHit, SinkPoint, VectorPoint
 
@@ -557,3 +566,8 @@ class MemoryStore:
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+if TYPE_CHECKING:  # mypy holds MemoryStore to every role of the protocol
+    _RECORDS: type[RecordStore] = MemoryStore
+    _FRONTIER: type[Frontier] = MemoryStore
