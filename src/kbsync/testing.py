@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping, Sequence
+import json
+import re
+from collections import Counter
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -12,9 +18,22 @@ from kbsync.embed.hashing import HashingEmbedder
 from kbsync.errors import DocumentError
 from kbsync.identity import source_bytes_hash
 from kbsync.model import ItemError, KnownItem, Listing, SourceItem, SourceStat, Validators
+from kbsync.plan import Action, ChunkDraft, DocumentPlan, StoredDocument
+from kbsync.store import (
+    ChunkRef,
+    DocumentText,
+    Frontier,
+    Hit,
+    RecordStore,
+    RunRecord,
+    StoreStatus,
+    Window,
+)
+from kbsync.store.filters import Filters, matches
+from kbsync.store.rows import as_hit, erased, held_meta_name, query_terms, run_record, window_span
 from kbsync.vectors import Payload, SinkHit, SinkPoint, VectorPoint
 
-__all__ = ["CountingEmbedder", "MemorySink", "MemorySource"]
+__all__ = ["CountingEmbedder", "MemorySink", "MemorySource", "MemoryStore"]
 
 
 class MemorySource:
@@ -171,3 +190,405 @@ class MemorySink:
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Version:
+    """One kept version of a document: its text and its chunks (a document keeps two)."""
+
+    generation: int
+    text: str
+    chunks: tuple[ChunkDraft, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Document:
+    """A stored document: the row of SqliteStore's ``documents`` and its two versions."""
+
+    locator: str
+    media_type: str
+    stat: SourceStat | None
+    validators: Validators | None
+    bytes_hash: str
+    text_hash: str
+    derivation: str
+    title: str | None
+    metadata: str
+    missing: int
+    first_seen: str
+    last_seen: str
+    last_changed: str
+    current: _Version
+    previous: _Version | None = None
+
+    def stored(self, key: str) -> StoredDocument:
+        """The document as a manifest hands it out (without chunk digests)."""
+        validators = self.validators
+        if validators is not None and validators == Validators():
+            validators = None  # no column set: SqliteStore reads it back as None
+        return StoredDocument(key, self.stat, self.bytes_hash, self.text_hash, self.derivation,
+                              self.title, self.metadata, self.current.generation, (),
+                              validators, self.missing)
+
+
+@dataclass(slots=True)
+class _State:
+    """Everything a MemoryStore holds, as SqliteStore's tables hold it; copied by a batch."""
+
+    documents: dict[tuple[str, str], _Document] = field(default_factory=dict)
+    texts: dict[str, str] = field(default_factory=dict)  # chunk digest -> text
+    vectors: dict[tuple[str, str], npt.NDArray[np.float32]] = field(default_factory=dict)
+    boilerplate: dict[str, frozenset[str]] = field(default_factory=dict)
+    frontier: dict[str, frozenset[str]] = field(default_factory=dict)
+    meta: dict[str, str] = field(default_factory=dict)
+    runs: dict[int, tuple[str, str, str]] = field(default_factory=dict)  # started, finished, json
+    erasures: dict[str, str] = field(default_factory=dict)
+    outbox: dict[str, None] = field(default_factory=dict)
+
+    def copy(self) -> _State:
+        return _State(*(dict(getattr(self, f.name)) for f in fields(self)))
+
+
+class MemoryStore:
+    """A :class:`~kbsync.store.RecordStore` in dicts of frozen values, for tests of the sync.
+
+    It keeps what SqliteStore keeps, with the same semantics: a document's current
+    and previous version, chunk texts by digest, the embedding cache keyed by
+    (chunk digest, embedder identity), boilerplate, meta, runs, erasures, the
+    frontier and the outbox. :meth:`batch` (and each :meth:`apply`) is a
+    transaction: an exception inside leaves the store as it was. Its text search
+    is naive (a chunk's count of the query's words, heading and title counted
+    twice; no stemming) and its vector search brute force. :meth:`verify` is not
+    implemented: the invariants are those of a stored file.
+    """
+
+    def __init__(self) -> None:
+        self._s = _State()
+        self._saved: _State | None = None
+
+    # -- transactions and meta ---------------------------------------------------------
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        if self._saved is not None:  # already inside one: the outer batch commits
+            yield
+            return
+        self._saved = self._s.copy()
+        try:
+            yield
+        except BaseException:
+            self._s = self._saved
+            raise
+        finally:
+            self._saved = None
+
+    def get_meta(self, name: str) -> str | None:
+        return self._s.meta.get(name)
+
+    def set_meta(self, name: str, value: str) -> None:
+        if value:
+            self._s.meta[name] = value
+        else:
+            self._s.meta.pop(name, None)
+
+    # -- the manifest ------------------------------------------------------------------
+
+    def manifest(self, source: str, after: str | None = None,
+                 limit: int | None = None) -> dict[str, StoredDocument]:
+        keys = sorted(k for s, k in self._s.documents if s == source and k > (after or ""))
+        if limit is not None and limit > 0:
+            keys = keys[:limit]
+        return {k: self._s.documents[(source, k)].stored(k) for k in keys}
+
+    def with_digests(self, source: str, docs: Collection[StoredDocument]) -> list[StoredDocument]:
+        out = []
+        for doc in docs:
+            found = self._s.documents.get((source, doc.key))
+            digests = () if found is None else tuple(c.digest for c in found.current.chunks)
+            out.append(replace(doc, chunk_digests=digests))
+        return out
+
+    def chunk_digests(self, source: str) -> Iterator[tuple[str, str]]:
+        yield from [(k, c.digest) for (s, k), d in self._s.documents.items() if s == source
+                    for c in d.current.chunks]
+
+    def source_names(self) -> set[str]:
+        return {s for s, _ in self._s.documents}
+
+    def boilerplate(self, source: str) -> frozenset[str]:
+        return self._s.boilerplate.get(source, frozenset())
+
+    def set_boilerplate(self, source: str, digests: Collection[str]) -> None:
+        self._s.boilerplate[source] = frozenset(digests)
+
+    def frontier(self, source: str) -> frozenset[str]:
+        return self._s.frontier.get(source, frozenset())
+
+    def set_frontier(self, source: str, keys: Collection[str]) -> None:
+        self._s.frontier[source] = frozenset(keys)
+
+    def mark_missing(self, source: str, key: str) -> None:
+        found = self._s.documents.get((source, key))
+        if found is not None:
+            self._s.documents[(source, key)] = replace(found, missing=found.missing + 1)
+
+    def text_pieces(self, source: str, key: str) -> Iterator[str]:
+        found = self._s.documents.get((source, key))
+        if found is not None:
+            yield found.current.text
+
+    def document(self, key: str, source: str | None = None, *,
+                 previous: bool = True) -> DocumentText | None:
+        for (s, k), d in self._s.documents.items():
+            if k == key and source in (None, s):
+                before = d.previous.text if previous and d.previous is not None else None
+                return DocumentText(s, k, d.title, d.current.text, before,
+                                    d.current.generation, d.last_changed)
+        return None
+
+    def apply(self, source: str, doc: DocumentPlan,
+              vectors: Mapping[str, npt.NDArray[np.float32]], embedder: str, now: str,
+              outbox: Collection[str] = ()) -> None:
+        if not doc.writes:
+            return
+        with self.batch():
+            self.put_vectors(embedder, vectors)
+            self._s.outbox.update(dict.fromkeys(outbox))
+            if doc.action is Action.DELETED:
+                self._delete(source, doc.key)
+            elif doc.action is Action.MOVED:
+                self._move(source, doc, now)
+            elif doc.action in (Action.METADATA, Action.UNCHANGED):  # same text, same chunks
+                self._refresh(source, doc, now)
+            else:
+                self._write_version(source, doc, now)
+
+    def _delete(self, source: str, key: str) -> None:
+        if self._s.documents.pop((source, key), None) is not None:
+            # A replacement held for it would name a document that is gone.
+            self._s.meta.pop(held_meta_name(source, key), None)
+
+    def _move(self, source: str, doc: DocumentPlan, now: str) -> None:
+        v = doc.version
+        assert v is not None
+        assert doc.previous_key is not None
+        found = self._s.documents.pop((source, doc.previous_key), None)
+        if found is None:  # the old row is gone: treat as new
+            self._write_version(source, doc, now)
+            return
+        self._s.documents[(source, doc.key)] = replace(
+            found, locator=v.locator, media_type=v.media_type, stat=v.stat,
+            validators=v.validators, bytes_hash=v.bytes_hash, title=v.title,
+            metadata=v.metadata, missing=0, last_seen=now, last_changed=now)
+
+    def _refresh(self, source: str, doc: DocumentPlan, now: str) -> None:
+        found = self._s.documents.get((source, doc.key))
+        if found is None:
+            return
+        v = doc.version
+        if v is None:  # gate 2 or a 304: same content, new stat or validators
+            fresh = replace(found, stat=doc.stat, validators=doc.validators, missing=0)
+        else:
+            fresh = replace(found, locator=v.locator, media_type=v.media_type, stat=v.stat,
+                            validators=v.validators, bytes_hash=v.bytes_hash, title=v.title,
+                            metadata=v.metadata, missing=0, last_seen=now)
+        self._s.documents[(source, doc.key)] = fresh
+
+    def _write_version(self, source: str, doc: DocumentPlan, now: str) -> None:
+        v = doc.version
+        assert v is not None
+        old = self._s.documents.get((source, doc.key))
+        generation = 1 if old is None else old.current.generation + 1
+        for c in v.chunks:
+            self._s.texts.setdefault(c.digest, c.text)
+        self._s.documents[(source, doc.key)] = _Document(
+            v.locator, v.media_type, v.stat, v.validators, v.bytes_hash, v.text_hash,
+            v.derivation, v.title, v.metadata, missing=0,
+            first_seen=now if old is None else old.first_seen, last_seen=now, last_changed=now,
+            current=_Version(generation, v.text, v.chunks),
+            previous=None if old is None else old.current)
+
+    # -- the embedding cache -----------------------------------------------------------
+
+    def cached(self, embedder: str, digests: Collection[str]) -> set[str]:
+        return {d for d in digests if (d, embedder) in self._s.vectors}
+
+    def unembedded(self, source: str, embedder: str) -> dict[str, str]:
+        return {c.digest: self._s.texts[c.digest] for s, _, _, _, c in self._indexed(source)
+                if (c.digest, embedder) not in self._s.vectors and c.digest in self._s.texts}
+
+    def put_vectors(self, embedder: str,
+                    vectors: Mapping[str, npt.NDArray[np.float32]]) -> None:
+        for digest, vector in vectors.items():
+            if (digest, embedder) not in self._s.vectors:  # as INSERT OR IGNORE
+                frozen = np.array(vector, dtype=np.float32)
+                frozen.flags.writeable = False
+                self._s.vectors[(digest, embedder)] = frozen
+
+    def vectors(self, embedder: str,
+                digests: Collection[str]) -> dict[str, npt.NDArray[np.float32]]:
+        return {d: self._s.vectors[(d, embedder)] for d in digests
+                if (d, embedder) in self._s.vectors}
+
+    def embedder_dimensions(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for (_, embedder), vector in self._s.vectors.items():
+            out[embedder] = max(out.get(embedder, 0), int(vector.shape[0]))
+        return out
+
+    # -- search and the mirror's view --------------------------------------------------
+
+    def _indexed(self, source: str | None = None, key: str | None = None,
+                 filters: Filters | None = None,
+                 ) -> Iterator[tuple[str, str, _Document, int, ChunkDraft]]:
+        """The current chunks that are not boilerplate, by source, key and index (of
+        documents meeting ``filters``, when given)."""
+        for s, k in sorted(self._s.documents):
+            if source in (None, s) and key in (None, k):
+                doc, skip = self._s.documents[(s, k)], self.boilerplate(s)
+                if filters is not None and not matches(filters, s, k, _metadata(doc.metadata)):
+                    continue
+                for i, c in enumerate(doc.current.chunks):
+                    if c.digest not in skip:
+                        yield s, k, doc, i, c
+
+    def _hit(self, source: str, key: str, doc: _Document, index: int, chunk: ChunkDraft,
+             score: float) -> Hit:
+        return as_hit((source, key, doc.title, chunk.heading, index, chunk.start, chunk.end,
+                       chunk.digest, self._s.texts[chunk.digest], chunk.tokens), score)
+
+    def search_text(self, query: str, k: int, filters: Filters | None = None) -> list[Hit]:
+        terms = query_terms(query)
+        scored = []
+        for s, key, doc, i, c in self._indexed(filters=filters):
+            body = Counter(re.findall(r"\w+", self._s.texts[c.digest].lower()))
+            head = Counter(re.findall(r"\w+", f"{doc.title or ''} {c.heading or ''}".lower()))
+            score = sum(body[t] + 2 * head[t] for t in terms)
+            if score:
+                scored.append(self._hit(s, key, doc, i, c, float(score)))
+        return sorted(scored, key=lambda h: -h.score)[:k]
+
+    def search_vector(self, embedder: str, vector: npt.NDArray[np.float32], k: int,
+                      filters: Filters | None = None) -> list[Hit]:
+        rows = [r for r in self._indexed(filters=filters)
+                if (r[4].digest, embedder) in self._s.vectors]
+        if not rows:
+            return []
+        matrix = np.vstack([self._s.vectors[(r[4].digest, embedder)] for r in rows])
+        scores = matrix @ np.asarray(vector, dtype=np.float32)
+        order = np.argsort(-scores, kind="stable")[:k].tolist()
+        out = []
+        for n in order:
+            s, key, doc, i, c = rows[n]
+            out.append(self._hit(s, key, doc, i, c, float(scores[n])))
+        return out
+
+    def hits_at(self, refs: Sequence[tuple[str, str, int, str]],
+                scores: Sequence[float]) -> list[Hit]:
+        out = []
+        for (source, key, index, digest), score in zip(refs, scores, strict=True):
+            doc = self._s.documents.get((source, key))
+            if doc is None or not 0 <= index < len(doc.current.chunks):
+                continue
+            chunk = doc.current.chunks[index]
+            if chunk.digest == digest and digest not in self.boilerplate(source):
+                out.append(self._hit(source, key, doc, index, chunk, score))
+        return out
+
+    def window(self, hit: Hit, budget: int) -> Window:
+        doc = self._s.documents.get((hit.source, hit.key))
+        chunks = () if doc is None else doc.current.chunks
+        rows = [(i, c.start, c.end, c.tokens, c.section) for i, c in enumerate(chunks)]
+        span = window_span(rows, hit.index, budget)
+        if doc is None or span is None:
+            return Window(hit.index, hit.index, hit.text, 0)
+        first, last, tokens = span
+        return Window(first, last, doc.current.text[rows[first][1]:rows[last][2]], tokens)
+
+    def indexed_chunks(self, source: str | None = None, key: str | None = None,
+                       filters: Filters | None = None) -> Iterator[ChunkRef]:
+        for s, k, _, i, c in list(self._indexed(source, key, filters)):
+            yield ChunkRef(s, k, i, c.digest, c.heading, c.start, c.end)
+
+    def pending_outbox(self) -> list[str]:
+        return list(self._s.outbox)
+
+    def clear_outbox(self, ids: Collection[str]) -> None:
+        for i in ids:
+            self._s.outbox.pop(i, None)
+
+    # -- runs, erasures, maintenance ---------------------------------------------------
+
+    def record_run(self, started: str, finished: str, report: Mapping[str, Any]) -> int:
+        run_id = max(self._s.runs, default=0) + 1
+        self._s.runs[run_id] = (started, finished, json.dumps(report, sort_keys=True))
+        return run_id
+
+    def runs(self, limit: int = 50) -> list[RunRecord]:
+        ids = sorted(self._s.runs, reverse=True)[:max(limit, 0)]
+        return [r for r in map(self.run, ids) if r is not None]
+
+    def run(self, run_id: int) -> RunRecord | None:
+        row = self._s.runs.get(run_id)
+        return None if row is None else run_record((run_id, *row))
+
+    def add_erasure(self, pattern: str, created: str) -> None:
+        self._s.erasures.setdefault(pattern, created)
+
+    def erasures(self) -> list[tuple[str, str]]:
+        return sorted(self._s.erasures.items())
+
+    def remove_erasure(self, pattern: str) -> bool:
+        return self._s.erasures.pop(pattern, None) is not None
+
+    def erase(self, pattern: str) -> list[tuple[str, str]]:
+        gone = erased(list(self._s.documents), pattern)
+        with self.batch():
+            for source, key in gone:
+                self._delete(source, key)
+                quoted = json.dumps(key)  # run reports name it too: scrubbed as SqliteStore does
+                self._s.runs = {i: (a, b, r.replace(quoted, '"[erased]"'))
+                                for i, (a, b, r) in self._s.runs.items()}
+            self.gc()
+        return gone
+
+    def gc(self) -> dict[str, int]:
+        used = {c.digest for d in self._s.documents.values()
+                for v in (d.current, d.previous) if v is not None for c in v.chunks}
+        texts = [d for d in self._s.texts if d not in used]
+        vectors = [k for k in self._s.vectors if k[0] not in used]
+        for d in texts:
+            del self._s.texts[d]
+        for k in vectors:
+            del self._s.vectors[k]
+        return {"chunk_texts": len(texts), "embeddings": len(vectors)}
+
+    def status(self) -> StoreStatus:
+        by_source = Counter(s for s, _ in self._s.documents)
+        last = self.runs(1)
+        return StoreStatus(
+            documents=len(self._s.documents),
+            chunks=sum(len(d.current.chunks) for d in self._s.documents.values()),
+            embeddings=len(self._s.vectors), runs=len(self._s.runs), by_source=dict(by_source),
+            last_run=last[0].report if last else None)
+
+    def verify(self, embedder: str, identity: Callable[[str], str] | None) -> list[str]:
+        raise NotImplementedError("MemoryStore does not check invariants: they are those of "
+                                  "a stored file (verify a SqliteStore)")
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+if TYPE_CHECKING:  # mypy holds MemoryStore to every role of the protocol
+    _RECORDS: type[RecordStore] = MemoryStore
+    _FRONTIER: type[Frontier] = MemoryStore
+
+
+def _metadata(stored: str) -> dict[str, Any]:
+    """A version's metadata column as a mapping (a damaged one matches no metadata filter)."""
+    try:
+        value = json.loads(stored)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}

@@ -16,9 +16,8 @@ from kbsync.engine import DEFAULT_CHUNKER
 from kbsync.errors import ConfirmationRequiredError
 from kbsync.extract.registry import extractor_for
 from kbsync.sources import FilesystemSource
-from kbsync.store.sqlite import SqliteStore
 from kbsync.sync import SyncOptions, sync_sources
-from kbsync.testing import CountingEmbedder
+from kbsync.testing import CountingEmbedder, MemoryStore
 from tests.conftest import CORPUS
 
 runner = CliRunner()
@@ -159,18 +158,15 @@ class _Renamed(CountingEmbedder):
 
 
 def test_a_new_embedder_that_would_re_embed_everything_asks_first(tmp_path: Path) -> None:
-    store = SqliteStore(tmp_path / "kb.db")
-    try:
-        docs = [FilesystemSource(CORPUS, name="docs")]
-        sync_sources(docs, store, CountingEmbedder(), extractor_for, DEFAULT_CHUNKER,
-                     options=SyncOptions(scratch_dir=tmp_path))
-        renamed = _Renamed()
-        with pytest.raises(ConfirmationRequiredError, match="this sync would embed"):
-            sync_sources(docs, store, renamed, extractor_for, DEFAULT_CHUNKER,
-                         options=SyncOptions(scratch_dir=tmp_path, confirm_above_tokens=1000))
-        assert renamed.texts == 0
-        done = sync_sources(docs, store, renamed, extractor_for, DEFAULT_CHUNKER,
-                            options=SyncOptions(scratch_dir=tmp_path))
-        assert done.sources[0].embeddings_backfill == renamed.texts > 0
-    finally:
-        store.close()
+    store = MemoryStore()
+    docs = [FilesystemSource(CORPUS, name="docs")]
+    sync_sources(docs, store, CountingEmbedder(), extractor_for, DEFAULT_CHUNKER,
+                 options=SyncOptions(scratch_dir=tmp_path))
+    renamed = _Renamed()
+    with pytest.raises(ConfirmationRequiredError, match="this sync would embed"):
+        sync_sources(docs, store, renamed, extractor_for, DEFAULT_CHUNKER,
+                     options=SyncOptions(scratch_dir=tmp_path, confirm_above_tokens=1000))
+    assert renamed.texts == 0
+    done = sync_sources(docs, store, renamed, extractor_for, DEFAULT_CHUNKER,
+                        options=SyncOptions(scratch_dir=tmp_path))
+    assert done.sources[0].embeddings_backfill == renamed.texts > 0

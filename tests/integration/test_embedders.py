@@ -18,9 +18,8 @@ from kbsync.engine import init_config
 from kbsync.errors import ConfigError
 from kbsync.extract.registry import extractor_for
 from kbsync.knowledge_base import KnowledgeBase
-from kbsync.store.sqlite import SqliteStore
 from kbsync.sync import Chunker, sync_sources
-from kbsync.testing import CountingEmbedder, MemorySource
+from kbsync.testing import CountingEmbedder, MemorySource, MemoryStore
 from tests.conftest import CORPUS
 
 SMALL = '\nmin_tokens = 48\nmax_tokens = 192\nprimary_bits = 6\nbackup_bits = 4\n'
@@ -113,15 +112,11 @@ def test_chunks_longer_than_the_model_window_are_refused_unless_allowed(tmp_path
         assert engine.embedder.max_input_tokens == 256
 
 
-def test_a_sync_that_truncates_chunks_says_so_in_its_warnings(tmp_path: Path) -> None:
+def test_a_sync_that_truncates_chunks_says_so_in_its_warnings() -> None:
     text = " ".join(f"word{i}" for i in range(400))
-    store = SqliteStore(tmp_path / "kb.db")
-    try:
-        report = sync_sources([MemorySource({"long.txt": text.encode()})], store,
-                              CountingEmbedder(window=40), extractor_for,
-                              Chunker("tttd", {"min_tokens": 48, "max_tokens": 192}))
-    finally:
-        store.close()
+    report = sync_sources([MemorySource({"long.txt": text.encode()})], MemoryStore(),
+                          CountingEmbedder(window=40), extractor_for,
+                          Chunker("tttd", {"min_tokens": 48, "max_tokens": 192}))
     source = report.sources[0]
     assert source.embeddings_truncated > 0
     assert any(w.startswith(f"{source.embeddings_truncated:,} chunk") and "truncated" in w
@@ -142,9 +137,9 @@ class _Resized(CountingEmbedder):
         return super().embed(texts)
 
 
-def test_a_dimension_change_under_the_same_model_id_is_refused(tmp_path: Path) -> None:
+def test_a_dimension_change_under_the_same_model_id_is_refused() -> None:
     source = MemorySource({"a.txt": b"alpha words " * 100})
-    store = SqliteStore(tmp_path / "kb.db")
+    store = MemoryStore()
     chunker = Chunker("tttd", {"min_tokens": 16, "max_tokens": 64})
     sync_sources([source], store, _Resized(16), extractor_for, chunker)
     with pytest.raises(ConfigError, match="same model id"):

@@ -1,4 +1,10 @@
-"""Record stores: documents, chunks, texts, the embedding cache and runs, behind one protocol."""
+"""Record stores: documents, chunks, texts, the embedding cache and runs, behind one protocol.
+
+:class:`RecordStore` is the union of narrow roles (:class:`Manifest`,
+:class:`EmbeddingCache`, :class:`SearchIndex`, :class:`Mirror`, :class:`RunLog`,
+:class:`Meta`, :class:`Erasures`, :class:`Maintenance`), each what one kind of
+caller uses.
+"""
 
 from __future__ import annotations
 
@@ -14,8 +20,25 @@ from kbsync.model import PageSchedule
 from kbsync.plan import DocumentPlan, StoredDocument
 from kbsync.store.filters import Filters
 
-__all__ = ["ChunkRef", "DocumentText", "Frontier", "Hit", "RecordStore", "RunRecord",
-           "Schedules", "StoreStatus", "Window"]
+__all__ = [
+    "ChunkRef",
+    "DocumentText",
+    "EmbeddingCache",
+    "Erasures",
+    "Frontier",
+    "Hit",
+    "Maintenance",
+    "Manifest",
+    "Meta",
+    "Mirror",
+    "RecordStore",
+    "RunLog",
+    "RunRecord",
+    "Schedules",
+    "SearchIndex",
+    "StoreStatus",
+    "Window",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,9 +165,11 @@ class Schedules(Protocol):
 
 
 @runtime_checkable
-class RecordStore(Protocol):
-    """Everything kbsync remembers. Each ``apply`` is one transaction, or part of a
-    :meth:`batch`."""
+class Manifest(Protocol):
+    """The documents of each source: their versions, chunks and texts, and writing a plan.
+
+    What the sync's listing, gates, plans and deletions read and write.
+    """
 
     def manifest(self, source: str, after: str | None = None,
                  limit: int | None = None) -> dict[str, StoredDocument]:
@@ -157,10 +182,6 @@ class RecordStore(Protocol):
 
     def with_digests(self, source: str, docs: Collection[StoredDocument]) -> list[StoredDocument]:
         """The same documents with the digests of their current chunks filled in."""
-        ...
-
-    def cached(self, embedder: str, digests: Collection[str]) -> set[str]:
-        """Which of ``digests`` already have a vector for ``embedder``."""
         ...
 
     def batch(self) -> AbstractContextManager[None]:
@@ -178,34 +199,6 @@ class RecordStore(Protocol):
 
         ``outbox`` are ids of external vectors to delete once the records are
         committed; they are recorded in the same transaction (see :meth:`pending_outbox`).
-        """
-        ...
-
-    def pending_outbox(self) -> list[str]:
-        """Ids of external vectors still to be deleted (the outbox), oldest first."""
-        ...
-
-    def clear_outbox(self, ids: Collection[str]) -> None:
-        """Forget outbox entries whose deletion the external vector store has done."""
-        ...
-
-    def indexed_chunks(self, source: str | None = None, key: str | None = None,
-                       filters: Filters | None = None) -> Iterator[ChunkRef]:
-        """The current, indexed (not boilerplate) chunks, by source, key and index
-        (of documents meeting ``filters``, when given)."""
-        ...
-
-    def vectors(self, embedder: str,
-                digests: Collection[str]) -> dict[str, npt.NDArray[np.float32]]:
-        """Cached vectors of ``digests`` for ``embedder`` (those the cache has)."""
-        ...
-
-    def hits_at(self, refs: Sequence[tuple[str, str, int, str]],
-                scores: Sequence[float]) -> list[Hit]:
-        """Hits for (source, key, index, digest) of current chunks, in order, with ``scores``.
-
-        A reference to a chunk that is not current any more (another digest at that
-        place, or no such document) is left out.
         """
         ...
 
@@ -227,37 +220,8 @@ class RecordStore(Protocol):
         """The sources that have documents in the store."""
         ...
 
-    def unembedded(self, source: str, embedder: str) -> dict[str, str]:
-        """Digest -> text of the current, indexed chunks of ``source`` with no vector yet."""
-        ...
-
-    def put_vectors(self, embedder: str,
-                    vectors: Mapping[str, npt.NDArray[np.float32]]) -> None:
-        """Add vectors to the cache in one transaction (a backfill)."""
-        ...
-
     def mark_missing(self, source: str, key: str) -> None:
         """Count one more check that found the document missing (deleted once confirmed)."""
-        ...
-
-    def record_run(self, started: str, finished: str, report: Mapping[str, Any]) -> int:
-        ...
-
-    def runs(self, limit: int = 50) -> list[RunRecord]:
-        """The latest ``limit`` recorded runs, newest first."""
-        ...
-
-    def run(self, run_id: int) -> RunRecord | None:
-        """One recorded run, or None when there is no such run."""
-        ...
-
-    def search_text(self, query: str, k: int, filters: Filters | None = None) -> list[Hit]:
-        """The ``k`` best full-text hits, of documents meeting ``filters`` when given."""
-        ...
-
-    def search_vector(self, embedder: str, vector: npt.NDArray[np.float32], k: int,
-                      filters: Filters | None = None) -> list[Hit]:
-        """The ``k`` nearest chunks, of documents meeting ``filters`` when given."""
         ...
 
     def text_pieces(self, source: str, key: str) -> Iterator[str]:
@@ -270,20 +234,115 @@ class RecordStore(Protocol):
         """A document's current text, and the one before it unless ``previous`` is false."""
         ...
 
-    def window(self, hit: Hit, budget: int) -> Window:
-        """The hit's chunk grown with its section neighbours up to ``budget`` tokens."""
+
+@runtime_checkable
+class EmbeddingCache(Protocol):
+    """Vectors by chunk digest and embedder identity: what a sync need not embed again."""
+
+    def cached(self, embedder: str, digests: Collection[str]) -> set[str]:
+        """Which of ``digests`` already have a vector for ``embedder``."""
+        ...
+
+    def unembedded(self, source: str, embedder: str) -> dict[str, str]:
+        """Digest -> text of the current, indexed chunks of ``source`` with no vector yet."""
+        ...
+
+    def put_vectors(self, embedder: str,
+                    vectors: Mapping[str, npt.NDArray[np.float32]]) -> None:
+        """Add vectors to the cache in one transaction (a backfill)."""
         ...
 
     def embedder_dimensions(self) -> dict[str, int]:
         """The dimension of the stored vectors of each embedder identity."""
         ...
 
-    def status(self) -> StoreStatus:
+
+@runtime_checkable
+class SearchIndex(Protocol):
+    """Search over the current, indexed chunks: full text, vectors, context windows."""
+
+    def hits_at(self, refs: Sequence[tuple[str, str, int, str]],
+                scores: Sequence[float]) -> list[Hit]:
+        """Hits for (source, key, index, digest) of current chunks, in order, with ``scores``.
+
+        A reference to a chunk that is not current any more (another digest at that
+        place, or no such document) is left out.
+        """
         ...
 
-    def verify(self, embedder: str, identity: Callable[[str], str] | None) -> list[str]:
-        """Every invariant checked; the problems found (empty when the store is sound)."""
+    def search_text(self, query: str, k: int, filters: Filters | None = None) -> list[Hit]:
+        """The ``k`` best full-text hits, of documents meeting ``filters`` when given."""
         ...
+
+    def search_vector(self, embedder: str, vector: npt.NDArray[np.float32], k: int,
+                      filters: Filters | None = None) -> list[Hit]:
+        """The ``k`` nearest chunks, of documents meeting ``filters`` when given."""
+        ...
+
+    def window(self, hit: Hit, budget: int) -> Window:
+        """The hit's chunk grown with its section neighbours up to ``budget`` tokens."""
+        ...
+
+
+@runtime_checkable
+class Mirror(Protocol):
+    """What keeping an external vector store a mirror of the records needs (:mod:`kbsync.mirror`).
+
+    The outbox of vector ids to delete, the indexed chunks as points, their cached vectors.
+    """
+
+    def pending_outbox(self) -> list[str]:
+        """Ids of external vectors still to be deleted (the outbox), oldest first."""
+        ...
+
+    def clear_outbox(self, ids: Collection[str]) -> None:
+        """Forget outbox entries whose deletion the external vector store has done."""
+        ...
+
+    def indexed_chunks(self, source: str | None = None, key: str | None = None,
+                       filters: Filters | None = None) -> Iterator[ChunkRef]:
+        """The current, indexed (not boilerplate) chunks, by source, key and index
+        (of documents meeting ``filters``, when given)."""
+        ...
+
+    def vectors(self, embedder: str,
+                digests: Collection[str]) -> dict[str, npt.NDArray[np.float32]]:
+        """Cached vectors of ``digests`` for ``embedder`` (those the cache has)."""
+        ...
+
+
+@runtime_checkable
+class RunLog(Protocol):
+    """The recorded sync runs and their reports."""
+
+    def record_run(self, started: str, finished: str, report: Mapping[str, Any]) -> int:
+        ...
+
+    def runs(self, limit: int = 50) -> list[RunRecord]:
+        """The latest ``limit`` recorded runs, newest first."""
+        ...
+
+    def run(self, run_id: int) -> RunRecord | None:
+        """One recorded run, or None when there is no such run."""
+        ...
+
+
+@runtime_checkable
+class Meta(Protocol):
+    """Named values a sync keeps for the next (the chunker, held replacements, released
+    sources)."""
+
+    def get_meta(self, name: str) -> str | None:
+        ...
+
+    def set_meta(self, name: str, value: str) -> None:
+        """Set a meta entry; an empty value removes it."""
+        ...
+
+
+@runtime_checkable
+class Erasures(Protocol):
+    """Keys ``kbsync erase`` removed, remembered so that no sync brings them back."""
 
     def erase(self, pattern: str) -> list[tuple[str, str]]:
         """Remove documents whose key matches ``pattern`` and every row derived from them."""
@@ -302,16 +361,32 @@ class RecordStore(Protocol):
         """Forget the tombstone ``pattern``; whether there was one."""
         ...
 
+
+@runtime_checkable
+class Maintenance(Protocol):
+    """Counting, checking and compacting the store, and closing it."""
+
+    def status(self) -> StoreStatus:
+        ...
+
+    def verify(self, embedder: str, identity: Callable[[str], str] | None) -> list[str]:
+        """Every invariant checked; the problems found (empty when the store is sound)."""
+        ...
+
     def gc(self) -> dict[str, int]:
         """Drop unreferenced cache entries and texts, and compact the file."""
         ...
 
-    def get_meta(self, name: str) -> str | None:
-        ...
-
-    def set_meta(self, name: str, value: str) -> None:
-        """Set a meta entry; an empty value removes it."""
-        ...
-
     def close(self) -> None:
         ...
+
+
+@runtime_checkable
+class RecordStore(Manifest, EmbeddingCache, SearchIndex, Mirror, RunLog, Meta, Erasures,
+                  Maintenance, Protocol):
+    """Everything kbsync remembers: every role at once. Each ``apply`` is one transaction,
+    or part of a :meth:`batch`.
+
+    A caller that needs only some roles takes those (a sync step that only embeds
+    takes an :class:`EmbeddingCache`), so a fake of it is small.
+    """

@@ -14,7 +14,7 @@ import numpy.typing as npt
 from kbsync.embed import Embedder
 from kbsync.errors import ConfigError
 from kbsync.plan import Plan
-from kbsync.store import RecordStore
+from kbsync.store import EmbeddingCache
 from kbsync.sync.tally import Progress, SourceTally, T
 
 __all__ = [
@@ -36,7 +36,7 @@ EMBEDDED_PREFIX = "embedded "
 """Prefix of the meta entries of :func:`embedded_meta_name`."""
 
 
-def backfill(source: str, store: RecordStore, embedder: Embedder, out: SourceTally) -> bool:
+def backfill(source: str, store: EmbeddingCache, embedder: Embedder, out: SourceTally) -> bool:
     """Embed current chunks that have no vector for this embedder; whether all have now.
 
     That happens when the embedder changes (unchanged documents keep their chunks
@@ -52,7 +52,7 @@ def backfill(source: str, store: RecordStore, embedder: Embedder, out: SourceTal
     return not failed
 
 
-def refuse_dimension_change(store: RecordStore, embedder: Embedder) -> None:
+def refuse_dimension_change(store: EmbeddingCache, embedder: Embedder) -> None:
     """The same model id with another dimension would mix vectors that cannot be compared."""
     model = embedder.identity.rsplit(":", 1)[0]
     for identity, dimension in store.embedder_dimensions().items():
@@ -72,7 +72,7 @@ def embedded_meta_name(source: str) -> str:
 
 def embed_plan(
     the_plan: Plan, embedder: Embedder, out: SourceTally, progress: Progress | None,
-    earlier: Collection[str] = frozenset(), cache: RecordStore | None = None,
+    earlier: Collection[str] = frozenset(), cache: EmbeddingCache | None = None,
     keep: bool = True,
 ) -> tuple[dict[str, npt.NDArray[np.float32]], set[str]]:
     """Vectors of the plan's cache misses; digests whose batch failed are returned apart.
@@ -122,7 +122,7 @@ def count_reused(the_plan: Plan, earlier: Collection[str], out: SourceTally) -> 
 
 def _embed_texts(
     embedder: Embedder, wanted: list[str], texts: Mapping[str, str], out: SourceTally,
-    progress: Progress | None, cache: RecordStore | None = None, keep: bool = True,
+    progress: Progress | None, cache: EmbeddingCache | None = None, keep: bool = True,
 ) -> tuple[dict[str, npt.NDArray[np.float32]], set[str]]:
     """Vectors of ``wanted`` digests in batches; the digests that could not be embedded apart.
 

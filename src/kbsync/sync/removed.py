@@ -12,7 +12,7 @@ from collections.abc import Collection, Mapping, Sequence
 from kbsync.errors import DocumentError
 from kbsync.model import KnownItem, Listing, SourceItem
 from kbsync.sources import Source
-from kbsync.store import RecordStore
+from kbsync.store import Meta, RecordStore
 from kbsync.sync.tally import SourceTally
 
 __all__ = [
@@ -45,21 +45,21 @@ def removed_sources(store: RecordStore, sources: Sequence[Source], allow_mass_de
     return [RemovedSource(n) for n in names], frozenset(released_sources(store)) - configured
 
 
-def released_sources(store: RecordStore) -> list[str]:
+def released_sources(store: Meta) -> list[str]:
     """The names `kbsync sources remove` released whose documents no sync has deleted yet."""
     value = store.get_meta(REMOVED_META)
     names = json.loads(value) if value else []
     return [str(n) for n in names] if isinstance(names, list) else []
 
 
-def release_source(store: RecordStore, name: str) -> None:
+def release_source(store: Meta, name: str) -> None:
     """Let the next sync delete the documents of ``name`` once it is no longer configured."""
     names = released_sources(store)
     if name not in names:
         store.set_meta(REMOVED_META, json.dumps(sorted([*names, name])))
 
 
-def forget_released(store: RecordStore, settled: Collection[str]) -> None:
+def forget_released(store: Meta, settled: Collection[str]) -> None:
     """Sources a sync has deleted, or that are configured again, need no release any more."""
     names = released_sources(store)
     if names and set(names) & set(settled):

@@ -8,14 +8,14 @@ from collections.abc import Collection
 from kbsync.compare import WORD_REGIONS_LIMIT, compare, compare_long
 from kbsync.model import ChangeReport, Verdict
 from kbsync.plan import DocumentVersion, Observation, StoredDocument, Unchanged
-from kbsync.store import RecordStore
+from kbsync.store import Manifest, Meta
 from kbsync.store.rows import held_meta_name
 from kbsync.sync.tally import SourceTally
 
 __all__ = ["compare_stored", "forget_held", "route_replacement"]
 
 
-def compare_stored(store: RecordStore, source: str, observation: Observation,
+def compare_stored(store: Manifest, source: str, observation: Observation,
                    old: StoredDocument | None, shared: Collection[str]) -> ChangeReport | None:
     """The change report of a document whose text changed against its stored text, else None.
 
@@ -33,7 +33,7 @@ def compare_stored(store: RecordStore, source: str, observation: Observation,
     return compare(before.text, observation.text, ignore=noise)
 
 
-def forget_held(store: RecordStore, source: str, key: str) -> None:
+def forget_held(store: Meta, source: str, key: str) -> None:
     """Drop the replacement held for a document that came back to its stored text: a
     later collapse of it must be seen twice again before it is applied."""
     name = held_meta_name(source, key)
@@ -41,7 +41,7 @@ def forget_held(store: RecordStore, source: str, key: str) -> None:
         store.set_meta(name, "")
 
 
-def route_replacement(store: RecordStore, source: str, version: DocumentVersion,
+def route_replacement(store: Meta, source: str, version: DocumentVersion,
                       change: ChangeReport, out: SourceTally, *, accept: bool,
                       write: bool) -> Observation:
     """Route a changed document by its verdict: hold a collapsed text, else let it through.

@@ -34,7 +34,7 @@ from kbsync.plan import (
 )
 from kbsync.report import SyncResult
 from kbsync.sources import Source
-from kbsync.store import RecordStore
+from kbsync.store import RecordStore, RunLog
 from kbsync.sync.apply import apply_plan, count_plan, delete_documents, refuse_mass_deletion
 from kbsync.sync.chunker import Chunker
 from kbsync.sync.embedding import (
@@ -198,7 +198,7 @@ def sync_sources(
     return result
 
 
-def _record_interrupted(store: RecordStore, report: SyncReport) -> None:
+def _record_interrupted(store: RunLog, report: SyncReport) -> None:
     """Record a run that stopped before its end, with what it did until then."""
     report.finished = utc_now()
     with contextlib.suppress(Exception):  # the store may be what failed: the cause goes on
