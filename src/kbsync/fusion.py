@@ -8,9 +8,11 @@ Relevance, by mode:
 - text: the hit's BM25 score divided by the best one of the same search, so the
   best text hit is 1 and the others say how close to it they come (BM25 has no
   upper bound of its own, and its scale differs between stores);
-- hybrid: the reciprocal rank fusion score divided by its maximum for the lists
-  fused (first in every list), so 1 is first in both rankings and 0.5 is first
-  in one and absent from the other.
+- hybrid: the mean of the hit's vector and text relevance (0 in a list that does
+  not hold it), at most that of the hit ranked above it, so relevance falls with
+  rank as users read it. Reciprocal rank fusion's own scores say where a hit
+  ranks, not how well it matches: a query no chunk matches in words would read
+  0.5 for the nearest vector, which says nothing of it.
 """
 
 from __future__ import annotations
@@ -27,10 +29,12 @@ RRF_K = 60
 
 
 def fuse(lists: Sequence[Sequence[Hit]], k: int) -> list[Hit]:
-    """The ``k`` best hits of ``lists`` (each best first) by reciprocal rank fusion.
+    """The ``k`` best hits of ``lists`` (each best first, with its relevance) by reciprocal
+    rank fusion.
 
-    Each hit's ``score`` is its fused score, its ``relevance`` that score over the
-    most a hit can get from ``len(lists)`` lists.
+    Each hit's ``score`` is its fused score, its ``relevance`` the mean of its
+    relevance in each list (0 in a list that does not hold it), at most that of the
+    hit before it.
 
     Chunks only, not their documents: adding each document's fused score to its
     chunks' (so evidence spread over a page counts) lowered recall@5 of hybrid
@@ -38,16 +42,20 @@ def fuse(lists: Sequence[Sequence[Hit]], k: int) -> list[Hit]:
     and further with more.
     """
     score: dict[tuple[str, str, int], float] = {}
+    relevance: dict[tuple[str, str, int], float] = {}
     hits: dict[tuple[str, str, int], Hit] = {}
     for results in lists:
         for rank, hit in enumerate(results):
             key = (hit.source, hit.key, hit.index)
             score[key] = score.get(key, 0.0) + 1.0 / (RRF_K + rank + 1)
+            relevance[key] = relevance.get(key, 0.0) + hit.relevance / len(lists)
             hits.setdefault(key, hit)
-    best = sorted(score, key=lambda key: -score[key])[:k]
-    most = len(lists) / (RRF_K + 1)
-    return [replace(hits[key], score=score[key], relevance=_unit(score[key] / most))
-            for key in best]
+    fused: list[Hit] = []
+    ceiling = 1.0
+    for key in sorted(score, key=lambda key: -score[key])[:k]:
+        ceiling = min(ceiling, _unit(relevance[key]))
+        fused.append(replace(hits[key], score=score[key], relevance=ceiling))
+    return fused
 
 
 def _unit(value: float) -> float:

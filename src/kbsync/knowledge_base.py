@@ -432,8 +432,8 @@ class KnowledgeBase:
         if mode == "vector":
             return vector_relevance(self._nearest(vector, k, filters))
         pool = max(k * 4, 20)
-        return fuse((self._nearest(vector, pool, filters),
-                     self.store.search_text(query, pool, filters)), k)
+        return fuse((vector_relevance(self._nearest(vector, pool, filters)),
+                     text_relevance(self.store.search_text(query, pool, filters))), k)
 
     def query_vector(self, query: str) -> npt.NDArray[np.float32]:
         """The vector a search compares chunks with: the embedder's vector of the

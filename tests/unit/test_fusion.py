@@ -12,15 +12,26 @@ def _hit(key: str, score: float) -> Hit:
     return Hit("s", key, None, None, 0, 0, 1, score, "text", "digest")
 
 
-def test_first_in_both_lists_is_relevance_one_and_first_in_one_list_is_one_half() -> None:
-    vector = [_hit("a", 0.9), _hit("b", 0.8)]
-    text = [_hit("a", 12.0), _hit("c", 3.0)]
+def test_hybrid_relevance_is_the_mean_of_each_lists_relevance() -> None:
+    vector = vector_relevance([_hit("a", 0.9), _hit("b", 0.8)])
+    text = text_relevance([_hit("a", 12.0), _hit("c", 3.0)])
     fused = fuse([vector, text], 3)
-    assert [h.key for h in fused] == ["a", "b", "c"]
-    assert fused[0].relevance == pytest.approx(1.0)
-    assert fused[1].relevance == pytest.approx(0.5 * 61 / 62)  # second in one list only
-    only_vector = fuse([vector, []], 1)
-    assert only_vector[0].relevance == pytest.approx(0.5)
+    assert [h.key for h in fused] == ["a", "b", "c"]  # the order is reciprocal rank fusion's
+    assert [h.relevance for h in fused] == pytest.approx([(0.9 + 1.0) / 2, 0.8 / 2, 0.25 / 2])
+
+
+def test_hybrid_relevance_never_rises_down_the_ranking() -> None:
+    vector = vector_relevance([_hit("a", 0.1), _hit("b", 0.9)])
+    text = text_relevance([_hit("a", 1.0), _hit("b", 0.5)])
+    fused = fuse([vector, text], 2)
+    assert [h.key for h in fused] == ["a", "b"]
+    assert [h.relevance for h in fused] == pytest.approx([0.55, 0.55])  # b's 0.7, capped
+
+
+def test_a_query_no_text_matches_reads_low_in_hybrid_however_it_ranks() -> None:
+    """The nearest vector of a query of unknown words ranks first, but matches nothing."""
+    fused = fuse([vector_relevance([_hit("a", 0.04)]), text_relevance([])], 1)
+    assert fused[0].relevance == pytest.approx(0.02)
 
 
 def test_vector_relevance_is_the_cosine_clipped_to_zero_and_one() -> None:

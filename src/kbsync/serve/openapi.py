@@ -92,7 +92,7 @@ _SCHEMAS: dict[str, Any] = {
                  "rank": {"type": "integer", "minimum": 1, "description": "1 is the best"},
                  "relevance": {"type": "number", "minimum": 0, "maximum": 1,
                                "description": "vector: cosine clipped to [0, 1]; text: BM25 "
-                               "over the best hit's; hybrid: fused score over its maximum"},
+                               "over the best hit's; hybrid: the mean of the two"},
                  "score": {"type": "number", "description": "The ranking's raw value"},
                  "text": _STR, "context": _STR}),
 }
