@@ -195,12 +195,18 @@ def change_lines(report: SyncResult) -> list[Text]:
 
 def hit_blocks(hits: Sequence[Hit]) -> RenderableType:
     """Search results as blocks that read at any width: a line with the rank,
-    ``key › heading`` (the title where there is no heading) and the relevance (0 to
-    1), then the text, wrapped and indented."""
+    ``key › heading`` (the title where there is no heading; ``key (source)`` when the
+    hits come from several sources) and the relevance (0 to 1), then the text,
+    wrapped and indented."""
     blocks: list[RenderableType] = []
+    several = len({hit.source for hit in hits}) > 1
     for n, hit in enumerate(hits, 1):
         rank = hit.rank or n
         head = Text.assemble((f"{rank}.", "bold"), " ", safe(hit.key, "bold cyan", one_line=True))
+        if several:
+            head.append(" (")
+            head.append(safe(hit.source, one_line=True))
+            head.append(")")
         if hit.heading or hit.title:
             head.append(" › ")
             head.append(safe(hit.heading or hit.title or "", "bold", one_line=True))

@@ -64,3 +64,21 @@ def test_a_context_that_ends_on_a_line_boundary_keeps_its_first_and_last_words()
 def test_regions_given_out_of_order_are_each_shown_once() -> None:
     text = "aaa bbb\n"
     assert _plain(text, [Region(4, 3), Region(0, 3)]) == "{+aaa+} {+bbb+}"
+
+
+def test_search_results_from_several_sources_say_which_source_each_is_from() -> None:
+    from rich.console import Console
+
+    from kbsync.render import hit_blocks
+    from kbsync.store import Hit
+
+    def hit(source: str, rank: int) -> Hit:
+        return Hit(source, "index.md", None, "Intro", 0, 0, 4, 1.0, "text", "d", rank=rank)
+
+    console = Console(width=100, record=True)
+    console.print(hit_blocks([hit("repo", 1), hit("office", 2)]))
+    text = console.export_text()
+    assert "1. index.md (repo) › Intro" in text
+    assert "2. index.md (office) › Intro" in text
+    console.print(hit_blocks([hit("repo", 1)]))
+    assert "(repo)" not in console.export_text()  # one source: the key says enough
