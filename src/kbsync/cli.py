@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -45,7 +45,7 @@ from kbsync.render import (
 )
 from kbsync.report import hit_dict
 from kbsync.served import served_query_vector
-from kbsync.store.filters import parse_where
+from kbsync.store.filters import Filters, matches, parse_where
 from kbsync.terminal import json_escaped, printable
 
 __all__ = ["app", "main"]
@@ -251,6 +251,13 @@ def sources_remove(
         _emit({"sources": [s.name for s in updated.sources]})
     else:
         typer.echo(f"removed {name}")
+
+
+def _unknown_sources(filters: Filters, stored: Collection[str]) -> list[str]:
+    """The values of a ``source=`` filter that match no source the store holds."""
+    wanted = dict(filters.conditions).get("source", ())
+    return [v for v in wanted
+            if not any(matches(Filters((("source", (v,)),)), s, "", {}) for s in stored)]
 
 
 def _progress_run(run: Callable[[Progress | None], SyncResult], quiet: bool) -> SyncResult:
@@ -510,6 +517,9 @@ def search(
                            "loaded, and searches then ask it)", err=True)
         hits = kb.search(query, k=k, mode=mode, context_tokens=context, query_vector=vector,
                          filters=filters)
+        unknown = [] if hits else _unknown_sources(filters, kb.store.source_names())
+    for name in unknown:  # a misspelled source filters everything out without a word
+        typer.echo(printable(f"note: no source is named {name!r}"), err=True)
     if as_json:
         _emit([hit_dict(h) for h in hits])
     else:

@@ -232,3 +232,18 @@ def test_a_malformed_where_is_a_usage_error_that_names_it(kb: Path) -> None:
     assert result.exit_code == 2
     assert "'lang'" in result.stderr
     assert "NAME=VALUE" in result.stderr
+
+
+def test_a_where_with_spaces_a_capitalised_field_or_an_unknown_source_says_so(kb: Path) -> None:
+    c = str(kb)
+    assert _run("sync", "-c", c)[0] == 0
+    code, out = _run("search", "retry backoff", "-c", c, "--json", "--where", "source = docs")
+    assert code == 0
+    assert json.loads(out)  # the spaces around '=' are not part of the value
+    result = runner.invoke(app, ["search", "retry", "-c", c, "--where", "Path=docs/*"])
+    assert result.exit_code == 2
+    assert "lower case: path=" in result.stderr
+    result = runner.invoke(app, ["search", "retry", "-c", c, "--where", "source=dcos"])
+    assert result.exit_code == 0
+    assert "no results" in result.stdout
+    assert "no source is named 'dcos'" in result.stderr

@@ -54,6 +54,9 @@ def _condition(name: str, value: str, where: str) -> tuple[str, str]:
     if not _NAME.fullmatch(name):
         raise ParameterError(f"malformed filter {where!r}: the name before '=' must be letters, "
                              "digits or _ . : - (e.g. source=docs, path=guide/*, lang=en)")
+    if name != name.lower() and name.lower() in STORE_FIELDS:
+        raise ParameterError(f"filter {where!r}: the store's fields are lower case: "
+                             f"{name.lower()}=…")
     return name, value
 
 
@@ -75,7 +78,8 @@ def parse_where(items: Iterable[str]) -> Filters:
         if not equals:
             raise ParameterError(f"malformed filter {item!r}: write NAME=VALUE "
                                  "(e.g. source=docs, path=guide/*, lang=en)")
-        pairs.append(_condition(name, value, item))
+        # `path = guide/*` means the path, not one that starts with a space.
+        pairs.append(_condition(name, value.strip(), item))
     return _collect(pairs)
 
 
