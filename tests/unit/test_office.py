@@ -75,7 +75,7 @@ def test_word_heading_styles_become_sections_and_core_properties_the_metadata() 
                 level=1),
         Section(heading="Herons", text="Herons wade in shallow water.", level=1),
         Section(heading="Feeding", level=2,
-                text="They stand still and strike fast.\n\nBird | Length\nGrey heron | 95 cm"),
+                text="They stand still and strike fast.\n\nBird | Length\n\nGrey heron | 95 cm"),
     )
     assert dict(record.metadata) == {"author": "Ada Lovelace",
                                      "created": "2024-03-01T09:30:00+00:00",
@@ -160,7 +160,7 @@ def test_each_slide_is_a_section_headed_by_its_title_with_its_notes() -> None:
         Section(heading="Bird migration", text="Spring 2024", level=1),
         Section(heading="Routes", level=1, text="Swallows fly to Africa.\n"
                 "Geese follow the coast.\n\nMention the ringing scheme."),
-        Section(heading=None, text="Species | Distance\nArctic tern | 70000 km"),
+        Section(heading=None, text="Species | Distance\n\nArctic tern | 70000 km"),
     )
     assert dict(record.metadata)["author"] == "Grace Hopper"
     assert dict(record.metadata)["slides"] == "3"
@@ -170,8 +170,8 @@ def test_each_sheet_is_a_section_of_text_table_rows() -> None:
     record = extract("counts.xlsx")
     assert record.title == "Bird counts"
     assert record.sections == (
-        Section(heading="Counts", level=1, text="Species | Count | Seen on\n"
-                "Avocet | 12 | 2024-05-04T00:00:00\nBittern | 2"),
+        Section(heading="Counts", level=1, text="Species | Count | Seen on\n\n"
+                "Avocet | 12 | 2024-05-04T00:00:00\n\nBittern | 2"),
         Section(heading="Notes", text="Counted at dawn", level=1),
     )
     assert dict(record.metadata)["author"] == "Rosalind Franklin"
@@ -211,7 +211,7 @@ def test_odt_headings_lists_and_tables_and_its_own_metadata() -> None:
         # text:s is a space, text:tab a tab, text:line-break a line break, spans their text.
         Section(heading="Seabirds", level=1, text="Puffins nest in burrows.\n\n"
                 "Sea birds fly far away home.\n\nGannets dive."),
-        Section(heading="Colonies", text="Isle | Pairs\nSkomer | 25000", level=2),
+        Section(heading="Colonies", text="Isle | Pairs\n\nSkomer | 25000", level=2),
     )
     assert dict(record.metadata) == {"author": "Rachel Carson",
                                      "created": "2023-06-01T08:00:00",

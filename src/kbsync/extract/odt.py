@@ -147,9 +147,9 @@ def _blocks(element: Any) -> Iterator[tuple[int, str]]:
             if text:
                 yield 0, text
         elif namespace == _TABLE_NS and name == "table":
-            lines = list(_table_lines(node))
-            if lines:
-                yield 0, "\n".join(lines)
+            # A paragraph per row: single line breaks are spaces to the normalizer.
+            for line in _table_lines(node):
+                yield 0, line
         elif name in _CONTAINERS:
             yield from _blocks(node)
 

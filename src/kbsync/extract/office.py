@@ -152,10 +152,9 @@ def _docx_sections(document: Any) -> Iterator[Section]:
     level = 0
     body: list[str] = []
     for block in _docx_blocks(document):
-        if hasattr(block, "rows"):  # a table: one block of row lines
-            lines = _table_lines(block)
-            if lines:
-                body.append("\n".join(lines))
+        if hasattr(block, "rows"):  # a table: a paragraph per row
+            # (single line breaks are spaces to the normalizer: rows would run together)
+            body.extend(_table_lines(block))
             continue
         text = _collapse(_paragraph_text(block._p))
         # The style id straight from the paragraph's XML: python-docx's Paragraph.style
@@ -289,11 +288,9 @@ def _shape_texts(shapes: Iterable[Any], skip: int | None) -> Iterator[str]:
             continue
         if hasattr(shape, "shapes"):  # a group shape
             yield from _shape_texts(shape.shapes, skip)
-        elif getattr(shape, "has_table", False):
-            yield "\n".join(
-                line for row in shape.table.rows
-                if (line := _row_line([_collapse(c.text) for c in row.cells]))
-            )
+        elif getattr(shape, "has_table", False):  # a paragraph per row, as in documents
+            yield from (line for row in shape.table.rows
+                        if (line := _row_line([_collapse(c.text) for c in row.cells])))
         elif getattr(shape, "has_text_frame", False):
             yield "\n".join(_collapse(p.text) for p in shape.text_frame.paragraphs
                             if p.text.strip())
@@ -320,7 +317,8 @@ def _sheets(workbook: Any, locator: str) -> Iterator[Section]:
             line = _row_line([_cell_text(value) for value in row])
             if line:
                 lines.append(line)
-        yield Section(heading=sheet.title, text="\n".join(lines), level=1)
+        # A paragraph per row: single line breaks are spaces to the normalizer.
+        yield Section(heading=sheet.title, text="\n\n".join(lines), level=1)
 
 
 def _cell_text(value: object) -> str:
