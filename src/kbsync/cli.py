@@ -191,7 +191,9 @@ def _emit(data: Any) -> None:
 
 @app.command()
 def init(
-    sources: Annotated[list[str] | None, typer.Argument(help="Folders to keep in sync.")] = None,
+    sources: Annotated[list[str] | None, typer.Argument(
+        help="Sources to keep in sync: folders, http(s) URLs, git+REPOSITORY, s3:// or "
+             "other fsspec URLs.")] = None,
     folder: Annotated[Path, typer.Option(help="Where to write the configuration.")] = Path("."),
     allow_private: Annotated[list[str] | None, typer.Option(
         "--allow-private", help="Let the websites be crawled at this loopback or private "
@@ -222,12 +224,13 @@ def init(
 
 @sources_app.command("add")
 def sources_add(
-    path: Annotated[str, typer.Argument(help="A folder or a URL.")],
+    path: Annotated[str, typer.Argument(
+        help="A folder, an http(s) URL, git+REPOSITORY, or an s3:// or other fsspec URL.")],
     name: Annotated[str | None, typer.Option(help="Its name in the knowledge base.")] = None,
     config: ConfigOption = Path("."),
     as_json: JsonOption = False,
 ) -> None:
-    """Add a source: a folder or a website."""
+    """Add a source: a folder, a website, a git repository or an object store."""
     with _Errors(), KnowledgeBase.open(config) as kb:
         kb.add_source(path, name)
         updated = kb.config

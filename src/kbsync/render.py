@@ -189,7 +189,7 @@ def change_lines(report: SyncResult) -> list[Text]:
             lines.append(line)
         if len(new) > NEW_LISTED:
             lines.append(Text.assemble(f"new: {len(new):,} documents (", safe(s.source),
-                                       "; `--json` names them)"))
+                                       "; --json names them)"))
     return lines
 
 

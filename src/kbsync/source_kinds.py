@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -178,7 +179,11 @@ class ObjectStoreKind:
         return argument.lower().startswith(tuple(f"{s}://" for s in self._schemes))
 
     def from_argument(self, root: Path, argument: str, name: str | None) -> SourceConfig:
-        shown = argument.split("://", 1)[1].strip("/") or argument
+        # The bucket names the source, a local folder its last part: a name without a
+        # slash reads as one word in filters and reports.
+        scheme, _, path = argument.partition("://")
+        parts = [p for p in path.split("/") if p]
+        shown = (parts[-1] if scheme.lower() == "file" else parts[0]) if parts else argument
         return SourceConfig(name=name or shown, kind=self.name,
                             options={"url": argument, "include": ["**/*"], "exclude": []})
 
@@ -225,6 +230,10 @@ class GitKind:
 
     def from_argument(self, root: Path, argument: str, name: str | None) -> SourceConfig:
         repository = argument.removeprefix(self._PREFIX)
+        remote = "://" in repository or re.match(r"[\w.-]+@[\w.-]+:", repository)
+        if not remote and not (root / repository).is_dir():  # as a missing folder is refused
+            where = "" if Path(repository).is_absolute() else f" (relative to {root})"
+            raise ConfigError(f"{repository}: no such repository{where}")
         tail = repository.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1]
         return SourceConfig(name=name or tail.removesuffix(".git") or repository,
                             kind=self.name, options={"repository": repository})

@@ -94,8 +94,10 @@ def test_init_arguments_of_object_stores_pick_their_kind() -> None:
     assert kind_for_argument("docs").name == "folder"
     assert kind_for_argument("https://example.org/").name == "web"
     config = source_kind("s3").from_argument(Path("."), "s3://bucket/docs/", None)
-    assert (config.name, config.kind, config.location) == ("bucket/docs", "s3",
+    assert (config.name, config.kind, config.location) == ("bucket", "s3",
                                                            "s3://bucket/docs/")
+    local = source_kind("fsspec").from_argument(Path("."), "file:///srv/team/docs", None)
+    assert local.name == "docs"
 
 
 def test_a_file_url_is_watched_as_a_folder_and_a_bucket_is_polled(tmp_path: Path) -> None:

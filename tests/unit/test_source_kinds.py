@@ -105,3 +105,14 @@ def test_a_knowledge_base_adds_a_source_and_builds_it(tmp_path: Path) -> None:
         kb.add_source("b", name="second")
         assert [s.name for s in kb.sources] == ["a", "second"]
     assert [s.name for s in load_config(tmp_path).sources] == ["a", "second"]
+
+
+def test_a_git_source_of_a_missing_local_repository_is_refused_as_a_missing_folder_is(
+        tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    config = init_config(tmp_path, ["docs"], embedder={"kind": "hashing"})
+    with pytest.raises(ConfigError, match=r"\.\./nowhere: no such repository \(relative to"):
+        add_source(config, "git+../nowhere")
+    remote = kind_for_argument("git+https://example.org/team/handbook.git")
+    assert remote.from_argument(tmp_path, "git+https://example.org/team/handbook.git",
+                                None).name == "handbook"  # a remote is not looked for here
