@@ -121,7 +121,8 @@ def version_info() -> dict[str, Any]:
 @app.command()
 def chunk(
     paths: Annotated[list[Path], typer.Argument(help="Files, or folders to chunk every file of.")],
-    strategy: Annotated[str, typer.Option(help="tttd, local, sentences or bytes.")] = "tttd",
+    strategy: Annotated[str | None, typer.Option(
+        help="tttd, local, sentences or bytes (default: tttd, or the knowledge base's).")] = None,
     min_tokens: Annotated[int | None, typer.Option(help="Smallest chunk, in tokens.")] = None,
     max_tokens: Annotated[int | None, typer.Option(help="Largest chunk, in tokens.")] = None,
     snap: Annotated[bool, typer.Option(help="Snap cuts to paragraph or sentence breaks.")] = False,
@@ -132,9 +133,16 @@ def chunk(
     show_chunks: Annotated[
         bool | None, typer.Option("--chunks/--no-chunks", help="List every chunk.")
     ] = None,
+    config: Annotated[Path | None, typer.Option(
+        "-c", "--config", help="Chunk as this knowledge base does (its kbsync.toml or folder); "
+                               "the options above override its [chunker].")] = None,
 ) -> None:
     """Print the chunks of files (offsets, tokens, boundary kind, identity) and diagnostics."""
     params: dict[str, Any] = {}
+    if config is not None:
+        with _Errors(), KnowledgeBase.open(config) as kb:
+            params = kb.config.chunker.settings()  # token_counter = "embedder" resolved
+            strategy = strategy or kb.config.chunker.strategy
     if min_tokens is not None:
         params["min_tokens"] = min_tokens
     if max_tokens is not None:
@@ -144,7 +152,7 @@ def chunk(
     if token_counter is not None:
         params["token_counter"] = token_counter
     with _Errors():
-        chunked = chunk_files(paths, strategy, **params)
+        chunked = chunk_files(paths, strategy or "tttd", **params)
     listing = show_chunks if show_chunks is not None else len(chunked.files) == 1
     if as_json:
         _emit(chunked.to_dict(chunks=listing))

@@ -139,7 +139,9 @@ def sync_tables(report: SyncResult) -> list[RenderableType]:
                  "failed"):
         docs.add_column(name, justify="left" if name == "source" else "right")
     work = Table(title="Work", title_justify="left")
-    for name in ("source", "bytes read", "bytes skipped", "chunks kept", "moved", "added",
+    # "moved" chunks (ChunkOps.moved) are chunks of a document found at another place in
+    # it; a moved document's chunks count as kept. The header says so.
+    for name in ("source", "bytes read", "bytes skipped", "chunks kept", "moved in doc", "added",
                  "deleted", "to embed" if report.dry_run else "embeddings computed", "reused",
                  "embed tokens"):
         work.add_column(name, justify="left" if name == "source" else "right")

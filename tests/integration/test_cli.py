@@ -55,3 +55,24 @@ def test_the_installed_command_runs() -> None:
     out = subprocess.run([sys.executable, "-m", "kbsync", "version"], capture_output=True,
                          text=True, check=True)
     assert out.stdout.strip()
+
+
+def test_chunk_with_a_knowledge_base_chunks_as_its_sync_does(tmp_path: Path) -> None:
+    from kbsync.engine import init_config
+    from kbsync.knowledge_base import KnowledgeBase
+
+    (tmp_path / "docs").mkdir()
+    essay = CORPUS / "a-essay-lighthouses.txt"
+    (tmp_path / "docs" / essay.name).write_bytes(essay.read_bytes())
+    init_config(tmp_path, ["docs"], embedder={"kind": "hashing"})  # the sentences default
+    with KnowledgeBase.open(tmp_path) as kb:
+        kb.sync()
+        stored = sorted(d for _, d in kb.store.chunk_digests("docs"))
+    result = runner.invoke(app, ["chunk", str(essay), "-c", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    chunks = json.loads(result.output)["files"][str(essay)]["chunks"]
+    assert sorted(c["identity"] for c in chunks) == stored
+    assert json.loads(result.output)["diagnostics"]["strategy"] == "sentences"
+    tttd = runner.invoke(app, ["chunk", str(essay), "-c", str(tmp_path), "--json",
+                               "--strategy", "tttd"])
+    assert json.loads(tttd.output)["diagnostics"]["strategy"] == "tttd"  # an option overrides
