@@ -541,7 +541,10 @@ def _alive(pid: int) -> bool:
 
 def make_sources(config: Config, crawled: Callable[[str, int, int], None]) -> list[Source]:
     """The configured sources; web sources report crawl progress to ``crawled``."""
-    return [source_kind(s.kind).build(s, config.root, crawled) for s in config.sources]
+    try:
+        return [source_kind(s.kind).build(s, config.root, crawled) for s in config.sources]
+    except ConfigError as exc:  # the table is in the file: say which file
+        raise ConfigError(f"{config.file}: {exc}") from exc
 
 
 def open_store(config: Config, *, create: bool) -> RecordStore:

@@ -116,3 +116,11 @@ def test_a_git_source_of_a_missing_local_repository_is_refused_as_a_missing_fold
     remote = kind_for_argument("git+https://example.org/team/handbook.git")
     assert remote.from_argument(tmp_path, "git+https://example.org/team/handbook.git",
                                 None).name == "handbook"  # a remote is not looked for here
+
+
+def test_a_source_its_kind_cannot_build_is_an_error_that_names_the_file(tmp_path: Path) -> None:
+    (tmp_path / "kbsync.toml").write_text(
+        '[embedder]\nkind = "hashing"\n\n[[sources]]\nname = "office"\nkind = "folder"\n')
+    with pytest.raises(ConfigError, match=r"kbsync\.toml: source 'office': a folder source "
+                                          r"needs a `path`"):
+        KnowledgeBase.open(tmp_path)
