@@ -131,6 +131,8 @@ def load_config(path: str | Path = CONFIG_NAME) -> Config:
             raise ConfigError(f"{file}: [index] boilerplate_share must be in (0, 1]")
         if int(index.get("confirm_above_tokens", 0)) < 0:
             raise ConfigError(f"{file}: [index] confirm_above_tokens must be 0 or more")
+        if int(index.get("read_workers", 0)) < 0:
+            raise ConfigError(f"{file}: [index] read_workers must be 0 (one per core) or more")
         search = dict(data.get("search", {}))
         context = int(search.pop("context_tokens", 0))
         if search or context < 0:
@@ -156,7 +158,7 @@ def load_config(path: str | Path = CONFIG_NAME) -> Config:
 # otherwise drop every source and, with it, every document).
 _TABLES = ("store", "chunker", "embedder", "index", "search", "vectors", "sources")
 _INDEX_SETTINGS = ("boilerplate_share", "index_boilerplate", "strict_decoding",
-                   "confirm_above_tokens")
+                   "confirm_above_tokens", "read_workers")
 _SEARCH_SETTINGS = ("context_tokens",)
 _STORE_SETTINGS = ("path", "url", "password_env", "schema", "index_memory")
 

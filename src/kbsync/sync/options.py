@@ -40,6 +40,9 @@ class SyncOptions:
     - ``boilerplate_share``, ``index_boilerplate``: chunks in more than this share of
       a host's documents are boilerplate, neither embedded nor searched unless indexed.
     - ``batch``: how many documents are planned, embedded and applied together.
+    - ``read_workers``: processes that read, extract and chunk documents (0: one per
+      core, at most 8; 1: this process only), used when a source has at least
+      :data:`~kbsync.sync.reading.POOL_MIN_DOCUMENTS` to read and can be forked.
     - ``scratch_dir``: where documents read wait for their batch (the system's
       temporary directory when None).
     """
@@ -53,4 +56,5 @@ class SyncOptions:
     boilerplate_share: float = BOILERPLATE_SHARE
     index_boilerplate: bool = False
     batch: BatchLimits = field(default_factory=BatchLimits)
+    read_workers: int = 1
     scratch_dir: Path | None = None

@@ -9,6 +9,7 @@ its own when an external vector store needs the outbox protocol).
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 import time
@@ -55,6 +56,7 @@ from kbsync.sync.observe import (
     unchanged_observation,
 )
 from kbsync.sync.options import SyncOptions
+from kbsync.sync.reading import POOL_MIN_DOCUMENTS, Read, Readers, read_workers
 from kbsync.sync.removed import RemovedSource, forget_released, keep_removed, removed_sources
 from kbsync.sync.replacements import compare_stored, forget_held, route_replacement
 from kbsync.sync.scratch import Scratch
@@ -337,35 +339,64 @@ def _observe_source(run: _Run, source: Source, scratch: Scratch, derive: Derive,
 
     What the stat gate passes with nothing to refresh is only counted, in one query.
     A listing error with a key means the document exists but cannot be taken now:
-    it fails (and keeps its stored version).
+    it fails (and keeps its stored version). Documents to read go to a pool of
+    reading processes when there are enough of them (:mod:`kbsync.sync.reading`).
     """
     total = scratch.listed_count() - count_unchanged(scratch, run.options.verify, out)
-    for n, (entry, old) in enumerate(scratch.listing(skip_unchanged=not run.options.verify), 1):
-        if isinstance(entry, ItemError):
-            scratch.observe(Failed(entry.key, entry.message, missing=entry.missing), old)
-        else:
-            seen = _gate(run, source, entry, old, derive, out)
-            if isinstance(seen, Unchanged):
-                out.documents[str(Action.UNCHANGED)] += 1
+    workers = read_workers(run.options.read_workers)
+    pooled = workers > 1 and total >= POOL_MIN_DOCUMENTS and _can_fork()
+    with (Readers(workers, source, run.extractor_for, run.chunker) if pooled
+          else contextlib.nullcontext()) as readers:
+        for n, (entry, old) in enumerate(scratch.listing(skip_unchanged=not run.options.verify),
+                                         1):
+            if isinstance(entry, ItemError):
+                scratch.observe(Failed(entry.key, entry.message, missing=entry.missing), old)
             else:
-                scratch.observe(seen, old)
-        if run.progress is not None:
-            run.progress("read", n, total)
+                _gate(run, source, entry, old, derive, out, scratch, readers)
+            if run.progress is not None:
+                run.progress("read", n, total)
+        if readers is not None:
+            readers.finish()
     run.clock.lap("read")
 
 
 def _gate(run: _Run, source: Source, item: SourceItem, old: StoredDocument | None,
-          derive: Derive, out: SourceTally) -> Observation:
-    """What one listed document comes to: the stat gate, else a read and gates 2 and 3."""
-    extractor = run.extractor_for(item.media_type)
+          derive: Derive, out: SourceTally, scratch: Scratch, readers: Readers | None) -> None:
+    """One listed document: the stat gate here, else a read and gates 2 and 3 (by a reading
+    process when there are ``readers``); what it comes to goes to ``scratch``."""
     made_with = derive(item.media_type)
-    assert extractor is not None
     assert made_with is not None
     if not run.options.verify and stat_gate_passes(item, old, made_with):
         assert old is not None
         out.bytes_skipped += item.stat.size if item.stat else 0
-        return unchanged_observation(item, old)
-    return observe(source, item, old, extractor, made_with, run.chunker, out, run.count_chunk)
+        _keep(unchanged_observation(item, old), old, scratch, out)
+        return
+    if readers is not None:
+        def done(read: Read) -> None:
+            out.merge(read.tally)
+            run.tally.update(read.shapes)
+            _keep(read.observation, old, scratch, out)
+
+        readers.read(item, old, made_with, done)
+        return
+    extractor = run.extractor_for(item.media_type)
+    assert extractor is not None
+    seen = observe(source, item, old, extractor, made_with, run.chunker, out, run.count_chunk)
+    _keep(seen, old, scratch, out)
+
+
+def _keep(seen: Observation, old: StoredDocument | None, scratch: Scratch,
+          out: SourceTally) -> None:
+    if isinstance(seen, Unchanged):
+        out.documents[str(Action.UNCHANGED)] += 1
+    else:
+        scratch.observe(seen, old)
+
+
+def _can_fork() -> bool:
+    """Whether reading processes can be forked: on a platform that forks, and not from a
+    thread other than the main one (a fork copies only the forking thread)."""
+    return hasattr(os, "fork") and threading.current_thread() is threading.main_thread()
 
 
 def _run_batch(
