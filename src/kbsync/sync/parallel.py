@@ -171,43 +171,15 @@ def sync_parallel(
                                       options.accept_replacements)
     report.seconds["list"] = time.perf_counter() - started
     started = time.perf_counter()
-    total = store.pending(run)
-    # Nothing queued (a no-op sync): no process to start.
-    wait = spawn(run, min(workers - 1, total)) if spawn is not None and workers > 1 and total \
-        else None
-    codes: list[int] = []
-    try:
-        drain(run, everything, store, embedder, extractor_for, chunker,
-              progress=_overall(store, run, total, progress))
-    finally:
-        if wait is not None:
-            codes = wait()
-    if any(codes) and report.sources:
-        report.sources[0].warnings.append(
-            f"{sum(c != 0 for c in codes)} of {len(codes)} worker processes failed; "
-            "this process finished their documents")
-    # Whatever a dead worker left behind went back to the queue: finish it here.
-    drain(run, everything, store, embedder, extractor_for, chunker)
+    _work(run, everything, store, embedder, extractor_for, chunker, workers, spawn, progress,
+          report)
     report.seconds["documents"] = time.perf_counter() - started
     started = time.perf_counter()
     store.finish_vectors(embedder.dimension)
     report.seconds["index"] = time.perf_counter() - started
     started = time.perf_counter()
     for source, out in zip(everything, report.sources, strict=True):
-        _collect(run, source.name, store, out)
-        _delete_vanished(run, source.name, store, embedder, out, listed[source.name].stored,
-                         allow_mass_delete or isinstance(source, RemovedSource))
-        keep_schedules(store, source.name, listed[source.name].revisited, out)
-        if options.index_boilerplate:
-            shared: frozenset[str] = frozenset()
-        elif listed[source.name].changed:
-            shared = _boilerplate(store, source.name, options.boilerplate_share,
-                                  options.scratch_dir)
-        else:  # nothing read or gone: the digests, and so the boilerplate, are as they were
-            shared = store.boilerplate(source.name)
-        out.boilerplate_chunks = len(shared)
-        store.set_boilerplate(source.name, shared)
-        backfill(source.name, store, embedder, out)
+        _finish_source(run, source, listed[source.name], store, embedder, options, out)
     store.end_run(run)
     report.seconds["finish"] = time.perf_counter() - started
     report.finished = utc_now()
@@ -218,6 +190,49 @@ def sync_parallel(
     result = report.result()
     store.record_run(result.started, result.finished, result.to_dict())
     return result
+
+
+def _work(run: str, sources: Sequence[Source], store: WorkQueue, embedder: Embedder,
+          extractor_for: ExtractorFor, chunker: Chunker, workers: int, spawn: Spawn | None,
+          progress: Progress | None, report: SyncReport) -> None:
+    """Drain the run's queue here while ``workers - 1`` spawned processes drain it too."""
+    total = store.pending(run)
+    # Nothing queued (a no-op sync): no process to start.
+    wait = spawn(run, min(workers - 1, total)) if spawn is not None and workers > 1 and total \
+        else None
+    codes: list[int] = []
+    try:
+        drain(run, sources, store, embedder, extractor_for, chunker,
+              progress=_overall(store, run, total, progress))
+    finally:
+        if wait is not None:
+            codes = wait()
+    if any(codes) and report.sources:
+        report.sources[0].warnings.append(
+            f"{sum(c != 0 for c in codes)} of {len(codes)} worker processes failed; "
+            "this process finished their documents")
+    # Whatever a dead worker left behind went back to the queue: finish it here.
+    drain(run, sources, store, embedder, extractor_for, chunker)
+
+
+def _finish_source(run: str, source: Source, listed: _Listed, store: WorkQueue,
+                   embedder: Embedder, options: SyncOptions, out: SourceTally) -> None:
+    """What needs every document of a source, once the queue is empty: the workers'
+    tallies, deletions, revisit schedules, boilerplate and its backfill."""
+    _collect(run, source.name, store, out)
+    _delete_vanished(run, source.name, store, embedder, out, listed.stored,
+                     options.allow_mass_delete or isinstance(source, RemovedSource))
+    keep_schedules(store, source.name, listed.revisited, out)
+    if options.index_boilerplate:
+        shared: frozenset[str] = frozenset()
+    elif listed.changed:
+        shared = _boilerplate(store, source.name, options.boilerplate_share,
+                              options.scratch_dir)
+    else:  # nothing read or gone: the digests, and so the boilerplate, are as they were
+        shared = store.boilerplate(source.name)
+    out.boilerplate_chunks = len(shared)
+    store.set_boilerplate(source.name, shared)
+    backfill(source.name, store, embedder, out)
 
 
 def _overall(store: WorkQueue, run: str, total: int,
