@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from kbsync.model import KnownItem, Listing
-from kbsync.sources.web import WebSource
+from kbsync.sources.web import WebSettings, WebSource
 
 __all__ = ["Outcome", "SimulatedSite", "main", "run_policy"]
 
@@ -204,9 +204,10 @@ def run_policy(name: str, days: float, per_group: tuple[int, ...], tick: float,
     end = EPOCH + days * DAY
     started = time.perf_counter()
     with serving(site) as base:
-        source = WebSource(base, clock=clock, allow_private_addresses=("127.0.0.1",),
-                           delay=0.0, soft_404_check=False, per_host_connections=4,
-                           min_interval=HOUR, max_interval=7 * DAY)
+        source = WebSource(WebSettings(base, allow_private_addresses=("127.0.0.1",),
+                                       delay=0.0, soft_404_check=False,
+                                       per_host_connections=4, min_interval=HOUR,
+                                       max_interval=7 * DAY), clock=clock)
         known: dict[str, KnownItem] = {}
         last_full = -math.inf
         while clock.now <= end:

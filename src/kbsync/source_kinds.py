@@ -10,11 +10,10 @@ fails only the source that needs it.
 from __future__ import annotations
 
 import importlib.util
-import inspect
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -125,12 +124,10 @@ class WebKind:
 
     def settings(self) -> tuple[str, ...]:
         try:
-            from kbsync.sources.web import WebSource  # needs the `web` extra
+            from kbsync.sources.web import WebSettings  # needs the `web` extra
         except ImportError:
             return ()
-        taken = set(inspect.signature(WebSource).parameters) - {"seeds", "name", "transport",
-                                                                "progress", "clock"}
-        return tuple(sorted(taken | {"urls"}))
+        return tuple(sorted({f.name for f in fields(WebSettings)} - {"seeds"} | {"urls"}))
 
     def claims(self, argument: str) -> bool:
         return argument.startswith(("http://", "https://"))
@@ -140,14 +137,15 @@ class WebKind:
         return SourceConfig(name=name or host, kind=self.name, options={"urls": [argument]})
 
     def build(self, config: SourceConfig, root: Path, progress: CrawlProgress) -> Source:
-        from kbsync.sources.web import WebSource  # needs the `web` extra
+        from kbsync.sources.web import WebSettings, WebSource  # needs the `web` extra
 
         options = dict(config.options)
         urls = [str(u) for u in options.pop("urls", ())]
         if not urls and not options.get("sitemaps"):
             raise ConfigError(f"source {config.name!r}: a website needs `urls` or `sitemaps`")
         try:
-            return WebSource(urls, name=config.name, progress=progress, **options)
+            return WebSource(WebSettings(seeds=urls, **options), name=config.name,
+                             progress=progress)
         except TypeError as exc:
             raise ConfigError(f"source {config.name!r}: {exc}") from exc
 

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from pytest_httpserver import HTTPServer
 
-from kbsync.sources.web import WebSource
+from kbsync.sources.web import WebSettings, WebSource
 from kbsync.sources.web.addresses import AddressPolicy, AddressRefused, resolve
 from kbsync.sources.web.urls import canonicalize, host_of
 from tests.fixtures.web.servers import Recorder, web_source
@@ -191,7 +191,7 @@ def test_a_name_answering_any_non_public_address_is_refused_before_connecting(
     _fake_dns(monkeypatch, {"evil.test": [[PUBLIC, answer]]})
     with pytest.raises(AddressRefused, match=r"evil\.test resolves to"):
         asyncio.run(resolve("evil.test", 80, AddressPolicy()))
-    listing = WebSource("http://evil.test/", delay=0.0, timeout=5.0).list()
+    listing = WebSource(WebSettings("http://evil.test/", delay=0.0, timeout=5.0)).list()
     assert listing.items == ()
     [error] = listing.errors
     assert "refused" in error.message
@@ -248,7 +248,8 @@ def test_a_name_rebound_to_loopback_after_a_public_answer_is_never_connected_the
     dns = _fake_dns(monkeypatch, {"rebind.test": [[PUBLIC], ["127.0.0.1"]]})
     server.expect_request("/").respond_with_data("internal only", content_type="text/plain")
     connect_guard.expected = {PUBLIC}
-    listing = WebSource(f"http://rebind.test:{server.port}/", delay=0.0, timeout=5.0).list()
+    listing = WebSource(WebSettings(f"http://rebind.test:{server.port}/", delay=0.0,
+                                    timeout=5.0)).list()
     assert listing.items == ()
     assert dns.lookups["rebind.test"] >= 1
     assert connect_guard.attempts, "no connection was attempted at all"

@@ -15,7 +15,7 @@ import pytest
 from pytest_httpserver import HTTPServer
 
 from kbsync.errors import ParameterError
-from kbsync.sources.web import WebSource
+from kbsync.sources.web import WebSettings, WebSource
 from kbsync.sources.web.addresses import AddressPolicy, AddressRefused, resolve
 from kbsync.sources.web.config import build_address_policy
 from kbsync.sources.web.urls import canonicalize, host_of
@@ -149,7 +149,7 @@ class _MustNotConnect(httpx.AsyncBaseTransport):
     ],
 )
 def test_a_refused_seed_is_an_error_and_no_connection_is_made(url: str) -> None:
-    source = WebSource(url, transport=_MustNotConnect(), delay=0.0)
+    source = WebSource(WebSettings(url, delay=0.0), transport=_MustNotConnect())
     listing = source.list()
     assert listing.items == ()
     [error] = listing.errors

@@ -15,7 +15,7 @@ from werkzeug import Request, Response
 from kbsync.errors import DocumentError, ParameterError
 from kbsync.model import KnownItem, SourceItem, Validators
 from kbsync.sources import Source
-from kbsync.sources.web import WebSource
+from kbsync.sources.web import WebSettings, WebSource
 from tests.fixtures.web.servers import StampedHandler, web_source
 
 LAST_MODIFIED = "Wed, 01 May 2024 10:00:00 GMT"
@@ -32,22 +32,18 @@ def _known(
 
 
 def test_a_web_source_satisfies_the_source_protocol() -> None:
-    assert isinstance(WebSource("http://example.com/"), Source)
+    assert isinstance(WebSource(WebSettings("http://example.com/")), Source)
 
 
 def test_the_name_defaults_to_the_first_seed_and_settings_are_checked() -> None:
-    assert WebSource("HTTP://Example.com").name == "http://example.com/"
-    assert WebSource("http://example.com/", name="docs").name == "docs"
-    with pytest.raises(ParameterError):
-        WebSource()
-    with pytest.raises(ParameterError):
-        WebSource("ftp://example.com/")
-    with pytest.raises(ParameterError):
-        WebSource("http://example.com/", max_pages=0)
-    with pytest.raises(ParameterError):
-        WebSource("http://example.com/", user_agent="bad\r\nX-Injected: 1")
-    with pytest.raises(ParameterError):
-        WebSource("http://example.com/", allow_private_addresses=("not-an-address",))
+    assert WebSource(WebSettings("HTTP://Example.com")).name == "http://example.com/"
+    assert WebSource(WebSettings("http://example.com/"), name="docs").name == "docs"
+    for wrong in (WebSettings(), WebSettings("ftp://example.com/"),
+                  WebSettings("http://example.com/", max_pages=0),
+                  WebSettings("http://example.com/", user_agent="bad\r\nX-Injected: 1"),
+                  WebSettings("http://example.com/", allow_private_addresses=("not-an-address",))):
+        with pytest.raises(ParameterError):
+            WebSource(wrong)
 
 
 def test_a_200_is_an_item_with_validators_and_its_body_is_read_without_a_second_request(

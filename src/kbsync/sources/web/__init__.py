@@ -27,6 +27,7 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the installation
     raise DependencyMissingError("The web source", "web", exc.name or "httpx", exc) from exc
 
+from kbsync.sources.web.config import WebSettings
 from kbsync.sources.web.source import WebSource
 
-__all__ = ["WebSource"]
+__all__ = ["WebSettings", "WebSource"]

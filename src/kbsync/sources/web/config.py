@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from kbsync.errors import ParameterError
 from kbsync.schedule import DEFAULT_MAX_INTERVAL, DEFAULT_MIN_INTERVAL, Cadence
@@ -14,6 +14,7 @@ __all__ = [
     "DEFAULT_MEDIA_TYPES",
     "DEFAULT_USER_AGENT",
     "WebConfig",
+    "WebSettings",
     "build_address_policy",
     "build_scope",
     "canonical_urls",
@@ -98,6 +99,76 @@ class WebConfig:
     def cadence(self) -> Cadence:
         """The revisit schedule's bounds (``min_interval``, ``max_interval``, in seconds)."""
         return Cadence(self.min_interval, self.max_interval)
+
+
+@dataclass(frozen=True, slots=True)
+class WebSettings:
+    """The settings of a website source as a ``[[sources]]`` table gives them (its ``urls``
+    are the ``seeds``); :meth:`validated` checks them into a :class:`WebConfig`.
+
+    Beyond the obvious ones:
+
+    - ``allowed_hosts``: hosts whose pages belong to the source (default: the
+      hosts of the seeds and sitemaps; ``*.example.com`` for subdomains);
+      ``path_prefixes`` narrow it to paths starting with one of them.
+    - ``allow_private_addresses``: False refuses local, private and metadata
+      addresses; True allows every address but cloud metadata services; a
+      collection of addresses or networks (``("127.0.0.1",)``) allows those.
+    - ``per_host_connections`` and ``delay`` (seconds between request starts
+      to one host; a larger Crawl-delay wins) are per host; ``max_connections``
+      bounds the whole crawl.
+    - ``timeout`` is the total deadline of one request, body included.
+    - ``head_mode``: revalidate a known page with a conditional HEAD first and
+      GET only when it changed (for servers that compute bodies even for a 304).
+    - ``revalidate_all``: send no validators, so every page is downloaded and
+      compared by content: the periodic full revalidation.
+    - ``media_types``: answers of other types are skipped unread (None: all).
+    - ``use_robots_sitemaps``: also read the sitemaps robots.txt of the seeds' origins names.
+    - ``min_interval``/``max_interval`` (seconds, default 1 hour / 7 days): the bounds
+      of each page's revisit interval (:mod:`kbsync.schedule`), which ``list_due`` obeys.
+    """
+
+    seeds: str | Iterable[str] = ()
+    sitemaps: str | Iterable[str] = ()
+    allowed_hosts: str | Iterable[str] | None = None
+    path_prefixes: str | Iterable[str] = ()
+    max_pages: int = 1000
+    max_depth: int = 5
+    user_agent: str = DEFAULT_USER_AGENT
+    allow_private_addresses: bool | str | Iterable[str] = False
+    per_host_connections: int = 2
+    max_connections: int = 8
+    delay: float = 0.25
+    timeout: float = 10.0
+    max_bytes: int = 10_000_000
+    max_decompressed_bytes: int = 50_000_000
+    max_redirects: int = 5
+    retry_after_cap: float = 60.0
+    head_mode: bool = False
+    revalidate_all: bool = False
+    soft_404_check: bool = True
+    use_robots_sitemaps: bool = True
+    media_types: Iterable[str] | None = DEFAULT_MEDIA_TYPES
+    robots_max_age: float = 86_400.0
+    min_interval: float = DEFAULT_MIN_INTERVAL
+    max_interval: float = DEFAULT_MAX_INTERVAL
+
+    def validated(self) -> WebConfig:
+        """The checked, canonical settings; ParameterError naming the one that is wrong."""
+        seeds = canonical_urls(self.seeds, "seed")
+        sitemaps = canonical_urls(self.sitemaps, "sitemap")
+        media = self.media_types
+        return WebConfig(
+            seeds=seeds, sitemaps=sitemaps,
+            scope=build_scope(self.allowed_hosts, self.path_prefixes, (*seeds, *sitemaps)),
+            addresses=build_address_policy(self.allow_private_addresses),
+            media_types=None if media is None else frozenset(t.lower() for t in media),
+            **{f.name: getattr(self, f.name) for f in fields(WebConfig)
+               if f.name not in _DERIVED})
+
+
+# WebConfig's fields that validated() derives rather than copies.
+_DERIVED = frozenset({"seeds", "sitemaps", "scope", "addresses", "media_types"})
 
 
 def canonical_urls(urls: str | Iterable[str], what: str) -> tuple[str, ...]:

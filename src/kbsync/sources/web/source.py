@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -12,16 +12,8 @@ import httpx
 
 from kbsync.errors import DocumentError
 from kbsync.model import KnownItem, Listing, SourceItem
-from kbsync.schedule import DEFAULT_MAX_INTERVAL, DEFAULT_MIN_INTERVAL
 from kbsync.sources import Revisits
-from kbsync.sources.web.config import (
-    DEFAULT_MEDIA_TYPES,
-    DEFAULT_USER_AGENT,
-    WebConfig,
-    build_address_policy,
-    build_scope,
-    canonical_urls,
-)
+from kbsync.sources.web.config import WebConfig, WebSettings
 from kbsync.sources.web.crawler import Crawl, Progress
 from kbsync.sources.web.politeness import HostGates
 from kbsync.sources.web.robots import RobotsCache
@@ -40,26 +32,8 @@ class WebSource:
     again only for an item whose body is not held (each body is handed out
     once, to bound memory). Keys are canonical URLs (:mod:`.urls`).
 
-    Settings beyond the obvious ones:
+    Its settings are a :class:`~kbsync.sources.web.config.WebSettings`; besides them:
 
-    - ``allowed_hosts``: hosts whose pages belong to the source (default: the
-      hosts of the seeds and sitemaps; ``*.example.com`` for subdomains);
-      ``path_prefixes`` narrow it to paths starting with one of them.
-    - ``allow_private_addresses``: False refuses local, private and metadata
-      addresses; True allows every address but cloud metadata services; a
-      collection of addresses or networks (``("127.0.0.1",)``) allows those.
-    - ``per_host_connections`` and ``delay`` (seconds between request starts
-      to one host; a larger Crawl-delay wins) are per host; ``max_connections``
-      bounds the whole crawl.
-    - ``timeout`` is the total deadline of one request, body included.
-    - ``head_mode``: revalidate a known page with a conditional HEAD first and
-      GET only when it changed (for servers that compute bodies even for a 304).
-    - ``revalidate_all``: send no validators, so every page is downloaded and
-      compared by content: the periodic full revalidation.
-    - ``media_types``: answers of other types are skipped unread (None: all).
-    - ``use_robots_sitemaps``: also read the sitemaps robots.txt of the seeds' origins names.
-    - ``min_interval``/``max_interval`` (seconds, default 1 hour / 7 days): the bounds
-      of each page's revisit interval (:mod:`kbsync.schedule`), which ``list_due`` obeys.
     - ``clock``: wall-clock seconds since the epoch for the schedules (tests, simulations).
     - ``transport``: an httpx transport (tests, custom TLS); the source never closes it.
     - ``progress(url, done, total)``: called after each page.
@@ -67,70 +41,22 @@ class WebSource:
 
     def __init__(
         self,
-        seeds: str | Iterable[str] = (),
+        settings: WebSettings,
         *,
-        sitemaps: str | Iterable[str] = (),
         name: str | None = None,
-        allowed_hosts: str | Iterable[str] | None = None,
-        path_prefixes: str | Iterable[str] = (),
-        max_pages: int = 1000,
-        max_depth: int = 5,
-        user_agent: str = DEFAULT_USER_AGENT,
-        allow_private_addresses: bool | str | Iterable[str] = False,
-        per_host_connections: int = 2,
-        max_connections: int = 8,
-        delay: float = 0.25,
-        timeout: float = 10.0,
-        max_bytes: int = 10_000_000,
-        max_decompressed_bytes: int = 50_000_000,
-        max_redirects: int = 5,
-        retry_after_cap: float = 60.0,
-        head_mode: bool = False,
-        revalidate_all: bool = False,
-        soft_404_check: bool = True,
-        use_robots_sitemaps: bool = True,
-        media_types: Iterable[str] | None = DEFAULT_MEDIA_TYPES,
-        robots_max_age: float = 86_400.0,
-        min_interval: float = DEFAULT_MIN_INTERVAL,
-        max_interval: float = DEFAULT_MAX_INTERVAL,
         transport: httpx.AsyncBaseTransport | None = None,
         progress: Progress | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        seed_urls = canonical_urls(seeds, "seed")
-        sitemap_urls = canonical_urls(sitemaps, "sitemap")
-        self._config = WebConfig(
-            seeds=seed_urls,
-            sitemaps=sitemap_urls,
-            scope=build_scope(allowed_hosts, path_prefixes, (*seed_urls, *sitemap_urls)),
-            addresses=build_address_policy(allow_private_addresses),
-            max_pages=max_pages,
-            max_depth=max_depth,
-            user_agent=user_agent,
-            per_host_connections=per_host_connections,
-            max_connections=max_connections,
-            delay=delay,
-            timeout=timeout,
-            max_bytes=max_bytes,
-            max_decompressed_bytes=max_decompressed_bytes,
-            max_redirects=max_redirects,
-            retry_after_cap=retry_after_cap,
-            head_mode=head_mode,
-            revalidate_all=revalidate_all,
-            soft_404_check=soft_404_check,
-            use_robots_sitemaps=use_robots_sitemaps,
-            media_types=None if media_types is None else frozenset(t.lower() for t in media_types),
-            robots_max_age=robots_max_age,
-            min_interval=min_interval,
-            max_interval=max_interval,
-        )
+        self._config = settings.validated()
+        seed_urls, sitemap_urls = self._config.seeds, self._config.sitemaps
         self._clock = clock
         self._revisits = Revisits()
         self._name = name or (seed_urls or sitemap_urls)[0]
         self._transport = transport
         self._progress = progress
         # Kept across crawls of this source, each entry at most robots_max_age seconds.
-        self._robots = RobotsCache(robots_max_age)
+        self._robots = RobotsCache(self._config.robots_max_age)
         self._bodies: dict[str, tuple[str, bytes]] = {}
         self._gates: HostGates | None = None
         self.lastmod_hints: dict[str, str] = {}
