@@ -129,7 +129,7 @@ def test_search_shows_bracketed_text_and_escapes_control_characters(
     # Blocks, not a table: a line with the rank, the key and heading, then the text.
     # (a long heading wraps, so the score may stand on a later line of the block)
     assert re.search(r"^1\. \S.* › ", shown, re.MULTILINE)
-    assert re.search(r"  score -?\d", shown)
+    assert re.search(r"  relevance \d\.\d\d", shown)
     assert "┃" not in shown
 
 
