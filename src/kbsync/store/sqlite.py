@@ -181,8 +181,9 @@ _MIGRATIONS: tuple[str, ...] = (
     """,
     # 10: revisit schedules of web pages (kbsync.schedule): when each page was last
     # checked and seen changed, its interval, and the hash and type of its last body.
+    # (IF NOT EXISTS: a store rewound to an older version, as tests do, keeps its table.)
     """
-    CREATE TABLE schedules (
+    CREATE TABLE IF NOT EXISTS schedules (
         source TEXT NOT NULL,
         key TEXT NOT NULL,
         checked REAL NOT NULL,
