@@ -487,8 +487,16 @@ class KnowledgeBase:
     def document(self, key: str, source: str | None = None) -> DocumentText:
         """The current (and previous) canonical text of a document.
 
-        Raises ``KbsyncError`` when no document has that key (in ``source``, if given).
+        Raises ``KbsyncError`` when no document has that key (in ``source``, if given),
+        and ``ParameterError`` when several sources hold it and no ``source`` is given.
         """
+        if source is None:
+            names = self.store.source_names()
+            holders = sorted(s for s in names if self.store.document(key, s) is not None) \
+                if len(names) > 1 else []
+            if len(holders) > 1:
+                raise ParameterError(f"{key}: several sources hold this key "
+                                     f"({', '.join(holders)}): name one (--source)")
         doc = self.store.document(key, source)
         if doc is None:
             raise KbsyncError(f"{key}: no such document in the knowledge base")

@@ -134,6 +134,9 @@ def test_diff_of_a_key_two_sources_hold_shows_the_source_asked_for(kb: Path) -> 
     assert [r["text"] for r in json.loads(out)["regions"]] == ["cranes and tugs."]
     assert json.loads(_run("diff", name, "--source", "docs", "-c", c, "--json")[1])[
         "first_version"] is True
+    ambiguous = runner.invoke(app, ["diff", name, "-c", c])
+    assert ambiguous.exit_code != 0  # not one of the two, silently
+    assert "several sources hold this key (docs, notes)" in ambiguous.stderr
 
 
 def test_a_moved_document_is_reported_with_the_key_it_came_from(kb: Path) -> None:
