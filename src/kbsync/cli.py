@@ -500,7 +500,7 @@ def search(
              "(default: [search] context_tokens; 0 for the chunk alone).")] = None,
     where: Annotated[list[str] | None, typer.Option(
         "--where", metavar="NAME=VALUE",
-        help="Only documents whose NAME is VALUE: source, path (the document's key) or a "
+        help="Only documents whose NAME is VALUE: source, path (the document's key), title or a "
              "metadata key (front matter, HTML meta, PDF info). A VALUE with * or ? is a glob "
              "(* spans /). Repeat it: different names must all match, the same name twice "
              "matches either value. An unknown name matches nothing.")] = None,

@@ -446,7 +446,8 @@ class MemoryStore:
         for s, k in sorted(self._s.documents):
             if source in (None, s) and key in (None, k):
                 doc, skip = self._s.documents[(s, k)], self.boilerplate(s)
-                if filters is not None and not matches(filters, s, k, _metadata(doc.metadata)):
+                if filters is not None and not matches(filters, s, k, _metadata(doc.metadata),
+                                                       doc.title):
                     continue
                 for i, c in enumerate(doc.current.chunks):
                     if c.digest not in skip:

@@ -226,3 +226,13 @@ def test_a_broad_filter_on_postgres_walks_the_index_and_finds_what_the_exact_sca
                 assert _keys(walked) == _keys(exact), where
     finally:
         backend.drop()
+
+
+def test_the_title_is_a_field_a_filter_can_name(kb: KnowledgeBase) -> None:
+    titled = {h.title for h in kb.search("retry backoff", k=20, mode="text", context_tokens=0)}
+    title = sorted(t for t in titled if t)[0]
+    hits = kb.search("retry backoff", k=20, mode="text", context_tokens=0,
+                     filters={"title": title})
+    assert hits
+    assert {h.title for h in hits} == {title}
+    assert kb.search("retry backoff", k=5, mode="text", filters={"title": "no such*"}) == []

@@ -28,7 +28,7 @@ from kbsync.errors import ParameterError
 __all__ = ["STORE_FIELDS", "Filters", "filters_from", "matches", "parse_where",
            "postgres_condition", "sqlite_condition"]
 
-STORE_FIELDS = {"source": "d.source", "path": "d.key"}
+STORE_FIELDS = {"source": "d.source", "path": "d.key", "title": "d.title"}
 """Filter names that are the store's own fields (they win over metadata keys of the same name)."""
 
 # A metadata key a filter can name: letters, digits and ``_ . : -`` (what front
@@ -120,11 +120,13 @@ def _value_matches(pattern: str, text: str) -> bool:
     return text == pattern
 
 
-def matches(filters: Filters, source: str, key: str, metadata: Mapping[str, Any]) -> bool:
+def matches(filters: Filters, source: str, key: str, metadata: Mapping[str, Any],
+            title: str | None = None) -> bool:
     """Whether a document meets ``filters`` (what the stores' SQL computes, in Python)."""
+    fields = {"source": source, "path": key, "title": title}
     for name, values in filters.conditions:
         if name in STORE_FIELDS:
-            found: list[Any] = [source if name == "source" else key]
+            found: list[Any] = [fields[name]]
         elif name not in metadata or metadata[name] is None:
             return False
         else:
