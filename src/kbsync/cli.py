@@ -469,7 +469,9 @@ def _status_text(data: dict[str, Any]) -> str:
                      f"documents applied (started {last['started']})")
     else:
         counts = sorted(last["documents"].items())
-        acted = ", ".join(f"{n} {action}" for action, n in counts if n) or "nothing"
+        # A run that did nothing because it failed says so, above its failures.
+        acted = ", ".join(f"{n} {action}" for action, n in counts if n) or (
+            "nothing done, because of these failures" if last["failures"] else "nothing to do")
         lines.append(f"last sync:  {last['started']} to {last['finished']}: {acted}")
     failures = last["failures"] if last is not None else []
     for failure in failures[:_STATUS_FAILURES]:

@@ -65,6 +65,7 @@ def test_status_tells_people_the_counts_each_source_and_what_the_last_sync_did(
     _run("sync", "-c", c)
     out = _run("status", "-c", c)[1]
     assert "\n  failed:   docs: source root " in out  # the source's failure, not a document's
+    assert ": nothing done, because of these failures\n  failed:" in out
 
 
 def test_status_names_the_documents_the_last_sync_could_not_take_and_why(kb: Path) -> None:
