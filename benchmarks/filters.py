@@ -29,10 +29,9 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import search
 from kbsync.engine import init_config
-from kbsync.identity import digest
 from kbsync.knowledge_base import KnowledgeBase
-from kbsync.plan import Action, ChunkDraft, ChunkOps, DocumentPlan, DocumentVersion
 from kbsync.store.filters import Filters, filters_from
 from search import DIMENSION, EXAMPLES, RandomEmbedder
 
@@ -42,25 +41,8 @@ FILTER = {"team": "t07"}
 
 def fill(engine: KnowledgeBase, chunks: int, per_doc: int = 50) -> None:
     """``chunks`` chunks in documents of ``per_doc``, document ``d`` of team ``d % TEAMS``."""
-    words = " ".join(p.read_text() for p in EXAMPLES.glob("*.txt")).split()
-    rng = random.Random(0)
-    embedder = engine.embedder
-    for d in range(chunks // per_doc):
-        drafts = []
-        for i in range(per_doc):
-            text = " ".join(rng.choice(words) for _ in range(60))
-            drafts.append(ChunkDraft(digest("bench", d, i, text), text, 0, f"Section {i // 10}",
-                                     i * 400, i * 400 + len(text), 80, "primary"))
-        metadata = json.dumps({"team": f"t{d % TEAMS:02d}", "lang": "en"})
-        version = DocumentVersion(f"doc-{d}.md", f"doc-{d}.md", "text/markdown", None, "b", "t",
-                                  "d", f"Document {d}", metadata,
-                                  " ".join(c.text for c in drafts), tuple(drafts))
-        vectors = dict(zip([c.digest for c in drafts],
-                           embedder.embed([c.text for c in drafts]), strict=True))
-        plan = DocumentPlan(version.key, Action.NEW, version=version,
-                            ops=ChunkOps(added=per_doc,
-                                         added_digests=tuple(c.digest for c in drafts)))
-        engine.store.apply("bench", plan, vectors, embedder.identity, "now")
+    search.fill(engine, chunks, per_doc,
+                metadata=lambda d: json.dumps({"team": f"t{d % TEAMS:02d}", "lang": "en"}))
 
 
 def _exhaustive(engine: KnowledgeBase, query: str, k: int) -> list[tuple[str, int]]:

@@ -16,7 +16,7 @@ import argparse
 import random
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -51,7 +51,9 @@ class RandomEmbedder:
         return out
 
 
-def fill(engine: KnowledgeBase, chunks: int, per_doc: int = 50) -> None:
+def fill(engine: KnowledgeBase, chunks: int, per_doc: int = 50,
+         metadata: Callable[[int], str] = lambda d: "{}") -> None:
+    """``chunks`` chunks in documents of ``per_doc``; ``metadata(d)`` is document ``d``'s."""
     words = " ".join(p.read_text() for p in EXAMPLES.glob("*.txt")).split()
     rng = random.Random(0)
     embedder = engine.embedder
@@ -62,8 +64,8 @@ def fill(engine: KnowledgeBase, chunks: int, per_doc: int = 50) -> None:
             drafts.append(ChunkDraft(digest("bench", d, i, text), text, 0, f"Section {i // 10}",
                                      i * 400, i * 400 + len(text), 80, "primary"))
         version = DocumentVersion(f"doc-{d}.md", f"doc-{d}.md", "text/markdown", None, "b", "t",
-                                  "d", f"Document {d}", "{}", " ".join(c.text for c in drafts),
-                                  tuple(drafts))
+                                  "d", f"Document {d}", metadata(d),
+                                  " ".join(c.text for c in drafts), tuple(drafts))
         vectors = dict(zip([c.digest for c in drafts],
                            embedder.embed([c.text for c in drafts]), strict=True))
         plan = DocumentPlan(version.key, Action.NEW, version=version,

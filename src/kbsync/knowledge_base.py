@@ -490,14 +490,16 @@ class KnowledgeBase:
         Raises ``KbsyncError`` when no document has that key (in ``source``, if given),
         and ``ParameterError`` when several sources hold it and no ``source`` is given.
         """
-        if source is None:
-            names = self.store.source_names()
-            holders = sorted(s for s in names if self.store.document(key, s) is not None) \
-                if len(names) > 1 else []
-            if len(holders) > 1:
+        names = self.store.source_names() if source is None else set()
+        if len(names) > 1:  # read from each source once, not looked up and then read
+            found = [d for s in sorted(names) if (d := self.store.document(key, s)) is not None]
+            if len(found) > 1:
                 raise ParameterError(f"{key}: several sources hold this key "
-                                     f"({', '.join(holders)}): name one (--source)")
-        doc = self.store.document(key, source)
+                                     f"({', '.join(d.source for d in found)}): name one "
+                                     "(--source)")
+            doc = found[0] if found else None
+        else:
+            doc = self.store.document(key, source)
         if doc is None:
             raise KbsyncError(f"{key}: no such document in the knowledge base")
         return doc

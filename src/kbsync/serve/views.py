@@ -43,7 +43,8 @@ def overview(kb: KnowledgeBase) -> dict[str, Any]:
                 for name, n in sorted(counts.items())]
     records = kb.runs(CHART_RUNS)
     recent = [{**change, "run": r.id, "finished": r.finished}
-              for r in records[:_RECENT_RUNS] for change in _changes(r.report)][:_RECENT_CHANGES]
+              for r in records[:_RECENT_RUNS]
+              for change in _changes(SyncResult.from_dict(r.report))][:_RECENT_CHANGES]
     return {
         "documents": status.documents,
         "chunks": status.chunks,
@@ -72,7 +73,10 @@ def _vectors(sources: Sequence[SourceResult]) -> dict[str, int]:
 
 def run_summary(record: RunRecord) -> dict[str, Any]:
     """One line of the runs list."""
-    result = SyncResult.from_dict(record.report)
+    return _summary(record, SyncResult.from_dict(record.report))
+
+
+def _summary(record: RunRecord, result: SyncResult) -> dict[str, Any]:
     return {
         "id": record.id,
         "started": record.started,
@@ -86,12 +90,13 @@ def run_summary(record: RunRecord) -> dict[str, Any]:
 
 def run_detail(record: RunRecord) -> dict[str, Any]:
     """A run's summary, its per-source report, its failures with reasons and its changes."""
-    sources = SyncResult.from_dict(record.report).sources
+    result = SyncResult.from_dict(record.report)  # read once for every part of the page
+    sources = result.sources
     return {
-        **run_summary(record),
+        **_summary(record, result),
         "failure_list": [{"source": s.source, "key": key, "message": message}
                          for s in sources for key, message in s.failures],
-        "changes": _changes(record.report),
+        "changes": _changes(result),
         "changes_omitted": sum(s.omitted.get("changes", 0) for s in sources),
         "sources": [{"source": s.source, "documents": dict(s.documents),
                      "chunks": dict(s.chunks), "embeddings": _vectors([s]),
@@ -187,9 +192,9 @@ def _regions(text: str, regions: Sequence[Region]) -> list[dict[str, Any]]:
             for r in regions]
 
 
-def _changes(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _changes(result: SyncResult) -> list[dict[str, Any]]:
     return [{"source": s.source, "key": c.key, "action": c.action,
              "verdict": None if c.change is None else str(c.change.verdict),
              "similarity": None if c.change is None else round(c.change.similarity, 4),
              "from": c.moved_from}
-            for s in SyncResult.from_dict(report).sources for c in s.changes]
+            for s in result.sources for c in s.changes]

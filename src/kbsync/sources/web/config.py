@@ -36,31 +36,32 @@ DEFAULT_MEDIA_TYPES = frozenset(
 
 @dataclass(frozen=True, slots=True)
 class WebConfig:
-    """Every setting of :class:`~kbsync.sources.web.WebSource`, checked and canonical."""
+    """Every setting of :class:`~kbsync.sources.web.WebSource`, checked and canonical (made by
+    :meth:`WebSettings.validated`, where the defaults are)."""
 
     seeds: tuple[str, ...]
     sitemaps: tuple[str, ...]
     scope: Scope
     addresses: AddressPolicy
-    max_pages: int = 1000
-    max_depth: int = 5
-    user_agent: str = DEFAULT_USER_AGENT
-    per_host_connections: int = 2
-    max_connections: int = 8
-    delay: float = 0.25
-    timeout: float = 10.0
-    max_bytes: int = 10_000_000
-    max_decompressed_bytes: int = 50_000_000
-    max_redirects: int = 5
-    retry_after_cap: float = 60.0
-    head_mode: bool = False
-    revalidate_all: bool = False
-    soft_404_check: bool = True
-    use_robots_sitemaps: bool = True
-    media_types: frozenset[str] | None = DEFAULT_MEDIA_TYPES
-    robots_max_age: float = 86_400.0
-    min_interval: float = DEFAULT_MIN_INTERVAL
-    max_interval: float = DEFAULT_MAX_INTERVAL
+    max_pages: int
+    max_depth: int
+    user_agent: str
+    per_host_connections: int
+    max_connections: int
+    delay: float
+    timeout: float
+    max_bytes: int
+    max_decompressed_bytes: int
+    max_redirects: int
+    retry_after_cap: float
+    head_mode: bool
+    revalidate_all: bool
+    soft_404_check: bool
+    use_robots_sitemaps: bool
+    media_types: frozenset[str] | None
+    robots_max_age: float
+    min_interval: float
+    max_interval: float
 
     def __post_init__(self) -> None:
         if not self.seeds and not self.sitemaps:
