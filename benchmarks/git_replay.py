@@ -12,10 +12,9 @@ says between the two commits, read the way kbsync reports it:
 
     A path → ``new``; D path → ``deleted``; M path → ``modified`` (``unchanged`` or
     ``metadata-only`` when its extracted text normalizes to the same text: not expected in
-    these histories, and counted as a mismatch if it happens); R100 old new → ``moved``;
-    a rename with edits (R<100) → ``new`` at the new path and ``deleted`` at the old one
-    (kbsync finds renames by content; the edited version's unchanged chunks still find
-    their vectors in the embedding cache).
+    these histories, and counted as a mismatch if it happens); R old new → ``moved``, with
+    edits (R<100) or without (R100): the git source names each file's old path, so a
+    rename with edits keeps its record and the vectors of the chunks it kept.
 
 Printed: one row per commit that changed something (git's counts, kbsync's, whether they
 match, bytes read and the sync's seconds), then totals. Exit status 1 on any mismatch.
@@ -115,11 +114,8 @@ def expected_actions(repo: Path, old: str, new: str) -> tuple[set[tuple[str, ...
         if status[0] in "RC":
             before, after = fields[i + 1], fields[i + 2]
             renames += 1
-            if status == "R100":
-                exact += 1
-                out.add(("moved", after, before))
-            else:
-                out |= {("new", after), ("deleted", before)}
+            exact += status == "R100"
+            out.add(("moved", after, before))
             i += 3
         else:
             out.add((words[status[0]], fields[i + 1]))

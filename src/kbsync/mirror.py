@@ -164,7 +164,7 @@ def write_document(store: RecordStore, sink: VectorSink, source: str, doc: Docum
     old = payloads(old_refs, embedder)
     if doc.action is Action.DELETED:
         new_refs: list[ChunkRef] = []
-    elif doc.action is Action.MOVED:  # the chunks stay; only the key (and so the ids) change
+    elif doc.action is Action.MOVED and not doc.edited:  # only the key (and so the ids) change
         new_refs = [replace(r, key=doc.key) for r in old_refs]
     else:
         assert doc.version is not None

@@ -235,6 +235,9 @@ class SourceItem:
     # (name, value) pairs the source knows of this version (a git commit), sorted;
     # merged into the document's metadata when it is read.
     metadata: tuple[tuple[str, str], ...] = ()
+    # The key the source says this document had in its previous listing (git's rename
+    # detection): a rename with edits, which the text alone cannot tell from a new file.
+    renamed_from: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

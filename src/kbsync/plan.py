@@ -101,6 +101,8 @@ class DocumentVersion:
     chunks: tuple[ChunkDraft, ...]
     rechunked: bool = True
     validators: Validators | None = None
+    renamed_from: str | None = None
+    """The key the source says the document had before (see ``SourceItem.renamed_from``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +154,10 @@ class DocumentPlan:
     ``refresh`` marks an unchanged document whose stored stat, validators or bytes hash
     are out of date (a ``touch``, a re-download of the same text): its row is updated,
     but its content is the same, so it is reported as unchanged.
+
+    ``edited`` marks a move whose text changed too (a rename the source reported, with
+    edits): the document keeps its record under the new key, and its new version is
+    written there, reusing the vectors of the chunks it kept.
     """
 
     key: str
@@ -164,6 +170,7 @@ class DocumentPlan:
     message: str = ""
     missing: bool = False
     refresh: bool = False
+    edited: bool = False
 
     @property
     def writes(self) -> bool:
@@ -218,7 +225,9 @@ def plan(
 
     A document observed under a new key with the exact text of a stored one
     whose key vanished from this listing is *moved*: its chunks and vectors are
-    kept. Deletions need a complete listing, and more than half of a source's
+    kept. So is one whose source names a vanished key it was renamed from
+    (``renamed_from``), with its edits planned as those of a modified document.
+    Deletions need a complete listing, and more than half of a source's
     documents going at once needs ``allow_mass_delete``. Digests in ``skip``
     (boilerplate left out of the index) are never embedded.
 
@@ -229,6 +238,7 @@ def plan(
     listed_keys = set(listed)
     observed = {o.key: o for o in observations}
     vanished = [k for k in stored if k not in listed_keys] if listing_complete else []
+    vanished_keys = set(vanished)
     by_text: dict[str, list[str]] = {}
     for k in vanished:
         by_text.setdefault(text_key(stored[k]), []).append(k)
@@ -249,12 +259,19 @@ def plan(
                         else DocumentPlan(key, Action.FAILED))
         elif old is None:
             candidates = by_text.get(text_key(obs), [])
+            renamed = obs.renamed_from
             if candidates:
                 src = candidates.pop(0)
                 moved_from.add(src)
                 digests = stored[src].chunk_digests
                 docs.append(DocumentPlan(key, Action.MOVED, version=obs, previous_key=src,
                                          ops=ChunkOps(kept=len(digests))))
+            elif renamed is not None and renamed in vanished_keys and renamed not in moved_from:
+                moved_from.add(renamed)
+                by_text[text_key(stored[renamed])].remove(renamed)
+                ops = chunk_ops(stored[renamed].chunk_digests, (c.digest for c in obs.chunks))
+                docs.append(DocumentPlan(key, Action.MOVED, version=obs, previous_key=renamed,
+                                         ops=ops, edited=True))
             else:
                 docs.append(DocumentPlan(key, Action.NEW, version=obs,
                                          ops=chunk_ops((), (c.digest for c in obs.chunks))))

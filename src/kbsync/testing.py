@@ -41,6 +41,7 @@ class MemorySource:
 
     The stat of a document is derived from its content, so an edit changes it
     and an unchanged document keeps it; ``complete=False`` simulates a partial listing.
+    ``renames`` (new key to old key) are listed as ``renamed_from``, as git names renames.
     """
 
     def __init__(self, documents: Mapping[str, bytes | None] | None = None,
@@ -52,6 +53,7 @@ class MemorySource:
         self.complete = True
         self.http = http
         self.errors: dict[str, ItemError] = {}
+        self.renames: dict[str, str] = {}
         self.reads: list[str] = []
 
     @property
@@ -72,10 +74,12 @@ class MemorySource:
                 seen = known.get(key)
                 items.append(SourceItem(key, f"memory:{key}", self.media_type, None, validators,
                                         not_modified=seen is not None
-                                        and seen.validators == validators))
+                                        and seen.validators == validators,
+                                        renamed_from=self.renames.get(key)))
             else:
                 items.append(SourceItem(key, f"memory:{key}", self.media_type,
-                                        SourceStat(len(payload), int(tag, 16), 1)))
+                                        SourceStat(len(payload), int(tag, 16), 1),
+                                        renamed_from=self.renames.get(key)))
         return Listing(tuple(items), complete=self.complete, errors=tuple(self.errors.values()))
 
     def read(self, item: SourceItem) -> bytes:
@@ -374,6 +378,10 @@ class MemoryStore:
         assert doc.previous_key is not None
         found = self._s.documents.pop((source, doc.previous_key), None)
         if found is None:  # the old row is gone: treat as new
+            self._write_version(source, doc, now)
+            return
+        if doc.edited:  # the record takes its new key, then its new version
+            self._s.documents[(source, doc.key)] = found
             self._write_version(source, doc, now)
             return
         self._s.documents[(source, doc.key)] = replace(

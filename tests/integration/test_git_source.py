@@ -163,6 +163,56 @@ def test_edits_renames_deletions_and_new_files_are_reported_as_git_names_them(
     assert stored["README.md"]["git_commit"] == old  # not read again: its blob is the same
 
 
+def test_a_rename_with_edits_is_a_move_that_embeds_only_the_new_chunks(
+        repo: Repo, kb_dir: Path) -> None:
+    source = _source(kb_dir, repo.path)
+    _sync(kb_dir, source)
+    with KnowledgeBase.open(kb_dir) as kb:
+        before = kb.store.manifest("docs")["guide/setup.md"]
+    old = repo.git("rev-parse", "HEAD").strip()
+    repo.git("mv", "guide/setup.md", "guide/installing.md")
+    edited = "# Setup\n\n" + _text("setup") + "\n\nA closing paragraph about installing it."
+    new = repo.commit({"guide/installing.md": edited})
+    (status, *_), = [line.split("\t") for line in
+                     repo.git("diff", "--name-status", "-M", old, new).splitlines()]
+    assert status.startswith("R")
+    assert status != "R100"
+    report = _sync(kb_dir, source)
+    assert _actions(report) == {("moved", "guide/installing.md", "guide/setup.md")}
+    assert _counts(report) == {"moved": 1, "unchanged": 3}
+    (change,) = report["changes"]
+    assert 0.9 < change["similarity"] < 1  # compared with the text it had at its old key
+    assert report["chunks"]["added"] >= 1
+    assert report["embeddings_computed"] == report["chunks"]["added"]
+    assert report["embeddings_reused"] == 0
+    with KnowledgeBase.open(kb_dir) as kb:
+        manifest = kb.store.manifest("docs")
+        assert "guide/setup.md" not in manifest
+        assert manifest["guide/installing.md"].text_hash != before.text_hash
+        moved = kb.document("guide/installing.md")
+        assert moved.generation == before.generation + 1  # the same record, at its new key
+        hits = kb.search("closing paragraph about installing", k=1, mode="text")
+        assert [h.key for h in hits] == ["guide/installing.md"]
+        diff = kb.diff("guide/installing.md")
+        assert diff.previous is not None
+        assert "closing paragraph" not in diff.previous
+        assert kb.verify().ok
+    assert _counts(_sync(kb_dir, source)) == {"unchanged": 4}
+
+
+def test_a_plan_before_the_sync_leaves_the_rename_for_the_sync_to_see(
+        repo: Repo, kb_dir: Path) -> None:
+    source = _source(kb_dir, repo.path)
+    _sync(kb_dir, source)
+    repo.git("mv", "faq.txt", "questions.txt")
+    repo.commit({"questions.txt": _text("faq") + "\n\nOne more question."})
+    with KnowledgeBase.open(kb_dir) as kb:
+        kb.sources = [source]
+        planned = kb.plan().sources[0].to_dict()
+    assert _actions(planned) == {("moved", "questions.txt", "faq.txt")}
+    assert _actions(_sync(kb_dir, source)) == {("moved", "questions.txt", "faq.txt")}
+
+
 def test_an_unchanged_blob_is_never_read(repo: Repo, kb_dir: Path) -> None:
     source = _source(kb_dir, repo.path)
     _sync(kb_dir, source)
@@ -389,7 +439,8 @@ def test_reading_a_blob_of_a_remote_never_fetches_again(
 def test_a_queued_document_keeps_what_its_source_knows_of_it() -> None:
     from kbsync.sync.parallel import _item, _item_json
 
-    item = SourceItem("a.md", "a.md", "text/markdown", metadata=(("git_commit", "c0ffee"),))
+    item = SourceItem("a.md", "a.md", "text/markdown", metadata=(("git_commit", "c0ffee"),),
+                      renamed_from="old/a.md")
     assert _item("a.md", json.loads(json.dumps(_item_json(item, "d", "e")))) == item
 
 

@@ -28,7 +28,7 @@ BODIES = st.lists(st.sampled_from(WORDS), min_size=1, max_size=80).map(
 # A header many documents share: chunks of it become the source's boilerplate.
 HEADER = b"cookie notice we value your privacy " * 12
 EDITS = st.tuples(st.sampled_from(["write", "append", "header", "copy", "delete", "rename",
-                                   "fail", "missing", "found", "gc"]),
+                                   "rename-edit", "fail", "missing", "found", "gc"]),
                   st.sampled_from(KEYS), st.sampled_from(KEYS), BODIES)
 STEPS = st.lists(st.tuples(st.lists(EDITS, min_size=1, max_size=3),
                            st.booleans(), st.booleans()), min_size=1, max_size=7)
@@ -49,6 +49,9 @@ def _edit(source: MemorySource, what: str, key: str, other: str, body: bytes) ->
         docs.pop(key, None)
     elif what == "rename" and key in docs and other not in docs:
         docs[other] = docs.pop(key)
+    elif what == "rename-edit" and key in docs and other not in docs:  # as git names one
+        docs[other] = (docs.pop(key) or b"") + b" " + body
+        source.renames[other] = key
     elif what == "fail" and key in docs:
         docs[key] = None
     elif what == "missing" and key in docs:  # a 404 that a later check is to confirm

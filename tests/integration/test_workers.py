@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -56,7 +57,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-def _kb(tmp_path: Path, docs: Path, backend: Backend) -> Path:
+def _kb(tmp_path: Path, docs: Path | str, backend: Backend) -> Path:
     """A knowledge base on ``docs`` in a fresh PostgreSQL schema (small vectors: a fast test)."""
     init_config(tmp_path, [str(docs)])
     backend.configure(tmp_path)
@@ -190,6 +191,30 @@ def test_a_rename_seen_by_a_worker_is_a_move_and_embeds_nothing(
         assert report.sources[0].embeddings_computed == 0
         assert engine.store.document("renamed.txt") is not None
         assert engine.store.document("log-00004.txt") is None
+        assert engine.verify().problems == ()
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs the git executable")
+def test_a_rename_with_edits_that_git_names_is_a_move_for_workers(
+    pg: Backend, tmp_path: Path,
+) -> None:
+    from tests.integration.test_git_source import Repo
+
+    repo = Repo(tmp_path / "repo")
+    _corpus(repo.path / "docs", 8)
+    repo.commit()
+    (tmp_path / "kb").mkdir()
+    kb = _kb(tmp_path / "kb", f"git+{repo.path}", pg)
+    with KnowledgeBase.open(kb) as engine:
+        engine.sync(workers=2)
+        repo.git("mv", "docs/log-00003.txt", "docs/renamed.txt")
+        edited = (repo.path / "docs/renamed.txt").read_text() + "\n\nA new closing line."
+        repo.commit({"docs/renamed.txt": edited})
+        report = engine.sync(workers=2)
+        assert [(c.key, c.action, c.moved_from) for c in report.sources[0].changes] == [
+            ("docs/renamed.txt", "moved", "docs/log-00003.txt")]
+        assert 0 < report.sources[0].embeddings_computed == report.sources[0].chunks["added"]
+        assert engine.store.document("docs/log-00003.txt") is None
         assert engine.verify().problems == ()
 
 

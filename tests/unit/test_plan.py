@@ -21,10 +21,11 @@ def _stored(key: str, digests: tuple[str, ...], text_hash: str = "t") -> StoredD
 
 
 def _version(key: str, digests: tuple[str, ...], text_hash: str = "t2",
-             rechunked: bool = True, title: str | None = None) -> DocumentVersion:
+             rechunked: bool = True, title: str | None = None,
+             renamed_from: str | None = None) -> DocumentVersion:
     chunks = tuple(ChunkDraft(d, d, 0, None, 0, 1, 1, "primary") for d in digests)
     return DocumentVersion(key, key, "text/plain", STAT, "b2", text_hash, "d", title, "{}", "x",
-                           chunks, rechunked)
+                           chunks, rechunked, renamed_from=renamed_from)
 
 
 def test_chunk_ops_count_kept_moved_added_and_deleted_as_multisets() -> None:
@@ -71,6 +72,44 @@ def test_the_same_text_under_a_new_key_is_a_move_not_a_delete_and_an_add() -> No
     assert doc.action is Action.MOVED
     assert doc.previous_key == "old.md"
     assert result.to_embed == ()
+
+
+def test_an_edited_document_the_source_says_was_renamed_is_a_move_with_its_edits() -> None:
+    stored = {"old.md": _stored("old.md", ("a", "b", "c"), text_hash="T")}
+    edited = _version("new.md", ("a", "b", "n"), text_hash="T2", renamed_from="old.md")
+    result = plan("s", stored, ["new.md"], [edited])
+    (doc,) = result.documents
+    assert (doc.action, doc.previous_key, doc.edited) == (Action.MOVED, "old.md", True)
+    assert (doc.ops.kept, doc.ops.added, doc.ops.deleted) == (2, 1, 1)
+    assert result.to_embed == ("n",)
+    exact = plan("s", stored, ["new.md"], [_version("new.md", ("a", "b", "c"), "T")])
+    assert not exact.documents[0].edited
+
+
+def test_a_rename_hint_is_ignored_unless_its_origin_vanished_and_is_free() -> None:
+    stored = {"kept.md": _stored("kept.md", ("a",), text_hash="K"),
+              "gone.md": _stored("gone.md", ("g",), text_hash="G")}
+    # kept.md is still listed; gone.md's exact text went to copy.md, which sorts first.
+    observations = [Unchanged("kept.md"), _version("copy.md", ("g",), text_hash="G"),
+                    _version("from-kept.md", ("a", "x"), renamed_from="kept.md"),
+                    _version("from-gone.md", ("g", "y"), renamed_from="gone.md"),
+                    _version("from-nowhere.md", ("z",), renamed_from="never.md")]
+    result = plan("s", stored, [o.key for o in observations], observations)
+    actions = {d.key: (d.action, d.previous_key) for d in result.documents}
+    assert actions == {"kept.md": (Action.UNCHANGED, None),
+                       "copy.md": (Action.MOVED, "gone.md"),
+                       "from-kept.md": (Action.NEW, None),
+                       "from-gone.md": (Action.NEW, None),
+                       "from-nowhere.md": (Action.NEW, None)}
+
+
+def test_an_exact_copy_is_not_offered_an_origin_a_rename_hint_took() -> None:
+    stored = {"a.md": _stored("a.md", ("a",), text_hash="A")}
+    observations = [_version("b.md", ("a", "x"), renamed_from="a.md"),
+                    _version("c.md", ("a",), text_hash="A")]
+    result = plan("s", stored, ["b.md", "c.md"], observations)
+    actions = {d.key: (d.action, d.previous_key) for d in result.documents}
+    assert actions == {"b.md": (Action.MOVED, "a.md"), "c.md": (Action.NEW, None)}
 
 
 def test_an_incomplete_listing_deletes_nothing() -> None:

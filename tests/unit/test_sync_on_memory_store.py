@@ -226,6 +226,29 @@ def test_a_sync_with_an_external_vector_store_leaves_it_a_mirror_of_the_records(
     assert store.pending_outbox() == []
 
 
+def test_a_rename_the_source_names_with_edits_embeds_only_its_new_chunks(
+        embedder: CountingEmbedder) -> None:
+    store, source, sink = MemoryStore(), _source(), MemorySink()
+    sync_sources([source], store, embedder, extractor_for, CHUNKER, sink=sink)
+    old = _state(store)[("memory", "doc1.txt")]
+    source.documents["renamed.txt"] = _body(1) + b" and a closing sentence here"
+    del source.documents["doc1.txt"]
+    source.renames["renamed.txt"] = "doc1.txt"
+    texts = embedder.texts
+    result = sync_sources([source], store, embedder, extractor_for, CHUNKER, sink=sink)
+    assert (result.total("moved"), result.total("new"), result.total("deleted")) == (1, 0, 0)
+    moved = _state(store)[("memory", "renamed.txt")]
+    new_digests = set(moved.chunk_digests) - set(old.chunk_digests)
+    assert new_digests
+    assert embedder.texts - texts == len(new_digests)
+    assert moved.generation == old.generation + 1
+    assert ("memory", "doc1.txt") not in _state(store)
+    assert reconcile(store, sink, embedder.identity, embedder.dimension).problems() == []
+    keys = {payload.key for _, payload in sink.points.values()}
+    assert "renamed.txt" in keys
+    assert "doc1.txt" not in keys
+
+
 class _FailingStore(MemoryStore):
     """A store whose write of one document fails, as a full disk would."""
 

@@ -26,7 +26,9 @@ Policies, each a promise the rest of kbsync relies on:
   bare mirror under the state folder, ``.kbsync/git/``.
 - A listing remembers the commit it listed and its tree (in the state folder), so
   the next one asks git for ``git diff-tree -r -M`` between the two commits and
-  patches that tree: files the commits share are not even listed by git. Without
+  patches that tree: files the commits share are not even listed by git, and a
+  file git finds renamed (``-M``, edits included) names its old key in
+  ``renamed_from``, so that the sync reports it moved. Without
   that memory, or when the remembered commit is gone (a force-push, a garbage
   collection), the whole tree is listed with ``git ls-tree -r``. Either way the
   listing is exactly the tree of the new commit, whatever the last sync applied.
@@ -144,6 +146,8 @@ class _Tree:
 
     commit: str
     files: dict[str, _Entry] = field(default_factory=dict)
+    renames: dict[str, str] = field(default_factory=dict)
+    """New path to old path of each file git found renamed on the way to this commit."""
 
 
 def _git_env(ceiling: str | None) -> dict[str, str]:
@@ -328,6 +332,7 @@ class GitSource:
             args += ["--", folder + "/"]
         fields = self._run(args).split(b"\0")
         files = dict(old.files)
+        renames: dict[str, str] = {}
         added: dict[str, tuple[str, str]] = {}
         i = 0
         while i < len(fields) and fields[i]:
@@ -338,6 +343,8 @@ class GitSource:
             i += 1 + paths
             if status in "DR":
                 files.pop(names[0], None)
+            if status == "R":
+                renames[names[1]] = names[0]
             if status != "D":
                 files.pop(names[-1], None)
                 if meta[1] != "000000" and meta[1] != "160000":
@@ -345,7 +352,7 @@ class GitSource:
         sizes = self._sizes(sorted({blob for _, blob in added.values()}))
         for path, (mode, blob) in added.items():
             files[path] = _Entry(mode, blob, sizes.get(blob, 0))
-        return _Tree(commit, files)
+        return _Tree(commit, files, renames)
 
     def _sizes(self, blobs: list[str]) -> dict[str, int]:
         """The size of each blob, from one ``git cat-file --batch-check``."""
@@ -378,7 +385,8 @@ class GitSource:
             if data.get("format") != _TREE_FORMAT:
                 return None
             tree = _Tree(str(data["commit"]), {p: _Entry(str(m), str(b), int(n))
-                                               for p, (m, b, n) in data["files"].items()})
+                                               for p, (m, b, n) in data["files"].items()},
+                         {str(p): str(o) for p, o in data.get("renames", {}).items()})
         except (OSError, ValueError, KeyError, TypeError):
             return None  # unreadable or damaged: list the whole tree instead
         try:
@@ -393,7 +401,8 @@ class GitSource:
         if path is None:
             return
         data = {"format": _TREE_FORMAT, "commit": tree.commit,
-                "files": {p: [e.mode, e.blob, e.size] for p, e in tree.files.items()}}
+                "files": {p: [e.mode, e.blob, e.size] for p, e in tree.files.items()},
+                "renames": tree.renames}
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tree-")
@@ -415,6 +424,16 @@ class GitSource:
         return (self._include is not None and self._include.fullmatch(key) is not None
                 and not (self._exclude is not None and self._exclude.fullmatch(key)))
 
+    def _key_of(self, path: str | None, prefix: str) -> str | None:
+        """The key of a repository path, if it is one this source selects."""
+        if path is None or not path.startswith(prefix):
+            return None
+        try:
+            key = unicodedata.normalize("NFC", path[len(prefix):].encode("utf-8").decode("utf-8"))
+        except UnicodeEncodeError:
+            return None
+        return key if self.selected(key) else None
+
     def list(self, known: Mapping[str, KnownItem] | None = None) -> Listing:
         """Every selected file of the ref's tree, sorted by key; reads no blob."""
         del known
@@ -428,7 +447,12 @@ class GitSource:
                 commit, date = self._commit()
                 self._check_folder(commit)
                 old = self._recall()
-                tree = self._patched(old, commit) if old is not None else self._ls_tree(commit)
+                if old is not None and old.commit == commit:
+                    tree = old  # listed before (a dry run, say): the same files and renames
+                elif old is not None:
+                    tree = self._patched(old, commit)
+                else:
+                    tree = self._ls_tree(commit)
             except GitError as exc:
                 return _failed(f"{exc}; nothing will be deleted")
             except (OSError, ValueError) as exc:  # the state folder, or output git never gives
@@ -468,7 +492,8 @@ class GitSource:
                 continue
             yield SourceItem(key, path, self.media_type(key),
                              stat=SourceStat(entry.size, 0, int(entry.blob[:15], 16)),
-                             validators=Validators(etag=entry.blob), metadata=metadata)
+                             validators=Validators(etag=entry.blob), metadata=metadata,
+                             renamed_from=self._key_of(tree.renames.get(path), prefix))
         return Listing(items=(), warnings=tuple(sorted(warnings)), revision=f"{commit} {date}")
 
     def read(self, item: SourceItem) -> bytes:

@@ -483,6 +483,11 @@ class PostgresStore:
         version = doc.version
         assert version is not None
         assert doc.previous_key is not None
+        if doc.edited:  # the record takes its new key, then its new version (or is new)
+            self._queue("UPDATE documents SET key = %s WHERE source = %s AND key = %s",
+                        (doc.key, source, doc.previous_key))
+            self._write_version(source, doc, now)
+            return
         moved = self._conn.execute(
             "UPDATE documents SET key = %s, locator = %s, media_type = %s, size = %s, "
             "mtime_ns = %s, inode = %s, etag = %s, last_modified = %s, bytes_hash = %s, "
@@ -1065,6 +1070,14 @@ class PostgresStore:
         self._conn.execute("UPDATE work SET state = 'moved' WHERE run = %s AND source = %s "
                            "AND key = %s", (run, source, row[0]))
         return self.stored(source, row[0])
+
+    def claim_vanished_at(self, run: str, source: str, key: str) -> StoredDocument | None:
+        """The vanished document of this run at ``key`` (the origin a source named for a
+        rename), taken as the origin of a move; None if it did not vanish or is taken."""
+        row = self._conn.execute(
+            "UPDATE work SET state = 'moved' WHERE run = %s AND source = %s AND key = %s "
+            "AND state = 'vanished' RETURNING key", (run, source, key)).fetchone()
+        return None if row is None else self.stored(source, row[0])
 
     def vanished(self, run: str, source: str) -> list[str]:
         """Documents of this run that vanished and were not the origin of a move."""

@@ -463,6 +463,11 @@ class SqliteStore:
         if found is None:  # the old row is gone: treat as new
             self._write_version(source, doc, now)
             return
+        if doc.edited:  # the record takes its new key, then its new version
+            crashpoint("store.move_document")
+            self._db.execute("UPDATE documents SET key = ? WHERE id = ?", (doc.key, found[0]))
+            self._write_version(source, doc, now)
+            return
         stat = version.stat
         crashpoint("store.move_document")
         self._db.execute(

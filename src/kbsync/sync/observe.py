@@ -135,7 +135,7 @@ def observe(
         metadata=json.dumps({**dict(record.metadata), **dict(item.metadata)}, sort_keys=True),
         text=text,
         chunks=_chunk_record(record, chunker, on_chunk) if rechunk else (), rechunked=rechunk,
-        validators=item.validators,
+        validators=item.validators, renamed_from=item.renamed_from,
     )
 
 

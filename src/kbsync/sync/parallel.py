@@ -103,6 +103,8 @@ class WorkQueue(RecordStore, Protocol):
     def claim_vanished(self, run: str, source: str, text_hash: str,
                        derivation: str) -> StoredDocument | None: ...
 
+    def claim_vanished_at(self, run: str, source: str, key: str) -> StoredDocument | None: ...
+
     def stored(self, source: str, key: str) -> StoredDocument | None: ...
 
     def vanished(self, run: str, source: str) -> list[str]: ...
@@ -379,23 +381,29 @@ def _process(job: ClaimedDocument, source: Source, store: WorkQueue, embedder: E
     elif old is not None and not isinstance(observation, Failed):
         forget_held(store, job.source, job.key)  # read again: it has its stored text
     stored = {job.key: old} if old is not None else {}
+    origin: StoredDocument | None = None
     # Without vanished documents in the run (a first sync, say) there is no move to look for.
     if isinstance(observation, DocumentVersion) and old is None and job.item.get("moves", True):
         origin = store.claim_vanished(job.run, job.source, observation.text_hash,
                                       observation.derivation)
+        if origin is None and observation.renamed_from is not None:  # edited, says the source
+            origin = store.claim_vanished_at(job.run, job.source, observation.renamed_from)
         if origin is not None:  # a rename: the origin's chunks and vectors are kept
             stored[origin.key] = origin
     pending = {c.digest for c in observation.chunks} \
         if isinstance(observation, DocumentVersion) else set()
     the_plan = plan(job.source, stored, [job.key], [observation],
                     store.cached(embedder.identity, pending), skip=skip)
+    if origin is not None and any(d.edited for d in the_plan.documents):
+        change = compare_stored(store, job.source, observation, origin, skip)
     count_plan(out, the_plan.documents)
     tokens = {c.digest: c.tokens for c in observation.chunks} \
         if isinstance(observation, DocumentVersion) else {}
     out.embedding_tokens = sum(tokens[d] for d in the_plan.to_embed)
     vectors, failed = embed_plan(the_plan, embedder, out, None, cache=store, keep=False)
     apply_plan(the_plan, vectors, failed, store, embedder, out, None)
-    if change is not None and any(d.action is Action.MODIFIED for d in the_plan.documents):
+    if change is not None and any(d.action is Action.MODIFIED or d.edited
+                                  for d in the_plan.documents):
         out.note_change(job.key, change)
     return out.to_dict()
 
@@ -430,6 +438,7 @@ def _item_json(item: SourceItem, derivation: str, embedder: str,
         "not_modified": item.not_modified, "derivation": derivation, "embedder": embedder,
         "moves": moves, "accept_replacements": accept_replacements,
         "metadata": [list(pair) for pair in item.metadata],
+        "renamed_from": item.renamed_from,
     }
 
 
@@ -439,4 +448,5 @@ def _item(key: str, data: Mapping[str, Any]) -> SourceItem:
                       stat=None if stat is None else SourceStat(*stat),
                       validators=None if validators is None else Validators(*validators),
                       not_modified=data["not_modified"],
-                      metadata=tuple((str(k), str(v)) for k, v in data.get("metadata", ())))
+                      metadata=tuple((str(k), str(v)) for k, v in data.get("metadata", ())),
+                      renamed_from=data.get("renamed_from"))

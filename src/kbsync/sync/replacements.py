@@ -19,14 +19,17 @@ def compare_stored(store: Manifest, source: str, observation: Observation,
                    old: StoredDocument | None, shared: Collection[str]) -> ChangeReport | None:
     """The change report of a document whose text changed against its stored text, else None.
 
+    ``old`` is the stored record it replaces: at its own key, or a move's origin.
+
     Chunks in ``shared`` (the source's boilerplate) do not count in the similarity.
     """
     if not isinstance(observation, DocumentVersion) or old is None \
             or observation.text_hash == old.text_hash:
         return None
+    # The stored text is looked up by the old record's key: a move's differs from its new one.
     if len(observation.text) > WORD_REGIONS_LIMIT:
-        return compare_long(store.text_pieces(source, observation.key), [observation.text])
-    before = store.document(observation.key, source, previous=False)
+        return compare_long(store.text_pieces(source, old.key), [observation.text])
+    before = store.document(old.key, source, previous=False)
     if before is None:
         return None
     noise = {c.text for c in observation.chunks if c.digest in shared}

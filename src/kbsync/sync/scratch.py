@@ -46,6 +46,8 @@ __all__ = ["Scratch", "remove_stale"]
 _PREFIX = "kbsync-scratch-"
 
 _PAGE = 512
+_LISTED = 16
+"""Columns of the ``listed`` table."""
 _INLINE_CHARS = 1 << 20
 """A document with more text than this waits for its batch in the side file."""
 _SCHEMA = """
@@ -53,7 +55,7 @@ CREATE TABLE listed (key TEXT PRIMARY KEY, item INTEGER NOT NULL, locator TEXT,
                      media_type TEXT, size INTEGER, mtime_ns INTEGER, inode INTEGER,
                      validated INTEGER, etag TEXT, last_modified TEXT, not_modified INTEGER,
                      derivation TEXT, message TEXT, missing INTEGER,
-                     source_metadata TEXT) WITHOUT ROWID;
+                     source_metadata TEXT, renamed_from TEXT) WITHOUT ROWID;
 CREATE TABLE stored (key TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, inode INTEGER,
                      bytes_hash TEXT, text_hash TEXT, derivation TEXT, title TEXT,
                      metadata TEXT, generation INTEGER, etag TEXT, last_modified TEXT,
@@ -160,13 +162,13 @@ class Scratch:
         """Note listed items, each with the derivation it would be read with, and documents
         the listing could not take (with any derivation). An item wins over an error."""
         self._db.executemany(
-            f"INSERT INTO listed VALUES ({', '.join('?' * 15)}) ON CONFLICT (key) DO UPDATE "
+            f"INSERT INTO listed VALUES ({', '.join('?' * _LISTED)}) ON CONFLICT (key) DO UPDATE "
             "SET item = 1, locator = excluded.locator, media_type = excluded.media_type, "
             "size = excluded.size, mtime_ns = excluded.mtime_ns, inode = excluded.inode, "
             "validated = excluded.validated, etag = excluded.etag, "
             "last_modified = excluded.last_modified, not_modified = excluded.not_modified, "
             "derivation = excluded.derivation, message = NULL, missing = NULL, "
-            "source_metadata = excluded.source_metadata "
+            "source_metadata = excluded.source_metadata, renamed_from = excluded.renamed_from "
             "WHERE excluded.item",
             (_listed_row(entry, derivation) for entry, derivation in entries))
 
@@ -200,7 +202,8 @@ class Scratch:
                 f"SELECT l.*, {_STORED} FROM listed l LEFT JOIN stored s ON s.key = l.key "
                 f"WHERE l.key > ? AND NOT ({int(skip_unchanged)} AND {_UNCHANGED}) "
                 "ORDER BY l.key LIMIT ?"):
-            yield _listed_entry(row[:15]), None if row[15] is None else _stored_doc(row[15:])
+            yield (_listed_entry(row[:_LISTED]),
+                   None if row[_LISTED] is None else _stored_doc(row[_LISTED:]))
 
     def vanish(self) -> int:
         """Mark every stored document the listing lacks as gone; how many there are.
@@ -296,6 +299,11 @@ class Scratch:
                 stored = _stored_doc(row)
                 found.setdefault(stored.key, stored)
         return list(found.values())
+
+    def gone_at(self, keys: Sequence[str]) -> list[StoredDocument]:
+        """The gone documents not yet moved at these keys (the origins a source names)."""
+        return [_stored_doc(row) for key in dict.fromkeys(keys) for row in self._db.execute(
+            f"SELECT {_STORED} FROM stored s WHERE key = ? AND gone", (key,))]
 
     def moved(self, docs: Iterable[StoredDocument]) -> None:
         """These gone documents moved to a new key: no longer origins, not to be deleted."""
@@ -406,13 +414,13 @@ def _stored_doc(r: Sequence[Any]) -> StoredDocument:
 
 def _listed_row(entry: SourceItem | ItemError, derivation: str) -> tuple[Any, ...]:
     if isinstance(entry, ItemError):
-        return (entry.key, 0, *(None,) * 10, entry.message, entry.missing, None)
+        return (entry.key, 0, *(None,) * 10, entry.message, entry.missing, None, None)
     stat, v = entry.stat, entry.validators
     return (entry.key, 1, entry.locator, entry.media_type,
             *((None, None, None) if stat is None else (stat.size, stat.mtime_ns, stat.inode)),
             v is not None, *((None, None) if v is None else (v.etag, v.last_modified)),
             entry.not_modified, derivation, None, None,
-            json.dumps(entry.metadata) if entry.metadata else None)
+            json.dumps(entry.metadata) if entry.metadata else None, entry.renamed_from)
 
 
 def _listed_entry(r: Sequence[Any]) -> SourceItem | ItemError:
@@ -424,4 +432,4 @@ def _listed_entry(r: Sequence[Any]) -> SourceItem | ItemError:
                       validators=Validators(r[8], r[9]) if r[7] else None,
                       not_modified=bool(r[10]),
                       metadata=tuple((str(k), str(v)) for k, v in json.loads(r[14]))
-                      if r[14] else ())
+                      if r[14] else (), renamed_from=r[15])

@@ -418,6 +418,8 @@ def _run_batch(
     # Batches go in key order, as one plan of the source takes moves: a new document
     # moves from the first gone one with its text that no earlier key has taken.
     offered = scratch.origins([text_key(v) for v in versions if v.key not in olds])
+    offered += scratch.gone_at([v.renamed_from for v in versions
+                                if v.key not in olds and v.renamed_from is not None])
     filled = {d.key: d for d in store.with_digests(
         source, offered + [olds[v.key] for v in versions if v.key in olds])}
     local = {d.key: filled[d.key] for d in offered}
@@ -438,7 +440,10 @@ def _run_batch(
     count_plan(out, the_plan.documents)
     for d in the_plan.documents:
         change = changes.get(d.key)
-        if d.action is Action.MODIFIED and change is not None:
+        if d.edited and d.version is not None and d.previous_key is not None:
+            # Compared now, while the origin's text is still stored at its old key.
+            change = compare_stored(store, source, d.version, local[d.previous_key], shared)
+        if (d.action is Action.MODIFIED or d.edited) and change is not None:
             out.note_change(d.key, change)
     if not run.options.dry_run:
         vectors, failed = embed_plan(the_plan, embedder, out, progress, added.digests,
