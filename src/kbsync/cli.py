@@ -95,6 +95,7 @@ _EXTRAS = {
     "langchain": ("langchain_core",), "llamaindex": ("llama_index.core",), "mcp": ("mcp",),
     "serve": ("starlette", "jinja2", "uvicorn"), "postgres": ("psycopg", "pgvector"),
     "office": ("docx", "pptx", "openpyxl", "ebooklib", "lxml", "striprtf"),
+    "onnx": ("onnxruntime", "onnx"), "fsspec": ("fsspec",), "s3": ("fsspec", "s3fs"),
 }
 """The modules each optional extra brings (those of pyproject.toml's extras)."""
 

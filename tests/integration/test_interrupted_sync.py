@@ -3,8 +3,9 @@
 A real ``python`` process syncs the sample corpus with an embedder that writes a
 line to a progress file after each batch and then, at its fifth batch, says so and
 stalls; the test waits for that line (not for a time) and sends SIGTERM or SIGKILL.
-Each batch before it was committed to the embedding cache as it finished, so the
-resume embeds only the rest.
+A stopped sync commits what it computed on its way out; a killed one keeps what the
+cache had committed, which is every batch when ``cache_seconds`` is 0. Either way
+the resume embeds only the rest.
 """
 
 from __future__ import annotations
@@ -38,10 +39,10 @@ CHILD = textwrap.dedent("""
     from kbsync.extract.registry import extractor_for
     from kbsync.sources import FilesystemSource
     from kbsync.store.sqlite import SqliteStore
-    from kbsync.sync import SyncOptions, sync_sources
+    from kbsync.sync import BatchLimits, SyncOptions, sync_sources
     from kbsync.testing import CountingEmbedder
 
-    corpus, store_path, progress, stall_at = sys.argv[1:5]
+    corpus, store_path, progress, stall_at, cache_seconds = sys.argv[1:6]
 
     class Signalling(CountingEmbedder):
         def embed(self, texts):
@@ -57,7 +58,9 @@ CHILD = textwrap.dedent("""
 
     store = SqliteStore(Path(store_path))
     sync_sources([FilesystemSource(corpus, name="docs")], store, Signalling(32),
-                 extractor_for, DEFAULT_CHUNKER, SyncOptions(scratch_dir=Path(store_path).parent))
+                 extractor_for, DEFAULT_CHUNKER,
+                 SyncOptions(scratch_dir=Path(store_path).parent,
+                             batch=BatchLimits(cache_seconds=float(cache_seconds))))
 """)
 
 
@@ -80,8 +83,10 @@ def test_an_interrupted_sync_keeps_its_embeddings_and_the_resume_embeds_only_the
     script.write_text(CHILD, encoding="utf-8")
     store_path, progress = tmp_path / "kb.db", tmp_path / "progress"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
+    # Stopped: the default commits (once a second) happen on the way out as well.
+    cache_seconds = 0 if signum == signal.SIGKILL else 3600
     child = subprocess.Popen([sys.executable, str(script), str(CORPUS), str(store_path),
-                              str(progress), str(STALL_AT)], env=env,
+                              str(progress), str(STALL_AT), str(cache_seconds)], env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         _stalled(progress, child)

@@ -46,7 +46,8 @@ def check_zip(data: bytes, locator: str, kind: str) -> zipfile.ZipFile:
             "(encrypted) Office document or a legacy binary .doc/.ppt/.xls; not extracted",
         )
     if not data.startswith(b"PK"):
-        raise ExtractionError(locator, f"is not a ZIP archive, so not a {kind} file")
+        raise ExtractionError(locator,
+                              f"is not a ZIP archive, so not {_article(kind)} {kind} file")
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
     except Exception as exc:  # BadZipFile, NotImplementedError (an unknown version), OSError...
@@ -81,3 +82,8 @@ def describe(exc: BaseException) -> str:
     """An exception as ``Type: message`` for an error message."""
     message = str(exc).strip()
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
+def _article(kind: str) -> str:
+    """The article of a format's name, spelt out letter by letter: a DOCX, an XLSX."""
+    return "an" if kind[:1] in "AEFHILMNORSX" else "a"

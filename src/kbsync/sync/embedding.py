@@ -1,12 +1,16 @@
 """Embed a plan's cache misses in batches, shortest texts together; backfill what lacks a vector.
 
-Each batch of vectors enters the store's embedding cache as soon as it is computed,
-so an interrupted sync loses none of them.
+Vectors enter the store's embedding cache as they are computed, committed at least
+once per second of embedding (``BatchLimits.cache_seconds``) and whenever embedding
+stops, an interruption included: a sync that is stopped loses none of them, and one
+that is killed at most that second's work. Committing every batch of 64 instead
+made a fast embedder wait on a disk sync per batch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -15,6 +19,7 @@ from kbsync.embed import Embedder
 from kbsync.errors import ConfigError
 from kbsync.plan import Plan
 from kbsync.store import EmbeddingCache
+from kbsync.sync.options import CACHE_SECONDS
 from kbsync.sync.tally import Progress, SourceTally, T
 
 __all__ = [
@@ -30,6 +35,8 @@ __all__ = [
 
 
 EMBED_BATCH = 64
+_CACHE_VECTORS = 4096
+"""Vectors held for the cache at most (the bound that holds with a very fast embedder)."""
 
 
 EMBEDDED_PREFIX = "embedded "
@@ -47,7 +54,8 @@ def backfill(source: str, store: EmbeddingCache, embedder: Embedder, out: Source
         return True
     before = out.embeddings_computed
     out.embeddings_to_compute += len(missing)
-    _, failed = _embed_texts(embedder, list(missing), missing, out, None, store, keep=False)
+    writer = _CacheWriter(store, embedder.identity, out)
+    _, failed = _embed_texts(embedder, list(missing), missing, out, None, writer, keep=False)
     out.embeddings_backfill = out.embeddings_computed - before
     return not failed
 
@@ -73,16 +81,18 @@ def embedded_meta_name(source: str) -> str:
 def embed_plan(
     the_plan: Plan, embedder: Embedder, out: SourceTally, progress: Progress | None,
     earlier: Collection[str] = frozenset(), cache: EmbeddingCache | None = None,
-    keep: bool = True,
+    keep: bool = True, *, cache_seconds: float = CACHE_SECONDS,
+    clock: Callable[[], float] = time.monotonic,
 ) -> tuple[dict[str, npt.NDArray[np.float32]], set[str]]:
     """Vectors of the plan's cache misses; digests whose batch failed are returned apart.
 
     Counts add up in ``out``; ``earlier`` are the digests new to documents of
     earlier batches of the same source, counted there already. With a ``cache``,
-    each batch of vectors enters the store's embedding cache as soon as it is
-    computed, so an interruption loses none of them; then only with ``keep`` are
-    they returned too (an external vector store needs them; the store finds
-    them in its cache), and memory does not grow with a document's chunks.
+    vectors enter the store's embedding cache as they are computed, committed
+    every ``cache_seconds`` of ``clock`` (0: every batch) and when embedding
+    stops; then only with ``keep`` are they returned too (an external vector
+    store needs them; the store finds them in its cache), and memory does not
+    grow with a document's chunks.
     """
     chunks = {c.digest: c for d in the_plan.documents if d.version is not None
               for c in d.version.chunks}
@@ -95,7 +105,9 @@ def embed_plan(
     else:
         lengths = [chunks[d].tokens for d in wanted]
     wanted = by_length(wanted, lengths)
-    vectors, failed = _embed_texts(embedder, wanted, texts, out, progress, cache, keep)
+    writer = None if cache is None else _CacheWriter(cache, embedder.identity, out,
+                                                     cache_seconds, clock)
+    vectors, failed = _embed_texts(embedder, wanted, texts, out, progress, writer, keep)
     count_reused(the_plan, earlier, out)
     return vectors, failed
 
@@ -120,15 +132,52 @@ def count_reused(the_plan: Plan, earlier: Collection[str], out: SourceTally) -> 
     out.embeddings_reused += len(added - set(the_plan.to_embed))
 
 
+class _CacheWriter:
+    """Vectors on their way into the embedding cache, committed together every
+    ``seconds`` (and by a last :meth:`commit`); counted once committed."""
+
+    def __init__(self, cache: EmbeddingCache, embedder: str, out: SourceTally,
+                 seconds: float = CACHE_SECONDS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._cache, self._embedder, self._out = cache, embedder, out
+        self._seconds, self._clock = seconds, clock
+        self._pending: dict[str, npt.NDArray[np.float32]] = {}
+        self._since = clock()
+
+    def add(self, vectors: Mapping[str, npt.NDArray[np.float32]]) -> None:
+        self._pending.update(vectors)
+        if len(self._pending) >= _CACHE_VECTORS or self._clock() - self._since >= self._seconds:
+            self.commit()
+
+    def commit(self) -> None:
+        if self._pending:
+            pending, self._pending = self._pending, {}
+            self._cache.put_vectors(self._embedder, pending)
+            self._out.embeddings_computed += len(pending)
+        self._since = self._clock()
+
+
 def _embed_texts(
     embedder: Embedder, wanted: list[str], texts: Mapping[str, str], out: SourceTally,
-    progress: Progress | None, cache: EmbeddingCache | None = None, keep: bool = True,
+    progress: Progress | None, writer: _CacheWriter | None = None, keep: bool = True,
 ) -> tuple[dict[str, npt.NDArray[np.float32]], set[str]]:
     """Vectors of ``wanted`` digests in batches; the digests that could not be embedded apart.
 
-    ``out.embeddings_computed`` counts each batch as it is done (and, with a
-    ``cache``, committed there), so an interrupted run reports what it kept.
+    ``out.embeddings_computed`` counts the vectors as they are done (with a
+    ``writer``, as they are committed to the cache), so an interrupted run
+    reports what it kept.
     """
+    try:
+        return _embed_batches(embedder, wanted, texts, out, progress, writer, keep)
+    finally:  # an interruption (Ctrl-C, SIGTERM) keeps what was computed
+        if writer is not None:
+            writer.commit()
+
+
+def _embed_batches(
+    embedder: Embedder, wanted: list[str], texts: Mapping[str, str], out: SourceTally,
+    progress: Progress | None, writer: _CacheWriter | None, keep: bool,
+) -> tuple[dict[str, npt.NDArray[np.float32]], set[str]]:
     vectors: dict[str, npt.NDArray[np.float32]] = {}
     failed: set[str] = set()
     for start in range(0, len(wanted), EMBED_BATCH):
@@ -144,11 +193,12 @@ def _embed_texts(
                 except Exception as exc:
                     failed.add(one)
                     out.warnings.append(f"embedding failed for chunk {one[:12]}: {exc}")
-        if cache is not None:
-            cache.put_vectors(embedder.identity, done)
-        if keep or cache is None:
+        if writer is not None:
+            writer.add(done)
+        else:
+            out.embeddings_computed += len(done)
+        if keep or writer is None:
             vectors.update(done)
-        out.embeddings_computed += len(done)
         if progress is not None:
             progress("embed", min(start + EMBED_BATCH, len(wanted)), len(wanted))
     return vectors, failed

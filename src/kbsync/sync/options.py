@@ -7,7 +7,10 @@ from pathlib import Path
 
 from kbsync.plan import BOILERPLATE_SHARE
 
-__all__ = ["BatchLimits", "SyncOptions"]
+__all__ = ["CACHE_SECONDS", "BatchLimits", "SyncOptions"]
+
+CACHE_SECONDS = 1.0
+"""Seconds of embedding between two commits of the embedding cache, at most."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,10 +19,13 @@ class BatchLimits:
 
     A batch closes at ``documents`` documents or once the versions read for it
     (text and chunks) reach ``bytes``; a single larger document is a batch of its own.
+    The vectors it computes are committed to the embedding cache every
+    ``cache_seconds`` of embedding (0: every batch of 64), and when embedding stops.
     """
 
     documents: int = 256
     bytes: int = 16 * 2**20
+    cache_seconds: float = CACHE_SECONDS
 
 
 @dataclass(frozen=True, slots=True)

@@ -447,7 +447,8 @@ def _run_batch(
             out.note_change(d.key, change)
     if not run.options.dry_run:
         vectors, failed = embed_plan(the_plan, embedder, out, progress, added.digests,
-                                     cache=store, keep=run.sink is not None)
+                                     cache=store, keep=run.sink is not None,
+                                     cache_seconds=run.options.batch.cache_seconds)
         run.clock.lap("embed")
         apply_plan(the_plan, vectors, failed, store, embedder, out, progress, run.sink, skip)
         run.clock.lap("apply")
