@@ -325,6 +325,7 @@ typedef struct {
     Py_ssize_t given;   /* how many of those */
     int check_nfc;      /* stop (-3) at a code point that might not be NFC */
     int plain;          /* words and offsets only: no hashes, tokens or sentence flags */
+    int64_t chars;      /* characters the last scan_utf8 call read */
 } Scan;
 
 static int sentence_end(const uint8_t *w, int64_t len)
@@ -726,6 +727,7 @@ static int scan_utf8(Scan *sc, const uint8_t *s, Py_ssize_t n, int64_t char_base
         Py_ssize_t k = (o.w - (Word *)sc->words.p) - first_word;
         end_word(sc, &o, char_base + (sc->in_starts ? sc->in_ends[k] : chars));
     }
+    sc->chars = chars;
     if (sc->in_starts && sc->words.len - first_word != sc->given) {
         PyErr_SetString(PyExc_ValueError, "fewer words than given offsets");
         return -1;
@@ -772,23 +774,33 @@ static inline uint64_t roller_push(Roller *r, uint64_t h)
 /* ------------------------------------------------------------------ scan(): a WordScan */
 
 
-/* Columns of the words as bytearrays of int64 (or uint8 for flags). */
-static PyObject *column_i64(const Word *w, Py_ssize_t n, size_t offset)
-{
-    PyObject *out = PyByteArray_FromStringAndSize(NULL, n * 8);
-    if (out == NULL) return NULL;
-    int64_t *p = (int64_t *)PyByteArray_AS_STRING(out);
-    for (Py_ssize_t i = 0; i < n; i++) memcpy(p + i, (const char *)(w + i) + offset, 8);
-    return out;
-}
+/* Columns of the words as bytearrays of int64 (or uint8 for flags), all filled in one
+   pass: the Word records of a block outgrow the cache, so reading them once per column
+   cost more than the scan itself. */
+typedef struct {
+    size_t offset; /* of the field in Word */
+    int wide;      /* int64 (else uint8) */
+} Column;
 
-static PyObject *column_u8(const Word *w, Py_ssize_t n, size_t offset)
+static int columns(const Word *w, Py_ssize_t n, const Column *cols, int ncols, PyObject **out)
 {
-    PyObject *out = PyByteArray_FromStringAndSize(NULL, n);
-    if (out == NULL) return NULL;
-    uint8_t *p = (uint8_t *)PyByteArray_AS_STRING(out);
-    for (Py_ssize_t i = 0; i < n; i++) p[i] = *((const uint8_t *)(w + i) + offset);
-    return out;
+    char *dst[16];
+    for (int c = 0; c < ncols; c++) {
+        out[c] = PyByteArray_FromStringAndSize(NULL, cols[c].wide ? n * 8 : n);
+        if (out[c] == NULL) {
+            for (int d = 0; d < c; d++) Py_CLEAR(out[d]);
+            return -1;
+        }
+        dst[c] = PyByteArray_AS_STRING(out[c]);
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const char *rec = (const char *)(w + i);
+        for (int c = 0; c < ncols; c++) {
+            if (cols[c].wide) memcpy(dst[c] + 8 * i, rec + cols[c].offset, 8);
+            else dst[c][i] = rec[cols[c].offset];
+        }
+    }
+    return 0;
 }
 
 static PyObject *decode_canonical(const char *p, Py_ssize_t n, int ascii)
@@ -849,11 +861,16 @@ static PyObject *k_scan(PyObject *self, PyObject *args)
     }
     Word *w = (Word *)sc.words.p;
     if (words_only) {
+        static const Column PLAIN[5] = {
+            {offsetof(Word, tchar_start), 1}, {offsetof(Word, tchar_end), 1},
+            {offsetof(Word, in_start), 1}, {offsetof(Word, in_end), 1},
+            {offsetof(Word, paragraph), 0},
+        };
+        PyObject *col[5];
+        if (columns(w, m, PLAIN, 5, col) < 0) goto done;
         result = Py_BuildValue(
             "(NNNNNNL)", decode_canonical(sc.canon.p, sc.canon.len, PyUnicode_IS_ASCII(text)),
-            column_i64(w, m, offsetof(Word, tchar_start)), column_i64(w, m, offsetof(Word, tchar_end)),
-            column_i64(w, m, offsetof(Word, in_start)), column_i64(w, m, offsetof(Word, in_end)),
-            column_u8(w, m, offsetof(Word, paragraph)), (long long)w[m - 1].in_end);
+            col[0], col[1], col[2], col[3], col[4], (long long)w[m - 1].in_end);
         goto done;
     }
     PyObject *fp = NULL, *newhist = NULL;
@@ -882,20 +899,25 @@ static PyObject *k_scan(PyObject *self, PyObject *args)
             goto done;
         }
     }
+    static const Column FULL[9] = {
+        {offsetof(Word, data_start), 1}, {offsetof(Word, data_end), 1},
+        {offsetof(Word, tchar_start), 1}, {offsetof(Word, tchar_end), 1},
+        {offsetof(Word, in_start), 1}, {offsetof(Word, in_end), 1},
+        {offsetof(Word, paragraph), 0}, {offsetof(Word, tokens), 1},
+        {offsetof(Word, sentence), 0},
+    };
+    PyObject *col[9];
+    if (columns(w, m, FULL, 9, col) < 0) {
+        Py_DECREF(fp);
+        Py_DECREF(newhist);
+        goto done;
+    }
     int ascii = PyUnicode_IS_ASCII(text);
     result = Py_BuildValue(
         "(NNNNNNNNNNNNNL)",
         decode_canonical(sc.canon.p, sc.canon.len, ascii),
         PyBytes_FromStringAndSize(data.p, data.len),
-        column_i64(w, m, offsetof(Word, data_start)),
-        column_i64(w, m, offsetof(Word, data_end)),
-        column_i64(w, m, offsetof(Word, tchar_start)),
-        column_i64(w, m, offsetof(Word, tchar_end)),
-        column_i64(w, m, offsetof(Word, in_start)),
-        column_i64(w, m, offsetof(Word, in_end)),
-        column_u8(w, m, offsetof(Word, paragraph)),
-        column_i64(w, m, offsetof(Word, tokens)),
-        column_u8(w, m, offsetof(Word, sentence)),
+        col[0], col[1], col[2], col[3], col[4], col[5], col[6], col[7], col[8],
         fp, newhist, (long long)w[m - 1].in_end);
 done:
     PyBuffer_Release(&hist);
@@ -1017,6 +1039,10 @@ static PyObject *make_chunk(Maker *mk, int64_t index, PyObject *text, const uint
         for (int i = 0; chunk != NULL && i < 8; i++) {
             if (Py_TYPE(mk->slots[i])->tp_descr_set(mk->slots[i], chunk, args[i]) < 0) Py_CLEAR(chunk);
         }
+        /* Its fields are str, int, bool and enum members, which never lead back to it: the
+           chunk cannot be in a cycle, so the collector need not walk the many chunks of a
+           big text (as CPython untracks tuples of atoms). */
+        if (chunk != NULL && PyObject_GC_IsTracked(chunk)) PyObject_GC_UnTrack(chunk);
     } else {
         chunk = PyObject_Vectorcall(mk->chunk_type, args, 8, NULL);
     }
@@ -1219,7 +1245,54 @@ static int check_open(Cutter *c)
     return 0;
 }
 
-/* Appends a scanned block and cuts; restores the pending words when the scan declines. */
+/* Whether valid UTF-8 holds a code point that might not be NFC (ASCII skipped 8 bytes at
+   a time). */
+static int any_nfc_unstable(const uint8_t *s, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    while (i < n) {
+        if (n - i >= 8) {
+            uint64_t x;
+            memcpy(&x, s + i, 8);
+            if ((x & 0x8080808080808080ULL) == 0) {
+                i += 8;
+                continue;
+            }
+        }
+        uint8_t c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        int len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+        if (len > n - i) return 0; /* the scan reports the truncation */
+        if (nfc_unstable(s + i, len)) return 1;
+        i += len;
+    }
+    return 0;
+}
+
+/* Bytes scanned between two cuts of a block: the pending Word records (88 bytes a word)
+   of a whole block would outgrow the processor's cache between the scan and the cut. */
+#define SUB_BLOCK 16384
+#define SUB_BLOCK_PROBE 4096
+
+/* The end of the next sub-block of s[i:n]: just before an ASCII whitespace byte (never
+   inside a word or a character), or n. */
+static Py_ssize_t sub_block_end(const uint8_t *s, Py_ssize_t i, Py_ssize_t n)
+{
+    if (n - i <= SUB_BLOCK + SUB_BLOCK_PROBE) return n;
+    Py_ssize_t stop = i + SUB_BLOCK + SUB_BLOCK_PROBE;
+    for (Py_ssize_t j = i + SUB_BLOCK; j < stop; j++) {
+        uint8_t c = s[j];
+        if (c < 0x80 && ASCII_CLASS[c] != C_WORD && ASCII_CLASS[c] != C_NUL) return j;
+    }
+    return n;
+}
+
+/* Appends a scanned block and cuts; restores the pending words when the scan declines.
+   A block read in sub-blocks (no input offsets given) is cut after each of them: the
+   chunks are the same, as TTTD's cuts do not depend on where the input was split. */
 static PyObject *cutter_feed_bytes(Cutter *c, const uint8_t *s, Py_ssize_t n, int ascii,
                                    Py_ssize_t block_chars, int first_paragraph, int check_nfc)
 {
@@ -1227,14 +1300,52 @@ static PyObject *cutter_feed_bytes(Cutter *c, const uint8_t *s, Py_ssize_t n, in
     int64_t chars_before = c->sc.canon_chars;
     Gap gap_before = c->sc.gap;
     int seen_before = c->sc.seen_word;
+    int split = c->sc.in_starts == NULL && n > SUB_BLOCK + SUB_BLOCK_PROBE;
+    if (split && check_nfc && !ascii) {
+        if (any_nfc_unstable(s, n)) return PyLong_FromLong(0);
+        check_nfc = 0;
+    }
     c->sc.seen_word = before > 0;
     c->sc.first_paragraph = first_paragraph;
     c->sc.check_nfc = check_nfc;
-    int rc = scan_utf8(&c->sc, s, n, c->char_base);
+    PyObject *out = NULL;
+    if (split) {
+        out = PyList_New(0);
+        if (out == NULL) return NULL;
+    }
+    int64_t base = c->char_base;
+    Py_ssize_t i = 0;
+    int rc = 0;
+    do {
+        Py_ssize_t j = split ? sub_block_end(s, i, n) : n;
+        Py_ssize_t from = c->sc.words.len;
+        rc = scan_utf8(&c->sc, s + i, j - i, base);
+        if (rc < 0) break;
+        base += c->sc.chars;
+        i = j;
+        if (i < n) {
+            cutter_settle(c, from);
+            if (!ascii) c->ascii = 0;
+            if (cutter_cut(c, 0, out) < 0) {
+                rc = -1;
+                break;
+            }
+        } else {
+            before = from;
+        }
+    } while (i < n);
     c->sc.first_paragraph = -1;
     c->sc.check_nfc = 0;
     c->sc.in_starts = c->sc.in_ends = NULL;
     if (rc < 0) {
+        if (split) {
+            /* Chunks may have been emitted from this block already: no way back. */
+            Py_DECREF(out);
+            c->finished = 1;
+            if (rc == -1) return NULL;
+            PyErr_SetString(PyExc_ValueError, "a block declined after it was cut");
+            return NULL;
+        }
         c->sc.words.len = before;
         c->sc.canon.len = canon_before;
         c->sc.canon_chars = chars_before;
@@ -1247,8 +1358,10 @@ static PyObject *cutter_feed_bytes(Cutter *c, const uint8_t *s, Py_ssize_t n, in
     if (!ascii) c->ascii = 0;
     c->char_base += block_chars;
     cutter_settle(c, before);
-    PyObject *out = PyList_New(0);
-    if (out == NULL) return NULL;
+    if (out == NULL) {
+        out = PyList_New(0);
+        if (out == NULL) return NULL;
+    }
     if (cutter_cut(c, 0, out) < 0) {
         Py_DECREF(out);
         return NULL;

@@ -309,3 +309,37 @@ def test_chunks_built_from_local_cuts_by_the_kernel_are_those_of_the_reference(
                                   b.input_ends, np.cumsum(b.tokens), cuts[first:],
                                   kinds[first:], chunker.identity, start=start, index=first)
     assert built == reference[first:]
+
+
+def _long_text(seed: int, size: int) -> str:
+    """Random text from PIECES (and runs of plain words) of about ``size`` characters."""
+    import random
+
+    rng = random.Random(seed)
+    parts: list[str] = []
+    length = 0
+    while length < size:
+        part = rng.choice(PIECES) if rng.random() < 0.3 else rng.choice(["lorem", "ipsum.", "x"])
+        parts.append(part)
+        parts.append(rng.choice([" ", " ", " ", "\n", "\n\n", "  ", "\r\n"]))
+        length += len(part) + 1
+    return "".join(parts)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("clean", [True, False])
+def test_long_blocks_cut_in_pieces_by_the_kernel_give_the_reference_chunks(
+    seed: int, clean: bool
+) -> None:
+    # The kernel scans a long block in pieces and cuts after each; the chunks must not
+    # change, with or without text the reference cleans (NUL, surrogates, non-NFC).
+    text = _long_text(seed, 300_000)
+    if clean:
+        text = unicodedata.normalize("NFC", text.replace("\x00", "").encode(
+            "utf-8", "ignore").decode("utf-8"))
+    for params in ({}, TTTD_SMALL, {**TTTD_SMALL, "snap": True, "snap_window_words": 3}):
+        compiled_result, reference = both(lambda p=params: chunk_text(text, **p))  # type: ignore[arg-type]
+        assert compiled_result.chunks == reference.chunks
+    for strategy in ("local", "sentences"):
+        compiled_result, reference = both(lambda s=strategy: chunk_text(text, strategy=s))  # type: ignore[misc, arg-type]
+        assert compiled_result.chunks == reference.chunks
