@@ -774,33 +774,22 @@ static inline uint64_t roller_push(Roller *r, uint64_t h)
 /* ------------------------------------------------------------------ scan(): a WordScan */
 
 
-/* Columns of the words as bytearrays of int64 (or uint8 for flags), all filled in one
-   pass: the Word records of a block outgrow the cache, so reading them once per column
-   cost more than the scan itself. */
-typedef struct {
-    size_t offset; /* of the field in Word */
-    int wide;      /* int64 (else uint8) */
-} Column;
+/* Bytes scanned at a time: the Word records (88 bytes a word) of a whole block would
+   outgrow the processor's cache before they are read back. */
+#define SUB_BLOCK 16384
+#define SUB_BLOCK_PROBE 4096
 
-static int columns(const Word *w, Py_ssize_t n, const Column *cols, int ncols, PyObject **out)
+/* The end of the next sub-block of s[i:n]: just before an ASCII whitespace byte (never
+   inside a word or a character), or n. */
+static Py_ssize_t sub_block_end(const uint8_t *s, Py_ssize_t i, Py_ssize_t n)
 {
-    char *dst[16];
-    for (int c = 0; c < ncols; c++) {
-        out[c] = PyByteArray_FromStringAndSize(NULL, cols[c].wide ? n * 8 : n);
-        if (out[c] == NULL) {
-            for (int d = 0; d < c; d++) Py_CLEAR(out[d]);
-            return -1;
-        }
-        dst[c] = PyByteArray_AS_STRING(out[c]);
+    if (n - i <= SUB_BLOCK + SUB_BLOCK_PROBE) return n;
+    Py_ssize_t stop = i + SUB_BLOCK + SUB_BLOCK_PROBE;
+    for (Py_ssize_t j = i + SUB_BLOCK; j < stop; j++) {
+        uint8_t c = s[j];
+        if (c < 0x80 && ASCII_CLASS[c] != C_WORD && ASCII_CLASS[c] != C_NUL) return j;
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        const char *rec = (const char *)(w + i);
-        for (int c = 0; c < ncols; c++) {
-            if (cols[c].wide) memcpy(dst[c] + 8 * i, rec + cols[c].offset, 8);
-            else dst[c][i] = rec[cols[c].offset];
-        }
-    }
-    return 0;
+    return n;
 }
 
 static PyObject *decode_canonical(const char *p, Py_ssize_t n, int ascii)
@@ -814,31 +803,57 @@ static PyObject *decode_canonical(const char *p, Py_ssize_t n, int ascii)
     return PyUnicode_DecodeUTF8(p, n, "strict");
 }
 
+/* What scan() returns of each word, by mode: a column is a bytearray of int64 (or uint8
+   for flags), filled a sub-block at a time while the records are still in cache. */
+enum { SCAN_FULL, SCAN_WORDS, SCAN_CHUNKER };
+
+typedef struct {
+    size_t offset; /* of the field in Word */
+    int wide;      /* int64 (else uint8) */
+} Column;
+
+static const Column FULL_COLUMNS[] = {
+    {offsetof(Word, data_start), 1}, {offsetof(Word, data_end), 1},
+    {offsetof(Word, tchar_start), 1}, {offsetof(Word, tchar_end), 1},
+    {offsetof(Word, in_start), 1}, {offsetof(Word, in_end), 1},
+    {offsetof(Word, paragraph), 0}, {offsetof(Word, tokens), 1},
+    {offsetof(Word, sentence), 0},
+};
+static const Column *const WORD_COLUMNS = FULL_COLUMNS + 2;   /* text, input, paragraph */
+static const Column *const CHUNKER_COLUMNS = FULL_COLUMNS + 2; /* ... tokens, sentence */
+
 PyDoc_STRVAR(scan_doc,
-"scan(text, window, history, check_nfc=False, words_only=False) -> tuple | 0 | None\n\n"
+"scan(text, window, history, check_nfc=False, mode=0) -> tuple | 0 | None\n\n"
 "The fused scan of one block of clean text (NFC, no NUL, no surrogate): None when it\n"
 "has no words or holds a NUL, 0 (with check_nfc) when it holds a code point that might\n"
-"not be NFC, else (source, data, byte_starts, byte_ends, text_starts,\n"
-"text_ends, input_starts, input_ends, paragraph, tokens, sentence_end, fingerprint,\n"
-"history, trailing_start); arrays are bytearrays of int64 / uint8 / uint64. With\n"
-"window 0 no fingerprints are made (fingerprint and history are empty). With words_only\n"
-"the tuple is (source, text_starts, text_ends, input_starts, input_ends, paragraph,\n"
-"trailing_start): what normalize() needs.");
+"not be NFC, else a tuple; arrays are bytearrays of int64 / uint8 / uint64. Mode 0:\n"
+"(source, data, byte_starts, byte_ends, text_starts, text_ends, input_starts, input_ends,\n"
+"paragraph, tokens, sentence_end, fingerprint, history, trailing_start). Mode 1 (what\n"
+"normalize() needs): (source, text_starts, text_ends, input_starts, input_ends, paragraph,\n"
+"trailing_start). Mode 2 (what the chunkers need): mode 0 without data and byte offsets.\n"
+"With window 0 no fingerprints are made (fingerprint and history are empty).");
 
 static PyObject *k_scan(PyObject *self, PyObject *args)
 {
     PyObject *text;
     Py_ssize_t window;
     Py_buffer hist;
-    int check_nfc = 0, words_only = 0;
-    if (!PyArg_ParseTuple(args, "Uny*|pp", &text, &window, &hist, &check_nfc, &words_only))
+    int check_nfc = 0, mode = SCAN_FULL;
+    if (!PyArg_ParseTuple(args, "Uny*|pi", &text, &window, &hist, &check_nfc, &mode))
         return NULL;
-    PyObject *result = NULL;
+    PyObject *result = NULL, *col[9] = {NULL}, *fp = NULL, *newhist = NULL;
     Buf data = {0};
     Scan sc = {0};
     Roller roll = {0};
-    sc.data = words_only ? NULL : &data;
-    sc.plain = words_only;
+    if (mode < SCAN_FULL || mode > SCAN_CHUNKER) {
+        PyErr_SetString(PyExc_ValueError, "mode must be 0, 1 or 2");
+        goto done;
+    }
+    const Column *cols = mode == SCAN_FULL ? FULL_COLUMNS : mode == SCAN_WORDS ? WORD_COLUMNS
+                                                                              : CHUNKER_COLUMNS;
+    int ncols = mode == SCAN_FULL ? 9 : mode == SCAN_WORDS ? 5 : 7;
+    sc.data = mode == SCAN_FULL ? &data : NULL;
+    sc.plain = mode == SCAN_WORDS;
     sc.first_paragraph = -1;
     sc.check_nfc = check_nfc;
     Py_ssize_t n;
@@ -848,78 +863,109 @@ static PyObject *k_scan(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "history must hold window - 1 uint64 hashes");
         goto done;
     }
-    int rc = scan_utf8(&sc, (const uint8_t *)utf8, n, 0);
-    if (rc == -1) goto done;
-    Py_ssize_t m = sc.words.len;
-    if (rc == -3) {
-        result = PyLong_FromLong(0);
-        goto done;
+    const uint8_t *s = (const uint8_t *)utf8;
+    /* At most one word per two bytes (plus one): the columns are sized for that and
+       shrunk at the end. */
+    Py_ssize_t most = n / 2 + 1;
+    char *dst[9];
+    for (int c = 0; c < ncols; c++) {
+        col[c] = PyByteArray_FromStringAndSize(NULL, cols[c].wide ? most * 8 : most);
+        if (col[c] == NULL) goto done;
+        dst[c] = PyByteArray_AS_STRING(col[c]);
     }
-    if (rc == -2 || m == 0) {
-        result = Py_NewRef(Py_None);
-        goto done;
-    }
-    Word *w = (Word *)sc.words.p;
-    if (words_only) {
-        static const Column PLAIN[5] = {
-            {offsetof(Word, tchar_start), 1}, {offsetof(Word, tchar_end), 1},
-            {offsetof(Word, in_start), 1}, {offsetof(Word, in_end), 1},
-            {offsetof(Word, paragraph), 0},
-        };
-        PyObject *col[5];
-        if (columns(w, m, PLAIN, 5, col) < 0) goto done;
-        result = Py_BuildValue(
-            "(NNNNNNL)", decode_canonical(sc.canon.p, sc.canon.len, PyUnicode_IS_ASCII(text)),
-            col[0], col[1], col[2], col[3], col[4], (long long)w[m - 1].in_end);
-        goto done;
-    }
-    PyObject *fp = NULL, *newhist = NULL;
-    if (window > 0) {
+    uint64_t *f = NULL;
+    if (mode != SCAN_WORDS && window > 0) {
         if (roller_init(&roll, window) < 0) goto done;
         const uint64_t *old = (const uint64_t *)hist.buf;
         for (Py_ssize_t i = 0; i < window - 1; i++) roller_push(&roll, old[i]);
-        fp = PyByteArray_FromStringAndSize(NULL, m * 8);
-        newhist = PyByteArray_FromStringAndSize(NULL, (window - 1) * 8);
-        if (fp == NULL || newhist == NULL) {
-            Py_XDECREF(fp);
-            Py_XDECREF(newhist);
+        fp = PyByteArray_FromStringAndSize(NULL, most * 8);
+        if (fp == NULL) goto done;
+        f = (uint64_t *)PyByteArray_AS_STRING(fp);
+    }
+    Py_ssize_t m = 0, i = 0;
+    int64_t chars = 0, last_end = 0;
+    while (i < n) {
+        Py_ssize_t j = sub_block_end(s, i, n);
+        sc.words.len = 0;
+        int rc = scan_utf8(&sc, s + i, j - i, chars);
+        if (rc == -1) goto done;
+        if (rc == -3) {
+            result = PyLong_FromLong(0);
             goto done;
         }
-        uint64_t *f = (uint64_t *)PyByteArray_AS_STRING(fp);
-        for (Py_ssize_t i = 0; i < m; i++) f[i] = roller_push(&roll, w[i].hash);
+        if (rc == -2) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+        const Word *w = (const Word *)sc.words.p;
+        Py_ssize_t k = sc.words.len;
+        if (m + k > most) { /* cannot happen: words are separated */
+            PyErr_SetString(PyExc_RuntimeError, "more words than bytes");
+            goto done;
+        }
+        for (Py_ssize_t q = 0; q < k; q++) {
+            const char *rec = (const char *)(w + q);
+            for (int c = 0; c < ncols; c++) {
+                if (cols[c].wide) memcpy(dst[c] + 8 * (m + q), rec + cols[c].offset, 8);
+                else dst[c][m + q] = rec[cols[c].offset];
+            }
+            if (f) f[m + q] = roller_push(&roll, w[q].hash);
+        }
+        if (k) last_end = w[k - 1].in_end;
+        m += k;
+        chars += sc.chars;
+        i = j;
+    }
+    if (m == 0) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    for (int c = 0; c < ncols; c++)
+        if (PyByteArray_Resize(col[c], cols[c].wide ? m * 8 : m) < 0) goto done;
+    PyObject *source = decode_canonical(sc.canon.p, sc.canon.len, PyUnicode_IS_ASCII(text));
+    if (source == NULL) goto done;
+    if (mode == SCAN_WORDS) {
+        result = Py_BuildValue("(NNNNNNL)", source, col[0], col[1], col[2], col[3], col[4],
+                               (long long)last_end);
+        memset(col, 0, sizeof col);
+        goto done;
+    }
+    if (fp != NULL) {
+        if (PyByteArray_Resize(fp, m * 8) < 0) {
+            Py_DECREF(source);
+            goto done;
+        }
+        newhist = PyByteArray_FromStringAndSize(NULL, (window - 1) * 8);
+        if (newhist == NULL) {
+            Py_DECREF(source);
+            goto done;
+        }
         /* The last window - 1 hashes, oldest first: the ring from pos + 1 on. */
         uint64_t *nh = (uint64_t *)PyByteArray_AS_STRING(newhist);
-        for (Py_ssize_t i = 0; i < window - 1; i++) nh[i] = roll.ring[(roll.pos + 1 + i) % window];
+        for (Py_ssize_t q = 0; q < window - 1; q++) nh[q] = roll.ring[(roll.pos + 1 + q) % window];
     } else {
         fp = PyByteArray_FromStringAndSize(NULL, 0);
         newhist = PyByteArray_FromStringAndSize(NULL, 0);
         if (fp == NULL || newhist == NULL) {
-            Py_XDECREF(fp);
-            Py_XDECREF(newhist);
+            Py_DECREF(source);
             goto done;
         }
     }
-    static const Column FULL[9] = {
-        {offsetof(Word, data_start), 1}, {offsetof(Word, data_end), 1},
-        {offsetof(Word, tchar_start), 1}, {offsetof(Word, tchar_end), 1},
-        {offsetof(Word, in_start), 1}, {offsetof(Word, in_end), 1},
-        {offsetof(Word, paragraph), 0}, {offsetof(Word, tokens), 1},
-        {offsetof(Word, sentence), 0},
-    };
-    PyObject *col[9];
-    if (columns(w, m, FULL, 9, col) < 0) {
-        Py_DECREF(fp);
-        Py_DECREF(newhist);
-        goto done;
+    if (mode == SCAN_FULL) {
+        result = Py_BuildValue("(NNNNNNNNNNNNNL)", source,
+                               PyBytes_FromStringAndSize(data.p, data.len), col[0], col[1],
+                               col[2], col[3], col[4], col[5], col[6], col[7], col[8], fp,
+                               newhist, (long long)last_end);
+    } else {
+        result = Py_BuildValue("(NNNNNNNNNNL)", source, col[0], col[1], col[2], col[3], col[4],
+                               col[5], col[6], fp, newhist, (long long)last_end);
     }
-    int ascii = PyUnicode_IS_ASCII(text);
-    result = Py_BuildValue(
-        "(NNNNNNNNNNNNNL)",
-        decode_canonical(sc.canon.p, sc.canon.len, ascii),
-        PyBytes_FromStringAndSize(data.p, data.len),
-        col[0], col[1], col[2], col[3], col[4], col[5], col[6], col[7], col[8],
-        fp, newhist, (long long)w[m - 1].in_end);
+    memset(col, 0, sizeof col);
+    fp = newhist = NULL;
 done:
+    for (int c = 0; c < 9; c++) Py_XDECREF(col[c]);
+    Py_XDECREF(fp);
+    Py_XDECREF(newhist);
     PyBuffer_Release(&hist);
     buf_free(&data);
     buf_free(&sc.words);
@@ -1272,24 +1318,6 @@ static int any_nfc_unstable(const uint8_t *s, Py_ssize_t n)
     return 0;
 }
 
-/* Bytes scanned between two cuts of a block: the pending Word records (88 bytes a word)
-   of a whole block would outgrow the processor's cache between the scan and the cut. */
-#define SUB_BLOCK 16384
-#define SUB_BLOCK_PROBE 4096
-
-/* The end of the next sub-block of s[i:n]: just before an ASCII whitespace byte (never
-   inside a word or a character), or n. */
-static Py_ssize_t sub_block_end(const uint8_t *s, Py_ssize_t i, Py_ssize_t n)
-{
-    if (n - i <= SUB_BLOCK + SUB_BLOCK_PROBE) return n;
-    Py_ssize_t stop = i + SUB_BLOCK + SUB_BLOCK_PROBE;
-    for (Py_ssize_t j = i + SUB_BLOCK; j < stop; j++) {
-        uint8_t c = s[j];
-        if (c < 0x80 && ASCII_CLASS[c] != C_WORD && ASCII_CLASS[c] != C_NUL) return j;
-    }
-    return n;
-}
-
 /* Appends a scanned block and cuts; restores the pending words when the scan declines.
    A block read in sub-blocks (no input offsets given) is cut after each of them: the
    chunks are the same, as TTTD's cuts do not depend on where the input was split. */
@@ -1571,6 +1599,187 @@ done:
     return out;
 }
 
+/* ------------------------------------------------------------------ strictly local cuts */
+
+#define SECOND_HASH 0xD6E8FEB86659FD93ULL
+#define RANK_BITS 3
+
+/* Which of the m positions (values v, running token sums cum) are strictly below every
+   other position within radius - 1 tokens (local.strict_local_minima): a sliding minimum
+   from each side, by a deque of positions with increasing values. */
+static void strict_minima(const uint64_t *v, const int64_t *cum, Py_ssize_t m, int64_t radius,
+                          Py_ssize_t *dq, uint8_t *out)
+{
+    Py_ssize_t head = 0, tail = 0;
+    for (Py_ssize_t k = 0; k < m; k++) {
+        while (head < tail && cum[k] - cum[dq[head]] >= radius) head++;
+        out[k] = head == tail || v[k] < v[dq[head]];
+        while (head < tail && v[dq[tail - 1]] >= v[k]) tail--;
+        dq[tail++] = k;
+    }
+    head = tail = 0;
+    for (Py_ssize_t k = m - 1; k >= 0; k--) {
+        while (head < tail && cum[dq[head]] - cum[k] >= radius) head++;
+        if (head < tail && v[k] >= v[dq[head]]) out[k] = 0;
+        while (head < tail && v[dq[tail - 1]] >= v[k]) tail--;
+        dq[tail++] = k;
+    }
+}
+
+/* local._ranked: rank first, then the top 61 bits of the value. */
+static inline uint64_t ranked(uint8_t rank, uint64_t value)
+{
+    return ((uint64_t)rank << (64 - RANK_BITS)) | (value >> RANK_BITS);
+}
+
+enum { L_PRIMARY = 1, L_HARD = 2, L_FORCED = 4, L_FINAL = 8 };
+
+PyDoc_STRVAR(local_cuts_doc,
+"local_cuts(fingerprint, tokens, radius, span, ranks, eligible_below, first, last)\n"
+"    -> (cuts, kinds)\n\n"
+"local.select_cuts: the cut positions (int64) and their kinds (uint8: 0 primary, 1 hard,\n"
+"2 forced, 3 final) of a buffer of words; fingerprint is uint64, tokens int64, ranks\n"
+"uint8 (empty for the plain local rules).");
+
+static PyObject *k_local_cuts(PyObject *self, PyObject *args)
+{
+    Py_buffer fb, tb, rb;
+    long long radius, span;
+    int eligible_below, first, last;
+    if (!PyArg_ParseTuple(args, "y*y*LLy*ipp", &fb, &tb, &radius, &span, &rb, &eligible_below,
+                          &first, &last))
+        return NULL;
+    PyObject *result = NULL, *cuts_out = NULL, *kinds_out = NULL;
+    int64_t *cum = NULL;
+    uint64_t *f2 = NULL, *keys = NULL;
+    Py_ssize_t *dq = NULL, *pos = NULL;
+    uint8_t *flags = NULL, *won = NULL;
+    Py_ssize_t n = tb.len / 8;
+    const uint64_t *fp = fb.buf;
+    const int64_t *tokens = tb.buf;
+    const uint8_t *ranks = rb.len ? rb.buf : NULL;
+    if (tb.len % 8 || fb.len != tb.len || (ranks && rb.len != n) || radius <= 0) {
+        PyErr_SetString(PyExc_ValueError, "fingerprint (uint64), tokens (int64) and ranks "
+                                          "(uint8) must have one length; radius positive");
+        goto done;
+    }
+    size_t un = (size_t)(n > 0 ? n : 1);
+    cum = PyMem_Malloc(un * sizeof *cum);
+    f2 = PyMem_Malloc(un * sizeof *f2);
+    keys = PyMem_Malloc(un * sizeof *keys);
+    dq = PyMem_Malloc(un * sizeof *dq);
+    pos = PyMem_Malloc(un * sizeof *pos);
+    flags = PyMem_Calloc(un, 1);
+    won = PyMem_Malloc(un);
+    if (!cum || !f2 || !keys || !dq || !pos || !flags || !won) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t total = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (tokens[k] <= 0) {
+            PyErr_SetString(PyExc_ValueError, "every word has at least one token");
+            goto done;
+        }
+        total += tokens[k];
+        cum[k] = total;
+        uint64_t g = mix64(fp[k] ^ SECOND_HASH);
+        f2[k] = ranks ? ranked(ranks[k], g) : g;
+    }
+    /* Primaries: strict minima of f1 (or, with ranks, of the ranked f1 among the
+       eligible positions only). */
+    if (ranks == NULL) {
+        strict_minima(fp, cum, n, radius, dq, won);
+        for (Py_ssize_t k = 0; k < n; k++) flags[k] = won[k] ? L_PRIMARY : 0;
+    } else {
+        Py_ssize_t m = 0;
+        for (Py_ssize_t k = 0; k < n; k++) {
+            if (ranks[k] >= eligible_below) continue;
+            if (first && cum[k] < radius) continue;
+            if (last && total - cum[k] < radius) continue;
+            pos[m] = k;
+            keys[m] = ranked(ranks[k], fp[k]);
+            m++;
+        }
+        /* The eligible positions' token sums. */
+        int64_t *sub = PyMem_Malloc((size_t)(m > 0 ? m : 1) * sizeof *sub);
+        if (sub == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (Py_ssize_t e = 0; e < m; e++) sub[e] = cum[pos[e]];
+        strict_minima(keys, sub, m, radius, dq, won);
+        PyMem_Free(sub);
+        for (Py_ssize_t e = 0; e < m; e++)
+            if (won[e]) flags[pos[e]] = L_PRIMARY;
+    }
+    /* Hard cuts on both sides of an over-long word; a final cut unless the last
+       position is already an anchor. */
+    for (Py_ssize_t k = 0; k < n; k++) {
+        int giant = tokens[k] > span || (k + 1 < n && tokens[k + 1] > span);
+        if (giant && !(flags[k] & L_PRIMARY)) flags[k] |= L_HARD;
+    }
+    if (n > 0 && !flags[n - 1]) flags[n - 1] = L_FINAL;
+    /* Forced picks: every window W(m) of span tokens between two anchors that holds
+       neither gets its f2 minimum (the latest on ties), by a sliding minimum. */
+    if (span > 0) {
+        Py_ssize_t prev = -1;
+        for (Py_ssize_t a = 0; a < n; a++) {
+            if (!(flags[a] & (L_PRIMARY | L_HARD | L_FINAL))) continue;
+            int64_t t_prev = prev >= 0 ? cum[prev] : 0;
+            if (cum[a] - t_prev > span) {
+                Py_ssize_t head = 0, tail = 0, next = prev + 1, end = prev; /* next to push */
+                for (Py_ssize_t m = prev + 1; m < a; m++) {
+                    int64_t base = m > 0 ? cum[m - 1] : 0;
+                    if (cum[a] - base <= span) break; /* this and later windows hold a */
+                    while (end + 1 < n && cum[end + 1] <= base + span) end++;
+                    if (end < m) continue;
+                    while (next <= end) {
+                        while (head < tail && f2[dq[tail - 1]] >= f2[next]) tail--;
+                        dq[tail++] = next++;
+                    }
+                    while (dq[head] < m) head++;
+                    flags[dq[head]] |= L_FORCED;
+                }
+            }
+            prev = a;
+        }
+    }
+    Py_ssize_t count = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (flags[k] & (L_PRIMARY | L_HARD | L_FINAL)) flags[k] &= (uint8_t)~L_FORCED;
+        count += flags[k] != 0;
+    }
+    cuts_out = PyByteArray_FromStringAndSize(NULL, count * 8);
+    kinds_out = PyByteArray_FromStringAndSize(NULL, count);
+    if (cuts_out == NULL || kinds_out == NULL) goto done;
+    int64_t *co = (int64_t *)PyByteArray_AS_STRING(cuts_out);
+    uint8_t *ko = (uint8_t *)PyByteArray_AS_STRING(kinds_out);
+    Py_ssize_t c = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        uint8_t f = flags[k];
+        if (!f) continue;
+        co[c] = k;
+        ko[c] = f & L_PRIMARY ? 0 : f & L_HARD ? 1 : f & L_FORCED ? 2 : 3;
+        c++;
+    }
+    result = PyTuple_Pack(2, cuts_out, kinds_out);
+done:
+    Py_XDECREF(cuts_out);
+    Py_XDECREF(kinds_out);
+    PyMem_Free(cum);
+    PyMem_Free(f2);
+    PyMem_Free(keys);
+    PyMem_Free(dq);
+    PyMem_Free(pos);
+    PyMem_Free(flags);
+    PyMem_Free(won);
+    PyBuffer_Release(&fb);
+    PyBuffer_Release(&tb);
+    PyBuffer_Release(&rb);
+    return result;
+}
+
 /* ------------------------------------------------------------------ byte CDC */
 
 /* bytecdc.rolling_hashes: H[i] = sum(data[i - k] * 257^k, k < window) mod 2^61 - 1.
@@ -1793,6 +2002,7 @@ done:
 static PyMethodDef kernel_methods[] = {
     {"scan", k_scan, METH_VARARGS, scan_doc},
     {"build_chunks", k_build_chunks, METH_VARARGS, build_chunks_doc},
+    {"local_cuts", k_local_cuts, METH_VARARGS, local_cuts_doc},
     {"rolling_hashes", k_rolling_hashes, METH_VARARGS, rolling_hashes_doc},
     {"byte_candidates", k_byte_candidates, METH_VARARGS, byte_candidates_doc},
     {"byte_spans", k_byte_spans, METH_VARARGS, byte_spans_doc},

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from kbsync import byte_chunks, chunk_stream, chunk_text, native, normalize
 from kbsync.chunking import EstimatingCounter, TextChunker, TTTDParams, compiled
 from kbsync.chunking.bytecdc import rolling_hashes
-from kbsync.chunking.local import cut_positions
+from kbsync.chunking.local import KINDS, cut_positions, select_cuts
 from kbsync.chunking.stream import word_blocks
 from kbsync.chunking.tttd import tttd_chunks
 from kbsync.normalize import canonical_pieces, scan_words
@@ -305,9 +305,10 @@ def test_chunks_built_from_local_cuts_by_the_kernel_are_those_of_the_reference(
     cuts, kinds = cut_positions(b.fingerprint, b.tokens, 3, 9)
     first = min(skip, len(cuts))
     start = int(cuts[first - 1]) + 1 if first else 0
+    codes = np.array([KINDS.index(kind) for kind in kinds[first:]], dtype=np.uint8)
     built = compiled.build_chunks(source, b.text_starts, b.text_ends, b.input_starts,
                                   b.input_ends, np.cumsum(b.tokens), cuts[first:],
-                                  kinds[first:], chunker.identity, start=start, index=first)
+                                  codes, chunker.identity, start=start, index=first)
     assert built == reference[first:]
 
 
@@ -343,3 +344,27 @@ def test_long_blocks_cut_in_pieces_by_the_kernel_give_the_reference_chunks(
     for strategy in ("local", "sentences"):
         compiled_result, reference = both(lambda s=strategy: chunk_text(text, strategy=s))  # type: ignore[misc, arg-type]
         assert compiled_result.chunks == reference.chunks
+
+
+@fast
+@given(st.lists(st.tuples(st.integers(0, 15), st.integers(1, 6), st.integers(0, 4)),
+                min_size=1, max_size=300),
+       st.integers(1, 12), st.integers(1, 30), st.booleans(), st.booleans(), st.booleans(),
+       st.sampled_from([64, 3]))
+def test_local_cut_selection_by_the_kernel_is_that_of_the_reference(
+    words: list[tuple[int, int, int]], radius: int, span: int, ranked: bool, first: bool,
+    last: bool, bits: int,
+) -> None:
+    # Few distinct fingerprints (ties), giant words, every rank: each rule's edge cases.
+    fingerprint = np.array([(v * 0x9E3779B97F4A7C15) % (1 << 64) if bits == 64 else v % 8
+                            for v, _, _ in words], dtype=np.uint64)
+    tokens = np.array([t for _, t, _ in words], dtype=np.int64)
+    ranks = np.array([r for _, _, r in words], dtype=np.uint8) if ranked else None
+
+    def cuts() -> tuple[list[int], list[object]]:
+        positions, kinds = select_cuts(fingerprint, tokens, radius=radius, span=span,
+                                       ranks=ranks, eligible_below=4, first=first, last=last)
+        return positions.tolist(), list(kinds)
+
+    compiled_cuts, reference = both(cuts)
+    assert compiled_cuts == reference

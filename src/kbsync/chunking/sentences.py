@@ -49,11 +49,11 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 import numpy.typing as npt
 
-from kbsync.chunking.local import select_cuts, stream_cuts
+from kbsync.chunking.local import CodeArray, select_cut_codes, stream_cuts
 from kbsync.chunking.params import SentenceParams
 from kbsync.chunking.stream import WordBlock, WordBuffer
 from kbsync.identity import ChunkIdentity
-from kbsync.model import Boundary, Chunk
+from kbsync.model import Chunk
 from kbsync.normalize import IntArray
 
 __all__ = [
@@ -69,10 +69,10 @@ def sentence_chunks(
 ) -> Iterator[Chunk]:
     """Chunks of the word stream ``blocks`` (scanned with sentence ends) under the rules above."""
 
-    def rule(words: WordBuffer, first: bool, last: bool) -> tuple[IntArray, list[Boundary]]:
-        return select_cuts(words.fingerprint, words.tokens, radius=params.min_tokens,
-                           span=params.max_tokens, ranks=ranks(words), eligible_below=WORD,
-                           first=first, last=last)
+    def rule(words: WordBuffer, first: bool, last: bool) -> tuple[IntArray, CodeArray]:
+        return select_cut_codes(words.fingerprint, words.tokens, radius=params.min_tokens,
+                                span=params.max_tokens, ranks=ranks(words), eligible_below=WORD,
+                                first=first, last=last)
 
     return stream_cuts(blocks, rule, params.max_tokens + params.min_tokens, identity)
 
