@@ -805,7 +805,7 @@ static PyObject *decode_canonical(const char *p, Py_ssize_t n, int ascii)
 
 /* What scan() returns of each word, by mode: a column is a bytearray of int64 (or uint8
    for flags), filled a sub-block at a time while the records are still in cache. */
-enum { SCAN_FULL, SCAN_WORDS, SCAN_CHUNKER };
+enum { SCAN_FULL, SCAN_WORDS, SCAN_CHUNKER, SCAN_COMPARE };
 
 typedef struct {
     size_t offset; /* of the field in Word */
@@ -819,8 +819,14 @@ static const Column FULL_COLUMNS[] = {
     {offsetof(Word, paragraph), 0}, {offsetof(Word, tokens), 1},
     {offsetof(Word, sentence), 0},
 };
-static const Column *const WORD_COLUMNS = FULL_COLUMNS + 2;   /* text, input, paragraph */
-static const Column *const CHUNKER_COLUMNS = FULL_COLUMNS + 2; /* ... tokens, sentence */
+static const Column *const WORD_COLUMNS = FULL_COLUMNS + 4;   /* input, paragraph */
+static const Column *const CHUNKER_COLUMNS = FULL_COLUMNS + 2; /* text, input, ..., sentence */
+static const Column COMPARE_COLUMNS[] = {
+    {offsetof(Word, tchar_start), 1}, {offsetof(Word, tchar_end), 1},
+    {offsetof(Word, canon_start), 1}, {offsetof(Word, canon_end), 1},
+    {offsetof(Word, in_start), 1}, {offsetof(Word, in_end), 1},
+};
+static const int COLUMN_COUNT[] = {9, 3, 7, 6};
 
 PyDoc_STRVAR(scan_doc,
 "scan(text, window, history, check_nfc=False, mode=0) -> tuple | 0 | None\n\n"
@@ -829,8 +835,10 @@ PyDoc_STRVAR(scan_doc,
 "not be NFC, else a tuple; arrays are bytearrays of int64 / uint8 / uint64. Mode 0:\n"
 "(source, data, byte_starts, byte_ends, text_starts, text_ends, input_starts, input_ends,\n"
 "paragraph, tokens, sentence_end, fingerprint, history, trailing_start). Mode 1 (what\n"
-"normalize() needs): (source, text_starts, text_ends, input_starts, input_ends, paragraph,\n"
-"trailing_start). Mode 2 (what the chunkers need): mode 0 without data and byte offsets.\n"
+"normalize() needs): (source, input_starts, input_ends, paragraph, trailing_start).\n"
+"Mode 2 (what the chunkers need): mode 0 without data and byte offsets. Mode 3 (what\n"
+"compare() needs): (source, canonical UTF-8, text_starts, text_ends, canonical byte\n"
+"starts, canonical byte ends, input_starts, input_ends, trailing_start).\n"
 "With window 0 no fingerprints are made (fingerprint and history are empty).");
 
 static PyObject *k_scan(PyObject *self, PyObject *args)
@@ -845,15 +853,17 @@ static PyObject *k_scan(PyObject *self, PyObject *args)
     Buf data = {0};
     Scan sc = {0};
     Roller roll = {0};
-    if (mode < SCAN_FULL || mode > SCAN_CHUNKER) {
-        PyErr_SetString(PyExc_ValueError, "mode must be 0, 1 or 2");
+    if (mode < SCAN_FULL || mode > SCAN_COMPARE) {
+        PyErr_SetString(PyExc_ValueError, "mode must be 0, 1, 2 or 3");
         goto done;
     }
-    const Column *cols = mode == SCAN_FULL ? FULL_COLUMNS : mode == SCAN_WORDS ? WORD_COLUMNS
-                                                                              : CHUNKER_COLUMNS;
-    int ncols = mode == SCAN_FULL ? 9 : mode == SCAN_WORDS ? 5 : 7;
+    const Column *cols = mode == SCAN_FULL      ? FULL_COLUMNS
+                         : mode == SCAN_WORDS   ? WORD_COLUMNS
+                         : mode == SCAN_CHUNKER ? CHUNKER_COLUMNS
+                                                : COMPARE_COLUMNS;
+    int ncols = COLUMN_COUNT[mode];
     sc.data = mode == SCAN_FULL ? &data : NULL;
-    sc.plain = mode == SCAN_WORDS;
+    sc.plain = mode == SCAN_WORDS || mode == SCAN_COMPARE;
     sc.first_paragraph = -1;
     sc.check_nfc = check_nfc;
     Py_ssize_t n;
@@ -874,7 +884,7 @@ static PyObject *k_scan(PyObject *self, PyObject *args)
         dst[c] = PyByteArray_AS_STRING(col[c]);
     }
     uint64_t *f = NULL;
-    if (mode != SCAN_WORDS && window > 0) {
+    if ((mode == SCAN_FULL || mode == SCAN_CHUNKER) && window > 0) {
         if (roller_init(&roll, window) < 0) goto done;
         const uint64_t *old = (const uint64_t *)hist.buf;
         for (Py_ssize_t i = 0; i < window - 1; i++) roller_push(&roll, old[i]);
@@ -925,8 +935,14 @@ static PyObject *k_scan(PyObject *self, PyObject *args)
     PyObject *source = decode_canonical(sc.canon.p, sc.canon.len, PyUnicode_IS_ASCII(text));
     if (source == NULL) goto done;
     if (mode == SCAN_WORDS) {
-        result = Py_BuildValue("(NNNNNNL)", source, col[0], col[1], col[2], col[3], col[4],
-                               (long long)last_end);
+        result = Py_BuildValue("(NNNNL)", source, col[0], col[1], col[2], (long long)last_end);
+        memset(col, 0, sizeof col);
+        goto done;
+    }
+    if (mode == SCAN_COMPARE) {
+        result = Py_BuildValue("(NNNNNNNNL)", source,
+                               PyBytes_FromStringAndSize(sc.canon.p, sc.canon.len), col[0],
+                               col[1], col[2], col[3], col[4], col[5], (long long)last_end);
         memset(col, 0, sizeof col);
         goto done;
     }
@@ -984,37 +1000,62 @@ typedef struct {
     PyObject *slots[8]; /* the fields' member descriptors, when construction can use them */
 } Maker;
 
-static const char *CHUNK_FIELDS[8] = {"index", "text", "start", "end", "token_count",
+static const char *const CHUNK_FIELDS[8] = {"index", "text", "start", "end", "token_count",
                                       "boundary", "identity", "snapped"};
 
 /* model.Chunk is a frozen dataclass with __slots__ and no __post_init__: its __init__
    only stores each field through its member descriptor (object.__setattr__). When the
    type still looks exactly like that, the kernel stores them the same way without
    running Python code; otherwise it calls the type. */
-static void maker_find_slots(Maker *mk)
+static int find_slots(PyObject *type, const char *const *names, int count, PyObject **slots)
 {
-    PyObject *type = mk->chunk_type;
-    if (!PyType_Check(type) || PyObject_HasAttrString(type, "__post_init__")) return;
+    if (!PyType_Check(type) || PyObject_HasAttrString(type, "__post_init__")) return 0;
     PyObject *match = PyObject_GetAttrString(type, "__match_args__");
     if (match == NULL) {
         PyErr_Clear();
-        return;
+        return 0;
     }
-    int ok = PyTuple_Check(match) && PyTuple_GET_SIZE(match) == 8;
-    for (int i = 0; ok && i < 8; i++) {
+    int ok = PyTuple_Check(match) && PyTuple_GET_SIZE(match) == count;
+    for (int i = 0; ok && i < count; i++) {
         PyObject *name = PyTuple_GET_ITEM(match, i);
-        ok = PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, CHUNK_FIELDS[i]) == 0;
+        ok = PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, names[i]) == 0;
     }
     Py_DECREF(match);
-    if (!ok) return;
+    if (!ok) return 0;
     PyObject *dict = ((PyTypeObject *)type)->tp_dict;
     PyObject *found[8];
-    for (int i = 0; i < 8; i++) {
-        PyObject *d = PyDict_GetItemString(dict, CHUNK_FIELDS[i]); /* borrowed */
-        if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type)) return;
+    for (int i = 0; i < count; i++) {
+        PyObject *d = PyDict_GetItemString(dict, names[i]); /* borrowed */
+        if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type)) return 0;
         found[i] = d;
     }
-    for (int i = 0; i < 8; i++) mk->slots[i] = Py_NewRef(found[i]);
+    for (int i = 0; i < count; i++) slots[i] = Py_NewRef(found[i]);
+    return 1;
+}
+
+/* An instance of a slotted dataclass from its fields (borrowed), through the slots when
+   find_slots found them, else by calling the type. Built through the slots it is not
+   tracked by the collector: its fields (str, int, bool, enum members) never lead back
+   to it, so it cannot be in a cycle (CPython untracks tuples of atoms the same way). */
+static PyObject *new_record(PyObject *type, PyObject *const *slots, PyObject **fields, int count)
+{
+    PyObject *obj;
+    if (slots[0] != NULL) {
+        PyTypeObject *t = (PyTypeObject *)type;
+        obj = t->tp_alloc(t, 0);
+        for (int i = 0; obj != NULL && i < count; i++) {
+            if (Py_TYPE(slots[i])->tp_descr_set(slots[i], obj, fields[i]) < 0) Py_CLEAR(obj);
+        }
+        if (obj != NULL && PyObject_GC_IsTracked(obj)) PyObject_GC_UnTrack(obj);
+    } else {
+        obj = PyObject_Vectorcall(type, fields, (size_t)count, NULL);
+    }
+    return obj;
+}
+
+static void maker_find_slots(Maker *mk)
+{
+    find_slots(mk->chunk_type, CHUNK_FIELDS, 8, mk->slots);
 }
 
 static int maker_init(Maker *mk, PyObject *chunk_type, PyObject *kinds, Py_buffer *prefix)
@@ -1079,19 +1120,7 @@ static PyObject *make_chunk(Maker *mk, int64_t index, PyObject *text, const uint
     args[7] = Py_NewRef(snapped ? Py_True : Py_False);
     for (int i = 0; i < 8; i++)
         if (args[i] == NULL) goto done;
-    if (mk->slots[0] != NULL) {
-        PyTypeObject *type = (PyTypeObject *)mk->chunk_type;
-        chunk = type->tp_alloc(type, 0);
-        for (int i = 0; chunk != NULL && i < 8; i++) {
-            if (Py_TYPE(mk->slots[i])->tp_descr_set(mk->slots[i], chunk, args[i]) < 0) Py_CLEAR(chunk);
-        }
-        /* Its fields are str, int, bool and enum members, which never lead back to it: the
-           chunk cannot be in a cycle, so the collector need not walk the many chunks of a
-           big text (as CPython untracks tuples of atoms). */
-        if (chunk != NULL && PyObject_GC_IsTracked(chunk)) PyObject_GC_UnTrack(chunk);
-    } else {
-        chunk = PyObject_Vectorcall(mk->chunk_type, args, 8, NULL);
-    }
+    chunk = new_record(mk->chunk_type, mk->slots, args, 8);
 done:
     for (int i = 0; i < 8; i++) Py_XDECREF(args[i]);
     return chunk;
@@ -1868,7 +1897,18 @@ done:
    window before i only, so four stretches of the input are rolled side by side (each
    starting `window` bytes early): four independent chains of multiplications instead of
    one long one. Appends to `ends` in increasing order. */
-#define CHAINS 4
+#define CHAINS 4 /* the fast loop below is written out for four */
+
+/* roll61 with lazy reduction: h and the result are below 2^61 + 4, congruent to the hash
+   but not always reduced. h * 257 = h * 2^8 + h, and h * 2^8 = (h >> 53) * 2^61 + the
+   low bits shifted, with 2^61 = 1 (mod p): shifts and adds, every sum below 2^63. */
+static inline uint64_t roll61_lazy(const Roll61 *r, uint64_t h, uint8_t in, int out)
+{
+    uint64_t x = ((h << 8) & MOD61) + (h >> 53) + h + in + (MOD61 - r->out_of_window[out]);
+    return (x & MOD61) + (x >> 61);
+}
+#define ROLL61_STEP roll61_lazy
+#define REDUCED61(h) ((h) >= MOD61 ? (h) - MOD61 : (h))
 
 static int find_candidates(const uint8_t *d, Py_ssize_t total, Py_ssize_t lead, Py_ssize_t window,
                            uint64_t mask, int utf8, Buf *ends)
@@ -1881,27 +1921,62 @@ static int find_candidates(const uint8_t *d, Py_ssize_t total, Py_ssize_t lead, 
     uint64_t h[CHAINS];
     Buf part[CHAINS];
     memset(part, 0, sizeof part);
+    Py_ssize_t common = span; /* steps every chain takes */
     for (int c = 0; c < CHAINS; c++) {
         start[c] = c * span < total ? c * span : total;
         stop[c] = start[c] + span < total ? start[c] + span : total;
         from[c] = start[c] - window > 0 ? start[c] - window : 0;
+        if (stop[c] - start[c] < common) common = stop[c] - start[c];
         h[c] = 0;
         for (Py_ssize_t i = from[c]; i < start[c]; i++)
-            h[c] = roll61(&r, h[c], d[i], i - window >= from[c] ? d[i - window] : 0);
+            h[c] = ROLL61_STEP(&r, h[c], d[i], i - window >= from[c] ? d[i - window] : 0);
     }
     int rc = -1;
-    for (Py_ssize_t t = 0; t < span; t++) {
+#define CANDIDATE(c, i)                                                      \
+    do {                                                                     \
+        if ((REDUCED61(h[c]) & mask) == 0 && (i) >= lead) {                  \
+            Py_ssize_t e = (i) + 1 - lead;                                   \
+            if (!(utf8 && e < n && (d[lead + e] & 0xC0) == 0x80)) {          \
+                if (buf_reserve(&part[c], 1, 8) < 0) goto done;              \
+                ((int64_t *)part[c].p)[part[c].len++] = e;                   \
+            }                                                                \
+        }                                                                    \
+    } while (0)
+    /* The first window bytes of the input have zeros before them; after that every
+       chain reads the byte leaving its window directly. */
+    Py_ssize_t t = 0, head = window < span ? window : span;
+    for (; t < head; t++) {
         for (int c = 0; c < CHAINS; c++) {
             Py_ssize_t i = start[c] + t;
             if (i >= stop[c]) continue;
-            h[c] = roll61(&r, h[c], d[i], i - window >= from[c] ? d[i - window] : 0);
-            if ((h[c] & mask) != 0 || i < lead) continue;
-            Py_ssize_t e = i + 1 - lead;
-            if (utf8 && e < n && (d[lead + e] & 0xC0) == 0x80) continue;
-            if (buf_reserve(&part[c], 1, 8) < 0) goto done;
-            ((int64_t *)part[c].p)[part[c].len++] = e;
+            h[c] = ROLL61_STEP(&r, h[c], d[i], i - window >= from[c] ? d[i - window] : 0);
+            CANDIDATE(c, i);
         }
     }
+    /* The four chains in locals (an array would go through memory at every step). */
+    uint64_t h0 = h[0], h1 = h[1], h2 = h[2], h3 = h[3];
+    const uint8_t *d0 = d + start[0], *d1 = d + start[1], *d2 = d + start[2], *d3 = d + start[3];
+    for (; t < common; t++) {
+        h0 = ROLL61_STEP(&r, h0, d0[t], d0[t - window]);
+        h1 = ROLL61_STEP(&r, h1, d1[t], d1[t - window]);
+        h2 = ROLL61_STEP(&r, h2, d2[t], d2[t - window]);
+        h3 = ROLL61_STEP(&r, h3, d3[t], d3[t - window]);
+        if (((REDUCED61(h0) & mask) == 0) | ((REDUCED61(h1) & mask) == 0) |
+            ((REDUCED61(h2) & mask) == 0) | ((REDUCED61(h3) & mask) == 0)) {
+            h[0] = h0, h[1] = h1, h[2] = h2, h[3] = h3;
+            for (int c = 0; c < CHAINS; c++) CANDIDATE(c, start[c] + t);
+        }
+    }
+    h[0] = h0, h[1] = h1, h[2] = h2, h[3] = h3;
+    for (; t < span; t++) {
+        for (int c = 0; c < CHAINS; c++) {
+            Py_ssize_t i = start[c] + t;
+            if (i >= stop[c]) continue;
+            h[c] = ROLL61_STEP(&r, h[c], d[i], i - window >= from[c] ? d[i - window] : 0);
+            CANDIDATE(c, i);
+        }
+    }
+#undef CANDIDATE
     for (int c = 0; c < CHAINS; c++) {
         if (buf_reserve(ends, part[c].len, 8) < 0) goto done;
         memcpy(ends->p + ends->len * 8, part[c].p, (size_t)part[c].len * 8);
@@ -1944,25 +2019,17 @@ PyDoc_STRVAR(byte_spans_doc,
 "bytecdc._cuts: the final spans of data[lead:] as int64 triples (start, end, kind), kind\n"
 "0 primary, 1 hard, 2 final; an unfinished tail is left for more input.");
 
-static PyObject *k_byte_spans(PyObject *self, PyObject *args)
+/* bytecdc._cuts over d[lead:total]: (start, end, kind) triples appended to spans. */
+static int cdc_spans(const uint8_t *d, Py_ssize_t total, Py_ssize_t lead, Py_ssize_t window,
+                     uint64_t mask, Py_ssize_t min_size, Py_ssize_t max_size, int utf8, int ended,
+                     Buf *spans)
 {
-    Py_buffer data;
-    Py_ssize_t lead, window, min_size, max_size;
-    unsigned long long mask;
-    int utf8, ended;
-    if (!PyArg_ParseTuple(args, "y*nnKnnpp", &data, &lead, &window, &mask, &min_size, &max_size,
-                          &utf8, &ended))
-        return NULL;
-    PyObject *out = NULL;
-    Buf ends = {0}, spans = {0};
-    if (window <= 0 || lead < 0 || lead > data.len || min_size <= 0 || max_size < min_size) {
-        PyErr_SetString(PyExc_ValueError, "invalid byte CDC parameters");
-        goto done;
-    }
-    if (find_candidates(data.buf, data.len, lead, window, mask, utf8, &ends) < 0) goto done;
-    const uint8_t *b = (const uint8_t *)data.buf + lead;
+    Buf ends = {0};
+    int rc = -1;
+    if (find_candidates(d, total, lead, window, mask, utf8, &ends) < 0) goto done;
+    const uint8_t *b = d + lead;
     const int64_t *cand = (const int64_t *)ends.p;
-    Py_ssize_t n = data.len - lead, nc = ends.len, ci = 0, s = 0;
+    Py_ssize_t n = total - lead, nc = ends.len, ci = 0, s = 0;
     while (s < n) {
         while (ci < nc && cand[ci] < s + min_size) ci++;
         Py_ssize_t e;
@@ -1981,20 +2048,125 @@ static PyObject *k_byte_spans(PyObject *self, PyObject *args)
         } else {
             break;
         }
-        if (buf_reserve(&spans, 3, 8) < 0) goto done;
-        int64_t *o = (int64_t *)spans.p + spans.len;
+        if (buf_reserve(spans, 3, 8) < 0) goto done;
+        int64_t *o = (int64_t *)spans->p + spans->len;
         o[0] = s;
         o[1] = e;
         o[2] = kind;
-        spans.len += 3;
+        spans->len += 3;
         s = e;
     }
-    out = PyByteArray_FromStringAndSize(spans.p, spans.len * 8);
+    rc = 0;
 done:
     buf_free(&ends);
+    return rc;
+}
+
+static int cdc_check(Py_ssize_t len, Py_ssize_t lead, Py_ssize_t window, Py_ssize_t min_size,
+                     Py_ssize_t max_size)
+{
+    if (window <= 0 || lead < 0 || lead > len || min_size <= 0 || max_size < min_size) {
+        PyErr_SetString(PyExc_ValueError, "invalid byte CDC parameters");
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *k_byte_spans(PyObject *self, PyObject *args)
+{
+    Py_buffer data;
+    Py_ssize_t lead, window, min_size, max_size;
+    unsigned long long mask;
+    int utf8, ended;
+    if (!PyArg_ParseTuple(args, "y*nnKnnpp", &data, &lead, &window, &mask, &min_size, &max_size,
+                          &utf8, &ended))
+        return NULL;
+    PyObject *out = NULL;
+    Buf spans = {0};
+    if (cdc_check(data.len, lead, window, min_size, max_size) < 0) goto done;
+    if (cdc_spans(data.buf, data.len, lead, window, mask, min_size, max_size, utf8, ended,
+                  &spans) < 0)
+        goto done;
+    out = PyByteArray_FromStringAndSize(spans.p, spans.len * 8);
+done:
     buf_free(&spans);
     PyBuffer_Release(&data);
     return out;
+}
+
+static const char *const BYTE_CHUNK_FIELDS[4] = {"index", "offset", "length", "digest"};
+
+/* The BLAKE2b-128 hex digest of n bytes (bytecdc._digest). */
+static PyObject *digest16_hex(const uint8_t *p, Py_ssize_t n)
+{
+    static const char HEX[] = "0123456789abcdef";
+    B2b ctx;
+    uint8_t dig[16];
+    b2b_init(&ctx, 16);
+    b2b_update(&ctx, p, (size_t)n);
+    b2b_final(&ctx, dig);
+    PyObject *s = PyUnicode_New(32, 127);
+    if (s == NULL) return NULL;
+    Py_UCS1 *o = PyUnicode_1BYTE_DATA(s);
+    for (int i = 0; i < 16; i++) {
+        o[2 * i] = (Py_UCS1)HEX[dig[i] >> 4];
+        o[2 * i + 1] = (Py_UCS1)HEX[dig[i] & 15];
+    }
+    return s;
+}
+
+PyDoc_STRVAR(byte_chunks_doc,
+"byte_chunks(data, lead, window, mask, min_size, max_size, ended, chunk_type, offset, index)\n"
+"    -> (list[ByteChunk], consumed)\n\n"
+"bytecdc.iter_byte_chunks over one block: the final chunks of data[lead:] as chunk_type\n"
+"(index, offset, length, digest) values, numbered from index, their offsets counted from\n"
+"offset, and how many bytes of data[lead:] they cover.");
+
+static PyObject *k_byte_chunks(PyObject *self, PyObject *args)
+{
+    Py_buffer data;
+    Py_ssize_t lead, window, min_size, max_size;
+    unsigned long long mask;
+    int ended;
+    PyObject *chunk_type;
+    long long offset, index;
+    if (!PyArg_ParseTuple(args, "y*nnKnnpOLL", &data, &lead, &window, &mask, &min_size,
+                          &max_size, &ended, &chunk_type, &offset, &index))
+        return NULL;
+    PyObject *result = NULL, *list = NULL, *slots[4] = {NULL};
+    Buf spans = {0};
+    if (cdc_check(data.len, lead, window, min_size, max_size) < 0) goto done;
+    if (cdc_spans(data.buf, data.len, lead, window, mask, min_size, max_size, 0, ended,
+                  &spans) < 0)
+        goto done;
+    find_slots(chunk_type, BYTE_CHUNK_FIELDS, 4, slots);
+    Py_ssize_t count = spans.len / 3;
+    list = PyList_New(count);
+    if (list == NULL) goto done;
+    const int64_t *sp = (const int64_t *)spans.p;
+    const uint8_t *b = (const uint8_t *)data.buf + lead;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        int64_t s = sp[3 * k], e = sp[3 * k + 1];
+        PyObject *fields[4] = {PyLong_FromLongLong(index + k), PyLong_FromLongLong(offset + s),
+                               PyLong_FromLongLong(e - s), digest16_hex(b + s, e - s)};
+        PyObject *chunk = NULL;
+        if (fields[0] && fields[1] && fields[2] && fields[3])
+            chunk = new_record(chunk_type, slots, fields, 4);
+        for (int i = 0; i < 4; i++) Py_XDECREF(fields[i]);
+        if (chunk == NULL) {
+            Py_CLEAR(list);
+            goto done;
+        }
+        PyList_SET_ITEM(list, k, chunk);
+    }
+    result = Py_BuildValue("(Nn)", list, count ? (Py_ssize_t)sp[3 * count - 2] : 0);
+    list = NULL;
+done:
+    Py_XDECREF(list);
+    for (int i = 0; i < 4; i++) Py_XDECREF(slots[i]);
+    buf_free(&spans);
+    PyBuffer_Release(&data);
+    return result;
 }
 
 /* ------------------------------------------------------------------ module */
@@ -2006,6 +2178,7 @@ static PyMethodDef kernel_methods[] = {
     {"rolling_hashes", k_rolling_hashes, METH_VARARGS, rolling_hashes_doc},
     {"byte_candidates", k_byte_candidates, METH_VARARGS, byte_candidates_doc},
     {"byte_spans", k_byte_spans, METH_VARARGS, byte_spans_doc},
+    {"byte_chunks", k_byte_chunks, METH_VARARGS, byte_chunks_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -22,6 +22,10 @@ def rolling_hashes(data: Buffer, window: int, /) -> bytearray: ...
 def byte_candidates(
     data: Buffer, lead: int, window: int, mask: int, utf8: bool, /
 ) -> bytearray: ...
+def byte_chunks(
+    data: Buffer, lead: int, window: int, mask: int, min_size: int, max_size: int,
+    ended: bool, chunk_type: type, offset: int, index: int, /,
+) -> tuple[list[Any], int]: ...
 def byte_spans(
     data: Buffer, lead: int, window: int, mask: int, min_size: int, max_size: int, utf8: bool,
     ended: bool, /,

@@ -368,3 +368,29 @@ def test_local_cut_selection_by_the_kernel_is_that_of_the_reference(
 
     compiled_cuts, reference = both(cuts)
     assert compiled_cuts == reference
+
+
+@fast
+@given(st.lists(st.binary(max_size=700), max_size=8), st.sampled_from([None, (4, 8, 16, 64)]))
+def test_byte_chunks_made_by_the_kernel_are_the_same_however_the_bytes_are_split(
+    pieces: list[bytes], sizes: tuple[int, int, int, int] | None
+) -> None:
+    from kbsync.chunking import ByteParams
+    from kbsync.chunking.bytecdc import iter_byte_chunks
+
+    params = None if sizes is None else ByteParams(*sizes)
+    compiled_chunks, reference = both(lambda: list(iter_byte_chunks(pieces, params)))
+    assert compiled_chunks == reference
+    assert compiled_chunks == byte_chunks(b"".join(pieces), params)
+
+
+@fast
+@given(texts, texts)
+def test_compare_reads_the_same_words_from_the_kernel(old: str, new: str) -> None:
+    from kbsync import compare
+    from kbsync.compare import _Side
+
+    sides = both(lambda: _Side.of(new))
+    same_arrays(*sides)
+    reports = both(lambda: compare(old, new))
+    assert reports[0] == reports[1]

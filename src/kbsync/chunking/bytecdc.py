@@ -108,8 +108,33 @@ def iter_byte_chunks(
     pieces: Iterable[bytes], params: ByteParams | None = None
 ) -> Iterator[ByteChunk]:
     """Chunks of the concatenation of ``pieces``, each yielded as soon as it is final."""
-    for index, (offset, data, _) in enumerate(iter_spans(pieces, params or ByteParams())):
+    p = params or ByteParams()
+    if compiled.byte_chunks_available(p):
+        yield from _compiled_chunks(pieces, p)
+        return
+    for index, (offset, data, _) in enumerate(iter_spans(pieces, p)):
         yield ByteChunk(index, offset, len(data), _digest(data))
+
+
+def _compiled_chunks(pieces: Iterable[bytes], params: ByteParams) -> Iterator[ByteChunk]:
+    """:func:`iter_byte_chunks` with spans, digests and chunks made by the compiled kernel."""
+    window = params.window_bytes
+    history = b""
+    pending = b""
+    offset = index = 0  # offset of pending[0] in the whole input; number of the next chunk
+    for piece in _regroup(pieces):
+        pending += piece
+        chunks, consumed = compiled.byte_chunks(history + pending, len(history), params,
+                                                offset, index, ended=False)
+        yield from chunks
+        if consumed:
+            history = (history + pending[:consumed])[-window:]
+            pending = pending[consumed:]
+            offset += consumed
+            index += len(chunks)
+    if pending:
+        yield from compiled.byte_chunks(history + pending, len(history), params, offset, index,
+                                        ended=True)[0]
 
 
 def text_byte_chunks(

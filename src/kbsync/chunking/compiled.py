@@ -23,10 +23,11 @@ from kbsync.chunking.fingerprint import U64
 from kbsync.chunking.params import ByteParams, TTTDParams
 from kbsync.chunking.tokens import EstimatingCounter, TokenCounter
 from kbsync.identity import ChunkIdentity
-from kbsync.model import Boundary, Chunk
+from kbsync.model import Boundary, ByteChunk, Chunk
 from kbsync.normalize import BLOCK_CHARS, IntArray, is_paragraph_break, iter_blocks, scan_words
 
-__all__ = ["build_chunks", "byte_spans", "local_cuts", "scan_block", "tttd_chunks"]
+__all__ = ["build_chunks", "byte_chunks", "byte_chunks_available", "byte_spans", "local_cuts",
+           "scan_block", "tttd_chunks"]
 
 _TTTD_KINDS = (Boundary.PRIMARY, Boundary.BACKUP, Boundary.HARD, Boundary.FINAL)
 _LOCAL_KINDS = (Boundary.PRIMARY, Boundary.HARD, Boundary.FORCED, Boundary.FINAL)
@@ -212,6 +213,23 @@ def byte_spans(raw: bytes, lead: int, params: ByteParams, utf8: bool, *, ended: 
                          dtype=np.int64).tolist()
     kinds = _BYTE_KINDS
     return [(flat[k], flat[k + 1], kinds[flat[k + 2]]) for k in range(0, len(flat), 3)]
+
+
+def byte_chunks_available(params: ByteParams) -> bool:
+    """Whether :func:`byte_chunks` can serve chunking with ``params``."""
+    return native.kernel is not None
+
+
+def byte_chunks(raw: bytes, lead: int, params: ByteParams, offset: int, index: int, *,
+                ended: bool) -> tuple[list[ByteChunk], int]:
+    """The final chunks of ``raw[lead:]`` by the kernel (bytecdc.iter_byte_chunks), numbered
+    from ``index`` at ``offset``, and how many bytes of ``raw[lead:]`` they cover."""
+    kernel = native.kernel
+    assert kernel is not None
+    chunks, consumed = kernel.byte_chunks(raw, lead, params.window_bytes, params.mask,
+                                          params.min_size, params.max_size, ended, ByteChunk,
+                                          offset, index)
+    return chunks, consumed
 
 
 def _i64(values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
