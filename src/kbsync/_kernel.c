@@ -326,6 +326,7 @@ typedef struct {
     int check_nfc;      /* stop (-3) at a code point that might not be NFC */
     int plain;          /* words and offsets only: no hashes, tokens or sentence flags */
     int64_t chars;      /* characters the last scan_utf8 call read */
+    int sentences;      /* flag sentence ends (else every flag is 0) */
 } Scan;
 
 static int sentence_end(const uint8_t *w, int64_t len)
@@ -406,7 +407,6 @@ static Py_ssize_t scan_ascii_words(Scan *sc, const uint8_t *s, Py_ssize_t n, Py_
     uint8_t *out = (uint8_t *)sc->canon.p;
     uint8_t *data = sc->data ? (uint8_t *)sc->data->p : NULL;
     for (;;) {
-        if (buf_reserve(&sc->words, 1, sizeof(Word)) < 0) return -1;
         int paragraph = sc->gap.breaks >= 2 || sc->gap.sep;
         Py_ssize_t c0 = sc->canon.len, cpos = c0, dpos = data ? sc->data->len : 0;
         int sep = sc->seen_word ? (paragraph ? 2 : 1) : 0;
@@ -447,9 +447,9 @@ static Py_ssize_t scan_ascii_words(Scan *sc, const uint8_t *s, Py_ssize_t n, Py_
         w->canon_end = cpos;
         w->tchar_start = sc->canon_chars + sep;
         w->tchar_end = sc->canon_chars + sep + wl;
-        w->hash = mix64(h ^ (uint64_t)wl);
+        w->hash = sc->plain ? 0 : mix64(h ^ (uint64_t)wl);
         w->tokens = tokens > 0 ? tokens : 1;
-        w->sentence = sc->plain ? 0 : (uint8_t)sentence_end(out + start, wl);
+        w->sentence = sc->plain || !sc->sentences ? 0 : (uint8_t)sentence_end(out + start, wl);
         sc->canon.len = cpos;
         sc->canon_chars += sep + wl;
         if (data) sc->data->len = dpos;
@@ -492,7 +492,9 @@ static void end_word(Scan *sc, Open *o, int64_t in_end)
     w->data_end = sc->data ? sc->data->len : 0;
     w->canon_end = sc->canon.len;
     w->tchar_end = sc->canon_chars;
-    w->sentence = (uint8_t)sentence_end((const uint8_t *)sc->canon.p + w->canon_start, o->len);
+    w->sentence = sc->sentences ? (uint8_t)sentence_end((const uint8_t *)sc->canon.p + w->canon_start,
+                                                        o->len)
+                                : 0;
     sc->gap.breaks = 0;
     sc->gap.sep = 0;
     sc->gap.prev_cr = 0;
@@ -516,6 +518,8 @@ static int scan_utf8(Scan *sc, const uint8_t *s, Py_ssize_t n, int64_t char_base
         return -1;
     }
     if (buf_reserve(&sc->canon, 2 * n + 2 + 8, 1) < 0) return -1; /* + 8: whole-word stores */
+    /* Words are separated, so n bytes hold at most n / 2 + 1 of them. */
+    if (buf_reserve(&sc->words, n / 2 + 1, sizeof(Word)) < 0) return -1;
     if (sc->data && buf_reserve(sc->data, n + 8, 1) < 0) return -1;
     uint8_t *out = (uint8_t *)sc->canon.p;
     uint8_t *data = sc->data ? (uint8_t *)sc->data->p : NULL;
@@ -544,7 +548,6 @@ static int scan_utf8(Scan *sc, const uint8_t *s, Py_ssize_t n, int64_t char_base
             }
 #endif
             if (o.w == NULL) {
-                if (buf_reserve(&sc->words, 1, sizeof(Word)) < 0) return -1;
                 Word *w = (Word *)sc->words.p + sc->words.len;
                 Py_ssize_t k = sc->words.len++ - first_word;
                 w->primary = w->backup = w->sentence = 0;
@@ -864,6 +867,7 @@ static PyObject *k_scan(PyObject *self, PyObject *args)
     int ncols = COLUMN_COUNT[mode];
     sc.data = mode == SCAN_FULL ? &data : NULL;
     sc.plain = mode == SCAN_WORDS || mode == SCAN_COMPARE;
+    sc.sentences = !sc.plain;
     sc.first_paragraph = -1;
     sc.check_nfc = check_nfc;
     Py_ssize_t n;
@@ -1186,6 +1190,7 @@ static int cutter_init(Cutter *c, PyObject *args, PyObject *kwds)
     c->snap = snap;
     c->snap_window = snap_window;
     c->sc.first_paragraph = -1;
+    c->sc.sentences = snap; /* only snapping reads sentence ends */
     c->ascii = 1;
     rc = 0;
 done:
