@@ -475,6 +475,139 @@ static Py_ssize_t scan_ascii_words(Scan *sc, const uint8_t *s, Py_ssize_t n, Py_
 }
 #endif
 
+#if defined(KB_SWAR) && defined(__SSE2__)
+#include <emmintrin.h>
+#define KB_MASKS 1
+
+/* Bit masks of 64 bytes at p: word bytes (printable ASCII, 0x21..0x7f), the whitespace
+   a fast run may cross (space, tab, line feed), and line feeds. */
+static inline void ascii_masks(const uint8_t *p, uint64_t *word, uint64_t *gap, uint64_t *lf)
+{
+    const __m128i space = _mm_set1_epi8(' '), tab = _mm_set1_epi8('\t');
+    const __m128i nl = _mm_set1_epi8('\n'), top = _mm_set1_epi8(0x20);
+    uint64_t w = 0, g = 0, l = 0;
+    for (int k = 0; k < 4; k++) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(p + 16 * k));
+        __m128i is_nl = _mm_cmpeq_epi8(x, nl);
+        __m128i is_gap = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, space), _mm_cmpeq_epi8(x, tab)), is_nl);
+        w |= (uint64_t)(uint16_t)_mm_movemask_epi8(_mm_cmpgt_epi8(x, top)) << (16 * k);
+        g |= (uint64_t)(uint16_t)_mm_movemask_epi8(is_gap) << (16 * k);
+        l |= (uint64_t)(uint16_t)_mm_movemask_epi8(is_nl) << (16 * k);
+    }
+    *word = w;
+    *gap = g;
+    *lf = l;
+}
+
+/* scan_ascii_words by bit masks of 64 bytes at a time: word ends and starts come from
+   the masks, so finding the next word does not wait on the previous word's loads. At i
+   a word starts (a printable ASCII byte). Handles words of printable ASCII ended by
+   spaces, tabs and line feeds until anything else (a non-ASCII or control byte, a word
+   of 64 bytes or more, a gap of 64 or more, the input's last 72 bytes), leaving i at a
+   word start (the gap before it counted in sc->gap) or at the whitespace after the last
+   word it handled. Returns how many words it handled. */
+static Py_ssize_t scan_ascii_run(Scan *sc, const uint8_t *s, Py_ssize_t n, Py_ssize_t *pi,
+                                 int64_t *pchars, int64_t char_base)
+{
+    Py_ssize_t i = *pi, handled = 0, p = -1;
+    int64_t chars = *pchars;
+    uint64_t wm = 0, gm = 0, lm = 0;
+    uint8_t *out = (uint8_t *)sc->canon.p;
+    uint8_t *data = sc->data ? (uint8_t *)sc->data->p : NULL;
+    /* The scan state in locals while the loop runs: stores through the byte pointers
+       above could alias it, which would make the compiler reload it at every word. */
+    Py_ssize_t cpos = sc->canon.len, dpos = data ? sc->data->len : 0;
+    int64_t canon_chars = sc->canon_chars;
+    Word *w = (Word *)sc->words.p + sc->words.len;
+    int breaks = sc->gap.breaks >= 2 || sc->gap.sep ? 2 : 0, seen = sc->seen_word;
+    const int plain = sc->plain, sentences = sc->sentences && !sc->plain;
+    for (;;) {
+        /* The window must hold the word and the byte after it. */
+        if (p < 0 || i - p > 63 || ((~wm >> (i - p)) == 0 && p != i)) {
+            if (n - i < 72) break;
+            p = i;
+            ascii_masks(s + p, &wm, &gm, &lm);
+        }
+        uint64_t rest = ~wm >> (i - p);
+        if (rest == 0) break; /* a word of 64 bytes or more */
+        int len = __builtin_ctzll(rest);
+        Py_ssize_t e = i + len;
+        if (!((gm >> (e - p)) & 1)) break; /* not ended by a space, tab or line feed */
+        /* The word [i, e). */
+        int paragraph = breaks >= 2;
+        int sep = seen ? (paragraph ? 2 : 1) : 0;
+        if (sep == 2) {
+            out[cpos++] = '\n';
+            out[cpos++] = '\n';
+        } else if (sep == 1) {
+            out[cpos++] = ' ';
+        }
+        Py_ssize_t start = cpos;
+        uint64_t h = 0;
+        int64_t tokens = 0, run = 0;
+        int run_cls = -1;
+        for (int q = 0; q < len; q += 8) {
+            uint64_t x;
+            memcpy(&x, s + i + q, 8); /* i + 72 <= n: never past the input */
+            memcpy(out + cpos + q, &x, 8);
+            if (data) memcpy(data + dpos + q, &x, 8);
+            if (!plain) ascii_step(x, len - q < 8 ? len - q : 8, q, &h, &tokens, &run, &run_cls);
+        }
+        cpos += len;
+        w->paragraph = (uint8_t)paragraph;
+        w->primary = w->backup = 0;
+        w->in_start = char_base + chars;
+        w->in_end = char_base + chars + len;
+        w->data_start = dpos;
+        w->data_end = data ? dpos + len : 0;
+        w->canon_start = start;
+        w->canon_end = cpos;
+        w->tchar_start = canon_chars + sep;
+        w->tchar_end = canon_chars + sep + len;
+        w->hash = plain ? 0 : mix64(h ^ (uint64_t)len);
+        w->tokens = tokens > 0 ? tokens : 1;
+        w->sentence = sentences ? (uint8_t)sentence_end(out + start, len) : 0;
+        w++;
+        if (data) dpos += len;
+        canon_chars += sep + len;
+        seen = 1;
+        breaks = 0;
+        chars += len;
+        handled++;
+        i = e;
+        /* The gap [e, g) to the next word, when the window shows all of it. */
+        uint64_t next = wm >> (e - p);
+        if (next == 0) break;
+        int gap = __builtin_ctzll(next);
+        uint64_t span = (1ULL << gap) - 1; /* gap < 64 - (e - p) */
+        if (((~gm >> (e - p)) & span) != 0) break; /* other whitespace or control bytes */
+        if (data) {
+            memcpy(data + dpos, s + e, (size_t)gap);
+            dpos += gap;
+        }
+        /* Line feeds in the gap, counted up to the two that make a paragraph mark (no
+           popcount instruction in a portable build). */
+        uint64_t feeds = (lm >> (e - p)) & span;
+        breaks = feeds == 0 ? 0 : (feeds & (feeds - 1)) == 0 ? 1 : 2;
+        chars += gap;
+        i = e + gap;
+    }
+    if (handled) {
+        sc->canon.len = cpos;
+        if (data) sc->data->len = dpos;
+        sc->canon_chars = canon_chars;
+        sc->words.len = w - (Word *)sc->words.p;
+        sc->seen_word = seen;
+        /* At a word start the gap before it is pending; after a word, none is. */
+        sc->gap.breaks = breaks;
+        sc->gap.sep = sc->gap.prev_cr = 0;
+    }
+    *pi = i;
+    *pchars = chars;
+    return handled;
+}
+#endif
+
 /* The word being read. */
 typedef struct {
     Word *w;
@@ -542,7 +675,12 @@ static int scan_utf8(Scan *sc, const uint8_t *s, Py_ssize_t n, int64_t char_base
         if (cls == C_WORD) {
 #ifdef KB_SWAR
             if (o.w == NULL && c > 0x20 && c < 0x80 && sc->first_paragraph < 0 && !sc->in_starts) {
+#ifdef KB_MASKS
+                Py_ssize_t handled = scan_ascii_run(sc, s, n, &i, &chars, char_base);
+                if (handled == 0) handled = scan_ascii_words(sc, s, n, &i, &chars, char_base);
+#else
                 Py_ssize_t handled = scan_ascii_words(sc, s, n, &i, &chars, char_base);
+#endif
                 if (handled < 0) return -1;
                 if (handled > 0) continue;
             }
@@ -878,9 +1016,9 @@ static PyObject *k_scan(PyObject *self, PyObject *args)
         goto done;
     }
     const uint8_t *s = (const uint8_t *)utf8;
-    /* At most one word per two bytes (plus one): the columns are sized for that and
-       shrunk at the end. */
-    Py_ssize_t most = n / 2 + 1;
+    /* Columns sized for words of five bytes and a space, grown when the text has more
+       (sizing them for the most words possible, one per two bytes, costs page faults). */
+    Py_ssize_t most = n / 6 + 64;
     char *dst[9];
     for (int c = 0; c < ncols; c++) {
         col[c] = PyByteArray_FromStringAndSize(NULL, cols[c].wide ? most * 8 : most);
@@ -913,18 +1051,51 @@ static PyObject *k_scan(PyObject *self, PyObject *args)
         }
         const Word *w = (const Word *)sc.words.p;
         Py_ssize_t k = sc.words.len;
-        if (m + k > most) { /* cannot happen: words are separated */
-            PyErr_SetString(PyExc_RuntimeError, "more words than bytes");
-            goto done;
-        }
-        for (Py_ssize_t q = 0; q < k; q++) {
-            const char *rec = (const char *)(w + q);
+        if (m + k > most) {
+            most = m + k > 2 * most ? m + k : 2 * most;
             for (int c = 0; c < ncols; c++) {
-                if (cols[c].wide) memcpy(dst[c] + 8 * (m + q), rec + cols[c].offset, 8);
-                else dst[c][m + q] = rec[cols[c].offset];
+                if (PyByteArray_Resize(col[c], cols[c].wide ? most * 8 : most) < 0) goto done;
+                dst[c] = PyByteArray_AS_STRING(col[c]);
             }
-            if (f) f[m + q] = roller_push(&roll, w[q].hash);
+            if (f) {
+                if (PyByteArray_Resize(fp, most * 8) < 0) goto done;
+                f = (uint64_t *)PyByteArray_AS_STRING(fp);
+            }
         }
+        /* The columns of the two commonest modes written out; the rest from the table. */
+        if (mode == SCAN_WORDS) {
+            int64_t *c0 = (int64_t *)dst[0] + m, *c1 = (int64_t *)dst[1] + m;
+            uint8_t *c2 = (uint8_t *)dst[2] + m;
+            for (Py_ssize_t q = 0; q < k; q++) {
+                c0[q] = w[q].in_start;
+                c1[q] = w[q].in_end;
+                c2[q] = w[q].paragraph;
+            }
+        } else if (mode == SCAN_CHUNKER) {
+            int64_t *c0 = (int64_t *)dst[0] + m, *c1 = (int64_t *)dst[1] + m;
+            int64_t *c2 = (int64_t *)dst[2] + m, *c3 = (int64_t *)dst[3] + m;
+            uint8_t *c4 = (uint8_t *)dst[4] + m, *c6 = (uint8_t *)dst[6] + m;
+            int64_t *c5 = (int64_t *)dst[5] + m;
+            for (Py_ssize_t q = 0; q < k; q++) {
+                c0[q] = w[q].tchar_start;
+                c1[q] = w[q].tchar_end;
+                c2[q] = w[q].in_start;
+                c3[q] = w[q].in_end;
+                c4[q] = w[q].paragraph;
+                c5[q] = w[q].tokens;
+                c6[q] = w[q].sentence;
+            }
+        } else {
+            for (Py_ssize_t q = 0; q < k; q++) {
+                const char *rec = (const char *)(w + q);
+                for (int c = 0; c < ncols; c++) {
+                    if (cols[c].wide) memcpy(dst[c] + 8 * (m + q), rec + cols[c].offset, 8);
+                    else dst[c][m + q] = rec[cols[c].offset];
+                }
+            }
+        }
+        if (f)
+            for (Py_ssize_t q = 0; q < k; q++) f[m + q] = roller_push(&roll, w[q].hash);
         if (k) last_end = w[k - 1].in_end;
         m += k;
         chars += sc.chars;
