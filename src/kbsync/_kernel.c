@@ -1709,6 +1709,31 @@ static PyTypeObject CutterType = {
 
 /* ------------------------------------------------------------------ chunks from cut positions */
 
+/* The byte offset in UTF-8 u (n bytes) of character `target`, walking on from character
+   *wc at byte *wb (target >= *wc); ASCII eight bytes at a time. */
+static Py_ssize_t utf8_walk(const char *u, Py_ssize_t n, Py_ssize_t *wc, Py_ssize_t *wb,
+                            Py_ssize_t target)
+{
+    Py_ssize_t c = *wc, b = *wb;
+    while (c < target && b < n) {
+        if (target - c >= 8 && n - b >= 8) {
+            uint64_t x;
+            memcpy(&x, u + b, 8);
+            if ((x & 0x8080808080808080ULL) == 0) {
+                c += 8;
+                b += 8;
+                continue;
+            }
+        }
+        uint8_t lead = (uint8_t)u[b];
+        b += lead < 0x80 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2;
+        c++;
+    }
+    *wc = c;
+    *wb = b < n ? b : n;
+    return *wb;
+}
+
 PyDoc_STRVAR(build_chunks_doc,
 "build_chunks(source, text_starts, text_ends, input_starts, input_ends, cum, cuts, kinds,\n"
 "             kind_objects, chunk_type, prefix, start=0, index=0) -> list[Chunk]\n\n"
@@ -1747,6 +1772,9 @@ static PyObject *k_build_chunks(PyObject *self, PyObject *args)
     if (maker_init(&mk, chunk_type, kind_objects, &prefix) < 0) goto done;
     Py_ssize_t length = PyUnicode_GET_LENGTH(source);
     int ascii = PyUnicode_IS_ASCII(source);
+    Py_ssize_t slen = 0, wc = 0, wb = 0; /* the walk: characters and bytes of source read */
+    const char *su = ascii ? NULL : PyUnicode_AsUTF8AndSize(source, &slen);
+    if (!ascii && su == NULL) goto done;
     out = PyList_New(0);
     if (out == NULL) goto done;
     if (first_word < 0 || (first_word > 0 && first_word > words)) {
@@ -1769,25 +1797,21 @@ static PyObject *k_build_chunks(PyObject *self, PyObject *args)
             Py_CLEAR(out);
             goto done;
         }
-        PyObject *encoded = NULL;
         const char *p;
         Py_ssize_t nb;
         if (ascii) {
             p = PyUnicode_DATA(text);
             nb = PyUnicode_GET_LENGTH(text);
         } else {
-            encoded = PyUnicode_AsUTF8String(text);
-            if (encoded == NULL) {
-                Py_DECREF(text);
-                Py_CLEAR(out);
-                goto done;
-            }
-            p = PyBytes_AS_STRING(encoded);
-            nb = PyBytes_GET_SIZE(encoded);
+            /* The chunk's UTF-8 is a slice of the source's: walk on to its bytes (the
+               chunks come in order) rather than encode every chunk again. */
+            Py_ssize_t from = utf8_walk(su, slen, &wc, &wb, ts[start]);
+            Py_ssize_t to = utf8_walk(su, slen, &wc, &wb, te[cut]);
+            p = su + from;
+            nb = to - from;
         }
         PyObject *chunk = make_chunk(&mk, first_index + j, text, (const uint8_t *)p, nb, is[start],
                                      ie[cut], cum[cut] - t0, kinds[j], 0);
-        Py_XDECREF(encoded);
         if (chunk == NULL || PyList_Append(out, chunk) < 0) {
             Py_XDECREF(chunk);
             Py_CLEAR(out);

@@ -93,12 +93,16 @@ def ranks(words: WordBuffer) -> npt.NDArray[np.uint8]:
 def _headings(words: WordBuffer, starts: IntArray) -> npt.NDArray[np.bool_]:
     """Which of the words at ``starts`` open a Markdown heading (one to six ``#``)."""
     src = words.source
-    return np.fromiter(
-        (_is_heading_mark(src[a:b]) for a, b in zip(words.text_starts[starts].tolist(),
-                                                     words.text_ends[starts].tolist(),
+    a, b = words.text_starts[starts], words.text_ends[starts]
+    out = np.zeros(len(starts), dtype=np.bool_)
+    # Only words of one to six characters can be one; the rest are not read.
+    short = np.flatnonzero(b - a <= 6)
+    out[short] = np.fromiter(
+        (_is_heading_mark(src[x:y]) for x, y in zip(a[short].tolist(), b[short].tolist(),
                                                      strict=True)),
-        dtype=np.bool_, count=len(starts),
+        dtype=np.bool_, count=len(short),
     )
+    return out
 
 
 def _is_heading_mark(word: str) -> bool:
