@@ -325,6 +325,8 @@ typedef struct {
     Py_ssize_t given;   /* how many of those */
     int check_nfc;      /* stop (-3) at a code point that might not be NFC */
     int plain;          /* words and offsets only: no hashes, tokens or sentence flags */
+    int64_t chars;      /* characters the last scan_utf8 call read */
+    int sentences;      /* flag sentence ends (else every flag is 0) */
 } Scan;
 
 static int sentence_end(const uint8_t *w, int64_t len)
@@ -405,7 +407,6 @@ static Py_ssize_t scan_ascii_words(Scan *sc, const uint8_t *s, Py_ssize_t n, Py_
     uint8_t *out = (uint8_t *)sc->canon.p;
     uint8_t *data = sc->data ? (uint8_t *)sc->data->p : NULL;
     for (;;) {
-        if (buf_reserve(&sc->words, 1, sizeof(Word)) < 0) return -1;
         int paragraph = sc->gap.breaks >= 2 || sc->gap.sep;
         Py_ssize_t c0 = sc->canon.len, cpos = c0, dpos = data ? sc->data->len : 0;
         int sep = sc->seen_word ? (paragraph ? 2 : 1) : 0;
@@ -446,9 +447,9 @@ static Py_ssize_t scan_ascii_words(Scan *sc, const uint8_t *s, Py_ssize_t n, Py_
         w->canon_end = cpos;
         w->tchar_start = sc->canon_chars + sep;
         w->tchar_end = sc->canon_chars + sep + wl;
-        w->hash = mix64(h ^ (uint64_t)wl);
+        w->hash = sc->plain ? 0 : mix64(h ^ (uint64_t)wl);
         w->tokens = tokens > 0 ? tokens : 1;
-        w->sentence = sc->plain ? 0 : (uint8_t)sentence_end(out + start, wl);
+        w->sentence = sc->plain || !sc->sentences ? 0 : (uint8_t)sentence_end(out + start, wl);
         sc->canon.len = cpos;
         sc->canon_chars += sep + wl;
         if (data) sc->data->len = dpos;
@@ -474,6 +475,139 @@ static Py_ssize_t scan_ascii_words(Scan *sc, const uint8_t *s, Py_ssize_t n, Py_
 }
 #endif
 
+#if defined(KB_SWAR) && defined(__SSE2__)
+#include <emmintrin.h>
+#define KB_MASKS 1
+
+/* Bit masks of 64 bytes at p: word bytes (printable ASCII, 0x21..0x7f), the whitespace
+   a fast run may cross (space, tab, line feed), and line feeds. */
+static inline void ascii_masks(const uint8_t *p, uint64_t *word, uint64_t *gap, uint64_t *lf)
+{
+    const __m128i space = _mm_set1_epi8(' '), tab = _mm_set1_epi8('\t');
+    const __m128i nl = _mm_set1_epi8('\n'), top = _mm_set1_epi8(0x20);
+    uint64_t w = 0, g = 0, l = 0;
+    for (int k = 0; k < 4; k++) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(p + 16 * k));
+        __m128i is_nl = _mm_cmpeq_epi8(x, nl);
+        __m128i is_gap = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, space), _mm_cmpeq_epi8(x, tab)), is_nl);
+        w |= (uint64_t)(uint16_t)_mm_movemask_epi8(_mm_cmpgt_epi8(x, top)) << (16 * k);
+        g |= (uint64_t)(uint16_t)_mm_movemask_epi8(is_gap) << (16 * k);
+        l |= (uint64_t)(uint16_t)_mm_movemask_epi8(is_nl) << (16 * k);
+    }
+    *word = w;
+    *gap = g;
+    *lf = l;
+}
+
+/* scan_ascii_words by bit masks of 64 bytes at a time: word ends and starts come from
+   the masks, so finding the next word does not wait on the previous word's loads. At i
+   a word starts (a printable ASCII byte). Handles words of printable ASCII ended by
+   spaces, tabs and line feeds until anything else (a non-ASCII or control byte, a word
+   of 64 bytes or more, a gap of 64 or more, the input's last 72 bytes), leaving i at a
+   word start (the gap before it counted in sc->gap) or at the whitespace after the last
+   word it handled. Returns how many words it handled. */
+static Py_ssize_t scan_ascii_run(Scan *sc, const uint8_t *s, Py_ssize_t n, Py_ssize_t *pi,
+                                 int64_t *pchars, int64_t char_base)
+{
+    Py_ssize_t i = *pi, handled = 0, p = -1;
+    int64_t chars = *pchars;
+    uint64_t wm = 0, gm = 0, lm = 0;
+    uint8_t *out = (uint8_t *)sc->canon.p;
+    uint8_t *data = sc->data ? (uint8_t *)sc->data->p : NULL;
+    /* The scan state in locals while the loop runs: stores through the byte pointers
+       above could alias it, which would make the compiler reload it at every word. */
+    Py_ssize_t cpos = sc->canon.len, dpos = data ? sc->data->len : 0;
+    int64_t canon_chars = sc->canon_chars;
+    Word *w = (Word *)sc->words.p + sc->words.len;
+    int breaks = sc->gap.breaks >= 2 || sc->gap.sep ? 2 : 0, seen = sc->seen_word;
+    const int plain = sc->plain, sentences = sc->sentences && !sc->plain;
+    for (;;) {
+        /* The window must hold the word and the byte after it. */
+        if (p < 0 || i - p > 63 || ((~wm >> (i - p)) == 0 && p != i)) {
+            if (n - i < 72) break;
+            p = i;
+            ascii_masks(s + p, &wm, &gm, &lm);
+        }
+        uint64_t rest = ~wm >> (i - p);
+        if (rest == 0) break; /* a word of 64 bytes or more */
+        int len = __builtin_ctzll(rest);
+        Py_ssize_t e = i + len;
+        if (!((gm >> (e - p)) & 1)) break; /* not ended by a space, tab or line feed */
+        /* The word [i, e). */
+        int paragraph = breaks >= 2;
+        int sep = seen ? (paragraph ? 2 : 1) : 0;
+        if (sep == 2) {
+            out[cpos++] = '\n';
+            out[cpos++] = '\n';
+        } else if (sep == 1) {
+            out[cpos++] = ' ';
+        }
+        Py_ssize_t start = cpos;
+        uint64_t h = 0;
+        int64_t tokens = 0, run = 0;
+        int run_cls = -1;
+        for (int q = 0; q < len; q += 8) {
+            uint64_t x;
+            memcpy(&x, s + i + q, 8); /* i + 72 <= n: never past the input */
+            memcpy(out + cpos + q, &x, 8);
+            if (data) memcpy(data + dpos + q, &x, 8);
+            if (!plain) ascii_step(x, len - q < 8 ? len - q : 8, q, &h, &tokens, &run, &run_cls);
+        }
+        cpos += len;
+        w->paragraph = (uint8_t)paragraph;
+        w->primary = w->backup = 0;
+        w->in_start = char_base + chars;
+        w->in_end = char_base + chars + len;
+        w->data_start = dpos;
+        w->data_end = data ? dpos + len : 0;
+        w->canon_start = start;
+        w->canon_end = cpos;
+        w->tchar_start = canon_chars + sep;
+        w->tchar_end = canon_chars + sep + len;
+        w->hash = plain ? 0 : mix64(h ^ (uint64_t)len);
+        w->tokens = tokens > 0 ? tokens : 1;
+        w->sentence = sentences ? (uint8_t)sentence_end(out + start, len) : 0;
+        w++;
+        if (data) dpos += len;
+        canon_chars += sep + len;
+        seen = 1;
+        breaks = 0;
+        chars += len;
+        handled++;
+        i = e;
+        /* The gap [e, g) to the next word, when the window shows all of it. */
+        uint64_t next = wm >> (e - p);
+        if (next == 0) break;
+        int gap = __builtin_ctzll(next);
+        uint64_t span = (1ULL << gap) - 1; /* gap < 64 - (e - p) */
+        if (((~gm >> (e - p)) & span) != 0) break; /* other whitespace or control bytes */
+        if (data) {
+            memcpy(data + dpos, s + e, (size_t)gap);
+            dpos += gap;
+        }
+        /* Line feeds in the gap, counted up to the two that make a paragraph mark (no
+           popcount instruction in a portable build). */
+        uint64_t feeds = (lm >> (e - p)) & span;
+        breaks = feeds == 0 ? 0 : (feeds & (feeds - 1)) == 0 ? 1 : 2;
+        chars += gap;
+        i = e + gap;
+    }
+    if (handled) {
+        sc->canon.len = cpos;
+        if (data) sc->data->len = dpos;
+        sc->canon_chars = canon_chars;
+        sc->words.len = w - (Word *)sc->words.p;
+        sc->seen_word = seen;
+        /* At a word start the gap before it is pending; after a word, none is. */
+        sc->gap.breaks = breaks;
+        sc->gap.sep = sc->gap.prev_cr = 0;
+    }
+    *pi = i;
+    *pchars = chars;
+    return handled;
+}
+#endif
+
 /* The word being read. */
 typedef struct {
     Word *w;
@@ -491,7 +625,9 @@ static void end_word(Scan *sc, Open *o, int64_t in_end)
     w->data_end = sc->data ? sc->data->len : 0;
     w->canon_end = sc->canon.len;
     w->tchar_end = sc->canon_chars;
-    w->sentence = (uint8_t)sentence_end((const uint8_t *)sc->canon.p + w->canon_start, o->len);
+    w->sentence = sc->sentences ? (uint8_t)sentence_end((const uint8_t *)sc->canon.p + w->canon_start,
+                                                        o->len)
+                                : 0;
     sc->gap.breaks = 0;
     sc->gap.sep = 0;
     sc->gap.prev_cr = 0;
@@ -515,6 +651,8 @@ static int scan_utf8(Scan *sc, const uint8_t *s, Py_ssize_t n, int64_t char_base
         return -1;
     }
     if (buf_reserve(&sc->canon, 2 * n + 2 + 8, 1) < 0) return -1; /* + 8: whole-word stores */
+    /* Words are separated, so n bytes hold at most n / 2 + 1 of them. */
+    if (buf_reserve(&sc->words, n / 2 + 1, sizeof(Word)) < 0) return -1;
     if (sc->data && buf_reserve(sc->data, n + 8, 1) < 0) return -1;
     uint8_t *out = (uint8_t *)sc->canon.p;
     uint8_t *data = sc->data ? (uint8_t *)sc->data->p : NULL;
@@ -537,13 +675,17 @@ static int scan_utf8(Scan *sc, const uint8_t *s, Py_ssize_t n, int64_t char_base
         if (cls == C_WORD) {
 #ifdef KB_SWAR
             if (o.w == NULL && c > 0x20 && c < 0x80 && sc->first_paragraph < 0 && !sc->in_starts) {
+#ifdef KB_MASKS
+                Py_ssize_t handled = scan_ascii_run(sc, s, n, &i, &chars, char_base);
+                if (handled == 0) handled = scan_ascii_words(sc, s, n, &i, &chars, char_base);
+#else
                 Py_ssize_t handled = scan_ascii_words(sc, s, n, &i, &chars, char_base);
+#endif
                 if (handled < 0) return -1;
                 if (handled > 0) continue;
             }
 #endif
             if (o.w == NULL) {
-                if (buf_reserve(&sc->words, 1, sizeof(Word)) < 0) return -1;
                 Word *w = (Word *)sc->words.p + sc->words.len;
                 Py_ssize_t k = sc->words.len++ - first_word;
                 w->primary = w->backup = w->sentence = 0;
@@ -726,6 +868,7 @@ static int scan_utf8(Scan *sc, const uint8_t *s, Py_ssize_t n, int64_t char_base
         Py_ssize_t k = (o.w - (Word *)sc->words.p) - first_word;
         end_word(sc, &o, char_base + (sc->in_starts ? sc->in_ends[k] : chars));
     }
+    sc->chars = chars;
     if (sc->in_starts && sc->words.len - first_word != sc->given) {
         PyErr_SetString(PyExc_ValueError, "fewer words than given offsets");
         return -1;
@@ -772,23 +915,22 @@ static inline uint64_t roller_push(Roller *r, uint64_t h)
 /* ------------------------------------------------------------------ scan(): a WordScan */
 
 
-/* Columns of the words as bytearrays of int64 (or uint8 for flags). */
-static PyObject *column_i64(const Word *w, Py_ssize_t n, size_t offset)
-{
-    PyObject *out = PyByteArray_FromStringAndSize(NULL, n * 8);
-    if (out == NULL) return NULL;
-    int64_t *p = (int64_t *)PyByteArray_AS_STRING(out);
-    for (Py_ssize_t i = 0; i < n; i++) memcpy(p + i, (const char *)(w + i) + offset, 8);
-    return out;
-}
+/* Bytes scanned at a time: the Word records (88 bytes a word) of a whole block would
+   outgrow the processor's cache before they are read back. */
+#define SUB_BLOCK 16384
+#define SUB_BLOCK_PROBE 4096
 
-static PyObject *column_u8(const Word *w, Py_ssize_t n, size_t offset)
+/* The end of the next sub-block of s[i:n]: just before an ASCII whitespace byte (never
+   inside a word or a character), or n. */
+static Py_ssize_t sub_block_end(const uint8_t *s, Py_ssize_t i, Py_ssize_t n)
 {
-    PyObject *out = PyByteArray_FromStringAndSize(NULL, n);
-    if (out == NULL) return NULL;
-    uint8_t *p = (uint8_t *)PyByteArray_AS_STRING(out);
-    for (Py_ssize_t i = 0; i < n; i++) p[i] = *((const uint8_t *)(w + i) + offset);
-    return out;
+    if (n - i <= SUB_BLOCK + SUB_BLOCK_PROBE) return n;
+    Py_ssize_t stop = i + SUB_BLOCK + SUB_BLOCK_PROBE;
+    for (Py_ssize_t j = i + SUB_BLOCK; j < stop; j++) {
+        uint8_t c = s[j];
+        if (c < 0x80 && ASCII_CLASS[c] != C_WORD && ASCII_CLASS[c] != C_NUL) return j;
+    }
+    return n;
 }
 
 static PyObject *decode_canonical(const char *p, Py_ssize_t n, int ascii)
@@ -802,31 +944,68 @@ static PyObject *decode_canonical(const char *p, Py_ssize_t n, int ascii)
     return PyUnicode_DecodeUTF8(p, n, "strict");
 }
 
+/* What scan() returns of each word, by mode: a column is a bytearray of int64 (or uint8
+   for flags), filled a sub-block at a time while the records are still in cache. */
+enum { SCAN_FULL, SCAN_WORDS, SCAN_CHUNKER, SCAN_COMPARE };
+
+typedef struct {
+    size_t offset; /* of the field in Word */
+    int wide;      /* int64 (else uint8) */
+} Column;
+
+static const Column FULL_COLUMNS[] = {
+    {offsetof(Word, data_start), 1}, {offsetof(Word, data_end), 1},
+    {offsetof(Word, tchar_start), 1}, {offsetof(Word, tchar_end), 1},
+    {offsetof(Word, in_start), 1}, {offsetof(Word, in_end), 1},
+    {offsetof(Word, paragraph), 0}, {offsetof(Word, tokens), 1},
+    {offsetof(Word, sentence), 0},
+};
+static const Column *const WORD_COLUMNS = FULL_COLUMNS + 4;   /* input, paragraph */
+static const Column *const CHUNKER_COLUMNS = FULL_COLUMNS + 2; /* text, input, ..., sentence */
+static const Column COMPARE_COLUMNS[] = {
+    {offsetof(Word, tchar_start), 1}, {offsetof(Word, tchar_end), 1},
+    {offsetof(Word, canon_start), 1}, {offsetof(Word, canon_end), 1},
+    {offsetof(Word, in_start), 1}, {offsetof(Word, in_end), 1},
+};
+static const int COLUMN_COUNT[] = {9, 3, 7, 6};
+
 PyDoc_STRVAR(scan_doc,
-"scan(text, window, history, check_nfc=False, words_only=False) -> tuple | 0 | None\n\n"
+"scan(text, window, history, check_nfc=False, mode=0) -> tuple | 0 | None\n\n"
 "The fused scan of one block of clean text (NFC, no NUL, no surrogate): None when it\n"
 "has no words or holds a NUL, 0 (with check_nfc) when it holds a code point that might\n"
-"not be NFC, else (source, data, byte_starts, byte_ends, text_starts,\n"
-"text_ends, input_starts, input_ends, paragraph, tokens, sentence_end, fingerprint,\n"
-"history, trailing_start); arrays are bytearrays of int64 / uint8 / uint64. With\n"
-"window 0 no fingerprints are made (fingerprint and history are empty). With words_only\n"
-"the tuple is (source, text_starts, text_ends, input_starts, input_ends, paragraph,\n"
-"trailing_start): what normalize() needs.");
+"not be NFC, else a tuple; arrays are bytearrays of int64 / uint8 / uint64. Mode 0:\n"
+"(source, data, byte_starts, byte_ends, text_starts, text_ends, input_starts, input_ends,\n"
+"paragraph, tokens, sentence_end, fingerprint, history, trailing_start). Mode 1 (what\n"
+"normalize() needs): (source, input_starts, input_ends, paragraph, trailing_start).\n"
+"Mode 2 (what the chunkers need): mode 0 without data and byte offsets. Mode 3 (what\n"
+"compare() needs): (source, canonical UTF-8, text_starts, text_ends, canonical byte\n"
+"starts, canonical byte ends, input_starts, input_ends, trailing_start).\n"
+"With window 0 no fingerprints are made (fingerprint and history are empty).");
 
 static PyObject *k_scan(PyObject *self, PyObject *args)
 {
     PyObject *text;
     Py_ssize_t window;
     Py_buffer hist;
-    int check_nfc = 0, words_only = 0;
-    if (!PyArg_ParseTuple(args, "Uny*|pp", &text, &window, &hist, &check_nfc, &words_only))
+    int check_nfc = 0, mode = SCAN_FULL;
+    if (!PyArg_ParseTuple(args, "Uny*|pi", &text, &window, &hist, &check_nfc, &mode))
         return NULL;
-    PyObject *result = NULL;
+    PyObject *result = NULL, *col[9] = {NULL}, *fp = NULL, *newhist = NULL;
     Buf data = {0};
     Scan sc = {0};
     Roller roll = {0};
-    sc.data = words_only ? NULL : &data;
-    sc.plain = words_only;
+    if (mode < SCAN_FULL || mode > SCAN_COMPARE) {
+        PyErr_SetString(PyExc_ValueError, "mode must be 0, 1, 2 or 3");
+        goto done;
+    }
+    const Column *cols = mode == SCAN_FULL      ? FULL_COLUMNS
+                         : mode == SCAN_WORDS   ? WORD_COLUMNS
+                         : mode == SCAN_CHUNKER ? CHUNKER_COLUMNS
+                                                : COMPARE_COLUMNS;
+    int ncols = COLUMN_COUNT[mode];
+    sc.data = mode == SCAN_FULL ? &data : NULL;
+    sc.plain = mode == SCAN_WORDS || mode == SCAN_COMPARE;
+    sc.sentences = !sc.plain;
     sc.first_paragraph = -1;
     sc.check_nfc = check_nfc;
     Py_ssize_t n;
@@ -836,68 +1015,148 @@ static PyObject *k_scan(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "history must hold window - 1 uint64 hashes");
         goto done;
     }
-    int rc = scan_utf8(&sc, (const uint8_t *)utf8, n, 0);
-    if (rc == -1) goto done;
-    Py_ssize_t m = sc.words.len;
-    if (rc == -3) {
-        result = PyLong_FromLong(0);
-        goto done;
+    const uint8_t *s = (const uint8_t *)utf8;
+    /* Columns sized for words of five bytes and a space, grown when the text has more
+       (sizing them for the most words possible, one per two bytes, costs page faults). */
+    Py_ssize_t most = n / 6 + 64;
+    char *dst[9];
+    for (int c = 0; c < ncols; c++) {
+        col[c] = PyByteArray_FromStringAndSize(NULL, cols[c].wide ? most * 8 : most);
+        if (col[c] == NULL) goto done;
+        dst[c] = PyByteArray_AS_STRING(col[c]);
     }
-    if (rc == -2 || m == 0) {
-        result = Py_NewRef(Py_None);
-        goto done;
-    }
-    Word *w = (Word *)sc.words.p;
-    if (words_only) {
-        result = Py_BuildValue(
-            "(NNNNNNL)", decode_canonical(sc.canon.p, sc.canon.len, PyUnicode_IS_ASCII(text)),
-            column_i64(w, m, offsetof(Word, tchar_start)), column_i64(w, m, offsetof(Word, tchar_end)),
-            column_i64(w, m, offsetof(Word, in_start)), column_i64(w, m, offsetof(Word, in_end)),
-            column_u8(w, m, offsetof(Word, paragraph)), (long long)w[m - 1].in_end);
-        goto done;
-    }
-    PyObject *fp = NULL, *newhist = NULL;
-    if (window > 0) {
+    uint64_t *f = NULL;
+    if ((mode == SCAN_FULL || mode == SCAN_CHUNKER) && window > 0) {
         if (roller_init(&roll, window) < 0) goto done;
         const uint64_t *old = (const uint64_t *)hist.buf;
         for (Py_ssize_t i = 0; i < window - 1; i++) roller_push(&roll, old[i]);
-        fp = PyByteArray_FromStringAndSize(NULL, m * 8);
-        newhist = PyByteArray_FromStringAndSize(NULL, (window - 1) * 8);
-        if (fp == NULL || newhist == NULL) {
-            Py_XDECREF(fp);
-            Py_XDECREF(newhist);
+        fp = PyByteArray_FromStringAndSize(NULL, most * 8);
+        if (fp == NULL) goto done;
+        f = (uint64_t *)PyByteArray_AS_STRING(fp);
+    }
+    Py_ssize_t m = 0, i = 0;
+    int64_t chars = 0, last_end = 0;
+    while (i < n) {
+        Py_ssize_t j = sub_block_end(s, i, n);
+        sc.words.len = 0;
+        int rc = scan_utf8(&sc, s + i, j - i, chars);
+        if (rc == -1) goto done;
+        if (rc == -3) {
+            result = PyLong_FromLong(0);
             goto done;
         }
-        uint64_t *f = (uint64_t *)PyByteArray_AS_STRING(fp);
-        for (Py_ssize_t i = 0; i < m; i++) f[i] = roller_push(&roll, w[i].hash);
+        if (rc == -2) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+        const Word *w = (const Word *)sc.words.p;
+        Py_ssize_t k = sc.words.len;
+        if (m + k > most) {
+            most = m + k > 2 * most ? m + k : 2 * most;
+            for (int c = 0; c < ncols; c++) {
+                if (PyByteArray_Resize(col[c], cols[c].wide ? most * 8 : most) < 0) goto done;
+                dst[c] = PyByteArray_AS_STRING(col[c]);
+            }
+            if (f) {
+                if (PyByteArray_Resize(fp, most * 8) < 0) goto done;
+                f = (uint64_t *)PyByteArray_AS_STRING(fp);
+            }
+        }
+        /* The columns of the two commonest modes written out; the rest from the table. */
+        if (mode == SCAN_WORDS) {
+            int64_t *c0 = (int64_t *)dst[0] + m, *c1 = (int64_t *)dst[1] + m;
+            uint8_t *c2 = (uint8_t *)dst[2] + m;
+            for (Py_ssize_t q = 0; q < k; q++) {
+                c0[q] = w[q].in_start;
+                c1[q] = w[q].in_end;
+                c2[q] = w[q].paragraph;
+            }
+        } else if (mode == SCAN_CHUNKER) {
+            int64_t *c0 = (int64_t *)dst[0] + m, *c1 = (int64_t *)dst[1] + m;
+            int64_t *c2 = (int64_t *)dst[2] + m, *c3 = (int64_t *)dst[3] + m;
+            uint8_t *c4 = (uint8_t *)dst[4] + m, *c6 = (uint8_t *)dst[6] + m;
+            int64_t *c5 = (int64_t *)dst[5] + m;
+            for (Py_ssize_t q = 0; q < k; q++) {
+                c0[q] = w[q].tchar_start;
+                c1[q] = w[q].tchar_end;
+                c2[q] = w[q].in_start;
+                c3[q] = w[q].in_end;
+                c4[q] = w[q].paragraph;
+                c5[q] = w[q].tokens;
+                c6[q] = w[q].sentence;
+            }
+        } else {
+            for (Py_ssize_t q = 0; q < k; q++) {
+                const char *rec = (const char *)(w + q);
+                for (int c = 0; c < ncols; c++) {
+                    if (cols[c].wide) memcpy(dst[c] + 8 * (m + q), rec + cols[c].offset, 8);
+                    else dst[c][m + q] = rec[cols[c].offset];
+                }
+            }
+        }
+        if (f)
+            for (Py_ssize_t q = 0; q < k; q++) f[m + q] = roller_push(&roll, w[q].hash);
+        if (k) last_end = w[k - 1].in_end;
+        m += k;
+        chars += sc.chars;
+        i = j;
+    }
+    if (m == 0) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    for (int c = 0; c < ncols; c++)
+        if (PyByteArray_Resize(col[c], cols[c].wide ? m * 8 : m) < 0) goto done;
+    PyObject *source = decode_canonical(sc.canon.p, sc.canon.len, PyUnicode_IS_ASCII(text));
+    if (source == NULL) goto done;
+    if (mode == SCAN_WORDS) {
+        result = Py_BuildValue("(NNNNL)", source, col[0], col[1], col[2], (long long)last_end);
+        memset(col, 0, sizeof col);
+        goto done;
+    }
+    if (mode == SCAN_COMPARE) {
+        result = Py_BuildValue("(NNNNNNNNL)", source,
+                               PyBytes_FromStringAndSize(sc.canon.p, sc.canon.len), col[0],
+                               col[1], col[2], col[3], col[4], col[5], (long long)last_end);
+        memset(col, 0, sizeof col);
+        goto done;
+    }
+    if (fp != NULL) {
+        if (PyByteArray_Resize(fp, m * 8) < 0) {
+            Py_DECREF(source);
+            goto done;
+        }
+        newhist = PyByteArray_FromStringAndSize(NULL, (window - 1) * 8);
+        if (newhist == NULL) {
+            Py_DECREF(source);
+            goto done;
+        }
         /* The last window - 1 hashes, oldest first: the ring from pos + 1 on. */
         uint64_t *nh = (uint64_t *)PyByteArray_AS_STRING(newhist);
-        for (Py_ssize_t i = 0; i < window - 1; i++) nh[i] = roll.ring[(roll.pos + 1 + i) % window];
+        for (Py_ssize_t q = 0; q < window - 1; q++) nh[q] = roll.ring[(roll.pos + 1 + q) % window];
     } else {
         fp = PyByteArray_FromStringAndSize(NULL, 0);
         newhist = PyByteArray_FromStringAndSize(NULL, 0);
         if (fp == NULL || newhist == NULL) {
-            Py_XDECREF(fp);
-            Py_XDECREF(newhist);
+            Py_DECREF(source);
             goto done;
         }
     }
-    int ascii = PyUnicode_IS_ASCII(text);
-    result = Py_BuildValue(
-        "(NNNNNNNNNNNNNL)",
-        decode_canonical(sc.canon.p, sc.canon.len, ascii),
-        PyBytes_FromStringAndSize(data.p, data.len),
-        column_i64(w, m, offsetof(Word, data_start)),
-        column_i64(w, m, offsetof(Word, data_end)),
-        column_i64(w, m, offsetof(Word, tchar_start)),
-        column_i64(w, m, offsetof(Word, tchar_end)),
-        column_i64(w, m, offsetof(Word, in_start)),
-        column_i64(w, m, offsetof(Word, in_end)),
-        column_u8(w, m, offsetof(Word, paragraph)),
-        column_i64(w, m, offsetof(Word, tokens)),
-        column_u8(w, m, offsetof(Word, sentence)),
-        fp, newhist, (long long)w[m - 1].in_end);
+    if (mode == SCAN_FULL) {
+        result = Py_BuildValue("(NNNNNNNNNNNNNL)", source,
+                               PyBytes_FromStringAndSize(data.p, data.len), col[0], col[1],
+                               col[2], col[3], col[4], col[5], col[6], col[7], col[8], fp,
+                               newhist, (long long)last_end);
+    } else {
+        result = Py_BuildValue("(NNNNNNNNNNL)", source, col[0], col[1], col[2], col[3], col[4],
+                               col[5], col[6], fp, newhist, (long long)last_end);
+    }
+    memset(col, 0, sizeof col);
+    fp = newhist = NULL;
 done:
+    for (int c = 0; c < 9; c++) Py_XDECREF(col[c]);
+    Py_XDECREF(fp);
+    Py_XDECREF(newhist);
     PyBuffer_Release(&hist);
     buf_free(&data);
     buf_free(&sc.words);
@@ -916,37 +1175,62 @@ typedef struct {
     PyObject *slots[8]; /* the fields' member descriptors, when construction can use them */
 } Maker;
 
-static const char *CHUNK_FIELDS[8] = {"index", "text", "start", "end", "token_count",
+static const char *const CHUNK_FIELDS[8] = {"index", "text", "start", "end", "token_count",
                                       "boundary", "identity", "snapped"};
 
 /* model.Chunk is a frozen dataclass with __slots__ and no __post_init__: its __init__
    only stores each field through its member descriptor (object.__setattr__). When the
    type still looks exactly like that, the kernel stores them the same way without
    running Python code; otherwise it calls the type. */
-static void maker_find_slots(Maker *mk)
+static int find_slots(PyObject *type, const char *const *names, int count, PyObject **slots)
 {
-    PyObject *type = mk->chunk_type;
-    if (!PyType_Check(type) || PyObject_HasAttrString(type, "__post_init__")) return;
+    if (!PyType_Check(type) || PyObject_HasAttrString(type, "__post_init__")) return 0;
     PyObject *match = PyObject_GetAttrString(type, "__match_args__");
     if (match == NULL) {
         PyErr_Clear();
-        return;
+        return 0;
     }
-    int ok = PyTuple_Check(match) && PyTuple_GET_SIZE(match) == 8;
-    for (int i = 0; ok && i < 8; i++) {
+    int ok = PyTuple_Check(match) && PyTuple_GET_SIZE(match) == count;
+    for (int i = 0; ok && i < count; i++) {
         PyObject *name = PyTuple_GET_ITEM(match, i);
-        ok = PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, CHUNK_FIELDS[i]) == 0;
+        ok = PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, names[i]) == 0;
     }
     Py_DECREF(match);
-    if (!ok) return;
+    if (!ok) return 0;
     PyObject *dict = ((PyTypeObject *)type)->tp_dict;
     PyObject *found[8];
-    for (int i = 0; i < 8; i++) {
-        PyObject *d = PyDict_GetItemString(dict, CHUNK_FIELDS[i]); /* borrowed */
-        if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type)) return;
+    for (int i = 0; i < count; i++) {
+        PyObject *d = PyDict_GetItemString(dict, names[i]); /* borrowed */
+        if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type)) return 0;
         found[i] = d;
     }
-    for (int i = 0; i < 8; i++) mk->slots[i] = Py_NewRef(found[i]);
+    for (int i = 0; i < count; i++) slots[i] = Py_NewRef(found[i]);
+    return 1;
+}
+
+/* An instance of a slotted dataclass from its fields (borrowed), through the slots when
+   find_slots found them, else by calling the type. Built through the slots it is not
+   tracked by the collector: its fields (str, int, bool, enum members) never lead back
+   to it, so it cannot be in a cycle (CPython untracks tuples of atoms the same way). */
+static PyObject *new_record(PyObject *type, PyObject *const *slots, PyObject **fields, int count)
+{
+    PyObject *obj;
+    if (slots[0] != NULL) {
+        PyTypeObject *t = (PyTypeObject *)type;
+        obj = t->tp_alloc(t, 0);
+        for (int i = 0; obj != NULL && i < count; i++) {
+            if (Py_TYPE(slots[i])->tp_descr_set(slots[i], obj, fields[i]) < 0) Py_CLEAR(obj);
+        }
+        if (obj != NULL && PyObject_GC_IsTracked(obj)) PyObject_GC_UnTrack(obj);
+    } else {
+        obj = PyObject_Vectorcall(type, fields, (size_t)count, NULL);
+    }
+    return obj;
+}
+
+static void maker_find_slots(Maker *mk)
+{
+    find_slots(mk->chunk_type, CHUNK_FIELDS, 8, mk->slots);
 }
 
 static int maker_init(Maker *mk, PyObject *chunk_type, PyObject *kinds, Py_buffer *prefix)
@@ -1011,15 +1295,7 @@ static PyObject *make_chunk(Maker *mk, int64_t index, PyObject *text, const uint
     args[7] = Py_NewRef(snapped ? Py_True : Py_False);
     for (int i = 0; i < 8; i++)
         if (args[i] == NULL) goto done;
-    if (mk->slots[0] != NULL) {
-        PyTypeObject *type = (PyTypeObject *)mk->chunk_type;
-        chunk = type->tp_alloc(type, 0);
-        for (int i = 0; chunk != NULL && i < 8; i++) {
-            if (Py_TYPE(mk->slots[i])->tp_descr_set(mk->slots[i], chunk, args[i]) < 0) Py_CLEAR(chunk);
-        }
-    } else {
-        chunk = PyObject_Vectorcall(mk->chunk_type, args, 8, NULL);
-    }
+    chunk = new_record(mk->chunk_type, mk->slots, args, 8);
 done:
     for (int i = 0; i < 8; i++) Py_XDECREF(args[i]);
     return chunk;
@@ -1085,6 +1361,7 @@ static int cutter_init(Cutter *c, PyObject *args, PyObject *kwds)
     c->snap = snap;
     c->snap_window = snap_window;
     c->sc.first_paragraph = -1;
+    c->sc.sentences = snap; /* only snapping reads sentence ends */
     c->ascii = 1;
     rc = 0;
 done:
@@ -1219,7 +1496,36 @@ static int check_open(Cutter *c)
     return 0;
 }
 
-/* Appends a scanned block and cuts; restores the pending words when the scan declines. */
+/* Whether valid UTF-8 holds a code point that might not be NFC (ASCII skipped 8 bytes at
+   a time). */
+static int any_nfc_unstable(const uint8_t *s, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    while (i < n) {
+        if (n - i >= 8) {
+            uint64_t x;
+            memcpy(&x, s + i, 8);
+            if ((x & 0x8080808080808080ULL) == 0) {
+                i += 8;
+                continue;
+            }
+        }
+        uint8_t c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        int len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+        if (len > n - i) return 0; /* the scan reports the truncation */
+        if (nfc_unstable(s + i, len)) return 1;
+        i += len;
+    }
+    return 0;
+}
+
+/* Appends a scanned block and cuts; restores the pending words when the scan declines.
+   A block read in sub-blocks (no input offsets given) is cut after each of them: the
+   chunks are the same, as TTTD's cuts do not depend on where the input was split. */
 static PyObject *cutter_feed_bytes(Cutter *c, const uint8_t *s, Py_ssize_t n, int ascii,
                                    Py_ssize_t block_chars, int first_paragraph, int check_nfc)
 {
@@ -1227,14 +1533,52 @@ static PyObject *cutter_feed_bytes(Cutter *c, const uint8_t *s, Py_ssize_t n, in
     int64_t chars_before = c->sc.canon_chars;
     Gap gap_before = c->sc.gap;
     int seen_before = c->sc.seen_word;
+    int split = c->sc.in_starts == NULL && n > SUB_BLOCK + SUB_BLOCK_PROBE;
+    if (split && check_nfc && !ascii) {
+        if (any_nfc_unstable(s, n)) return PyLong_FromLong(0);
+        check_nfc = 0;
+    }
     c->sc.seen_word = before > 0;
     c->sc.first_paragraph = first_paragraph;
     c->sc.check_nfc = check_nfc;
-    int rc = scan_utf8(&c->sc, s, n, c->char_base);
+    PyObject *out = NULL;
+    if (split) {
+        out = PyList_New(0);
+        if (out == NULL) return NULL;
+    }
+    int64_t base = c->char_base;
+    Py_ssize_t i = 0;
+    int rc = 0;
+    do {
+        Py_ssize_t j = split ? sub_block_end(s, i, n) : n;
+        Py_ssize_t from = c->sc.words.len;
+        rc = scan_utf8(&c->sc, s + i, j - i, base);
+        if (rc < 0) break;
+        base += c->sc.chars;
+        i = j;
+        if (i < n) {
+            cutter_settle(c, from);
+            if (!ascii) c->ascii = 0;
+            if (cutter_cut(c, 0, out) < 0) {
+                rc = -1;
+                break;
+            }
+        } else {
+            before = from;
+        }
+    } while (i < n);
     c->sc.first_paragraph = -1;
     c->sc.check_nfc = 0;
     c->sc.in_starts = c->sc.in_ends = NULL;
     if (rc < 0) {
+        if (split) {
+            /* Chunks may have been emitted from this block already: no way back. */
+            Py_DECREF(out);
+            c->finished = 1;
+            if (rc == -1) return NULL;
+            PyErr_SetString(PyExc_ValueError, "a block declined after it was cut");
+            return NULL;
+        }
         c->sc.words.len = before;
         c->sc.canon.len = canon_before;
         c->sc.canon_chars = chars_before;
@@ -1247,8 +1591,10 @@ static PyObject *cutter_feed_bytes(Cutter *c, const uint8_t *s, Py_ssize_t n, in
     if (!ascii) c->ascii = 0;
     c->char_base += block_chars;
     cutter_settle(c, before);
-    PyObject *out = PyList_New(0);
-    if (out == NULL) return NULL;
+    if (out == NULL) {
+        out = PyList_New(0);
+        if (out == NULL) return NULL;
+    }
     if (cutter_cut(c, 0, out) < 0) {
         Py_DECREF(out);
         return NULL;
@@ -1363,6 +1709,31 @@ static PyTypeObject CutterType = {
 
 /* ------------------------------------------------------------------ chunks from cut positions */
 
+/* The byte offset in UTF-8 u (n bytes) of character `target`, walking on from character
+   *wc at byte *wb (target >= *wc); ASCII eight bytes at a time. */
+static Py_ssize_t utf8_walk(const char *u, Py_ssize_t n, Py_ssize_t *wc, Py_ssize_t *wb,
+                            Py_ssize_t target)
+{
+    Py_ssize_t c = *wc, b = *wb;
+    while (c < target && b < n) {
+        if (target - c >= 8 && n - b >= 8) {
+            uint64_t x;
+            memcpy(&x, u + b, 8);
+            if ((x & 0x8080808080808080ULL) == 0) {
+                c += 8;
+                b += 8;
+                continue;
+            }
+        }
+        uint8_t lead = (uint8_t)u[b];
+        b += lead < 0x80 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2;
+        c++;
+    }
+    *wc = c;
+    *wb = b < n ? b : n;
+    return *wb;
+}
+
 PyDoc_STRVAR(build_chunks_doc,
 "build_chunks(source, text_starts, text_ends, input_starts, input_ends, cum, cuts, kinds,\n"
 "             kind_objects, chunk_type, prefix, start=0, index=0) -> list[Chunk]\n\n"
@@ -1401,6 +1772,9 @@ static PyObject *k_build_chunks(PyObject *self, PyObject *args)
     if (maker_init(&mk, chunk_type, kind_objects, &prefix) < 0) goto done;
     Py_ssize_t length = PyUnicode_GET_LENGTH(source);
     int ascii = PyUnicode_IS_ASCII(source);
+    Py_ssize_t slen = 0, wc = 0, wb = 0; /* the walk: characters and bytes of source read */
+    const char *su = ascii ? NULL : PyUnicode_AsUTF8AndSize(source, &slen);
+    if (!ascii && su == NULL) goto done;
     out = PyList_New(0);
     if (out == NULL) goto done;
     if (first_word < 0 || (first_word > 0 && first_word > words)) {
@@ -1423,25 +1797,21 @@ static PyObject *k_build_chunks(PyObject *self, PyObject *args)
             Py_CLEAR(out);
             goto done;
         }
-        PyObject *encoded = NULL;
         const char *p;
         Py_ssize_t nb;
         if (ascii) {
             p = PyUnicode_DATA(text);
             nb = PyUnicode_GET_LENGTH(text);
         } else {
-            encoded = PyUnicode_AsUTF8String(text);
-            if (encoded == NULL) {
-                Py_DECREF(text);
-                Py_CLEAR(out);
-                goto done;
-            }
-            p = PyBytes_AS_STRING(encoded);
-            nb = PyBytes_GET_SIZE(encoded);
+            /* The chunk's UTF-8 is a slice of the source's: walk on to its bytes (the
+               chunks come in order) rather than encode every chunk again. */
+            Py_ssize_t from = utf8_walk(su, slen, &wc, &wb, ts[start]);
+            Py_ssize_t to = utf8_walk(su, slen, &wc, &wb, te[cut]);
+            p = su + from;
+            nb = to - from;
         }
         PyObject *chunk = make_chunk(&mk, first_index + j, text, (const uint8_t *)p, nb, is[start],
                                      ie[cut], cum[cut] - t0, kinds[j], 0);
-        Py_XDECREF(encoded);
         if (chunk == NULL || PyList_Append(out, chunk) < 0) {
             Py_XDECREF(chunk);
             Py_CLEAR(out);
@@ -1456,6 +1826,187 @@ done:
     for (int i = 0; i < 7; i++) PyBuffer_Release(&b[i]);
     PyBuffer_Release(&prefix);
     return out;
+}
+
+/* ------------------------------------------------------------------ strictly local cuts */
+
+#define SECOND_HASH 0xD6E8FEB86659FD93ULL
+#define RANK_BITS 3
+
+/* Which of the m positions (values v, running token sums cum) are strictly below every
+   other position within radius - 1 tokens (local.strict_local_minima): a sliding minimum
+   from each side, by a deque of positions with increasing values. */
+static void strict_minima(const uint64_t *v, const int64_t *cum, Py_ssize_t m, int64_t radius,
+                          Py_ssize_t *dq, uint8_t *out)
+{
+    Py_ssize_t head = 0, tail = 0;
+    for (Py_ssize_t k = 0; k < m; k++) {
+        while (head < tail && cum[k] - cum[dq[head]] >= radius) head++;
+        out[k] = head == tail || v[k] < v[dq[head]];
+        while (head < tail && v[dq[tail - 1]] >= v[k]) tail--;
+        dq[tail++] = k;
+    }
+    head = tail = 0;
+    for (Py_ssize_t k = m - 1; k >= 0; k--) {
+        while (head < tail && cum[dq[head]] - cum[k] >= radius) head++;
+        if (head < tail && v[k] >= v[dq[head]]) out[k] = 0;
+        while (head < tail && v[dq[tail - 1]] >= v[k]) tail--;
+        dq[tail++] = k;
+    }
+}
+
+/* local._ranked: rank first, then the top 61 bits of the value. */
+static inline uint64_t ranked(uint8_t rank, uint64_t value)
+{
+    return ((uint64_t)rank << (64 - RANK_BITS)) | (value >> RANK_BITS);
+}
+
+enum { L_PRIMARY = 1, L_HARD = 2, L_FORCED = 4, L_FINAL = 8 };
+
+PyDoc_STRVAR(local_cuts_doc,
+"local_cuts(fingerprint, tokens, radius, span, ranks, eligible_below, first, last)\n"
+"    -> (cuts, kinds)\n\n"
+"local.select_cuts: the cut positions (int64) and their kinds (uint8: 0 primary, 1 hard,\n"
+"2 forced, 3 final) of a buffer of words; fingerprint is uint64, tokens int64, ranks\n"
+"uint8 (empty for the plain local rules).");
+
+static PyObject *k_local_cuts(PyObject *self, PyObject *args)
+{
+    Py_buffer fb, tb, rb;
+    long long radius, span;
+    int eligible_below, first, last;
+    if (!PyArg_ParseTuple(args, "y*y*LLy*ipp", &fb, &tb, &radius, &span, &rb, &eligible_below,
+                          &first, &last))
+        return NULL;
+    PyObject *result = NULL, *cuts_out = NULL, *kinds_out = NULL;
+    int64_t *cum = NULL;
+    uint64_t *f2 = NULL, *keys = NULL;
+    Py_ssize_t *dq = NULL, *pos = NULL;
+    uint8_t *flags = NULL, *won = NULL;
+    Py_ssize_t n = tb.len / 8;
+    const uint64_t *fp = fb.buf;
+    const int64_t *tokens = tb.buf;
+    const uint8_t *ranks = rb.len ? rb.buf : NULL;
+    if (tb.len % 8 || fb.len != tb.len || (ranks && rb.len != n) || radius <= 0) {
+        PyErr_SetString(PyExc_ValueError, "fingerprint (uint64), tokens (int64) and ranks "
+                                          "(uint8) must have one length; radius positive");
+        goto done;
+    }
+    size_t un = (size_t)(n > 0 ? n : 1);
+    cum = PyMem_Malloc(un * sizeof *cum);
+    f2 = PyMem_Malloc(un * sizeof *f2);
+    keys = PyMem_Malloc(un * sizeof *keys);
+    dq = PyMem_Malloc(un * sizeof *dq);
+    pos = PyMem_Malloc(un * sizeof *pos);
+    flags = PyMem_Calloc(un, 1);
+    won = PyMem_Malloc(un);
+    if (!cum || !f2 || !keys || !dq || !pos || !flags || !won) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t total = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (tokens[k] <= 0) {
+            PyErr_SetString(PyExc_ValueError, "every word has at least one token");
+            goto done;
+        }
+        total += tokens[k];
+        cum[k] = total;
+        uint64_t g = mix64(fp[k] ^ SECOND_HASH);
+        f2[k] = ranks ? ranked(ranks[k], g) : g;
+    }
+    /* Primaries: strict minima of f1 (or, with ranks, of the ranked f1 among the
+       eligible positions only). */
+    if (ranks == NULL) {
+        strict_minima(fp, cum, n, radius, dq, won);
+        for (Py_ssize_t k = 0; k < n; k++) flags[k] = won[k] ? L_PRIMARY : 0;
+    } else {
+        Py_ssize_t m = 0;
+        for (Py_ssize_t k = 0; k < n; k++) {
+            if (ranks[k] >= eligible_below) continue;
+            if (first && cum[k] < radius) continue;
+            if (last && total - cum[k] < radius) continue;
+            pos[m] = k;
+            keys[m] = ranked(ranks[k], fp[k]);
+            m++;
+        }
+        /* The eligible positions' token sums. */
+        int64_t *sub = PyMem_Malloc((size_t)(m > 0 ? m : 1) * sizeof *sub);
+        if (sub == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (Py_ssize_t e = 0; e < m; e++) sub[e] = cum[pos[e]];
+        strict_minima(keys, sub, m, radius, dq, won);
+        PyMem_Free(sub);
+        for (Py_ssize_t e = 0; e < m; e++)
+            if (won[e]) flags[pos[e]] = L_PRIMARY;
+    }
+    /* Hard cuts on both sides of an over-long word; a final cut unless the last
+       position is already an anchor. */
+    for (Py_ssize_t k = 0; k < n; k++) {
+        int giant = tokens[k] > span || (k + 1 < n && tokens[k + 1] > span);
+        if (giant && !(flags[k] & L_PRIMARY)) flags[k] |= L_HARD;
+    }
+    if (n > 0 && !flags[n - 1]) flags[n - 1] = L_FINAL;
+    /* Forced picks: every window W(m) of span tokens between two anchors that holds
+       neither gets its f2 minimum (the latest on ties), by a sliding minimum. */
+    if (span > 0) {
+        Py_ssize_t prev = -1;
+        for (Py_ssize_t a = 0; a < n; a++) {
+            if (!(flags[a] & (L_PRIMARY | L_HARD | L_FINAL))) continue;
+            int64_t t_prev = prev >= 0 ? cum[prev] : 0;
+            if (cum[a] - t_prev > span) {
+                Py_ssize_t head = 0, tail = 0, next = prev + 1, end = prev; /* next to push */
+                for (Py_ssize_t m = prev + 1; m < a; m++) {
+                    int64_t base = m > 0 ? cum[m - 1] : 0;
+                    if (cum[a] - base <= span) break; /* this and later windows hold a */
+                    while (end + 1 < n && cum[end + 1] <= base + span) end++;
+                    if (end < m) continue;
+                    while (next <= end) {
+                        while (head < tail && f2[dq[tail - 1]] >= f2[next]) tail--;
+                        dq[tail++] = next++;
+                    }
+                    while (dq[head] < m) head++;
+                    flags[dq[head]] |= L_FORCED;
+                }
+            }
+            prev = a;
+        }
+    }
+    Py_ssize_t count = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (flags[k] & (L_PRIMARY | L_HARD | L_FINAL)) flags[k] &= (uint8_t)~L_FORCED;
+        count += flags[k] != 0;
+    }
+    cuts_out = PyByteArray_FromStringAndSize(NULL, count * 8);
+    kinds_out = PyByteArray_FromStringAndSize(NULL, count);
+    if (cuts_out == NULL || kinds_out == NULL) goto done;
+    int64_t *co = (int64_t *)PyByteArray_AS_STRING(cuts_out);
+    uint8_t *ko = (uint8_t *)PyByteArray_AS_STRING(kinds_out);
+    Py_ssize_t c = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        uint8_t f = flags[k];
+        if (!f) continue;
+        co[c] = k;
+        ko[c] = f & L_PRIMARY ? 0 : f & L_HARD ? 1 : f & L_FORCED ? 2 : 3;
+        c++;
+    }
+    result = PyTuple_Pack(2, cuts_out, kinds_out);
+done:
+    Py_XDECREF(cuts_out);
+    Py_XDECREF(kinds_out);
+    PyMem_Free(cum);
+    PyMem_Free(f2);
+    PyMem_Free(keys);
+    PyMem_Free(dq);
+    PyMem_Free(pos);
+    PyMem_Free(flags);
+    PyMem_Free(won);
+    PyBuffer_Release(&fb);
+    PyBuffer_Release(&tb);
+    PyBuffer_Release(&rb);
+    return result;
 }
 
 /* ------------------------------------------------------------------ byte CDC */
@@ -1546,7 +2097,18 @@ done:
    window before i only, so four stretches of the input are rolled side by side (each
    starting `window` bytes early): four independent chains of multiplications instead of
    one long one. Appends to `ends` in increasing order. */
-#define CHAINS 4
+#define CHAINS 4 /* the fast loop below is written out for four */
+
+/* roll61 with lazy reduction: h and the result are below 2^61 + 4, congruent to the hash
+   but not always reduced. h * 257 = h * 2^8 + h, and h * 2^8 = (h >> 53) * 2^61 + the
+   low bits shifted, with 2^61 = 1 (mod p): shifts and adds, every sum below 2^63. */
+static inline uint64_t roll61_lazy(const Roll61 *r, uint64_t h, uint8_t in, int out)
+{
+    uint64_t x = ((h << 8) & MOD61) + (h >> 53) + h + in + (MOD61 - r->out_of_window[out]);
+    return (x & MOD61) + (x >> 61);
+}
+#define ROLL61_STEP roll61_lazy
+#define REDUCED61(h) ((h) >= MOD61 ? (h) - MOD61 : (h))
 
 static int find_candidates(const uint8_t *d, Py_ssize_t total, Py_ssize_t lead, Py_ssize_t window,
                            uint64_t mask, int utf8, Buf *ends)
@@ -1559,27 +2121,62 @@ static int find_candidates(const uint8_t *d, Py_ssize_t total, Py_ssize_t lead, 
     uint64_t h[CHAINS];
     Buf part[CHAINS];
     memset(part, 0, sizeof part);
+    Py_ssize_t common = span; /* steps every chain takes */
     for (int c = 0; c < CHAINS; c++) {
         start[c] = c * span < total ? c * span : total;
         stop[c] = start[c] + span < total ? start[c] + span : total;
         from[c] = start[c] - window > 0 ? start[c] - window : 0;
+        if (stop[c] - start[c] < common) common = stop[c] - start[c];
         h[c] = 0;
         for (Py_ssize_t i = from[c]; i < start[c]; i++)
-            h[c] = roll61(&r, h[c], d[i], i - window >= from[c] ? d[i - window] : 0);
+            h[c] = ROLL61_STEP(&r, h[c], d[i], i - window >= from[c] ? d[i - window] : 0);
     }
     int rc = -1;
-    for (Py_ssize_t t = 0; t < span; t++) {
+#define CANDIDATE(c, i)                                                      \
+    do {                                                                     \
+        if ((REDUCED61(h[c]) & mask) == 0 && (i) >= lead) {                  \
+            Py_ssize_t e = (i) + 1 - lead;                                   \
+            if (!(utf8 && e < n && (d[lead + e] & 0xC0) == 0x80)) {          \
+                if (buf_reserve(&part[c], 1, 8) < 0) goto done;              \
+                ((int64_t *)part[c].p)[part[c].len++] = e;                   \
+            }                                                                \
+        }                                                                    \
+    } while (0)
+    /* The first window bytes of the input have zeros before them; after that every
+       chain reads the byte leaving its window directly. */
+    Py_ssize_t t = 0, head = window < span ? window : span;
+    for (; t < head; t++) {
         for (int c = 0; c < CHAINS; c++) {
             Py_ssize_t i = start[c] + t;
             if (i >= stop[c]) continue;
-            h[c] = roll61(&r, h[c], d[i], i - window >= from[c] ? d[i - window] : 0);
-            if ((h[c] & mask) != 0 || i < lead) continue;
-            Py_ssize_t e = i + 1 - lead;
-            if (utf8 && e < n && (d[lead + e] & 0xC0) == 0x80) continue;
-            if (buf_reserve(&part[c], 1, 8) < 0) goto done;
-            ((int64_t *)part[c].p)[part[c].len++] = e;
+            h[c] = ROLL61_STEP(&r, h[c], d[i], i - window >= from[c] ? d[i - window] : 0);
+            CANDIDATE(c, i);
         }
     }
+    /* The four chains in locals (an array would go through memory at every step). */
+    uint64_t h0 = h[0], h1 = h[1], h2 = h[2], h3 = h[3];
+    const uint8_t *d0 = d + start[0], *d1 = d + start[1], *d2 = d + start[2], *d3 = d + start[3];
+    for (; t < common; t++) {
+        h0 = ROLL61_STEP(&r, h0, d0[t], d0[t - window]);
+        h1 = ROLL61_STEP(&r, h1, d1[t], d1[t - window]);
+        h2 = ROLL61_STEP(&r, h2, d2[t], d2[t - window]);
+        h3 = ROLL61_STEP(&r, h3, d3[t], d3[t - window]);
+        if (((REDUCED61(h0) & mask) == 0) | ((REDUCED61(h1) & mask) == 0) |
+            ((REDUCED61(h2) & mask) == 0) | ((REDUCED61(h3) & mask) == 0)) {
+            h[0] = h0, h[1] = h1, h[2] = h2, h[3] = h3;
+            for (int c = 0; c < CHAINS; c++) CANDIDATE(c, start[c] + t);
+        }
+    }
+    h[0] = h0, h[1] = h1, h[2] = h2, h[3] = h3;
+    for (; t < span; t++) {
+        for (int c = 0; c < CHAINS; c++) {
+            Py_ssize_t i = start[c] + t;
+            if (i >= stop[c]) continue;
+            h[c] = ROLL61_STEP(&r, h[c], d[i], i - window >= from[c] ? d[i - window] : 0);
+            CANDIDATE(c, i);
+        }
+    }
+#undef CANDIDATE
     for (int c = 0; c < CHAINS; c++) {
         if (buf_reserve(ends, part[c].len, 8) < 0) goto done;
         memcpy(ends->p + ends->len * 8, part[c].p, (size_t)part[c].len * 8);
@@ -1622,25 +2219,17 @@ PyDoc_STRVAR(byte_spans_doc,
 "bytecdc._cuts: the final spans of data[lead:] as int64 triples (start, end, kind), kind\n"
 "0 primary, 1 hard, 2 final; an unfinished tail is left for more input.");
 
-static PyObject *k_byte_spans(PyObject *self, PyObject *args)
+/* bytecdc._cuts over d[lead:total]: (start, end, kind) triples appended to spans. */
+static int cdc_spans(const uint8_t *d, Py_ssize_t total, Py_ssize_t lead, Py_ssize_t window,
+                     uint64_t mask, Py_ssize_t min_size, Py_ssize_t max_size, int utf8, int ended,
+                     Buf *spans)
 {
-    Py_buffer data;
-    Py_ssize_t lead, window, min_size, max_size;
-    unsigned long long mask;
-    int utf8, ended;
-    if (!PyArg_ParseTuple(args, "y*nnKnnpp", &data, &lead, &window, &mask, &min_size, &max_size,
-                          &utf8, &ended))
-        return NULL;
-    PyObject *out = NULL;
-    Buf ends = {0}, spans = {0};
-    if (window <= 0 || lead < 0 || lead > data.len || min_size <= 0 || max_size < min_size) {
-        PyErr_SetString(PyExc_ValueError, "invalid byte CDC parameters");
-        goto done;
-    }
-    if (find_candidates(data.buf, data.len, lead, window, mask, utf8, &ends) < 0) goto done;
-    const uint8_t *b = (const uint8_t *)data.buf + lead;
+    Buf ends = {0};
+    int rc = -1;
+    if (find_candidates(d, total, lead, window, mask, utf8, &ends) < 0) goto done;
+    const uint8_t *b = d + lead;
     const int64_t *cand = (const int64_t *)ends.p;
-    Py_ssize_t n = data.len - lead, nc = ends.len, ci = 0, s = 0;
+    Py_ssize_t n = total - lead, nc = ends.len, ci = 0, s = 0;
     while (s < n) {
         while (ci < nc && cand[ci] < s + min_size) ci++;
         Py_ssize_t e;
@@ -1659,20 +2248,125 @@ static PyObject *k_byte_spans(PyObject *self, PyObject *args)
         } else {
             break;
         }
-        if (buf_reserve(&spans, 3, 8) < 0) goto done;
-        int64_t *o = (int64_t *)spans.p + spans.len;
+        if (buf_reserve(spans, 3, 8) < 0) goto done;
+        int64_t *o = (int64_t *)spans->p + spans->len;
         o[0] = s;
         o[1] = e;
         o[2] = kind;
-        spans.len += 3;
+        spans->len += 3;
         s = e;
     }
-    out = PyByteArray_FromStringAndSize(spans.p, spans.len * 8);
+    rc = 0;
 done:
     buf_free(&ends);
+    return rc;
+}
+
+static int cdc_check(Py_ssize_t len, Py_ssize_t lead, Py_ssize_t window, Py_ssize_t min_size,
+                     Py_ssize_t max_size)
+{
+    if (window <= 0 || lead < 0 || lead > len || min_size <= 0 || max_size < min_size) {
+        PyErr_SetString(PyExc_ValueError, "invalid byte CDC parameters");
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *k_byte_spans(PyObject *self, PyObject *args)
+{
+    Py_buffer data;
+    Py_ssize_t lead, window, min_size, max_size;
+    unsigned long long mask;
+    int utf8, ended;
+    if (!PyArg_ParseTuple(args, "y*nnKnnpp", &data, &lead, &window, &mask, &min_size, &max_size,
+                          &utf8, &ended))
+        return NULL;
+    PyObject *out = NULL;
+    Buf spans = {0};
+    if (cdc_check(data.len, lead, window, min_size, max_size) < 0) goto done;
+    if (cdc_spans(data.buf, data.len, lead, window, mask, min_size, max_size, utf8, ended,
+                  &spans) < 0)
+        goto done;
+    out = PyByteArray_FromStringAndSize(spans.p, spans.len * 8);
+done:
     buf_free(&spans);
     PyBuffer_Release(&data);
     return out;
+}
+
+static const char *const BYTE_CHUNK_FIELDS[4] = {"index", "offset", "length", "digest"};
+
+/* The BLAKE2b-128 hex digest of n bytes (bytecdc._digest). */
+static PyObject *digest16_hex(const uint8_t *p, Py_ssize_t n)
+{
+    static const char HEX[] = "0123456789abcdef";
+    B2b ctx;
+    uint8_t dig[16];
+    b2b_init(&ctx, 16);
+    b2b_update(&ctx, p, (size_t)n);
+    b2b_final(&ctx, dig);
+    PyObject *s = PyUnicode_New(32, 127);
+    if (s == NULL) return NULL;
+    Py_UCS1 *o = PyUnicode_1BYTE_DATA(s);
+    for (int i = 0; i < 16; i++) {
+        o[2 * i] = (Py_UCS1)HEX[dig[i] >> 4];
+        o[2 * i + 1] = (Py_UCS1)HEX[dig[i] & 15];
+    }
+    return s;
+}
+
+PyDoc_STRVAR(byte_chunks_doc,
+"byte_chunks(data, lead, window, mask, min_size, max_size, ended, chunk_type, offset, index)\n"
+"    -> (list[ByteChunk], consumed)\n\n"
+"bytecdc.iter_byte_chunks over one block: the final chunks of data[lead:] as chunk_type\n"
+"(index, offset, length, digest) values, numbered from index, their offsets counted from\n"
+"offset, and how many bytes of data[lead:] they cover.");
+
+static PyObject *k_byte_chunks(PyObject *self, PyObject *args)
+{
+    Py_buffer data;
+    Py_ssize_t lead, window, min_size, max_size;
+    unsigned long long mask;
+    int ended;
+    PyObject *chunk_type;
+    long long offset, index;
+    if (!PyArg_ParseTuple(args, "y*nnKnnpOLL", &data, &lead, &window, &mask, &min_size,
+                          &max_size, &ended, &chunk_type, &offset, &index))
+        return NULL;
+    PyObject *result = NULL, *list = NULL, *slots[4] = {NULL};
+    Buf spans = {0};
+    if (cdc_check(data.len, lead, window, min_size, max_size) < 0) goto done;
+    if (cdc_spans(data.buf, data.len, lead, window, mask, min_size, max_size, 0, ended,
+                  &spans) < 0)
+        goto done;
+    find_slots(chunk_type, BYTE_CHUNK_FIELDS, 4, slots);
+    Py_ssize_t count = spans.len / 3;
+    list = PyList_New(count);
+    if (list == NULL) goto done;
+    const int64_t *sp = (const int64_t *)spans.p;
+    const uint8_t *b = (const uint8_t *)data.buf + lead;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        int64_t s = sp[3 * k], e = sp[3 * k + 1];
+        PyObject *fields[4] = {PyLong_FromLongLong(index + k), PyLong_FromLongLong(offset + s),
+                               PyLong_FromLongLong(e - s), digest16_hex(b + s, e - s)};
+        PyObject *chunk = NULL;
+        if (fields[0] && fields[1] && fields[2] && fields[3])
+            chunk = new_record(chunk_type, slots, fields, 4);
+        for (int i = 0; i < 4; i++) Py_XDECREF(fields[i]);
+        if (chunk == NULL) {
+            Py_CLEAR(list);
+            goto done;
+        }
+        PyList_SET_ITEM(list, k, chunk);
+    }
+    result = Py_BuildValue("(Nn)", list, count ? (Py_ssize_t)sp[3 * count - 2] : 0);
+    list = NULL;
+done:
+    Py_XDECREF(list);
+    for (int i = 0; i < 4; i++) Py_XDECREF(slots[i]);
+    buf_free(&spans);
+    PyBuffer_Release(&data);
+    return result;
 }
 
 /* ------------------------------------------------------------------ module */
@@ -1680,9 +2374,11 @@ done:
 static PyMethodDef kernel_methods[] = {
     {"scan", k_scan, METH_VARARGS, scan_doc},
     {"build_chunks", k_build_chunks, METH_VARARGS, build_chunks_doc},
+    {"local_cuts", k_local_cuts, METH_VARARGS, local_cuts_doc},
     {"rolling_hashes", k_rolling_hashes, METH_VARARGS, rolling_hashes_doc},
     {"byte_candidates", k_byte_candidates, METH_VARARGS, byte_candidates_doc},
     {"byte_spans", k_byte_spans, METH_VARARGS, byte_spans_doc},
+    {"byte_chunks", k_byte_chunks, METH_VARARGS, byte_chunks_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -6,9 +6,12 @@ ABI: int
 NFC_UNIDATA_VERSION: str
 
 def scan(
-    text: str, window: int, history: Buffer, check_nfc: bool = False,
-    words_only: bool = False, /,
+    text: str, window: int, history: Buffer, check_nfc: bool = False, mode: int = 0, /,
 ) -> tuple[Any, ...] | int | None: ...
+def local_cuts(
+    fingerprint: Buffer, tokens: Buffer, radius: int, span: int, ranks: Buffer,
+    eligible_below: int, first: bool, last: bool, /,
+) -> tuple[bytearray, bytearray]: ...
 def build_chunks(
     source: str, text_starts: Buffer, text_ends: Buffer, input_starts: Buffer,
     input_ends: Buffer, cum: Buffer, cuts: Buffer, kinds: Buffer,
@@ -19,6 +22,10 @@ def rolling_hashes(data: Buffer, window: int, /) -> bytearray: ...
 def byte_candidates(
     data: Buffer, lead: int, window: int, mask: int, utf8: bool, /
 ) -> bytearray: ...
+def byte_chunks(
+    data: Buffer, lead: int, window: int, mask: int, min_size: int, max_size: int,
+    ended: bool, chunk_type: type, offset: int, index: int, /,
+) -> tuple[list[Any], int]: ...
 def byte_spans(
     data: Buffer, lead: int, window: int, mask: int, min_size: int, max_size: int, utf8: bool,
     ended: bool, /,

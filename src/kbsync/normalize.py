@@ -26,6 +26,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -35,10 +36,12 @@ from kbsync import native
 __all__ = [
     "BLOCK_CHARS",
     "NORMALIZER_VERSION",
+    "CanonicalWords",
     "NormalizedText",
     "WordScan",
     "canonical_pieces",
     "canonical_text",
+    "canonical_words",
     "is_clean",
     "is_paragraph_break",
     "iter_blocks",
@@ -353,6 +356,10 @@ def _scan_clean(text: str, leading_space: str = "") -> WordScan:
     )
 
 
+_WORDS_SCAN = 1  # kernel.scan's mode with what normalize() needs
+_COMPARE_SCAN = 3  # and with what compare() needs
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class _Words:
     """What :func:`normalize` needs of a scan (the compiled kernel makes only this)."""
@@ -364,29 +371,62 @@ class _Words:
     trailing_space: str
 
 
-def _words_compiled(text: str, leading_space: str) -> _Words | None:
-    """The words of ``text`` by the compiled kernel, or None: no kernel, no word, or text
-    that needs cleaning (NUL, surrogates, not NFC), which the reference scan handles."""
+def _kernel_scan(text: str, mode: int) -> tuple[Any, ...] | None:
+    """``kernel.scan(text)`` in ``mode`` without fingerprints, or None: no kernel, no word,
+    or text that needs cleaning (NUL, surrogates, not NFC), which the reference handles."""
     kernel = native.kernel
     if kernel is None:
         return None
     quick = getattr(kernel, "NFC_UNIDATA_VERSION", None) == unicodedata.unidata_version
     try:
-        got = kernel.scan(text, 0, b"", quick, True)
+        got = kernel.scan(text, 0, b"", quick, mode)
         if got == 0:  # a code point that might not be NFC: unicodedata decides
-            got = kernel.scan(text, 0, b"", False, True) if unicodedata.is_normalized(
+            got = kernel.scan(text, 0, b"", False, mode) if unicodedata.is_normalized(
                 "NFC", text) else None
     except UnicodeEncodeError:  # a surrogate
         return None
-    if not got:
+    return got if isinstance(got, tuple) else None
+
+
+def _words_compiled(text: str, leading_space: str) -> _Words | None:
+    """The words of ``text`` by the compiled kernel, or None (see :func:`_kernel_scan`)."""
+    got = _kernel_scan(text, _WORDS_SCAN)
+    if got is None:
         return None
-    source, _, _, ins, ine, para, trailing = got
+    source, ins, ine, para, trailing = got
     paragraph = np.frombuffer(para, dtype=np.bool_)
     input_starts = np.frombuffer(ins, dtype=np.int64)
     if leading_space:
         paragraph[0] = is_paragraph_break(leading_space + text[: int(input_starts[0])])
     return _Words(source, input_starts, np.frombuffer(ine, dtype=np.int64), paragraph,
                   text[trailing:])
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class CanonicalWords:
+    """The canonical text of a whole text, its UTF-8, and every word's offsets there (in
+    characters and in bytes) and in the input: what a comparison of two versions reads."""
+
+    text: str
+    data: bytes
+    starts: IntArray
+    ends: IntArray
+    byte_starts: IntArray
+    byte_ends: IntArray
+    input_starts: IntArray
+    input_ends: IntArray
+
+
+def canonical_words(text: str) -> CanonicalWords | None:
+    """:class:`CanonicalWords` of ``text`` in one pass of the compiled kernel, or None (no
+    kernel, no word, or text that needs cleaning): then the caller scans with the reference."""
+    got = _kernel_scan(text, _COMPARE_SCAN)
+    if got is None:
+        return None
+    source, data, ts, te, bs, be, ins, ine, _ = got
+    return CanonicalWords(
+        source, data, *(np.frombuffer(a, dtype=np.int64) for a in (ts, te, bs, be, ins, ine))
+    )
 
 
 # Above this many characters a whole-text scan takes the NumPy path: the kernel keeps a

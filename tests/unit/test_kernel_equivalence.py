@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from kbsync import byte_chunks, chunk_stream, chunk_text, native, normalize
 from kbsync.chunking import EstimatingCounter, TextChunker, TTTDParams, compiled
 from kbsync.chunking.bytecdc import rolling_hashes
-from kbsync.chunking.local import cut_positions
+from kbsync.chunking.local import KINDS, cut_positions, select_cuts
 from kbsync.chunking.stream import word_blocks
 from kbsync.chunking.tttd import tttd_chunks
 from kbsync.normalize import canonical_pieces, scan_words
@@ -305,7 +305,92 @@ def test_chunks_built_from_local_cuts_by_the_kernel_are_those_of_the_reference(
     cuts, kinds = cut_positions(b.fingerprint, b.tokens, 3, 9)
     first = min(skip, len(cuts))
     start = int(cuts[first - 1]) + 1 if first else 0
+    codes = np.array([KINDS.index(kind) for kind in kinds[first:]], dtype=np.uint8)
     built = compiled.build_chunks(source, b.text_starts, b.text_ends, b.input_starts,
                                   b.input_ends, np.cumsum(b.tokens), cuts[first:],
-                                  kinds[first:], chunker.identity, start=start, index=first)
+                                  codes, chunker.identity, start=start, index=first)
     assert built == reference[first:]
+
+
+def _long_text(seed: int, size: int) -> str:
+    """Random text from PIECES (and runs of plain words) of about ``size`` characters."""
+    import random
+
+    rng = random.Random(seed)
+    parts: list[str] = []
+    length = 0
+    while length < size:
+        part = rng.choice(PIECES) if rng.random() < 0.3 else rng.choice(["lorem", "ipsum.", "x"])
+        parts.append(part)
+        parts.append(rng.choice([" ", " ", " ", "\n", "\n\n", "  ", "\r\n"]))
+        length += len(part) + 1
+    return "".join(parts)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("clean", [True, False])
+def test_long_blocks_cut_in_pieces_by_the_kernel_give_the_reference_chunks(
+    seed: int, clean: bool
+) -> None:
+    # The kernel scans a long block in pieces and cuts after each; the chunks must not
+    # change, with or without text the reference cleans (NUL, surrogates, non-NFC).
+    text = _long_text(seed, 300_000)
+    if clean:
+        text = unicodedata.normalize("NFC", text.replace("\x00", "").encode(
+            "utf-8", "ignore").decode("utf-8"))
+    for params in ({}, TTTD_SMALL, {**TTTD_SMALL, "snap": True, "snap_window_words": 3}):
+        compiled_result, reference = both(lambda p=params: chunk_text(text, **p))  # type: ignore[arg-type]
+        assert compiled_result.chunks == reference.chunks
+    for strategy in ("local", "sentences"):
+        compiled_result, reference = both(lambda s=strategy: chunk_text(text, strategy=s))  # type: ignore[misc, arg-type]
+        assert compiled_result.chunks == reference.chunks
+
+
+@fast
+@given(st.lists(st.tuples(st.integers(0, 15), st.integers(1, 6), st.integers(0, 4)),
+                min_size=1, max_size=300),
+       st.integers(1, 12), st.integers(1, 30), st.booleans(), st.booleans(), st.booleans(),
+       st.sampled_from([64, 3]))
+def test_local_cut_selection_by_the_kernel_is_that_of_the_reference(
+    words: list[tuple[int, int, int]], radius: int, span: int, ranked: bool, first: bool,
+    last: bool, bits: int,
+) -> None:
+    # Few distinct fingerprints (ties), giant words, every rank: each rule's edge cases.
+    fingerprint = np.array([(v * 0x9E3779B97F4A7C15) % (1 << 64) if bits == 64 else v % 8
+                            for v, _, _ in words], dtype=np.uint64)
+    tokens = np.array([t for _, t, _ in words], dtype=np.int64)
+    ranks = np.array([r for _, _, r in words], dtype=np.uint8) if ranked else None
+
+    def cuts() -> tuple[list[int], list[object]]:
+        positions, kinds = select_cuts(fingerprint, tokens, radius=radius, span=span,
+                                       ranks=ranks, eligible_below=4, first=first, last=last)
+        return positions.tolist(), list(kinds)
+
+    compiled_cuts, reference = both(cuts)
+    assert compiled_cuts == reference
+
+
+@fast
+@given(st.lists(st.binary(max_size=700), max_size=8), st.sampled_from([None, (4, 8, 16, 64)]))
+def test_byte_chunks_made_by_the_kernel_are_the_same_however_the_bytes_are_split(
+    pieces: list[bytes], sizes: tuple[int, int, int, int] | None
+) -> None:
+    from kbsync.chunking import ByteParams
+    from kbsync.chunking.bytecdc import iter_byte_chunks
+
+    params = None if sizes is None else ByteParams(*sizes)
+    compiled_chunks, reference = both(lambda: list(iter_byte_chunks(pieces, params)))
+    assert compiled_chunks == reference
+    assert compiled_chunks == byte_chunks(b"".join(pieces), params)
+
+
+@fast
+@given(texts, texts)
+def test_compare_reads_the_same_words_from_the_kernel(old: str, new: str) -> None:
+    from kbsync import compare
+    from kbsync.compare import _Side
+
+    sides = both(lambda: _Side.of(new))
+    same_arrays(*sides)
+    reports = both(lambda: compare(old, new))
+    assert reports[0] == reports[1]

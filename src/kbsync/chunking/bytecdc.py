@@ -108,8 +108,32 @@ def iter_byte_chunks(
     pieces: Iterable[bytes], params: ByteParams | None = None
 ) -> Iterator[ByteChunk]:
     """Chunks of the concatenation of ``pieces``, each yielded as soon as it is final."""
-    for index, (offset, data, _) in enumerate(iter_spans(pieces, params or ByteParams())):
+    p = params or ByteParams()
+    if compiled.byte_chunks_available(p):
+        yield from _compiled_chunks(pieces, p)
+        return
+    for index, (offset, data, _) in enumerate(iter_spans(pieces, p)):
         yield ByteChunk(index, offset, len(data), _digest(data))
+
+
+def _compiled_chunks(pieces: Iterable[bytes], params: ByteParams) -> Iterator[ByteChunk]:
+    """:func:`iter_byte_chunks` with spans, digests and chunks made by the compiled kernel."""
+    window = params.window_bytes
+    history = b""
+    pending = b""
+    offset = index = 0  # offset of pending[0] in the whole input; number of the next chunk
+    for piece in _regroup(pieces):
+        raw = b"".join((history, pending, piece))  # the one copy of the block
+        lead = len(history)
+        chunks, consumed = compiled.byte_chunks(raw, lead, params, offset, index, ended=False)
+        yield from chunks
+        end = lead + consumed
+        history, pending = raw[max(0, end - window):end], raw[end:]
+        offset += consumed
+        index += len(chunks)
+    if pending:
+        yield from compiled.byte_chunks(history + pending, len(history), params, offset, index,
+                                        ended=True)[0]
 
 
 def text_byte_chunks(
@@ -181,15 +205,18 @@ def iter_spans(
         yield offset + start, pending[start:end], kind
 
 
-def _regroup(pieces: Iterable[bytes]) -> Iterator[bytes]:
+def _regroup(pieces: Iterable[bytes]) -> Iterator[bytes | memoryview]:
     """The input in blocks of ``_BLOCK`` bytes (the last shorter), however it was split.
 
     A big piece is cut too: hashed whole, one document would cost some fifty
-    bytes of arrays per byte at once.
+    bytes of arrays per byte at once. Its whole blocks are views of it, not copies.
     """
     buffer = bytearray()
     for piece in pieces:
         view = memoryview(piece)
+        while not buffer and len(view) >= _BLOCK:
+            yield view[:_BLOCK]
+            view = view[_BLOCK:]
         while view:
             take = _BLOCK - len(buffer)
             buffer += view[:take]

@@ -23,20 +23,21 @@ from kbsync.chunking.fingerprint import U64
 from kbsync.chunking.params import ByteParams, TTTDParams
 from kbsync.chunking.tokens import EstimatingCounter, TokenCounter
 from kbsync.identity import ChunkIdentity
-from kbsync.model import Boundary, Chunk
+from kbsync.model import Boundary, ByteChunk, Chunk
 from kbsync.normalize import BLOCK_CHARS, IntArray, is_paragraph_break, iter_blocks, scan_words
 
-__all__ = ["build_chunks", "byte_spans", "scan_block", "tttd_chunks"]
+__all__ = ["build_chunks", "byte_chunks", "byte_chunks_available", "byte_spans", "local_cuts",
+           "scan_block", "tttd_chunks"]
 
 _TTTD_KINDS = (Boundary.PRIMARY, Boundary.BACKUP, Boundary.HARD, Boundary.FINAL)
 _LOCAL_KINDS = (Boundary.PRIMARY, Boundary.HARD, Boundary.FORCED, Boundary.FINAL)
-_LOCAL_CODE = {kind: code for code, kind in enumerate(_LOCAL_KINDS)}
 _NOT_SPACE = re.compile(r"\S")
 _NO_FLAGS = np.zeros(0, dtype=np.bool_)
 # The kernel keeps counts in 64-bit integers and the window in an array: parameters past
 # these bounds (far beyond any real use) run on the reference, which has no such limits.
 _MAX_WINDOW = 1 << 24
 _MAX_TOKENS = 1 << 40
+_CHUNKER_SCAN = 2  # kernel.scan's mode without the bytes the chunkers do not read
 
 
 def _quick_nfc(kernel: object) -> bool:
@@ -65,14 +66,14 @@ def scan_block(
     if not quick and not _nfc(text):
         return None
     try:
-        got = kernel.scan(text, window, history.tobytes(), quick)
+        got = kernel.scan(text, window, history, quick, _CHUNKER_SCAN)
         if got == 0:  # a code point that might not be NFC: unicodedata decides
-            got = kernel.scan(text, window, history.tobytes()) if _nfc(text) else None
+            got = kernel.scan(text, window, history, False, _CHUNKER_SCAN) if _nfc(text) else None
     except UnicodeEncodeError:  # a surrogate: the reference cleans it
         return None
     if got is None:  # no words, or a NUL
         return None
-    source, _, _, _, ts, te, ins, ine, para, tokens, sentence, fp, hist, trailing = got
+    source, ts, te, ins, ine, para, tokens, sentence, fp, hist, trailing = got
     paragraph = np.frombuffer(para, dtype=np.bool_)
     input_starts = np.frombuffer(ins, dtype=np.int64)
     if leading:
@@ -160,23 +161,39 @@ def _tttd(cutter: object, pieces: Iterable[str], block_chars: int, quick: bool
     yield from cutter.finish()  # type: ignore[attr-defined]
 
 
+def local_cuts(
+    fingerprint: U64, tokens: IntArray, radius: int, span: int,
+    ranks: npt.NDArray[np.uint8] | None, eligible_below: int, first: bool, last: bool,
+) -> tuple[IntArray, npt.NDArray[np.uint8]] | None:
+    """local.select_cut_codes by the kernel: cut positions and kind codes (local.KINDS)."""
+    kernel = native.kernel
+    if kernel is None or max(radius, span) > _MAX_TOKENS:
+        return None
+    cuts, codes = kernel.local_cuts(
+        np.ascontiguousarray(fingerprint, dtype=np.uint64), _i64(tokens), radius, span,
+        b"" if ranks is None else np.ascontiguousarray(ranks, dtype=np.uint8), eligible_below,
+        first, last)
+    return np.frombuffer(cuts, dtype=np.int64), np.frombuffer(codes, dtype=np.uint8)
+
+
 def build_chunks(
     source: str, text_starts: IntArray, text_ends: IntArray, input_starts: IntArray,
-    input_ends: IntArray, cum: IntArray, cuts: IntArray, kinds: list[Boundary],
+    input_ends: IntArray, cum: IntArray, cuts: IntArray, codes: npt.NDArray[np.uint8],
     identity: ChunkIdentity, *, start: int = 0, index: int = 0,
 ) -> list[Chunk] | None:
     """The chunks between consecutive ``cuts`` (local.local_chunks), built in the kernel.
 
-    The first chunk starts at word ``start`` and is numbered ``index``; token counts are
-    differences of the running sums ``cum``.
+    ``codes`` are the cuts' kinds as indices into local.KINDS. The first chunk starts at
+    word ``start`` and is numbered ``index``; token counts are differences of the running
+    sums ``cum``.
     """
     kernel = native.kernel
     if kernel is None:
         return None
-    codes = np.fromiter(map(_LOCAL_CODE.__getitem__, kinds), dtype=np.uint8, count=len(kinds))
     chunks: list[Chunk] = kernel.build_chunks(
         source, _i64(text_starts), _i64(text_ends), _i64(input_starts), _i64(input_ends),
-        _i64(cum), _i64(cuts), codes.tobytes(), _LOCAL_KINDS, Chunk, identity.prefix, start,
+        _i64(cum), _i64(cuts), np.ascontiguousarray(codes, dtype=np.uint8), _LOCAL_KINDS, Chunk,
+        identity.prefix, start,
         index,
     )
     return chunks
@@ -198,5 +215,23 @@ def byte_spans(raw: bytes, lead: int, params: ByteParams, utf8: bool, *, ended: 
     return [(flat[k], flat[k + 1], kinds[flat[k + 2]]) for k in range(0, len(flat), 3)]
 
 
-def _i64(values: npt.NDArray[np.int64]) -> bytes:
-    return np.ascontiguousarray(values, dtype=np.int64).tobytes()
+def byte_chunks_available(params: ByteParams) -> bool:
+    """Whether :func:`byte_chunks` can serve chunking with ``params``."""
+    return native.kernel is not None
+
+
+def byte_chunks(raw: bytes, lead: int, params: ByteParams, offset: int, index: int, *,
+                ended: bool) -> tuple[list[ByteChunk], int]:
+    """The final chunks of ``raw[lead:]`` by the kernel (bytecdc.iter_byte_chunks), numbered
+    from ``index`` at ``offset``, and how many bytes of ``raw[lead:]`` they cover."""
+    kernel = native.kernel
+    assert kernel is not None
+    chunks, consumed = kernel.byte_chunks(raw, lead, params.window_bytes, params.mask,
+                                          params.min_size, params.max_size, ended, ByteChunk,
+                                          offset, index)
+    return chunks, consumed
+
+
+def _i64(values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    # A contiguous array is handed over as a buffer, without the copy tobytes() makes.
+    return np.ascontiguousarray(values, dtype=np.int64)

@@ -63,13 +63,19 @@ from kbsync.normalize import IntArray, join_words
 
 __all__ = ["CutRule", "cut_positions", "local_chunks", "select_cuts", "stream_cuts"]
 
+CodeArray = npt.NDArray[np.uint8]
+
 _SECOND_HASH = np.uint64(0xD6E8FEB86659FD93)
 _CANDIDATES_PER_WINDOW = 8.0
 _RANK_BITS = 3
 
-CutRule = Callable[[WordBuffer, bool, bool], tuple[IntArray, list[Boundary]]]
-"""Sorted cut positions of a buffer of words, and their kinds, under a strictly local rule;
-the flags say whether the buffer starts with the input's first word and ends with its last."""
+CutRule = Callable[[WordBuffer, bool, bool], tuple[IntArray, CodeArray]]
+"""Sorted cut positions of a buffer of words, and their kinds (indices into ``KINDS``), under a
+strictly local rule; the flags say whether the buffer starts with the input's first word and
+ends with its last."""
+
+KINDS = (Boundary.PRIMARY, Boundary.HARD, Boundary.FORCED, Boundary.FINAL)
+"""The boundary kinds of the local rules, in the order of their codes."""
 
 
 def local_chunks(
@@ -77,9 +83,9 @@ def local_chunks(
 ) -> Iterator[Chunk]:
     """Chunks of the word stream ``blocks`` under the strictly local rules."""
 
-    def rule(words: WordBuffer, first: bool, last: bool) -> tuple[IntArray, list[Boundary]]:
-        return cut_positions(words.fingerprint, words.tokens, params.min_tokens,
-                             params.max_tokens)
+    def rule(words: WordBuffer, first: bool, last: bool) -> tuple[IntArray, CodeArray]:
+        return select_cut_codes(words.fingerprint, words.tokens, radius=params.min_tokens,
+                                span=params.max_tokens - params.min_tokens)
 
     return stream_cuts(blocks, rule, params.max_tokens, identity)
 
@@ -123,7 +129,7 @@ def stream_cuts(
 
 
 def _emit(
-    words: WordBuffer, cum: IntArray, cuts: tuple[IntArray, list[Boundary]], start: int,
+    words: WordBuffer, cum: IntArray, cuts: tuple[IntArray, CodeArray], start: int,
     limit: int | None, index: int, identity: ChunkIdentity,
 ) -> tuple[list[Chunk], int]:
     """The chunks from word ``start`` up to the last cut before ``limit`` tokens, and the next
@@ -144,13 +150,14 @@ def _emit(
 
 
 def _built(
-    words: WordBuffer, cum: IntArray, cuts: IntArray, kinds: list[Boundary],
+    words: WordBuffer, cum: IntArray, cuts: IntArray, codes: CodeArray,
     identity: ChunkIdentity, start: int, index: int,
 ) -> list[Chunk]:
     """The chunks between consecutive ``cuts``, from word ``start`` (the reference path)."""
     out: list[Chunk] = []
     t0 = int(cum[start - 1]) if start else 0
-    for cut, kind in zip(cuts.tolist(), kinds, strict=True):
+    for cut, code in zip(cuts.tolist(), codes.tolist(), strict=True):
+        kind = KINDS[code]
         t1 = int(cum[cut])
         text = join_words(words.source, words.text_starts, words.text_ends, start, cut + 1)
         out.append(Chunk(
@@ -178,8 +185,19 @@ def select_cuts(
     ranks: npt.NDArray[np.uint8] | None = None, eligible_below: int = 0,
     first: bool = False, last: bool = False,
 ) -> tuple[IntArray, list[Boundary]]:
-    """Cut positions and kinds under the local rules with primary radius ``radius`` and
-    forced windows of ``span`` tokens.
+    """Cut positions and kinds under the local rules (see :func:`select_cut_codes`)."""
+    cuts, codes = select_cut_codes(fingerprint, tokens, radius=radius, span=span, ranks=ranks,
+                                   eligible_below=eligible_below, first=first, last=last)
+    return cuts, [KINDS[c] for c in codes.tolist()]
+
+
+def select_cut_codes(
+    fingerprint: U64, tokens: IntArray, *, radius: int, span: int,
+    ranks: npt.NDArray[np.uint8] | None = None, eligible_below: int = 0,
+    first: bool = False, last: bool = False,
+) -> tuple[IntArray, CodeArray]:
+    """Cut positions and kind codes (``KINDS``) under the local rules with primary radius
+    ``radius`` and forced windows of ``span`` tokens; the compiled kernel's when loaded.
 
     With ``ranks`` (0 to 7 per position), only positions ranked below ``eligible_below``
     can be primaries, and a lower rank beats any higher one, in primaries and in forced
@@ -189,6 +207,10 @@ def select_cuts(
     ``last`` (they end it) keep primaries ``radius`` tokens away from them, so that a
     title or a closing line is not a chunk of its own.
     """
+    fused = compiled.local_cuts(fingerprint, tokens, radius, span, ranks, eligible_below, first,
+                                last)
+    if fused is not None:
+        return fused
     n = len(tokens)
     cum = np.cumsum(tokens)
     f1 = fingerprint
@@ -221,11 +243,10 @@ def select_cuts(
     forced = _forced_picks(f2, cum, np.flatnonzero(anchors), span) & ~anchors
     cut_mask = anchors | forced
     cuts = np.flatnonzero(cut_mask)
-    kind_codes = np.select(
+    codes: CodeArray = np.select(
         [primary[cuts], hard[cuts], forced[cuts]], [0, 1, 2], default=3
-    ).tolist()
-    table = (Boundary.PRIMARY, Boundary.HARD, Boundary.FORCED, Boundary.FINAL)
-    return cuts, [table[c] for c in kind_codes]
+    ).astype(np.uint8)
+    return cuts, codes
 
 
 def _ranked(ranks: npt.NDArray[np.uint8], values: U64) -> U64:

@@ -49,11 +49,11 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 import numpy.typing as npt
 
-from kbsync.chunking.local import select_cuts, stream_cuts
+from kbsync.chunking.local import CodeArray, select_cut_codes, stream_cuts
 from kbsync.chunking.params import SentenceParams
 from kbsync.chunking.stream import WordBlock, WordBuffer
 from kbsync.identity import ChunkIdentity
-from kbsync.model import Boundary, Chunk
+from kbsync.model import Chunk
 from kbsync.normalize import IntArray
 
 __all__ = [
@@ -69,10 +69,10 @@ def sentence_chunks(
 ) -> Iterator[Chunk]:
     """Chunks of the word stream ``blocks`` (scanned with sentence ends) under the rules above."""
 
-    def rule(words: WordBuffer, first: bool, last: bool) -> tuple[IntArray, list[Boundary]]:
-        return select_cuts(words.fingerprint, words.tokens, radius=params.min_tokens,
-                           span=params.max_tokens, ranks=ranks(words), eligible_below=WORD,
-                           first=first, last=last)
+    def rule(words: WordBuffer, first: bool, last: bool) -> tuple[IntArray, CodeArray]:
+        return select_cut_codes(words.fingerprint, words.tokens, radius=params.min_tokens,
+                                span=params.max_tokens, ranks=ranks(words), eligible_below=WORD,
+                                first=first, last=last)
 
     return stream_cuts(blocks, rule, params.max_tokens + params.min_tokens, identity)
 
@@ -93,12 +93,16 @@ def ranks(words: WordBuffer) -> npt.NDArray[np.uint8]:
 def _headings(words: WordBuffer, starts: IntArray) -> npt.NDArray[np.bool_]:
     """Which of the words at ``starts`` open a Markdown heading (one to six ``#``)."""
     src = words.source
-    return np.fromiter(
-        (_is_heading_mark(src[a:b]) for a, b in zip(words.text_starts[starts].tolist(),
-                                                     words.text_ends[starts].tolist(),
+    a, b = words.text_starts[starts], words.text_ends[starts]
+    out = np.zeros(len(starts), dtype=np.bool_)
+    # Only words of one to six characters can be one; the rest are not read.
+    short = np.flatnonzero(b - a <= 6)
+    out[short] = np.fromiter(
+        (_is_heading_mark(src[x:y]) for x, y in zip(a[short].tolist(), b[short].tolist(),
                                                      strict=True)),
-        dtype=np.bool_, count=len(starts),
+        dtype=np.bool_, count=len(short),
     )
+    return out
 
 
 def _is_heading_mark(word: str) -> bool:
