@@ -133,7 +133,8 @@ class PeerIndex:
 
     def vector(self, query: str, k: int) -> list[int]:
         scores = self.matrix @ self.embedder.embed([normalize(query).text])[0]
-        return [int(i) for i in np.argsort(-scores, kind="stable")[:k]]
+        # As kbsync's search: a chunk of no likeness to the query (cosine <= 0) is no hit.
+        return [int(i) for i in np.argsort(-scores, kind="stable")[:k] if scores[i] > 0]
 
     def text(self, query: str, k: int) -> list[int]:
         terms = query_terms(normalize(query).text)

@@ -13,6 +13,10 @@ Relevance, by mode:
   rank as users read it. Reciprocal rank fusion's own scores say where a hit
   ranks, not how well it matches: a query no chunk matches in words would read
   0.5 for the nearest vector, which says nothing of it.
+
+A hit of relevance 0 (no likeness in any list: a vector at a right angle or
+beyond, and no word in common) is not returned: filling ``k`` with those made
+unrelated documents look like answers.
 """
 
 from __future__ import annotations
@@ -52,7 +56,8 @@ def fuse(lists: Sequence[Sequence[Hit]], k: int) -> list[Hit]:
             hits.setdefault(key, hit)
     fused: list[Hit] = []
     ceiling = 1.0
-    for key in sorted(score, key=lambda key: -score[key])[:k]:
+    alike = [key for key in score if relevance[key] > 0]
+    for key in sorted(alike, key=lambda key: -score[key])[:k]:
         ceiling = min(ceiling, _unit(relevance[key]))
         fused.append(replace(hits[key], score=score[key], relevance=ceiling))
     return fused
@@ -63,8 +68,9 @@ def _unit(value: float) -> float:
 
 
 def vector_relevance(hits: Sequence[Hit]) -> list[Hit]:
-    """Vector hits with their relevance: the cosine similarity clipped to [0, 1]."""
-    return [replace(h, relevance=_unit(h.score)) for h in hits]
+    """Vector hits with their relevance, the cosine similarity clipped to [0, 1]; those
+    of no likeness (0) left out."""
+    return [replace(h, relevance=_unit(h.score)) for h in hits if h.score > 0]
 
 
 def text_relevance(hits: Sequence[Hit]) -> list[Hit]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from kbsync.fusion import fuse, ranked, text_relevance, vector_relevance
@@ -34,10 +36,18 @@ def test_a_query_no_text_matches_reads_low_in_hybrid_however_it_ranks() -> None:
     assert fused[0].relevance == pytest.approx(0.02)
 
 
-def test_vector_relevance_is_the_cosine_clipped_to_zero_and_one() -> None:
-    hits = vector_relevance([_hit("a", 1.0000002), _hit("b", 0.42), _hit("c", -0.3)])
-    assert [h.relevance for h in hits] == [1.0, 0.42, 0.0]
-    assert [h.score for h in hits] == [1.0000002, 0.42, -0.3]  # the raw score stays
+def test_vector_relevance_is_the_cosine_clipped_to_one_and_no_likeness_is_no_hit() -> None:
+    hits = vector_relevance([_hit("a", 1.0000002), _hit("b", 0.42), _hit("c", 0.0),
+                             _hit("d", -0.3)])
+    assert [h.relevance for h in hits] == [1.0, 0.42]
+    assert [h.score for h in hits] == [1.0000002, 0.42]  # the raw score stays
+
+
+def test_hybrid_leaves_out_hits_alike_in_neither_list() -> None:
+    vector = [replace(_hit("a", 0.5), relevance=0.5), replace(_hit("z", 0.0), relevance=0.0)]
+    text = [replace(_hit("b", 3.0), relevance=1.0)]
+    fused = fuse([vector, text], k=5)
+    assert sorted(h.key for h in fused) == ["a", "b"]
 
 
 def test_text_relevance_is_bm25_over_the_best_hit() -> None:
