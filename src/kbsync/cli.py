@@ -555,14 +555,17 @@ def diff(
         _emit(change.to_dict())
         return
     console = Console()
+    moved = "" if change.moved_from is None else \
+        f"moved from {change.moved_from} {change.moved}; "
     if change.change is None:
-        console.print(diff_heading(change.key, change.source, f"first version of "
+        console.print(diff_heading(change.key, change.source, f"{moved}first version of "
                                    f"{change.last_changed}: no earlier text to compare with"))
         return
     console.print(diff_heading(change.key, change.source,
-                               f"changed {change.last_changed}: {change.verdict}, similarity "
-                               f"{change.change.similarity:.3f}, {len(change.regions)} "
-                               f"region(s) added, {len(change.removed)} removed"))
+                               f"{moved}changed {change.last_changed}: {change.verdict}, "
+                               f"similarity {change.change.similarity:.3f}, "
+                               f"{len(change.regions)} region(s) added, "
+                               f"{len(change.removed)} removed"))
     plain = not console.is_terminal or console.no_color  # marks where colour is not shown
     if change.regions:
         console.print(Text("added, in the current text:", style="bold"))

@@ -507,14 +507,15 @@ class KnowledgeBase:
     def diff(self, key: str, source: str | None = None) -> DocumentDiff:
         """The last change of a document: verdict, similarity and the changed regions.
 
-        A document with one version only comes back with ``first_version`` true.
+        A document with one version only comes back with ``first_version`` true; one
+        that was renamed names the key it had before its last move (``moved_from``).
         """
         doc = self.document(key, source)
         if doc.previous is None:
             return DocumentDiff(
                 source=doc.source, key=doc.key, title=doc.title, last_changed=doc.last_changed,
                 verdict=None, similarity=None, regions=(), text=doc.text, previous=None,
-                change=None)
+                change=None, moved_from=doc.moved_from, moved=doc.moved)
         change = compare(doc.previous, doc.text)
         return DocumentDiff(
             source=doc.source, key=doc.key, title=doc.title, last_changed=doc.last_changed,
@@ -523,7 +524,8 @@ class KnowledgeBase:
                           for r in change.regions),
             text=doc.text, previous=doc.previous, change=change,
             removed=tuple(ChangedRegion(r.offset, r.length, doc.previous[r.offset:r.end])
-                          for r in change.removed_regions))
+                          for r in change.removed_regions),
+            moved_from=doc.moved_from, moved=doc.moved)
 
     def _embed_missing(self) -> tuple[str, ...]:
         """Embed the current chunks that lost their vector (a damaged or pruned cache), as

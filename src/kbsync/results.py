@@ -122,6 +122,10 @@ class DocumentDiff:
     """The full comparison (added, removed, kept and moved byte chunks)."""
     removed: tuple[ChangedRegion, ...] = ()
     """Runs of ``previous`` that the change took out."""
+    moved_from: str | None = None
+    """The key the document had before its last move (a rename), if it ever moved."""
+    moved: str | None = None
+    """When it last moved."""
 
     @property
     def first_version(self) -> bool:
@@ -137,7 +141,8 @@ class DocumentDiff:
                 "regions": [{"offset": r.offset, "length": r.length, "text": r.text}
                             for r in self.regions],
                 "removed": [{"offset": r.offset, "length": r.length, "text": r.text}
-                            for r in self.removed]}
+                            for r in self.removed],
+                "moved_from": self.moved_from, "moved": self.moved}
 
 
 @dataclass(frozen=True, slots=True)

@@ -224,6 +224,8 @@ class _Document:
     last_changed: str
     current: _Version
     previous: _Version | None = None
+    moved_from: str | None = None
+    moved: str | None = None
 
     def stored(self, key: str) -> StoredDocument:
         """The document as a manifest hands it out (without chunk digests)."""
@@ -347,7 +349,7 @@ class MemoryStore:
             if k == key and source in (None, s):
                 before = d.previous.text if previous and d.previous is not None else None
                 return DocumentText(s, k, d.title, d.current.text, before,
-                                    d.current.generation, d.last_changed)
+                                    d.current.generation, d.last_changed, d.moved_from, d.moved)
         return None
 
     def apply(self, source: str, doc: DocumentPlan,
@@ -380,14 +382,15 @@ class MemoryStore:
         if found is None:  # the old row is gone: treat as new
             self._write_version(source, doc, now)
             return
+        found = replace(found, moved_from=doc.previous_key, moved=now)
         if doc.edited:  # the record takes its new key, then its new version
             self._s.documents[(source, doc.key)] = found
             self._write_version(source, doc, now)
             return
-        self._s.documents[(source, doc.key)] = replace(
+        self._s.documents[(source, doc.key)] = replace(  # the same text: last_changed stays
             found, locator=v.locator, media_type=v.media_type, stat=v.stat,
             validators=v.validators, bytes_hash=v.bytes_hash, title=v.title,
-            metadata=v.metadata, missing=0, last_seen=now, last_changed=now)
+            metadata=v.metadata, missing=0, last_seen=now)
 
     def _refresh(self, source: str, doc: DocumentPlan, now: str) -> None:
         found = self._s.documents.get((source, doc.key))
@@ -414,7 +417,9 @@ class MemoryStore:
             v.derivation, v.title, v.metadata, missing=0,
             first_seen=now if old is None else old.first_seen, last_seen=now, last_changed=now,
             current=_Version(generation, v.text, v.chunks),
-            previous=None if old is None else old.current)
+            previous=None if old is None else old.current,
+            moved_from=None if old is None else old.moved_from,
+            moved=None if old is None else old.moved)
 
     # -- the embedding cache -----------------------------------------------------------
 

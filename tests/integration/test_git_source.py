@@ -194,6 +194,7 @@ def test_a_rename_with_edits_is_a_move_that_embeds_only_the_new_chunks(
         hits = kb.search("closing paragraph about installing", k=1, mode="text")
         assert [h.key for h in hits] == ["guide/installing.md"]
         diff = kb.diff("guide/installing.md")
+        assert diff.moved_from == "guide/setup.md"
         assert diff.previous is not None
         assert "closing paragraph" not in diff.previous
         assert kb.verify().ok

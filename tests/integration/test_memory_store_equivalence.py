@@ -69,7 +69,7 @@ def _logical(store: RecordStore, embedder: str, universe: set[str]) -> dict[str,
         text = store.document(key, s)
         assert text is not None
         texts[(s, key)] = (text.title, text.text, text.previous, text.generation,
-                           "".join(store.text_pieces(s, key)))
+                           text.moved_from, "".join(store.text_pieces(s, key)))
     status = store.status()
     hits = store.search_vector(embedder, CountingEmbedder(16).embed(["harbour light"])[0], 1000)
     return {

@@ -9,7 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from kbsync.cli import app
 from kbsync.engine import init_config, load_config, writer_lock
 from kbsync.errors import LockedError
 from kbsync.extract.registry import extractor_for
@@ -159,6 +161,8 @@ def test_a_renamed_file_is_moved_and_nothing_is_re_embedded(kb: Path) -> None:
     with _engine(kb) as engine:
         engine.sync()
         docs = kb / "docs"
+        before = engine.diff("a-essay-lighthouses.txt")
+        assert before.moved_from is None
         (docs / "a-essay-lighthouses.txt").rename(docs / "lighthouses-renamed.txt")
         report = engine.sync()
         assert report.total("moved") == 1
@@ -166,6 +170,12 @@ def test_a_renamed_file_is_moved_and_nothing_is_re_embedded(kb: Path) -> None:
         assert report.sources[0].embeddings_computed == 0
         assert engine.store.document("lighthouses-renamed.txt") is not None
         assert engine.verify().problems == ()
+        after = engine.diff("lighthouses-renamed.txt")
+        assert after.moved_from == "a-essay-lighthouses.txt"
+        assert after.moved is not None
+        assert after.last_changed == before.last_changed  # the text did not change
+    result = CliRunner().invoke(app, ["diff", "lighthouses-renamed.txt", "-c", str(kb)])
+    assert "moved from a-essay-lighthouses.txt" in result.output
 
 
 def test_a_failed_listing_deletes_nothing(kb: Path) -> None:

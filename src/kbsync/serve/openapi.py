@@ -83,6 +83,9 @@ _SCHEMAS: dict[str, Any] = {
         "removed": {"type": "array", "items": _ref("Region"),
                     "description": "Regions of the previous text not in the current one"},
         "text": _STR, "previous": _OPT_STR,
+        "moved_from": {"type": ["string", "null"],
+                       "description": "The key before the document's last move, if any"},
+        "moved": _OPT_STR,
         "history": {"type": "array", "items": _obj({
             "run": _INT, "finished": _STR, "source": _STR, "action": _STR,
             "verdict": _OPT_STR, "similarity": _OPT_NUM, "regions": _INT})},

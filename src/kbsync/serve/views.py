@@ -133,6 +133,8 @@ def document_view(kb: KnowledgeBase, key: str, source: str | None = None) -> dic
         "removed": _regions(previous, removed),
         "text": doc.text,
         "previous": doc.previous,
+        "moved_from": doc.moved_from,
+        "moved": doc.moved,
         "history": [asdict(h) for h in kb.history(doc.key, doc.source)],
     }
 

@@ -104,6 +104,11 @@ class DocumentText:
     previous: str | None
     generation: int
     last_changed: str
+    """When the current text was stored."""
+    moved_from: str | None = None
+    """The key the document had before its last move, if it ever moved."""
+    moved: str | None = None
+    """When it last moved."""
 
 
 @dataclass(frozen=True, slots=True)

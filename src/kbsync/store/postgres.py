@@ -191,6 +191,14 @@ _MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (source, key)
     );
     """,
+    # 8: the key each document had before its last move, and when it moved.
+    """
+    CREATE TABLE moves (
+        doc_id BIGINT PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,
+        moved_from TEXT NOT NULL,
+        moved TEXT NOT NULL
+    );
+    """,
 )
 # The weight class of a chunk's heading in ts_rank (body text is 'D', 0.1; 'C' is 0.2):
 # twice the body's, like SQLite's bm25 column weights.
@@ -483,24 +491,23 @@ class PostgresStore:
         version = doc.version
         assert version is not None
         assert doc.previous_key is not None
-        if doc.edited:  # the record takes its new key, then its new version (or is new)
-            self._queue("UPDATE documents SET key = %s WHERE source = %s AND key = %s",
-                        (doc.key, source, doc.previous_key))
-            self._write_version(source, doc, now)
-            return
+        # The same text keeps its last_changed; an edited one gets its new version below.
         moved = self._conn.execute(
             "UPDATE documents SET key = %s, locator = %s, media_type = %s, size = %s, "
             "mtime_ns = %s, inode = %s, etag = %s, last_modified = %s, bytes_hash = %s, "
-            "title = %s, metadata = %s, missing = 0, last_seen = %s, last_changed = %s "
+            "title = %s, metadata = %s, missing = 0, last_seen = %s "
             "WHERE source = %s AND key = %s RETURNING id",
             (doc.key, version.locator, version.media_type, *stat_row(version.stat),
              *validator_row(version.validators), version.bytes_hash, version.title,
-             version.metadata, now, now, source, doc.previous_key),
+             version.metadata, now, source, doc.previous_key),
         ).fetchone()
-        if moved is None:  # the old row is gone: treat as new
-            self._write_version(source, doc, now)
-        else:
+        if moved is not None:
             self._changes += 1
+            self._queue("INSERT INTO moves (doc_id, moved_from, moved) VALUES (%s, %s, %s) "
+                        "ON CONFLICT (doc_id) DO UPDATE SET moved_from = excluded.moved_from, "
+                        "moved = excluded.moved", (moved[0], doc.previous_key, now))
+        if moved is None or doc.edited:  # an edit, or the old row is gone (then it is new)
+            self._write_version(source, doc, now)
 
     def _refresh(self, source: str, doc: DocumentPlan, now: str) -> None:
         version = doc.version
@@ -886,8 +893,9 @@ class PostgresStore:
     def document(self, key: str, source: str | None = None, *,
                  previous: bool = True) -> DocumentText | None:
         before = "t.previous" if previous else "NULL"
-        sql = (f"SELECT d.source, d.key, d.title, t.text, {before}, d.generation, d.last_changed "
-               "FROM documents d JOIN texts t ON t.doc_id = d.id WHERE d.key = %s")
+        sql = (f"SELECT d.source, d.key, d.title, t.text, {before}, d.generation, d.last_changed, "
+               "m.moved_from, m.moved FROM documents d JOIN texts t ON t.doc_id = d.id "
+               "LEFT JOIN moves m ON m.doc_id = d.id WHERE d.key = %s")
         args: tuple[str, ...] = (key,)
         if source is not None:
             sql += " AND d.source = %s"

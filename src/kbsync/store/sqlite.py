@@ -194,6 +194,14 @@ _MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (source, key)
     );
     """,
+    # 11: the key each document had before its last move, and when it moved.
+    """
+    CREATE TABLE IF NOT EXISTS moves (
+        doc_id INTEGER PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,
+        moved_from TEXT NOT NULL,
+        moved TEXT NOT NULL
+    );
+    """,
 )
 # bm25 weights of the full-text columns (text, heading): a word of the section's
 # heading says more about what a chunk is about than the same word in its body.
@@ -463,20 +471,21 @@ class SqliteStore:
         if found is None:  # the old row is gone: treat as new
             self._write_version(source, doc, now)
             return
+        crashpoint("store.move_document")
+        self._db.execute("INSERT OR REPLACE INTO moves (doc_id, moved_from, moved) "
+                         "VALUES (?, ?, ?)", (found[0], doc.previous_key, now))
         if doc.edited:  # the record takes its new key, then its new version
-            crashpoint("store.move_document")
             self._db.execute("UPDATE documents SET key = ? WHERE id = ?", (doc.key, found[0]))
             self._write_version(source, doc, now)
             return
-        stat = version.stat
-        crashpoint("store.move_document")
+        # The same text: last_changed stays that of the text.
         self._db.execute(
             "UPDATE documents SET key = ?, locator = ?, media_type = ?, size = ?, mtime_ns = ?, "
             "inode = ?, etag = ?, last_modified = ?, bytes_hash = ?, title = ?, metadata = ?, "
-            "missing = 0, last_seen = ?, last_changed = ? WHERE id = ?",
-            (doc.key, version.locator, version.media_type, *stat_row(stat),
+            "missing = 0, last_seen = ? WHERE id = ?",
+            (doc.key, version.locator, version.media_type, *stat_row(version.stat),
              *validator_row(version.validators), version.bytes_hash, version.title,
-             version.metadata, now, now, found[0]),
+             version.metadata, now, found[0]),
         )
         self._retitle(found[0])
 
@@ -862,9 +871,10 @@ class SqliteStore:
                  previous: bool = True) -> DocumentText | None:
         before = "CAST(p.text AS TEXT)" if previous else "NULL"
         sql = (f"SELECT d.source, d.key, d.title, CAST(t.text AS TEXT), {before}, "
-               "d.generation, d.last_changed "
+               "d.generation, d.last_changed, m.moved_from, m.moved "
                f"FROM documents d JOIN versions t ON {CURRENT_TEXT} LEFT JOIN versions p "
-               "ON p.doc_id = d.id AND p.generation = d.generation - 1 WHERE d.key = ?")
+               "ON p.doc_id = d.id AND p.generation = d.generation - 1 "
+               "LEFT JOIN moves m ON m.doc_id = d.id WHERE d.key = ?")
         args: tuple[str, ...] = (key,)
         if source is not None:
             sql += " AND d.source = ?"
