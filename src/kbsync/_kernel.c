@@ -24,6 +24,10 @@
 
 #include "_nfc_table.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 /* ------------------------------------------------------------------ BLAKE2b (RFC 7693) */
 
 typedef struct {
@@ -208,6 +212,74 @@ static void buf_free(Buf *b)
     PyMem_Free(b->p);
     b->p = NULL;
     b->len = b->cap = 0;
+}
+
+/* ------------------------------------------------------------------ UTF-8 of a str */
+
+/* The UTF-8 of text: its own data when ASCII, else encoded into tmp (reused from call to
+   call). PyUnicode_AsUTF8 would keep a copy on the string for as long as it lives and
+   allocate it afresh for every block; two-byte strings, the common non-ASCII case, are
+   encoded here eight ASCII characters at a time. Returns NULL with UnicodeEncodeError
+   set at a surrogate, or with MemoryError. */
+static const char *utf8_of(PyObject *text, Buf *tmp, Py_ssize_t *n)
+{
+    Py_ssize_t len = PyUnicode_GET_LENGTH(text);
+    if (PyUnicode_IS_ASCII(text)) {
+        *n = len;
+        return (const char *)PyUnicode_DATA(text);
+    }
+    int kind = PyUnicode_KIND(text);
+    if (kind == PyUnicode_4BYTE_KIND || len > PY_SSIZE_T_MAX / 4) return PyUnicode_AsUTF8AndSize(text, n);
+    tmp->len = 0;
+    if (buf_reserve(tmp, 3 * len + 16, 1) < 0) return NULL;
+    uint8_t *o = (uint8_t *)tmp->p;
+    Py_ssize_t w = 0, i = 0;
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const uint8_t *u = PyUnicode_1BYTE_DATA(text);
+        for (; i < len; i++) {
+            uint8_t c = u[i];
+            if (c < 0x80) {
+                o[w++] = c;
+            } else {
+                o[w++] = (uint8_t)(0xC0 | (c >> 6));
+                o[w++] = (uint8_t)(0x80 | (c & 0x3F));
+            }
+        }
+    } else {
+        const Py_UCS2 *u = PyUnicode_2BYTE_DATA(text);
+        while (i < len) {
+#if defined(__SSE2__)
+            if (len - i >= 8) {
+                __m128i x = _mm_loadu_si128((const __m128i *)(u + i));
+                /* All eight below 0x80: pack them to bytes. */
+                if (_mm_movemask_epi8(_mm_cmpeq_epi16(_mm_and_si128(x, _mm_set1_epi16((short)0xFF80)),
+                                                      _mm_setzero_si128())) == 0xFFFF) {
+                    _mm_storel_epi64((__m128i *)(o + w), _mm_packus_epi16(x, x));
+                    w += 8;
+                    i += 8;
+                    continue;
+                }
+            }
+#endif
+            Py_UCS2 c = u[i++];
+            if (c < 0x80) {
+                o[w++] = (uint8_t)c;
+            } else if (c < 0x800) {
+                o[w++] = (uint8_t)(0xC0 | (c >> 6));
+                o[w++] = (uint8_t)(0x80 | (c & 0x3F));
+            } else if (c >= 0xD800 && c <= 0xDFFF) {
+                return PyUnicode_AsUTF8AndSize(text, n); /* fails with the codec's error */
+            } else {
+                o[w++] = (uint8_t)(0xE0 | (c >> 12));
+                o[w++] = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
+                o[w++] = (uint8_t)(0x80 | (c & 0x3F));
+            }
+        }
+    }
+    o[w] = 0;
+    tmp->len = w;
+    *n = w;
+    return (const char *)o;
 }
 
 /* ------------------------------------------------------------------ the scanner */
@@ -476,7 +548,6 @@ static Py_ssize_t scan_ascii_words(Scan *sc, const uint8_t *s, Py_ssize_t n, Py_
 #endif
 
 #if defined(KB_SWAR) && defined(__SSE2__)
-#include <emmintrin.h>
 #define KB_MASKS 1
 
 /* Bit masks of 64 bytes at p: word bytes (printable ASCII, 0x21..0x7f), the whitespace
@@ -991,7 +1062,7 @@ static PyObject *k_scan(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "Uny*|pi", &text, &window, &hist, &check_nfc, &mode))
         return NULL;
     PyObject *result = NULL, *col[9] = {NULL}, *fp = NULL, *newhist = NULL;
-    Buf data = {0};
+    Buf data = {0}, encoded = {0};
     Scan sc = {0};
     Roller roll = {0};
     if (mode < SCAN_FULL || mode > SCAN_COMPARE) {
@@ -1009,7 +1080,7 @@ static PyObject *k_scan(PyObject *self, PyObject *args)
     sc.first_paragraph = -1;
     sc.check_nfc = check_nfc;
     Py_ssize_t n;
-    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &n);
+    const char *utf8 = utf8_of(text, &encoded, &n);
     if (utf8 == NULL) goto done;
     if (window < 0 || (window > 0 && hist.len != (window - 1) * 8)) {
         PyErr_SetString(PyExc_ValueError, "history must hold window - 1 uint64 hashes");
@@ -1159,6 +1230,7 @@ done:
     Py_XDECREF(newhist);
     PyBuffer_Release(&hist);
     buf_free(&data);
+    buf_free(&encoded);
     buf_free(&sc.words);
     buf_free(&sc.canon);
     PyMem_Free(roll.ring);
@@ -1314,6 +1386,7 @@ typedef struct {
     int64_t snap_window;
     Roller roll;
     Scan sc;           /* pending words (tokens hold running sums) and canonical text */
+    Buf encoded;       /* the UTF-8 of the block being fed */
     int64_t char_base; /* characters of input before the next block */
     int64_t index;     /* index of the next chunk */
     int ascii;         /* every byte of the pending canonical text is ASCII */
@@ -1326,6 +1399,7 @@ static void cutter_dealloc(Cutter *c)
     PyMem_Free(c->roll.ring);
     buf_free(&c->sc.words);
     buf_free(&c->sc.canon);
+    buf_free(&c->encoded);
     Py_TYPE(c)->tp_free((PyObject *)c);
 }
 
@@ -1616,7 +1690,7 @@ static PyObject *cutter_feed(Cutter *c, PyObject *args)
     if (!PyArg_ParseTuple(args, "U|ip", &text, &first_paragraph, &check_nfc)) return NULL;
     if (check_open(c) < 0) return NULL;
     Py_ssize_t n;
-    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &n);
+    const char *utf8 = utf8_of(text, &c->encoded, &n);
     if (utf8 == NULL) {
         /* A surrogate: the reference path cleans it. */
         if (PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
