@@ -1041,7 +1041,7 @@ static const Column COMPARE_COLUMNS[] = {
 static const int COLUMN_COUNT[] = {9, 3, 7, 6};
 
 PyDoc_STRVAR(scan_doc,
-"scan(text, window, history, check_nfc=False, mode=0) -> tuple | 0 | None\n\n"
+"scan(text, window, history, check_nfc=False, mode=0, sentences=True) -> tuple | 0 | None\n\n"
 "The fused scan of one block of clean text (NFC, no NUL, no surrogate): None when it\n"
 "has no words or holds a NUL, 0 (with check_nfc) when it holds a code point that might\n"
 "not be NFC, else a tuple; arrays are bytearrays of int64 / uint8 / uint64. Mode 0:\n"
@@ -1051,15 +1051,16 @@ PyDoc_STRVAR(scan_doc,
 "Mode 2 (what the chunkers need): mode 0 without data and byte offsets. Mode 3 (what\n"
 "compare() needs): (source, canonical UTF-8, text_starts, text_ends, canonical byte\n"
 "starts, canonical byte ends, input_starts, input_ends, trailing_start).\n"
-"With window 0 no fingerprints are made (fingerprint and history are empty).");
+"With window 0 no fingerprints are made (fingerprint and history are empty); without\n"
+"sentences every sentence_end flag is 0.");
 
 static PyObject *k_scan(PyObject *self, PyObject *args)
 {
     PyObject *text;
     Py_ssize_t window;
     Py_buffer hist;
-    int check_nfc = 0, mode = SCAN_FULL;
-    if (!PyArg_ParseTuple(args, "Uny*|pi", &text, &window, &hist, &check_nfc, &mode))
+    int check_nfc = 0, mode = SCAN_FULL, sentences = 1;
+    if (!PyArg_ParseTuple(args, "Uny*|pip", &text, &window, &hist, &check_nfc, &mode, &sentences))
         return NULL;
     PyObject *result = NULL, *col[9] = {NULL}, *fp = NULL, *newhist = NULL;
     Buf data = {0}, encoded = {0};
@@ -1076,7 +1077,7 @@ static PyObject *k_scan(PyObject *self, PyObject *args)
     int ncols = COLUMN_COUNT[mode];
     sc.data = mode == SCAN_FULL ? &data : NULL;
     sc.plain = mode == SCAN_WORDS || mode == SCAN_COMPARE;
-    sc.sentences = !sc.plain;
+    sc.sentences = !sc.plain && sentences;
     sc.first_paragraph = -1;
     sc.check_nfc = check_nfc;
     Py_ssize_t n;
@@ -1087,9 +1088,14 @@ static PyObject *k_scan(PyObject *self, PyObject *args)
         goto done;
     }
     const uint8_t *s = (const uint8_t *)utf8;
-    /* Columns sized for words of five bytes and a space, grown when the text has more
-       (sizing them for the most words possible, one per two bytes, costs page faults). */
-    Py_ssize_t most = n / 6 + 64;
+    /* Columns sized for words of three bytes and a space, grown when the text has more
+       (sizing them for the most words possible, one per two bytes, costs page faults);
+       the canonical text reserved whole, so it is never copied to grow. */
+    Py_ssize_t most = n / 4 + 64;
+    if (n > PY_SSIZE_T_MAX / 4 || buf_reserve(&sc.canon, 3 * n + 64, 1) < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
     char *dst[9];
     for (int c = 0; c < ncols; c++) {
         col[c] = PyByteArray_FromStringAndSize(NULL, cols[c].wide ? most * 8 : most);
@@ -1829,6 +1835,7 @@ static PyObject *k_build_chunks(PyObject *self, PyObject *args)
         return NULL;
     PyObject *out = NULL;
     Maker mk = {0};
+    Buf encoded = {0};
     Py_ssize_t words = b[0].len / 8, ncuts = b[5].len / 8;
     const int64_t *ts = b[0].buf, *te = b[1].buf, *is = b[2].buf, *ie = b[3].buf, *cum = b[4].buf;
     const int64_t *cuts = b[5].buf;
@@ -1847,7 +1854,7 @@ static PyObject *k_build_chunks(PyObject *self, PyObject *args)
     Py_ssize_t length = PyUnicode_GET_LENGTH(source);
     int ascii = PyUnicode_IS_ASCII(source);
     Py_ssize_t slen = 0, wc = 0, wb = 0; /* the walk: characters and bytes of source read */
-    const char *su = ascii ? NULL : PyUnicode_AsUTF8AndSize(source, &slen);
+    const char *su = ascii ? NULL : utf8_of(source, &encoded, &slen);
     if (!ascii && su == NULL) goto done;
     out = PyList_New(0);
     if (out == NULL) goto done;
@@ -1897,6 +1904,7 @@ static PyObject *k_build_chunks(PyObject *self, PyObject *args)
     }
 done:
     maker_clear(&mk);
+    buf_free(&encoded);
     for (int i = 0; i < 7; i++) PyBuffer_Release(&b[i]);
     PyBuffer_Release(&prefix);
     return out;
