@@ -1092,7 +1092,9 @@ static PyObject *k_scan(PyObject *self, PyObject *args)
        (sizing them for the most words possible, one per two bytes, costs page faults);
        the canonical text reserved whole, so it is never copied to grow. */
     Py_ssize_t most = n / 4 + 64;
-    if (n > PY_SSIZE_T_MAX / 4 || buf_reserve(&sc.canon, 3 * n + 64, 1) < 0) {
+    /* Each piece's words take at most twice its bytes, plus a separator and the
+       eight-byte slack of the word stores. */
+    if (n > PY_SSIZE_T_MAX / 4 || buf_reserve(&sc.canon, 2 * n + 16 * (n / SUB_BLOCK + 2), 1) < 0) {
         PyErr_NoMemory();
         goto done;
     }
