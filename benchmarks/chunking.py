@@ -23,15 +23,16 @@ Churn
     counted in words).
 
 The chunking core
-    ``chunk_text`` with the default TTTD parameters (identities included) and the strictly
-    local strategy beside LangChain ``RecursiveCharacterTextSplitter(chunk_size=2000,
-    chunk_overlap=0).split_text`` on prose (the generated text), Markdown (documentation
-    files of ``../shared/corpora`` when present, else ``examples/corpus``) and source code
-    (kbsync.s own ``src``), each repeated to the same size; median of
-    ``--repeat`` runs, ``time.perf_counter``, all in one process. Beside them the physical
-    floors measured in the same run (``str.encode``, BLAKE2b over the bytes, one NumPy
-    copy of them), ``normalize()``, byte CDC, and ``compare()`` of two 100 KB versions,
-    with the compiled kernel and with the NumPy reference (``kbsync.native``).
+    ``chunk_text`` with the default TTTD parameters (identities included), the strictly
+    local strategy and the sentences strategy beside LangChain
+    ``RecursiveCharacterTextSplitter(chunk_size=2000, chunk_overlap=0).split_text`` on prose
+    (the generated text), Markdown (documentation files of ``../shared/corpora`` when
+    present, else ``examples/corpus``) and source code (kbsync.s own ``src``), each
+    repeated to the same size; median of ``--repeat`` runs, ``time.perf_counter``, all in
+    one process. Beside them the physical floors measured in the same run (``str.encode``,
+    BLAKE2b over the bytes, one NumPy copy of them), ``normalize()``, byte CDC, and
+    ``compare()`` of two 100 KB versions, with the compiled kernel and with the NumPy
+    reference (``kbsync.native``).
 
 Run it from the repository root with the peers installed (``benchmarks/requirements.txt``)::
 
@@ -653,6 +654,7 @@ class CoreRow:
     mb: float
     tttd: float
     local: float
+    sentences: float
     langchain: float
     tttd_numpy: float
     encode: float
@@ -697,6 +699,7 @@ def measure_core(size: int, seed: int, runs: int) -> tuple[list[CoreRow], list[C
             label, mb,
             tttd=rate(lambda text=text: chunk_text(text)),
             local=rate(lambda text=text: chunk_text(text, strategy="local")),
+            sentences=rate(lambda text=text: chunk_text(text, strategy="sentences")),
             langchain=rate(lambda text=text: splitter.split_text(text)),
             tttd_numpy=rate(_with_kernel(None, lambda text=text: chunk_text(text)))
             if compiled is not None else float("nan"),
@@ -738,15 +741,18 @@ def print_core(rows: list[CoreRow], extras: list[Check], runs: int) -> None:
     table = Table(
         title=f"The chunking core (MB/s, median of {runs}; {native.describe()})",
         caption=f"LangChain = RecursiveCharacterTextSplitter(chunk_size={LANGCHAIN_SIZE}, "
-        "chunk_overlap=0).split_text; kbsync TTTD and local with default parameters, "
-        "identities included. Floors: str.encode, BLAKE2b-256 over the bytes, one NumPy copy.",
+        "chunk_overlap=0).split_text; kbsync TTTD, local and sentences with default "
+        "parameters, identities included. Floors: str.encode, BLAKE2b-256 over the bytes, "
+        "one NumPy copy.",
     )
     for column in ("input", "MB", "kbsync TTTD", "÷ LangChain", "kbsync local", "÷ LangChain",
-                   "LangChain", "TTTD, NumPy path", "encode", "BLAKE2b", "NumPy copy"):
+                   "kbsync sentences", "÷ LangChain", "LangChain", "TTTD, NumPy path", "encode",
+                   "BLAKE2b", "NumPy copy"):
         table.add_column(column, justify="left" if column == "input" else "right")
     for r in rows:
         table.add_row(r.label, f"{r.mb:.1f}", f"{r.tttd:,.1f}", f"{r.tttd / r.langchain:.2f}×",
-                      f"{r.local:,.1f}", f"{r.local / r.langchain:.2f}×", f"{r.langchain:,.1f}",
+                      f"{r.local:,.1f}", f"{r.local / r.langchain:.2f}×", f"{r.sentences:,.1f}",
+                      f"{r.sentences / r.langchain:.2f}×", f"{r.langchain:,.1f}",
                       f"{r.tttd_numpy:,.1f}", f"{r.encode:,.0f}", f"{r.blake2b:,.0f}",
                       f"{r.copy:,.0f}")
     console.print(table)
@@ -760,6 +766,9 @@ def print_core(rows: list[CoreRow], extras: list[Check], runs: int) -> None:
         checks.add_row(f"local ÷ LangChain ({r.label})", f"{r.local / r.langchain:.2f}×",
                        f"≥ {TARGET_LOCAL_RATIO:.1f}×",
                        _verdict(r.local / r.langchain >= TARGET_LOCAL_RATIO))
+        checks.add_row(f"sentences ÷ LangChain ({r.label})",
+                       f"{r.sentences / r.langchain:.2f}×", f"≥ {TARGET_LOCAL_RATIO:.1f}×",
+                       _verdict(r.sentences / r.langchain >= TARGET_LOCAL_RATIO))
     for name, measured, goal, ok in extras:
         checks.add_row(name, measured, goal, "—" if ok is None else _verdict(ok))
     console.print(checks)

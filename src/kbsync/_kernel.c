@@ -24,6 +24,10 @@
 
 #include "_nfc_table.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 /* ------------------------------------------------------------------ BLAKE2b (RFC 7693) */
 
 typedef struct {
@@ -208,6 +212,74 @@ static void buf_free(Buf *b)
     PyMem_Free(b->p);
     b->p = NULL;
     b->len = b->cap = 0;
+}
+
+/* ------------------------------------------------------------------ UTF-8 of a str */
+
+/* The UTF-8 of text: its own data when ASCII, else encoded into tmp (reused from call to
+   call). PyUnicode_AsUTF8 would keep a copy on the string for as long as it lives and
+   allocate it afresh for every block; two-byte strings, the common non-ASCII case, are
+   encoded here eight ASCII characters at a time. Returns NULL with UnicodeEncodeError
+   set at a surrogate, or with MemoryError. */
+static const char *utf8_of(PyObject *text, Buf *tmp, Py_ssize_t *n)
+{
+    Py_ssize_t len = PyUnicode_GET_LENGTH(text);
+    if (PyUnicode_IS_ASCII(text)) {
+        *n = len;
+        return (const char *)PyUnicode_DATA(text);
+    }
+    int kind = PyUnicode_KIND(text);
+    if (kind == PyUnicode_4BYTE_KIND || len > PY_SSIZE_T_MAX / 4) return PyUnicode_AsUTF8AndSize(text, n);
+    tmp->len = 0;
+    if (buf_reserve(tmp, 3 * len + 16, 1) < 0) return NULL;
+    uint8_t *o = (uint8_t *)tmp->p;
+    Py_ssize_t w = 0, i = 0;
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const uint8_t *u = PyUnicode_1BYTE_DATA(text);
+        for (; i < len; i++) {
+            uint8_t c = u[i];
+            if (c < 0x80) {
+                o[w++] = c;
+            } else {
+                o[w++] = (uint8_t)(0xC0 | (c >> 6));
+                o[w++] = (uint8_t)(0x80 | (c & 0x3F));
+            }
+        }
+    } else {
+        const Py_UCS2 *u = PyUnicode_2BYTE_DATA(text);
+        while (i < len) {
+#if defined(__SSE2__)
+            if (len - i >= 8) {
+                __m128i x = _mm_loadu_si128((const __m128i *)(u + i));
+                /* All eight below 0x80: pack them to bytes. */
+                if (_mm_movemask_epi8(_mm_cmpeq_epi16(_mm_and_si128(x, _mm_set1_epi16((short)0xFF80)),
+                                                      _mm_setzero_si128())) == 0xFFFF) {
+                    _mm_storel_epi64((__m128i *)(o + w), _mm_packus_epi16(x, x));
+                    w += 8;
+                    i += 8;
+                    continue;
+                }
+            }
+#endif
+            Py_UCS2 c = u[i++];
+            if (c < 0x80) {
+                o[w++] = (uint8_t)c;
+            } else if (c < 0x800) {
+                o[w++] = (uint8_t)(0xC0 | (c >> 6));
+                o[w++] = (uint8_t)(0x80 | (c & 0x3F));
+            } else if (c >= 0xD800 && c <= 0xDFFF) {
+                return PyUnicode_AsUTF8AndSize(text, n); /* fails with the codec's error */
+            } else {
+                o[w++] = (uint8_t)(0xE0 | (c >> 12));
+                o[w++] = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
+                o[w++] = (uint8_t)(0x80 | (c & 0x3F));
+            }
+        }
+    }
+    o[w] = 0;
+    tmp->len = w;
+    *n = w;
+    return (const char *)o;
 }
 
 /* ------------------------------------------------------------------ the scanner */
@@ -476,7 +548,6 @@ static Py_ssize_t scan_ascii_words(Scan *sc, const uint8_t *s, Py_ssize_t n, Py_
 #endif
 
 #if defined(KB_SWAR) && defined(__SSE2__)
-#include <emmintrin.h>
 #define KB_MASKS 1
 
 /* Bit masks of 64 bytes at p: word bytes (printable ASCII, 0x21..0x7f), the whitespace
@@ -970,7 +1041,7 @@ static const Column COMPARE_COLUMNS[] = {
 static const int COLUMN_COUNT[] = {9, 3, 7, 6};
 
 PyDoc_STRVAR(scan_doc,
-"scan(text, window, history, check_nfc=False, mode=0) -> tuple | 0 | None\n\n"
+"scan(text, window, history, check_nfc=False, mode=0, sentences=True) -> tuple | 0 | None\n\n"
 "The fused scan of one block of clean text (NFC, no NUL, no surrogate): None when it\n"
 "has no words or holds a NUL, 0 (with check_nfc) when it holds a code point that might\n"
 "not be NFC, else a tuple; arrays are bytearrays of int64 / uint8 / uint64. Mode 0:\n"
@@ -980,18 +1051,19 @@ PyDoc_STRVAR(scan_doc,
 "Mode 2 (what the chunkers need): mode 0 without data and byte offsets. Mode 3 (what\n"
 "compare() needs): (source, canonical UTF-8, text_starts, text_ends, canonical byte\n"
 "starts, canonical byte ends, input_starts, input_ends, trailing_start).\n"
-"With window 0 no fingerprints are made (fingerprint and history are empty).");
+"With window 0 no fingerprints are made (fingerprint and history are empty); without\n"
+"sentences every sentence_end flag is 0.");
 
 static PyObject *k_scan(PyObject *self, PyObject *args)
 {
     PyObject *text;
     Py_ssize_t window;
     Py_buffer hist;
-    int check_nfc = 0, mode = SCAN_FULL;
-    if (!PyArg_ParseTuple(args, "Uny*|pi", &text, &window, &hist, &check_nfc, &mode))
+    int check_nfc = 0, mode = SCAN_FULL, sentences = 1;
+    if (!PyArg_ParseTuple(args, "Uny*|pip", &text, &window, &hist, &check_nfc, &mode, &sentences))
         return NULL;
     PyObject *result = NULL, *col[9] = {NULL}, *fp = NULL, *newhist = NULL;
-    Buf data = {0};
+    Buf data = {0}, encoded = {0};
     Scan sc = {0};
     Roller roll = {0};
     if (mode < SCAN_FULL || mode > SCAN_COMPARE) {
@@ -1005,20 +1077,27 @@ static PyObject *k_scan(PyObject *self, PyObject *args)
     int ncols = COLUMN_COUNT[mode];
     sc.data = mode == SCAN_FULL ? &data : NULL;
     sc.plain = mode == SCAN_WORDS || mode == SCAN_COMPARE;
-    sc.sentences = !sc.plain;
+    sc.sentences = !sc.plain && sentences;
     sc.first_paragraph = -1;
     sc.check_nfc = check_nfc;
     Py_ssize_t n;
-    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &n);
+    const char *utf8 = utf8_of(text, &encoded, &n);
     if (utf8 == NULL) goto done;
     if (window < 0 || (window > 0 && hist.len != (window - 1) * 8)) {
         PyErr_SetString(PyExc_ValueError, "history must hold window - 1 uint64 hashes");
         goto done;
     }
     const uint8_t *s = (const uint8_t *)utf8;
-    /* Columns sized for words of five bytes and a space, grown when the text has more
-       (sizing them for the most words possible, one per two bytes, costs page faults). */
-    Py_ssize_t most = n / 6 + 64;
+    /* Columns sized for words of three bytes and a space, grown when the text has more
+       (sizing them for the most words possible, one per two bytes, costs page faults);
+       the canonical text reserved whole, so it is never copied to grow. */
+    Py_ssize_t most = n / 4 + 64;
+    /* Each piece's words take at most twice its bytes, plus a separator and the
+       eight-byte slack of the word stores. */
+    if (n > PY_SSIZE_T_MAX / 4 || buf_reserve(&sc.canon, 2 * n + 16 * (n / SUB_BLOCK + 2), 1) < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
     char *dst[9];
     for (int c = 0; c < ncols; c++) {
         col[c] = PyByteArray_FromStringAndSize(NULL, cols[c].wide ? most * 8 : most);
@@ -1159,6 +1238,7 @@ done:
     Py_XDECREF(newhist);
     PyBuffer_Release(&hist);
     buf_free(&data);
+    buf_free(&encoded);
     buf_free(&sc.words);
     buf_free(&sc.canon);
     PyMem_Free(roll.ring);
@@ -1314,6 +1394,7 @@ typedef struct {
     int64_t snap_window;
     Roller roll;
     Scan sc;           /* pending words (tokens hold running sums) and canonical text */
+    Buf encoded;       /* the UTF-8 of the block being fed */
     int64_t char_base; /* characters of input before the next block */
     int64_t index;     /* index of the next chunk */
     int ascii;         /* every byte of the pending canonical text is ASCII */
@@ -1326,6 +1407,7 @@ static void cutter_dealloc(Cutter *c)
     PyMem_Free(c->roll.ring);
     buf_free(&c->sc.words);
     buf_free(&c->sc.canon);
+    buf_free(&c->encoded);
     Py_TYPE(c)->tp_free((PyObject *)c);
 }
 
@@ -1616,7 +1698,7 @@ static PyObject *cutter_feed(Cutter *c, PyObject *args)
     if (!PyArg_ParseTuple(args, "U|ip", &text, &first_paragraph, &check_nfc)) return NULL;
     if (check_open(c) < 0) return NULL;
     Py_ssize_t n;
-    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &n);
+    const char *utf8 = utf8_of(text, &c->encoded, &n);
     if (utf8 == NULL) {
         /* A surrogate: the reference path cleans it. */
         if (PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
@@ -1755,6 +1837,7 @@ static PyObject *k_build_chunks(PyObject *self, PyObject *args)
         return NULL;
     PyObject *out = NULL;
     Maker mk = {0};
+    Buf encoded = {0};
     Py_ssize_t words = b[0].len / 8, ncuts = b[5].len / 8;
     const int64_t *ts = b[0].buf, *te = b[1].buf, *is = b[2].buf, *ie = b[3].buf, *cum = b[4].buf;
     const int64_t *cuts = b[5].buf;
@@ -1773,7 +1856,7 @@ static PyObject *k_build_chunks(PyObject *self, PyObject *args)
     Py_ssize_t length = PyUnicode_GET_LENGTH(source);
     int ascii = PyUnicode_IS_ASCII(source);
     Py_ssize_t slen = 0, wc = 0, wb = 0; /* the walk: characters and bytes of source read */
-    const char *su = ascii ? NULL : PyUnicode_AsUTF8AndSize(source, &slen);
+    const char *su = ascii ? NULL : utf8_of(source, &encoded, &slen);
     if (!ascii && su == NULL) goto done;
     out = PyList_New(0);
     if (out == NULL) goto done;
@@ -1823,6 +1906,7 @@ static PyObject *k_build_chunks(PyObject *self, PyObject *args)
     }
 done:
     maker_clear(&mk);
+    buf_free(&encoded);
     for (int i = 0; i < 7; i++) PyBuffer_Release(&b[i]);
     PyBuffer_Release(&prefix);
     return out;

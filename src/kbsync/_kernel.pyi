@@ -6,7 +6,8 @@ ABI: int
 NFC_UNIDATA_VERSION: str
 
 def scan(
-    text: str, window: int, history: Buffer, check_nfc: bool = False, mode: int = 0, /,
+    text: str, window: int, history: Buffer, check_nfc: bool = False, mode: int = 0,
+    sentences: bool = True, /,
 ) -> tuple[Any, ...] | int | None: ...
 def local_cuts(
     fingerprint: Buffer, tokens: Buffer, radius: int, span: int, ranks: Buffer,

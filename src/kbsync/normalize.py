@@ -419,7 +419,10 @@ class CanonicalWords:
 
 def canonical_words(text: str) -> CanonicalWords | None:
     """:class:`CanonicalWords` of ``text`` in one pass of the compiled kernel, or None (no
-    kernel, no word, or text that needs cleaning): then the caller scans with the reference."""
+    kernel, no word, text that needs cleaning, or text past the kernel's whole-text limit):
+    then the caller scans with the reference."""
+    if len(text) > _COMPILED_SCAN_LIMIT:
+        return None
     got = _kernel_scan(text, _COMPARE_SCAN)
     if got is None:
         return None

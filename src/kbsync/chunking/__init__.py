@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import fields
+from operator import attrgetter
 from typing import Any, Literal
 
 from kbsync.chunking import compiled
@@ -55,6 +56,7 @@ __all__ = [
 ]
 
 Strategy = Literal["tttd", "local", "sentences", "bytes"]
+_SHAPE = attrgetter("token_count", "boundary", "snapped")  # shape_of, without a Python call
 Params = TTTDParams | LocalParams | SentenceParams | ByteParams
 STRATEGY_PARAMS: Mapping[str, type[Params]] = {
     "tttd": TTTDParams, "local": LocalParams, "sentences": SentenceParams, "bytes": ByteParams,
@@ -121,7 +123,7 @@ class TextChunker:
 
     def diagnose(self, chunks: Iterable[Chunk]) -> ChunkingDiagnostics:
         """Diagnostics of chunks made by this chunker (of one text or of many)."""
-        return self.diagnose_tally(Counter(map(shape_of, chunks)))
+        return self.diagnose_tally(Counter(map(_SHAPE, chunks)))
 
     def diagnose_tally(self, tally: Mapping[ChunkShape, int]) -> ChunkingDiagnostics:
         """Diagnostics of chunks made by this chunker, counted by :func:`shape_of`."""

@@ -66,9 +66,10 @@ def scan_block(
     if not quick and not _nfc(text):
         return None
     try:
-        got = kernel.scan(text, window, history, quick, _CHUNKER_SCAN)
+        got = kernel.scan(text, window, history, quick, _CHUNKER_SCAN, with_sentences)
         if got == 0:  # a code point that might not be NFC: unicodedata decides
-            got = kernel.scan(text, window, history, False, _CHUNKER_SCAN) if _nfc(text) else None
+            got = (kernel.scan(text, window, history, False, _CHUNKER_SCAN, with_sentences)
+                   if _nfc(text) else None)
     except UnicodeEncodeError:  # a surrogate: the reference cleans it
         return None
     if got is None:  # no words, or a NUL
