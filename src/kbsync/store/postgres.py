@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from kbsync.crashpoints import crashpoint
 from kbsync.errors import DependencyMissingError, LockedError, SchemaError, StoreError
 from kbsync.model import PageSchedule
 from kbsync.plan import Action, DocumentPlan, StoredDocument
@@ -279,6 +280,7 @@ class PostgresStore:
         self.index_memory = index_memory
         self._conn = _connect(url, password, schema, create=create)
         self._changes = 0
+        self._depth = 0  # nested transactions: only the outermost one commits
         self._queued: list[psycopg.Cursor[Any]] = []
         self._indexed_dimensions: set[int] = set()
         self._deferred_dimensions: set[int] = set()
@@ -311,6 +313,7 @@ class PostgresStore:
                 except driver.Error as exc:
                     raise StoreError(f"{_shown(self.url)}: the pgvector extension is not "
                                      f"available: {exc}") from exc
+                crashpoint("store.migrate")
                 for step in range(version, SCHEMA_VERSION):
                     conn.execute(_MIGRATIONS[step])
                 conn.execute(
@@ -359,6 +362,11 @@ class PostgresStore:
             self._changes += max(cur.rowcount, 0)
         self._queued.clear()
 
+    def _autocommit(self, name: str) -> None:
+        """A crash point before a statement that commits on its own (outside a transaction)."""
+        if self._depth == 0:
+            crashpoint(name)
+
     def _write(self, sql: str, args: Iterable[Any] | Mapping[str, Any] = ()) -> int:
         count = self._conn.execute(sql, args).rowcount  # type: ignore[arg-type]
         self._changes += max(count, 0)
@@ -371,8 +379,23 @@ class PostgresStore:
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
-        with self._conn.transaction():  # inside a batch, a savepoint of its transaction
-            yield
+        """One transaction; inside another (a batch, a claim) a savepoint of it.
+
+        The crash points mark the outermost one's start and commit, as SQLite's do.
+        """
+        outermost = self._depth == 0
+        if outermost:
+            crashpoint("store.begin")
+        self._depth += 1
+        try:
+            with self._conn.transaction():
+                yield
+                if outermost:
+                    crashpoint("store.commit")
+        finally:
+            self._depth -= 1
+        if outermost:
+            crashpoint("store.committed")
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -393,8 +416,10 @@ class PostgresStore:
     def set_meta(self, name: str, value: str) -> None:
         if value == "":
             if self.get_meta(name) is not None:
+                self._autocommit("store.set_meta")
                 self._write("DELETE FROM meta WHERE name = %s", (name,))
         elif self.get_meta(name) != value:
+            self._autocommit("store.set_meta")
             self._write("INSERT INTO meta (name, value) VALUES (%s, %s) "
                         "ON CONFLICT (name) DO UPDATE SET value = excluded.value", (name, value))
 
@@ -454,6 +479,7 @@ class PostgresStore:
         with self._conn.pipeline(), self._transaction():
             self._insert_vectors(embedder, vectors)
             if outbox:
+                crashpoint("store.write_outbox")
                 self._queue("INSERT INTO outbox (vector_id) SELECT unnest(%s::text[]) "
                             "ORDER BY 1 ON CONFLICT DO NOTHING", (sorted(outbox),))
             if doc.action is Action.DELETED:
@@ -471,9 +497,11 @@ class PostgresStore:
 
     def clear_outbox(self, ids: Collection[str]) -> None:
         if ids:
+            self._autocommit("store.clear_outbox")
             self._write("DELETE FROM outbox WHERE vector_id = ANY(%s)", (list(ids),))
 
     def _delete(self, source: str, key: str) -> None:
+        crashpoint("store.delete_document")
         self._queue("DELETE FROM documents WHERE source = %s AND key = %s", (source, key))
         # A replacement held for it would name a document that is gone.
         self._queue("DELETE FROM meta WHERE name = %s", (held_meta_name(source, key),))
@@ -483,6 +511,7 @@ class PostgresStore:
         version = doc.version
         assert version is not None
         assert doc.previous_key is not None
+        crashpoint("store.move_document")
         if doc.edited:  # the record takes its new key, then its new version (or is new)
             self._queue("UPDATE documents SET key = %s WHERE source = %s AND key = %s",
                         (doc.key, source, doc.previous_key))
@@ -504,6 +533,7 @@ class PostgresStore:
 
     def _refresh(self, source: str, doc: DocumentPlan, now: str) -> None:
         version = doc.version
+        crashpoint("store.refresh_document")
         if version is None:  # gate 2 or a 304: same content, new stat or validators
             self._queue(
                 "UPDATE documents SET size = %s, mtime_ns = %s, inode = %s, etag = %s, "
@@ -526,6 +556,7 @@ class PostgresStore:
         version = doc.version
         assert version is not None
         this = (source, doc.key)
+        crashpoint("store.write_document")
         # A new document starts at generation 1; a known one goes one generation up and
         # keeps its first_seen.
         self._queue(
@@ -545,8 +576,10 @@ class PostgresStore:
              *validator_row(version.validators), version.bytes_hash, version.text_hash,
              version.derivation, version.title, version.metadata, now, now, now))
         # At most two generations: the new one and the one before it.
+        crashpoint("store.drop_old_chunks")
         self._queue("DELETE FROM chunks c USING documents d WHERE d.source = %s AND d.key = %s "
                     "AND c.doc_id = d.id AND c.generation < d.generation - 1", this)
+        crashpoint("store.write_text")
         self._queue(
             "INSERT INTO texts (doc_id, text) SELECT id, %s FROM documents "
             "WHERE source = %s AND key = %s ON CONFLICT (doc_id) DO UPDATE "
@@ -554,6 +587,7 @@ class PostgresStore:
         # Shared rows are inserted in digest order, so concurrent workers never deadlock.
         texts = sorted({c.digest: c.text for c in version.chunks}.items())
         if texts:
+            crashpoint("store.write_chunk_texts")
             self._queue(
                 "INSERT INTO chunk_texts (digest, text) SELECT * FROM "
                 "unnest(%s::text[], %s::text[]) AS u (digest, text) ORDER BY digest "
@@ -561,6 +595,7 @@ class PostgresStore:
                 ([d for d, _ in texts], [t for _, t in texts]))
         chunks = version.chunks
         if chunks:
+            crashpoint("store.write_chunks")
             self._queue(
                 "INSERT INTO chunks (doc_id, generation, idx, digest, section, heading, start, "
                 '"end", tokens, boundary) SELECT d.id, d.generation, u.* FROM documents d, '
@@ -587,6 +622,7 @@ class PostgresStore:
             return
         with self._transaction():
             self._write("DELETE FROM boilerplate WHERE source = %s", (source,))
+            crashpoint("store.write_boilerplate")
             self._write_many("INSERT INTO boilerplate (source, digest) VALUES (%s, %s)",
                              [(source, d) for d in sorted(digests)])
 
@@ -599,6 +635,7 @@ class PostgresStore:
             return
         with self._transaction():
             self._write("DELETE FROM frontier WHERE source = %s", (source,))
+            crashpoint("store.write_frontier")
             self._write_many("INSERT INTO frontier (source, key) VALUES (%s, %s)",
                              [(source, k) for k in sorted(keys)])
 
@@ -612,6 +649,7 @@ class PostgresStore:
         with self._transaction():
             if replace:
                 self._write("DELETE FROM schedules WHERE source = %s", (source,))
+            crashpoint("store.write_schedules")
             self._write_many(
                 "INSERT INTO schedules "
                 "(source, key, checked, changed, interval_seconds, digest, media_type) "
@@ -648,6 +686,7 @@ class PostgresStore:
                 for d, v in sorted(vectors.items())]
         for dimension in {r[2] for r in rows}:
             self._ensure_index(dimension)
+        crashpoint("store.write_vectors")
         # One statement per vector, but pipelined (executemany in a pipeline waits once).
         cur = self._conn.cursor()
         cur.executemany("INSERT INTO embeddings (digest, embedder, dimension, vector) "
@@ -674,6 +713,7 @@ class PostgresStore:
         """Build a deferred index of ``dimension`` (after the workers are done)."""
         if self.get_meta(f"index_deferred:{dimension}") is not None:
             self._ensure_index(dimension, deferred=False)
+            self._autocommit("store.set_meta")
             self._write("DELETE FROM meta WHERE name = %s", (f"index_deferred:{dimension}",))
 
     def _ensure_index(self, dimension: int, *, deferred: bool | None = None) -> None:
@@ -688,6 +728,7 @@ class PostgresStore:
             self._deferred_dimensions.add(dimension)
             return
         with self._transaction():
+            crashpoint("store.create_index")
             self._conn.execute("SELECT pg_advisory_xact_lock(hashtext('kbsync:index'))")
             if self.index_memory is not None:
                 self._conn.execute("SELECT set_config('maintenance_work_mem', %s, true)",
@@ -699,10 +740,12 @@ class PostgresStore:
         self._indexed_dimensions.add(dimension)
 
     def mark_missing(self, source: str, key: str) -> None:
+        self._autocommit("store.mark_missing")
         self._write("UPDATE documents SET missing = missing + 1 WHERE source = %s AND key = %s",
                     (source, key))
 
     def record_run(self, started: str, finished: str, report: Mapping[str, Any]) -> int:
+        self._autocommit("store.record_run")
         run_id = _scalar(
             self._conn,
             "INSERT INTO runs (started, finished, report) VALUES (%s, %s, %s) RETURNING id",
@@ -919,6 +962,7 @@ class PostgresStore:
 
     def add_erasure(self, pattern: str, created: str) -> None:
         with self._transaction():
+            crashpoint("store.add_erasure")
             self._write("INSERT INTO erasures (pattern, created) VALUES (%s, %s) "
                         "ON CONFLICT (pattern) DO NOTHING", (pattern, created))
 
@@ -928,6 +972,7 @@ class PostgresStore:
 
     def remove_erasure(self, pattern: str) -> bool:
         with self._transaction():
+            crashpoint("store.remove_erasure")
             return self._write("DELETE FROM erasures WHERE pattern = %s", (pattern,)) > 0
 
     def damage(self) -> list[str]:
@@ -985,12 +1030,14 @@ class PostgresStore:
             # Rewrite the tables that held the erased text, so no dead row keeps a copy of it.
             for table in ("documents", "texts", "chunks", "chunk_texts", "runs", "work",
                           "outbox"):
+                crashpoint("store.vacuum")
                 self._conn.execute(f"VACUUM FULL {table}")
         return gone
 
     def _scrub_runs(self, key: str) -> None:
         """Erasure covers run reports too: the erased key is replaced wherever it appears."""
         quoted = json.dumps(key)
+        crashpoint("store.scrub_run")
         self._write("UPDATE runs SET report = replace(report, %s, '\"[erased]\"') "
                     "WHERE strpos(report, %s) > 0", (quoted, quoted))
         self._write("DELETE FROM work WHERE key = %s", (key,))
@@ -1000,11 +1047,13 @@ class PostgresStore:
             texts = self._write(
                 "DELETE FROM chunk_texts t WHERE NOT EXISTS "
                 "(SELECT 1 FROM chunks c WHERE c.digest = t.digest)")
+            crashpoint("store.gc_vectors")
             vectors = self._write(
                 "DELETE FROM embeddings e WHERE NOT EXISTS "
                 "(SELECT 1 FROM chunks c WHERE c.digest = e.digest)")
             self._write("DELETE FROM work")
         for table in ("documents", "chunks", "chunk_texts", "texts", "embeddings", "runs"):
+            crashpoint("store.vacuum")
             self._conn.execute(f"VACUUM (ANALYZE) {table}")
         return {"chunk_texts": texts, "embeddings": vectors}
 
@@ -1016,10 +1065,21 @@ class PostgresStore:
         rows = [(run, source, key, state, json.dumps(item)) for key, item in items]
         with self._conn.cursor() as cur:
             for i in range(0, len(rows), 5000):
+                self._autocommit("queue.enqueue")
                 cur.executemany("INSERT INTO work (run, source, key, state, item) "
                                 "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
                                 rows[i : i + 5000])
         return len(rows)
+
+    def abandon_runs(self) -> int:
+        """Forget the queue of every run: those of coordinators that died before the end.
+
+        Only the holder of the writer lock calls it, at the start of its run, so no
+        other run is in progress; a worker still busy with a dead run's document
+        finishes that one first (the delete waits for its row lock), then finds none.
+        """
+        self._autocommit("queue.abandon_runs")
+        return self._write("DELETE FROM work")
 
     def open_runs(self) -> list[str]:
         """Runs that still have documents to process, oldest first."""
@@ -1046,6 +1106,7 @@ class PostgresStore:
             # server crash loses both and the document is simply processed again: no need
             # to wait for the disk at every document.
             self._conn.execute("SET LOCAL synchronous_commit = off")
+            crashpoint("queue.claim")
             row = self._conn.execute(
                 "SELECT source, key, item FROM work WHERE run = %s AND state = 'todo' "
                 "ORDER BY source, key LIMIT 1 FOR UPDATE SKIP LOCKED", (run,)).fetchone()
@@ -1053,6 +1114,7 @@ class PostgresStore:
 
     def finish(self, claim: Claim, result: Mapping[str, Any]) -> None:
         """Mark a claimed document done with its result (inside the claim's transaction)."""
+        crashpoint("queue.finish")
         self._conn.execute(
             "UPDATE work SET state = 'done', result = %s WHERE run = %s AND source = %s "
             "AND key = %s", (json.dumps(result), claim.run, claim.source, claim.key))
@@ -1067,6 +1129,7 @@ class PostgresStore:
             (run, source, text_hash, derivation)).fetchone()
         if row is None:
             return None
+        crashpoint("queue.claim_vanished")
         self._conn.execute("UPDATE work SET state = 'moved' WHERE run = %s AND source = %s "
                            "AND key = %s", (run, source, row[0]))
         return self.stored(source, row[0])
@@ -1074,6 +1137,7 @@ class PostgresStore:
     def claim_vanished_at(self, run: str, source: str, key: str) -> StoredDocument | None:
         """The vanished document of this run at ``key`` (the origin a source named for a
         rename), taken as the origin of a move; None if it did not vanish or is taken."""
+        crashpoint("queue.claim_vanished")
         row = self._conn.execute(
             "UPDATE work SET state = 'moved' WHERE run = %s AND source = %s AND key = %s "
             "AND state = 'vanished' RETURNING key", (run, source, key)).fetchone()
@@ -1095,6 +1159,7 @@ class PostgresStore:
 
     def end_run(self, run: str) -> None:
         """Forget the queue of a finished run."""
+        self._autocommit("queue.end_run")
         self._conn.execute("DELETE FROM work WHERE run = %s", (run,))
 
 
@@ -1114,6 +1179,7 @@ class AdvisoryLock:
         self._conn: psycopg.Connection[Any] | None = None
 
     def acquire(self) -> None:
+        crashpoint("lock.acquire")
         conn = _connect(self.url, self._password, self.schema)
         key = "kbsync:writer:" + (self.schema or "")
         told = False
@@ -1132,11 +1198,15 @@ class AdvisoryLock:
                 told = True
             time.sleep(self.poll)
         self._conn = conn
+        crashpoint("lock.acquired")
 
     def release(self) -> None:
         if self._conn is not None:
-            self._conn.close()  # closing the connection releases the lock
-            self._conn = None
+            conn, self._conn = self._conn, None
+            try:
+                crashpoint("lock.release")
+            finally:
+                conn.close()  # closing the connection releases the lock
 
     def __enter__(self) -> AdvisoryLock:
         self.acquire()
