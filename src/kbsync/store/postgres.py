@@ -362,11 +362,6 @@ class PostgresStore:
             self._changes += max(cur.rowcount, 0)
         self._queued.clear()
 
-    def _autocommit(self, name: str) -> None:
-        """A crash point before a statement that commits on its own (outside a transaction)."""
-        if self._depth == 0:
-            crashpoint(name)
-
     def _write(self, sql: str, args: Iterable[Any] | Mapping[str, Any] = ()) -> int:
         count = self._conn.execute(sql, args).rowcount  # type: ignore[arg-type]
         self._changes += max(count, 0)
@@ -416,10 +411,10 @@ class PostgresStore:
     def set_meta(self, name: str, value: str) -> None:
         if value == "":
             if self.get_meta(name) is not None:
-                self._autocommit("store.set_meta")
+                crashpoint("store.set_meta")
                 self._write("DELETE FROM meta WHERE name = %s", (name,))
         elif self.get_meta(name) != value:
-            self._autocommit("store.set_meta")
+            crashpoint("store.set_meta")
             self._write("INSERT INTO meta (name, value) VALUES (%s, %s) "
                         "ON CONFLICT (name) DO UPDATE SET value = excluded.value", (name, value))
 
@@ -497,7 +492,7 @@ class PostgresStore:
 
     def clear_outbox(self, ids: Collection[str]) -> None:
         if ids:
-            self._autocommit("store.clear_outbox")
+            crashpoint("store.clear_outbox")
             self._write("DELETE FROM outbox WHERE vector_id = ANY(%s)", (list(ids),))
 
     def _delete(self, source: str, key: str) -> None:
@@ -713,7 +708,7 @@ class PostgresStore:
         """Build a deferred index of ``dimension`` (after the workers are done)."""
         if self.get_meta(f"index_deferred:{dimension}") is not None:
             self._ensure_index(dimension, deferred=False)
-            self._autocommit("store.set_meta")
+            crashpoint("store.set_meta")
             self._write("DELETE FROM meta WHERE name = %s", (f"index_deferred:{dimension}",))
 
     def _ensure_index(self, dimension: int, *, deferred: bool | None = None) -> None:
@@ -740,12 +735,12 @@ class PostgresStore:
         self._indexed_dimensions.add(dimension)
 
     def mark_missing(self, source: str, key: str) -> None:
-        self._autocommit("store.mark_missing")
+        crashpoint("store.mark_missing")
         self._write("UPDATE documents SET missing = missing + 1 WHERE source = %s AND key = %s",
                     (source, key))
 
     def record_run(self, started: str, finished: str, report: Mapping[str, Any]) -> int:
-        self._autocommit("store.record_run")
+        crashpoint("store.record_run")
         run_id = _scalar(
             self._conn,
             "INSERT INTO runs (started, finished, report) VALUES (%s, %s, %s) RETURNING id",
@@ -1065,7 +1060,7 @@ class PostgresStore:
         rows = [(run, source, key, state, json.dumps(item)) for key, item in items]
         with self._conn.cursor() as cur:
             for i in range(0, len(rows), 5000):
-                self._autocommit("queue.enqueue")
+                crashpoint("queue.enqueue")
                 cur.executemany("INSERT INTO work (run, source, key, state, item) "
                                 "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
                                 rows[i : i + 5000])
@@ -1078,7 +1073,7 @@ class PostgresStore:
         other run is in progress; a worker still busy with a dead run's document
         finishes that one first (the delete waits for its row lock), then finds none.
         """
-        self._autocommit("queue.abandon_runs")
+        crashpoint("queue.abandon_runs")
         return self._write("DELETE FROM work")
 
     def open_runs(self) -> list[str]:
@@ -1159,7 +1154,7 @@ class PostgresStore:
 
     def end_run(self, run: str) -> None:
         """Forget the queue of a finished run."""
-        self._autocommit("queue.end_run")
+        crashpoint("queue.end_run")
         self._conn.execute("DELETE FROM work WHERE run = %s", (run,))
 
 
