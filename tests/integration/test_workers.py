@@ -382,3 +382,18 @@ def test_workers_leave_the_meta_a_single_process_sync_leaves(pg: Backend, tmp_pa
     # Among them the record that every chunk has its vector, which later syncs trust.
     assert meta[0] == meta[1]
     assert any(name.startswith("embedded ") for name, _ in meta[1])
+
+
+def test_a_single_process_sync_also_forgets_the_queue_of_a_killed_parallel_sync(
+    pg: Backend, tmp_path: Path,
+) -> None:
+    docs = tmp_path / "docs"
+    _corpus(docs, 2)
+    kb = _kb(tmp_path, docs, pg)
+    with KnowledgeBase.open(kb) as engine:
+        engine.sync()
+        queue = PostgresStore(pg.url, schema=engine.config.store_schema)
+        queue.enqueue("dead-run", "docs", [("log-00000.txt", {})])
+        engine.sync()
+        assert queue.open_runs() == []
+        queue.close()
