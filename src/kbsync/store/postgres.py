@@ -1020,13 +1020,13 @@ class PostgresStore:
             with self._transaction():
                 self._delete(source, key)
                 self._scrub_runs(key)
-        if gone:
-            self.gc()
-            # Rewrite the tables that held the erased text, so no dead row keeps a copy of it.
-            for table in ("documents", "texts", "chunks", "chunk_texts", "runs", "work",
-                          "outbox"):
-                crashpoint("store.vacuum")
-                self._conn.execute(f"VACUUM FULL {table}")
+        # Even when nothing matched: a rerun of an erase killed after its documents'
+        # transactions finishes the scrub (their texts and vectors, their dead rows).
+        self.gc()
+        # Rewrite the tables that held the erased text, so no dead row keeps a copy of it.
+        for table in ("documents", "texts", "chunks", "chunk_texts", "runs", "work", "outbox"):
+            crashpoint("store.vacuum")
+            self._conn.execute(f"VACUUM FULL {table}")
         return gone
 
     def _scrub_runs(self, key: str) -> None:
