@@ -270,6 +270,10 @@ class KnowledgeBase:
                     self.config.chunker, options, workers=workers, spawn=self._spawn,
                     progress=progress)
             options = replace(options, confirm_above_tokens=None if yes else self._confirm_above())
+            if isinstance(self.store, WorkQueue):
+                # Holding the writer lock, no parallel run is in progress: a queue left by a
+                # killed one would be served, out of date, by a `kbsync worker` started later.
+                self.store.abandon_runs()
             return sync_sources(
                 self.sources, self.store, self.embedder, self._extractor_for, self.config.chunker,
                 options, progress=progress, sink=self.sink)

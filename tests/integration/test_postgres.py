@@ -200,3 +200,30 @@ def test_index_memory_is_read_from_kbsync_toml_and_checked(
     assert isinstance(store, PostgresStore)
     assert store.index_memory == "512MB"
     store.close()
+
+
+def test_an_erase_killed_before_its_garbage_collection_is_finished_by_its_rerun(
+    pg_backend: Backend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "kept.txt").write_text("The keeper climbs the stairs at dusk.\n")
+    (docs / "secret.txt").write_text("A secret sentence that only this file holds.\n")
+    init_config(tmp_path, ["docs"])
+    pg_backend.configure(tmp_path)
+    with KnowledgeBase.open(tmp_path) as kb:
+        kb.sync()
+        (docs / "secret.txt").unlink()
+
+        def killed(store: PostgresStore) -> dict[str, int]:
+            raise KeyboardInterrupt  # the process dies after the document's transaction
+        monkeypatch.setattr(PostgresStore, "gc", killed)
+        with pytest.raises(KeyboardInterrupt):
+            kb.erase("secret.txt")
+        monkeypatch.undo()
+        assert kb.store.document("secret.txt") is None
+        kb.erase("secret.txt")  # the rerun: nothing matches any more, the tombstone does
+        assert kb.verify().problems == ()
+        assert isinstance(kb.store, PostgresStore)
+        assert kb.store._conn.execute(
+            "SELECT count(*) FROM chunk_texts WHERE text LIKE '%secret%'").fetchone() == (0,)

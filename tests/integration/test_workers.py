@@ -338,3 +338,62 @@ def test_a_worker_started_on_its_own_serves_every_run_in_progress(
     with KnowledgeBase.open(kb) as engine:
         assert engine.status().documents == 4
         assert engine.verify().problems == ()
+
+
+def test_the_queue_of_a_run_whose_coordinator_died_is_forgotten_by_the_next_sync(
+    pg: Backend, tmp_path: Path,
+) -> None:
+    docs = tmp_path / "docs"
+    _corpus(docs, 3)
+    kb = _kb(tmp_path, docs, pg)
+    with KnowledgeBase.open(kb) as engine:
+        engine.sync(workers=1)
+        (docs / "log-00001.txt").unlink()
+        queue = PostgresStore(pg.url, schema=engine.config.store_schema)
+        # What a coordinator killed after listing leaves: a document to read (deleted
+        # since) and one vanished, which a worker must not take for a move's origin.
+        extractor = extractor_for("text/plain")
+        assert extractor is not None
+        made_with = derivation(engine.config.chunker, extractor.identity)
+        stale = [(p, _item_json(SourceItem(p, str(docs / p), "text/plain"), made_with,
+                                engine.embedder.identity)) for p in ("log-00001.txt",)]
+        queue.enqueue("dead-run", "docs", stale)
+        queue.enqueue("dead-run", "docs", [("log-00002.txt", {})], state="vanished")
+        report = engine.sync(workers=2)
+        assert report.total("deleted") == 1
+        # No run is left for a worker to serve, and nothing of the dead one stays.
+        assert queue.open_runs() == []
+        assert queue._conn.execute("SELECT count(*) FROM work").fetchone() == (0,)
+        queue.close()
+        assert engine.verify().problems == ()
+
+
+def test_workers_leave_the_meta_a_single_process_sync_leaves(pg: Backend, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    _corpus(docs, 6)
+    meta = []
+    for name, workers in (("single", 0), ("parallel", 2)):
+        (tmp_path / name).mkdir()
+        kb = _kb(tmp_path / name, docs, pg)
+        with KnowledgeBase.open(kb) as engine:
+            engine.sync(workers=workers)
+            assert isinstance(engine.store, PostgresStore)
+            meta.append(dump(engine.store)["meta"])
+    # Among them the record that every chunk has its vector, which later syncs trust.
+    assert meta[0] == meta[1]
+    assert any(name.startswith("embedded ") for name, _ in meta[1])
+
+
+def test_a_single_process_sync_also_forgets_the_queue_of_a_killed_parallel_sync(
+    pg: Backend, tmp_path: Path,
+) -> None:
+    docs = tmp_path / "docs"
+    _corpus(docs, 2)
+    kb = _kb(tmp_path, docs, pg)
+    with KnowledgeBase.open(kb) as engine:
+        engine.sync()
+        queue = PostgresStore(pg.url, schema=engine.config.store_schema)
+        queue.enqueue("dead-run", "docs", [("log-00000.txt", {})])
+        engine.sync()
+        assert queue.open_runs() == []
+        queue.close()

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from kbsync.crashpoints import crashpoint
 from kbsync.errors import DependencyMissingError, LockedError, SchemaError, StoreError
 from kbsync.model import PageSchedule
 from kbsync.plan import Action, DocumentPlan, StoredDocument
@@ -287,6 +288,7 @@ class PostgresStore:
         self.index_memory = index_memory
         self._conn = _connect(url, password, schema, create=create)
         self._changes = 0
+        self._depth = 0  # nested transactions: only the outermost one commits
         self._queued: list[psycopg.Cursor[Any]] = []
         self._indexed_dimensions: set[int] = set()
         self._deferred_dimensions: set[int] = set()
@@ -319,6 +321,7 @@ class PostgresStore:
                 except driver.Error as exc:
                     raise StoreError(f"{_shown(self.url)}: the pgvector extension is not "
                                      f"available: {exc}") from exc
+                crashpoint("store.migrate")
                 for step in range(version, SCHEMA_VERSION):
                     conn.execute(_MIGRATIONS[step])
                 conn.execute(
@@ -379,8 +382,23 @@ class PostgresStore:
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
-        with self._conn.transaction():  # inside a batch, a savepoint of its transaction
-            yield
+        """One transaction; inside another (a batch, a claim) a savepoint of it.
+
+        The crash points mark the outermost one's start and commit, as SQLite's do.
+        """
+        outermost = self._depth == 0
+        if outermost:
+            crashpoint("store.begin")
+        self._depth += 1
+        try:
+            with self._conn.transaction():
+                yield
+                if outermost:
+                    crashpoint("store.commit")
+        finally:
+            self._depth -= 1
+        if outermost:
+            crashpoint("store.committed")
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -401,8 +419,10 @@ class PostgresStore:
     def set_meta(self, name: str, value: str) -> None:
         if value == "":
             if self.get_meta(name) is not None:
+                crashpoint("store.set_meta")
                 self._write("DELETE FROM meta WHERE name = %s", (name,))
         elif self.get_meta(name) != value:
+            crashpoint("store.set_meta")
             self._write("INSERT INTO meta (name, value) VALUES (%s, %s) "
                         "ON CONFLICT (name) DO UPDATE SET value = excluded.value", (name, value))
 
@@ -462,6 +482,7 @@ class PostgresStore:
         with self._conn.pipeline(), self._transaction():
             self._insert_vectors(embedder, vectors)
             if outbox:
+                crashpoint("store.write_outbox")
                 self._queue("INSERT INTO outbox (vector_id) SELECT unnest(%s::text[]) "
                             "ORDER BY 1 ON CONFLICT DO NOTHING", (sorted(outbox),))
             if doc.action is Action.DELETED:
@@ -479,9 +500,11 @@ class PostgresStore:
 
     def clear_outbox(self, ids: Collection[str]) -> None:
         if ids:
+            crashpoint("store.clear_outbox")
             self._write("DELETE FROM outbox WHERE vector_id = ANY(%s)", (list(ids),))
 
     def _delete(self, source: str, key: str) -> None:
+        crashpoint("store.delete_document")
         self._queue("DELETE FROM documents WHERE source = %s AND key = %s", (source, key))
         # A replacement held for it would name a document that is gone.
         self._queue("DELETE FROM meta WHERE name = %s", (held_meta_name(source, key),))
@@ -492,6 +515,7 @@ class PostgresStore:
         assert version is not None
         assert doc.previous_key is not None
         # The same text keeps its last_changed; an edited one gets its new version below.
+        crashpoint("store.move_document")
         moved = self._conn.execute(
             "UPDATE documents SET key = %s, locator = %s, media_type = %s, size = %s, "
             "mtime_ns = %s, inode = %s, etag = %s, last_modified = %s, bytes_hash = %s, "
@@ -511,6 +535,7 @@ class PostgresStore:
 
     def _refresh(self, source: str, doc: DocumentPlan, now: str) -> None:
         version = doc.version
+        crashpoint("store.refresh_document")
         if version is None:  # gate 2 or a 304: same content, new stat or validators
             self._queue(
                 "UPDATE documents SET size = %s, mtime_ns = %s, inode = %s, etag = %s, "
@@ -533,6 +558,7 @@ class PostgresStore:
         version = doc.version
         assert version is not None
         this = (source, doc.key)
+        crashpoint("store.write_document")
         # A new document starts at generation 1; a known one goes one generation up and
         # keeps its first_seen.
         self._queue(
@@ -552,8 +578,10 @@ class PostgresStore:
              *validator_row(version.validators), version.bytes_hash, version.text_hash,
              version.derivation, version.title, version.metadata, now, now, now))
         # At most two generations: the new one and the one before it.
+        crashpoint("store.drop_old_chunks")
         self._queue("DELETE FROM chunks c USING documents d WHERE d.source = %s AND d.key = %s "
                     "AND c.doc_id = d.id AND c.generation < d.generation - 1", this)
+        crashpoint("store.write_text")
         self._queue(
             "INSERT INTO texts (doc_id, text) SELECT id, %s FROM documents "
             "WHERE source = %s AND key = %s ON CONFLICT (doc_id) DO UPDATE "
@@ -561,6 +589,7 @@ class PostgresStore:
         # Shared rows are inserted in digest order, so concurrent workers never deadlock.
         texts = sorted({c.digest: c.text for c in version.chunks}.items())
         if texts:
+            crashpoint("store.write_chunk_texts")
             self._queue(
                 "INSERT INTO chunk_texts (digest, text) SELECT * FROM "
                 "unnest(%s::text[], %s::text[]) AS u (digest, text) ORDER BY digest "
@@ -568,6 +597,7 @@ class PostgresStore:
                 ([d for d, _ in texts], [t for _, t in texts]))
         chunks = version.chunks
         if chunks:
+            crashpoint("store.write_chunks")
             self._queue(
                 "INSERT INTO chunks (doc_id, generation, idx, digest, section, heading, start, "
                 '"end", tokens, boundary) SELECT d.id, d.generation, u.* FROM documents d, '
@@ -594,6 +624,7 @@ class PostgresStore:
             return
         with self._transaction():
             self._write("DELETE FROM boilerplate WHERE source = %s", (source,))
+            crashpoint("store.write_boilerplate")
             self._write_many("INSERT INTO boilerplate (source, digest) VALUES (%s, %s)",
                              [(source, d) for d in sorted(digests)])
 
@@ -606,6 +637,7 @@ class PostgresStore:
             return
         with self._transaction():
             self._write("DELETE FROM frontier WHERE source = %s", (source,))
+            crashpoint("store.write_frontier")
             self._write_many("INSERT INTO frontier (source, key) VALUES (%s, %s)",
                              [(source, k) for k in sorted(keys)])
 
@@ -619,6 +651,7 @@ class PostgresStore:
         with self._transaction():
             if replace:
                 self._write("DELETE FROM schedules WHERE source = %s", (source,))
+            crashpoint("store.write_schedules")
             self._write_many(
                 "INSERT INTO schedules "
                 "(source, key, checked, changed, interval_seconds, digest, media_type) "
@@ -655,6 +688,7 @@ class PostgresStore:
                 for d, v in sorted(vectors.items())]
         for dimension in {r[2] for r in rows}:
             self._ensure_index(dimension)
+        crashpoint("store.write_vectors")
         # One statement per vector, but pipelined (executemany in a pipeline waits once).
         cur = self._conn.cursor()
         cur.executemany("INSERT INTO embeddings (digest, embedder, dimension, vector) "
@@ -681,6 +715,7 @@ class PostgresStore:
         """Build a deferred index of ``dimension`` (after the workers are done)."""
         if self.get_meta(f"index_deferred:{dimension}") is not None:
             self._ensure_index(dimension, deferred=False)
+            crashpoint("store.set_meta")
             self._write("DELETE FROM meta WHERE name = %s", (f"index_deferred:{dimension}",))
 
     def _ensure_index(self, dimension: int, *, deferred: bool | None = None) -> None:
@@ -695,6 +730,7 @@ class PostgresStore:
             self._deferred_dimensions.add(dimension)
             return
         with self._transaction():
+            crashpoint("store.create_index")
             self._conn.execute("SELECT pg_advisory_xact_lock(hashtext('kbsync:index'))")
             if self.index_memory is not None:
                 self._conn.execute("SELECT set_config('maintenance_work_mem', %s, true)",
@@ -706,10 +742,12 @@ class PostgresStore:
         self._indexed_dimensions.add(dimension)
 
     def mark_missing(self, source: str, key: str) -> None:
+        crashpoint("store.mark_missing")
         self._write("UPDATE documents SET missing = missing + 1 WHERE source = %s AND key = %s",
                     (source, key))
 
     def record_run(self, started: str, finished: str, report: Mapping[str, Any]) -> int:
+        crashpoint("store.record_run")
         run_id = _scalar(
             self._conn,
             "INSERT INTO runs (started, finished, report) VALUES (%s, %s, %s) RETURNING id",
@@ -927,6 +965,7 @@ class PostgresStore:
 
     def add_erasure(self, pattern: str, created: str) -> None:
         with self._transaction():
+            crashpoint("store.add_erasure")
             self._write("INSERT INTO erasures (pattern, created) VALUES (%s, %s) "
                         "ON CONFLICT (pattern) DO NOTHING", (pattern, created))
 
@@ -936,6 +975,7 @@ class PostgresStore:
 
     def remove_erasure(self, pattern: str) -> bool:
         with self._transaction():
+            crashpoint("store.remove_erasure")
             return self._write("DELETE FROM erasures WHERE pattern = %s", (pattern,)) > 0
 
     def damage(self) -> list[str]:
@@ -988,17 +1028,19 @@ class PostgresStore:
             with self._transaction():
                 self._delete(source, key)
                 self._scrub_runs(key)
-        if gone:
-            self.gc()
-            # Rewrite the tables that held the erased text, so no dead row keeps a copy of it.
-            for table in ("documents", "texts", "chunks", "chunk_texts", "runs", "work",
-                          "outbox"):
-                self._conn.execute(f"VACUUM FULL {table}")
+        # Even when nothing matched: a rerun of an erase killed after its documents'
+        # transactions finishes the scrub (their texts and vectors, their dead rows).
+        self.gc()
+        # Rewrite the tables that held the erased text, so no dead row keeps a copy of it.
+        for table in ("documents", "texts", "chunks", "chunk_texts", "runs", "work", "outbox"):
+            crashpoint("store.vacuum")
+            self._conn.execute(f"VACUUM FULL {table}")
         return gone
 
     def _scrub_runs(self, key: str) -> None:
         """Erasure covers run reports too: the erased key is replaced wherever it appears."""
         quoted = json.dumps(key)
+        crashpoint("store.scrub_run")
         self._write("UPDATE runs SET report = replace(report, %s, '\"[erased]\"') "
                     "WHERE strpos(report, %s) > 0", (quoted, quoted))
         self._write("DELETE FROM work WHERE key = %s", (key,))
@@ -1008,11 +1050,13 @@ class PostgresStore:
             texts = self._write(
                 "DELETE FROM chunk_texts t WHERE NOT EXISTS "
                 "(SELECT 1 FROM chunks c WHERE c.digest = t.digest)")
+            crashpoint("store.gc_vectors")
             vectors = self._write(
                 "DELETE FROM embeddings e WHERE NOT EXISTS "
                 "(SELECT 1 FROM chunks c WHERE c.digest = e.digest)")
             self._write("DELETE FROM work")
         for table in ("documents", "chunks", "chunk_texts", "texts", "embeddings", "runs"):
+            crashpoint("store.vacuum")
             self._conn.execute(f"VACUUM (ANALYZE) {table}")
         return {"chunk_texts": texts, "embeddings": vectors}
 
@@ -1024,10 +1068,21 @@ class PostgresStore:
         rows = [(run, source, key, state, json.dumps(item)) for key, item in items]
         with self._conn.cursor() as cur:
             for i in range(0, len(rows), 5000):
+                crashpoint("queue.enqueue")
                 cur.executemany("INSERT INTO work (run, source, key, state, item) "
                                 "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
                                 rows[i : i + 5000])
         return len(rows)
+
+    def abandon_runs(self) -> int:
+        """Forget the queue of every run: those of coordinators that died before the end.
+
+        Only the holder of the writer lock calls it, at the start of its run, so no
+        other run is in progress; a worker still busy with a dead run's document
+        finishes that one first (the delete waits for its row lock), then finds none.
+        """
+        crashpoint("queue.abandon_runs")
+        return self._write("DELETE FROM work")
 
     def open_runs(self) -> list[str]:
         """Runs that still have documents to process, oldest first."""
@@ -1054,6 +1109,7 @@ class PostgresStore:
             # server crash loses both and the document is simply processed again: no need
             # to wait for the disk at every document.
             self._conn.execute("SET LOCAL synchronous_commit = off")
+            crashpoint("queue.claim")
             row = self._conn.execute(
                 "SELECT source, key, item FROM work WHERE run = %s AND state = 'todo' "
                 "ORDER BY source, key LIMIT 1 FOR UPDATE SKIP LOCKED", (run,)).fetchone()
@@ -1061,6 +1117,7 @@ class PostgresStore:
 
     def finish(self, claim: Claim, result: Mapping[str, Any]) -> None:
         """Mark a claimed document done with its result (inside the claim's transaction)."""
+        crashpoint("queue.finish")
         self._conn.execute(
             "UPDATE work SET state = 'done', result = %s WHERE run = %s AND source = %s "
             "AND key = %s", (json.dumps(result), claim.run, claim.source, claim.key))
@@ -1075,6 +1132,7 @@ class PostgresStore:
             (run, source, text_hash, derivation)).fetchone()
         if row is None:
             return None
+        crashpoint("queue.claim_vanished")
         self._conn.execute("UPDATE work SET state = 'moved' WHERE run = %s AND source = %s "
                            "AND key = %s", (run, source, row[0]))
         return self.stored(source, row[0])
@@ -1082,6 +1140,7 @@ class PostgresStore:
     def claim_vanished_at(self, run: str, source: str, key: str) -> StoredDocument | None:
         """The vanished document of this run at ``key`` (the origin a source named for a
         rename), taken as the origin of a move; None if it did not vanish or is taken."""
+        crashpoint("queue.claim_vanished")
         row = self._conn.execute(
             "UPDATE work SET state = 'moved' WHERE run = %s AND source = %s AND key = %s "
             "AND state = 'vanished' RETURNING key", (run, source, key)).fetchone()
@@ -1103,6 +1162,7 @@ class PostgresStore:
 
     def end_run(self, run: str) -> None:
         """Forget the queue of a finished run."""
+        crashpoint("queue.end_run")
         self._conn.execute("DELETE FROM work WHERE run = %s", (run,))
 
 
@@ -1122,6 +1182,7 @@ class AdvisoryLock:
         self._conn: psycopg.Connection[Any] | None = None
 
     def acquire(self) -> None:
+        crashpoint("lock.acquire")
         conn = _connect(self.url, self._password, self.schema)
         key = "kbsync:writer:" + (self.schema or "")
         told = False
@@ -1140,11 +1201,15 @@ class AdvisoryLock:
                 told = True
             time.sleep(self.poll)
         self._conn = conn
+        crashpoint("lock.acquired")
 
     def release(self) -> None:
         if self._conn is not None:
-            self._conn.close()  # closing the connection releases the lock
-            self._conn = None
+            conn, self._conn = self._conn, None
+            try:
+                crashpoint("lock.release")
+            finally:
+                conn.close()  # closing the connection releases the lock
 
     def __enter__(self) -> AdvisoryLock:
         self.acquire()

@@ -52,7 +52,12 @@ from kbsync.sources import Source
 from kbsync.store import RecordStore
 from kbsync.sync.apply import apply_plan, count_plan, delete_documents, refuse_mass_deletion
 from kbsync.sync.chunker import Chunker
-from kbsync.sync.embedding import backfill, embed_plan, refuse_dimension_change
+from kbsync.sync.embedding import (
+    backfill,
+    embed_plan,
+    embedded_meta_name,
+    refuse_dimension_change,
+)
 from kbsync.sync.listing import Revisited, keep_schedules, list_source
 from kbsync.sync.observe import (
     Derive,
@@ -111,6 +116,8 @@ class WorkQueue(RecordStore, Protocol):
 
     def results(self, run: str, source: str) -> Iterator[tuple[str, dict[str, Any]]]: ...
 
+    def abandon_runs(self) -> int: ...
+
     def open_runs(self) -> list[str]: ...
 
     def pending(self, run: str) -> int: ...
@@ -153,6 +160,10 @@ def sync_parallel(
                           "batch: plan, confirm and revisit due pages in one process")
     allow_mass_delete = options.allow_mass_delete
     refuse_dimension_change(store, embedder)
+    # This process holds the writer lock: what is queued is left from a killed sync, and a
+    # worker serving it would apply listings that are out of date (or take a vanished
+    # document of that run for the origin of a move).
+    store.abandon_runs()
     store.prepare_vectors(embedder.dimension)
     report = SyncReport(dry_run=False, started=utc_now(), embedder=embedder.identity)
     run = f"{report.started}/{uuid.uuid4().hex[:12]}"
@@ -234,7 +245,10 @@ def _finish_source(run: str, source: Source, listed: _Listed, store: WorkQueue,
         shared = store.boilerplate(source.name)
     out.boilerplate_chunks = len(shared)
     store.set_boilerplate(source.name, shared)
-    backfill(source.name, store, embedder, out)
+    # Recorded as a single-process sync records it, and withdrawn when a vector is still
+    # missing: a later sync in one process trusts it to skip the search for such chunks.
+    store.set_meta(embedded_meta_name(source.name),
+                   embedder.identity if backfill(source.name, store, embedder, out) else "")
 
 
 def _overall(store: WorkQueue, run: str, total: int,
