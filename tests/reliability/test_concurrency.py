@@ -26,8 +26,11 @@ def test_a_second_sync_waits_for_the_first_or_exits_3_with_no_wait(tmp_path: Pat
     root = make_kb(tmp_path / "kb", 60)
     record = tmp_path / "points.txt"
     first = _kbsync("sync", "-c", str(root), env={**ENV, ENV_RECORD: str(record)})
-    # Freeze the first sync while it holds the lock, so the order is not left to timing.
-    while not (record.exists() and "lock.acquired" in record.read_text()):
+    # Freeze the first sync while it holds the lock, so the order is not left to timing;
+    # once its pid is in the lock file (written just after the lock is taken).
+    lock = root / ".kbsync" / "kbsync.db.lock"
+    while not (record.exists() and "lock.acquired" in record.read_text()
+               and lock.exists() and lock.read_text().strip() == str(first.pid)):
         assert first.poll() is None, first.communicate()
     first.send_signal(signal.SIGSTOP)
     try:
