@@ -27,7 +27,7 @@ from kbsync.extract.registry import extractor_for
 from kbsync.model import ChangeReport
 from kbsync.sources import FilesystemSource
 from kbsync.store.sqlite import SqliteStore
-from kbsync.sync import SyncOptions, sync_sources
+from kbsync.sync import BatchLimits, SyncOptions, sync_sources
 
 FACTOR = 6
 COMPARE_FACTOR = 30
@@ -60,9 +60,13 @@ def test_syncing_a_big_text_file_allocates_a_small_multiple_of_its_size(tmp_path
     try:
         tracemalloc.start()
         try:
+            # No commit by the clock: the worst case, a machine that embeds the whole file
+            # within one commit interval (the peak must not depend on the machine's speed).
+            options = SyncOptions(scratch_dir=tmp_path,
+                                  batch=BatchLimits(cache_seconds=float("inf")))
             result = sync_sources([FilesystemSource(folder, name="docs", max_bytes=2 * size)],
                                   store, HashingEmbedder(), extractor_for, DEFAULT_CHUNKER,
-                                  options=SyncOptions(scratch_dir=tmp_path))
+                                  options=options)
             peak = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()

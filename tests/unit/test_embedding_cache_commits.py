@@ -11,7 +11,7 @@ import pytest
 
 from kbsync.model import SourceStat
 from kbsync.plan import ChunkDraft, DocumentVersion, Plan, plan
-from kbsync.sync.embedding import EMBED_BATCH, embed_plan
+from kbsync.sync.embedding import _CACHE_BYTES, EMBED_BATCH, embed_plan
 from kbsync.sync.tally import SourceTally
 from kbsync.testing import CountingEmbedder, MemoryStore
 
@@ -56,6 +56,18 @@ def test_vectors_are_committed_about_once_a_second_and_all_by_the_end() -> None:
     assert sum(store.commits) == out.embeddings_computed == 10 * EMBED_BATCH
     assert len(store.commits) < 10
     assert store.cached(CountingEmbedder(8).identity, the_plan.to_embed) == set(the_plan.to_embed)
+
+
+def test_a_fast_embedder_commits_once_the_vectors_held_reach_a_bound_in_bytes() -> None:
+    # The clock never moves: on a fast machine a second holds any number of vectors,
+    # and what a sync holds must not grow with them (nor with the embedder's dimension).
+    dimension = 256
+    per_vector = dimension * 4
+    store = Commits()
+    embed_plan(_plan(4 * _CACHE_BYTES // per_vector), CountingEmbedder(dimension),
+               SourceTally(source="s"), None, cache=store, keep=False, clock=lambda: 0.0)
+    assert len(store.commits) >= 4
+    assert max(store.commits) * per_vector <= _CACHE_BYTES + EMBED_BATCH * per_vector
 
 
 def test_a_zero_interval_commits_every_batch() -> None:

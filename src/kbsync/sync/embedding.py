@@ -35,8 +35,10 @@ __all__ = [
 
 
 EMBED_BATCH = 64
-_CACHE_VECTORS = 4096
-"""Vectors held for the cache at most (the bound that holds with a very fast embedder)."""
+_CACHE_BYTES = 2 * 2**20
+"""Bytes of vectors held for the cache at most: the bound that holds with a fast embedder,
+whatever its dimension (512 vectors of 1,024 dimensions), so the memory a sync holds
+does not depend on how many vectors the machine computes in a second."""
 
 
 EMBEDDED_PREFIX = "embedded "
@@ -142,16 +144,18 @@ class _CacheWriter:
         self._cache, self._embedder, self._out = cache, embedder, out
         self._seconds, self._clock = seconds, clock
         self._pending: dict[str, npt.NDArray[np.float32]] = {}
+        self._bytes = 0
         self._since = clock()
 
     def add(self, vectors: Mapping[str, npt.NDArray[np.float32]]) -> None:
         self._pending.update(vectors)
-        if len(self._pending) >= _CACHE_VECTORS or self._clock() - self._since >= self._seconds:
+        self._bytes += sum(vector.nbytes for vector in vectors.values())
+        if self._bytes >= _CACHE_BYTES or self._clock() - self._since >= self._seconds:
             self.commit()
 
     def commit(self) -> None:
         if self._pending:
-            pending, self._pending = self._pending, {}
+            pending, self._pending, self._bytes = self._pending, {}, 0
             self._cache.put_vectors(self._embedder, pending)
             self._out.embeddings_computed += len(pending)
         self._since = self._clock()
