@@ -136,7 +136,8 @@ def count_reused(the_plan: Plan, earlier: Collection[str], out: SourceTally) -> 
 
 class _CacheWriter:
     """Vectors on their way into the embedding cache, committed together every
-    ``seconds`` (and by a last :meth:`commit`); counted once committed."""
+    ``seconds`` or once they reach :data:`_CACHE_BYTES` (and by a last :meth:`commit`);
+    counted once committed."""
 
     def __init__(self, cache: EmbeddingCache, embedder: str, out: SourceTally,
                  seconds: float = CACHE_SECONDS,
