@@ -15,11 +15,14 @@ import uuid
 from collections.abc import Iterable, Mapping
 
 __all__ = [
+    "EMBEDDING_TEXT_KEY_SIZE",
     "IDENTITY_SCHEMA_VERSION",
     "ChunkIdentity",
     "Field",
     "canonical_bytes",
     "digest",
+    "embedding_text_key",
+    "embedding_text_key_sql",
     "normalized_pieces_hash",
     "normalized_text_hash",
     "params_hash",
@@ -112,6 +115,35 @@ def normalized_pieces_hash(pieces: Iterable[str], normalizer_version: int,
     for part in encoded:
         h.update(part)
     return h.hexdigest()
+
+
+EMBEDDING_TEXT_KEY_SIZE = 16
+# The encoded fields before the text of :func:`embedding_text_key`.
+_TEXT_KEY_PREFIX = canonical_bytes("kbsync:embedding-text", IDENTITY_SCHEMA_VERSION)
+_TEXT_KEY = hashlib.sha256(_TEXT_KEY_PREFIX)
+
+
+def embedding_text_key(text: str) -> bytes:
+    """The embedding cache's key of a chunk text: the first 16 bytes of SHA-256 of
+    ``("kbsync:embedding-text", IDENTITY_SCHEMA_VERSION, text)`` canonically encoded.
+
+    A vector depends on the text and the model only, so a chunk whose identity changed
+    (a chunker setting did) but whose text did not finds its vector by this key.
+    SHA-256, not BLAKE2b: PostgreSQL computes it in SQL (:func:`embedding_text_key_sql`),
+    so a migration keys the texts a store holds without reading them out.
+    """
+    payload = text.encode("utf-8")
+    h = _TEXT_KEY.copy()
+    h.update(b"s" + len(payload).to_bytes(8, "big"))
+    h.update(payload)
+    return h.digest()[:EMBEDDING_TEXT_KEY_SIZE]
+
+
+def embedding_text_key_sql(column: str) -> str:
+    """A PostgreSQL expression of :func:`embedding_text_key` of the text in ``column``."""
+    utf8 = f"convert_to({column}, 'UTF8')"
+    return (f"substring(sha256('\\x{_TEXT_KEY_PREFIX.hex()}'::bytea || '\\x73'::bytea "
+            f"|| int8send(octet_length({utf8})) || {utf8}) FROM 1 FOR {EMBEDDING_TEXT_KEY_SIZE})")
 
 
 def vector_id(source: str, key: str, chunk_digest: str, occurrence: int) -> str:

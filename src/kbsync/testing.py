@@ -426,6 +426,16 @@ class MemoryStore:
     def cached(self, embedder: str, digests: Collection[str]) -> set[str]:
         return {d for d in digests if (d, embedder) in self._s.vectors}
 
+    def adopt_by_text(self, embedder: str, texts: Mapping[str, str], *,
+                      write: bool = True) -> set[str]:
+        holders = {text: digest for digest, text in self._s.texts.items()
+                   if (digest, embedder) in self._s.vectors}
+        found = {digest: holders[text] for digest, text in texts.items() if text in holders}
+        if write:
+            for digest, holder in found.items():
+                self._s.vectors.setdefault((digest, embedder), self._s.vectors[(holder, embedder)])
+        return set(found)
+
     def unembedded(self, source: str, embedder: str) -> dict[str, str]:
         return {c.digest: self._s.texts[c.digest] for s, _, _, _, c in self._indexed(source)
                 if (c.digest, embedder) not in self._s.vectors and c.digest in self._s.texts}

@@ -7,7 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from kbsync import chunk_text
-from kbsync.identity import canonical_bytes, normalized_text_hash, source_bytes_hash
+from kbsync.identity import (
+    canonical_bytes,
+    embedding_text_key,
+    normalized_text_hash,
+    source_bytes_hash,
+)
 
 HERE = Path(__file__).resolve().parent
 CASES: dict[str, dict[str, Any]] = {
@@ -37,6 +42,7 @@ def golden() -> dict[str, Any]:
         "canonical_bytes": canonical_bytes("ab", "c", 1, True, None, b"\x00").hex(),
         "source_bytes_hash": source_bytes_hash(text.encode("utf-8")),
         "normalized_text_hash": normalized_text_hash(text, 1, "markdown-v1"),
+        "embedding_text_key": embedding_text_key("Ünïcode text, with a [/usr/bin] path.").hex(),
         "cases": cases,
     }
 

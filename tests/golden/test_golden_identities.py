@@ -26,7 +26,8 @@ def test_chunk_identities_and_parameter_hashes_match_the_golden_vectors(
 def test_document_hashes_and_the_canonical_encoding_match_the_golden_vectors(
     fresh: dict[str, object],
 ) -> None:
-    for key in ("canonical_bytes", "source_bytes_hash", "normalized_text_hash"):
+    for key in ("canonical_bytes", "source_bytes_hash", "normalized_text_hash",
+                "embedding_text_key"):
         assert fresh[key] == PINNED[key]
 
 

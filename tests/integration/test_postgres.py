@@ -13,6 +13,7 @@ import pytest
 from kbsync.engine import init_config, load_config, open_store
 from kbsync.errors import ConfigError, LockedError, SchemaError, StoreError
 from kbsync.extract.registry import extractor_for
+from kbsync.identity import embedding_text_key, embedding_text_key_sql
 from kbsync.knowledge_base import KnowledgeBase
 from kbsync.store import RecordStore
 from kbsync.store import postgres as pg
@@ -67,6 +68,37 @@ def test_a_version_1_store_is_migrated_in_place(pg_backend: Backend) -> None:
     assert store.get_meta("schema_version") == str(pg.SCHEMA_VERSION)
     assert store.pending("no such run") == 0  # the work queue of version 2 exists
     store.close()
+
+
+TEXTS = ["", "plain words", "Ünïcode, [/usr/bin] and 🚢 emoji", "x" * 10_000]
+
+
+def test_postgresql_computes_the_embedding_text_key_kbsync_computes(pg_backend: Backend) -> None:
+    with psycopg.connect(pg_backend.url) as conn:
+        for text in TEXTS:
+            got = conn.execute(
+                f"SELECT {embedding_text_key_sql('t')} FROM (SELECT %s::text AS t) x", (text,)
+            ).fetchone()
+            assert got is not None
+            assert bytes(got[0]) == embedding_text_key(text)
+
+
+def test_a_version_8_store_keys_its_chunk_texts_by_the_migration(pg_backend: Backend) -> None:
+    schema = pg_backend.schema()
+    with psycopg.connect(pg_backend.url, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+        conn.execute(f'SET search_path TO "{schema}", public')
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector WITH SCHEMA public")
+        for migration in pg._MIGRATIONS[:8]:
+            conn.execute(migration)
+        conn.execute("INSERT INTO meta VALUES ('schema_version', '8')")
+        for n, text in enumerate(TEXTS):
+            conn.execute("INSERT INTO chunk_texts (digest, text) VALUES (%s, %s)", (f"d{n}", text))
+    PostgresStore(pg_backend.url, schema=schema).close()
+    with psycopg.connect(pg_backend.url) as conn:
+        keys = dict(conn.execute(f'SELECT text, text_key FROM "{schema}".chunk_texts').fetchall())
+    assert {text: bytes(key) for text, key in keys.items()} == {
+        text: embedding_text_key(text) for text in TEXTS}
 
 
 def test_read_only_opening_of_an_empty_database_creates_nothing(pg_backend: Backend) -> None:

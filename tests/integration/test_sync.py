@@ -1,17 +1,20 @@
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from kbsync.cli import app
+from kbsync.embed import Vectors
 from kbsync.engine import init_config, load_config, writer_lock
 from kbsync.errors import LockedError
 from kbsync.extract.registry import extractor_for
@@ -20,7 +23,7 @@ from kbsync.plan import Action
 from kbsync.store.postgres import PostgresStore
 from kbsync.store.sqlite import SqliteStore
 from kbsync.sync import Chunker, SyncOptions, sync_sources
-from kbsync.testing import CountingEmbedder, MemorySource
+from kbsync.testing import CountingEmbedder, MemorySource, MemoryStore
 from tests.conftest import CORPUS, Backend
 
 Store = SqliteStore | PostgresStore
@@ -393,6 +396,88 @@ def test_a_version_1_store_is_migrated_in_place(tmp_path: Path) -> None:
     assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == (
         sqlite_store.SCHEMA_VERSION
     )
+
+
+class _Recording(CountingEmbedder):
+    """The counting embedder, keeping every text it embedded."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        self.seen += texts
+        return super().embed(texts)
+
+
+def _harbour_text(seed: int) -> bytes:
+    rng = random.Random(seed)
+    words = ["harbour", "light", "tide", "shift", "crane", "night", "pier", "rope", "gull"]
+    sentences = (" ".join(rng.choice(words) for _ in range(rng.randint(6, 14))).capitalize()
+                 + "." for _ in range(300))
+    return " ".join(sentences).encode()
+
+
+def test_a_chunker_setting_change_embeds_only_the_chunks_whose_text_is_new(store: Store) -> None:
+    source = MemorySource({"a.txt": _harbour_text(1), "b.txt": _harbour_text(2)})
+    embedder = _Recording()
+    sync_sources([source], store, embedder, extractor_for,
+                 Chunker("tttd", {"min_tokens": 16, "max_tokens": 64}))
+    first = set(embedder.seen)
+    embedder.seen.clear()
+    report = sync_sources([source], store, embedder, extractor_for,
+                          Chunker("tttd", {"min_tokens": 16, "max_tokens": 80}))
+    tally = report.sources[0]
+    # Every chunk has a new identity (the parameters are part of it); most kept their text.
+    assert tally.chunks["added"] == tally.embeddings_computed + tally.embeddings_reused
+    assert tally.embeddings_reused > 0 < tally.embeddings_computed
+    assert set(embedder.seen).isdisjoint(first)
+    assert tally.embeddings_computed == len(embedder.seen)
+    assert store.verify(embedder.identity, None) == []
+    hits = store.search_vector(embedder.identity, embedder.embed(["harbour light tide"])[0], 3)
+    assert len(hits) == 3
+
+
+def test_a_vector_is_adopted_by_its_text_and_written_only_when_asked(store: Store) -> None:
+    for each in (store, MemoryStore()):
+        embedder = CountingEmbedder()
+        sync_sources([MemorySource({"a.txt": b"The harbour light turns at dusk. " * 9})], each,
+                     embedder, extractor_for, Chunker("tttd"))
+        (held,) = each.cached(embedder.identity, [c.digest for c in each.indexed_chunks()])
+        (text,) = each.unembedded("memory", "another-model:64").values()
+        wanted = {"new-1": text, "new-2": "a text never stored"}
+        assert each.adopt_by_text(embedder.identity, wanted, write=False) == {"new-1"}
+        assert each.cached(embedder.identity, ["new-1"]) == set()
+        assert each.adopt_by_text("another-model:64", wanted) == set()
+        assert each.adopt_by_text(embedder.identity, wanted) == {"new-1"}
+        vectors = each.vectors(embedder.identity, [held, "new-1"])
+        assert vectors["new-1"].tolist() == vectors[held].tolist()
+
+
+def test_a_version_11_store_keys_its_chunk_texts_so_their_vectors_are_found_by_text(
+    tmp_path: Path,
+) -> None:
+    from kbsync.store import sqlite as sqlite_store
+
+    path = tmp_path / "old.db"
+    store = SqliteStore(path)
+    embedder = CountingEmbedder()
+    source = MemorySource({"a.txt": _harbour_text(3)})
+    sync_sources([source], store, embedder, extractor_for, Chunker("tttd"))
+    store.close()
+    db = sqlite3.connect(path)
+    db.execute("DROP INDEX chunk_texts_key")
+    db.execute("ALTER TABLE chunk_texts DROP COLUMN text_key")
+    db.execute("PRAGMA user_version = 11")
+    db.commit()
+    db.close()
+    store = SqliteStore(path)
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == (
+        sqlite_store.SCHEMA_VERSION)
+    report = sync_sources([source], store, embedder, extractor_for,
+                          Chunker("tttd", {"max_tokens": 256}))
+    assert report.sources[0].embeddings_reused > 0  # found by the keys the migration made
+    store.close()
 
 
 def test_a_version_7_store_keeps_each_document_s_current_and_previous_text(

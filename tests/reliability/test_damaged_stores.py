@@ -212,6 +212,7 @@ def test_a_rebuilt_store_keeps_every_erasure_so_no_erased_document_comes_back(
     ("chunk_fts_data", _zero_a_leaf),
     ("chunk_fts_content", _zero_a_leaf),
     ("chunk_texts", _zero_a_leaf),
+    ("chunk_texts_key", _bad_child_pointer),
 ])
 def test_repair_mends_damage_to_what_the_store_holds_twice(
         pristine: Path, tmp_path: Path, table: str,

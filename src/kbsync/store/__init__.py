@@ -248,6 +248,17 @@ class EmbeddingCache(Protocol):
         """Which of ``digests`` already have a vector for ``embedder``."""
         ...
 
+    def adopt_by_text(self, embedder: str, texts: Mapping[str, str], *,
+                      write: bool = True) -> set[str]:
+        """Of ``texts`` (digest -> chunk text, digests without a vector), those whose text
+        has a vector for ``embedder`` under another digest; with ``write`` that vector is
+        cached under their digest too.
+
+        A vector depends on the text and the model only: a chunk whose identity changed
+        (a chunker setting did) but whose text did not is not embedded again.
+        """
+        ...
+
     def unembedded(self, source: str, embedder: str) -> dict[str, str]:
         """Digest -> text of the current, indexed chunks of ``source`` with no vector yet."""
         ...

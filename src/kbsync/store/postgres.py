@@ -41,6 +41,7 @@ import numpy.typing as npt
 
 from kbsync.crashpoints import crashpoint
 from kbsync.errors import DependencyMissingError, LockedError, SchemaError, StoreError
+from kbsync.identity import embedding_text_key, embedding_text_key_sql
 from kbsync.model import PageSchedule
 from kbsync.plan import Action, DocumentPlan, StoredDocument
 from kbsync.store import ChunkRef, DocumentText, Hit, RunRecord, StoreStatus, Window, invariants
@@ -199,6 +200,13 @@ _MIGRATIONS: tuple[str, ...] = (
         moved_from TEXT NOT NULL,
         moved TEXT NOT NULL
     );
+    """,
+    # 9: each chunk text's embedding key (kbsync.identity.embedding_text_key), so a chunk
+    # whose identity changed but whose text did not finds its vector by the text.
+    f"""
+    ALTER TABLE chunk_texts ADD COLUMN text_key BYTEA;
+    UPDATE chunk_texts SET text_key = {embedding_text_key_sql("text")};
+    CREATE INDEX chunk_texts_key ON chunk_texts (text_key);
     """,
 )
 # The weight class of a chunk's heading in ts_rank (body text is 'D', 0.1; 'C' is 0.2):
@@ -591,10 +599,11 @@ class PostgresStore:
         if texts:
             crashpoint("store.write_chunk_texts")
             self._queue(
-                "INSERT INTO chunk_texts (digest, text) SELECT * FROM "
-                "unnest(%s::text[], %s::text[]) AS u (digest, text) ORDER BY digest "
-                "ON CONFLICT DO NOTHING",
-                ([d for d, _ in texts], [t for _, t in texts]))
+                "INSERT INTO chunk_texts (digest, text, text_key) SELECT * FROM "
+                "unnest(%s::text[], %s::text[], %s::bytea[]) AS u (digest, text, text_key) "
+                "ORDER BY digest ON CONFLICT DO NOTHING",
+                ([d for d, _ in texts], [t for _, t in texts],
+                 [embedding_text_key(t) for _, t in texts]))
         chunks = version.chunks
         if chunks:
             crashpoint("store.write_chunks")
@@ -673,6 +682,33 @@ class PostgresStore:
             f"WHERE d.source = %s AND e.digest IS NULL AND {INDEXED}",
             (embedder, source),
         ).fetchall())
+
+    def adopt_by_text(self, embedder: str, texts: Mapping[str, str], *,
+                      write: bool = True) -> set[str]:
+        wanting: dict[bytes, list[str]] = {}
+        for digest, text in texts.items():
+            wanting.setdefault(embedding_text_key(text), []).append(digest)
+        keys = list(wanting)
+        holders: dict[bytes, str] = {}  # a text's key -> a digest holding its vector
+        for i in range(0, len(keys), 5000):
+            holders.update((bytes(key), holder) for key, holder in self._conn.execute(
+                "SELECT t.text_key, min(t.digest) FROM chunk_texts t JOIN embeddings e "
+                "ON e.digest = t.digest AND e.embedder = %s WHERE t.text_key = ANY(%s) "
+                "GROUP BY t.text_key", (embedder, keys[i : i + 5000])))
+        # Shared rows are inserted in digest order, so concurrent workers never deadlock.
+        found = sorted((digest, holder) for key, holder in holders.items()
+                       for digest in wanting[key])
+        if write and found:
+            with self._transaction():
+                crashpoint("store.adopt_vectors")
+                self._queue(
+                    "INSERT INTO embeddings (digest, embedder, dimension, vector) "
+                    "SELECT u.digest, e.embedder, e.dimension, e.vector FROM "
+                    "unnest(%s::text[], %s::text[]) AS u (digest, holder) JOIN embeddings e "
+                    "ON e.digest = u.holder AND e.embedder = %s ORDER BY u.digest "
+                    "ON CONFLICT DO NOTHING",
+                    ([d for d, _ in found], [h for _, h in found], embedder))
+        return {digest for digest, _ in found}
 
     def put_vectors(self, embedder: str,
                     vectors: Mapping[str, npt.NDArray[np.float32]]) -> None:

@@ -31,6 +31,7 @@ import numpy.typing as npt
 
 from kbsync.crashpoints import crashpoint
 from kbsync.errors import SchemaError, StoreError
+from kbsync.identity import embedding_text_key
 from kbsync.model import PageSchedule
 from kbsync.plan import Action, DocumentPlan, StoredDocument
 from kbsync.store import ChunkRef, DocumentText, Hit, RunRecord, StoreStatus, Window, invariants
@@ -202,6 +203,16 @@ _MIGRATIONS: tuple[str, ...] = (
         moved TEXT NOT NULL
     );
     """,
+    # 12: each chunk text's embedding key (kbsync.identity.embedding_text_key), so a chunk
+    # whose identity changed but whose text did not finds its vector by the text. (The
+    # table is copied, not altered: a store rewound to an older version has the column.)
+    """
+    CREATE TABLE chunk_texts_keyed (digest TEXT PRIMARY KEY, text TEXT NOT NULL, text_key BLOB);
+    INSERT INTO chunk_texts_keyed SELECT digest, text, kbsync_text_key(text) FROM chunk_texts;
+    DROP TABLE chunk_texts;
+    ALTER TABLE chunk_texts_keyed RENAME TO chunk_texts;
+    CREATE INDEX chunk_texts_key ON chunk_texts (text_key);
+    """,
 )
 # bm25 weights of the full-text columns (text, heading): a word of the section's
 # heading says more about what a chunk is about than the same word in its body.
@@ -276,6 +287,8 @@ class SqliteStore:
             except sqlite3.Error as exc:
                 raise store_error(str(self.path), exc, "cannot open the store") from exc
             db.row_factory = sqlite3.Row
+            # The migration that keys the stored chunk texts calls it.
+            db.create_function("kbsync_text_key", 1, embedding_text_key, deterministic=True)
             try:
                 db.execute("PRAGMA user_version").fetchone()
                 db.execute("SELECT count(*) FROM sqlite_master").fetchone()
@@ -563,8 +576,8 @@ class SqliteStore:
             _write_text(db, doc_id, generation, version.text)
         crashpoint("store.write_chunk_texts")
         db.executemany(
-            "INSERT OR IGNORE INTO chunk_texts (digest, text) VALUES (?, ?)",
-            ((c.digest, c.text) for c in version.chunks),
+            "INSERT OR IGNORE INTO chunk_texts (digest, text, text_key) VALUES (?, ?, ?)",
+            ((c.digest, c.text, embedding_text_key(c.text)) for c in version.chunks),
         )
         crashpoint("store.write_chunks")
         db.executemany(
@@ -644,6 +657,32 @@ class SqliteStore:
             f"WHERE e.digest = c.digest AND e.embedder = ?) AND {INDEXED})",
             (source, embedder),
         ).fetchall())
+
+    def adopt_by_text(self, embedder: str, texts: Mapping[str, str], *,
+                      write: bool = True) -> set[str]:
+        wanting: dict[bytes, list[str]] = {}
+        for digest, text in texts.items():
+            wanting.setdefault(embedding_text_key(text), []).append(digest)
+        keys = list(wanting)
+        holders: dict[bytes, str] = {}  # a text's key -> a digest holding its vector
+        for i in range(0, len(keys), 500):
+            batch = keys[i : i + 500]
+            holders.update(self._db.execute(
+                "SELECT t.text_key, min(t.digest) FROM chunk_texts t JOIN embeddings e "
+                "ON e.digest = t.digest AND e.embedder = ? "
+                f"WHERE t.text_key IN ({','.join('?' * len(batch))}) GROUP BY t.text_key",
+                (embedder, *batch)).fetchall())
+        found = [(digest, holder) for key, holder in holders.items() for digest in wanting[key]]
+        if write and found:
+            self._vectors.clear()
+            with self._transaction() as db:
+                crashpoint("store.adopt_vectors")
+                db.executemany(
+                    "INSERT OR IGNORE INTO embeddings (digest, embedder, dimension, vector) "
+                    "SELECT ?, embedder, dimension, vector FROM embeddings "
+                    "WHERE digest = ? AND embedder = ?",
+                    ((digest, holder, embedder) for digest, holder in found))
+        return {digest for digest, _ in found}
 
     def put_vectors(self, embedder: str,
                     vectors: Mapping[str, npt.NDArray[np.float32]]) -> None:
@@ -1077,6 +1116,9 @@ class SqliteStore:
         pages = {int(n) for line in damage for n in re.findall(r"[Pp]age (\d+)", line)}
         schema = {r[0]: (r[1], r[2]) for r in self._db.execute(
             "SELECT name, type, sql FROM sqlite_schema")}
+        texts_indexes = [r[0] for r in self._db.execute(
+            "SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'chunk_texts' "
+            "AND sql IS NOT NULL")]
         owners: set[str] = set()
         for page in sorted(pages):
             with contextlib.suppress(sqlite3.DatabaseError):
@@ -1101,7 +1143,10 @@ class SqliteStore:
             elif name in ("chunk_texts", "sqlite_autoindex_chunk_texts_1"):
                 derived["sqlite_autoindex_chunk_texts_1"] = None
                 derived["chunk_texts"] = schema["chunk_texts"][1]
-            elif kind == "index" and sql is not None:
+                for index in texts_indexes:  # made again after the table they index
+                    derived.pop(index, None)
+                    derived[index] = schema[index][1]
+            elif kind == "index" and sql is not None and name not in derived:
                 derived[name] = sql
             else:
                 return {}  # a table, or the index of a constraint: only a rebuild helps
@@ -1168,8 +1213,9 @@ class SqliteStore:
             cut = {d: t for text in texts for d, t in rechunk(text).items()}
             found = [(d, cut[d]) for d in set(digests.split(",")) if d in cut]
             with self._transaction() as db:
-                db.executemany("INSERT OR IGNORE INTO chunk_texts (digest, text) VALUES (?, ?)",
-                               found)
+                db.executemany("INSERT OR IGNORE INTO chunk_texts (digest, text, text_key) "
+                               "VALUES (?, ?, ?)",
+                               [(d, t, embedding_text_key(t)) for d, t in found])
             restored += len(found)
         return restored
 

@@ -10,14 +10,14 @@ made a fast embedder wait on a disk sync per batch.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
 from kbsync.embed import Embedder
 from kbsync.errors import ConfigError
-from kbsync.plan import Plan
+from kbsync.plan import ChunkDraft, Plan
 from kbsync.store import EmbeddingCache
 from kbsync.sync.options import CACHE_SECONDS
 from kbsync.sync.tally import Progress, SourceTally, T
@@ -27,6 +27,7 @@ __all__ = [
     "EMBED_BATCH",
     "backfill",
     "by_length",
+    "cached_vectors",
     "count_reused",
     "embed_plan",
     "embedded_meta_name",
@@ -60,6 +61,27 @@ def backfill(source: str, store: EmbeddingCache, embedder: Embedder, out: Source
     _, failed = _embed_texts(embedder, list(missing), missing, out, None, writer, keep=False)
     out.embeddings_backfill = out.embeddings_computed - before
     return not failed
+
+
+def cached_vectors(cache: EmbeddingCache, embedder: str, chunks: Iterable[ChunkDraft],
+                   skip: Collection[str] = frozenset(), *, write: bool = True) -> set[str]:
+    """The digests of ``chunks`` whose vector for ``embedder`` the cache holds: under
+    their own digest, or under another of the same text, adopted
+    (:meth:`~kbsync.store.EmbeddingCache.adopt_by_text`; only with ``write`` is the
+    vector stored under theirs). ``skip`` (boilerplate, never embedded) is not adopted.
+
+    After a chunker setting changed, most chunks have new identities and old texts: on
+    Django's docs, ``max_tokens`` 192 -> 256 gave 16,088 chunks new identities, and 284
+    of them new texts (``benchmarks/chunker_change.py``).
+    """
+    texts = {c.digest: c.text for c in chunks}
+    if not texts:
+        return set()
+    found = cache.cached(embedder, texts)
+    missing = {d: t for d, t in texts.items() if d not in found and d not in skip}
+    if missing:
+        found |= cache.adopt_by_text(embedder, missing, write=write)
+    return found
 
 
 def refuse_dimension_change(store: EmbeddingCache, embedder: Embedder) -> None:

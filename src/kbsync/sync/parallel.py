@@ -54,6 +54,7 @@ from kbsync.sync.apply import apply_plan, count_plan, delete_documents, refuse_m
 from kbsync.sync.chunker import Chunker
 from kbsync.sync.embedding import (
     backfill,
+    cached_vectors,
     embed_plan,
     embedded_meta_name,
     refuse_dimension_change,
@@ -404,10 +405,9 @@ def _process(job: ClaimedDocument, source: Source, store: WorkQueue, embedder: E
             origin = store.claim_vanished_at(job.run, job.source, observation.renamed_from)
         if origin is not None:  # a rename: the origin's chunks and vectors are kept
             stored[origin.key] = origin
-    pending = {c.digest for c in observation.chunks} \
-        if isinstance(observation, DocumentVersion) else set()
+    chunks = observation.chunks if isinstance(observation, DocumentVersion) else ()
     the_plan = plan(job.source, stored, [job.key], [observation],
-                    store.cached(embedder.identity, pending), skip=skip)
+                    cached_vectors(store, embedder.identity, chunks, skip), skip=skip)
     if origin is not None and any(d.edited for d in the_plan.documents):
         change = compare_stored(store, job.source, observation, origin, skip)
     count_plan(out, the_plan.documents)

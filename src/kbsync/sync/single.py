@@ -40,6 +40,7 @@ from kbsync.sync.apply import apply_plan, count_plan, delete_documents, refuse_m
 from kbsync.sync.chunker import Chunker
 from kbsync.sync.embedding import (
     backfill,
+    cached_vectors,
     count_reused,
     embed_plan,
     embedded_meta_name,
@@ -426,7 +427,8 @@ def _run_batch(
     for key, old in olds.items():
         local[key] = filled.get(key, old)
     pending = {c.digest for v in versions for c in v.chunks}
-    cached = store.cached(embedder.identity, pending) if pending else set()
+    cached = cached_vectors(store, embedder.identity, (c for v in versions for c in v.chunks),
+                            skip, write=not run.options.dry_run)
     if run.options.dry_run:  # nothing is applied, so what earlier batches would embed is not cached
         cached |= pending & added.digests
     the_plan = plan(source, local, [o.key for o in observations], observations, cached,
