@@ -1399,7 +1399,16 @@ typedef struct {
     int64_t index;     /* index of the next chunk */
     int ascii;         /* every byte of the pending canonical text is ASCII */
     int finished;
+    /* The strictly local strategies (LocalCutter): 0 for TTTD, else CUT_LOCAL or CUT_SENTENCES. */
+    int local;
+    int64_t radius, span, margin; /* local.stream_cuts: r, the forced span, 2 * reach */
+    int first;                    /* the pending words start with the input's first */
+    Py_ssize_t start;             /* the first pending word no chunk holds yet */
 } Cutter;
+
+enum { CUT_LOCAL = 1, CUT_SENTENCES = 2 };
+
+static int local_cut(Cutter *c, int ended, PyObject *out);
 
 static void cutter_dealloc(Cutter *c)
 {
@@ -1491,6 +1500,7 @@ static Py_ssize_t snap_cut(Cutter *c, Py_ssize_t cut, Py_ssize_t start, int64_t 
 /* tttd._cut: emits every chunk that no later input can change into `out`. */
 static int cutter_cut(Cutter *c, int ended, PyObject *out)
 {
+    if (c->local) return local_cut(c, ended, out);
     Word *w = (Word *)c->sc.words.p;
     Py_ssize_t m = c->sc.words.len;
     if (m == 0) return 0;
@@ -1641,7 +1651,8 @@ static PyObject *cutter_feed_bytes(Cutter *c, const uint8_t *s, Py_ssize_t n, in
         if (i < n) {
             cutter_settle(c, from);
             if (!ascii) c->ascii = 0;
-            if (cutter_cut(c, 0, out) < 0) {
+            /* The local strategies cut once per block, as local.stream_cuts does. */
+            if (!c->local && cutter_cut(c, 0, out) < 0) {
                 rc = -1;
                 break;
             }
@@ -1954,40 +1965,24 @@ PyDoc_STRVAR(local_cuts_doc,
 "2 forced, 3 final) of a buffer of words; fingerprint is uint64, tokens int64, ranks\n"
 "uint8 (empty for the plain local rules).");
 
-static PyObject *k_local_cuts(PyObject *self, PyObject *args)
+/* local.select_cut_codes over n words (fingerprints fp, tokens per word, ranks or NULL):
+   the flags (L_PRIMARY, L_HARD, L_FORCED, L_FINAL; 0 for no cut) of every position, into
+   flags (n bytes). Returns -1 with an exception set. */
+static int local_flags(const uint64_t *fp, const int64_t *tokens, Py_ssize_t n, int64_t radius,
+                       int64_t span, const uint8_t *ranks, int eligible_below, int first,
+                       int last, uint8_t *flags)
 {
-    Py_buffer fb, tb, rb;
-    long long radius, span;
-    int eligible_below, first, last;
-    if (!PyArg_ParseTuple(args, "y*y*LLy*ipp", &fb, &tb, &radius, &span, &rb, &eligible_below,
-                          &first, &last))
-        return NULL;
-    PyObject *result = NULL, *cuts_out = NULL, *kinds_out = NULL;
-    int64_t *cum = NULL;
-    uint64_t *f2 = NULL, *keys = NULL;
-    Py_ssize_t *dq = NULL, *pos = NULL;
-    uint8_t *flags = NULL, *won = NULL;
-    Py_ssize_t n = tb.len / 8;
-    const uint64_t *fp = fb.buf;
-    const int64_t *tokens = tb.buf;
-    const uint8_t *ranks = rb.len ? rb.buf : NULL;
-    if (tb.len % 8 || fb.len != tb.len || (ranks && rb.len != n) || radius <= 0) {
-        PyErr_SetString(PyExc_ValueError, "fingerprint (uint64), tokens (int64) and ranks "
-                                          "(uint8) must have one length; radius positive");
-        goto done;
-    }
+    int rc = -1;
     size_t un = (size_t)(n > 0 ? n : 1);
-    cum = PyMem_Malloc(un * sizeof *cum);
-    f2 = PyMem_Malloc(un * sizeof *f2);
-    keys = PyMem_Malloc(un * sizeof *keys);
-    dq = PyMem_Malloc(un * sizeof *dq);
-    pos = PyMem_Malloc(un * sizeof *pos);
-    flags = PyMem_Calloc(un, 1);
-    won = PyMem_Malloc(un);
-    if (!cum || !f2 || !keys || !dq || !pos || !flags || !won) {
+    int64_t *cum = PyMem_Malloc(un * sizeof *cum), *sub = NULL;
+    uint64_t *f2 = PyMem_Malloc(un * sizeof *f2), *keys = PyMem_Malloc(un * sizeof *keys);
+    Py_ssize_t *dq = PyMem_Malloc(un * sizeof *dq), *pos = PyMem_Malloc(un * sizeof *pos);
+    uint8_t *won = PyMem_Malloc(un);
+    if (!cum || !f2 || !keys || !dq || !pos || !won) {
         PyErr_NoMemory();
         goto done;
     }
+    memset(flags, 0, (size_t)n);
     int64_t total = 0;
     for (Py_ssize_t k = 0; k < n; k++) {
         if (tokens[k] <= 0) {
@@ -2015,14 +2010,13 @@ static PyObject *k_local_cuts(PyObject *self, PyObject *args)
             m++;
         }
         /* The eligible positions' token sums. */
-        int64_t *sub = PyMem_Malloc((size_t)(m > 0 ? m : 1) * sizeof *sub);
+        sub = PyMem_Malloc((size_t)(m > 0 ? m : 1) * sizeof *sub);
         if (sub == NULL) {
             PyErr_NoMemory();
             goto done;
         }
         for (Py_ssize_t e = 0; e < m; e++) sub[e] = cum[pos[e]];
         strict_minima(keys, sub, m, radius, dq, won);
-        PyMem_Free(sub);
         for (Py_ssize_t e = 0; e < m; e++)
             if (won[e]) flags[pos[e]] = L_PRIMARY;
     }
@@ -2058,11 +2052,53 @@ static PyObject *k_local_cuts(PyObject *self, PyObject *args)
             prev = a;
         }
     }
-    Py_ssize_t count = 0;
-    for (Py_ssize_t k = 0; k < n; k++) {
+    for (Py_ssize_t k = 0; k < n; k++)
         if (flags[k] & (L_PRIMARY | L_HARD | L_FINAL)) flags[k] &= (uint8_t)~L_FORCED;
-        count += flags[k] != 0;
+    rc = 0;
+done:
+    PyMem_Free(cum);
+    PyMem_Free(sub);
+    PyMem_Free(f2);
+    PyMem_Free(keys);
+    PyMem_Free(dq);
+    PyMem_Free(pos);
+    PyMem_Free(won);
+    return rc;
+}
+
+/* The kind code (local.KINDS: 0 primary, 1 hard, 2 forced, 3 final) of a cut's flags. */
+static inline uint8_t local_kind(uint8_t f)
+{
+    return f & L_PRIMARY ? 0 : f & L_HARD ? 1 : f & L_FORCED ? 2 : 3;
+}
+
+static PyObject *k_local_cuts(PyObject *self, PyObject *args)
+{
+    Py_buffer fb, tb, rb;
+    long long radius, span;
+    int eligible_below, first, last;
+    if (!PyArg_ParseTuple(args, "y*y*LLy*ipp", &fb, &tb, &radius, &span, &rb, &eligible_below,
+                          &first, &last))
+        return NULL;
+    PyObject *result = NULL, *cuts_out = NULL, *kinds_out = NULL;
+    uint8_t *flags = NULL;
+    Py_ssize_t n = tb.len / 8;
+    const uint8_t *ranks = rb.len ? rb.buf : NULL;
+    if (tb.len % 8 || fb.len != tb.len || (ranks && rb.len != n) || radius <= 0) {
+        PyErr_SetString(PyExc_ValueError, "fingerprint (uint64), tokens (int64) and ranks "
+                                          "(uint8) must have one length; radius positive");
+        goto done;
     }
+    flags = PyMem_Malloc((size_t)(n > 0 ? n : 1));
+    if (flags == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (local_flags(fb.buf, tb.buf, n, radius, span, ranks, eligible_below, first, last,
+                    flags) < 0)
+        goto done;
+    Py_ssize_t count = 0;
+    for (Py_ssize_t k = 0; k < n; k++) count += flags[k] != 0;
     cuts_out = PyByteArray_FromStringAndSize(NULL, count * 8);
     kinds_out = PyByteArray_FromStringAndSize(NULL, count);
     if (cuts_out == NULL || kinds_out == NULL) goto done;
@@ -2070,28 +2106,180 @@ static PyObject *k_local_cuts(PyObject *self, PyObject *args)
     uint8_t *ko = (uint8_t *)PyByteArray_AS_STRING(kinds_out);
     Py_ssize_t c = 0;
     for (Py_ssize_t k = 0; k < n; k++) {
-        uint8_t f = flags[k];
-        if (!f) continue;
+        if (!flags[k]) continue;
         co[c] = k;
-        ko[c] = f & L_PRIMARY ? 0 : f & L_HARD ? 1 : f & L_FORCED ? 2 : 3;
+        ko[c] = local_kind(flags[k]);
         c++;
     }
     result = PyTuple_Pack(2, cuts_out, kinds_out);
 done:
     Py_XDECREF(cuts_out);
     Py_XDECREF(kinds_out);
-    PyMem_Free(cum);
-    PyMem_Free(f2);
-    PyMem_Free(keys);
-    PyMem_Free(dq);
-    PyMem_Free(pos);
     PyMem_Free(flags);
-    PyMem_Free(won);
     PyBuffer_Release(&fb);
     PyBuffer_Release(&tb);
     PyBuffer_Release(&rb);
     return result;
 }
+
+/* ------------------------------------------------------------------ the local cutters */
+
+/* sentences.ranks: the rank of the position after each pending word. */
+enum { R_HEADING_BREAK, R_PARAGRAPH_END, R_BARE_PARAGRAPH_END, R_SENTENCE_END, R_WORD };
+
+static int heading_mark(const Cutter *c, const Word *w)
+{
+    int64_t len = w->canon_end - w->canon_start;
+    if (len < 1 || len > 6) return 0;
+    const char *p = c->sc.canon.p + w->canon_start;
+    for (int64_t i = 0; i < len; i++)
+        if (p[i] != '#') return 0;
+    return 1;
+}
+
+static void sentence_ranks(const Cutter *c, const Word *w, Py_ssize_t m, uint8_t *out)
+{
+    for (Py_ssize_t k = 0; k < m; k++) {
+        uint8_t r = w[k].sentence ? R_SENTENCE_END : R_WORD;
+        if (k + 1 < m && w[k + 1].paragraph) {
+            r = heading_mark(c, &w[k + 1]) ? R_HEADING_BREAK
+                : w[k].sentence           ? R_PARAGRAPH_END
+                                          : R_BARE_PARAGRAPH_END;
+        }
+        out[k] = r;
+    }
+}
+
+/* local.stream_cuts on the pending words: emits every chunk no later word can move into
+   `out`, then drops the words no later decision reads (w[i].tokens are running sums). */
+static int local_cut(Cutter *c, int ended, PyObject *out)
+{
+    Word *w = (Word *)c->sc.words.p;
+    Py_ssize_t m = c->sc.words.len;
+    if (m == 0 || (!ended && m < 3)) return 0;
+    int64_t limit = ended ? 0 : w[m - 3].tokens - c->margin;
+    if (!ended && limit <= 0) return 0;
+    int rc = -1;
+    size_t um = (size_t)m;
+    uint64_t *fp = PyMem_Malloc(um * sizeof *fp);
+    int64_t *tokens = PyMem_Malloc(um * sizeof *tokens);
+    uint8_t *ranks = c->local == CUT_SENTENCES ? PyMem_Malloc(um) : NULL, *flags = PyMem_Malloc(um);
+    if (!fp || !tokens || !flags || (c->local == CUT_SENTENCES && !ranks)) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < m; k++) {
+        fp[k] = w[k].hash;
+        tokens[k] = w[k].tokens - (k > 0 ? w[k - 1].tokens : 0);
+    }
+    if (ranks) sentence_ranks(c, w, m, ranks);
+    if (local_flags(fp, tokens, m, c->radius, c->span, ranks, R_WORD, c->first, ended,
+                    flags) < 0)
+        goto done;
+    Py_ssize_t s = c->start;
+    int64_t t0 = s > 0 ? w[s - 1].tokens : 0;
+    for (Py_ssize_t cut = s; cut < m; cut++) {
+        if (!flags[cut]) continue;
+        if (!ended && w[cut].tokens >= limit) break;
+        int64_t t1 = w[cut].tokens;
+        const char *p = c->sc.canon.p + w[s].canon_start;
+        Py_ssize_t nb = (Py_ssize_t)(w[cut].canon_end - w[s].canon_start);
+        PyObject *text = decode_canonical(p, nb, c->ascii);
+        PyObject *chunk = make_chunk(&c->mk, c->index, text, (const uint8_t *)p, nb, w[s].in_start,
+                                     w[cut].in_end, t1 - t0, local_kind(flags[cut]), 0);
+        if (chunk == NULL) goto done;
+        int appended = PyList_Append(out, chunk);
+        Py_DECREF(chunk);
+        if (appended < 0) goto done;
+        c->index++;
+        s = cut + 1;
+        t0 = t1;
+    }
+    c->start = s;
+    if (!ended) {
+        /* Keep the words whose start lies less than the margin before the first
+           undecided word, and the one before them (searchsorted, side="right", - 1). */
+        int64_t floor = t0 - c->margin;
+        Py_ssize_t keep = 0;
+        while (keep < m && (keep > 0 ? w[keep - 1].tokens : 0) <= floor) keep++;
+        keep--;
+        if (keep > 0) {
+            int64_t shift = w[keep].canon_start, dropped = w[keep - 1].tokens;
+            memmove(w, w + keep, (size_t)(m - keep) * sizeof(Word));
+            c->sc.words.len = m - keep;
+            for (Py_ssize_t i = 0; i < m - keep; i++) {
+                w[i].canon_start -= shift;
+                w[i].canon_end -= shift;
+                w[i].tokens -= dropped;
+            }
+            memmove(c->sc.canon.p, c->sc.canon.p + shift, (size_t)(c->sc.canon.len - shift));
+            c->sc.canon.len -= shift;
+            c->start -= keep;
+            c->first = 0;
+        }
+    }
+    rc = 0;
+done:
+    PyMem_Free(fp);
+    PyMem_Free(tokens);
+    PyMem_Free(ranks);
+    PyMem_Free(flags);
+    return rc;
+}
+
+static int local_init(Cutter *c, PyObject *args, PyObject *kwds)
+{
+    static char *names[] = {"window_words", "radius", "span", "reach", "sentences", "chunk_type",
+                            "kinds", "prefix", NULL};
+    Py_ssize_t window;
+    long long radius, span, reach;
+    int sentences;
+    PyObject *chunk_type, *kinds;
+    Py_buffer prefix;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "nLLLpOOy*", names, &window, &radius, &span,
+                                     &reach, &sentences, &chunk_type, &kinds, &prefix))
+        return -1;
+    int rc = -1;
+    if (c->mk.chunk_type != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "a cutter is initialized once");
+        goto done;
+    }
+    if (window <= 0 || radius <= 0 || span < 0 || reach <= 0 || reach > INT64_MAX / 4) {
+        PyErr_SetString(PyExc_ValueError, "invalid local chunking parameters");
+        goto done;
+    }
+    if (maker_init(&c->mk, chunk_type, kinds, &prefix) < 0) goto done;
+    if (roller_init(&c->roll, window) < 0) goto done;
+    c->local = sentences ? CUT_SENTENCES : CUT_LOCAL;
+    c->radius = radius;
+    c->span = span;
+    c->margin = 2 * reach;
+    c->first = 1;
+    c->start = 0;
+    c->sc.first_paragraph = -1;
+    c->sc.sentences = sentences;
+    c->ascii = 1;
+    rc = 0;
+done:
+    PyBuffer_Release(&prefix);
+    return rc;
+}
+
+static PyTypeObject LocalCutterType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kbsync._kernel.LocalCutter",
+    .tp_basicsize = sizeof(Cutter),
+    .tp_dealloc = (destructor)cutter_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = PyDoc_STR("LocalCutter(window_words, radius, span, reach, sentences, chunk_type, "
+                        "kinds, prefix)\n\n"
+                        "Streaming strictly local chunking (chunking/local.py, and with sentences\n"
+                        "chunking/sentences.py) from text blocks to Chunk objects; the methods\n"
+                        "of TTTDCutter."),
+    .tp_methods = cutter_methods,
+    .tp_init = (initproc)local_init,
+    .tp_new = PyType_GenericNew,
+};
 
 /* ------------------------------------------------------------------ byte CDC */
 
@@ -2477,10 +2665,11 @@ static struct PyModuleDef kernel_module = {
 PyMODINIT_FUNC PyInit__kernel(void)
 {
     init_tables();
-    if (PyType_Ready(&CutterType) < 0) return NULL;
+    if (PyType_Ready(&CutterType) < 0 || PyType_Ready(&LocalCutterType) < 0) return NULL;
     PyObject *m = PyModule_Create(&kernel_module);
     if (m == NULL) return NULL;
     if (PyModule_AddObjectRef(m, "TTTDCutter", (PyObject *)&CutterType) < 0 ||
+        PyModule_AddObjectRef(m, "LocalCutter", (PyObject *)&LocalCutterType) < 0 ||
         PyModule_AddIntConstant(m, "ABI", 1) < 0 ||
         PyModule_AddStringConstant(m, "NFC_UNIDATA_VERSION", NFC_UNIDATA_VERSION) < 0) {
         Py_DECREF(m);

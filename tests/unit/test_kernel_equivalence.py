@@ -24,7 +24,9 @@ from hypothesis import strategies as st
 from kbsync import byte_chunks, chunk_stream, chunk_text, native, normalize
 from kbsync.chunking import EstimatingCounter, TextChunker, TTTDParams, compiled
 from kbsync.chunking.bytecdc import rolling_hashes
-from kbsync.chunking.local import KINDS, cut_positions, select_cuts
+from kbsync.chunking.local import KINDS, cut_positions, local_chunks, select_cuts
+from kbsync.chunking.params import LocalParams, SentenceParams
+from kbsync.chunking.sentences import sentence_chunks
 from kbsync.chunking.stream import word_blocks
 from kbsync.chunking.tttd import tttd_chunks
 from kbsync.normalize import canonical_pieces, scan_words
@@ -224,6 +226,33 @@ def test_tttd_chunks_are_the_same_across_small_blocks_of_clean_and_unclean_text(
         reference = list(tttd_chunks(
             word_blocks([text], chunker.counter, s.window_words, with_sentences=s.snap,
                         block_chars=block), s, chunker.identity))
+    finally:
+        native.kernel = KERNEL
+    assert list(fused) == reference
+
+
+@fast
+@given(st.lists(texts, min_size=1, max_size=8), st.sampled_from([16, 40, 128]),
+       st.sampled_from(["local", "sentences"]), st.sampled_from([(2, 6), (4, 12)]))
+def test_local_chunks_are_the_same_across_small_blocks_of_clean_and_unclean_text(
+    parts: list[str], block: int, strategy: str, limits: tuple[int, int]
+) -> None:
+    # The kernel's local cutters decide once per block, the reference once per word block:
+    # small blocks with cleaned ones among them make both keep and drop margins often.
+    chunker = TextChunker(strategy, min_tokens=limits[0], max_tokens=limits[1],  # type: ignore[arg-type]
+                          window_words=3)
+    s = chunker.settings
+    assert isinstance(s, LocalParams | SentenceParams)
+    text = "".join(parts)
+    fused = compiled.local_chunks([text], chunker.counter, s, chunker.identity, block_chars=block)
+    assert fused is not None
+    native.kernel = None
+    try:
+        blocks = word_blocks([text], chunker.counter, s.window_words,
+                             with_sentences=isinstance(s, SentenceParams), block_chars=block)
+        reference = list(sentence_chunks(blocks, s, chunker.identity)
+                         if isinstance(s, SentenceParams) else local_chunks(blocks, s,
+                                                                           chunker.identity))
     finally:
         native.kernel = KERNEL
     assert list(fused) == reference

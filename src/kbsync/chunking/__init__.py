@@ -108,6 +108,10 @@ class TextChunker:
                 return fused
             blocks = word_blocks(pieces, self.counter, s.window_words, with_sentences=s.snap)
             return tttd_chunks(blocks, s, self.identity)
+        if isinstance(s, LocalParams | SentenceParams):
+            fused = compiled.local_chunks(pieces, self.counter, s, self.identity)
+            if fused is not None:
+                return fused
         if isinstance(s, LocalParams):
             return local_chunks(word_blocks(pieces, self.counter, s.window_words), s,
                                 self.identity)

@@ -20,14 +20,14 @@ import numpy.typing as npt
 from kbsync import native
 from kbsync.chunking import stream
 from kbsync.chunking.fingerprint import U64
-from kbsync.chunking.params import ByteParams, TTTDParams
+from kbsync.chunking.params import ByteParams, LocalParams, SentenceParams, TTTDParams
 from kbsync.chunking.tokens import EstimatingCounter, TokenCounter
 from kbsync.identity import ChunkIdentity
 from kbsync.model import Boundary, ByteChunk, Chunk
 from kbsync.normalize import BLOCK_CHARS, IntArray, is_paragraph_break, iter_blocks, scan_words
 
-__all__ = ["build_chunks", "byte_chunks", "byte_chunks_available", "byte_spans", "local_cuts",
-           "scan_block", "tttd_chunks"]
+__all__ = ["build_chunks", "byte_chunks", "byte_chunks_available", "byte_spans", "local_chunks",
+           "local_cuts", "scan_block", "tttd_chunks"]
 
 _TTTD_KINDS = (Boundary.PRIMARY, Boundary.BACKUP, Boundary.HARD, Boundary.FINAL)
 _LOCAL_KINDS = (Boundary.PRIMARY, Boundary.HARD, Boundary.FORCED, Boundary.FINAL)
@@ -109,11 +109,34 @@ def tttd_chunks(
         params.backup_bits, params.snap, params.snap_window_words, Chunk, _TTTD_KINDS,
         identity.prefix,
     )
-    return _tttd(cutter, pieces, block_chars, _quick_nfc(kernel))
+    return _fed(cutter, pieces, block_chars, _quick_nfc(kernel))
 
 
-def _tttd(cutter: object, pieces: Iterable[str], block_chars: int, quick: bool
-          ) -> Iterator[Chunk]:
+def local_chunks(
+    pieces: Iterable[str], counter: TokenCounter, params: LocalParams | SentenceParams,
+    identity: ChunkIdentity, block_chars: int = BLOCK_CHARS,
+) -> Iterator[Chunk] | None:
+    """Chunks of ``pieces`` under the strictly local rules (local.local_chunks) or, with
+    :class:`SentenceParams`, the sentence-aware ones (sentences.sentence_chunks), from bytes
+    to Chunk objects in the kernel."""
+    kernel = native.kernel
+    if kernel is None or not _estimates(counter) or params.window_words > _MAX_WINDOW \
+            or params.max_tokens > _MAX_TOKENS:
+        return None
+    if isinstance(params, SentenceParams):  # the rules of sentences.sentence_chunks
+        span, reach = params.max_tokens, params.max_tokens + params.min_tokens
+    else:  # and of local.local_chunks
+        span, reach = params.max_tokens - params.min_tokens, params.max_tokens
+    cutter = kernel.LocalCutter(
+        params.window_words, params.min_tokens, span, reach, isinstance(params, SentenceParams),
+        Chunk, _LOCAL_KINDS, identity.prefix,
+    )
+    return _fed(cutter, pieces, block_chars, _quick_nfc(kernel))
+
+
+def _fed(cutter: object, pieces: Iterable[str], block_chars: int, quick: bool
+         ) -> Iterator[Chunk]:
+    """The chunks a cutter of the kernel makes of the blocks of ``pieces``."""
     feed, feed_scanned = cutter.feed, cutter.feed_scanned  # type: ignore[attr-defined]
     # The reference scans each block with the whitespace that ended the text before it
     # (its `leading`). The kernel carries that whitespace itself, except after a block the
