@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kbsync.model import Chunk, ChunkingDiagnostics, Region
-from kbsync.report import SyncResult
+from kbsync.report import SourceResult, SyncResult
 from kbsync.store import Hit
 from kbsync.terminal import printable
 
@@ -145,7 +145,14 @@ def sync_tables(report: SyncResult) -> list[RenderableType]:
                  "deleted", "to embed" if report.dry_run else "embeddings computed", "reused",
                  "embed tokens"):
         work.add_column(name, justify="left" if name == "source" else "right")
+    notes: list[RenderableType] = []
     for s in report.sources:
+        if _unlisted(s):  # zeros would read as "nothing changed" rather than "not looked at"
+            docs.add_row(*_cells(s.source, *["—"] * 7))
+            work.add_row(*_cells(s.source, *["—"] * 9))
+            notes.append(safe(f"{s.source}: not listed (the error is below); nothing of it "
+                              "was read, changed or deleted"))
+            continue
         d, c = s.documents, s.chunks
         docs.add_row(*_cells(s.source, *(f"{d.get(k, 0):,}" for k in (
             "new", "modified", "metadata-only", "moved", "deleted", "unchanged", "failed"))))
@@ -163,7 +170,13 @@ def sync_tables(report: SyncResult) -> list[RenderableType]:
     times.add_column("seconds", justify="right")
     for stage, seconds in report.seconds.items():
         times.add_row(*_cells(stage, f"{seconds:.3f}"))
-    return [_Fitting(docs), _Fitting(work), times]
+    return [_Fitting(docs), _Fitting(work), times, *notes]
+
+
+def _unlisted(s: SourceResult) -> bool:
+    """Whether the source's listing failed before any document of it was looked at."""
+    return (not s.listing_complete and not any(s.documents.values())
+            and any(not key for key, _ in s.failures))
 
 
 NEW_LISTED = 20

@@ -201,6 +201,17 @@ class _Vanishing(FilesystemSource):
             return listing
 
 
+def test_a_source_root_that_is_gone_is_reported_as_not_listed_not_as_unchanged(
+        kb: Path) -> None:
+    (kb / "docs").rename(kb / "docs-moved-away")
+    code, out = _run("sync", "-c", str(kb))
+    assert code == 4
+    assert "docs: not listed (the error is below); nothing of it was read, changed or" in out
+    assert "│    0 │" not in out  # no zeros that would read as "nothing changed"
+    assert "cannot be read" in out
+    assert _documents(kb) == 12
+
+
 def _sync_with(kb: Path, source: FilesystemSource) -> dict[str, object]:
     with KnowledgeBase.open(kb) as opened:
         opened.sources = [source]
