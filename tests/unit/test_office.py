@@ -178,6 +178,20 @@ def test_each_sheet_is_a_section_of_text_table_rows() -> None:
     assert dict(record.metadata)["created"] == "2024-05-01T12:00:00"
 
 
+def test_formulas_saved_without_their_values_are_counted_in_a_warning() -> None:
+    import openpyxl
+
+    assert extract("counts.xlsx").warnings == (
+        "formula cells without a saved value, left empty: 1 (the workbook was written without "
+        "computing them; saving it from a spreadsheet application stores the values)",)
+    workbook = openpyxl.Workbook()
+    workbook.active["A1"] = 2
+    workbook.active["B1"] = "a formula-looking <f> string, but text"
+    out = io.BytesIO()
+    workbook.save(out)
+    assert XlsxExtractor().extract(out.getvalue(), locator="plain.xlsx").warnings == ()
+
+
 def test_a_sparse_sheet_that_would_expand_past_the_cell_budget_fails(
         monkeypatch: pytest.MonkeyPatch) -> None:
     import openpyxl

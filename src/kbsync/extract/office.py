@@ -24,6 +24,7 @@ import io
 import re
 import zipfile
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from datetime import date, datetime
 from typing import Any
 
@@ -139,7 +140,11 @@ class XlsxExtractor:
         finally:
             workbook.close()
         properties["sheets"] = str(len(sections))
-        return _record(properties, sections)
+        uncomputed = _uncomputed_formulas(archive)
+        warnings = (f"formula cells without a saved value, left empty: {uncomputed:,} (the "
+                    "workbook was written without computing them; saving it from a "
+                    "spreadsheet application stores the values)",) if uncomputed else ()
+        return replace(_record(properties, sections), warnings=warnings)
 
 
 # --- DOCX ------------------------------------------------------------------------------------
@@ -319,6 +324,35 @@ def _sheets(workbook: Any, locator: str) -> Iterator[Section]:
                 lines.append(line)
         # A paragraph per row: single line breaks are spaces to the normalizer.
         yield Section(heading=sheet.title, text="\n\n".join(lines), level=1)
+
+
+# A cell (``<c ...>...</c>``) of a worksheet's XML, and a formula or a value inside one.
+_CELL = re.compile(rb"<c[ >].*?</c>", re.DOTALL)
+_FORMULA = re.compile(rb"<f[ >/]")
+_VALUE = re.compile(rb"<v(?: [^>]*)?>[^<]")  # with text: openpyxl writes an empty <v></v>
+
+
+def _uncomputed_formulas(archive: zipfile.ZipFile) -> int:
+    """How many formula cells of the worksheets have no cached value.
+
+    openpyxl gives such a cell's value as None, like an empty cell's; the sheet XML
+    says what it is: an ``<f>`` with no ``<v>``, or an empty one (libraries that write
+    formulas without computing them leave the value out).
+    """
+    count = 0
+    for name in archive.namelist():
+        if not (name.startswith("xl/worksheets/") and name.endswith(".xml")):
+            continue
+        with archive.open(name) as member:  # a megabyte at a time: sheets can be big
+            rest = b""
+            while piece := member.read(1 << 20):
+                xml = rest + piece
+                last = xml.rfind(b"</c>")
+                end = last + 4 if last >= 0 else 0
+                count += sum(1 for cell in _CELL.finditer(xml, 0, end)
+                             if _FORMULA.search(cell[0]) and not _VALUE.search(cell[0]))
+                rest = xml[end:]
+    return count
 
 
 def _cell_text(value: object) -> str:
