@@ -10,6 +10,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -452,6 +453,14 @@ def test_a_vector_is_adopted_by_its_text_and_written_only_when_asked(store: Stor
         assert each.adopt_by_text(embedder.identity, wanted) == {"new-1"}
         vectors = each.vectors(embedder.identity, [held, "new-1"])
         assert vectors["new-1"].tolist() == vectors[held].tolist()
+
+
+def test_the_store_names_each_embedder_and_its_dimension(store: Store) -> None:
+    assert store.embedder_dimensions() == {}
+    for embedder, dimension in (("b:8", 8), ("a:4", 4), ("c 'quoted' %_:2", 2)):
+        store.put_vectors(embedder, {f"d{n}": np.ones(dimension, dtype=np.float32)
+                                     for n in range(3)})
+    assert store.embedder_dimensions() == {"a:4": 4, "b:8": 8, "c 'quoted' %_:2": 2}
 
 
 def test_a_version_11_store_keys_its_chunk_texts_so_their_vectors_are_found_by_text(

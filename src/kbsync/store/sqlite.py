@@ -39,6 +39,7 @@ from kbsync.store.filters import Filters, sqlite_condition
 from kbsync.store.guard import READ_ONLY, REPAIR, guarded, sqlite_or_os_error, store_error
 from kbsync.store.rows import (
     CURRENT,
+    EMBEDDER_DIMENSIONS,
     HIT_COLUMNS,
     INDEXED,
     MANIFEST_COLUMNS,
@@ -212,6 +213,11 @@ _MIGRATIONS: tuple[str, ...] = (
     DROP TABLE chunk_texts;
     ALTER TABLE chunk_texts_keyed RENAME TO chunk_texts;
     CREATE INDEX chunk_texts_key ON chunk_texts (text_key);
+    """,
+    # 13: the embedders whose vectors the store holds, found by skipping through an index
+    # (EMBEDDER_DIMENSIONS) where a no-op sync grouped every vector.
+    """
+    CREATE INDEX IF NOT EXISTS embeddings_embedder ON embeddings (embedder, dimension);
     """,
 )
 # bm25 weights of the full-text columns (text, heading): a word of the section's
@@ -901,8 +907,7 @@ class SqliteStore:
         return found
 
     def embedder_dimensions(self) -> dict[str, int]:
-        return {r[0]: int(r[1]) for r in self._db.execute(
-            "SELECT embedder, max(dimension) FROM embeddings GROUP BY embedder")}
+        return {r[0]: int(r[1]) for r in self._db.execute(EMBEDDER_DIMENSIONS)}
 
     # -- documents and status --------------------------------------------------------
 
