@@ -17,7 +17,7 @@ import os
 import re
 import tomllib
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -431,17 +431,29 @@ def _editing(file: Path) -> Iterator[None]:
     The write itself is atomic (:func:`_replace_file`), but two processes that
     read the same version and each write their change would lose one of them.
     The lock is a hidden file beside the configuration, which a folder source
-    never lists; the kernel releases it when its holder dies.
+    never lists; the kernel releases it when its holder dies. Its holder removes
+    it when done, so none is left beside the configuration: a process that was
+    waiting on the removed file finds it gone once it holds it, and starts again.
     """
     lock = file.with_name(f".{file.name}.lock")
-    try:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
-    except OSError as exc:
-        raise ConfigError(f"{file}: cannot lock the configuration ({lock}): {exc}") from exc
-    try:
+    while True:
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+        except OSError as exc:
+            raise ConfigError(f"{file}: cannot lock the configuration ({lock}): {exc}") from exc
         fcntl.flock(fd, fcntl.LOCK_EX)  # edits take milliseconds: waiting is the clear answer
+        try:
+            current = os.stat(lock).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            current = False
+        if current:
+            break
+        os.close(fd)
+    try:
         yield
     finally:
+        with suppress(OSError):
+            os.unlink(lock)  # while it is held: a waiter on this file starts again
         os.close(fd)  # releases the lock
 
 

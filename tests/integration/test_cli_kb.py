@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from kbsync.cli import app
+from kbsync.engine import load_config
 from tests.conftest import CORPUS
 
 runner = CliRunner()
@@ -184,6 +187,20 @@ def test_sources_add_and_remove_edit_the_configuration(kb: Path) -> None:
     assert {s["source"] for s in json.loads(out)["sources"]} == {"docs", "notes"}
     assert _run("sources", "remove", "notes", "-c", c)[0] == 0
     assert "notes" not in (kb / "kbsync.toml").read_text()
+
+
+def test_sources_added_at_once_by_several_processes_are_all_kept_and_no_lock_file_is_left(
+        kb: Path) -> None:
+    names = [f"notes{n}" for n in range(6)]
+    for name in names:
+        (kb / name).mkdir()
+    runs = [subprocess.Popen([sys.executable, "-m", "kbsync", "sources", "add", name, "-c",
+                              str(kb)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            for name in names]
+    assert [run.wait(timeout=120) for run in runs] == [0] * len(names)
+    configured = load_config(kb).sources
+    assert set(names) <= {s.name for s in configured}
+    assert not list(kb.glob(".*.lock"))
 
 
 def test_a_missing_configuration_is_one_clear_line(tmp_path: Path) -> None:
