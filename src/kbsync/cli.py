@@ -332,9 +332,11 @@ def plan(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
         cost = kb.estimate(report)
     if as_json:
         _emit({**report.to_dict(), "cost": cost.to_dict()})
-        return
-    _print_report(report, as_json)
-    typer.echo(cost.summary())
+    else:
+        _print_report(report, as_json)
+        typer.echo(cost.summary())
+    if report.failed:  # what the sync would meet: failed documents, an incomplete listing
+        raise typer.Exit(EXIT_PROBLEMS)
 
 
 @app.command()
@@ -693,7 +695,7 @@ def gc(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
     if as_json:
         _emit(removed)
     else:
-        typer.echo(", ".join(f"{v} {k} removed" for k, v in removed.items()))
+        typer.echo(", ".join(f"{v:,} {k.replace('_', ' ')} removed" for k, v in removed.items()))
 
 
 @app.command()

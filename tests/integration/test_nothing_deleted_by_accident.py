@@ -209,6 +209,7 @@ def test_a_source_root_that_is_gone_is_reported_as_not_listed_not_as_unchanged(
     assert "docs: not listed (the error is below); nothing of it was read, changed or" in out
     assert "│    0 │" not in out  # no zeros that would read as "nothing changed"
     assert "cannot be read" in out
+    assert _run("plan", "-c", str(kb))[0] == 4  # as the sync would end
     assert _documents(kb) == 12
 
 
