@@ -2,12 +2,14 @@ from __future__ import annotations
 
 import hashlib
 import random
+import unicodedata
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kbsync import ByteParams, Verdict, byte_chunks, chunk_text, compare
+from kbsync import ByteParams, Verdict, byte_chunks, chunk_text, compare, normalize
 from kbsync.chunking.bytecdc import MODULUS, iter_byte_chunks, rolling_hashes
 
 SENTENCE = "The keeper climbed the stairs again at dusk to trim the wick. "
@@ -132,3 +134,16 @@ def test_ignored_boilerplate_does_not_count_in_similarity(prose: str) -> None:
     ignoring = compare(old_text, new_text, ignore=[footer])
     assert ignoring.similarity < plain.similarity
     assert ignoring.regions == plain.regions
+
+
+@pytest.mark.parametrize("form", ["NFD", "NFC"])
+def test_byte_chunks_of_decomposed_text_map_back_to_the_text_they_came_from(form: str) -> None:
+    # Normalizing composes "e" + U+0301 into one character: a cut inside such a word
+    # must be mapped by what each piece of the word became, not character for character.
+    base = ("Élève, café, naïve, déjà vu. Tiếng Việt: người, được, nghệ thuật. "
+            "한국어 문장은 자모로 분해될 수 있습니다. ") * 200
+    text = unicodedata.normalize(form, base)
+    chunks = chunk_text(text, strategy="bytes", min_size=64, avg_size=128, max_size=512).chunks
+    assert len(chunks) > 20
+    for c in chunks:
+        assert normalize(text[c.start:c.end]).text == c.text.strip()

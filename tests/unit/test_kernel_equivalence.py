@@ -29,6 +29,7 @@ from kbsync.chunking.params import LocalParams, SentenceParams
 from kbsync.chunking.sentences import sentence_chunks
 from kbsync.chunking.stream import word_blocks
 from kbsync.chunking.tttd import tttd_chunks
+from kbsync.errors import ChunkingError
 from kbsync.normalize import canonical_pieces, scan_words
 from tests.conftest import corpora_file
 
@@ -423,3 +424,16 @@ def test_compare_reads_the_same_words_from_the_kernel(old: str, new: str) -> Non
     same_arrays(*sides)
     reports = both(lambda: compare(old, new))
     assert reports[0] == reports[1]
+
+
+@pytest.mark.parametrize("strategy", ["tttd", "local", "sentences", "bytes"])
+def test_chunk_stream_gives_each_strategy_s_chunks_of_the_joined_text(strategy: str) -> None:
+    text = _long_text(7, 200_000)
+    pieces = [text[i : i + 7_919] for i in range(0, len(text), 7_919)]
+    streamed = list(chunk_stream(pieces, strategy=strategy))  # type: ignore[arg-type]
+    assert streamed == list(chunk_text(text, strategy=strategy).chunks)  # type: ignore[arg-type]
+
+
+def test_chunking_bytes_is_a_chunking_error_that_says_what_to_do() -> None:
+    with pytest.raises(ChunkingError, match="takes a str, not bytes"):
+        chunk_text(b"abc")  # type: ignore[arg-type]

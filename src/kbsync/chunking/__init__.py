@@ -27,7 +27,7 @@ from kbsync.chunking.tokens import (
     token_counter,
 )
 from kbsync.chunking.tttd import tttd_chunks
-from kbsync.errors import ParameterError
+from kbsync.errors import ChunkingError, ParameterError
 from kbsync.identity import ChunkIdentity, params_hash
 from kbsync.model import Chunk, ChunkingDiagnostics, ChunkingResult
 from kbsync.normalize import NORMALIZER_VERSION
@@ -152,18 +152,23 @@ def chunk_text(
     (normalized) and its ``identity`` commits to the normalizer, the chunker and
     its parameters. ``counter`` overrides the token counter named in the parameters.
     """
+    if not isinstance(text, str):
+        raise ChunkingError(f"chunk_text takes a str, not {type(text).__name__} "
+                            "(decode bytes first, or extract the document)")
     return TextChunker(strategy, counter=counter, **params).chunk(text)
 
 
 def chunk_stream(
-    pieces: Iterable[str], *, counter: TokenCounter | None = None, **params: Any
+    pieces: Iterable[str], *, strategy: Strategy = "tttd", counter: TokenCounter | None = None,
+    **params: Any,
 ) -> Iterator[Chunk]:
-    """TTTD chunks of text given in pieces, each yielded as soon as it is final.
+    """Chunks of text given in pieces, each yielded as soon as it is final.
 
-    Memory does not grow with the input; the chunks equal those of
-    ``chunk_text("".join(pieces), strategy="tttd", **params)``.
+    The chunks equal those of ``chunk_text("".join(pieces), strategy=strategy, **params)``.
+    Memory does not grow with the input for the word strategies (``tttd``, ``local``,
+    ``sentences``); ``bytes`` joins the pieces first.
     """
-    return TextChunker("tttd", counter=counter, **params).chunks(pieces)
+    return TextChunker(strategy, counter=counter, **params).chunks(pieces)
 
 
 def identity_for(strategy: str, **params: Any) -> ChunkIdentity:

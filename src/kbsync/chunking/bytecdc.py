@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator
 
@@ -150,7 +151,9 @@ def text_byte_chunks(
     b = np.frombuffer(data, dtype=np.uint8)
     char_at = np.zeros(len(b) + 1, dtype=np.int64)
     np.cumsum((b & 0xC0) != 0x80, out=char_at[1:])
-    word_starts = [m.start() for m in _WORD.finditer(canonical)]
+    found = [(m.start(), m.end() - m.start()) for m in _WORD.finditer(canonical)]
+    word_starts = [a for a, _ in found]
+    lengths = [n for _, n in found]  # of the normalized words
     starts: list[int] = norm.word_starts.tolist()
     ends: list[int] = norm.word_ends.tolist()
 
@@ -158,10 +161,13 @@ def text_byte_chunks(
         i = bisect_right(word_starts, x) - 1
         if i < 0:
             return starts[0] if starts else 0
-        inside = x - word_starts[i]
-        width = ends[i] - starts[i]
-        if inside <= width and (is_end or inside < width):
-            return min(starts[i] + inside, ends[i])
+        inside, length = x - word_starts[i], lengths[i]
+        same = length == ends[i] - starts[i]
+        if not same and 0 < inside < length:
+            # Normalizing changed the word's length (composed accents): map by its pieces.
+            return starts[i] + _inside_word(text[starts[i]:ends[i]], inside, is_end=is_end)
+        if inside <= length and (is_end or inside < length):
+            return starts[i] + inside if same else starts[i] if inside == 0 else ends[i]
         return ends[i] if is_end or i + 1 >= len(starts) else starts[i + 1]
 
     for index, (offset, piece, kind) in enumerate(iter_spans([data], params, utf8=True)):
@@ -176,6 +182,34 @@ def text_byte_chunks(
             boundary=kind,
             identity=identity(chunk_text),
         )
+
+
+def _inside_word(word: str, inside: int, *, is_end: bool) -> int:
+    """The offset in ``word`` (as the input has it) of ``inside`` characters of its
+    normalized form, where normalizing changed its length.
+
+    NFC composes a character only with the non-starters after it (and Hangul jamo
+    with the vowel and final jamo after them), so the word is normalized a piece at a
+    time, each piece a starter and what follows it; a cut inside a piece's normalized
+    text takes the whole piece into the chunk it ends (``is_end``), or into the one it
+    starts. A word whose pieces do not normalize to its whole is mapped to its ends.
+    """
+    cuts = [k for k, c in enumerate(word)
+            if k == 0 or (unicodedata.combining(c) == 0 and not "\u1160" <= c <= "\u11ff")]
+    done = 0
+    pieces = []
+    for a, z in zip(cuts, [*cuts[1:], len(word)], strict=True):
+        piece = normalize(word[a:z]).text
+        pieces.append((a, z, done, done + len(piece)))
+        done += len(piece)
+    if done != len(normalize(word).text):
+        return len(word) if is_end else 0
+    for a, z, lo, hi in pieces:
+        if inside <= lo:
+            return a
+        if inside < hi:
+            return z if is_end else a
+    return len(word)
 
 
 def iter_spans(
