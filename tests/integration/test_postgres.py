@@ -56,14 +56,23 @@ def test_a_store_from_a_newer_kbsync_is_refused_without_writes(pg_backend: Backe
     assert tables == tables_before  # nothing dropped or added
 
 
-def test_a_version_1_store_is_migrated_in_place(pg_backend: Backend) -> None:
+def _schema_at(pg_backend: Backend, version: int, *rows: tuple[str, tuple[object, ...]]) -> str:
+    """A new schema as version ``version`` of the store made it, with ``rows`` inserted."""
     schema = pg_backend.schema()
     with psycopg.connect(pg_backend.url, autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')
         conn.execute(f'SET search_path TO "{schema}", public')
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector WITH SCHEMA public")
-        conn.execute(pg._MIGRATIONS[0])
-        conn.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+        for migration in pg._MIGRATIONS[:version]:
+            conn.execute(migration)
+        conn.execute("INSERT INTO meta VALUES ('schema_version', %s)", (str(version),))
+        for sql, args in rows:
+            conn.execute(sql, args)
+    return schema
+
+
+def test_a_version_1_store_is_migrated_in_place(pg_backend: Backend) -> None:
+    schema = _schema_at(pg_backend, 1)
     store = PostgresStore(pg_backend.url, schema=schema)
     assert store.get_meta("schema_version") == str(pg.SCHEMA_VERSION)
     assert store.pending("no such run") == 0  # the work queue of version 2 exists
@@ -84,16 +93,9 @@ def test_postgresql_computes_the_embedding_text_key_kbsync_computes(pg_backend: 
 
 
 def test_a_version_8_store_keys_its_chunk_texts_by_the_migration(pg_backend: Backend) -> None:
-    schema = pg_backend.schema()
-    with psycopg.connect(pg_backend.url, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-        conn.execute(f'SET search_path TO "{schema}", public')
-        conn.execute("CREATE EXTENSION IF NOT EXISTS vector WITH SCHEMA public")
-        for migration in pg._MIGRATIONS[:8]:
-            conn.execute(migration)
-        conn.execute("INSERT INTO meta VALUES ('schema_version', '8')")
-        for n, text in enumerate(TEXTS):
-            conn.execute("INSERT INTO chunk_texts (digest, text) VALUES (%s, %s)", (f"d{n}", text))
+    schema = _schema_at(pg_backend, 8, *(
+        ("INSERT INTO chunk_texts (digest, text) VALUES (%s, %s)", (f"d{n}", text))
+        for n, text in enumerate(TEXTS)))
     PostgresStore(pg_backend.url, schema=schema).close()
     with psycopg.connect(pg_backend.url) as conn:
         keys = dict(conn.execute(f'SELECT text, text_key FROM "{schema}".chunk_texts').fetchall())

@@ -461,6 +461,8 @@ def test_the_store_names_each_embedder_and_its_dimension(store: Store) -> None:
         store.put_vectors(embedder, {f"d{n}": np.ones(dimension, dtype=np.float32)
                                      for n in range(3)})
     assert store.embedder_dimensions() == {"a:4": 4, "b:8": 8, "c 'quoted' %_:2": 2}
+    store.gc()  # no chunk holds those digests: the vectors go, and with them their embedders
+    assert store.embedder_dimensions() == {}
 
 
 def test_a_version_11_store_keys_its_chunk_texts_so_their_vectors_are_found_by_text(

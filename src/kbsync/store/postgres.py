@@ -49,11 +49,11 @@ from kbsync.store.filters import Filters, postgres_condition
 from kbsync.store.guard import guarded
 from kbsync.store.rows import (
     CURRENT,
-    EMBEDDER_DIMENSIONS,
     HIT_COLUMNS,
     INDEXED,
     MANIFEST_COLUMNS,
     as_hit,
+    by_text_key,
     erased,
     held_meta_name,
     query_terms,
@@ -208,11 +208,6 @@ _MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE chunk_texts ADD COLUMN text_key BYTEA;
     UPDATE chunk_texts SET text_key = {embedding_text_key_sql("text")};
     CREATE INDEX chunk_texts_key ON chunk_texts (text_key);
-    """,
-    # 10: the embedders whose vectors the store holds, found by skipping through an index
-    # (EMBEDDER_DIMENSIONS) where a no-op sync grouped every vector.
-    """
-    CREATE INDEX IF NOT EXISTS embeddings_embedder ON embeddings (embedder, dimension);
     """,
 )
 # The weight class of a chunk's heading in ts_rank (body text is 'D', 0.1; 'C' is 0.2):
@@ -691,9 +686,7 @@ class PostgresStore:
 
     def adopt_by_text(self, embedder: str, texts: Mapping[str, str], *,
                       write: bool = True) -> set[str]:
-        wanting: dict[bytes, list[str]] = {}
-        for digest, text in texts.items():
-            wanting.setdefault(embedding_text_key(text), []).append(digest)
+        wanting = by_text_key(texts)
         keys = list(wanting)
         holders: dict[bytes, str] = {}  # a text's key -> a digest holding its vector
         for i in range(0, len(keys), 5000):
@@ -958,7 +951,8 @@ class PostgresStore:
         return Window(first, last, str(text[0]) if text else hit.text, tokens)
 
     def embedder_dimensions(self) -> dict[str, int]:
-        return {r[0]: int(r[1]) for r in self._conn.execute(EMBEDDER_DIMENSIONS)}
+        return {r[0]: int(r[1]) for r in self._conn.execute(
+            "SELECT embedder, max(dimension) FROM embeddings GROUP BY embedder")}
 
     # -- documents and status --------------------------------------------------------
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from kbsync.identity import embedding_text_key
 from kbsync.model import SourceStat, Validators
 from kbsync.plan import StoredDocument
 from kbsync.stopwords import STOPWORDS
@@ -20,12 +21,12 @@ from kbsync.store import Hit, RunRecord
 
 __all__ = [
     "CURRENT",
-    "EMBEDDER_DIMENSIONS",
     "HELD_PREFIX",
     "HIT_COLUMNS",
     "INDEXED",
     "MANIFEST_COLUMNS",
     "as_hit",
+    "by_text_key",
     "erased",
     "held_meta_name",
     "query_terms",
@@ -134,16 +135,9 @@ def window_span(rows: Sequence[Sequence[Any]], index: int,
     return first, last, tokens
 
 
-# The dimension of each embedder's vectors: one index probe per embedder (a recursive
-# skip through the embeddings_embedder index, which SQLite and PostgreSQL both run), where
-# a GROUP BY reads every vector (80 ms of a 10,000-file no-op sync).
-EMBEDDER_DIMENSIONS = """
-    WITH RECURSIVE found (embedder) AS (
-        SELECT min(embedder) FROM embeddings
-        UNION ALL
-        SELECT (SELECT min(e.embedder) FROM embeddings e WHERE e.embedder > found.embedder)
-        FROM found WHERE found.embedder IS NOT NULL
-    )
-    SELECT embedder, (SELECT max(e.dimension) FROM embeddings e WHERE e.embedder = found.embedder)
-    FROM found WHERE embedder IS NOT NULL
-"""
+def by_text_key(texts: Mapping[str, str]) -> dict[bytes, list[str]]:
+    """The digests of ``texts`` (digest -> chunk text) by their text's embedding key."""
+    wanting: dict[bytes, list[str]] = {}
+    for digest, text in texts.items():
+        wanting.setdefault(embedding_text_key(text), []).append(digest)
+    return wanting
