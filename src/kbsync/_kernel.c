@@ -1497,6 +1497,43 @@ static Py_ssize_t snap_cut(Cutter *c, Py_ssize_t cut, Py_ssize_t start, int64_t 
     return cut;
 }
 
+/* Appends the chunk of pending words s..cut (kind, snapped) to `out`; -1 on error. */
+static int cutter_emit(Cutter *c, Py_ssize_t s, Py_ssize_t cut, int kind, int snapped,
+                       PyObject *out)
+{
+    const Word *w = (const Word *)c->sc.words.p;
+    int64_t t0 = s > 0 ? w[s - 1].tokens : 0;
+    const char *p = c->sc.canon.p + w[s].canon_start;
+    Py_ssize_t nb = (Py_ssize_t)(w[cut].canon_end - w[s].canon_start);
+    PyObject *text = decode_canonical(p, nb, c->ascii);
+    PyObject *chunk = make_chunk(&c->mk, c->index, text, (const uint8_t *)p, nb, w[s].in_start,
+                                 w[cut].in_end, w[cut].tokens - t0, kind, snapped);
+    if (chunk == NULL) return -1;
+    int rc = PyList_Append(out, chunk);
+    Py_DECREF(chunk);
+    if (rc < 0) return -1;
+    c->index++;
+    return 0;
+}
+
+/* Drops the first `count` pending words (0 < count < their number): the rest and their
+   text move to the front, their running token sums restart. */
+static void cutter_drop(Cutter *c, Py_ssize_t count)
+{
+    Word *w = (Word *)c->sc.words.p;
+    Py_ssize_t m = c->sc.words.len;
+    int64_t shift = w[count].canon_start, dropped = w[count - 1].tokens;
+    memmove(w, w + count, (size_t)(m - count) * sizeof(Word));
+    c->sc.words.len = m - count;
+    for (Py_ssize_t i = 0; i < m - count; i++) {
+        w[i].canon_start -= shift;
+        w[i].canon_end -= shift;
+        w[i].tokens -= dropped;
+    }
+    memmove(c->sc.canon.p, c->sc.canon.p + shift, (size_t)(c->sc.canon.len - shift));
+    c->sc.canon.len -= shift;
+}
+
 /* tttd._cut: emits every chunk that no later input can change into `out`. */
 static int cutter_cut(Cutter *c, int ended, PyObject *out)
 {
@@ -1544,19 +1581,9 @@ static int cutter_cut(Cutter *c, int ended, PyObject *out)
             snapped = target != cut;
             cut = target;
         }
-        int64_t t1 = w[cut].tokens;
-        const char *p = c->sc.canon.p + w[s].canon_start;
-        Py_ssize_t nb = (Py_ssize_t)(w[cut].canon_end - w[s].canon_start);
-        PyObject *text = decode_canonical(p, nb, c->ascii);
-        PyObject *chunk = make_chunk(&c->mk, c->index, text, (const uint8_t *)p, nb, w[s].in_start,
-                                     w[cut].in_end, t1 - t0, kind, snapped);
-        if (chunk == NULL) return -1;
-        int rc = PyList_Append(out, chunk);
-        Py_DECREF(chunk);
-        if (rc < 0) return -1;
-        c->index++;
+        if (cutter_emit(c, s, cut, kind, snapped, out) < 0) return -1;
         s = cut + 1;
-        t0 = t1;
+        t0 = w[cut].tokens;
     }
     /* Drop the emitted words: shift the rest and their text to the front. */
     if (s >= m) {
@@ -1565,16 +1592,7 @@ static int cutter_cut(Cutter *c, int ended, PyObject *out)
         c->sc.seen_word = 0;
         c->ascii = 1;
     } else if (s > 0) {
-        int64_t shift = w[s].canon_start, done_tokens = w[s - 1].tokens;
-        memmove(w, w + s, (size_t)(m - s) * sizeof(Word));
-        c->sc.words.len = m - s;
-        for (Py_ssize_t i = 0; i < m - s; i++) {
-            w[i].canon_start -= shift;
-            w[i].canon_end -= shift;
-            w[i].tokens -= done_tokens;
-        }
-        memmove(c->sc.canon.p, c->sc.canon.p + shift, (size_t)(c->sc.canon.len - shift));
-        c->sc.canon.len -= shift;
+        cutter_drop(c, s);
     }
     return 0;
 }
@@ -2177,43 +2195,22 @@ static int local_cut(Cutter *c, int ended, PyObject *out)
                     flags) < 0)
         goto done;
     Py_ssize_t s = c->start;
-    int64_t t0 = s > 0 ? w[s - 1].tokens : 0;
     for (Py_ssize_t cut = s; cut < m; cut++) {
         if (!flags[cut]) continue;
         if (!ended && w[cut].tokens >= limit) break;
-        int64_t t1 = w[cut].tokens;
-        const char *p = c->sc.canon.p + w[s].canon_start;
-        Py_ssize_t nb = (Py_ssize_t)(w[cut].canon_end - w[s].canon_start);
-        PyObject *text = decode_canonical(p, nb, c->ascii);
-        PyObject *chunk = make_chunk(&c->mk, c->index, text, (const uint8_t *)p, nb, w[s].in_start,
-                                     w[cut].in_end, t1 - t0, local_kind(flags[cut]), 0);
-        if (chunk == NULL) goto done;
-        int appended = PyList_Append(out, chunk);
-        Py_DECREF(chunk);
-        if (appended < 0) goto done;
-        c->index++;
+        if (cutter_emit(c, s, cut, local_kind(flags[cut]), 0, out) < 0) goto done;
         s = cut + 1;
-        t0 = t1;
     }
     c->start = s;
     if (!ended) {
         /* Keep the words whose start lies less than the margin before the first
            undecided word, and the one before them (searchsorted, side="right", - 1). */
-        int64_t floor = t0 - c->margin;
+        int64_t floor = (s > 0 ? w[s - 1].tokens : 0) - c->margin;
         Py_ssize_t keep = 0;
         while (keep < m && (keep > 0 ? w[keep - 1].tokens : 0) <= floor) keep++;
         keep--;
         if (keep > 0) {
-            int64_t shift = w[keep].canon_start, dropped = w[keep - 1].tokens;
-            memmove(w, w + keep, (size_t)(m - keep) * sizeof(Word));
-            c->sc.words.len = m - keep;
-            for (Py_ssize_t i = 0; i < m - keep; i++) {
-                w[i].canon_start -= shift;
-                w[i].canon_end -= shift;
-                w[i].tokens -= dropped;
-            }
-            memmove(c->sc.canon.p, c->sc.canon.p + shift, (size_t)(c->sc.canon.len - shift));
-            c->sc.canon.len -= shift;
+            cutter_drop(c, keep);
             c->start -= keep;
             c->first = 0;
         }

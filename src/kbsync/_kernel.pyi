@@ -32,12 +32,7 @@ def byte_spans(
     ended: bool, /,
 ) -> bytearray: ...
 
-class TTTDCutter:
-    def __init__(
-        self, window_words: int, min_tokens: int, max_tokens: int, primary_bits: int,
-        backup_bits: int, snap: bool, snap_window_words: int, chunk_type: type,
-        kinds: tuple[object, ...], prefix: bytes,
-    ) -> None: ...
+class _Cutter:
     def feed(
         self, text: str, first_paragraph: int = -1, check_nfc: bool = False, /
     ) -> list[Any] | int | None: ...
@@ -47,16 +42,15 @@ class TTTDCutter:
     ) -> list[Any]: ...
     def finish(self) -> list[Any]: ...
 
-class LocalCutter:
+class TTTDCutter(_Cutter):
+    def __init__(
+        self, window_words: int, min_tokens: int, max_tokens: int, primary_bits: int,
+        backup_bits: int, snap: bool, snap_window_words: int, chunk_type: type,
+        kinds: tuple[object, ...], prefix: bytes,
+    ) -> None: ...
+
+class LocalCutter(_Cutter):
     def __init__(
         self, window_words: int, radius: int, span: int, reach: int, sentences: bool,
         chunk_type: type, kinds: tuple[object, ...], prefix: bytes,
     ) -> None: ...
-    def feed(
-        self, text: str, first_paragraph: int = -1, check_nfc: bool = False, /
-    ) -> list[Any] | int | None: ...
-    def feed_scanned(
-        self, source: str, input_starts: Buffer, input_ends: Buffer, first_paragraph: bool,
-        block_chars: int, /,
-    ) -> list[Any]: ...
-    def finish(self) -> list[Any]: ...
