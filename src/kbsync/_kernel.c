@@ -1420,6 +1420,23 @@ static void cutter_dealloc(Cutter *c)
     Py_TYPE(c)->tp_free((PyObject *)c);
 }
 
+/* What every cutter starts with: its chunk maker and window roller, once; sentence ends
+   scanned when `sentences`. Returns -1 with an exception set. */
+static int cutter_setup(Cutter *c, Py_ssize_t window, PyObject *chunk_type, PyObject *kinds,
+                        Py_buffer *prefix, int sentences)
+{
+    if (c->mk.chunk_type != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "a cutter is initialized once");
+        return -1;
+    }
+    if (maker_init(&c->mk, chunk_type, kinds, prefix) < 0) return -1;
+    if (roller_init(&c->roll, window) < 0) return -1;
+    c->sc.first_paragraph = -1;
+    c->sc.sentences = sentences;
+    c->ascii = 1;
+    return 0;
+}
+
 static int cutter_init(Cutter *c, PyObject *args, PyObject *kwds)
 {
     static char *names[] = {"window_words", "min_tokens", "max_tokens", "primary_bits", "backup_bits",
@@ -1434,26 +1451,19 @@ static int cutter_init(Cutter *c, PyObject *args, PyObject *kwds)
                                      &bbits, &snap, &snap_window, &chunk_type, &kinds, &prefix))
         return -1;
     int rc = -1;
-    if (c->mk.chunk_type != NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "a cutter is initialized once");
-        goto done;
-    }
     if (window <= 0 || mn <= 0 || mx < mn || pbits <= 0 || pbits > 64 || bbits <= 0 || bbits > 64 ||
         snap_window < 0) {
         PyErr_SetString(PyExc_ValueError, "invalid TTTD parameters");
         goto done;
     }
-    if (maker_init(&c->mk, chunk_type, kinds, &prefix) < 0) goto done;
-    if (roller_init(&c->roll, window) < 0) goto done;
+    /* Only snapping reads sentence ends. */
+    if (cutter_setup(c, window, chunk_type, kinds, &prefix, snap) < 0) goto done;
     c->min_tokens = mn;
     c->max_tokens = mx;
     c->primary_mask = pbits == 64 ? ~0ULL : ((1ULL << pbits) - 1);
     c->backup_mask = bbits == 64 ? ~0ULL : ((1ULL << bbits) - 1);
     c->snap = snap;
     c->snap_window = snap_window;
-    c->sc.first_paragraph = -1;
-    c->sc.sentences = snap; /* only snapping reads sentence ends */
-    c->ascii = 1;
     rc = 0;
 done:
     PyBuffer_Release(&prefix);
@@ -2237,25 +2247,17 @@ static int local_init(Cutter *c, PyObject *args, PyObject *kwds)
                                      &reach, &sentences, &chunk_type, &kinds, &prefix))
         return -1;
     int rc = -1;
-    if (c->mk.chunk_type != NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "a cutter is initialized once");
-        goto done;
-    }
     if (window <= 0 || radius <= 0 || span < 0 || reach <= 0 || reach > INT64_MAX / 4) {
         PyErr_SetString(PyExc_ValueError, "invalid local chunking parameters");
         goto done;
     }
-    if (maker_init(&c->mk, chunk_type, kinds, &prefix) < 0) goto done;
-    if (roller_init(&c->roll, window) < 0) goto done;
+    if (cutter_setup(c, window, chunk_type, kinds, &prefix, sentences) < 0) goto done;
     c->local = sentences ? CUT_SENTENCES : CUT_LOCAL;
     c->radius = radius;
     c->span = span;
     c->margin = 2 * reach;
     c->first = 1;
     c->start = 0;
-    c->sc.first_paragraph = -1;
-    c->sc.sentences = sentences;
-    c->ascii = 1;
     rc = 0;
 done:
     PyBuffer_Release(&prefix);

@@ -148,8 +148,8 @@ def sync_tables(report: SyncResult) -> list[RenderableType]:
     notes: list[RenderableType] = []
     for s in report.sources:
         if _unlisted(s):  # zeros would read as "nothing changed" rather than "not looked at"
-            docs.add_row(*_cells(s.source, *["—"] * 7))
-            work.add_row(*_cells(s.source, *["—"] * 9))
+            docs.add_row(*_cells(s.source, *["—"] * (len(docs.columns) - 1)))
+            work.add_row(*_cells(s.source, *["—"] * (len(work.columns) - 1)))
             notes.append(safe(f"{s.source}: not listed (the error is below); nothing of it "
                               "was read, changed or deleted"))
             continue

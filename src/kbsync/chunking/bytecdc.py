@@ -165,7 +165,8 @@ def text_byte_chunks(
         same = length == ends[i] - starts[i]
         if not same and 0 < inside < length:
             # Normalizing changed the word's length (composed accents): map by its pieces.
-            return starts[i] + _inside_word(text[starts[i]:ends[i]], inside, is_end=is_end)
+            return starts[i] + _inside_word(text[starts[i]:ends[i]], length, inside,
+                                            is_end=is_end)
         if inside <= length and (is_end or inside < length):
             return starts[i] + inside if same else starts[i] if inside == 0 else ends[i]
         return ends[i] if is_end or i + 1 >= len(starts) else starts[i + 1]
@@ -184,9 +185,9 @@ def text_byte_chunks(
         )
 
 
-def _inside_word(word: str, inside: int, *, is_end: bool) -> int:
+def _inside_word(word: str, length: int, inside: int, *, is_end: bool) -> int:
     """The offset in ``word`` (as the input has it) of ``inside`` characters of its
-    normalized form, where normalizing changed its length.
+    normalized form, ``length`` characters long where the input's is not.
 
     NFC composes a character only with the non-starters after it (and Hangul jamo
     with the vowel and final jamo after them), so the word is normalized a piece at a
@@ -202,7 +203,7 @@ def _inside_word(word: str, inside: int, *, is_end: bool) -> int:
         piece = normalize(word[a:z]).text
         pieces.append((a, z, done, done + len(piece)))
         done += len(piece)
-    if done != len(normalize(word).text):
+    if done != length:
         return len(word) if is_end else 0
     for a, z, lo, hi in pieces:
         if inside <= lo:

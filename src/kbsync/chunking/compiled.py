@@ -123,13 +123,9 @@ def local_chunks(
     if kernel is None or not _estimates(counter) or params.window_words > _MAX_WINDOW \
             or params.max_tokens > _MAX_TOKENS:
         return None
-    if isinstance(params, SentenceParams):  # the rules of sentences.sentence_chunks
-        span, reach = params.max_tokens, params.max_tokens + params.min_tokens
-    else:  # and of local.local_chunks
-        span, reach = params.max_tokens - params.min_tokens, params.max_tokens
     cutter = kernel.LocalCutter(
-        params.window_words, params.min_tokens, span, reach, isinstance(params, SentenceParams),
-        Chunk, _LOCAL_KINDS, identity.prefix,
+        params.window_words, params.min_tokens, params.span, params.reach,
+        isinstance(params, SentenceParams), Chunk, _LOCAL_KINDS, identity.prefix,
     )
     return _fed(cutter, pieces, block_chars, _quick_nfc(kernel))
 

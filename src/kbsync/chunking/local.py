@@ -85,9 +85,9 @@ def local_chunks(
 
     def rule(words: WordBuffer, first: bool, last: bool) -> tuple[IntArray, CodeArray]:
         return select_cut_codes(words.fingerprint, words.tokens, radius=params.min_tokens,
-                                span=params.max_tokens - params.min_tokens)
+                                span=params.span)
 
-    return stream_cuts(blocks, rule, params.max_tokens, identity)
+    return stream_cuts(blocks, rule, params.reach, identity)
 
 
 def stream_cuts(

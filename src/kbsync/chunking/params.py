@@ -100,6 +100,16 @@ class LocalParams:
                 f"(got {self.max_tokens} <= {self.min_tokens})"
             )
 
+    @property
+    def span(self) -> int:
+        """Tokens of a window that gets a forced cut when it holds no anchor."""
+        return self.max_tokens - self.min_tokens
+
+    @property
+    def reach(self) -> int:
+        """How far, in tokens, a cut decision reads on either side (local.stream_cuts)."""
+        return self.max_tokens
+
     def canonical(self) -> dict[str, Field]:
         return dict(asdict(self))
 
@@ -129,6 +139,16 @@ class SentenceParams:
                 f"the sentences strategy needs max_tokens > min_tokens "
                 f"(got {self.max_tokens} <= {self.min_tokens})"
             )
+
+    @property
+    def span(self) -> int:
+        """Tokens of a window that gets a forced cut when it holds no anchor."""
+        return self.max_tokens
+
+    @property
+    def reach(self) -> int:
+        """How far, in tokens, a cut decision reads on either side (local.stream_cuts)."""
+        return self.max_tokens + self.min_tokens
 
     def canonical(self) -> dict[str, Field]:
         return dict(asdict(self))

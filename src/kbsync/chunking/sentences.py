@@ -71,10 +71,10 @@ def sentence_chunks(
 
     def rule(words: WordBuffer, first: bool, last: bool) -> tuple[IntArray, CodeArray]:
         return select_cut_codes(words.fingerprint, words.tokens, radius=params.min_tokens,
-                                span=params.max_tokens, ranks=ranks(words), eligible_below=WORD,
+                                span=params.span, ranks=ranks(words), eligible_below=WORD,
                                 first=first, last=last)
 
-    return stream_cuts(blocks, rule, params.max_tokens + params.min_tokens, identity)
+    return stream_cuts(blocks, rule, params.reach, identity)
 
 
 def ranks(words: WordBuffer) -> npt.NDArray[np.uint8]:

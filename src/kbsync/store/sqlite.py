@@ -63,7 +63,7 @@ _FTS_HEADING = "trim(coalesce(d.title, '') || ' ' || coalesce(c.heading, ''))"
 # with them (a GROUP BY over every vector took 71 ms of a 10,000-file no-op sync); gc drops
 # the entries of embedders it leaves without a vector.
 _DIMENSION = "dimension "
-_DIMENSIONS = "name >= 'dimension ' AND name < 'dimension!'"
+_DIMENSIONS = f"name >= '{_DIMENSION}' AND name < '{_DIMENSION[:-1]}!'"  # "!" follows " "
 _MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -1127,11 +1127,10 @@ class SqliteStore:
         tables whose own ``quick_check`` fails.
         """
         pages = {int(n) for line in damage for n in re.findall(r"[Pp]age (\d+)", line)}
-        schema = {r[0]: (r[1], r[2]) for r in self._db.execute(
-            "SELECT name, type, sql FROM sqlite_schema")}
-        texts_indexes = [r[0] for r in self._db.execute(
-            "SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'chunk_texts' "
-            "AND sql IS NOT NULL")]
+        rows = self._db.execute("SELECT name, type, sql, tbl_name FROM sqlite_schema").fetchall()
+        schema = {r[0]: (r[1], r[2]) for r in rows}
+        texts_indexes = [r[0] for r in rows
+                         if r[1] == "index" and r[3] == "chunk_texts" and r[2] is not None]
         owners: set[str] = set()
         for page in sorted(pages):
             with contextlib.suppress(sqlite3.DatabaseError):
