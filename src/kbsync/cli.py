@@ -22,6 +22,7 @@ from rich.text import Text
 
 from kbsync import __version__, native
 from kbsync.chunk_files import chunk_files
+from kbsync.chunking import STRATEGY_PARAMS
 from kbsync.engine import (
     CONFIG_NAME,
     init_config,
@@ -119,11 +120,20 @@ def version_info() -> dict[str, Any]:
                        for name, modules in _EXTRAS.items()}}
 
 
+def _strategy_name(value: str | None) -> str | None:
+    """A ``--strategy`` checked as the command line is read: a wrong name is a usage error."""
+    if value is not None and value not in STRATEGY_PARAMS:
+        raise typer.BadParameter(f"unknown strategy {value!r}: use one of "
+                                 f"{', '.join(STRATEGY_PARAMS)}")
+    return value
+
+
 @app.command()
 def chunk(
     paths: Annotated[list[Path], typer.Argument(help="Files, or folders to chunk every file of.")],
     strategy: Annotated[str | None, typer.Option(
-        help="tttd, local, sentences or bytes (default: tttd, or the knowledge base's).")] = None,
+        help="tttd, local, sentences or bytes (default: tttd, or the knowledge base's).",
+        callback=_strategy_name)] = None,
     min_tokens: Annotated[int | None, typer.Option(help="Smallest chunk, in tokens.")] = None,
     max_tokens: Annotated[int | None, typer.Option(help="Largest chunk, in tokens.")] = None,
     snap: Annotated[bool, typer.Option(help="Snap cuts to paragraph or sentence breaks.")] = False,
@@ -141,7 +151,7 @@ def chunk(
     """Print the chunks of files (offsets, tokens, boundary kind, identity) and diagnostics."""
     params: dict[str, Any] = {}
     if config is not None:
-        with _Errors(), KnowledgeBase.open(config) as kb:
+        with _Errors(as_json), KnowledgeBase.open(config) as kb:
             params = kb.config.chunker.settings()  # token_counter = "embedder" resolved
             strategy = strategy or kb.config.chunker.strategy
     if min_tokens is not None:
@@ -152,7 +162,7 @@ def chunk(
         params["snap"] = True
     if token_counter is not None:
         params["token_counter"] = token_counter
-    with _Errors():
+    with _Errors(as_json):
         chunked = chunk_files(paths, strategy or "tttd", **params)
     listing = show_chunks if show_chunks is not None else len(chunked.files) == 1
     if as_json:
@@ -173,7 +183,14 @@ def chunk(
 
 
 class _Errors:
-    """Turn a KbsyncError into one line on stderr and exit code 1 (traceback with --debug)."""
+    """Turn a KbsyncError into one line on stderr and exit code 1 (traceback with --debug).
+
+    With ``as_json`` the error is JSON on stdout instead (``{"error": {"type", "message"}}``),
+    so a script reading ``--json`` output gets JSON whether the command worked or not.
+    """
+
+    def __init__(self, as_json: bool = False) -> None:
+        self._as_json = as_json
 
     def __enter__(self) -> None:
         return None
@@ -181,7 +198,10 @@ class _Errors:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: object) -> None:
         if isinstance(exc, KbsyncError) and not _state["debug"]:
-            typer.echo(printable(f"error: {exc}"), err=True)
+            if self._as_json:
+                _emit({"error": {"type": type(exc).__name__, "message": str(exc)}})
+            else:
+                typer.echo(printable(f"error: {exc}"), err=True)
             raise typer.Exit(EXIT_LOCKED if isinstance(exc, LockedError) else EXIT_ERROR)
 
 
@@ -216,7 +236,7 @@ def init(
     The embedder is the local model when the extra `local` is installed, else the
     hashing embedder (lexical search), with a warning.
     """
-    with _Errors():
+    with _Errors(as_json):
         refuse_missing_folders(folder, sources or [])
         embedder, warning = init_embedder(embedder_kind)
         config = init_config(folder, sources or [], embedder=embedder,
@@ -240,7 +260,7 @@ def sources_add(
     as_json: JsonOption = False,
 ) -> None:
     """Add a source: a folder, a website, a git repository or an object store."""
-    with _Errors(), KnowledgeBase.open(config) as kb:
+    with _Errors(as_json), KnowledgeBase.open(config) as kb:
         kb.add_source(path, name)
         updated = kb.config
     if as_json:
@@ -256,7 +276,7 @@ def sources_remove(
     as_json: JsonOption = False,
 ) -> None:
     """Remove a source (its documents are deleted by the next sync)."""
-    with _Errors(), KnowledgeBase.open(config) as kb:
+    with _Errors(as_json), KnowledgeBase.open(config) as kb:
         kb.remove_source(name)
         updated = kb.config
     if as_json:
@@ -327,7 +347,7 @@ def _print_problems(report: SyncResult) -> None:
 @app.command()
 def plan(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
     """Show what a sync would do (documents, chunks to embed, embedding tokens); write nothing."""
-    with _Errors(), KnowledgeBase.open(config) as kb:
+    with _Errors(as_json), KnowledgeBase.open(config) as kb:
         report = _progress_run(lambda tick: kb.plan(progress=tick), as_json)
         cost = kb.estimate(report)
     if as_json:
@@ -359,7 +379,7 @@ def sync(
     as_json: JsonOption = False,
 ) -> None:
     """Bring the knowledge base in step with its sources."""
-    with _Errors(), KnowledgeBase.open(config) as kb:
+    with _Errors(as_json), KnowledgeBase.open(config) as kb:
         def run(tick: Progress | None, confirmed: bool) -> SyncResult:
             return kb.sync(verify=verify, allow_mass_delete=allow_mass_delete, progress=tick,
                            wait=wait, on_wait=lambda message: typer.echo(message, err=True),
@@ -436,7 +456,7 @@ def watch(
             typer.echo(f"{report.finished} {reason}: {counts or 'nothing to do'}")
             _print_problems(report)
 
-    with _Errors(), KnowledgeBase.open(config) as kb:
+    with _Errors(as_json), KnowledgeBase.open(config) as kb:
         try:
             kb.watch(interval=every, full_every=full, on_report=show, yes=yes)
         except KeyboardInterrupt:
@@ -446,7 +466,7 @@ def watch(
 @app.command()
 def status(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
     """Documents, chunks, embeddings and the last run."""
-    with _Errors(), KnowledgeBase.open(config) as kb:
+    with _Errors(as_json), KnowledgeBase.open(config) as kb:
         data = kb.status().to_dict()
     if as_json:
         _emit(data)
@@ -524,7 +544,7 @@ def search(
     except KbsyncError as exc:  # a malformed --where, named
         typer.echo(printable(f"error: --where: {exc}"), err=True)
         raise typer.Exit(EXIT_USAGE) from None
-    with _Errors(), KnowledgeBase.open(config) as kb:
+    with _Errors(as_json), KnowledgeBase.open(config) as kb:
         vector = None
         if mode != "text" and kb.config.embedder.get("kind") == "local":
             vector = served_query_vector(kb.config, kb.embedder.identity, query)
@@ -551,7 +571,7 @@ def diff(
     as_json: JsonOption = False,
 ) -> None:
     """The last change of a document: verdict, similarity and the changed regions."""
-    with _Errors(), KnowledgeBase.open(config) as kb:
+    with _Errors(as_json), KnowledgeBase.open(config) as kb:
         change = kb.diff(key, source)
     if as_json:
         _emit(change.to_dict())
@@ -592,7 +612,7 @@ def verify(
     """Check the store file (SQLite's integrity and full-text checks), every invariant of the
     store and the vector store; exit 4 with the problems found (with --repair, 4 only for
     problems that remain)."""
-    with _Errors(), KnowledgeBase.open(config) as kb:
+    with _Errors(as_json), KnowledgeBase.open(config) as kb:
         checked = kb.verify(repair=repair)
     if as_json:
         _emit({"ok": checked.ok, "problems": list(checked.problems),
@@ -629,7 +649,7 @@ def erase(
     so that later syncs skip them (see --list and --undo)."""
     if list_erasures == (pattern is not None) or (undo and pattern is None):
         raise typer.BadParameter("give a PATTERN (with --undo to forget one), or --list")
-    with _Errors(), KnowledgeBase.open(config) as kb:
+    with _Errors(as_json), KnowledgeBase.open(config) as kb:
         if list_erasures:
             kept = kb.erasures()
             if as_json:
@@ -672,7 +692,7 @@ def rebuild(config: ConfigOption = Path("."), as_json: JsonOption = False) -> No
         done.append(kb.rebuild(progress=tick))
         return done[0].result
 
-    with _Errors(), KnowledgeBase.open(config) as kb:
+    with _Errors(as_json), KnowledgeBase.open(config) as kb:
         report = _progress_run(run, as_json)
     rebuilt = done[0]
     computed = sum(s.embeddings_computed for s in report.sources)
@@ -690,7 +710,7 @@ def rebuild(config: ConfigOption = Path("."), as_json: JsonOption = False) -> No
 @app.command()
 def gc(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
     """Drop cache entries and texts nothing refers to, and compact the store."""
-    with _Errors(), KnowledgeBase.open(config) as kb:
+    with _Errors(as_json), KnowledgeBase.open(config) as kb:
         removed = dict(kb.gc().removed)
     if as_json:
         _emit(removed)

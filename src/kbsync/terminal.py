@@ -24,10 +24,11 @@ import re
 
 __all__ = ["UNSAFE", "json_escaped", "printable", "strip_controls"]
 
-_BIDI = "\u202a-\u202e\u2066-\u2069"
+_BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
 UNSAFE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI}]")
 """A character that must not reach a terminal as it is: C0 controls but newline and tab,
-DEL, C1 controls, and the bidi embeddings, overrides and isolates."""
+DEL, C1 controls, and the bidi controls: embeddings, overrides, isolates and the three
+invisible marks (LRM, RLM, ALM), which reorder neighbouring text as well."""
 _UNSAFE_ONE_LINE = re.compile(f"[\x00-\x1f\x7f-\x9f{_BIDI}]")
 
 # ECMA-48 sequences, 7-bit (ESC ...) and 8-bit (C1) forms: CSI; OSC, DCS, SOS, PM and APC

@@ -35,6 +35,13 @@ def test_a_missing_path_is_one_clear_line_and_exit_code_1(tmp_path: Path) -> Non
     assert "Traceback" not in result.output
 
 
+def test_an_unknown_strategy_is_a_usage_error_with_exit_code_2() -> None:
+    result = runner.invoke(app, ["chunk", str(CORPUS), "--strategy", "bogus"])
+    assert result.exit_code == 2
+    assert "unknown strategy 'bogus'" in result.output
+    assert "sentences" in result.output
+
+
 def test_an_unreadable_file_is_reported_by_name_and_the_others_still_chunk(tmp_path: Path) -> None:
     (tmp_path / "good.md").write_text("# Title\n\nSome words here.\n")
     (tmp_path / "bad.bin").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4)

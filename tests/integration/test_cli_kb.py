@@ -209,6 +209,15 @@ def test_a_missing_configuration_is_one_clear_line(tmp_path: Path) -> None:
     assert "run `kbsync init` first" in result.output
 
 
+@pytest.mark.parametrize("command", ["sync", "plan", "status", "verify", "gc"])
+def test_an_error_under_json_is_json_on_stdout(tmp_path: Path, command: str) -> None:
+    result = runner.invoke(app, [command, "-c", str(tmp_path), "--json"])
+    assert result.exit_code == 1
+    error = json.loads(result.stdout)["error"]
+    assert error["type"] == "ConfigError"
+    assert "run `kbsync init` first" in error["message"]
+
+
 def test_a_sync_with_a_failed_document_exits_with_code_4(kb: Path) -> None:
     (kb / "docs" / "broken.txt").write_bytes(b"\x00\x01\x02" * 100)
     result = runner.invoke(app, ["sync", "-c", str(kb)])

@@ -279,6 +279,15 @@ def test_printable_escapes_every_control_character_one_for_one() -> None:
         "zero\u200dwidth joiner, soft\u00adhyphen")
 
 
+def test_the_invisible_direction_marks_are_escaped_too() -> None:
+    # LRM, RLM and ALM reorder the neutral characters around them like the other bidi
+    # controls, and show nothing: "rm \u200f-rf" need not read as what it is.
+    marks = "left\u200emark right\u200fmark arabic\u061cmark"
+    assert printable(marks) == r"left\u200emark right\u200fmark arabic\u061cmark"
+    assert json.loads(json_escaped(json.dumps(marks, ensure_ascii=False))) == marks
+    assert strip_controls(marks) == "leftmark rightmark arabicmark"
+
+
 def test_json_escaped_is_the_same_data_with_no_raw_control_character() -> None:
     data = {"text": ESCAPES + BIDI + "\x85\x7f", "key": ODD_NAME}
     dumped = json_escaped(json.dumps(data, ensure_ascii=False))
