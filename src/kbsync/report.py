@@ -7,7 +7,7 @@ API returns, what ``--json`` prints and what the store keeps for the run.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -36,15 +36,16 @@ class DocumentChange:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data: the action (a move with the key it came from), and for an edit
-        its verdict, similarity and regions."""
+        its verdict, similarity, the regions of the new text that are new and the regions
+        of the old text that are gone (character offsets into each version)."""
         out: dict[str, Any] = {"key": self.key, "action": self.action}
         if self.moved_from is not None:
             out["from"] = self.moved_from
         if self.change is not None:
             out |= {"verdict": str(self.change.verdict),
                     "similarity": round(self.change.similarity, 4),
-                    "regions": [{"offset": r.offset, "length": r.length}
-                                for r in self.change.regions]}
+                    "regions": _regions(self.change.regions),
+                    "removed_regions": _regions(self.change.removed_regions)}
         return out
 
     @classmethod
@@ -55,9 +56,17 @@ class DocumentChange:
             change = ChangeReport(
                 changed=True, similarity=float(data["similarity"]), added=(), removed=(),
                 kept=0, moved=0, verdict=Verdict(data["verdict"]),
-                regions=tuple(Region(int(r["offset"]), int(r["length"]))
-                              for r in data.get("regions", ())))
+                regions=_parse_regions(data.get("regions", ())),
+                removed_regions=_parse_regions(data.get("removed_regions", ())))
         return cls(str(data["key"]), str(data["action"]), change, data.get("from"))
+
+
+def _regions(regions: Sequence[Region]) -> list[dict[str, int]]:
+    return [{"offset": r.offset, "length": r.length} for r in regions]
+
+
+def _parse_regions(data: Iterable[Mapping[str, Any]]) -> tuple[Region, ...]:
+    return tuple(Region(int(r["offset"]), int(r["length"])) for r in data)
 
 
 @dataclass(frozen=True, slots=True)

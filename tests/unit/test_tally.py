@@ -64,3 +64,12 @@ def test_a_report_of_an_older_version_reads_its_missing_counts_as_zero() -> None
     assert (result.bytes_read, result.documents_applied, result.skipped_erased) == (10, 0, 0)
     assert result.failures == (("a.md", "cannot be read"),)
     assert result.listing_complete
+
+
+def test_an_edit_in_the_report_names_the_regions_it_added_and_the_regions_it_removed() -> None:
+    change = _tally(1).result().changes[0]
+    data = change.to_dict()
+    assert data["regions"] == [{"offset": 3, "length": 5}]
+    assert data["removed_regions"] == [{"offset": 1, "length": 2}]
+    back = type(change).from_dict(data).change
+    assert back is not None and back.removed_regions == (Region(1, 2),)
