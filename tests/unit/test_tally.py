@@ -72,4 +72,5 @@ def test_an_edit_in_the_report_names_the_regions_it_added_and_the_regions_it_rem
     assert data["regions"] == [{"offset": 3, "length": 5}]
     assert data["removed_regions"] == [{"offset": 1, "length": 2}]
     back = type(change).from_dict(data).change
-    assert back is not None and back.removed_regions == (Region(1, 2),)
+    assert back is not None
+    assert back.removed_regions == (Region(1, 2),)
