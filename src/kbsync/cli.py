@@ -22,7 +22,7 @@ from rich.text import Text
 
 from kbsync import __version__, native
 from kbsync.chunk_files import chunk_files
-from kbsync.chunking import STRATEGY_PARAMS
+from kbsync.chunking import make_params
 from kbsync.engine import (
     CONFIG_NAME,
     init_config,
@@ -33,6 +33,7 @@ from kbsync.errors import (
     ConfirmationRequiredError,
     KbsyncError,
     LockedError,
+    ParameterError,
 )
 from kbsync.knowledge_base import KnowledgeBase, Progress, Rebuilt, SearchMode, SyncResult
 from kbsync.render import (
@@ -122,9 +123,11 @@ def version_info() -> dict[str, Any]:
 
 def _strategy_name(value: str | None) -> str | None:
     """A ``--strategy`` checked as the command line is read: a wrong name is a usage error."""
-    if value is not None and value not in STRATEGY_PARAMS:
-        raise typer.BadParameter(f"unknown strategy {value!r}: use one of "
-                                 f"{', '.join(STRATEGY_PARAMS)}")
+    if value is not None:
+        try:
+            make_params(value)
+        except ParameterError as exc:
+            raise typer.BadParameter(str(exc)) from None
     return value
 
 
