@@ -188,8 +188,9 @@ def chunk(
 class _Errors:
     """Turn a KbsyncError into one line on stderr and exit code 1 (traceback with --debug).
 
-    With ``as_json`` the error is JSON on stdout instead (``{"error": {"type", "message"}}``),
-    so a script reading ``--json`` output gets JSON whether the command worked or not.
+    With ``as_json`` the error is also JSON on stdout (``{"error": {"type", "message"}}``),
+    so a script reading ``--json`` output gets JSON whether the command worked or not,
+    while the person watching stderr still sees the line.
     """
 
     def __init__(self, as_json: bool = False) -> None:
@@ -203,8 +204,7 @@ class _Errors:
         if isinstance(exc, KbsyncError) and not _state["debug"]:
             if self._as_json:
                 _emit({"error": {"type": type(exc).__name__, "message": str(exc)}})
-            else:
-                typer.echo(printable(f"error: {exc}"), err=True)
+            typer.echo(printable(f"error: {exc}"), err=True)
             raise typer.Exit(EXIT_LOCKED if isinstance(exc, LockedError) else EXIT_ERROR)
 
 

@@ -210,12 +210,15 @@ def test_a_missing_configuration_is_one_clear_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("command", ["sync", "plan", "status", "verify", "gc"])
-def test_an_error_under_json_is_json_on_stdout(tmp_path: Path, command: str) -> None:
+def test_an_error_under_json_is_json_on_stdout_and_one_line_on_stderr(
+        tmp_path: Path, command: str) -> None:
     result = runner.invoke(app, [command, "-c", str(tmp_path), "--json"])
     assert result.exit_code == 1
     error = json.loads(result.stdout)["error"]
     assert error["type"] == "ConfigError"
     assert "run `kbsync init` first" in error["message"]
+    assert result.stderr.startswith("error: ")
+    assert result.stderr.count("\n") == 1
 
 
 def test_a_sync_with_a_failed_document_exits_with_code_4(kb: Path) -> None:
