@@ -16,7 +16,7 @@ import numpy.typing as npt
 from kbsync.embed import Vectors
 from kbsync.embed.hashing import HashingEmbedder
 from kbsync.errors import DocumentError
-from kbsync.identity import source_bytes_hash
+from kbsync.identity import embedding_text_key, source_bytes_hash
 from kbsync.model import ItemError, KnownItem, Listing, SourceItem, SourceStat, Validators
 from kbsync.plan import Action, ChunkDraft, DocumentPlan, StoredDocument
 from kbsync.store import (
@@ -426,11 +426,11 @@ class MemoryStore:
     def cached(self, embedder: str, digests: Collection[str]) -> set[str]:
         return {d for d in digests if (d, embedder) in self._s.vectors}
 
-    def adopt_by_text(self, embedder: str, texts: Mapping[str, str], *,
+    def adopt_by_text(self, embedder: str, text_keys: Mapping[str, bytes], *,
                       write: bool = True) -> set[str]:
-        holders = {text: digest for digest, text in self._s.texts.items()
+        holders = {embedding_text_key(text): digest for digest, text in self._s.texts.items()
                    if (digest, embedder) in self._s.vectors}
-        found = {digest: holders[text] for digest, text in texts.items() if text in holders}
+        found = {digest: holders[key] for digest, key in text_keys.items() if key in holders}
         if write:
             for digest, holder in found.items():
                 self._s.vectors.setdefault((digest, embedder), self._s.vectors[(holder, embedder)])

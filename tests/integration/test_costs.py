@@ -170,3 +170,19 @@ def test_a_new_embedder_that_would_re_embed_everything_asks_first(tmp_path: Path
     done = sync_sources(docs, store, renamed, extractor_for, DEFAULT_CHUNKER,
                         options=SyncOptions(scratch_dir=tmp_path))
     assert done.sources[0].embeddings_backfill == renamed.texts > 0
+
+
+def test_a_chunker_change_bills_only_the_texts_it_has_no_vector_for(home: Path) -> None:
+    with KnowledgeBase.open(home) as kb:
+        kb.sync()
+    config = home / "kbsync.toml"
+    config.write_text(config.read_text(encoding="utf-8").replace(
+        "max_tokens = 192", "max_tokens = 200"), encoding="utf-8")
+    with KnowledgeBase.open(home) as kb:
+        planned = kb.plan().sources[0]
+    # New identities for every chunk, most of them with a text that has a vector.
+    assert planned.chunks["added"] > 2 * planned.embeddings_to_compute
+    _bound(home, planned.embedding_tokens)
+    with KnowledgeBase.open(home) as kb:
+        done = kb.sync().sources[0]
+    assert done.embeddings_computed == planned.embeddings_to_compute

@@ -19,6 +19,7 @@ from kbsync.embed import Vectors
 from kbsync.engine import init_config, load_config, writer_lock
 from kbsync.errors import LockedError
 from kbsync.extract.registry import extractor_for
+from kbsync.identity import embedding_text_key
 from kbsync.knowledge_base import KnowledgeBase
 from kbsync.plan import Action
 from kbsync.store.postgres import PostgresStore
@@ -446,7 +447,8 @@ def test_a_vector_is_adopted_by_its_text_and_written_only_when_asked(store: Stor
                      embedder, extractor_for, Chunker("tttd"))
         (held,) = each.cached(embedder.identity, [c.digest for c in each.indexed_chunks()])
         (text,) = each.unembedded("memory", "another-model:64").values()
-        wanted = {"new-1": text, "new-2": "a text never stored"}
+        wanted = {"new-1": embedding_text_key(text),
+                  "new-2": embedding_text_key("a text never stored")}
         assert each.adopt_by_text(embedder.identity, wanted, write=False) == {"new-1"}
         assert each.cached(embedder.identity, ["new-1"]) == set()
         assert each.adopt_by_text("another-model:64", wanted) == set()

@@ -248,11 +248,12 @@ class EmbeddingCache(Protocol):
         """Which of ``digests`` already have a vector for ``embedder``."""
         ...
 
-    def adopt_by_text(self, embedder: str, texts: Mapping[str, str], *,
+    def adopt_by_text(self, embedder: str, text_keys: Mapping[str, bytes], *,
                       write: bool = True) -> set[str]:
-        """Of ``texts`` (digest -> chunk text, digests without a vector), those whose text
-        has a vector for ``embedder`` under another digest; with ``write`` that vector is
-        cached under their digest too.
+        """Of ``text_keys`` (digests without a vector -> the
+        :func:`~kbsync.identity.embedding_text_key` of their text), those whose text has a
+        vector for ``embedder`` under another digest; with ``write`` that vector is cached
+        under their digest too.
 
         A vector depends on the text and the model only: a chunk whose identity changed
         (a chunker setting did) but whose text did not is not embedded again.

@@ -13,7 +13,6 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from kbsync.identity import embedding_text_key
 from kbsync.model import SourceStat, Validators
 from kbsync.plan import StoredDocument
 from kbsync.stopwords import STOPWORDS
@@ -135,9 +134,9 @@ def window_span(rows: Sequence[Sequence[Any]], index: int,
     return first, last, tokens
 
 
-def by_text_key(texts: Mapping[str, str]) -> dict[bytes, list[str]]:
-    """The digests of ``texts`` (digest -> chunk text) by their text's embedding key."""
+def by_text_key(text_keys: Mapping[str, bytes]) -> dict[bytes, list[str]]:
+    """The digests of ``text_keys`` (digest -> its text's embedding key) by that key."""
     wanting: dict[bytes, list[str]] = {}
-    for digest, text in texts.items():
-        wanting.setdefault(embedding_text_key(text), []).append(digest)
+    for digest, key in text_keys.items():
+        wanting.setdefault(key, []).append(digest)
     return wanting

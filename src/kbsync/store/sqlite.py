@@ -671,9 +671,9 @@ class SqliteStore:
             (source, embedder),
         ).fetchall())
 
-    def adopt_by_text(self, embedder: str, texts: Mapping[str, str], *,
+    def adopt_by_text(self, embedder: str, text_keys: Mapping[str, bytes], *,
                       write: bool = True) -> set[str]:
-        wanting = by_text_key(texts)
+        wanting = by_text_key(text_keys)
         keys = list(wanting)
         holders: dict[bytes, str] = {}  # a text's key -> a digest holding its vector
         for i in range(0, len(keys), 500):

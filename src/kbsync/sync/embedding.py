@@ -17,6 +17,7 @@ import numpy.typing as npt
 
 from kbsync.embed import Embedder
 from kbsync.errors import ConfigError
+from kbsync.identity import embedding_text_key
 from kbsync.plan import ChunkDraft, Plan
 from kbsync.store import EmbeddingCache
 from kbsync.sync.options import CACHE_SECONDS
@@ -80,7 +81,8 @@ def cached_vectors(cache: EmbeddingCache, embedder: str, chunks: Iterable[ChunkD
     found = cache.cached(embedder, texts)
     missing = {d: t for d, t in texts.items() if d not in found and d not in skip}
     if missing:
-        found |= cache.adopt_by_text(embedder, missing, write=write)
+        found |= cache.adopt_by_text(
+            embedder, {d: embedding_text_key(t) for d, t in missing.items()}, write=write)
     return found
 
 

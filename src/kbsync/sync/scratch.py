@@ -30,6 +30,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from kbsync.identity import embedding_text_key
 from kbsync.model import ItemError, SourceItem, SourceStat, Validators
 from kbsync.plan import (
     DocumentVersion,
@@ -64,7 +65,8 @@ CREATE TABLE stored (key TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, inode
 CREATE TABLE origins (text_key TEXT, key TEXT, PRIMARY KEY (text_key, key)) WITHOUT ROWID;
 CREATE TABLE observed (key TEXT PRIMARY KEY, entry BLOB NOT NULL, size INTEGER NOT NULL,
                        rechunked INTEGER NOT NULL, at INTEGER) WITHOUT ROWID;
-CREATE TABLE fresh (digest TEXT PRIMARY KEY, tokens INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE fresh (digest TEXT PRIMARY KEY, tokens INTEGER NOT NULL,
+                    embedding_key BLOB NOT NULL) WITHOUT ROWID;
 CREATE TABLE members (grp TEXT, key TEXT, PRIMARY KEY (grp, key)) WITHOUT ROWID;
 CREATE TABLE occurrences (digest TEXT, grp TEXT, key TEXT, fresh INTEGER NOT NULL,
                           PRIMARY KEY (digest, grp, key)) WITHOUT ROWID;
@@ -237,8 +239,9 @@ class Scratch:
         if rechunked:
             assert isinstance(observation, DocumentVersion)
             self._count_document(observation.key, (c.digest for c in observation.chunks), fresh=1)
-            self._db.executemany("INSERT OR IGNORE INTO fresh (digest, tokens) VALUES (?, ?)",
-                                 ((c.digest, c.tokens) for c in observation.chunks))
+            self._db.executemany(
+                "INSERT OR IGNORE INTO fresh (digest, tokens, embedding_key) VALUES (?, ?, ?)",
+                ((c.digest, c.tokens, embedding_text_key(c.text)) for c in observation.chunks))
 
     def batches(self, documents: int, size_limit: int,
                 ) -> Iterator[list[tuple[Observation, StoredDocument | None]]]:
@@ -333,12 +336,13 @@ class Scratch:
         """Tokens of the distinct chunks of the documents chunked in this run."""
         return self._count("SELECT coalesce(sum(tokens), 0) FROM fresh")
 
-    def fresh_chunks(self) -> Iterator[list[tuple[str, int]]]:
-        """``(digest, tokens)`` of those chunks, a page at a time."""
-        page: list[tuple[str, int]] = []
-        for digest, tokens in self._pages(
-                "SELECT digest, tokens FROM fresh WHERE digest > ? ORDER BY digest LIMIT ?"):
-            page.append((digest, tokens))
+    def fresh_chunks(self) -> Iterator[list[tuple[str, int, bytes]]]:
+        """``(digest, tokens, embedding text key)`` of those chunks, a page at a time."""
+        page: list[tuple[str, int, bytes]] = []
+        for digest, tokens, key in self._pages(
+                "SELECT digest, tokens, embedding_key FROM fresh WHERE digest > ? "
+                "ORDER BY digest LIMIT ?"):
+            page.append((digest, tokens, key))
             if len(page) == _PAGE:
                 yield page
                 page = []

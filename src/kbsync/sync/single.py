@@ -311,20 +311,26 @@ def _confirm_bill(run: _Run, source: str, scratch: Scratch, skip: frozenset[str]
     """Refuse, before anything of the source is embedded, a bill over ``limit`` tokens.
 
     The bill is the tokens of the chunks read in this run that are neither cached
-    nor boilerplate, and of the stored chunks that have no vector for this embedder
-    (a new embedder re-embeds every document); the cache is asked about the first
-    only when all of them together exceed it. ``embedded`` says the stored chunks
-    all have their vector (:func:`embedded_meta_name`).
+    (under their digest or, as after a chunker change, their text) nor boilerplate,
+    and of the stored chunks that have no vector for this embedder (a new embedder
+    re-embeds every document); the cache is asked about the first only when all of
+    them together exceed it. ``embedded`` says the stored chunks all have their
+    vector (:func:`embedded_meta_name`).
     """
-    missing = {} if embedded else run.store.unembedded(source, run.embedder.identity)
+    identity = run.embedder.identity
+    missing = {} if embedded else run.store.unembedded(source, identity)
     chunks = len(missing)
     tokens = sum(run.embedder.count_tokens(list(missing.values()))) if missing else 0
     if scratch.fresh_tokens() + tokens <= limit:
         return
     for page in scratch.fresh_chunks():
-        cached = run.store.cached(run.embedder.identity, [d for d, _ in page])
-        for d, n in page:
-            if d not in cached and d not in skip and d not in missing:
+        cached = run.store.cached(identity, [d for d, _, _ in page])
+        wanted = [(d, n, key) for d, n, key in page
+                  if d not in cached and d not in skip and d not in missing]
+        adopted = run.store.adopt_by_text(identity, {d: key for d, _, key in wanted},
+                                          write=False)
+        for d, n, _ in wanted:
+            if d not in adopted:
                 chunks += 1
                 tokens += n
     if tokens > limit:
