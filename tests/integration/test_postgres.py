@@ -103,6 +103,18 @@ def test_a_version_8_store_keys_its_chunk_texts_by_the_migration(pg_backend: Bac
         text: embedding_text_key(text) for text in TEXTS}
 
 
+def test_a_version_9_store_names_its_embedders_dimensions_by_the_migration(
+        pg_backend: Backend) -> None:
+    schema = _schema_at(pg_backend, 9, *(
+        ("INSERT INTO embeddings (digest, embedder, dimension, vector) VALUES (%s, %s, %s, %s)",
+         (f"d{n}", embedder, len(vector), str(vector)))
+        for n, (embedder, vector) in enumerate([("a:2", [0.6, 0.8]), ("a:2", [1.0, 0.0]),
+                                                ("b:3", [0.0, 0.6, 0.8])])))
+    store = PostgresStore(pg_backend.url, schema=schema)
+    assert store.embedder_dimensions() == {"a:2": 2, "b:3": 3}
+    store.close()
+
+
 def test_read_only_opening_of_an_empty_database_creates_nothing(pg_backend: Backend) -> None:
     schema = pg_backend.schema()
     with pytest.raises(StoreError, match="no kbsync store"):

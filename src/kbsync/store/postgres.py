@@ -49,6 +49,7 @@ from kbsync.store.filters import Filters, postgres_condition
 from kbsync.store.guard import guarded
 from kbsync.store.rows import (
     CURRENT,
+    DIMENSION_PREFIX,
     HIT_COLUMNS,
     INDEXED,
     MANIFEST_COLUMNS,
@@ -208,6 +209,13 @@ _MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE chunk_texts ADD COLUMN text_key BYTEA;
     UPDATE chunk_texts SET text_key = {embedding_text_key_sql("text")};
     CREATE INDEX chunk_texts_key ON chunk_texts (text_key);
+    """,
+    # 10: the dimension of each embedder's vectors kept in meta, where every sync grouped
+    # all the vectors to find it.
+    f"""
+    INSERT INTO meta (name, value)
+        SELECT '{DIMENSION_PREFIX}' || embedder, max(dimension)::text FROM embeddings
+        GROUP BY embedder ON CONFLICT DO NOTHING;
     """,
 )
 # The weight class of a chunk's heading in ts_rank (body text is 'D', 0.1; 'C' is 0.2):
@@ -729,6 +737,9 @@ class PostgresStore:
         cur.executemany("INSERT INTO embeddings (digest, embedder, dimension, vector) "
                         "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING", rows)
         self._queued.append(cur)
+        for dimension in sorted({r[2] for r in rows}):
+            self._queue("INSERT INTO meta (name, value) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                        (DIMENSION_PREFIX + embedder, str(dimension)))
 
     def prepare_vectors(self, dimension: int) -> None:
         """Before workers insert vectors of ``dimension``: make its index, or defer it.
@@ -951,8 +962,8 @@ class PostgresStore:
         return Window(first, last, str(text[0]) if text else hit.text, tokens)
 
     def embedder_dimensions(self) -> dict[str, int]:
-        return {r[0]: int(r[1]) for r in self._conn.execute(
-            "SELECT embedder, max(dimension) FROM embeddings GROUP BY embedder")}
+        return {r[0][len(DIMENSION_PREFIX):]: int(r[1]) for r in self._conn.execute(
+            "SELECT name, value FROM meta WHERE starts_with(name, %s)", (DIMENSION_PREFIX,))}
 
     # -- documents and status --------------------------------------------------------
 
@@ -1089,6 +1100,9 @@ class PostgresStore:
             vectors = self._write(
                 "DELETE FROM embeddings e WHERE NOT EXISTS "
                 "(SELECT 1 FROM chunks c WHERE c.digest = e.digest)")
+            self._write("DELETE FROM meta m WHERE starts_with(m.name, %s) AND NOT EXISTS "
+                        "(SELECT 1 FROM embeddings e WHERE e.embedder = substr(m.name, %s))",
+                        (DIMENSION_PREFIX, len(DIMENSION_PREFIX) + 1))
             self._write("DELETE FROM work")
         for table in ("documents", "chunks", "chunk_texts", "texts", "embeddings", "runs"):
             crashpoint("store.vacuum")

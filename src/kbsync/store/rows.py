@@ -20,6 +20,7 @@ from kbsync.store import Hit, RunRecord
 
 __all__ = [
     "CURRENT",
+    "DIMENSION_PREFIX",
     "HELD_PREFIX",
     "HIT_COLUMNS",
     "INDEXED",
@@ -35,6 +36,10 @@ __all__ = [
     "validator_row",
     "window_span",
 ]
+
+DIMENSION_PREFIX = "dimension "
+"""Prefix of the store's meta entries that name each embedder's dimension: a sync asks
+for it every run, and grouping every vector to find it grows with the store."""
 
 HELD_PREFIX = "held-version "
 """Prefix of the store's meta entries that hold a replacement awaiting confirmation."""

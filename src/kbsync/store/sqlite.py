@@ -39,6 +39,7 @@ from kbsync.store.filters import Filters, sqlite_condition
 from kbsync.store.guard import READ_ONLY, REPAIR, guarded, sqlite_or_os_error, store_error
 from kbsync.store.rows import (
     CURRENT,
+    DIMENSION_PREFIX,
     HIT_COLUMNS,
     INDEXED,
     MANIFEST_COLUMNS,
@@ -61,9 +62,9 @@ __all__ = ["SCHEMA_VERSION", "SqliteStore", "carry_erasures", "salvage_embedding
 _FTS_HEADING = "trim(coalesce(d.title, '') || ' ' || coalesce(c.heading, ''))"
 # Meta entries "dimension <embedder>": the dimension of the embedder's vectors, written
 # with them (a GROUP BY over every vector took 71 ms of a 10,000-file no-op sync); gc drops
-# the entries of embedders it leaves without a vector.
-_DIMENSION = "dimension "
-_DIMENSIONS = f"name >= '{_DIMENSION}' AND name < '{_DIMENSION[:-1]}!'"  # "!" follows " "
+# the entries of embedders it leaves without a vector. A range, so the primary key answers
+# it ("!" follows the prefix's closing space).
+_DIMENSIONS = f"name >= '{DIMENSION_PREFIX}' AND name < '{DIMENSION_PREFIX[:-1]}!'"
 _MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -223,7 +224,7 @@ _MIGRATIONS: tuple[str, ...] = (
     # sync grouped all the vectors to find it.
     f"""
     INSERT OR IGNORE INTO meta (name, value)
-        SELECT '{_DIMENSION}' || embedder, CAST(max(dimension) AS TEXT) FROM embeddings
+        SELECT '{DIMENSION_PREFIX}' || embedder, CAST(max(dimension) AS TEXT) FROM embeddings
         GROUP BY embedder;
     """,
 )
@@ -716,7 +717,7 @@ class SqliteStore:
             ((digest, embedder, int(v.shape[0]), v.tobytes()) for digest, v in rows),
         )
         db.executemany("INSERT OR IGNORE INTO meta (name, value) VALUES (?, ?)",
-                       {(_DIMENSION + embedder, str(v.shape[0])) for _, v in rows})
+                       {(DIMENSION_PREFIX + embedder, str(v.shape[0])) for _, v in rows})
 
     def mark_missing(self, source: str, key: str) -> None:
         with self._transaction() as db:
@@ -914,7 +915,7 @@ class SqliteStore:
         return found
 
     def embedder_dimensions(self) -> dict[str, int]:
-        return {r[0][len(_DIMENSION):]: int(r[1]) for r in self._db.execute(
+        return {r[0][len(DIMENSION_PREFIX):]: int(r[1]) for r in self._db.execute(
             f"SELECT name, value FROM meta WHERE {_DIMENSIONS}")}
 
     # -- documents and status --------------------------------------------------------
@@ -1291,7 +1292,7 @@ class SqliteStore:
                 "DELETE FROM embeddings WHERE digest NOT IN (SELECT digest FROM chunks)"
             ).rowcount
             db.execute(f"DELETE FROM meta WHERE {_DIMENSIONS} AND substr(name, "
-                       f"{len(_DIMENSION) + 1}) NOT IN (SELECT embedder FROM embeddings)")
+                       f"{len(DIMENSION_PREFIX) + 1}) NOT IN (SELECT embedder FROM embeddings)")
         self._vectors.clear()
         # Deleted rows can live on in full-text segments, free pages and the WAL: merge
         # the segments, rewrite the file and empty the WAL so no byte of them is left.
