@@ -38,10 +38,16 @@ __all__ = [
 
 
 class Action(StrEnum):
-    """What happens to one document."""
+    """What happens to one document.
+
+    ``RECHUNKED``: the same text made into chunks another way (a chunker or extractor
+    setting changed); its chunks are replaced in place, so the text's last real edit
+    stays the one ``diff`` shows.
+    """
 
     NEW = "new"
     MODIFIED = "modified"
+    RECHUNKED = "rechunked"
     METADATA = "metadata-only"
     MOVED = "moved"
     DELETED = "deleted"
@@ -283,7 +289,9 @@ def plan(
                                      else ChunkOps(kept=len(old.chunk_digests))))
         else:
             ops = chunk_ops(old.chunk_digests, (c.digest for c in obs.chunks))
-            docs.append(DocumentPlan(key, Action.MODIFIED, version=obs, ops=ops))
+            same_text = obs.text_hash == old.text_hash
+            docs.append(DocumentPlan(key, Action.RECHUNKED if same_text else Action.MODIFIED,
+                                     version=obs, ops=ops))
 
     deletions = [k for k in vanished if k not in moved_from]
     blocked = delete and not allow_mass_delete and mass_deletion(len(stored), len(deletions))

@@ -10,6 +10,7 @@ characters as visible escapes (:func:`kbsync.terminal.printable`).
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
@@ -19,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kbsync.model import Chunk, ChunkingDiagnostics, Region
+from kbsync.plan import Action
 from kbsync.report import SourceResult, SyncResult
 from kbsync.store import Hit
 from kbsync.terminal import printable
@@ -38,7 +40,8 @@ __all__ = [
 HIT_CHARS = 600
 """The most characters of a hit's text shown (``--json`` has all of it)."""
 _FIRST_WORDS = 48
-
+_ACTIONS = tuple(a.value for a in Action)
+"""The columns of a report's documents table, in the order :class:`Action` lists them."""
 
 def safe(text: str, style: str = "", *, one_line: bool = False) -> Text:
     """``text`` as rich ``Text``: no markup is read in it, and its control characters
@@ -135,8 +138,7 @@ def sync_tables(report: SyncResult) -> list[RenderableType]:
     """Tables of a sync (or plan): documents per action, work done, seconds per stage."""
     title = "Plan (nothing written)" if report.dry_run else "Sync report"
     docs = Table(title=title, title_justify="left")
-    for name in ("source", "new", "modified", "metadata-only", "moved", "deleted", "unchanged",
-                 "failed"):
+    for name in ("source", *_ACTIONS):
         docs.add_column(name, justify="left" if name == "source" else "right")
     work = Table(title="Work", title_justify="left")
     # "moved" chunks (ChunkOps.moved) are chunks of a document found at another place in
@@ -154,8 +156,7 @@ def sync_tables(report: SyncResult) -> list[RenderableType]:
                               "was read, changed or deleted"))
             continue
         d, c = s.documents, s.chunks
-        docs.add_row(*_cells(s.source, *(f"{d.get(k, 0):,}" for k in (
-            "new", "modified", "metadata-only", "moved", "deleted", "unchanged", "failed"))))
+        docs.add_row(*_cells(s.source, *(f"{d.get(k, 0):,}" for k in _ACTIONS)))
         embedded = s.embeddings_to_compute if report.dry_run else s.embeddings_computed
         work.add_row(*_cells(s.source, f"{s.bytes_read:,}", f"{s.bytes_skipped:,}",
                              *(f"{c.get(k, 0):,}" for k in ("kept", "moved", "added", "deleted")),
@@ -180,7 +181,9 @@ def _unlisted(s: SourceResult) -> bool:
 
 
 NEW_LISTED = 20
-"""New documents a run's text report names one by one; more are only counted."""
+"""New (or re-chunked) documents a run's text report names one by one; more are only
+counted: a first sync or a chunker change touches every document."""
+_BULK = ("new", "rechunked")
 
 
 def change_lines(report: SyncResult) -> list[Text]:
@@ -188,10 +191,9 @@ def change_lines(report: SyncResult) -> list[Text]:
     verdict, similarity and regions; new documents are named when there are few."""
     lines: list[Text] = []
     for s in report.sources:
-        new = [c for c in s.changes if c.action == "new"]
+        many = Counter(c.action for c in s.changes if c.action in _BULK)
         for c in s.changes:
-            if c.action in ("unchanged", "failed") or (c.action == "new"
-                                                        and len(new) > NEW_LISTED):
+            if c.action in ("unchanged", "failed") or many[c.action] > NEW_LISTED:
                 continue
             line = Text.assemble(f"{c.action} ", safe(c.key, "bold", one_line=True), " (",
                                  safe(s.source, one_line=True), ")")
@@ -202,9 +204,10 @@ def change_lines(report: SyncResult) -> list[Text]:
                             f"{len(c.change.regions)} region(s) added, "
                             f"{len(c.change.removed_regions)} removed")
             lines.append(line)
-        if len(new) > NEW_LISTED:
-            lines.append(Text.assemble(f"new: {len(new):,} documents (", safe(s.source),
-                                       "; --json names them)"))
+        for action, count in many.items():
+            if count > NEW_LISTED:
+                lines.append(Text.assemble(f"{action}: {count:,} documents (", safe(s.source),
+                                           "; --json names them)"))
     return lines
 
 

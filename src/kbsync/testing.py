@@ -366,6 +366,8 @@ class MemoryStore:
                 self._move(source, doc, now)
             elif doc.action in (Action.METADATA, Action.UNCHANGED):  # same text, same chunks
                 self._refresh(source, doc, now)
+            elif doc.action is Action.RECHUNKED:
+                self._rechunk(source, doc, now)
             else:
                 self._write_version(source, doc, now)
 
@@ -404,6 +406,21 @@ class MemoryStore:
                             validators=v.validators, bytes_hash=v.bytes_hash, title=v.title,
                             metadata=v.metadata, missing=0, last_seen=now)
         self._s.documents[(source, doc.key)] = fresh
+
+    def _rechunk(self, source: str, doc: DocumentPlan, now: str) -> None:
+        found = self._s.documents.get((source, doc.key))
+        v = doc.version
+        assert v is not None
+        if found is None:
+            self._write_version(source, doc, now)
+            return
+        for c in v.chunks:
+            self._s.texts.setdefault(c.digest, c.text)
+        self._s.documents[(source, doc.key)] = replace(  # the same text: its versions stay
+            found, locator=v.locator, media_type=v.media_type, stat=v.stat,
+            validators=v.validators, bytes_hash=v.bytes_hash, derivation=v.derivation,
+            title=v.title, metadata=v.metadata, missing=0, last_seen=now,
+            current=replace(found.current, chunks=v.chunks))
 
     def _write_version(self, source: str, doc: DocumentPlan, now: str) -> None:
         v = doc.version

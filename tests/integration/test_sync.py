@@ -235,7 +235,7 @@ def test_a_changed_chunker_is_planned_as_re_derivation(kb: Path) -> None:
     (kb / "kbsync.toml").write_text(config)
     with _engine(kb) as engine:
         planned = engine.plan()
-        assert planned.total("modified") == 12
+        assert planned.total("rechunked") == 12
         assert planned.sources[0].embedding_tokens > 0
         assert engine.status().runs == 1  # plan wrote nothing
 
@@ -455,6 +455,37 @@ def test_a_vector_is_adopted_by_its_text_and_written_only_when_asked(store: Stor
         assert each.adopt_by_text(embedder.identity, wanted) == {"new-1"}
         vectors = each.vectors(embedder.identity, [held, "new-1"])
         assert vectors["new-1"].tolist() == vectors[held].tolist()
+
+
+def test_a_chunker_change_re_chunks_in_place_and_keeps_the_last_real_edit(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    times = iter(f"2026-01-01T00:00:{n:02d}+00:00" for n in range(60))
+    monkeypatch.setattr("kbsync.sync.apply.utc_now", lambda: next(times))
+    first, edited = _harbour_text(1), _harbour_text(1) + b" The crane sleeps at noon."
+    for each in (store, MemoryStore()):
+        embedder = CountingEmbedder()
+        small, large = (Chunker("tttd", {"min_tokens": 16, "max_tokens": m}) for m in (64, 80))
+        sync_sources([MemorySource({"a.txt": first, "b.txt": _harbour_text(2)})], each,
+                     embedder, extractor_for, small)
+        source = MemorySource({"a.txt": edited, "b.txt": _harbour_text(2)})
+        sync_sources([source], each, embedder, extractor_for, small)
+        before = each.document("a.txt")
+        assert before is not None
+        report = sync_sources([source], each, embedder, extractor_for, large)
+        assert (report.total("rechunked"), report.total("modified")) == (2, 0)
+        after = each.document("a.txt")
+        assert after is not None
+        # The edit stays the last change: same text, previous text, generation and time.
+        assert (after.text, after.previous, after.generation, after.last_changed) == (
+            before.text, before.previous, before.generation, before.last_changed)
+        current = [(c.start, c.end) for c in each.indexed_chunks() if c.key == "a.txt"]
+        assert current == [(c.start, c.end) for c in large.chunks(after.text)]
+        assert len(current) < len(small.chunks(after.text))
+        if each is store:  # a MemoryStore has no stored file whose invariants to check
+            assert store.verify(embedder.identity, None) == []
+        assert each.search_text("crane sleeps noon", 1)[0].key == "a.txt"
+        again = sync_sources([source], each, embedder, extractor_for, large)
+        assert again.total("unchanged") == 2
 
 
 def test_the_store_names_each_embedder_and_its_dimension(store: Store) -> None:

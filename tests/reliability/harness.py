@@ -93,6 +93,13 @@ def _sync(root: Path) -> None:
         kb.sync(allow_mass_delete=True)
 
 
+def _rechunk(root: Path) -> None:
+    """A chunker setting changed: the same texts, other chunks."""
+    config = root / "kbsync.toml"
+    body = config.read_text(encoding="utf-8")
+    config.write_text(body.replace("max_tokens = 96", "max_tokens = 112"), encoding="utf-8")
+
+
 def _doc(root: Path, i: int) -> Path:
     return root / "docs" / f"doc-{i:03d}.txt"
 
@@ -102,8 +109,9 @@ class Scenario:
     """Steps of (change the files, then one kbsync operation).
 
     Index ``documents`` documents; then edit, delete, add and rename some and
-    sync; then erase 1 (its file removed and the document erased, which also
-    runs gc). Documents are taken in order: the edited ones first, then the
+    sync; then change the chunker's ``max_tokens`` and sync (every document is
+    re-chunked in place); then erase 1 (its file removed and the document erased,
+    which also runs gc). Documents are taken in order: the edited ones first, then the
     deleted, the renamed and the erased one; added ones get new numbers.
     ``vectors`` configures an external vector store (a ``[vectors]`` table body).
     """
@@ -132,6 +140,7 @@ class Scenario:
             (f"index {self.documents}", self._index, _sync),
             (f"edit {self.edits}, delete {self.deletes}, add {self.adds}, "
              f"rename {self.renames}", self._churn, _sync),
+            ("re-chunk", _rechunk, _sync),
             ("erase 1", self._forget, self._erase),
         )
 
@@ -176,7 +185,7 @@ class Scenario:
 
 LANCEDB = 'kind = "lancedb"\npath = ".kbsync/lance"\n'
 SCENARIOS = {
-    # The store alone: index 30; edit 10, delete 5, add 5, rename 2; erase 1.
+    # The store alone: index 30; edit 10, delete 5, add 5, rename 2; re-chunk; erase 1.
     "store": Scenario(),
     # With an external vector store, smaller: each crash point costs more.
     "lancedb": Scenario(documents=8, edits=3, deletes=1, adds=1, renames=1, vectors=LANCEDB),

@@ -43,7 +43,7 @@ from kbsync.crashpoints import crashpoint
 from kbsync.errors import DependencyMissingError, LockedError, SchemaError, StoreError
 from kbsync.identity import embedding_text_key, embedding_text_key_sql
 from kbsync.model import PageSchedule
-from kbsync.plan import Action, DocumentPlan, StoredDocument
+from kbsync.plan import Action, ChunkDraft, DocumentPlan, StoredDocument
 from kbsync.store import ChunkRef, DocumentText, Hit, RunRecord, StoreStatus, Window, invariants
 from kbsync.store.filters import Filters, postgres_condition
 from kbsync.store.guard import guarded
@@ -508,6 +508,8 @@ class PostgresStore:
                 self._move(source, doc, now)
             elif doc.action in (Action.METADATA, Action.UNCHANGED):  # same text, same chunks
                 self._refresh(source, doc, now)
+            elif doc.action is Action.RECHUNKED:
+                self._rechunk(source, doc, now)
             else:
                 self._write_version(source, doc, now)
         self._count_queued()
@@ -603,8 +605,33 @@ class PostgresStore:
             "INSERT INTO texts (doc_id, text) SELECT id, %s FROM documents "
             "WHERE source = %s AND key = %s ON CONFLICT (doc_id) DO UPDATE "
             "SET previous = texts.text, text = excluded.text", (version.text, *this))
+        self._write_chunks(source, doc.key, version.chunks)
+
+    def _rechunk(self, source: str, doc: DocumentPlan, now: str) -> None:
+        """The same text in new chunks: the current generation's chunks are replaced, so
+        its text, its previous text and when it last changed stay as they were."""
+        version = doc.version
+        assert version is not None
+        crashpoint("store.write_document")
+        self._queue(
+            "UPDATE documents SET locator = %s, media_type = %s, size = %s, mtime_ns = %s, "
+            "inode = %s, etag = %s, last_modified = %s, bytes_hash = %s, derivation = %s, "
+            "title = %s, metadata = %s, missing = 0, last_seen = %s "
+            "WHERE source = %s AND key = %s",
+            (version.locator, version.media_type, *stat_row(version.stat),
+             *validator_row(version.validators), version.bytes_hash, version.derivation,
+             version.title, version.metadata, now, source, doc.key),
+        )
+        crashpoint("store.drop_old_chunks")
+        self._queue("DELETE FROM chunks c USING documents d WHERE d.source = %s AND d.key = %s "
+                    "AND c.doc_id = d.id AND c.generation = d.generation", (source, doc.key))
+        self._write_chunks(source, doc.key, version.chunks)
+
+    def _write_chunks(self, source: str, key: str, chunks: Sequence[ChunkDraft]) -> None:
+        """The current generation's chunks of the document, and their texts."""
+        this = (source, key)
         # Shared rows are inserted in digest order, so concurrent workers never deadlock.
-        texts = sorted({c.digest: c.text for c in version.chunks}.items())
+        texts = sorted({c.digest: c.text for c in chunks}.items())
         if texts:
             crashpoint("store.write_chunk_texts")
             self._queue(
@@ -613,7 +640,6 @@ class PostgresStore:
                 "ORDER BY digest ON CONFLICT DO NOTHING",
                 ([d for d, _ in texts], [t for _, t in texts],
                  [embedding_text_key(t) for _, t in texts]))
-        chunks = version.chunks
         if chunks:
             crashpoint("store.write_chunks")
             self._queue(

@@ -33,7 +33,7 @@ from kbsync.crashpoints import crashpoint
 from kbsync.errors import SchemaError, StoreError
 from kbsync.identity import embedding_text_key
 from kbsync.model import PageSchedule
-from kbsync.plan import Action, DocumentPlan, StoredDocument
+from kbsync.plan import Action, ChunkDraft, DocumentPlan, StoredDocument
 from kbsync.store import ChunkRef, DocumentText, Hit, RunRecord, StoreStatus, Window, invariants
 from kbsync.store.filters import Filters, sqlite_condition
 from kbsync.store.guard import READ_ONLY, REPAIR, guarded, sqlite_or_os_error, store_error
@@ -454,6 +454,8 @@ class SqliteStore:
                 self._move(source, doc, now)
             elif doc.action in (Action.METADATA, Action.UNCHANGED):  # same text, same chunks
                 self._refresh(source, doc, now)
+            elif doc.action is Action.RECHUNKED:
+                self._rechunk(source, doc, now)
             else:
                 self._write_version(source, doc, now)
 
@@ -588,17 +590,47 @@ class SqliteStore:
                        (doc_id, generation - 1))
             crashpoint("store.write_text")
             _write_text(db, doc_id, generation, version.text)
+        self._write_chunks(doc_id, generation, version.chunks)
+
+    def _rechunk(self, source: str, doc: DocumentPlan, now: str) -> None:
+        """The same text in new chunks: the current generation's chunks are replaced, so
+        its text, its previous text and when it last changed stay as they were."""
+        version = doc.version
+        assert version is not None
+        found = self._doc_id(source, doc.key)
+        if found is None:
+            self._write_version(source, doc, now)
+            return
+        doc_id, generation = found
+        self._drop_fts(doc_id, generation)
+        crashpoint("store.write_document")
+        self._db.execute(
+            "UPDATE documents SET locator = ?, media_type = ?, size = ?, mtime_ns = ?, inode = ?, "
+            "etag = ?, last_modified = ?, bytes_hash = ?, derivation = ?, title = ?, "
+            "metadata = ?, missing = 0, last_seen = ? WHERE id = ?",
+            (version.locator, version.media_type, *stat_row(version.stat),
+             *validator_row(version.validators), version.bytes_hash, version.derivation,
+             version.title, version.metadata, now, doc_id),
+        )
+        crashpoint("store.drop_old_chunks")
+        self._db.execute("DELETE FROM chunks WHERE doc_id = ? AND generation = ?",
+                         (doc_id, generation))
+        self._write_chunks(doc_id, generation, version.chunks)
+
+    def _write_chunks(self, doc_id: int, generation: int, chunks: Sequence[ChunkDraft]) -> None:
+        """A generation's chunks, their texts and their full-text rows."""
+        db = self._db
         crashpoint("store.write_chunk_texts")
         db.executemany(
             "INSERT OR IGNORE INTO chunk_texts (digest, text, text_key) VALUES (?, ?, ?)",
-            ((c.digest, c.text, embedding_text_key(c.text)) for c in version.chunks),
+            ((c.digest, c.text, embedding_text_key(c.text)) for c in chunks),
         )
         crashpoint("store.write_chunks")
         db.executemany(
             "INSERT INTO chunks (doc_id, generation, idx, digest, section, heading, start, "
             '"end", tokens, boundary) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
             ((doc_id, generation, index, c.digest, c.section, c.heading, c.start, c.end,
-              c.tokens, c.boundary) for index, c in enumerate(version.chunks)),
+              c.tokens, c.boundary) for index, c in enumerate(chunks)),
         )
         crashpoint("store.write_fts")
         db.execute(
