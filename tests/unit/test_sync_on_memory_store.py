@@ -14,6 +14,7 @@ from kbsync.plan import DocumentPlan, StoredDocument
 from kbsync.report import SyncResult
 from kbsync.sync import Chunker, SyncOptions, release_source, sync_sources
 from kbsync.sync.apply import MASS_DELETION
+from kbsync.sync.options import BatchLimits
 from kbsync.testing import CountingEmbedder, MemorySink, MemorySource, MemoryStore
 
 CHUNKER = Chunker("tttd", {"min_tokens": 8, "max_tokens": 32, "primary_bits": 3,
@@ -286,3 +287,20 @@ def test_a_document_found_missing_is_counted_kept_and_cleared_when_it_is_back(
     source.errors.clear()
     assert _sync(source, store, embedder).total("unchanged") == 6
     assert store.manifest("memory")["doc5.txt"].missing == 0
+
+
+@pytest.mark.parametrize("documents_per_batch", [1, 64])
+def test_every_added_chunk_is_embedded_or_reused_when_documents_share_chunks(
+        documents_per_batch: int) -> None:
+    # A document and a second that ends with its text (two of four: not boilerplate), so
+    # their common chunks are embedded once.
+    shared = _body(1)
+    source = MemorySource({"a.txt": shared, "b.txt": _body(2) + b" " + shared,
+                           "c.txt": _body(3), "d.txt": _body(4)})
+    embedder = CountingEmbedder()
+    done = _sync(source, MemoryStore(), embedder,
+                 batch=BatchLimits(documents=documents_per_batch)).sources[0]
+    assert done.boilerplate_chunks == 0
+    assert done.embeddings_computed == embedder.texts
+    assert done.chunks["added"] == done.embeddings_computed + done.embeddings_reused
+    assert done.embeddings_reused > 0

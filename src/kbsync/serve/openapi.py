@@ -52,9 +52,10 @@ _SCHEMAS: dict[str, Any] = {
     }),
     "Vectors": {**_obj({"computed": _INT, "reused": _INT, "kept": _INT}),
                 "description": "Embeddings computed; reused (chunks new to their document "
-                               "whose vector the embedding cache held, the report's "
-                               "embeddings_reused); kept (chunks of changed documents that "
-                               "kept their vector, in place or moved)"},
+                               "that needed no embedding: the cache held their vector, or "
+                               "the run embedded their text for another chunk; the "
+                               "report's embeddings_reused); kept (chunks of changed "
+                               "documents that kept their vector, in place or moved)"},
     "RunSummary": _obj({"id": _INT, "started": _STR, "finished": _STR, "seconds": _NUM,
                         "documents": _COUNTS, "embeddings": _ref("Vectors"),
                         "failures": _INT}),

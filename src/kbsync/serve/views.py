@@ -64,8 +64,8 @@ def _embeddings(record: RunRecord) -> dict[str, Any]:
 
 def _vectors(sources: Sequence[SourceResult]) -> dict[str, int]:
     """Vectors computed; reused, as the report's ``embeddings_reused`` counts them (chunks
-    new to their document whose vector the embedding cache held); and chunks that changed
-    documents kept with their vectors (in place or moved)."""
+    new to their document that needed no embedding); and chunks that changed documents
+    kept with their vectors (in place or moved)."""
     kept = sum(s.chunks.get(k, 0) for s in sources for k in ("kept", "moved"))
     return {"computed": sum(s.embeddings_computed for s in sources),
             "reused": sum(s.embeddings_reused for s in sources), "kept": kept}

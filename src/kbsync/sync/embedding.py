@@ -106,14 +106,13 @@ def embedded_meta_name(source: str) -> str:
 
 def embed_plan(
     the_plan: Plan, embedder: Embedder, out: SourceTally, progress: Progress | None,
-    earlier: Collection[str] = frozenset(), cache: EmbeddingCache | None = None,
-    keep: bool = True, *, cache_seconds: float = CACHE_SECONDS,
+    cache: EmbeddingCache | None = None, keep: bool = True, *,
+    cache_seconds: float = CACHE_SECONDS,
     clock: Callable[[], float] = time.monotonic,
 ) -> tuple[dict[str, npt.NDArray[np.float32]], set[str]]:
     """Vectors of the plan's cache misses; digests whose batch failed are returned apart.
 
-    Counts add up in ``out``; ``earlier`` are the digests new to documents of
-    earlier batches of the same source, counted there already. With a ``cache``,
+    Counts add up in ``out``. With a ``cache``,
     vectors enter the store's embedding cache as they are computed, committed
     every ``cache_seconds`` of ``clock`` (0: every batch) and when embedding
     stops; then only with ``keep`` are they returned too (an external vector
@@ -134,7 +133,7 @@ def embed_plan(
     writer = None if cache is None else _CacheWriter(cache, embedder.identity, out,
                                                      cache_seconds, clock)
     vectors, failed = _embed_texts(embedder, wanted, texts, out, progress, writer, keep)
-    count_reused(the_plan, earlier, out)
+    count_reused(the_plan, out)
     return vectors, failed
 
 
@@ -149,13 +148,15 @@ def by_length(items: Sequence[T], lengths: Sequence[int]) -> list[T]:
     return [items[i] for i in sorted(range(len(items)), key=lengths.__getitem__)]
 
 
-def count_reused(the_plan: Plan, earlier: Collection[str], out: SourceTally) -> None:
-    """Count the plan's added chunks that need no embedding (the cache holds their vector).
+def count_reused(the_plan: Plan, out: SourceTally) -> None:
+    """Count the plan's added chunks that need no embedding: the cache holds their vector,
+    or another added chunk of the same digest has it embedded.
 
-    ``earlier`` are the digests new to earlier batches of the same source, counted there.
+    Counted like ``chunks["added"]``, one per chunk of a document, so that every added
+    chunk is embedded or reused (a digest embedded once for two documents is one of each).
     """
-    added = {d for doc in the_plan.documents for d in doc.ops.added_digests} - set(earlier)
-    out.embeddings_reused += len(added - set(the_plan.to_embed))
+    added = sum(doc.ops.added for doc in the_plan.documents)
+    out.embeddings_reused += added - len(the_plan.to_embed)
 
 
 class _CacheWriter:

@@ -454,14 +454,14 @@ def _run_batch(
         if (d.action is Action.MODIFIED or d.edited) and change is not None:
             out.note_change(d.key, change)
     if not run.options.dry_run:
-        vectors, failed = embed_plan(the_plan, embedder, out, progress, added.digests,
+        vectors, failed = embed_plan(the_plan, embedder, out, progress,
                                      cache=store, keep=run.sink is not None,
                                      cache_seconds=run.options.batch.cache_seconds)
         run.clock.lap("embed")
         apply_plan(the_plan, vectors, failed, store, embedder, out, progress, run.sink, skip)
         run.clock.lap("apply")
     else:
-        count_reused(the_plan, added.digests, out)
+        count_reused(the_plan, out)
     added.note(the_plan)
 
 
