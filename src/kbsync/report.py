@@ -120,6 +120,9 @@ class SourceResult:
     """Pages a website source requested (None for other sources)."""
     pages_not_due: int = 0
     """Known pages a ``--due`` sync left unchecked, as not due: unchanged, never deleted."""
+    deletions_held: int = 0
+    """Stored documents kept although they are gone, until their deletion is allowed
+    (``deletions_blocked``: a mass deletion, or a source no longer configured)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data, as stored in the run's report."""
@@ -142,6 +145,7 @@ class SourceResult:
             "vectors_deleted": self.vectors_deleted,
             "listing_complete": self.listing_complete,
             "deletions_blocked": self.deletions_blocked,
+            "deletions_held": self.deletions_held,
             "failures": [{"key": k, "message": m} for k, m in self.failures],
             "warnings": list(self.warnings),
             "changes": [c.to_dict() for c in self.changes],

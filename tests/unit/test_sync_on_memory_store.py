@@ -13,7 +13,6 @@ from kbsync.model import ItemError
 from kbsync.plan import DocumentPlan, StoredDocument
 from kbsync.report import SyncResult
 from kbsync.sync import Chunker, SyncOptions, release_source, sync_sources
-from kbsync.sync.apply import MASS_DELETION
 from kbsync.sync.options import BatchLimits
 from kbsync.testing import CountingEmbedder, MemorySink, MemorySource, MemoryStore
 
@@ -136,7 +135,9 @@ def test_more_than_half_of_a_source_vanishing_deletes_nothing_without_consent(
         del source.documents[key]
     refused = _sync(source, store, embedder)
     assert refused.sources[0].deletions_blocked
-    assert ("", MASS_DELETION) in refused.sources[0].failures
+    assert refused.sources[0].deletions_held == 4
+    assert ("", "4 of this source's 6 documents are gone, more than half: none was deleted, "
+                "all are kept (use --allow-mass-delete)") in refused.sources[0].failures
     assert len(_state(store)) == 6
     allowed = _sync(source, store, embedder, allow_mass_delete=True)
     assert allowed.total("deleted") == 4

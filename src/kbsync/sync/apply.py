@@ -16,12 +16,14 @@ from kbsync.store import RecordStore
 from kbsync.sync.tally import Progress, SourceTally, utc_now
 from kbsync.vectors import VectorSink
 
-__all__ = ["MASS_DELETION", "apply_plan", "count_plan", "delete_documents", "refuse_mass_deletion"]
+__all__ = ["apply_plan", "count_plan", "delete_documents", "mass_deletion_message",
+           "refuse_mass_deletion"]
 
 
-MASS_DELETION = ("more than half of this source's documents would be deleted; nothing was "
-                 "deleted (use --allow-mass-delete)")
-"""The failure of a source whose deletions wait for consent (:func:`kbsync.plan.mass_deletion`)."""
+def mass_deletion_message(gone: int, stored: int) -> str:
+    """Why a source's deletions wait for consent (:func:`kbsync.plan.mass_deletion`)."""
+    return (f"{gone:,} of this source's {stored:,} documents are gone, more than half: none "
+            "was deleted, all are kept (use --allow-mass-delete)")
 
 
 def refuse_mass_deletion(out: SourceTally, stored: int, gone: int, allowed: bool) -> bool:
@@ -30,7 +32,8 @@ def refuse_mass_deletion(out: SourceTally, stored: int, gone: int, allowed: bool
     if not gone or allowed or not mass_deletion(stored, gone):
         return False
     out.deletions_blocked = True
-    out.failures.append(("", MASS_DELETION))
+    out.deletions_held += gone
+    out.failures.append(("", mass_deletion_message(gone, stored)))
     return True
 
 

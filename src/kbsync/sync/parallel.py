@@ -169,9 +169,10 @@ def sync_parallel(
     report = SyncReport(dry_run=False, started=utc_now(), embedder=embedder.identity)
     run = f"{report.started}/{uuid.uuid4().hex[:12]}"
     removed, released = removed_sources(store, sources, allow_mass_delete)
-    kept = [SourceTally(source=s.name) for s in removed if s.name not in released]
-    for out in kept:
-        keep_removed(out.source, out)
+    kept = []
+    for held in (s for s in removed if s.name not in released):
+        kept.append(SourceTally(source=held.name))
+        keep_removed(held, kept[-1])
     everything: list[Source] = [*sources, *(s for s in removed if s.name in released)]
     listed: dict[str, _Listed] = {}
     started = time.perf_counter()

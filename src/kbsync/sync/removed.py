@@ -40,9 +40,11 @@ def removed_sources(store: RecordStore, sources: Sequence[Source], allow_mass_de
     """
     configured = {s.name for s in sources}
     names = sorted(store.source_names() - configured)
+    held = store.status().by_source if names else {}
+    removed = [RemovedSource(n, held.get(n, 0)) for n in names]
     if allow_mass_delete:
-        return [RemovedSource(n) for n in names], frozenset(names)
-    return [RemovedSource(n) for n in names], frozenset(released_sources(store)) - configured
+        return removed, frozenset(names)
+    return removed, frozenset(released_sources(store)) - configured
 
 
 def released_sources(store: Meta) -> list[str]:
@@ -66,19 +68,25 @@ def forget_released(store: Meta, settled: Collection[str]) -> None:
         store.set_meta(REMOVED_META, json.dumps([n for n in names if n not in settled]))
 
 
-def keep_removed(name: str, out: SourceTally) -> None:
+def keep_removed(source: RemovedSource, out: SourceTally) -> None:
     """Report a stored source missing from the configuration, whose documents are kept."""
     out.deletions_blocked = True
+    out.deletions_held += source.documents
     out.failures.append(("", f"a stored source that is no longer configured in kbsync.toml; "
-                             f"its documents were kept (`kbsync sources remove {name}` or "
-                             "`kbsync sync --allow-mass-delete` deletes them)"))
+                             f"its {source.documents:,} documents were kept (`kbsync sources "
+                             f"remove {source.name}` or `kbsync sync --allow-mass-delete` "
+                             "deletes them)"))
 
 
 class RemovedSource:
-    """A source that has documents in the store but is no longer configured: it lists nothing."""
+    """A source that has documents in the store but is no longer configured: it lists nothing.
 
-    def __init__(self, name: str) -> None:
+    ``documents`` is how many it has stored.
+    """
+
+    def __init__(self, name: str, documents: int = 0) -> None:
         self._name = name
+        self.documents = documents
 
     @property
     def name(self) -> str:

@@ -182,7 +182,7 @@ def sync_sources(
         report.sources.append(tally)
         if isinstance(source, RemovedSource):
             if source.name not in released:
-                keep_removed(source.name, tally)
+                keep_removed(source, tally)
                 continue
             tally.warnings.append("no longer configured: its documents are deleted")
         mirror_all |= _sync_source(run, source,

@@ -83,6 +83,8 @@ class SourceTally:
     """The text change of edited documents, as many as :data:`REPORT_LIMIT`."""
     listing_complete: bool = True
     deletions_blocked: bool = False
+    deletions_held: int = 0
+    """Gone documents kept until their deletion is allowed."""
     revision: str = ""
     """The version of the source that was listed, when it has one (a git commit)."""
     pages_checked: int | None = None
