@@ -142,7 +142,8 @@ def main() -> None:
                 report = engine.sync(verify=verify, allow_mass_delete=True, yes=True)
                 seconds = time.perf_counter() - started
                 s = report.sources[0]
-                extracted = sum(s.documents[k] for k in ("new", "modified", "metadata-only"))
+                extracted = sum(s.documents[k] for k in
+                                ("new", "modified", "rechunked", "metadata-only"))
                 rows.append((name, site.requests - requests, site.connections - opened,
                              site.bytes_sent - sent, extracted, s.embeddings_computed, seconds,
                              report.total("failed")))

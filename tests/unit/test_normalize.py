@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kbsync import NORMALIZER_VERSION, normalize
-from kbsync.normalize import scan_words
+from kbsync.normalize import _scan_dirty, _scan_word_by_word, scan_words
 from tests import reference
 
 PIECES = [*list("ab c.\n\r\t\x00\x0c"), "\xa0", "\u2029", "\u2028", "é", "é", "�", "日"]
@@ -106,3 +106,23 @@ def test_the_text_hash_of_pieces_is_the_text_hash_of_their_join(text: str, block
 def test_a_text_normalized_in_blocks_is_normalized_as_a_whole(text: str, block: int) -> None:
     whole = normalize(text, block_chars=len(text) + 1)
     assert normalize(text, block_chars=block) == whole
+
+
+# Pieces of text that is not NFC (decomposed accents, Hangul jamo, singletons such as
+# U+2000 and U+2126 that NFC replaces) or holds NULs, mixed with every kind of whitespace.
+UNCLEAN = st.lists(st.sampled_from(
+    ["e", "\u0301", "\u0308", "\u0323", "\u0344", "\u0f73", "\u1100", "\u1161", "\u11a8",
+     "\u2126", "\u2000", "é", "x", "\x00", " ", "\t", "\n", "\n\n", "\r", "\x0c", "\u2028",
+     "\u2029"]), max_size=40).map("".join)
+
+
+@given(UNCLEAN, st.sampled_from(["", " ", "\n", "\n\n"]))
+def test_unclean_text_scans_as_cleaning_it_word_by_word_does(
+        text: str, lead: str) -> None:
+    fast, slow = _scan_dirty(text, lead), _scan_word_by_word(text, lead)
+    assert (fast.source, fast.trailing_space) == (slow.source, slow.trailing_space)
+    for name in ("text_starts", "text_ends", "input_starts", "input_ends", "paragraph"):
+        assert getattr(fast, name).tolist() == getattr(slow, name).tolist(), name
+    assert [bytes(fast.data[a:b]) for a, b in zip(fast.byte_starts, fast.byte_ends,
+                                                  strict=True)] == \
+        [bytes(slow.data[a:b]) for a, b in zip(slow.byte_starts, slow.byte_ends, strict=True)]

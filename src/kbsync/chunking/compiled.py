@@ -24,7 +24,14 @@ from kbsync.chunking.params import ByteParams, LocalParams, SentenceParams, TTTD
 from kbsync.chunking.tokens import EstimatingCounter, TokenCounter
 from kbsync.identity import ChunkIdentity
 from kbsync.model import Boundary, ByteChunk, Chunk
-from kbsync.normalize import BLOCK_CHARS, IntArray, is_paragraph_break, iter_blocks, scan_words
+from kbsync.normalize import (
+    BLOCK_CHARS,
+    IntArray,
+    compiled_words,
+    is_paragraph_break,
+    iter_blocks,
+    scan_words,
+)
 
 __all__ = ["build_chunks", "byte_chunks", "byte_chunks_available", "byte_spans", "local_chunks",
            "local_cuts", "scan_block", "tttd_chunks"]
@@ -150,6 +157,7 @@ def _fed(cutter: object, pieces: Iterable[str], block_chars: int, quick: bool
 
     for text in iter_blocks(pieces, block_chars):
         chunks = None
+        composed = None
         has_words = not text.isspace()
         if quick or _nfc(text):
             first = -1
@@ -157,19 +165,21 @@ def _fed(cutter: object, pieces: Iterable[str], block_chars: int, quick: bool
                 start = _NOT_SPACE.search(text)
                 first = int(is_paragraph_break(leading() + text[: start.start() if start else 0]))
             # The kernel declines (None) a block with a NUL or a surrogate; unsure of NFC
-            # (0), it asks unicodedata once for the block.
+            # (0), it asks unicodedata once for the block, whose NFC form, if it differs,
+            # is scanned below.
             chunks = feed(text, first, quick)
             if chunks == 0:
-                chunks = feed(text, first, False) if _nfc(text) else None
+                composed = unicodedata.normalize("NFC", text)
+                chunks = feed(text, first, False) if composed == text else None
             if chunks is not None:
                 if has_words:
                     last, since, exact = (text, None), [], True
                 else:
                     since.append(text)
         if chunks is None:
-            scan = scan_words(text, leading())
+            scan = compiled_words(text, leading(), composed) or scan_words(text, leading())
             exact = False
-            if len(scan):
+            if len(scan.input_starts):
                 last, since = (text, scan.trailing_space), []
                 chunks = feed_scanned(scan.source, scan.input_starts.tobytes(),
                                       scan.input_ends.tobytes(), bool(scan.paragraph[0]),
