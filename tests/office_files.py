@@ -75,6 +75,7 @@ def xlsx_bytes(count: int = 12) -> bytes:
     sheet.append(["Species", "Count", "Seen on"])
     sheet.append(["Avocet", count, datetime(2024, 5, 4)])
     sheet.append(["Bittern", 2.0, None])
+    sheet.append(["Curlew", 3, datetime(2024, 5, 5, 6, 30)])
     notes = workbook.create_sheet("Notes")
     notes["A1"] = "Counted at dawn"
     notes["C3"] = "=1+1"  # no cached value: openpyxl writes the formula only

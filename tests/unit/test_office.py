@@ -171,7 +171,7 @@ def test_each_sheet_is_a_section_of_text_table_rows() -> None:
     assert record.title == "Bird counts"
     assert record.sections == (
         Section(heading="Counts", level=1, text="Species | Count | Seen on\n\n"
-                "Avocet | 12 | 2024-05-04T00:00:00\n\nBittern | 2"),
+                "Avocet | 12 | 2024-05-04\n\nBittern | 2\n\nCurlew | 3 | 2024-05-05T06:30:00"),
         Section(heading="Notes", text="Counted at dawn", level=1),
     )
     assert dict(record.metadata)["author"] == "Rosalind Franklin"

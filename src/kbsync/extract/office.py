@@ -25,7 +25,7 @@ import re
 import zipfile
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
-from datetime import date, datetime
+from datetime import date, datetime, time
 from typing import Any
 
 from kbsync.errors import DependencyMissingError, ExtractionError
@@ -112,7 +112,7 @@ class XlsxExtractor:
     @property
     def identity(self) -> str:
         """Name, library and version."""
-        return "xlsx-openpyxl-v1"
+        return "xlsx-openpyxl-v2"
 
     def extract(self, data: bytes, *, locator: str, media_type: str = "") -> Record:
         """Every worksheet's non-empty rows; an unreadable package is an ExtractionError."""
@@ -356,9 +356,14 @@ def _uncomputed_formulas(archive: zipfile.ZipFile) -> int:
 
 
 def _cell_text(value: object) -> str:
-    """A cell's value as text: dates in ISO 8601, whole floats without ``.0``."""
+    """A cell's value as text: dates in ISO 8601, whole floats without ``.0``.
+
+    A spreadsheet stores a date as a date-time at midnight: it reads as the date alone.
+    """
     if value is None:
         return ""
+    if isinstance(value, datetime) and value.time() == time() and value.tzinfo is None:
+        return value.date().isoformat()
     if isinstance(value, datetime | date):
         return value.isoformat()
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
