@@ -212,6 +212,9 @@ ConfigOption = Annotated[
     Path, typer.Option("--config", "-c", help=f"The {CONFIG_NAME} file or its folder.")
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+EndpointOption = Annotated[str | None, typer.Option(
+    "--endpoint-url", help="The server of the s3:// sources when it is not AWS (MinIO, Ceph, "
+    "R2...), written as their storage_options endpoint_url.")]
 sources_app = typer.Typer(help="Add or remove sources of the knowledge base.", no_args_is_help=True)
 app.add_typer(sources_app, name="sources")
 
@@ -232,6 +235,7 @@ def init(
         "address or range (repeatable; e.g. 127.0.0.1, 10.0.0.0/8).")] = None,
     embedder_kind: Annotated[str | None, typer.Option(
         "--embedder", help="hashing or local (default: local when installed).")] = None,
+    endpoint_url: EndpointOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Write kbsync.toml with these sources and the defaults (SQLite store under .kbsync/).
@@ -243,7 +247,7 @@ def init(
         refuse_missing_folders(folder, sources or [])
         embedder, warning = init_embedder(embedder_kind)
         config = init_config(folder, sources or [], embedder=embedder,
-                             allow_private=allow_private or [])
+                             allow_private=allow_private or [], endpoint_url=endpoint_url)
     if warning:
         typer.echo(f"warning: {warning}", err=True)
     if as_json:
@@ -259,12 +263,13 @@ def sources_add(
     path: Annotated[str, typer.Argument(
         help="A folder, an http(s) URL, git+REPOSITORY, or an s3:// or other fsspec URL.")],
     name: Annotated[str | None, typer.Option(help="Its name in the knowledge base.")] = None,
+    endpoint_url: EndpointOption = None,
     config: ConfigOption = Path("."),
     as_json: JsonOption = False,
 ) -> None:
     """Add a source: a folder, a website, a git repository or an object store."""
     with _Errors(as_json), KnowledgeBase.open(config) as kb:
-        kb.add_source(path, name)
+        kb.add_source(path, name, endpoint_url=endpoint_url)
         updated = kb.config
     if as_json:
         _emit({"sources": [s.name for s in updated.sources]})

@@ -29,7 +29,13 @@ from kbsync.embed.hashing import HashingEmbedder
 from kbsync.embed.tokenizer import TokenizerCounter
 from kbsync.errors import ConfigError
 from kbsync.plan import BOILERPLATE_SHARE
-from kbsync.source_kinds import SourceConfig, infer_kind, kind_for_argument, source_kind
+from kbsync.source_kinds import (
+    ObjectStoreKind,
+    SourceConfig,
+    infer_kind,
+    kind_for_argument,
+    source_kind,
+)
 from kbsync.sources import Source
 from kbsync.store import RecordStore
 from kbsync.store.lock import WriterLock
@@ -296,13 +302,15 @@ def _source_config(table: dict[str, Any]) -> SourceConfig:
 
 def init_config(folder: str | Path, sources: Sequence[str] = (), *,
                 embedder: Mapping[str, Any] | None = None, store: str | None = None,
-                allow_private: Sequence[str] = (), exist_ok: bool = False) -> Config:
+                allow_private: Sequence[str] = (), endpoint_url: str | None = None,
+                exist_ok: bool = False) -> Config:
     """Write a new ``kbsync.toml`` with defaults and the given sources (folders or URLs).
 
     ``embedder`` is an ``[embedder]`` table (default: the offline hashing embedder);
     ``store`` the store's path relative to ``folder`` (default ``.kbsync/kbsync.db``);
     ``allow_private`` the loopback or private addresses and ranges the websites may
-    be crawled at (an intranet, a test server), written into each website's table.
+    be crawled at (an intranet, a test server), written into each website's table;
+    ``endpoint_url`` the server of the object-store sources (an S3-compatible one).
     With ``exist_ok``, a folder already configured is loaded as it is, provided it
     has every source asked for (the file is never rewritten).
     """
@@ -319,6 +327,8 @@ def init_config(folder: str | Path, sources: Sequence[str] = (), *,
         made = tuple(_source_for(file.parent, s) for s in sources)
         if allow_private:
             made = _allowing_private(made, allow_private)
+        if endpoint_url is not None:
+            made = _at_endpoint(made, endpoint_url)
         config = Config(file=file.resolve(), chunker=DEFAULT_CHUNKER, sources=made,
                         context_tokens=DEFAULT_CONTEXT_TOKENS)
         if embedder is not None:
@@ -346,6 +356,21 @@ def _allowing_private(sources: tuple[SourceConfig, ...],
     listed = [e.strip() for e in dict.fromkeys(allowed)]
     return tuple(replace(s, options={**s.options, "allow_private_addresses": listed})
                  if s.kind == "web" else s for s in sources)
+
+
+def _at_endpoint(sources: tuple[SourceConfig, ...], url: str) -> tuple[SourceConfig, ...]:
+    """The sources with ``storage_options.endpoint_url`` set on each object store; ConfigError
+    if none is one, or ``url`` is no http(s) URL."""
+    if not re.fullmatch(r"https?://[^\s/]+(/\S*)?", url):
+        raise ConfigError(f"--endpoint-url {url!r}: not an http(s) URL "
+                          "(such as http://127.0.0.1:9000)")
+    stores = [isinstance(source_kind(s.kind), ObjectStoreKind) for s in sources]
+    if not any(stores):
+        raise ConfigError("--endpoint-url is for object stores, and no source is an s3:// "
+                          "or other fsspec URL")
+    return tuple(replace(s, options={**s.options, "storage_options": {
+        **s.options.get("storage_options", {}), "endpoint_url": url}})
+        if store else s for s, store in zip(sources, stores, strict=True))
 
 
 def _existing(config: Config, sources: Sequence[str]) -> Config:
@@ -393,17 +418,20 @@ def refuse_missing_folders(folder: str | Path, sources: Sequence[str]) -> None:
         raise ConfigError(f"{missing[0]}: no such folder{where}")
 
 
-def add_source(config: Config, path: str, name: str | None = None) -> Config:
+def add_source(config: Config, path: str, name: str | None = None, *,
+               endpoint_url: str | None = None) -> Config:
     """The configuration with one more source (a folder, a URL, …), written back to its file.
 
     The file is read again under its lock, so a source another process added
     since ``config`` was read is kept. A folder that does not exist is refused,
-    as ``kbsync init`` refuses it.
+    as ``kbsync init`` refuses it; ``endpoint_url`` is the server of an object store.
     """
     refuse_missing_folders(config.root, [path])
     with _editing(config.file):
         config = load_config(config.file)
         new = _source_for(config.root, path, name)
+        if endpoint_url is not None:
+            (new,) = _at_endpoint((new,), endpoint_url)
         if any(s.name == new.name for s in config.sources):
             raise ConfigError(f"a source named {new.name!r} already exists")
         updated = replace(config, sources=(*config.sources, new))

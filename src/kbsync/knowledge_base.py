@@ -735,10 +735,12 @@ class KnowledgeBase:
                 after = next(reversed(page))  # the manifest pages in key order
         return False
 
-    def add_source(self, argument: str, name: str | None = None) -> None:
+    def add_source(self, argument: str, name: str | None = None, *,
+                   endpoint_url: str | None = None) -> None:
         """Add a source to ``kbsync.toml``: a folder, a URL, or what another kind claims
-        (see :mod:`kbsync.source_kinds`); the next sync indexes it."""
-        self.config = add_source(self.config, argument, name)
+        (see :mod:`kbsync.source_kinds`); the next sync indexes it. ``endpoint_url`` is
+        the server of an object store other than AWS (an S3-compatible one)."""
+        self.config = add_source(self.config, argument, name, endpoint_url=endpoint_url)
         self.sources = make_sources(self.config, self._crawled)
 
     def remove_source(self, name: str, *, wait: bool = True) -> None:

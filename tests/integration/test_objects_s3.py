@@ -17,7 +17,9 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from kbsync.cli import app
 from kbsync.engine import load_config
 from kbsync.extract.registry import extractor_for
 from kbsync.knowledge_base import KnowledgeBase
@@ -318,3 +320,24 @@ def test_credentials_the_server_refuses_delete_nothing(
     (_, message), = report.failures
     assert f"s3://{bucket.name}/docs could not be listed" in message
     assert "PermissionError" in message
+
+
+def test_init_and_sources_add_with_an_endpoint_url_sync_from_that_server(
+        s3: S3Server, tmp_path: Path) -> None:
+    b = Bucket(s3, tmp_path)
+    b.store.close()
+    home = tmp_path / "kb"
+    runner = CliRunner()
+    made = runner.invoke(app, ["init", f"s3://{b.name}/docs/guide", "--folder", str(home),
+                               "--embedder", "hashing", "--endpoint-url", s3.url])
+    assert made.exit_code == 0, made.output
+    added = runner.invoke(app, ["sources", "add", f"s3://{b.name}/docs", "--name", "all",
+                                "--endpoint-url", s3.url, "-c", str(home)])
+    assert added.exit_code == 0, added.output
+    with KnowledgeBase.open(home) as kb:
+        assert {s.source: s.documents["new"] for s in kb.sync().sources} == {
+            b.name: 4, "all": 5}
+    refused = runner.invoke(app, ["sources", "add", str(tmp_path), "--endpoint-url", s3.url,
+                                  "-c", str(home)])
+    assert refused.exit_code == 1
+    assert "--endpoint-url is for object stores" in refused.stderr
