@@ -505,6 +505,10 @@ class KnowledgeBase:
         else:
             doc = self.store.document(key, source)
         if doc is None:
+            last = self.history(key, source, limit=1)
+            if last and last[0].action == "deleted":
+                raise KbsyncError(f"{key}: deleted by sync #{last[0].run} (finished "
+                                  f"{last[0].finished}); its text is no longer stored")
             raise KbsyncError(f"{key}: no such document in the knowledge base")
         return doc
 

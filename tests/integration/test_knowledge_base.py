@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -119,6 +120,19 @@ def test_the_diff_of_a_document_seen_once_says_there_is_no_previous_version(
     data = first.to_dict()
     assert data["first_version"] is True
     assert (data["verdict"], data["similarity"], data["regions"]) == (None, None, [])
+
+
+def test_the_diff_of_a_deleted_document_names_the_sync_that_deleted_it(home: Path) -> None:
+    page = sorted((home / "docs").iterdir())[0]
+    with KnowledgeBase.create(home, sources=["docs"]) as kb:
+        kb.sync()
+        page.unlink()
+        kb.sync()
+        with pytest.raises(KbsyncError, match=rf"{re.escape(page.name)}: deleted by sync #2 "
+                                              r"\(finished .+\); its text is no longer stored"):
+            kb.diff(page.name)
+        with pytest.raises(KbsyncError, match="no such document in the knowledge base"):
+            kb.diff("never-there.md")
 
 
 def test_a_report_counts_every_action_and_a_plan_is_not_recorded(home: Path) -> None:
