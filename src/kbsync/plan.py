@@ -23,6 +23,7 @@ __all__ = [
     "DocumentPlan",
     "DocumentVersion",
     "Failed",
+    "Held",
     "Plan",
     "Refreshed",
     "StoredDocument",
@@ -42,7 +43,9 @@ class Action(StrEnum):
 
     ``RECHUNKED``: the same text made into chunks another way (a chunker or extractor
     setting changed); its chunks are replaced in place, so the text's last real edit
-    stays the one ``diff`` shows.
+    stays the one ``diff`` shows. ``HELD``: a new text that shares almost nothing with
+    the stored one, which keeps its stored version until a second sync sees the same
+    text (:func:`kbsync.sync.replacements.route_replacement`).
     """
 
     NEW = "new"
@@ -51,6 +54,7 @@ class Action(StrEnum):
     METADATA = "metadata-only"
     MOVED = "moved"
     DELETED = "deleted"
+    HELD = "held"
     UNCHANGED = "unchanged"
     FAILED = "failed"
 
@@ -139,7 +143,14 @@ class Failed:
     missing: bool = False
 
 
-Observation = Unchanged | Refreshed | Failed | DocumentVersion
+@dataclass(frozen=True, slots=True)
+class Held:
+    """A new text that shares almost nothing with the stored one, held until confirmed."""
+
+    key: str
+
+
+Observation = Unchanged | Refreshed | Failed | Held | DocumentVersion
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,7 +192,7 @@ class DocumentPlan:
     @property
     def writes(self) -> bool:
         """Whether applying this document changes the store."""
-        return self.refresh or self.action not in (Action.UNCHANGED, Action.FAILED)
+        return self.refresh or self.action not in (Action.UNCHANGED, Action.HELD, Action.FAILED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,6 +267,8 @@ def plan(
         old = stored.get(key)
         if isinstance(obs, Unchanged):
             docs.append(DocumentPlan(key, Action.UNCHANGED))
+        elif isinstance(obs, Held):
+            docs.append(DocumentPlan(key, Action.HELD))
         elif isinstance(obs, Failed):
             docs.append(DocumentPlan(key, Action.FAILED, message=obs.message,
                                      missing=obs.missing and old is not None))

@@ -143,7 +143,7 @@ def test_a_report_counts_every_action_and_a_plan_is_not_recorded(home: Path) -> 
         data = result.to_dict()
         assert data["documents"] == {"new": 6, "modified": 0, "rechunked": 0,
                                      "metadata-only": 0, "moved": 0, "deleted": 0,
-                                     "unchanged": 0, "failed": 0}
+                                     "held": 0, "unchanged": 0, "failed": 0}
         assert [c["key"] for c in data["sources"][0]["changes"]] == sorted(
             p.name for p in (home / "docs").iterdir())
         planned = kb.plan()

@@ -56,8 +56,12 @@ def test_a_collapsed_file_keeps_its_previous_version_until_the_next_sync_confirm
         before, text = digests(kb, "guide.md"), kb.document("guide.md").text
         write(home / "docs" / "guide.md", LOGIN_WALL)
         held = kb.sync()
-        assert held.total("modified") == 0
+        assert (held.total("modified"), held.total("held")) == (0, 1)
         assert held.sources[0].embeddings_computed == 0
+        (entry,) = [c for c in held.sources[0].changes if c.key == "guide.md"]
+        assert entry.action == "held"
+        assert entry.change is not None
+        assert entry.change.verdict is Verdict.REEXAMINE_EXTRACTION
         (warning,) = warnings(held)
         assert "guide.md" in warning
         assert "--accept-replacements" in warning
@@ -240,7 +244,7 @@ def test_parallel_workers_hold_a_collapsed_file_as_one_process_does(
         text = kb.document("guide.md").text
         write(docs / "guide.md", LOGIN_WALL)
         held = kb.sync(workers=1)
-        assert held.total("modified") == 0
+        assert (held.total("modified"), held.total("held")) == (0, 1)
         assert any("guide.md" in w for w in warnings(held))
         assert kb.document("guide.md").text == text
         assert kb.sync(workers=1).total("modified") == 1

@@ -40,7 +40,6 @@ from kbsync.model import (
     Validators,
 )
 from kbsync.plan import (
-    Action,
     DocumentVersion,
     Failed,
     Observation,
@@ -72,7 +71,12 @@ from kbsync.sync.observe import (
 )
 from kbsync.sync.options import BatchLimits, SyncOptions
 from kbsync.sync.removed import RemovedSource, forget_released, keep_removed, removed_sources
-from kbsync.sync.replacements import compare_stored, forget_held, route_replacement
+from kbsync.sync.replacements import (
+    compare_stored,
+    forget_held,
+    reports_change,
+    route_replacement,
+)
 from kbsync.sync.scratch import Scratch
 from kbsync.sync.tally import Progress, SourceTally, SyncReport, utc_now
 
@@ -417,8 +421,7 @@ def _process(job: ClaimedDocument, source: Source, store: WorkQueue, embedder: E
     out.embedding_tokens = sum(tokens[d] for d in the_plan.to_embed)
     vectors, failed = embed_plan(the_plan, embedder, out, None, cache=store, keep=False)
     apply_plan(the_plan, vectors, failed, store, embedder, out, None)
-    if change is not None and any(d.action is Action.MODIFIED or d.edited
-                                  for d in the_plan.documents):
+    if change is not None and any(reports_change(d) for d in the_plan.documents):
         out.note_change(job.key, change)
     return out.to_dict()
 

@@ -7,12 +7,12 @@ from collections.abc import Collection
 
 from kbsync.compare import WORD_REGIONS_LIMIT, compare, compare_long
 from kbsync.model import ChangeReport, Verdict
-from kbsync.plan import DocumentVersion, Observation, StoredDocument, Unchanged
+from kbsync.plan import Action, DocumentPlan, DocumentVersion, Held, Observation, StoredDocument
 from kbsync.store import Manifest, Meta
 from kbsync.store.rows import held_meta_name
 from kbsync.sync.tally import SourceTally
 
-__all__ = ["compare_stored", "forget_held", "route_replacement"]
+__all__ = ["compare_stored", "forget_held", "reports_change", "route_replacement"]
 
 
 def compare_stored(store: Manifest, source: str, observation: Observation,
@@ -34,6 +34,12 @@ def compare_stored(store: Manifest, source: str, observation: Observation,
         return None
     noise = {c.text for c in observation.chunks if c.digest in shared}
     return compare(before.text, observation.text, ignore=noise)
+
+
+def reports_change(doc: DocumentPlan) -> bool:
+    """Whether a sync's report keeps the change report of this planned document: an edit,
+    a held replacement (what it would have become), or a move with edits."""
+    return doc.action in (Action.MODIFIED, Action.HELD) or doc.edited
 
 
 def forget_held(store: Meta, source: str, key: str) -> None:
@@ -75,4 +81,4 @@ def route_replacement(store: Meta, source: str, version: DocumentVersion,
     out.warnings.append(f"{version.key}: new text shares almost nothing with the previous one "
                         f"(similarity {change.similarity:.3f}); kept the previous version until "
                         "the next sync sees the same text (or sync with --accept-replacements)")
-    return Unchanged(version.key)
+    return Held(version.key)

@@ -59,7 +59,12 @@ from kbsync.sync.observe import (
 from kbsync.sync.options import SyncOptions
 from kbsync.sync.reading import POOL_MIN_DOCUMENTS, Read, Readers, read_workers
 from kbsync.sync.removed import RemovedSource, forget_released, keep_removed, removed_sources
-from kbsync.sync.replacements import compare_stored, forget_held, route_replacement
+from kbsync.sync.replacements import (
+    compare_stored,
+    forget_held,
+    reports_change,
+    route_replacement,
+)
 from kbsync.sync.scratch import Scratch
 from kbsync.sync.tally import Progress, SourceTally, SyncReport, utc_now
 from kbsync.vectors import VectorSink
@@ -451,7 +456,7 @@ def _run_batch(
         if d.edited and d.version is not None and d.previous_key is not None:
             # Compared now, while the origin's text is still stored at its old key.
             change = compare_stored(store, source, d.version, local[d.previous_key], shared)
-        if (d.action is Action.MODIFIED or d.edited) and change is not None:
+        if change is not None and reports_change(d):
             out.note_change(d.key, change)
     if not run.options.dry_run:
         vectors, failed = embed_plan(the_plan, embedder, out, progress,
@@ -471,7 +476,7 @@ def _screen_replacements(
 ) -> tuple[list[Observation], dict[str, ChangeReport]]:
     """Compare every document whose text changed with its stored text; hold collapsed ones.
 
-    Returns the observations to plan (a held document becomes :class:`Unchanged`)
+    Returns the observations to plan (a held document becomes :class:`~kbsync.plan.Held`)
     and the change report of each document compared.
     """
     screened: list[Observation] = []
