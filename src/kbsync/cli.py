@@ -301,14 +301,15 @@ def _unknown_sources(filters: Filters, stored: Collection[str]) -> list[str]:
 
 
 def _progress_run(run: Callable[[Progress | None], SyncResult], quiet: bool) -> SyncResult:
-    """``run(progress)`` with progress bars on stderr, or without any when ``quiet``."""
+    """``run(progress)`` with progress bars on stderr, or without any when ``quiet`` or
+    when stderr is no terminal (a log file would get a blank line for the bars)."""
     from rich import progress as bars  # only the commands that draw bars pay for it
 
-    if quiet:
+    console = Console(stderr=True)
+    if quiet or not console.is_terminal:
         return run(None)
     with bars.Progress(bars.TextColumn("{task.description}"), bars.BarColumn(),
-                       bars.MofNCompleteColumn(), transient=True,
-                       console=Console(stderr=True)) as bar:
+                       bars.MofNCompleteColumn(), transient=True, console=console) as bar:
         tasks: dict[str, bars.TaskID] = {}
 
         def tick(stage: str, done: int, total: int) -> None:
@@ -320,8 +321,10 @@ def _progress_run(run: Callable[[Progress | None], SyncResult], quiet: bool) -> 
 
 
 def _print_report(report: SyncResult, as_json: bool) -> None:
+    """The report on stdout (as JSON, or as tables and lines); its problems on stderr."""
     if as_json:
         _emit(report.to_dict())
+        _print_problems(report)
         return
     console = Console()
     for table in sync_tables(report):

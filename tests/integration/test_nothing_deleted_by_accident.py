@@ -7,6 +7,7 @@ import json
 import os
 from collections.abc import Generator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -21,8 +22,15 @@ runner = CliRunner()
 
 
 def _run(*args: str) -> tuple[int, str]:
+    """Exit code, and what the command printed (stdout and stderr)."""
     result = runner.invoke(app, list(args))
     return result.exit_code, result.output
+
+
+def _json(*args: str) -> tuple[int, Any]:
+    """Exit code, and the JSON the command printed on stdout (``--json``)."""
+    result = runner.invoke(app, [*args, "--json"])
+    return result.exit_code, json.loads(result.stdout)
 
 
 def _folder(root: Path, folders: int = 4, files: int = 3) -> None:
@@ -38,14 +46,14 @@ def _folder(root: Path, folders: int = 4, files: int = 3) -> None:
 def kb(tmp_path: Path) -> Path:
     _folder(tmp_path / "docs")
     assert _run("init", "docs", "--folder", str(tmp_path), "--embedder", "hashing")[0] == 0
-    code, out = _run("sync", "-c", str(tmp_path), "--json")
-    assert code == 0, out
-    assert json.loads(out)["documents"]["new"] == 12
+    code, data = _json("sync", "-c", str(tmp_path))
+    assert code == 0, data
+    assert data["documents"]["new"] == 12
     return tmp_path
 
 
 def _documents(kb: Path) -> int:
-    return int(json.loads(_run("status", "-c", str(kb), "--json")[1])["documents"])
+    return int(_json("status", "-c", str(kb))[1]["documents"])
 
 
 # -- a source that disappears from kbsync.toml ---------------------------------------------
@@ -62,9 +70,8 @@ def test_a_source_that_vanished_from_the_configuration_keeps_its_documents(kb: P
     assert "no longer configured" in out
     assert "its 12 documents were kept" in " ".join(out.split())
     assert _documents(kb) == 12
-    code, out = _run("sync", "-c", str(kb), "--json")
+    code, report = _json("sync", "-c", str(kb))
     assert code == 4
-    report = json.loads(out[out.index("{"):])
     (docs,) = [s for s in report["sources"] if s["source"] == "docs"]
     assert docs["deletions_blocked"]
     assert docs["deletions_held"] == 12
@@ -79,9 +86,9 @@ def test_sources_remove_lets_the_next_sync_delete_a_source_no_longer_configured(
     assert _run("sync", "-c", str(kb))[0] == 4
     code, out = _run("sources", "remove", "docs", "-c", str(kb))
     assert code == 0, out
-    code, out = _run("sync", "-c", str(kb), "--json")
-    assert code == 0, out
-    assert json.loads(out)["documents"]["deleted"] == 12
+    code, data = _json("sync", "-c", str(kb))
+    assert code == 0, data
+    assert data["documents"]["deleted"] == 12
     assert _documents(kb) == 0
     # The release is spent: a source of that name added later is not deleted by it.
     assert _run("sources", "add", "docs", "-c", str(kb))[0] == 0
@@ -94,9 +101,9 @@ def test_sources_remove_lets_the_next_sync_delete_a_source_no_longer_configured(
 def test_sources_remove_of_a_configured_source_deletes_at_the_next_sync(kb: Path) -> None:
     assert _run("sources", "remove", "docs", "-c", str(kb))[0] == 0
     assert "[[sources]]" not in (kb / "kbsync.toml").read_text()
-    code, out = _run("sync", "-c", str(kb), "--json")
-    assert code == 0, out
-    assert json.loads(out)["documents"]["deleted"] == 12
+    code, data = _json("sync", "-c", str(kb))
+    assert code == 0, data
+    assert data["documents"]["deleted"] == 12
 
 
 def test_remove_source_then_sync_with_the_same_knowledge_base_deletes_its_documents(
@@ -113,9 +120,9 @@ def test_allow_mass_delete_deletes_a_source_no_longer_configured(kb: Path) -> No
     config = kb / "kbsync.toml"
     text = config.read_text()
     config.write_text(text[: text.index("[[sources]]")])
-    code, out = _run("sync", "-c", str(kb), "--allow-mass-delete", "--json")
-    assert code == 0, out
-    assert json.loads(out)["documents"]["deleted"] == 12
+    code, data = _json("sync", "-c", str(kb), "--allow-mass-delete")
+    assert code == 0, data
+    assert data["documents"]["deleted"] == 12
 
 
 @pytest.mark.parametrize(("typo", "named", "suggested"), [
