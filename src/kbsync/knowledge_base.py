@@ -412,7 +412,13 @@ class KnowledgeBase:
         if context_tokens is None:
             context_tokens = self.config.context_tokens
         if not context_tokens:
-            return ranked(self._ranked(query, k, mode, query_vector, where))
+            wanted = k
+            while True:  # while a document repeats a passage, rank more
+                hits = self._ranked(query, wanted, mode, query_vector, where)
+                distinct = _distinct(hits)
+                if len(distinct) >= k or len(hits) < wanted:
+                    return ranked(distinct[:k])
+                wanted *= 4
         results: list[Hit] = []
         # Hits that fall into a window already returned are merged: rank a few spare ones.
         for hit in self._ranked(query, 3 * k, mode, query_vector, where):
@@ -787,3 +793,15 @@ class KnowledgeBase:
         """Drop cache entries and texts nothing refers to, and compact the store."""
         with self._writing(wait, None):
             return Collected(self.store.gc())
+
+
+def _distinct(hits: list[Hit]) -> list[Hit]:
+    """The hits in order, without a chunk whose text the same document already gave:
+    a passage repeated in a document would fill the results with copies of itself."""
+    seen: set[tuple[str, str, str]] = set()
+    kept = []
+    for hit in hits:
+        if (hit.source, hit.key, hit.text) not in seen:
+            seen.add((hit.source, hit.key, hit.text))
+            kept.append(hit)
+    return kept

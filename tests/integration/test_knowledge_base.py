@@ -194,3 +194,16 @@ def test_closing_releases_the_store(home: Path) -> None:
         kb.sync()
     with pytest.raises(Exception, match="closed"):
         kb.status()
+
+
+def test_a_passage_repeated_in_a_document_is_one_hit_not_k_copies(home: Path) -> None:
+    (home / "docs" / "chant.md").write_text("Harbour bells ring at noon. " * 400,
+                                            encoding="utf-8")
+    with KnowledgeBase.create(home, sources=["docs"]) as kb:
+        kb.sync()
+        for mode in ("text", "vector", "hybrid"):
+            hits = kb.search("harbour bells ring", k=4, mode=mode, context_tokens=0)
+            pairs = [(h.key, h.text) for h in hits]
+            assert len(pairs) == len(set(pairs)), mode
+            assert hits[0].key == "chant.md", mode
+            assert len(hits) == 4 or mode == "text", mode  # text: only documents with the words
