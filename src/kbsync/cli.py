@@ -507,6 +507,9 @@ def _status_text(data: dict[str, Any]) -> str:
         acted = ", ".join(f"{n} {action}" for action, n in counts if n) or (
             "nothing done, because of these failures" if last["failures"] else "nothing to do")
         lines.append(f"last sync:  {last['started']} to {last['finished']}: {acted}")
+    if data.get("writer"):
+        lines.append(f"now:        a sync (or another writer, {data['writer']}) is running; "
+                     "the counts are those committed so far")
     failures = last["failures"] if last is not None else []
     for failure in failures[:_STATUS_FAILURES]:
         where = (f"{failure['key']} ({failure['source']})" if failure["key"]

@@ -572,7 +572,8 @@ class KnowledgeBase:
         return (f"embedded {embedded} chunks that had no vector",) if embedded else ()
 
     def status(self) -> Status:
-        """Counts of documents, chunks, embeddings and runs, and the last run."""
+        """Counts of documents, chunks, embeddings and runs, the last run, and the process
+        writing now (a sync in progress), if any."""
         st = self.store.status()
         last = None if st.last_run is None else SyncResult.from_dict(st.last_run)
         return Status(
@@ -583,7 +584,8 @@ class KnowledgeBase:
                 last.started, last.finished, dict(last.documents), interrupted=last.interrupted,
                 applied=sum(s.documents_applied for s in last.sources),
                 failures=tuple((s.source, key, message) for s in last.sources
-                               for key, message in s.failures)))
+                               for key, message in s.failures)),
+            writer=writer_lock(self.config, wait=False).holder())
 
     def runs(self, limit: int = 50) -> list[RunRecord]:
         """The latest recorded syncs, newest first, each with its report

@@ -71,13 +71,15 @@ class Status:
     by_source: Mapping[str, int]
     """Documents per source."""
     last_run: RunSummary | None
+    writer: str | None = None
+    """The process writing to the knowledge base now (a sync, say: ``"pid 123"``), if any."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data."""
         return {
             "config": str(self.config), "sources": list(self.sources), "embedder": self.embedder,
             "documents": self.documents, "chunks": self.chunks, "embeddings": self.embeddings,
-            "runs": self.runs, "by_source": dict(self.by_source),
+            "runs": self.runs, "by_source": dict(self.by_source), "writer": self.writer,
             "last_run": None if self.last_run is None else {
                 "started": self.last_run.started, "finished": self.last_run.finished,
                 "documents": dict(self.last_run.documents),

@@ -651,3 +651,21 @@ def test_boilerplate_shared_by_many_documents_is_neither_embedded_nor_searched(
     kept = sync_sources([source], store, CountingEmbedder(), extractor_for, chunker,
                         options=SyncOptions(index_boilerplate=True))
     assert kept.sources[0].documents["unchanged"] == 12
+
+
+def test_status_names_the_writer_that_holds_the_lock_without_taking_it(kb: Path) -> None:
+    with _engine(kb) as engine:
+        engine.sync()
+        assert engine.status().writer is None
+        lock = writer_lock(engine.config)
+        with lock:
+            writer = engine.status().writer
+            shown = CliRunner().invoke(app, ["status", "-c", str(kb)]).output
+            # The status asked without locking: a writer that does not wait still fails.
+            with pytest.raises(LockedError):
+                engine.sync(wait=False)
+        assert writer is not None
+        assert writer.startswith("server process " if engine.config.store_url else "pid ")
+        assert f"{writer}) is running" in shown
+        assert engine.status().writer is None
+        assert "is running" not in CliRunner().invoke(app, ["status", "-c", str(kb)]).output

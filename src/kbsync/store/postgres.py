@@ -1256,17 +1256,17 @@ class AdvisoryLock:
         self.wait, self.on_wait, self.poll = wait, on_wait, poll
         self._conn: psycopg.Connection[Any] | None = None
 
+    @property
+    def _key(self) -> str:
+        return "kbsync:writer:" + (self.schema or "")
+
     def acquire(self) -> None:
         crashpoint("lock.acquire")
         conn = _connect(self.url, self._password, self.schema)
-        key = "kbsync:writer:" + (self.schema or "")
         told = False
-        while not _scalar(conn, "SELECT pg_try_advisory_lock(hashtext(%s))", (key,)):
-            holder = conn.execute(
-                "SELECT a.client_addr, a.application_name, l.pid FROM pg_locks l "
-                "JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' "
-                "AND l.objid = hashtext(%s)::oid AND l.granted LIMIT 1", (key,)).fetchone()
-            who = f" (server process {holder[2]})" if holder else ""
+        while not _scalar(conn, "SELECT pg_try_advisory_lock(hashtext(%s))", (self._key,)):
+            holder = _holder(conn, self._key)
+            who = f" ({holder})" if holder else ""
             if not self.wait:
                 conn.close()
                 raise LockedError(f"another kbsync process{who} is writing to this knowledge "
@@ -1277,6 +1277,11 @@ class AdvisoryLock:
             time.sleep(self.poll)
         self._conn = conn
         crashpoint("lock.acquired")
+
+    def holder(self) -> str | None:
+        """The server process of the writer that holds the lock now, or None when it is free."""
+        with _connect(self.url, self._password, self.schema) as conn:
+            return _holder(conn, self._key)
 
     def release(self) -> None:
         if self._conn is not None:
@@ -1300,3 +1305,10 @@ def _scalar(conn: psycopg.Connection[Any], sql: str, args: Sequence[Any] = ()) -
     row = conn.execute(sql, args).fetchone()
     assert row is not None
     return row[0]
+
+
+def _holder(conn: psycopg.Connection[Any], key: str) -> str | None:
+    """The server process that holds the advisory lock ``key``, as words, or None."""
+    row = conn.execute("SELECT l.pid FROM pg_locks l WHERE l.locktype = 'advisory' "
+                       "AND l.objid = hashtext(%s)::oid AND l.granted LIMIT 1", (key,)).fetchone()
+    return None if row is None else f"server process {row[0]}"
