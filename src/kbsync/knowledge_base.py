@@ -43,7 +43,7 @@ from kbsync.engine import (
 )
 from kbsync.errors import ConfigError, KbsyncError, ParameterError, StoreError
 from kbsync.extract import Extractor
-from kbsync.extract.registry import extractor_for
+from kbsync.extract.registry import SUPPORTED_MEDIA_TYPES, extractor_for
 from kbsync.fusion import fuse, ranked, text_relevance, vector_relevance
 from kbsync.mirror import Reconciliation, payloads, reconcile
 from kbsync.mirror import erase as erase_vectors
@@ -85,6 +85,7 @@ from kbsync.sync import (
     tombstone,
     utc_now,
 )
+from kbsync.sync.observe import derivation
 from kbsync.watch import watch
 
 __all__ = [
@@ -632,7 +633,10 @@ class KnowledgeBase:
         store, a sync or an erasure).
         """
         chunker = self.config.chunker.text_chunker()
-        in_store = tuple(self.store.verify(self.embedder.identity, chunker.identity))
+        # Documents made with other settings are chunked again by the next sync.
+        current = {derivation(self.config.chunker, e.identity) for e in
+                   (self._extractor_for(t) for t in SUPPORTED_MEDIA_TYPES) if e is not None}
+        in_store = tuple(self.store.verify(self.embedder.identity, chunker.identity, current))
         repaired: tuple[str, ...] = ()
         if repair and in_store:
             with self._writing(wait, None):
@@ -640,7 +644,7 @@ class KnowledgeBase:
                     repaired = tuple(self.store.repair(
                         lambda text: {c.identity: c.text for c in chunker.chunk(text).chunks}))
                 repaired += self._embed_missing()
-            after = tuple(self.store.verify(self.embedder.identity, chunker.identity))
+            after = tuple(self.store.verify(self.embedder.identity, chunker.identity, current))
         else:
             after = in_store
 

@@ -613,7 +613,8 @@ class MemoryStore:
             embeddings=len(self._s.vectors), runs=len(self._s.runs), by_source=dict(by_source),
             last_run=last[0].report if last else None)
 
-    def verify(self, embedder: str, identity: Callable[[str], str] | None) -> list[str]:
+    def verify(self, embedder: str, identity: Callable[[str], str] | None,
+               derivations: Collection[str] | None = None) -> list[str]:
         raise NotImplementedError("MemoryStore does not check invariants: they are those of "
                                   "a stored file (verify a SqliteStore)")
 

@@ -240,6 +240,18 @@ def test_a_changed_chunker_is_planned_as_re_derivation(kb: Path) -> None:
         assert engine.status().runs == 1  # plan wrote nothing
 
 
+def test_verify_after_a_chunker_change_finds_nothing_before_or_after_the_sync(kb: Path) -> None:
+    with _engine(kb) as engine:
+        engine.sync()
+    config = (kb / "kbsync.toml").read_text().replace("max_tokens = 192", "max_tokens = 160")
+    (kb / "kbsync.toml").write_text(config)
+    with _engine(kb) as engine:
+        # Chunks made with the old settings wait for the sync: they are not damage.
+        assert engine.verify().problems == ()
+        assert engine.sync().total("rechunked") == 12
+        assert engine.verify().problems == ()
+
+
 def test_erase_and_gc_leave_no_byte_of_the_erased_text(kb: Path, backend: Backend) -> None:
     canary = "CanaryXyzzyPlugh"
     (kb / "docs" / "secret.txt").write_text(f"This file holds the {canary} passphrase. " * 20)

@@ -386,8 +386,15 @@ class Maintenance(Protocol):
     def status(self) -> StoreStatus:
         ...
 
-    def verify(self, embedder: str, identity: Callable[[str], str] | None) -> list[str]:
-        """Every invariant checked; the problems found (empty when the store is sound)."""
+    def verify(self, embedder: str, identity: Callable[[str], str] | None,
+               derivations: Collection[str] | None = None) -> list[str]:
+        """Every invariant checked; the problems found (empty when the store is sound).
+
+        ``identity`` gives a chunk text's identity under the current chunker; with
+        ``derivations`` (what the current settings make documents with) only the chunks of
+        documents made with one of them are checked against it: after a settings change,
+        the others wait for the next sync to be chunked again, and are not damage.
+        """
         ...
 
     def gc(self) -> dict[str, int]:

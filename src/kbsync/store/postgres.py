@@ -1030,9 +1030,10 @@ class PostgresStore:
 
     # -- maintenance -----------------------------------------------------------------
 
-    def verify(self, embedder: str, identity: Callable[[str], str] | None) -> list[str]:
+    def verify(self, embedder: str, identity: Callable[[str], str] | None,
+               derivations: Collection[str] | None = None) -> list[str]:
         return self.damage() + invariants.problems(
-            self._conn.execute, embedder, identity, mark="%s",
+            self._conn.execute, embedder, identity, mark="%s", derivations=derivations,
             bad_vectors="SELECT count(*) FROM embeddings WHERE vector_dims(vector) != dimension")
 
     def add_erasure(self, pattern: str, created: str) -> None:

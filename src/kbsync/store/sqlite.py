@@ -1001,7 +1001,8 @@ class SqliteStore:
 
     # -- maintenance -----------------------------------------------------------------
 
-    def verify(self, embedder: str, identity: Callable[[str], str] | None) -> list[str]:
+    def verify(self, embedder: str, identity: Callable[[str], str] | None,
+               derivations: Collection[str] | None = None) -> list[str]:
         # SQLite's own checks of the file come first: on a damaged file the logical
         # checks below may fail or mislead. (integrity_check reads every page of a
         # 100 MB store in under a second, so it always runs; see docs/reliability.md.)
@@ -1009,7 +1010,7 @@ class SqliteStore:
         try:
             # One read transaction: a sync committing meanwhile must not look like damage.
             with self._snapshot():
-                return damage + self._verify(embedder, identity)
+                return damage + self._verify(embedder, identity, derivations)
         except sqlite3.DatabaseError:
             if damage:
                 return damage
@@ -1078,10 +1079,11 @@ class SqliteStore:
         finally:
             self._db.execute("ROLLBACK")
 
-    def _verify(self, embedder: str, identity: Callable[[str], str] | None) -> list[str]:
+    def _verify(self, embedder: str, identity: Callable[[str], str] | None,
+                derivations: Collection[str] | None) -> list[str]:
         db = self._db
         problems = invariants.problems(
-            db.execute, embedder, identity, mark="?",
+            db.execute, embedder, identity, mark="?", derivations=derivations,
             bad_vectors="SELECT count(*) FROM embeddings WHERE length(vector) != 4 * dimension")
         return problems + self._version_problems() + self._fts_drift()
 
