@@ -228,11 +228,16 @@ def test_search_finds_text_by_vector_full_text_and_both(kb: Path) -> None:
             assert any("retr" in h.text.lower() for h in hits), mode
 
 
-def test_a_changed_chunker_is_planned_as_re_derivation(kb: Path) -> None:
+def _synced_then_rechunked(kb: Path) -> None:
+    """Sync the knowledge base, then change its chunker's ``max_tokens``."""
     with _engine(kb) as engine:
         engine.sync()
     config = (kb / "kbsync.toml").read_text().replace("max_tokens = 192", "max_tokens = 160")
     (kb / "kbsync.toml").write_text(config)
+
+
+def test_a_changed_chunker_is_planned_as_re_derivation(kb: Path) -> None:
+    _synced_then_rechunked(kb)
     with _engine(kb) as engine:
         planned = engine.plan()
         assert planned.total("rechunked") == 12
@@ -241,10 +246,7 @@ def test_a_changed_chunker_is_planned_as_re_derivation(kb: Path) -> None:
 
 
 def test_verify_after_a_chunker_change_finds_nothing_before_or_after_the_sync(kb: Path) -> None:
-    with _engine(kb) as engine:
-        engine.sync()
-    config = (kb / "kbsync.toml").read_text().replace("max_tokens = 192", "max_tokens = 160")
-    (kb / "kbsync.toml").write_text(config)
+    _synced_then_rechunked(kb)
     with _engine(kb) as engine:
         # Chunks made with the old settings wait for the sync: they are not damage.
         assert engine.verify().problems == ()
