@@ -73,7 +73,8 @@ __all__ = ["sync_sources"]
 
 
 class _Added:
-    """The digests new to documents of the batches done so far of one source.
+    """The digests new to documents of the batches done so far of one source: what a dry
+    run, which caches nothing, takes as embedded by the time a later batch needs them.
 
     A digest can come back in a later batch only if more than one changed
     document holds it, so only those are kept, not every chunk of a first sync.
@@ -278,7 +279,7 @@ def _sync_source_steps(run: _Run, source: Source, allow_mass_delete: bool,
             shared = scratch.boilerplate(run.options.boilerplate_share)
         else:
             shared = store.boilerplate(source.name)
-        added = _Added(scratch.recurring())
+        added = _Added(scratch.recurring() if run.options.dry_run else set())
         out.boilerplate_chunks = len(shared)
         skip = frozenset() if run.options.index_boilerplate else shared
         same_boilerplate = store.boilerplate(source.name) == skip
@@ -419,8 +420,8 @@ def _run_batch(
     """Plan, embed and apply one batch.
 
     The gone documents of ``scratch`` this batch moves from are offered no more;
-    ``added`` learns the digests new to this batch's documents, so that counts
-    and a dry run's embedding estimate stay those of one plan of the whole source.
+    In a dry run ``added`` learns the digests new to this batch's documents, so that its
+    counts and embedding estimate stay those of one plan of the whole source.
     """
     store, embedder = run.store, run.embedder
     olds = {old.key: old for _, old in batch if old is not None}
@@ -467,7 +468,8 @@ def _run_batch(
         run.clock.lap("apply")
     else:
         count_reused(the_plan, out)
-    added.note(the_plan)
+    if run.options.dry_run:
+        added.note(the_plan)
 
 
 def _screen_replacements(
