@@ -45,8 +45,7 @@ from kbsync.errors import ConfigError, KbsyncError, ParameterError, StoreError
 from kbsync.extract import Extractor
 from kbsync.extract.registry import SUPPORTED_MEDIA_TYPES, extractor_for
 from kbsync.fusion import fuse, ranked, text_relevance, vector_relevance
-from kbsync.mirror import Reconciliation, payloads, reconcile
-from kbsync.mirror import erase as erase_vectors
+from kbsync.mirror import Reconciliation
 from kbsync.normalize import normalize
 from kbsync.plan import BOILERPLATE_SHARE
 from kbsync.report import DocumentChange, SourceResult, SyncResult
@@ -86,6 +85,7 @@ from kbsync.sync import (
     utc_now,
 )
 from kbsync.sync.observe import derivation
+from kbsync.vector_index import VectorIndex, vector_index
 from kbsync.watch import watch
 
 __all__ = [
@@ -180,9 +180,14 @@ class KnowledgeBase:
 
     def close(self) -> None:
         """Close the store (and the vector store). The knowledge base cannot be used afterwards."""
-        if self.sink is not None:
-            self.sink.close()
+        self.index.close()
         self.store.close()
+
+    @property
+    def index(self) -> VectorIndex:
+        """Where the vectors are written and searched: the store's own, or mirrored into
+        the external vector store (``[vectors]``) when one is configured."""
+        return vector_index(self.store, self.sink)
 
     def __enter__(self) -> KnowledgeBase:
         return self
@@ -223,7 +228,7 @@ class KnowledgeBase:
         self._progress = progress
         return sync_sources(
             self.sources, self.store, self.embedder, self._extractor_for, self.config.chunker,
-            self._options(dry_run=True), progress=progress, sink=self.sink)
+            self._options(dry_run=True), progress=progress, index=self.index)
 
     def sync(self, *, progress: Progress | None = None, verify: bool = False,
              allow_mass_delete: bool = False, wait: bool = True,
@@ -277,7 +282,7 @@ class KnowledgeBase:
                 self.store.abandon_runs()
             return sync_sources(
                 self.sources, self.store, self.embedder, self._extractor_for, self.config.chunker,
-                options, progress=progress, sink=self.sink)
+                options, progress=progress, index=self.index)
 
     def _confirm_above(self) -> int | None:
         """``[index] confirm_above_tokens``; 0 turns the question off."""
@@ -455,23 +460,8 @@ class KnowledgeBase:
 
     def _nearest(self, vector: npt.NDArray[np.float32], k: int,
                  filters: Filters | None = None) -> list[Hit]:
-        """Vector hits: from the external vector store when one is configured.
-
-        Filtered, the sink is handed the ids of the matching documents' points and
-        ranks among those only (the store finds them: it holds the metadata).
-        """
-        if self.sink is None:
-            return self.store.search_vector(self.embedder.identity, vector, k, filters)
-        # A few spare hits cover points that are out of step with the records.
-        if filters:
-            ids = set(payloads(self.store.indexed_chunks(filters=filters),
-                               self.embedder.identity))
-            near = self.sink.search(vector, k + 10, ids)
-        else:  # a sink written before filters needs no ``ids``
-            near = self.sink.search(vector, k + 10)
-        found = [(h.payload, h.score) for h in near if h.payload is not None]
-        refs = [(p.source, p.key, p.index, p.digest) for p, _ in found]
-        return self.store.hits_at(refs, [score for _, score in found])[:k]
+        """Vector hits, from the vector index (an external store's when configured)."""
+        return self.index.nearest(self.embedder.identity, vector, k, filters)
 
     def documents(self, *, after: DocumentRef | None = None,
                   limit: int | None = None) -> tuple[DocumentRef, ...]:
@@ -686,7 +676,7 @@ class KnowledgeBase:
                 self.store = new
                 result = sync_sources(
                     self.sources, new, self.embedder, extractor_for, self.config.chunker,
-                    self._options(allow_mass_delete=True), progress=progress, sink=self.sink)
+                    self._options(allow_mass_delete=True), progress=progress, index=self.index)
                 if not all(s.listing_complete for s in result.sources):
                     raise StoreError(f"{live}: a source could not be listed in full, so the "
                                      "rebuilt store would miss documents; the old store is "
@@ -705,14 +695,11 @@ class KnowledgeBase:
 
     def reconcile(self, *, repair: bool = False, wait: bool = True) -> Reconciliation | None:
         """The differences between the records and the vector store (``None`` without one)."""
-        if self.sink is None:
-            return None
+        identity, dimension = self.embedder.identity, self.embedder.dimension
         if not repair:
-            return reconcile(self.store, self.sink, self.embedder.identity,
-                             self.embedder.dimension)
+            return self.index.reconcile(identity, dimension)
         with self._writing(wait, None):
-            return reconcile(self.store, self.sink, self.embedder.identity,
-                             self.embedder.dimension, repair=True)
+            return self.index.reconcile(identity, dimension, repair=True)
 
     # -- maintenance ------------------------------------------------------------------
 
@@ -737,8 +724,7 @@ class KnowledgeBase:
                     "(keys are paths relative to the source's folder, or URLs, as "
                     "`kbsync search` shows them)")
             self.store.add_erasure(tombstone(pattern), utc_now())
-            if self.sink is not None:
-                erase_vectors(self.store, self.sink, self.embedder.identity, pattern)
+            self.index.erase(self.embedder.identity, pattern)
             return Erased(tuple(DocumentRef(s, k) for s, k in self.store.erase(pattern)))
 
     def _any_key_matches(self, pattern: str) -> bool:

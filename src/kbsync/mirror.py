@@ -48,11 +48,15 @@ _SHOWN_IDS = 10
 
 @dataclass(frozen=True, slots=True)
 class SinkWrite:
-    """What writing one document did to the sink; ``warning`` when a deletion is postponed."""
+    """What writing one document did to the sink; ``warning`` when a deletion is postponed.
+
+    ``committed`` is false for a write that commits with its transaction (a batch).
+    """
 
     upserted: int = 0
     deleted: int = 0
     warning: str = ""
+    committed: bool = True
 
 
 @dataclass(frozen=True, slots=True)

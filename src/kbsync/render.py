@@ -9,6 +9,7 @@ characters as visible escapes (:func:`kbsync.terminal.printable`).
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -152,8 +153,9 @@ def sync_tables(report: SyncResult) -> list[RenderableType]:
         if _unlisted(s):  # zeros would read as "nothing changed" rather than "not looked at"
             docs.add_row(*_cells(s.source, *["—"] * (len(docs.columns) - 1)))
             work.add_row(*_cells(s.source, *["—"] * (len(work.columns) - 1)))
+            kept = f"; its {s.deletions_held:,} documents are kept" if s.deletions_held else ""
             notes.append(safe(f"{s.source}: not listed (the error is below); nothing of it "
-                              "was read, changed or deleted"))
+                              f"was read, changed or deleted{kept}"))
             continue
         d, c = s.documents, s.chunks
         docs.add_row(*_cells(s.source, *(f"{d.get(k, 0):,}" for k in _ACTIONS)))
@@ -228,14 +230,27 @@ def hit_blocks(hits: Sequence[Hit]) -> RenderableType:
         if hit.heading or hit.title:
             head.append(" › ")
             head.append(safe(hit.heading or hit.title or "", "bold", one_line=True))
-        head.append(f"  relevance {hit.relevance:.2f}", style="dim")
         shown = _reflowed(hit.context or hit.text)
         if len(shown) > HIT_CHARS:
             shown = shown[:HIT_CHARS].rstrip() + "…"
-        blocks += [head, _Indented(safe(shown), 3)]
+        blocks += [_with_relevance(head, hit.relevance), _Indented(safe(shown), 3)]
     if not blocks:
         return Text("no results", style="dim")
     return Group(*blocks)
+
+
+def _with_relevance(head: Text, relevance: float) -> Table:
+    """A hit's first line with its relevance at the right, kept whole however narrow the
+    terminal: the head wraps instead.
+
+    Shown rounded down, so that only a hit as relevant as the best reads 1.00.
+    """
+    line = Table.grid(expand=True, padding=(0, 0, 0, 2))
+    line.add_column(ratio=1)
+    line.add_column(no_wrap=True, justify="right")
+    shown = math.floor(relevance * 100 + 1e-9) / 100  # 0.29 * 100 is 28.999…
+    line.add_row(head, Text(f"relevance {shown:.2f}", style="dim"))
+    return line
 
 
 # A line that starts like this keeps its own line when a hit's text is reflowed.

@@ -122,7 +122,8 @@ class SourceResult:
     """Known pages a ``--due`` sync left unchecked, as not due: unchanged, never deleted."""
     deletions_held: int = 0
     """Stored documents kept although they are gone, until their deletion is allowed
-    (``deletions_blocked``: a mass deletion, or a source no longer configured)."""
+    (``deletions_blocked``: a mass deletion, or a source no longer configured), or
+    although an incomplete listing lacks them (it cannot tell what is gone)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data, as stored in the run's report."""

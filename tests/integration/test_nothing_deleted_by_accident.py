@@ -215,6 +215,7 @@ def test_a_source_root_that_is_gone_is_reported_as_not_listed_not_as_unchanged(
     code, out = _run("sync", "-c", str(kb))
     assert code == 4
     assert "docs: not listed (the error is below); nothing of it was read, changed or" in out
+    assert "its 12 documents are kept" in " ".join(out.split())
     assert "│    0 │" not in out  # no zeros that would read as "nothing changed"
     assert "cannot be read" in out
     assert _run("plan", "-c", str(kb))[0] == 4  # as the sync would end

@@ -29,6 +29,7 @@ from kbsync.store.postgres import PostgresStore
 from kbsync.store.sqlite import SqliteStore
 from kbsync.sync import Chunker, SyncOptions, sync_sources
 from kbsync.testing import CountingEmbedder, MemorySink, MemorySource
+from kbsync.vector_index import MirroredIndex
 from kbsync.vectors import Payload, SinkHit, SinkPoint, VectorPoint, VectorSink
 from tests.conftest import CORPUS
 
@@ -262,7 +263,8 @@ class _Setup:
         rows, points = self.store.total_changes, self.sink.writes
         # These tests rewrite documents entirely: apply such texts at once (not held).
         sync_sources([self.source], self.store, self.embedder, extractor_for, CHUNKER,
-                     options=SyncOptions(accept_replacements=True), sink=self.sink)
+                     options=SyncOptions(accept_replacements=True),
+                     index=MirroredIndex(self.store, self.sink))
         return self.store.total_changes - rows - 1, self.sink.writes - points
 
     def mirrored(self) -> bool:
@@ -286,7 +288,7 @@ def test_a_refused_upsert_keeps_the_previous_version_and_the_next_sync_converges
     setup.sink.fail_keys = {"beta.txt"}
     rows = setup.store.total_changes
     report = sync_sources([setup.source], setup.store, setup.embedder, extractor_for, CHUNKER,
-                          sink=setup.sink)
+                          index=MirroredIndex(setup.store, setup.sink))
     assert setup.store.total_changes > rows
     failures = dict(report.sources[0].failures)
     assert "vector store refused" in failures["beta.txt"]
@@ -315,7 +317,7 @@ def test_a_deletion_lost_after_the_commit_is_replayed_from_the_outbox(
 
     monkeypatch.setattr(setup.sink, "delete", unreachable)
     report = sync_sources([setup.source], setup.store, setup.embedder, extractor_for, CHUNKER,
-                          sink=setup.sink)
+                          index=MirroredIndex(setup.store, setup.sink))
     assert report.sources[0].documents["deleted"] == 1
     assert any("outbox" in w for w in report.sources[0].warnings)
     pending = set(setup.store.pending_outbox())

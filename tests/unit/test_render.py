@@ -82,3 +82,38 @@ def test_search_results_from_several_sources_say_which_source_each_is_from() -> 
     assert "2. index.md (office) › Intro" in text
     console.print(hit_blocks([hit("repo", 1)]))
     assert "(repo)" not in console.export_text()  # one source: the key says enough
+
+
+def test_a_hits_relevance_stays_whole_on_its_first_line_in_a_narrow_terminal() -> None:
+    from rich.console import Console
+
+    from kbsync.render import hit_blocks
+    from kbsync.store import Hit
+
+    long_heading = "A heading long enough to wrap in a narrow terminal window"
+    hit = Hit("docs", "guide/install.md", None, long_heading, 0, 0, 4, 1.0, "text", "d",
+              rank=1, relevance=0.87)
+    console = Console(width=40, record=True)
+    console.print(hit_blocks([hit]))
+    lines = console.export_text().splitlines()
+    assert lines[0].startswith("1. guide/install.md")
+    assert lines[0].endswith("relevance 0.87")
+    assert max(len(line) for line in lines) <= 40
+
+
+def test_only_a_hit_as_relevant_as_the_best_shows_a_relevance_of_one() -> None:
+    from rich.console import Console
+
+    from kbsync.render import hit_blocks
+    from kbsync.store import Hit
+
+    def hit(rank: int, relevance: float) -> Hit:
+        return Hit("docs", f"doc{rank}.md", None, None, 0, 0, 4, 1.0, "text", "d",
+                   rank=rank, relevance=relevance)
+
+    console = Console(width=100, record=True)
+    console.print(hit_blocks([hit(1, 1.0), hit(2, 0.996), hit(3, 0.29)]))
+    text = console.export_text()
+    assert "relevance 1.00" in text
+    assert "relevance 0.99" in text
+    assert "relevance 0.29" in text  # not 0.28: 0.29 * 100 is just under 29

@@ -15,6 +15,7 @@ from kbsync.report import SyncResult
 from kbsync.sync import Chunker, SyncOptions, release_source, sync_sources
 from kbsync.sync.options import BatchLimits
 from kbsync.testing import CountingEmbedder, MemorySink, MemorySource, MemoryStore
+from kbsync.vector_index import MirroredIndex
 
 CHUNKER = Chunker("tttd", {"min_tokens": 8, "max_tokens": 32, "primary_bits": 3,
                            "backup_bits": 2})
@@ -217,11 +218,13 @@ def test_a_dry_run_plans_without_writing(embedder: CountingEmbedder) -> None:
 def test_a_sync_with_an_external_vector_store_leaves_it_a_mirror_of_the_records(
         embedder: CountingEmbedder) -> None:
     store, source, sink = MemoryStore(), _source(), MemorySink()
-    sync_sources([source], store, embedder, extractor_for, CHUNKER, sink=sink)
+    sync_sources([source], store, embedder, extractor_for, CHUNKER,
+                 index=MirroredIndex(store, sink))
     source.documents["doc2.txt"] = _body(2) + b" an edit"
     source.documents["moved.txt"] = source.documents.pop("doc3.txt")
     del source.documents["doc4.txt"]
-    sync_sources([source], store, embedder, extractor_for, CHUNKER, sink=sink)
+    sync_sources([source], store, embedder, extractor_for, CHUNKER,
+                 index=MirroredIndex(store, sink))
     found = reconcile(store, sink, embedder.identity, embedder.dimension)
     assert found.problems() == []
     assert len(sink.points) == len(list(store.indexed_chunks()))
@@ -231,13 +234,15 @@ def test_a_sync_with_an_external_vector_store_leaves_it_a_mirror_of_the_records(
 def test_a_rename_the_source_names_with_edits_embeds_only_its_new_chunks(
         embedder: CountingEmbedder) -> None:
     store, source, sink = MemoryStore(), _source(), MemorySink()
-    sync_sources([source], store, embedder, extractor_for, CHUNKER, sink=sink)
+    sync_sources([source], store, embedder, extractor_for, CHUNKER,
+                 index=MirroredIndex(store, sink))
     old = _state(store)[("memory", "doc1.txt")]
     source.documents["renamed.txt"] = _body(1) + b" and a closing sentence here"
     del source.documents["doc1.txt"]
     source.renames["renamed.txt"] = "doc1.txt"
     texts = embedder.texts
-    result = sync_sources([source], store, embedder, extractor_for, CHUNKER, sink=sink)
+    result = sync_sources([source], store, embedder, extractor_for, CHUNKER,
+                          index=MirroredIndex(store, sink))
     assert (result.total("moved"), result.total("new"), result.total("deleted")) == (1, 0, 0)
     moved = _state(store)[("memory", "renamed.txt")]
     new_digests = set(moved.chunk_digests) - set(old.chunk_digests)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Collection, Mapping
 
 import numpy as np
@@ -10,11 +9,11 @@ import numpy.typing as npt
 
 from kbsync.embed import Embedder
 from kbsync.errors import VectorStoreError
-from kbsync.mirror import write_document
+from kbsync.mirror import SinkWrite
 from kbsync.plan import Action, DocumentPlan, Plan, StoredDocument, mass_deletion, plan
 from kbsync.store import RecordStore
 from kbsync.sync.tally import Progress, SourceTally, utc_now
-from kbsync.vectors import VectorSink
+from kbsync.vector_index import VectorIndex
 
 __all__ = ["apply_plan", "count_plan", "delete_documents", "mass_deletion_message",
            "refuse_mass_deletion"]
@@ -37,15 +36,15 @@ def refuse_mass_deletion(out: SourceTally, stored: int, gone: int, allowed: bool
     return True
 
 
-def delete_documents(store: RecordStore, source: str, gone: Collection[StoredDocument],
-                     embedder: Embedder, out: SourceTally, progress: Progress | None = None,
-                     sink: VectorSink | None = None, *, dry_run: bool = False) -> None:
+def delete_documents(store: RecordStore, index: VectorIndex, source: str,
+                     gone: Collection[StoredDocument], embedder: Embedder, out: SourceTally,
+                     progress: Progress | None = None, *, dry_run: bool = False) -> None:
     """Delete the ``gone`` documents of ``source`` (vanished, moved nowhere) and count them."""
     docs = {d.key: d for d in store.with_digests(source, gone)}
     the_plan = plan(source, docs, [], [], allow_mass_delete=True)
     count_plan(out, the_plan.documents)
     if not dry_run:
-        apply_plan(the_plan, {}, set(), store, embedder, out, progress, sink)
+        apply_plan(the_plan, {}, set(), store, index, embedder, out, progress)
 
 
 def count_plan(out: SourceTally, docs: Collection[DocumentPlan]) -> None:
@@ -65,15 +64,16 @@ def count_plan(out: SourceTally, docs: Collection[DocumentPlan]) -> None:
 
 def apply_plan(
     the_plan: Plan, vectors: Mapping[str, npt.NDArray[np.float32]], failed: set[str],
-    store: RecordStore, embedder: Embedder, out: SourceTally, progress: Progress | None,
-    sink: VectorSink | None = None, skip: frozenset[str] = frozenset(),
+    store: RecordStore, index: VectorIndex, embedder: Embedder, out: SourceTally,
+    progress: Progress | None, skip: frozenset[str] = frozenset(),
 ) -> None:
-    """Write a plan's documents to the store (and ``sink``), moves first and deletions last.
+    """Write a plan's documents to the store and its vector ``index``, moves first and
+    deletions last.
 
-    A document whose new vectors failed keeps its previous version and counts as failed.
-    Without a sink the documents are committed together (:meth:`RecordStore.batch`);
-    with one, each is committed on its own, as the outbox protocol between the
-    records and the sink needs.
+    A document whose new vectors failed, or were refused, keeps its previous version
+    and counts as failed. The documents are written in the index's transaction: one
+    for the lot on the store's own index, one per document when an external vector
+    store is mirrored (see :mod:`kbsync.vector_index`).
     """
     for doc in the_plan.documents:
         if doc.missing:
@@ -82,31 +82,35 @@ def apply_plan(
     docs = sorted(the_plan.documents, key=lambda d: order.get(d.action, 1))
     writable = [d for d in docs if d.writes]
     now = utc_now()
-    in_batch = 0  # applied inside the batch: counted once it commits
-    with store.batch() if sink is None else contextlib.nullcontext():
+    pending: list[SinkWrite] = []  # written, counted once committed
+    with index.transaction():
         for n, doc in enumerate(writable, 1):
             if failed.intersection(doc.ops.added_digests):
                 _kept_previous(doc, "embedding failed", out)
                 continue
             mine = {d: vectors[d] for d in doc.ops.added_digests if d in vectors}
-            if sink is None:
-                store.apply(the_plan.source, doc, mine, embedder.identity, now)
-                in_batch += 1
-            else:
-                try:
-                    written = write_document(store, sink, the_plan.source, doc, mine,
-                                             embedder.identity, now, skip)
-                except VectorStoreError as exc:
-                    _kept_previous(doc, str(exc), out)
-                    continue
-                out.documents_applied += 1
-                out.vectors_upserted += written.upserted
-                out.vectors_deleted += written.deleted
-                if written.warning:
-                    out.warnings.append(written.warning)
+            try:
+                pending.append(index.write(the_plan.source, doc, mine, embedder.identity, now,
+                                           skip))
+            except VectorStoreError as exc:
+                _kept_previous(doc, str(exc), out)
+                continue
+            if pending[-1].committed:
+                _count_written(pending, out)
             if progress is not None:
                 progress("apply", n, len(writable))
-    out.documents_applied += in_batch
+    _count_written(pending, out)
+
+
+def _count_written(writes: list[SinkWrite], out: SourceTally) -> None:
+    """Count committed writes in ``out`` (and forget them)."""
+    for wrote in writes:
+        out.documents_applied += 1
+        out.vectors_upserted += wrote.upserted
+        out.vectors_deleted += wrote.deleted
+        if wrote.warning:
+            out.warnings.append(wrote.warning)
+    writes.clear()
 
 
 def _kept_previous(doc: DocumentPlan, why: str, out: SourceTally) -> None:

@@ -51,7 +51,8 @@ def list_source(source: Source, store: RecordStore, derive: Derive, verify: bool
     So is an item whose key an erasure (``kbsync erase``) covers: it is counted in
     ``out.skipped_erased`` and never read, so a sync does not bring it back. A
     :class:`~kbsync.sources.Revisiting` source is handed each page's schedule,
-    and with ``due`` lists only the pages due.
+    and with ``due`` lists only the pages due. An incomplete listing counts the
+    stored documents it lacks in ``out.deletions_held``: they are kept.
     """
     erased = erasure_matcher(store.erasures())
     revisited = None
@@ -87,6 +88,8 @@ def list_source(source: Source, store: RecordStore, derive: Derive, verify: bool
     while page_of_stored := store.manifest(source.name, after, _MANIFEST_PAGE):
         scratch.add_stored(page_of_stored.values())
         after = next(reversed(page_of_stored))
+    if not summary.complete:  # it cannot tell what is gone: what it lacks is kept
+        out.deletions_held += scratch.unlisted_count()
     return Listed(summary.complete, revisited)
 
 

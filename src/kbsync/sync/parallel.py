@@ -79,6 +79,7 @@ from kbsync.sync.replacements import (
 )
 from kbsync.sync.scratch import Scratch
 from kbsync.sync.tally import Progress, SourceTally, SyncReport, utc_now
+from kbsync.vector_index import EmbeddedIndex
 
 __all__ = ["ClaimedDocument", "WorkQueue", "drain", "sync_parallel"]
 
@@ -343,7 +344,7 @@ def _settle(source: str, settled: Sequence[tuple[Observation, StoredDocument | N
     the_plan = plan(source, {old.key: old for _, old in settled if old is not None},
                     [o.key for o, _ in settled], [o for o, _ in settled], listing_complete=False)
     count_plan(out, the_plan.documents)
-    apply_plan(the_plan, {}, set(), store, embedder, out, None)
+    apply_plan(the_plan, {}, set(), store, EmbeddedIndex(store), embedder, out, None)
 
 
 def _boilerplate(store: WorkQueue, source: str, share: float, scratch_dir: Path | None,
@@ -420,7 +421,7 @@ def _process(job: ClaimedDocument, source: Source, store: WorkQueue, embedder: E
         if isinstance(observation, DocumentVersion) else {}
     out.embedding_tokens = sum(tokens[d] for d in the_plan.to_embed)
     vectors, failed = embed_plan(the_plan, embedder, out, None, cache=store, keep=False)
-    apply_plan(the_plan, vectors, failed, store, embedder, out, None)
+    apply_plan(the_plan, vectors, failed, store, EmbeddedIndex(store), embedder, out, None)
     if change is not None and any(reports_change(d) for d in the_plan.documents):
         out.note_change(job.key, change)
     return out.to_dict()
@@ -439,7 +440,8 @@ def _delete_vanished(run: str, source: str, store: WorkQueue, embedder: Embedder
     if not refuse_mass_deletion(out, stored, len(gone), allow_mass_delete):
         for start in range(0, len(gone), _PAGE):
             page = (store.stored(source, key) for key in gone[start : start + _PAGE])
-            delete_documents(store, source, [d for d in page if d is not None], embedder, out)
+            delete_documents(store, EmbeddedIndex(store), source,
+                             [d for d in page if d is not None], embedder, out)
 
 
 

@@ -207,6 +207,11 @@ class Scratch:
             yield (_listed_entry(row[:_LISTED]),
                    None if row[_LISTED] is None else _stored_doc(row[_LISTED:]))
 
+    def unlisted_count(self) -> int:
+        """How many stored documents the listing lacks (without marking them gone)."""
+        return self._count("SELECT count(*) FROM stored WHERE NOT EXISTS "
+                           "(SELECT 1 FROM listed l WHERE l.key = stored.key)")
+
     def vanish(self) -> int:
         """Mark every stored document the listing lacks as gone; how many there are.
 

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from kbsync.chunking import ChunkShape, shape_of
 from kbsync.embed import Embedder
 from kbsync.errors import ConfirmationRequiredError
-from kbsync.mirror import prepare, reconcile, replay_outbox
 from kbsync.model import ChangeReport, Chunk, ItemError, SourceItem
 from kbsync.plan import (
     Action,
@@ -67,7 +66,7 @@ from kbsync.sync.replacements import (
 )
 from kbsync.sync.scratch import Scratch
 from kbsync.sync.tally import Progress, SourceTally, SyncReport, utc_now
-from kbsync.vectors import VectorSink
+from kbsync.vector_index import EmbeddedIndex, VectorIndex
 
 __all__ = ["sync_sources"]
 
@@ -123,7 +122,7 @@ class _Run:
     chunker: Chunker
     options: SyncOptions
     progress: Progress | None
-    sink: VectorSink | None
+    index: VectorIndex
     clock: _Clock
     tally: Counter[ChunkShape]
 
@@ -152,7 +151,7 @@ def sync_sources(
     options: SyncOptions | None = None,
     *,
     progress: Progress | None = None,
-    sink: VectorSink | None = None,
+    index: VectorIndex | None = None,
 ) -> SyncResult:
     """Bring ``store`` in step with ``sources`` (or, with ``options.dry_run``, only plan it).
 
@@ -162,8 +161,8 @@ def sync_sources(
     SIGTERM, a store error) is recorded as interrupted, with what it applied; every
     embedding computed is in the cache already.
 
-    With a ``sink`` (an external vector store), each document's vectors are
-    written there as well, in the order of :func:`kbsync.mirror.write_document`.
+    The vectors go to ``index`` (the store's own by default; an external vector
+    store's through :class:`~kbsync.vector_index.MirroredIndex`).
     Documents are planned, embedded and applied a batch at a time, so memory does
     not grow with the size of a source (see :func:`_sync_source_steps`). A new
     text that shares almost nothing with the stored one (a re-examine verdict) is
@@ -174,13 +173,11 @@ def sync_sources(
     refuse_dimension_change(store, embedder)
     dry_run = options.dry_run
     report = SyncReport(dry_run=dry_run, started=utc_now(), embedder=embedder.identity)
+    index = index or EmbeddedIndex(store)
     # Changes that touch vectors of documents the plan leaves alone (a rebuilt
-    # collection, boilerplate coming or going, a backfill) end in one reconciliation.
-    mirror_all = False
-    if sink is not None and not dry_run:
-        replay_outbox(store, sink)
-        mirror_all = prepare(sink, embedder.dimension)
-    run = _Run(store, embedder, extractor_for, chunker, options, progress=progress, sink=sink,
+    # collection, boilerplate coming or going, a backfill) end in one rewrite.
+    rewrite = False if dry_run else index.begin(embedder.dimension)
+    run = _Run(store, embedder, extractor_for, chunker, options, progress=progress, index=index,
                clock=_Clock(report), tally=Counter())
     removed, released = removed_sources(store, sources, options.allow_mass_delete)
     for source in [*sources, *removed]:
@@ -191,11 +188,10 @@ def sync_sources(
                 keep_removed(source, tally)
                 continue
             tally.warnings.append("no longer configured: its documents are deleted")
-        mirror_all |= _sync_source(run, source,
+        rewrite |= _sync_source(run, source,
                                    options.allow_mass_delete or isinstance(source, RemovedSource),
                                    tally)
-    if sink is not None and mirror_all:
-        reconcile(store, sink, embedder.identity, embedder.dimension, repair=True)
+    index.end(rewrite, embedder.identity, embedder.dimension)
     report.diagnostics = chunker.text_chunker().diagnose_tally(run.tally)
     report.finished = utc_now()
     result = report.result()
@@ -261,10 +257,10 @@ def _sync_source_steps(run: _Run, source: Source, allow_mass_delete: bool,
     the store's manifest, each observation and the chunk digests) waits in a
     :class:`~kbsync.sync.scratch.Scratch` file, so memory does not grow with the
     source. Deletions wait for the last batch, which may have moved a vanished
-    document. Returns whether the sink needs a reconciliation.
+    document. Returns whether the vectors of documents left alone changed.
     """
     store = run.store
-    mirror = False
+    rewrite = False
     with Scratch(run.options.scratch_dir) as scratch:
         derive = deriver(run.extractor_for, run.chunker)
         listed = list_source(source, store, derive, run.options.verify, scratch, out,
@@ -289,7 +285,7 @@ def _sync_source_steps(run: _Run, source: Source, allow_mass_delete: bool,
         embedded = (not run.options.verify and same_boilerplate
                     and store.get_meta(embedded_meta_name(source.name)) == run.embedder.identity)
         if not run.options.dry_run:
-            mirror = run.sink is not None and not same_boilerplate
+            rewrite = not same_boilerplate
             store.set_boilerplate(source.name, skip)
         limit = run.options.confirm_above_tokens
         if limit is not None and not run.options.dry_run:
@@ -309,7 +305,7 @@ def _sync_source_steps(run: _Run, source: Source, allow_mass_delete: bool,
     if not embedded and backfill(source.name, store, run.embedder, out):
         store.set_meta(embedded_meta_name(source.name), run.embedder.identity)
     run.clock.lap("apply")
-    return mirror or out.embeddings_backfill > 0
+    return rewrite or out.embeddings_backfill > 0
 
 
 def _confirm_bill(run: _Run, source: str, scratch: Scratch, skip: frozenset[str],
@@ -461,10 +457,10 @@ def _run_batch(
             out.note_change(d.key, change)
     if not run.options.dry_run:
         vectors, failed = embed_plan(the_plan, embedder, out, progress,
-                                     cache=store, keep=run.sink is not None,
+                                     cache=store, keep=run.index.keeps_fresh_vectors,
                                      cache_seconds=run.options.batch.cache_seconds)
         run.clock.lap("embed")
-        apply_plan(the_plan, vectors, failed, store, embedder, out, progress, run.sink, skip)
+        apply_plan(the_plan, vectors, failed, store, run.index, embedder, out, progress, skip)
         run.clock.lap("apply")
     else:
         count_reused(the_plan, out)
@@ -503,5 +499,5 @@ def _delete_vanished(run: _Run, source: str, scratch: Scratch, stored: int,
     if refuse_mass_deletion(out, stored, scratch.gone_count(), allow_mass_delete):
         return
     for page in scratch.gone(run.options.batch.documents):
-        delete_documents(run.store, source, page, run.embedder, out, run.progress, run.sink,
+        delete_documents(run.store, run.index, source, page, run.embedder, out, run.progress,
                          dry_run=run.options.dry_run)

@@ -84,7 +84,8 @@ class SourceTally:
     listing_complete: bool = True
     deletions_blocked: bool = False
     deletions_held: int = 0
-    """Gone documents kept until their deletion is allowed."""
+    """Gone documents kept until their deletion is allowed, or unlisted ones kept because
+    the listing was incomplete."""
     revision: str = ""
     """The version of the source that was listed, when it has one (a git commit)."""
     pages_checked: int | None = None
