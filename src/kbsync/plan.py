@@ -155,13 +155,15 @@ Observation = Unchanged | Refreshed | Failed | Held | DocumentVersion
 
 @dataclass(frozen=True, slots=True)
 class ChunkOps:
-    """Chunk-level diff of one document: counts, and the digests that are new to it."""
+    """Chunk-level diff of one document: counts, and the digests that are new to it
+    (``added_counts``: how many chunks of each of those are added)."""
 
     kept: int = 0
     moved: int = 0
     added: int = 0
     deleted: int = 0
     added_digests: tuple[str, ...] = ()
+    added_counts: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +205,8 @@ class Plan:
     documents: tuple[DocumentPlan, ...]
     to_embed: tuple[str, ...]
     deletions_blocked: bool = False
+    boilerplate_added: int = 0
+    """Added chunks whose digest is boilerplate (``skip``): neither embedded nor reused."""
 
     @property
     def writes(self) -> bool:
@@ -222,7 +226,8 @@ def chunk_ops(old: Iterable[str], new: Iterable[str]) -> ChunkOps:
         moved=common - same_place,
         added=sum(added.values()),
         deleted=sum((old_count - new_count).values()),
-        added_digests=tuple(d for d in dict.fromkeys(new_list) if d in added),
+        added_digests=(digests := tuple(d for d in dict.fromkeys(new_list) if d in added)),
+        added_counts=tuple(added[d] for d in digests),
     )
 
 
@@ -315,15 +320,19 @@ def plan(
 
     have = set(cached) | set(skip)
     needed: dict[str, None] = {}
+    boilerplate = 0
     for d in docs:
-        for digest in d.ops.added_digests:
-            if digest not in have:
+        for digest, count in zip(d.ops.added_digests, d.ops.added_counts, strict=True):
+            if digest in skip:
+                boilerplate += count
+            elif digest not in have:
                 needed[digest] = None
     return Plan(
         source=source,
         documents=tuple(docs),
         to_embed=tuple(needed),
         deletions_blocked=blocked,
+        boilerplate_added=boilerplate,
     )
 
 

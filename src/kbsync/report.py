@@ -124,6 +124,9 @@ class SourceResult:
     """Stored documents kept although they are gone, until their deletion is allowed
     (``deletions_blocked``: a mass deletion, or a source no longer configured), or
     although an incomplete listing lacks them (it cannot tell what is gone)."""
+    boilerplate_added: int = 0
+    """Added chunks that are boilerplate, neither embedded nor reused: every added chunk
+    is embedded, reused or this."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data, as stored in the run's report."""
@@ -142,6 +145,7 @@ class SourceResult:
             "embeddings_truncated": self.embeddings_truncated,
             "embeddings_backfill": self.embeddings_backfill,
             "boilerplate_chunks": self.boilerplate_chunks,
+            "boilerplate_added": self.boilerplate_added,
             "vectors_upserted": self.vectors_upserted,
             "vectors_deleted": self.vectors_deleted,
             "listing_complete": self.listing_complete,

@@ -660,6 +660,11 @@ def test_boilerplate_shared_by_many_documents_is_neither_embedded_nor_searched(
     shared = store.boilerplate("memory")
     assert shared
     assert report.sources[0].boilerplate_chunks == len(shared)
+    done = report.sources[0]
+    # Every added chunk is embedded, reused or boilerplate, one of each per chunk.
+    assert done.boilerplate_added >= 12  # each document adds the disclaimer's chunks
+    assert done.chunks["added"] == (done.embeddings_computed + done.embeddings_reused
+                                    + done.boilerplate_added)
     assert not any(h.digest in shared for h in store.search_text("zorblax clause", 50))
     assert store.verify(embedder.identity, None) == []
     kept = sync_sources([source], store, CountingEmbedder(), extractor_for, chunker,

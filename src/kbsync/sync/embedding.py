@@ -150,13 +150,15 @@ def by_length(items: Sequence[T], lengths: Sequence[int]) -> list[T]:
 
 def count_reused(the_plan: Plan, out: SourceTally) -> None:
     """Count the plan's added chunks that need no embedding: the cache holds their vector,
-    or another added chunk of the same digest has it embedded.
+    or another added chunk of the same digest has it embedded, or they are boilerplate.
 
     Counted like ``chunks["added"]``, one per chunk of a document, so that every added
-    chunk is embedded or reused (a digest embedded once for two documents is one of each).
+    chunk is embedded, reused (a digest embedded once for two documents is one of each)
+    or boilerplate.
     """
     added = sum(doc.ops.added for doc in the_plan.documents)
-    out.embeddings_reused += added - len(the_plan.to_embed)
+    out.embeddings_reused += added - len(the_plan.to_embed) - the_plan.boilerplate_added
+    out.boilerplate_added += the_plan.boilerplate_added
 
 
 class _CacheWriter:

@@ -72,6 +72,8 @@ class SourceTally:
     embeddings_truncated: int = 0
     embeddings_backfill: int = 0
     boilerplate_chunks: int = 0
+    boilerplate_added: int = 0
+    """Added chunks that are boilerplate: neither embedded nor reused."""
     vectors_upserted: int = 0
     vectors_deleted: int = 0
     documents_applied: int = 0
