@@ -85,7 +85,7 @@ from kbsync.sync import (
     utc_now,
 )
 from kbsync.sync.observe import derivation
-from kbsync.vector_index import VectorIndex, vector_index
+from kbsync.vector_index import VectorIndex, index_for
 from kbsync.watch import watch
 
 __all__ = [
@@ -180,14 +180,14 @@ class KnowledgeBase:
 
     def close(self) -> None:
         """Close the store (and the vector store). The knowledge base cannot be used afterwards."""
-        self.index.close()
+        self.vector_index.close()
         self.store.close()
 
     @property
-    def index(self) -> VectorIndex:
+    def vector_index(self) -> VectorIndex:
         """Where the vectors are written and searched: the store's own, or mirrored into
         the external vector store (``[vectors]``) when one is configured."""
-        return vector_index(self.store, self.sink)
+        return index_for(self.store, self.sink)
 
     def __enter__(self) -> KnowledgeBase:
         return self
@@ -228,7 +228,7 @@ class KnowledgeBase:
         self._progress = progress
         return sync_sources(
             self.sources, self.store, self.embedder, self._extractor_for, self.config.chunker,
-            self._options(dry_run=True), progress=progress, index=self.index)
+            self._options(dry_run=True), progress=progress, index=self.vector_index)
 
     def sync(self, *, progress: Progress | None = None, verify: bool = False,
              allow_mass_delete: bool = False, wait: bool = True,
@@ -282,7 +282,7 @@ class KnowledgeBase:
                 self.store.abandon_runs()
             return sync_sources(
                 self.sources, self.store, self.embedder, self._extractor_for, self.config.chunker,
-                options, progress=progress, index=self.index)
+                options, progress=progress, index=self.vector_index)
 
     def _confirm_above(self) -> int | None:
         """``[index] confirm_above_tokens``; 0 turns the question off."""
@@ -461,7 +461,7 @@ class KnowledgeBase:
     def _nearest(self, vector: npt.NDArray[np.float32], k: int,
                  filters: Filters | None = None) -> list[Hit]:
         """Vector hits, from the vector index (an external store's when configured)."""
-        return self.index.nearest(self.embedder.identity, vector, k, filters)
+        return self.vector_index.nearest(self.embedder.identity, vector, k, filters)
 
     def documents(self, *, after: DocumentRef | None = None,
                   limit: int | None = None) -> tuple[DocumentRef, ...]:
@@ -676,7 +676,8 @@ class KnowledgeBase:
                 self.store = new
                 result = sync_sources(
                     self.sources, new, self.embedder, extractor_for, self.config.chunker,
-                    self._options(allow_mass_delete=True), progress=progress, index=self.index)
+                    self._options(allow_mass_delete=True), progress=progress,
+                    index=self.vector_index)
                 if not all(s.listing_complete for s in result.sources):
                     raise StoreError(f"{live}: a source could not be listed in full, so the "
                                      "rebuilt store would miss documents; the old store is "
@@ -695,11 +696,14 @@ class KnowledgeBase:
 
     def reconcile(self, *, repair: bool = False, wait: bool = True) -> Reconciliation | None:
         """The differences between the records and the vector store (``None`` without one)."""
+        index = self.vector_index
+        if not index.mirrored:  # nothing to compare: no lock to take, no store to create
+            return None
         identity, dimension = self.embedder.identity, self.embedder.dimension
         if not repair:
-            return self.index.reconcile(identity, dimension)
+            return index.reconcile(identity, dimension)
         with self._writing(wait, None):
-            return self.index.reconcile(identity, dimension, repair=True)
+            return index.reconcile(identity, dimension, repair=True)
 
     # -- maintenance ------------------------------------------------------------------
 
@@ -724,7 +728,7 @@ class KnowledgeBase:
                     "(keys are paths relative to the source's folder, or URLs, as "
                     "`kbsync search` shows them)")
             self.store.add_erasure(tombstone(pattern), utc_now())
-            self.index.erase(self.embedder.identity, pattern)
+            self.vector_index.erase(self.embedder.identity, pattern)
             return Erased(tuple(DocumentRef(s, k) for s, k in self.store.erase(pattern)))
 
     def _any_key_matches(self, pattern: str) -> bool:

@@ -33,8 +33,8 @@ from kbsync.store import ChunkRef, RecordStore
 from kbsync.vectors import Payload, VectorPoint, VectorSink
 
 __all__ = [
+    "IndexWrite",
     "Reconciliation",
-    "SinkWrite",
     "erase",
     "expected_points",
     "prepare",
@@ -47,8 +47,9 @@ _SHOWN_IDS = 10
 
 
 @dataclass(frozen=True, slots=True)
-class SinkWrite:
-    """What writing one document did to the sink; ``warning`` when a deletion is postponed.
+class IndexWrite:
+    """What writing one document did to a vector index (to the sink, when it mirrors one);
+    ``warning`` when a deletion is postponed.
 
     ``committed`` is false for a write that commits with its transaction (a batch).
     """
@@ -154,7 +155,7 @@ def replay_outbox(store: RecordStore, sink: VectorSink) -> int:
 
 def write_document(store: RecordStore, sink: VectorSink, source: str, doc: DocumentPlan,
                    vectors: Mapping[str, npt.NDArray[np.float32]], embedder: str, now: str,
-                   skip: Collection[str]) -> SinkWrite:
+                   skip: Collection[str]) -> IndexWrite:
     """Apply one document's plan to the records and the sink, in the crash-safe order.
 
     ``skip`` are the source's boilerplate digests, which are not indexed.
@@ -163,7 +164,7 @@ def write_document(store: RecordStore, sink: VectorSink, source: str, doc: Docum
     """
     if doc.action in (Action.METADATA, Action.UNCHANGED):  # same chunks: nothing to learn
         store.apply(source, doc, vectors, embedder, now)
-        return SinkWrite()
+        return IndexWrite()
     old_refs = list(store.indexed_chunks(source, doc.previous_key or doc.key))
     old = payloads(old_refs, embedder)
     if doc.action is Action.DELETED:
@@ -185,15 +186,15 @@ def write_document(store: RecordStore, sink: VectorSink, source: str, doc: Docum
             raise VectorStoreError(f"the vector store refused the new vectors: {exc}") from exc
     store.apply(source, doc, vectors, embedder, now, outbox=deletes)
     if not deletes:
-        return SinkWrite(upserted=len(upserts))
+        return IndexWrite(upserted=len(upserts))
     try:
         crashpoint("sink.delete")
         sink.delete(deletes)
     except Exception as exc:  # the outbox keeps them for the next sync
-        return SinkWrite(len(upserts), 0, f"{len(deletes)} old vector(s) of {doc.key} stay in "
+        return IndexWrite(len(upserts), 0, f"{len(deletes)} old vector(s) of {doc.key} stay in "
                                           f"the outbox until the next sync: {exc}")
     store.clear_outbox(deletes)
-    return SinkWrite(upserted=len(upserts), deleted=len(deletes))
+    return IndexWrite(upserted=len(upserts), deleted=len(deletes))
 
 
 def reconcile(store: RecordStore, sink: VectorSink, embedder: str, dimension: int, *,

@@ -221,12 +221,13 @@ def chunk_ops(old: Iterable[str], new: Iterable[str]) -> ChunkOps:
     old_count, new_count = Counter(old_list), Counter(new_list)
     common = sum((old_count & new_count).values())
     added = new_count - old_count
+    digests = tuple(d for d in dict.fromkeys(new_list) if d in added)
     return ChunkOps(
         kept=same_place,
         moved=common - same_place,
         added=sum(added.values()),
         deleted=sum((old_count - new_count).values()),
-        added_digests=(digests := tuple(d for d in dict.fromkeys(new_list) if d in added)),
+        added_digests=digests,
         added_counts=tuple(added[d] for d in digests),
     )
 

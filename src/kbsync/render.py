@@ -153,7 +153,9 @@ def sync_tables(report: SyncResult) -> list[RenderableType]:
         if _unlisted(s):  # zeros would read as "nothing changed" rather than "not looked at"
             docs.add_row(*_cells(s.source, *["—"] * (len(docs.columns) - 1)))
             work.add_row(*_cells(s.source, *["—"] * (len(work.columns) - 1)))
-            kept = f"; its {s.deletions_held:,} documents are kept" if s.deletions_held else ""
+            held = s.deletions_held
+            kept = ("" if not held else "; its document is kept" if held == 1
+                    else f"; its {held:,} documents are kept")
             notes.append(safe(f"{s.source}: not listed (the error is below); nothing of it "
                               f"was read, changed or deleted{kept}"))
             continue
@@ -241,14 +243,17 @@ def hit_blocks(hits: Sequence[Hit]) -> RenderableType:
 
 def _with_relevance(head: Text, relevance: float) -> Table:
     """A hit's first line with its relevance at the right, kept whole however narrow the
-    terminal: the head wraps instead.
+    terminal: the key and heading fold onto more lines instead (never cut: the key is
+    what a reader copies).
 
-    Shown rounded down, so that only a hit as relevant as the best reads 1.00.
+    Shown rounded down, so that 1.00 means the top of the scale (an exact match, or a
+    text hit as good as the best), not 0.996; the margin absorbs float32 error, in
+    which an exact match's cosine is 0.99999988.
     """
     line = Table.grid(expand=True, padding=(0, 0, 0, 2))
-    line.add_column(ratio=1)
+    line.add_column(ratio=1, overflow="fold")
     line.add_column(no_wrap=True, justify="right")
-    shown = math.floor(relevance * 100 + 1e-9) / 100  # 0.29 * 100 is 28.999…
+    shown = math.floor(relevance * 100 + 1e-4) / 100
     line.add_row(head, Text(f"relevance {shown:.2f}", style="dim"))
     return line
 

@@ -76,10 +76,10 @@ class SourceResult:
     ``documents`` counts documents per action (``new``, ``modified``, ``deleted``...),
     ``chunks`` counts chunks per fate (``kept``, ``moved``, ``added``, ``deleted``);
     both read 0 for a name they do not hold. Every added chunk is embedded
-    (``embeddings_computed``) or reused (``embeddings_reused``: its vector was cached,
-    or the run embedded its digest for another document), unless its embedding
-    failed. ``changes`` lists the documents the
-    run acted on, with the text change of each edit. ``changes``, ``failures``
+    (``embeddings_computed``), reused (``embeddings_reused``: its vector was cached,
+    or the run embedded its digest for another document) or boilerplate
+    (``boilerplate_added``), unless its embedding failed. ``changes`` lists the
+    documents the run acted on, with the text change of each edit. ``changes``, ``failures``
     and ``warnings`` name at most 10,000 each (``kbsync.sync.tally.REPORT_LIMIT``), so
     that a report does not grow with the source; ``omitted`` counts what each left
     out (only those that left something out).

@@ -11,7 +11,7 @@ a vector search each have one path:
   :mod:`kbsync.mirror`, which commits each document on its own; searches rank
   in the sink, and the records turn its points into hits.
 
-:func:`vector_index` picks one from the configuration's sink (or its absence).
+:func:`index_for` picks one from the configuration's sink (or its absence).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ import numpy as np
 import numpy.typing as npt
 
 from kbsync.mirror import (
+    IndexWrite,
     Reconciliation,
-    SinkWrite,
     payloads,
     prepare,
     reconcile,
@@ -39,7 +39,7 @@ from kbsync.store import Hit, RecordStore
 from kbsync.store.filters import Filters
 from kbsync.vectors import VectorSink
 
-__all__ = ["EmbeddedIndex", "MirroredIndex", "VectorIndex", "vector_index"]
+__all__ = ["EmbeddedIndex", "MirroredIndex", "VectorIndex", "index_for"]
 
 # Spare sink hits cover points that are out of step with the records.
 _SPARE_HITS = 10
@@ -47,6 +47,12 @@ _SPARE_HITS = 10
 
 class VectorIndex(Protocol):
     """The current chunks' vectors: written by a sync, read by a vector search."""
+
+    @property
+    def mirrored(self) -> bool:
+        """Whether the vectors live outside the records, so that they can drift from them
+        and :meth:`reconcile` has something to compare."""
+        ...
 
     @property
     def keeps_fresh_vectors(self) -> bool:
@@ -66,10 +72,12 @@ class VectorIndex(Protocol):
 
     def write(self, source: str, doc: DocumentPlan,
               vectors: Mapping[str, npt.NDArray[np.float32]], embedder: str, now: str,
-              skip: Collection[str]) -> SinkWrite:
+              skip: Collection[str]) -> IndexWrite:
         """Write one document's plan with its records; ``skip`` are the source's
         boilerplate digests, which are not indexed.
 
+        The result says whether the write is committed already or only with the
+        :meth:`transaction` it was made in (an index does one or the other).
         Raises :class:`~kbsync.errors.VectorStoreError` when the vectors are refused;
         then nothing was committed and the document keeps its previous version.
         """
@@ -97,12 +105,14 @@ class VectorIndex(Protocol):
         ...
 
     def close(self) -> None:
+        """Release what the index holds of its own (not the record store)."""
         ...
 
 
 class EmbeddedIndex:
     """The record store's own vectors: nothing to mirror, nothing to reconcile."""
 
+    mirrored = False
     keeps_fresh_vectors = False
 
     def __init__(self, store: RecordStore) -> None:
@@ -116,9 +126,9 @@ class EmbeddedIndex:
 
     def write(self, source: str, doc: DocumentPlan,
               vectors: Mapping[str, npt.NDArray[np.float32]], embedder: str, now: str,
-              skip: Collection[str]) -> SinkWrite:
+              skip: Collection[str]) -> IndexWrite:
         self.store.apply(source, doc, vectors, embedder, now)
-        return SinkWrite(committed=False)
+        return IndexWrite(committed=False)
 
     def end(self, rewrite: bool, embedder: str, dimension: int) -> None:
         pass
@@ -141,6 +151,7 @@ class EmbeddedIndex:
 class MirroredIndex:
     """An external vector store kept a mirror of the records (:mod:`kbsync.mirror`)."""
 
+    mirrored = True
     keeps_fresh_vectors = True
 
     def __init__(self, store: RecordStore, sink: VectorSink) -> None:
@@ -157,7 +168,7 @@ class MirroredIndex:
 
     def write(self, source: str, doc: DocumentPlan,
               vectors: Mapping[str, npt.NDArray[np.float32]], embedder: str, now: str,
-              skip: Collection[str]) -> SinkWrite:
+              skip: Collection[str]) -> IndexWrite:
         return write_document(self.store, self.sink, source, doc, vectors, embedder, now, skip)
 
     def end(self, rewrite: bool, embedder: str, dimension: int) -> None:
@@ -188,6 +199,6 @@ class MirroredIndex:
         self.sink.close()
 
 
-def vector_index(store: RecordStore, sink: VectorSink | None) -> VectorIndex:
+def index_for(store: RecordStore, sink: VectorSink | None) -> VectorIndex:
     """The index of a store: mirrored into ``sink`` when one is configured."""
     return EmbeddedIndex(store) if sink is None else MirroredIndex(store, sink)

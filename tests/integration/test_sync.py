@@ -278,6 +278,16 @@ def test_erase_and_gc_leave_no_byte_of_the_erased_text(kb: Path, backend: Backen
             assert canary.encode() not in path.read_bytes(), path.name
 
 
+def test_verify_repair_of_a_sound_store_without_a_vector_store_takes_no_lock(kb: Path) -> None:
+    # Nothing to repair and no vectors outside the records: nothing to wait for.
+    with _engine(kb) as engine:
+        engine.sync()
+        with writer_lock(engine.config):
+            checked = engine.verify(repair=True, wait=False)
+        assert checked.problems == checked.remaining == ()
+        assert engine.reconcile(repair=True, wait=False) is None
+
+
 def test_verify_catches_a_corrupted_store(kb: Path, backend: Backend) -> None:
     current = ("SELECT min(c.digest) FROM chunks c JOIN documents d ON c.doc_id = d.id "
                "AND c.generation = d.generation")

@@ -9,7 +9,7 @@ import numpy.typing as npt
 
 from kbsync.embed import Embedder
 from kbsync.errors import VectorStoreError
-from kbsync.mirror import SinkWrite
+from kbsync.mirror import IndexWrite
 from kbsync.plan import Action, DocumentPlan, Plan, StoredDocument, mass_deletion, plan
 from kbsync.store import RecordStore
 from kbsync.sync.tally import Progress, SourceTally, utc_now
@@ -82,7 +82,7 @@ def apply_plan(
     docs = sorted(the_plan.documents, key=lambda d: order.get(d.action, 1))
     writable = [d for d in docs if d.writes]
     now = utc_now()
-    pending: list[SinkWrite] = []  # written, counted once committed
+    pending: list[IndexWrite] = []  # written, counted once committed
     with index.transaction():
         for n, doc in enumerate(writable, 1):
             if failed.intersection(doc.ops.added_digests):
@@ -102,7 +102,7 @@ def apply_plan(
     _count_written(pending, out)
 
 
-def _count_written(writes: list[SinkWrite], out: SourceTally) -> None:
+def _count_written(writes: list[IndexWrite], out: SourceTally) -> None:
     """Count committed writes in ``out`` (and forget them)."""
     for wrote in writes:
         out.documents_applied += 1

@@ -173,7 +173,8 @@ def sync_sources(
     refuse_dimension_change(store, embedder)
     dry_run = options.dry_run
     report = SyncReport(dry_run=dry_run, started=utc_now(), embedder=embedder.identity)
-    index = index or EmbeddedIndex(store)
+    if index is None:
+        index = EmbeddedIndex(store)
     # Changes that touch vectors of documents the plan leaves alone (a rebuilt
     # collection, boilerplate coming or going, a backfill) end in one rewrite.
     rewrite = False if dry_run else index.begin(embedder.dimension)
@@ -189,9 +190,10 @@ def sync_sources(
                 continue
             tally.warnings.append("no longer configured: its documents are deleted")
         rewrite |= _sync_source(run, source,
-                                   options.allow_mass_delete or isinstance(source, RemovedSource),
-                                   tally)
-    index.end(rewrite, embedder.identity, embedder.dimension)
+                                options.allow_mass_delete or isinstance(source, RemovedSource),
+                                tally)
+    if not dry_run:
+        index.end(rewrite, embedder.identity, embedder.dimension)
     report.diagnostics = chunker.text_chunker().diagnose_tally(run.tally)
     report.finished = utc_now()
     result = report.result()
