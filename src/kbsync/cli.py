@@ -43,6 +43,7 @@ from kbsync.render import (
     diff_heading,
     highlighted,
     hit_blocks,
+    rounded_down,
     sync_tables,
 )
 from kbsync.report import hit_dict
@@ -599,7 +600,7 @@ def diff(
         return
     console.print(diff_heading(change.key, change.source,
                                f"{moved}changed {change.last_changed}: {change.verdict}, "
-                               f"similarity {change.change.similarity:.3f}, "
+                               f"similarity {rounded_down(change.change.similarity, 3)}, "
                                f"{len(change.regions)} region(s) added, "
                                f"{len(change.removed)} removed"))
     plain = not console.is_terminal or console.no_color  # marks where colour is not shown

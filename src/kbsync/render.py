@@ -14,6 +14,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
+from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.measure import Measurement
 from rich.segment import Segment
@@ -34,6 +35,7 @@ __all__ = [
     "diff_heading",
     "highlighted",
     "hit_blocks",
+    "rounded_down",
     "safe",
     "sync_tables",
 ]
@@ -204,7 +206,8 @@ def change_lines(report: SyncResult) -> list[Text]:
             if c.moved_from is not None:
                 line.append_text(Text.assemble(", from ", safe(c.moved_from, one_line=True)))
             if c.change is not None:
-                line.append(f": {c.change.verdict}, similarity {c.change.similarity:.3f}, "
+                line.append(f": {c.change.verdict}, similarity "
+                            f"{rounded_down(c.change.similarity, 3)}, "
                             f"{len(c.change.regions)} region(s) added, "
                             f"{len(c.change.removed_regions)} removed")
             lines.append(line)
@@ -241,21 +244,74 @@ def hit_blocks(hits: Sequence[Hit]) -> RenderableType:
     return Group(*blocks)
 
 
-def _with_relevance(head: Text, relevance: float) -> Table:
-    """A hit's first line with its relevance at the right, kept whole however narrow the
-    terminal: the key and heading fold onto more lines instead (never cut: the key is
-    what a reader copies).
+def rounded_down(value: float, places: int) -> str:
+    """``value`` with ``places`` decimals, rounded down: a top reading (1.00, 1.000) means
+    the top of the scale (an exact match, an identical text), not 0.996 or 0.9995.
 
-    Shown rounded down, so that 1.00 means the top of the scale (an exact match, or a
-    text hit as good as the best), not 0.996; the margin absorbs float32 error, in
-    which an exact match's cosine is 0.99999988.
+    The margin absorbs float32 error, in which an exact match's cosine is 0.99999988.
     """
-    line = Table.grid(expand=True, padding=(0, 0, 0, 2))
-    line.add_column(ratio=1, overflow="fold")
-    line.add_column(no_wrap=True, justify="right")
-    shown = math.floor(relevance * 100 + 1e-4) / 100
-    line.add_row(head, Text(f"relevance {shown:.2f}", style="dim"))
-    return line
+    scale = 10**places
+    return f"{math.floor(value * scale + 1e-4) / scale:.{places}f}"
+
+
+def _with_relevance(head: Text, relevance: float) -> _HitHead:
+    """A hit's first line and its relevance (0 to 1, rounded down)."""
+    return _HitHead(head, Text(f"relevance {rounded_down(relevance, 2)}", style="dim"))
+
+
+# Where a hit's head may break when it does not fit: after a space, a slash, a hyphen.
+_BREAK_AFTER = frozenset(" /-")
+
+
+class _HitHead:
+    """A hit's rank, key and heading with its relevance: on one line when they fit, else
+    folded to the width, breaking after a space, slash or hyphen where one is near (a
+    key is what a reader copies: never cut, and the rank stays on the key's line), with
+    the relevance, kept whole, at the end of the last line or right-aligned below it."""
+
+    def __init__(self, head: Text, relevance: Text) -> None:
+        self.head, self.relevance = head, relevance
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = max(8, options.max_width)
+        gap = 2
+        if self.head.cell_len + gap + self.relevance.cell_len <= width:
+            lines = [self.head]
+        else:
+            lines = list(self.head.divide(_breaks(self.head.plain, width)))
+        for n, line in enumerate(lines):
+            line = line.copy()
+            line.rstrip()
+            if line.plain.startswith(" "):
+                line = line[len(line.plain) - len(line.plain.lstrip(" ")):]
+            last = n == len(lines) - 1
+            if last and line.cell_len + gap + self.relevance.cell_len <= width:
+                line.append(" " * (width - line.cell_len - self.relevance.cell_len))
+                line.append_text(self.relevance)
+                last = False  # the relevance is placed
+            yield from line.render(console)
+            yield Segment.line()
+            if last:
+                yield Segment(" " * max(0, width - self.relevance.cell_len))
+                yield from self.relevance.render(console)
+                yield Segment.line()
+
+
+def _breaks(text: str, width: int) -> list[int]:
+    """Offsets where ``text`` is cut into lines of at most ``width`` cells: after the last
+    space, slash or hyphen that leaves at least half a line, else at the width."""
+    offsets: list[int] = []
+    start = 0
+    while cell_len(text[start:]) > width:
+        end, cells = start, 0
+        while end < len(text) and cells + cell_len(text[end]) <= width:
+            cells += cell_len(text[end])
+            end += 1
+        cut = next((i + 1 for i in range(end - 1, start + width // 2 - 1, -1)
+                    if text[i] in _BREAK_AFTER), end)
+        offsets.append(cut)
+        start = cut
+    return offsets
 
 
 # A line that starts like this keeps its own line when a hit's text is reflowed.

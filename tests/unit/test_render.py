@@ -84,7 +84,8 @@ def test_search_results_from_several_sources_say_which_source_each_is_from() -> 
     assert "(repo)" not in console.export_text()  # one source: the key says enough
 
 
-def test_a_hits_relevance_stays_whole_on_its_first_line_in_a_narrow_terminal() -> None:
+def test_a_hits_relevance_stays_whole_in_a_narrow_terminal_and_the_rank_with_its_key(
+) -> None:
     from rich.console import Console
 
     from kbsync.render import hit_blocks
@@ -96,9 +97,10 @@ def test_a_hits_relevance_stays_whole_on_its_first_line_in_a_narrow_terminal() -
     console = Console(width=40, record=True)
     console.print(hit_blocks([hit]))
     lines = console.export_text().splitlines()
-    assert lines[0].startswith("1. guide/install.md")
-    assert lines[0].endswith("relevance 0.87")
+    assert lines[0].startswith("1. guide/install.md › A heading")
+    assert sum("relevance 0.87" in line for line in lines) == 1
     assert max(len(line) for line in lines) <= 40
+    assert all(line == line.rstrip() for line in lines)  # no padding to the width
 
 
 def test_only_a_hit_as_relevant_as_the_best_shows_a_relevance_of_one() -> None:
@@ -120,7 +122,7 @@ def test_only_a_hit_as_relevant_as_the_best_shows_a_relevance_of_one() -> None:
     assert "relevance 0.29" in text
 
 
-def test_a_long_key_folds_onto_more_lines_and_is_never_cut() -> None:
+def test_a_long_key_folds_onto_more_lines_after_a_slash_and_is_never_cut() -> None:
     from rich.console import Console
 
     from kbsync.render import hit_blocks
@@ -130,7 +132,19 @@ def test_a_long_key_folds_onto_more_lines_and_is_never_cut() -> None:
     hit = Hit("docs", key, None, None, 0, 0, 4, 1.0, "text", "d", rank=1, relevance=0.5)
     console = Console(width=60, record=True)
     console.print(hit_blocks([hit]))
-    text = console.export_text()
-    assert "…" not in text
-    assert key in "".join(line.split("relevance")[0].strip() for line in text.splitlines())
-    assert text.splitlines()[0].endswith("relevance 0.50")
+    lines = console.export_text().splitlines()
+    assert "…" not in "\n".join(lines)
+    assert lines[0].startswith("1. https://docs.example.com/")
+    assert lines[0].endswith("/")  # broken after a slash, not inside a word
+    head = "".join(line.split("relevance")[0].strip() for line in lines[:3])
+    assert key in head
+    assert any(line.endswith("relevance 0.50") for line in lines)
+
+
+def test_a_near_identical_text_never_reads_as_similarity_one() -> None:
+    from kbsync.render import rounded_down
+
+    assert rounded_down(0.9995, 3) == "0.999"  # five new lines in a 700 KB file
+    assert rounded_down(1.0, 3) == "1.000"
+    assert rounded_down(0.99999988, 2) == "1.00"  # an exact match's float32 cosine
+    assert rounded_down(0.29, 2) == "0.29"
