@@ -488,8 +488,12 @@ def status(config: ConfigOption = Path("."), as_json: JsonOption = False) -> Non
 
 def _status_text(data: dict[str, Any]) -> str:
     """The status for people: one line per fact, counts of each source, the last run's actions."""
-    sources = ", ".join(f"{name} ({_count(data['by_source'].get(name, 0), 'document')})"
-                        for name in data["sources"]) or "none"
+    unlisted = set(data["last_run"]["unlisted"]) if data["last_run"] else set()
+    sources = ", ".join(
+        f"{name} ({_count(data['by_source'].get(name, 0), 'document')}"
+        + ("; the last sync could not list it, so they are kept as they were" if name in unlisted
+           else "") + ")"
+        for name in data["sources"]) or "none"
     lines = [f"config:     {data['config']}",
              f"embedder:   {data['embedder']}",
              f"sources:    {sources}",

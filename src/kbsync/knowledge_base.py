@@ -575,7 +575,8 @@ class KnowledgeBase:
                 last.started, last.finished, dict(last.documents), interrupted=last.interrupted,
                 applied=sum(s.documents_applied for s in last.sources),
                 failures=tuple((s.source, key, message) for s in last.sources
-                               for key, message in s.failures)),
+                               for key, message in s.failures),
+                unlisted=tuple(s.source for s in last.sources if not s.listing_complete)),
             writer=writer_lock(self.config, wait=False).holder())
 
     def runs(self, limit: int = 50) -> list[RunRecord]:

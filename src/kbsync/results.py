@@ -50,6 +50,9 @@ class RunSummary:
     """Documents it wrote to the store."""
     failures: tuple[tuple[str, str, str], ...] = ()
     """``(source, key, message)`` of each document it could not take (as its report kept them)."""
+    unlisted: tuple[str, ...] = ()
+    """The sources it could not list in full (a folder gone, a site down): it deleted
+    nothing of them, so their documents are those of an earlier listing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +88,8 @@ class Status:
                 "documents": dict(self.last_run.documents),
                 "interrupted": self.last_run.interrupted, "applied": self.last_run.applied,
                 "failures": [{"source": s, "key": k, "message": m}
-                             for s, k, m in self.last_run.failures]},
+                             for s, k, m in self.last_run.failures],
+                "unlisted": list(self.last_run.unlisted)},
         }
 
 

@@ -222,6 +222,21 @@ def test_a_source_root_that_is_gone_is_reported_as_not_listed_not_as_unchanged(
     assert _documents(kb) == 12
 
 
+def test_status_says_a_source_the_last_sync_could_not_list_keeps_its_documents(
+        kb: Path) -> None:
+    (kb / "docs").rename(kb / "docs-moved-away")
+    assert _run("sync", "-c", str(kb))[0] == 4
+    code, out = _run("status", "-c", str(kb))
+    assert code == 0
+    assert ("docs (12 documents; the last sync could not list it, so they are kept as they "
+            "were)") in " ".join(out.split())
+    assert _json("status", "-c", str(kb))[1]["last_run"]["unlisted"] == ["docs"]
+    (kb / "docs-moved-away").rename(kb / "docs")
+    assert _run("sync", "-c", str(kb))[0] == 0
+    assert "could not list" not in _run("status", "-c", str(kb))[1]
+    assert _json("status", "-c", str(kb))[1]["last_run"]["unlisted"] == []
+
+
 def _sync_with(kb: Path, source: FilesystemSource) -> dict[str, object]:
     with KnowledgeBase.open(kb) as opened:
         opened.sources = [source]

@@ -51,6 +51,20 @@ def _get(client: TestClient, url: str, status: int = 200) -> Any:
     return response.json()
 
 
+def test_the_overview_says_a_source_the_last_sync_could_not_list_keeps_its_documents(
+        tmp_path: Path) -> None:
+    own = changed_knowledge_base(tmp_path)
+    (own.folder / "docs").rename(own.folder / "docs-moved-away")
+    with KnowledgeBase.open(own.folder) as opened:
+        assert opened.sync().failed
+        with TestClient(create_app(opened), base_url=BASE) as c:
+            (docs,) = _get(c, "/api/overview")["sources"]
+            page = c.get("/").text
+    assert docs == {"name": "docs", "kind": "folder", "location": "docs",
+                    "documents": own.documents, "unlisted": True}
+    assert "kept: the last sync could not list this source" in page
+
+
 def test_the_overview_counts_what_the_store_holds_and_embeddings_per_run(
         client: TestClient, kb: KnowledgeBaseOnDisk) -> None:
     data = _get(client, "/api/overview")
@@ -59,7 +73,7 @@ def test_the_overview_counts_what_the_store_holds_and_embeddings_per_run(
     assert data["runs"] == 2
     assert data["last_sync"]
     assert data["sources"] == [{"name": "docs", "kind": "folder", "location": "docs",
-                                "documents": kb.documents}]
+                                "documents": kb.documents, "unlisted": False}]
     first, second = data["embeddings_per_run"]  # oldest first, as the chart draws them
     assert first["run"] < second["run"]
     assert first["computed"] > 0

@@ -36,11 +36,13 @@ def overview(kb: KnowledgeBase) -> dict[str, Any]:
     """Counts, sources, the last sync, embeddings per run and the latest document changes."""
     status = kb.status()
     counts = dict(status.by_source)
+    unlisted = set(status.last_run.unlisted) if status.last_run else set()
     sources = [{"name": s.name, "kind": s.kind, "location": s.location,
-                "documents": counts.pop(s.name, 0)} for s in kb.config.sources]
+                "documents": counts.pop(s.name, 0), "unlisted": s.name in unlisted}
+               for s in kb.config.sources]
     # Documents of sources no longer configured stay until the next sync deletes them.
-    sources += [{"name": name, "kind": "removed", "location": "", "documents": n}
-                for name, n in sorted(counts.items())]
+    sources += [{"name": name, "kind": "removed", "location": "", "documents": n,
+                 "unlisted": False} for name, n in sorted(counts.items())]
     records = kb.runs(CHART_RUNS)
     recent = [{**change, "run": r.id, "finished": r.finished}
               for r in records[:_RECENT_RUNS]
