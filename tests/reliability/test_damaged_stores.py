@@ -23,8 +23,17 @@ from tests.reliability.harness import make_kb
 
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A synced knowledge base of 120 documents (about 500 chunks), copied by each test."""
+    """A synced knowledge base of 120 documents (about 500 chunks), copied by each test.
+
+    Its file has 4 KB pages (a store keeps the page size its file was made with), so
+    that each index is deep enough to have an interior page to damage.
+    """
     root = make_kb(tmp_path_factory.mktemp("damage") / "kb", 120)
+    _db(root).parent.mkdir(mode=0o700)
+    made = sqlite3.connect(_db(root))
+    made.executescript("PRAGMA page_size = 4096; VACUUM;")
+    made.close()
+    _db(root).chmod(0o600)
     with KnowledgeBase.open(root) as kb:
         kb.sync()
     return root

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import dataclasses
+import pickle
+
 from kbsync.model import SourceStat
 from kbsync.plan import (
     Action,
@@ -140,3 +143,10 @@ def test_boilerplate_is_what_too_many_documents_of_one_host_share() -> None:
              for i in range(40)}
     assert boilerplate(docs, share=0.05) == {"footer"}  # footer-b: 2 of 40 pages
     assert boilerplate({"a": {"x"}, "b": {"x"}}, share=0.05) == frozenset()  # two copies
+
+
+def test_a_chunk_draft_survives_pickling_with_every_field() -> None:
+    draft = ChunkDraft("d" * 64, "Some text.", 2, "A heading", 10, 20, 3, "paragraph")
+    assert pickle.loads(pickle.dumps(draft, protocol=pickle.HIGHEST_PROTOCOL)) == draft
+    # A field added later must be added to __reduce__ too.
+    assert len(draft.__reduce__()[1]) == len(dataclasses.fields(ChunkDraft))
