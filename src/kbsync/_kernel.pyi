@@ -54,3 +54,6 @@ class LocalCutter(_Cutter):
         self, window_words: int, radius: int, span: int, reach: int, sentences: bool,
         chunk_type: type, kinds: tuple[object, ...], prefix: bytes,
     ) -> None: ...
+def hashing_keys(
+    texts: list[str] | list[str | list[str]], stopwords: frozenset[str], /
+) -> tuple[bytes, list[int]]: ...

@@ -437,3 +437,31 @@ def test_chunk_stream_gives_each_strategy_s_chunks_of_the_joined_text(strategy: 
 def test_chunking_bytes_is_a_chunking_error_that_says_what_to_do() -> None:
     with pytest.raises(ChunkingError, match="takes a str, not bytes"):
         chunk_text(b"abc")  # type: ignore[arg-type]
+
+
+# Words of every branch of the hashing embedder's terms: stop words in either case, each
+# suffix with two, three and four letters before it, underscores and digits, letters that
+# lower() turns into more than one character or into a final sigma.
+HASHING_PIECES = [
+    "The", "and", "WORK", "works", "retries", "retried", "retrying", "flying", "cities",
+    "boxes", "boxed", "cats", "abcy", "aby", "ed", "ses", "ing", "tying", "snake_case",
+    "_x", "x1", "2024", "ünïcode", "wörds", "İstanbul", "ΣΟΦΙΑΣ", "straße", "ﬁles", "日本",
+    " ", ", ", ".\n\n", "-", "\t", "\u2029",
+]
+hashing_texts = st.one_of(
+    st.lists(st.sampled_from(HASHING_PIECES), max_size=30).map(" ".join),
+    st.lists(st.sampled_from(HASHING_PIECES), max_size=30).map("".join),
+    st.text(max_size=80),
+)
+
+
+@fast
+@given(st.lists(hashing_texts, max_size=8))
+def test_the_hashing_embedder_finds_the_same_terms_and_vectors(texts: list[str]) -> None:
+    from kbsync.embed.hashing import HashingEmbedder, term_keys
+
+    compiled_keys, reference_keys = both(lambda: term_keys(texts))
+    assert compiled_keys.dtype == reference_keys.dtype == np.uint64
+    assert np.array_equal(np.sort(compiled_keys), np.sort(reference_keys))
+    vectors = both(lambda: HashingEmbedder(64).embed(texts))
+    assert vectors[0].tobytes() == vectors[1].tobytes()

@@ -2,24 +2,27 @@
 
 It needs no model and no network, gives the same vector on every machine, and
 is good enough to make search work on a fresh install and in tests. Real
-models plug in behind the same protocol.
+models plug in behind the same protocol. The compiled kernel finds the terms
+(:func:`term_keys`); its vectors are bit for bit those of the Python path.
 """
 
 from __future__ import annotations
 
 import re
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from itertools import pairwise
 
 import numpy as np
+import numpy.typing as npt
 
+from kbsync import native
 from kbsync.embed import Vectors
 from kbsync.errors import ParameterError
 from kbsync.stopwords import STOPWORDS
 
-__all__ = ["HashingEmbedder"]
+__all__ = ["HashingEmbedder", "python_term_keys", "term_keys"]
 
 _TOKEN = re.compile(r"\w+")
 _STOPWORDS = STOPWORDS
@@ -73,28 +76,53 @@ class HashingEmbedder:
     def embed(self, texts: Sequence[str]) -> Vectors:
         dim = self._dimension
         out = np.zeros((len(texts), dim), dtype=np.float32)
-        rows: list[int] = []
-        codes: list[int] = []
-        for row, text in enumerate(texts):
-            words = [_features(w) for w in _TOKEN.findall(text.lower()) if w not in _STOPWORDS]
-            if not words:
-                continue
-            codes += [code for _, code, _ in words]
-            # A bigram's code is the CRC of "a b", continued from the CRC of "a ".
-            codes += [zlib.crc32(b[0], a[2]) for a, b in pairwise(words)]
-            rows += [row] * (2 * len(words) - 1)
-        if not codes:
+        keys = term_keys(list(texts))
+        if not len(keys):
             return out
         # One count of every (row, code) pair for the whole batch, in (row, code) order:
         # each row's buckets take their terms in the order a row-by-row count gives them.
-        keys = np.array(rows, dtype=np.uint64) << np.uint64(32) | np.array(codes, np.uint64)
         unique, counts = np.unique(keys, return_counts=True)
         code = (unique & np.uint64(0xFFFFFFFF)).astype(np.int64)
         weights = (1.0 + np.log(counts)).astype(np.float32)
         signs = np.where(code & 0x80000000, -1.0, 1.0).astype(np.float32)
-        np.add.at(out, ((unique >> np.uint64(32)).astype(np.int64), code % dim), signs * weights)
-        for row in dict.fromkeys(rows):
-            norm = float(np.linalg.norm(out[row]))  # row by row: the sum a batch norm differs in
+        rows = (unique >> np.uint64(32)).astype(np.int64)
+        np.add.at(out, (rows, code % dim), signs * weights)
+        for row in np.unique(rows).tolist():
+            # Row by row, as np.linalg.norm does it (without its checks): the sum of a
+            # batch's norms takes another order and changes the last bits.
+            vector = out[row]
+            norm = float(np.sqrt(vector.dot(vector)))
             if norm:
-                out[row] /= norm
+                vector /= norm
         return out
+
+
+def term_keys(texts: list[str]) -> npt.NDArray[np.uint64]:
+    """Each term of each text as ``row << 32 | code``, in no particular order.
+
+    A term is a stem (its CRC-32) or a pair of neighbouring stems (the CRC of "a b"). The
+    compiled kernel finds the words of ASCII texts itself; of the others it is handed
+    the words Python's regular expression finds (Unicode's letters and case rules).
+    """
+    kernel = native.kernel
+    if kernel is None:
+        return python_term_keys(texts, range(len(texts)))
+    data, others = kernel.hashing_keys(texts, _STOPWORDS)
+    if others:  # their words as Python's Unicode rules find them; the rest as before
+        words: list[str | list[str]] = [[]] * len(texts)
+        for row in others:
+            words[row] = _TOKEN.findall(texts[row].lower())
+        data += kernel.hashing_keys(words, _STOPWORDS)[0]
+    return np.frombuffer(data, dtype=np.uint64)
+
+
+def python_term_keys(texts: Sequence[str], rows: Iterable[int]) -> npt.NDArray[np.uint64]:
+    """:func:`term_keys` of the texts at ``rows``, word by word in Python."""
+    keys: list[int] = []
+    for row in rows:
+        words = [_features(w) for w in _TOKEN.findall(texts[row].lower()) if w not in _STOPWORDS]
+        high = row << 32
+        keys += [high | code for _, code, _ in words]
+        # A bigram's code is the CRC of "a b", continued from the CRC of "a ".
+        keys += [high | zlib.crc32(b[0], a[2]) for a, b in pairwise(words)]
+    return np.array(keys, dtype=np.uint64)
