@@ -5,6 +5,8 @@ from __future__ import annotations
 import gzip
 import json
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from kbsync.extract.markdown import _ATTRIBUTES, _body, _lines, split_sections
@@ -63,3 +65,18 @@ def test_real_documentation_gives_the_sections_of_a_full_parse() -> None:
     assert len(pages) > 50
     for text in pages:
         assert split_sections(text) == _reference(text)
+
+
+# Plain words and spaces (the headings that skip inline parsing) mixed with every
+# character that starts inline markup, entities and escapes among them.
+HEADING_PIECES = ["word", "Two Words", "  ", "\t", "é", "日本", "#", "-", "=", ":", "{", "}",
+                  "(", ")", "'", '"', "\\", "`", "*", "_", "[", "]", "!", "<", ">", "&",
+                  "&amp;", "&copy;", "<b>", "[a](b)", "`x`", "*y*"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(HEADING_PIECES), max_size=12).map("".join),
+       st.sampled_from(["# {}\n\nbody", "### {} ###\ntext", "{}\n===\n\nbody"]))
+def test_any_heading_gives_the_sections_of_a_full_parse(heading: str, form: str) -> None:
+    text = form.format(heading)
+    assert split_sections(text) == _reference(text)

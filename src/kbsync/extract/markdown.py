@@ -22,6 +22,10 @@ _BLOCKS = MarkdownIt("commonmark").disable("inline")
 """Block structure only: inline parsing (emphasis, links, code spans) of every paragraph
 was half of the parse, and only headings need it. Stateless between calls."""
 _INLINE = MarkdownIt("commonmark")
+# The characters that start inline markup in CommonMark (escapes, code spans, emphasis,
+# links, images, autolinks and HTML, entities, line breaks): a heading without any is
+# its own plain text, and parsing it would cost a tenth of a Markdown file's extraction.
+_INLINE_MARKUP = frozenset("\\`*_[]!<>&\n")
 
 _FRONT_MATTER_END = frozenset({"---", "..."})
 # A trailing attribute list of a heading (Python-Markdown attr_list, Pandoc, kramdown):
@@ -154,6 +158,8 @@ def _body(lines: list[str], start: int, end: int) -> str:
 
 def _heading_text(inline: Token, env: dict[str, object]) -> str:
     """A heading's inline content as plain text: markup dropped, code and image alt text kept."""
+    if _INLINE_MARKUP.isdisjoint(inline.content):  # most headings: nothing to parse
+        return " ".join(inline.content.split())
     parsed = _INLINE.parseInline(inline.content, env)
     parts: list[str] = []
     for child in (parsed[0].children or ()) if parsed else ():
