@@ -49,8 +49,6 @@ _PREFIX = "kbsync-scratch-"
 _PAGE = 512
 _LISTED = 16
 """Columns of the ``listed`` table."""
-_INLINE_CHARS = 1 << 20
-"""A document with more text than this waits for its batch in the side file."""
 _SCHEMA = """
 CREATE TABLE listed (key TEXT PRIMARY KEY, item INTEGER NOT NULL, locator TEXT,
                      media_type TEXT, size INTEGER, mtime_ns INTEGER, inode INTEGER,
@@ -63,8 +61,8 @@ CREATE TABLE stored (key TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, inode
                      missing INTEGER, text_key TEXT NOT NULL,
                      gone INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
 CREATE TABLE origins (text_key TEXT, key TEXT, PRIMARY KEY (text_key, key)) WITHOUT ROWID;
-CREATE TABLE observed (key TEXT PRIMARY KEY, entry BLOB NOT NULL, size INTEGER NOT NULL,
-                       rechunked INTEGER NOT NULL, at INTEGER) WITHOUT ROWID;
+CREATE TABLE observed (key TEXT PRIMARY KEY, size INTEGER NOT NULL,
+                       rechunked INTEGER NOT NULL, at INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE fresh (digest TEXT PRIMARY KEY, tokens INTEGER NOT NULL,
                     embedding_key BLOB NOT NULL) WITHOUT ROWID;
 CREATE TABLE members (grp TEXT, key TEXT, PRIMARY KEY (grp, key)) WITHOUT ROWID;
@@ -228,19 +226,14 @@ class Scratch:
     def observe(self, observation: Observation, old: StoredDocument | None) -> None:
         """Keep a document's observation (not an unchanged one) until its batch."""
         rechunked = isinstance(observation, DocumentVersion) and observation.rechunked
-        at: int | None = None
-        if isinstance(observation, DocumentVersion) and len(observation.text) > _INLINE_CHARS:
-            # A big document is pickled straight into a side file: as a blob it would be
-            # held three more times (the pickle, SQLite's copy of it, its pages).
-            side = self._side_file()
-            at = side.seek(0, os.SEEK_END)
-            pickle.dump((observation, old), side, protocol=pickle.HIGHEST_PROTOCOL)
-            data, size = b"", side.tell() - at
-        else:
-            data = _dumps((observation, old))
-            size = len(data)
-        self._db.execute("INSERT INTO observed (key, entry, size, rechunked, at) "
-                         "VALUES (?, ?, ?, ?, ?)", (observation.key, data, size, rechunked, at))
+        # Pickled straight into a side file, the table keeping where: as a blob in the
+        # table, a document would be held three more times (the pickle, SQLite's copy of
+        # it, its pages), and rows of kilobytes make a slow b-tree.
+        side = self._side_file()
+        at = side.seek(0, os.SEEK_END)
+        pickle.dump((observation, old), side, protocol=pickle.HIGHEST_PROTOCOL)
+        self._db.execute("INSERT INTO observed (key, size, rechunked, at) VALUES (?, ?, ?, ?)",
+                         (observation.key, side.tell() - at, rechunked, at))
         if rechunked:
             assert isinstance(observation, DocumentVersion)
             self._count_document(observation.key, (c.digest for c in observation.chunks), fresh=1)
@@ -253,14 +246,11 @@ class Scratch:
         """The observations in key order, cut at ``documents`` or ``size_limit`` bytes of them."""
         batch: list[tuple[Observation, StoredDocument | None]] = []
         size = 0
-        for _, entry, length, at in self._pages(
-                "SELECT key, entry, size, at FROM observed WHERE key > ? ORDER BY key LIMIT ?"):
-            if at is None:
-                batch.append(pickle.loads(entry))
-            else:
-                side = self._side_file()
-                side.seek(at)
-                batch.append(pickle.load(side))
+        side = self._side_file()
+        for _, length, at in self._pages(
+                "SELECT key, size, at FROM observed WHERE key > ? ORDER BY key LIMIT ?"):
+            side.seek(at)
+            batch.append(pickle.load(side))
             size += length
             if len(batch) >= documents or size >= size_limit:
                 yield batch
@@ -384,10 +374,6 @@ class Scratch:
             if len(rows) < _PAGE:
                 return
             after = rows[-1][0]
-
-
-def _dumps(value: object) -> bytes:
-    return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 # A listed item the stat gate passes (same derivation, and a 304 or the same stat) and
