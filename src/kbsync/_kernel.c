@@ -2762,7 +2762,7 @@ static PyObject *k_hashing_keys(PyObject *self, PyObject *args)
     }
     words = PySequence_Tuple(stopwords); /* keeps the stop words' bytes alive */
     if (words == NULL) goto done;
-    Py_ssize_t count = 0;
+    Py_ssize_t stop_words = 0;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(words); i++) {
         PyObject *w = PyTuple_GET_ITEM(words, i);
         if (!PyUnicode_Check(w) || !PyUnicode_IS_ASCII(w)) {
@@ -2770,7 +2770,7 @@ static PyObject *k_hashing_keys(PyObject *self, PyObject *args)
             goto done;
         }
         if (stop_add(set, (const char *)PyUnicode_1BYTE_DATA(w), PyUnicode_GET_LENGTH(w),
-                     &count) < 0)
+                     &stop_words) < 0)
             goto done;
     }
     others = PyList_New(0);
@@ -2779,10 +2779,10 @@ static PyObject *k_hashing_keys(PyObject *self, PyObject *args)
         PyObject *text = PyList_GET_ITEM(texts, row);
         Terms terms = {.high = (uint64_t)row << 32};
         if (PyList_Check(text)) { /* the words of a text that is not ASCII */
-            Py_ssize_t count = PyList_GET_SIZE(text);
-            if (buf_reserve(&keys, 2 * count, sizeof(uint64_t)) < 0) goto done;
+            Py_ssize_t text_words = PyList_GET_SIZE(text);
+            if (buf_reserve(&keys, 2 * text_words, sizeof(uint64_t)) < 0) goto done;
             terms.out = (uint64_t *)keys.p + keys.len;
-            for (Py_ssize_t k = 0; k < count; k++) {
+            for (Py_ssize_t k = 0; k < text_words; k++) {
                 PyObject *word = PyList_GET_ITEM(text, k);
                 Py_ssize_t n;
                 const char *w = PyUnicode_Check(word) ? PyUnicode_AsUTF8AndSize(word, &n) : NULL;
