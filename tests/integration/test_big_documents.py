@@ -134,7 +134,7 @@ def _synced_big_file(tmp_path: Path, size: int) -> tuple[Path, FilesystemSource,
 
 def test_a_sync_compares_a_very_long_edit_with_the_stored_text_read_in_pieces(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import kbsync.store.sqlite as sqlite_store
+    import kbsync.store.sqlite.documents as sqlite_store
     import kbsync.sync.replacements
 
     monkeypatch.setattr(kbsync.sync.replacements, "WORD_REGIONS_LIMIT", 500_000)
@@ -256,7 +256,7 @@ def test_a_big_text_written_in_pieces_reads_back_as_the_one_written_whole(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Texts over BIG_TEXT characters are written by blob I/O; every reader sees the
     same strings (UTF-8 beyond ASCII included) as for a text bound whole."""
-    import kbsync.store.sqlite as sqlite_store
+    import kbsync.store.sqlite.documents as sqlite_store
 
     rng = random.Random(9)
     words = (*WORDS, "café", "naïve", "Straße", "日本語", "ελληνικά", "emoji🙂")

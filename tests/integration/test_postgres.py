@@ -16,8 +16,8 @@ from kbsync.extract.registry import extractor_for
 from kbsync.identity import embedding_text_key, embedding_text_key_sql
 from kbsync.knowledge_base import KnowledgeBase
 from kbsync.store import RecordStore
-from kbsync.store import postgres as pg
 from kbsync.store.postgres import PostgresStore
+from kbsync.store.postgres import schema as pg_schema
 from kbsync.sync import Chunker, sync_sources
 from kbsync.testing import CountingEmbedder, MemorySource
 from tests.conftest import Backend
@@ -63,7 +63,7 @@ def _schema_at(pg_backend: Backend, version: int, *rows: tuple[str, tuple[object
         conn.execute(f'CREATE SCHEMA "{schema}"')
         conn.execute(f'SET search_path TO "{schema}", public')
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector WITH SCHEMA public")
-        for migration in pg._MIGRATIONS[:version]:
+        for migration in pg_schema.MIGRATIONS[:version]:
             conn.execute(migration)
         conn.execute("INSERT INTO meta VALUES ('schema_version', %s)", (str(version),))
         for sql, args in rows:
@@ -74,7 +74,7 @@ def _schema_at(pg_backend: Backend, version: int, *rows: tuple[str, tuple[object
 def test_a_version_1_store_is_migrated_in_place(pg_backend: Backend) -> None:
     schema = _schema_at(pg_backend, 1)
     store = PostgresStore(pg_backend.url, schema=schema)
-    assert store.get_meta("schema_version") == str(pg.SCHEMA_VERSION)
+    assert store.get_meta("schema_version") == str(pg_schema.SCHEMA_VERSION)
     assert store.pending("no such run") == 0  # the work queue of version 2 exists
     store.close()
 

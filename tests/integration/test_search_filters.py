@@ -203,7 +203,7 @@ def test_the_postgres_condition_decides_as_the_rules_do(pg: Any, source: str, ke
 
 def test_a_broad_filter_on_postgres_walks_the_index_and_finds_what_the_exact_scan_finds(
         tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from kbsync.store import postgres
+    from kbsync.store.postgres import search as postgres_search
 
     docs = tmp_path / "docs"
     for n in range(12):
@@ -219,7 +219,7 @@ def test_a_broad_filter_on_postgres_walks_the_index_and_finds_what_the_exact_sca
             for where in (["lang=en"], ["path=blog/*", "audience=dev"], ["path=*"]):
                 exact = engine.search("retry cache", k=6, mode="vector", context_tokens=0,
                                       filters=parse_where(where))
-                monkeypatch.setattr(postgres, "_EXACT_FILTERED_CHUNKS", 0)
+                monkeypatch.setattr(postgres_search, "_EXACT_FILTERED_CHUNKS", 0)
                 walked = engine.search("retry cache", k=6, mode="vector", context_tokens=0,
                                        filters=parse_where(where))
                 monkeypatch.undo()

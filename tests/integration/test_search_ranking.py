@@ -9,7 +9,7 @@ import pytest
 
 from kbsync import KnowledgeBase
 from kbsync.engine import init_config
-from kbsync.store.sqlite import _MIGRATIONS
+from kbsync.store.sqlite.schema import MIGRATIONS as _MIGRATIONS
 from tests.conftest import Backend
 
 # The schema version just before the migration that made full text stem words.

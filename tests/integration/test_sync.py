@@ -402,11 +402,11 @@ def test_a_page_back_after_a_404_clears_its_missing_count(store: Store) -> None:
 
 
 def test_a_version_1_store_is_migrated_in_place(tmp_path: Path) -> None:
-    from kbsync.store import sqlite as sqlite_store
+    from kbsync.store.sqlite import schema as sqlite_store
 
     path = tmp_path / "old.db"
     db = sqlite3.connect(path)
-    for statement in sqlite_store._MIGRATIONS[0].split(";"):
+    for statement in sqlite_store.MIGRATIONS[0].split(";"):
         if statement.strip():
             db.execute(statement)
     db.execute(
@@ -525,7 +525,7 @@ def test_the_store_names_each_embedder_and_its_dimension(store: Store) -> None:
 def test_a_version_11_store_keys_its_chunk_texts_so_their_vectors_are_found_by_text(
     tmp_path: Path,
 ) -> None:
-    from kbsync.store import sqlite as sqlite_store
+    from kbsync.store.sqlite import schema as sqlite_store
 
     path = tmp_path / "old.db"
     store = SqliteStore(path)
@@ -551,11 +551,11 @@ def test_a_version_11_store_keys_its_chunk_texts_so_their_vectors_are_found_by_t
 def test_a_version_7_store_keeps_each_document_s_current_and_previous_text(
     tmp_path: Path,
 ) -> None:
-    from kbsync.store import sqlite as sqlite_store
+    from kbsync.store.sqlite import schema as sqlite_store
 
     path = tmp_path / "old.db"
     db = sqlite3.connect(path)
-    for migration in sqlite_store._MIGRATIONS[:7]:
+    for migration in sqlite_store.MIGRATIONS[:7]:
         for statement in migration.split(";"):
             if statement.strip():
                 db.execute(statement)

@@ -7,7 +7,7 @@ import sqlite3
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kbsync.store.sqlite import _FTS_HEADING, fts_heading
+from kbsync.store.sqlite.schema import FTS_HEADING, fts_heading
 
 parts = st.one_of(st.none(), st.text(alphabet=st.sampled_from(" \t\nab é"), max_size=6),
                   st.text(max_size=12))
@@ -20,7 +20,7 @@ def test_the_full_text_heading_is_the_sql_expression_s(title: str | None,
     db = sqlite3.connect(":memory:")
     try:
         (expected,) = db.execute(
-            f"SELECT {_FTS_HEADING} FROM (SELECT ? AS title) d, (SELECT ? AS heading) c",
+            f"SELECT {FTS_HEADING} FROM (SELECT ? AS title) d, (SELECT ? AS heading) c",
             (title, heading)).fetchone()
     finally:
         db.close()

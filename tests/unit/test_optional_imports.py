@@ -60,9 +60,9 @@ def _onnx() -> object:
 
 
 def _postgres() -> object:
-    from kbsync.store.postgres import _psycopg
+    from kbsync.store.postgres.connection import load_psycopg
 
-    return _psycopg()
+    return load_psycopg()
 
 
 def _qdrant(tmp: Path) -> object:

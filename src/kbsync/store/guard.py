@@ -72,9 +72,10 @@ def store_error(where: str, exc: BaseException, doing: str = "") -> StoreError:
 
 def guarded(where: Callable[[Any], str],
             is_driver_error: Callable[[BaseException], bool]) -> Callable[[type[T]], type[T]]:
-    """A class decorator: every public method (and ``__init__``) of the class raises a
-    :class:`StoreError` instead of a driver error. ``where`` names the store of an
-    instance (for the message); ``is_driver_error`` says which errors to translate."""
+    """A class decorator: every public method (and ``__init__``) of the class and of its
+    bases raises a :class:`StoreError` instead of a driver error. ``where`` names the
+    store of an instance (for the message); ``is_driver_error`` says which errors to
+    translate."""
 
     def translate(self: Any, exc: Exception) -> Exception:
         if isinstance(exc, KbsyncError) or not is_driver_error(exc):
@@ -110,7 +111,13 @@ def guarded(where: Callable[[Any], str],
         return method
 
     def decorate(cls: type[T]) -> type[T]:
-        for name, value in list(vars(cls).items()):
+        # A class made of mixins gets its bases' methods wrapped too; a Protocol's
+        # are declarations, never called.
+        methods: dict[str, Any] = {}
+        for klass in reversed(cls.__mro__[:-1]):
+            if not getattr(klass, "_is_protocol", False):
+                methods.update(vars(klass))
+        for name, value in methods.items():
             if inspect.isfunction(value) and (not name.startswith("_") or name == "__init__"):
                 setattr(cls, name, wrap(value))
         return cls

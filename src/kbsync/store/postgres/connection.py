@@ -1,0 +1,286 @@
+"""The store's connection: the driver loaded lazily, transactions, meta, the writer lock."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from kbsync.crashpoints import crashpoint
+from kbsync.errors import DependencyMissingError, LockedError, SchemaError, StoreError
+from kbsync.store.guard import guarded
+from kbsync.store.postgres.schema import MIGRATIONS, SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = [
+    "AdvisoryLock", "PostgresBase", "connect", "ident", "is_driver_error", "load_psycopg", "scalar",
+    "shown",
+]
+
+
+def load_psycopg() -> Any:
+    try:
+        import psycopg
+        from pgvector.psycopg import register_vector
+    except ImportError as exc:
+        raise DependencyMissingError("The PostgreSQL store", "postgres",
+                                     exc.name or "psycopg", exc) from exc
+    return psycopg, register_vector
+
+
+def connect(url: str, password: str | None, schema: str | None, *,
+             create: bool = True) -> psycopg.Connection[Any]:
+    driver, _ = load_psycopg()
+    options: dict[str, Any] = {"autocommit": True}
+    if password is not None:
+        options["password"] = password
+    try:
+        conn: psycopg.Connection[Any] = driver.connect(url, **options)
+    except driver.Error as exc:
+        raise StoreError(f"{shown(url)}: cannot connect: {exc}".strip()) from exc
+    if schema is not None:
+        if create:
+            conn.execute(f"CREATE SCHEMA IF NOT EXISTS {ident(schema)}")
+        conn.execute(f"SET search_path TO {ident(schema)}, public")
+    return conn
+
+
+def ident(name: str) -> str:
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,62}", name):
+        raise StoreError(f"{name!r} is not a valid schema name (letters, digits, underscore)")
+    return f'"{name}"'
+
+
+def shown(url: str) -> str:
+    """The URL without a password, for messages."""
+    return re.sub(r"//([^:/@]+):[^@/]*@", r"//\1:***@", url)
+
+
+def is_driver_error(exc: BaseException) -> bool:
+    """A ``psycopg`` error (the driver is imported lazily, so its classes are not at hand)."""
+    return any(c.__module__.startswith("psycopg") for c in type(exc).__mro__)
+
+
+def scalar(conn: psycopg.Connection[Any], sql: str, args: Sequence[Any] = ()) -> Any:
+    """The first column of the first row of a query that always returns one."""
+    row = conn.execute(sql, args).fetchone()
+    assert row is not None
+    return row[0]
+
+
+def _holder(conn: psycopg.Connection[Any], key: str) -> str | None:
+    """The server process that holds the advisory lock ``key``, as words, or None."""
+    row = conn.execute("SELECT l.pid FROM pg_locks l WHERE l.locktype = 'advisory' "
+                       "AND l.objid = hashtext(%s)::oid AND l.granted LIMIT 1", (key,)).fetchone()
+    return None if row is None else f"server process {row[0]}"
+
+
+class PostgresBase:
+    """A PostgreSQL database (one schema of it) opened as a store; each role's tables are a
+    mixin over it."""
+
+    def __init__(self, url: str, *, password: str | None = None, schema: str | None = None,
+                 create: bool = True, index_memory: str | None = None) -> None:
+        self.url = url
+        self._password = password
+        self.schema = schema
+        self.index_memory = index_memory
+        self._conn = connect(url, password, schema, create=create)
+        self._changes = 0
+        self._depth = 0  # nested transactions: only the outermost one commits
+        self._queued: list[psycopg.Cursor[Any]] = []
+        self._indexed_dimensions: set[int] = set()
+        self._deferred_dimensions: set[int] = set()
+        try:
+            self._open(create)
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def _open(self, create: bool) -> None:
+        driver, register_vector = load_psycopg()
+        conn = self._conn
+        with conn.transaction():
+            # One migrating process at a time; the others wait here, then see the new version.
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext('kbsync:migrate'))")
+            version = self._version()
+            if version > SCHEMA_VERSION:
+                raise SchemaError(
+                    f"{shown(self.url)}: schema version {version} is newer than this kbsync "
+                    f"knows ({SCHEMA_VERSION}); upgrade kbsync. Nothing was written."
+                )
+            if version < SCHEMA_VERSION and not create and version == 0:
+                raise StoreError(f"{shown(self.url)}: no kbsync store here yet; run "
+                                 "`kbsync sync` first")
+            if version < SCHEMA_VERSION:
+                try:
+                    conn.execute("CREATE EXTENSION IF NOT EXISTS vector WITH SCHEMA public")
+                except driver.Error as exc:
+                    raise StoreError(f"{shown(self.url)}: the pgvector extension is not "
+                                     f"available: {exc}") from exc
+                crashpoint("store.migrate")
+                for step in range(version, SCHEMA_VERSION):
+                    conn.execute(MIGRATIONS[step])
+                conn.execute(
+                    "INSERT INTO meta (name, value) VALUES ('schema_version', %s) "
+                    "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                    (str(SCHEMA_VERSION),))
+        register_vector(conn)
+        self._indexed_dimensions = {int(r[0]) for r in conn.execute(
+            "SELECT substring(indexname FROM 'embeddings_hnsw_([0-9]+)') FROM pg_indexes "
+            "WHERE schemaname = current_schema() AND indexname LIKE 'embeddings_hnsw_%'")}
+
+    def _version(self) -> int:
+        if scalar(self._conn, "SELECT to_regclass('meta')") is None:
+            return 0
+        row = self._conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
+        return 0 if row is None else int(row[0])
+
+    @staticmethod
+    def exists(url: str, *, password: str | None = None, schema: str | None = None) -> bool:
+        """Whether the database (schema) holds kbsync's tables; creates nothing."""
+        conn = connect(url, password, None)
+        try:
+            where = "meta" if schema is None else f"{ident(schema)}.meta"
+            return scalar(conn, "SELECT to_regclass(%s)", (where,)) is not None
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        self._conn.close()
+
+    @property
+    def total_changes(self) -> int:
+        """Rows inserted, updated or deleted through this store (idempotency tests use it)."""
+        self._count_queued()
+        return self._changes
+
+    def _queue(self, sql: str, args: Sequence[Any]) -> None:
+        """A write whose row count is only needed later: in a pipeline it does not wait."""
+        cur = self._conn.cursor()
+        cur.execute(sql, args)
+        self._queued.append(cur)
+
+    def _count_queued(self) -> None:
+        """Count the rows of queued writes (their results have arrived by now)."""
+        for cur in self._queued:
+            self._changes += max(cur.rowcount, 0)
+        self._queued.clear()
+
+    def _write(self, sql: str, args: Iterable[Any] | Mapping[str, Any] = ()) -> int:
+        count = self._conn.execute(sql, args).rowcount  # type: ignore[arg-type]
+        self._changes += max(count, 0)
+        return int(count)
+
+    def _write_many(self, sql: str, rows: Iterable[Iterable[Any]]) -> None:
+        with self._conn.cursor() as cur:
+            cur.executemany(sql, list(rows))  # type: ignore[arg-type]
+            self._changes += max(cur.rowcount, 0)
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """One transaction; inside another (a batch, a claim) a savepoint of it.
+
+        The crash points mark the outermost one's start and commit, as SQLite's do.
+        """
+        outermost = self._depth == 0
+        if outermost:
+            crashpoint("store.begin")
+        self._depth += 1
+        try:
+            with self._conn.transaction():
+                yield
+                if outermost:
+                    crashpoint("store.commit")
+        finally:
+            self._depth -= 1
+        if outermost:
+            crashpoint("store.committed")
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        with self._transaction():
+            yield
+
+    def lock(self, *, wait: bool = True,
+             on_wait: Callable[[str], None] | None = None) -> AdvisoryLock:
+        """The writer lock of this knowledge base: an advisory lock on a connection of its own."""
+        return AdvisoryLock(self.url, self._password, self.schema, wait=wait, on_wait=on_wait)
+
+    def get_meta(self, name: str) -> str | None:
+        row = self._conn.execute("SELECT value FROM meta WHERE name = %s", (name,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, name: str, value: str) -> None:
+        if value == "":
+            if self.get_meta(name) is not None:
+                crashpoint("store.set_meta")
+                self._write("DELETE FROM meta WHERE name = %s", (name,))
+        elif self.get_meta(name) != value:
+            crashpoint("store.set_meta")
+            self._write("INSERT INTO meta (name, value) VALUES (%s, %s) "
+                        "ON CONFLICT (name) DO UPDATE SET value = excluded.value", (name, value))
+
+
+@guarded(lambda lock: shown(lock.url), is_driver_error)
+class AdvisoryLock:
+    """The writer lock of a PostgreSQL store: an advisory lock held by a connection of its own.
+
+    The server drops it when that connection ends, so a killed sync never
+    leaves a stuck lock, on any machine.
+    """
+
+    def __init__(self, url: str, password: str | None, schema: str | None, *,
+                 wait: bool = True, on_wait: Callable[[str], None] | None = None,
+                 poll: float = 0.2) -> None:
+        self.url, self._password, self.schema = url, password, schema
+        self.wait, self.on_wait, self.poll = wait, on_wait, poll
+        self._conn: psycopg.Connection[Any] | None = None
+
+    @property
+    def _key(self) -> str:
+        return "kbsync:writer:" + (self.schema or "")
+
+    def acquire(self) -> None:
+        crashpoint("lock.acquire")
+        conn = connect(self.url, self._password, self.schema)
+        told = False
+        while not scalar(conn, "SELECT pg_try_advisory_lock(hashtext(%s))", (self._key,)):
+            holder = _holder(conn, self._key)
+            who = f" ({holder})" if holder else ""
+            if not self.wait:
+                conn.close()
+                raise LockedError(f"another kbsync process{who} is writing to this knowledge "
+                                  f"base ({shown(self.url)})")
+            if not told and self.on_wait is not None:
+                self.on_wait(f"waiting for another kbsync process{who} to finish…")
+                told = True
+            time.sleep(self.poll)
+        self._conn = conn
+        crashpoint("lock.acquired")
+
+    def holder(self) -> str | None:
+        """The server process of the writer that holds the lock now, or None when it is free."""
+        with connect(self.url, self._password, self.schema) as conn:
+            return _holder(conn, self._key)
+
+    def release(self) -> None:
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            try:
+                crashpoint("lock.release")
+            finally:
+                conn.close()  # closing the connection releases the lock
+
+    def __enter__(self) -> AdvisoryLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.release()

@@ -1,0 +1,181 @@
+"""The store's connection: opening, configuring and migrating the file, transactions, meta."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from kbsync.crashpoints import crashpoint
+from kbsync.errors import SchemaError, StoreError
+from kbsync.identity import embedding_text_key
+from kbsync.store.guard import READ_ONLY, store_error
+from kbsync.store.sqlite.files import prepare_state, writable
+from kbsync.store.sqlite.schema import MIGRATIONS, PAGE_SIZE, SCHEMA_VERSION, WAL_BYTES
+
+__all__ = ["SqliteBase"]
+
+
+class SqliteBase:
+    """One SQLite file opened as a store; the tables of each role are mixins over it."""
+
+    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
+        self.path = Path(path)
+        memory = str(path) == ":memory:"
+        #: Whether the store is open for reading only (writes fail with a StoreError).
+        self.read_only = read_only or (not memory and self.path.exists()
+                                       and not writable(self.path))
+        if not memory and not self.read_only:
+            prepare_state(self.path)
+        self._batched = False
+        self._db = self._connect()
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            self._db.close()
+            raise SchemaError(
+                f"{self.path}: schema version {version} is newer than this kbsync knows "
+                f"({SCHEMA_VERSION}); upgrade kbsync. Nothing was written."
+            )
+        if self.read_only and version < SCHEMA_VERSION:
+            self._db.close()
+            raise StoreError(f"{self.path}: schema version {version} needs an upgrade to "
+                             f"{SCHEMA_VERSION}, and {READ_ONLY}")
+        self._configure()
+        if version < SCHEMA_VERSION:
+            self._migrate(version)
+        self._vectors: dict[str, tuple[npt.NDArray[np.float32], list[int]]] = {}
+        self._vector_orders: dict[str, tuple[list[int], npt.NDArray[np.intp]]] = {}
+        self._data_version = -1
+
+    def _connect(self) -> sqlite3.Connection:
+        """The connection, its schema readable; a file that is no SQLite store is refused.
+
+        Read-only, a WAL store whose shared-memory file cannot be created (its folder
+        is immutable or on a read-only mount) is opened as immutable instead.
+        """
+        if self.read_only:
+            uri = self.path.resolve().as_uri()
+            targets = [f"{uri}?mode=ro", f"{uri}?immutable=1"]
+        else:
+            targets = [str(self.path)]
+        failure: sqlite3.Error | None = None
+        for target in targets:
+            try:
+                # One store is used by one thread at a time (the watch loop runs in its own).
+                db = sqlite3.connect(target, isolation_level=None, timeout=30.0,
+                                     check_same_thread=False, uri=self.read_only)
+            except sqlite3.Error as exc:
+                raise store_error(str(self.path), exc, "cannot open the store") from exc
+            db.row_factory = sqlite3.Row
+            # The migration that keys the stored chunk texts calls it.
+            db.create_function("kbsync_text_key", 1, embedding_text_key, deterministic=True)
+            try:
+                db.execute("PRAGMA user_version").fetchone()
+                db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+                return db
+            except sqlite3.DatabaseError as exc:
+                db.close()
+                failure = exc
+                if not isinstance(exc, sqlite3.OperationalError):
+                    break  # the file itself is wrong, not how it was opened
+        assert failure is not None
+        if isinstance(failure, sqlite3.OperationalError):
+            raise store_error(str(self.path), failure, "cannot open the store") from failure
+        # Its header or schema is unreadable, so neither repair nor rebuild can salvage it.
+        raise StoreError(f"{self.path}: not a kbsync store ({failure}); if it was one, it is "
+                         "damaged beyond repair: move it away and run `kbsync sync` to build "
+                         "a new one (everything is embedded again)") from failure
+
+    def _configure(self) -> None:
+        # A 64 MB page cache (the default is 2 MB): the stat gate and the vector
+        # check of a no-op sync probe indexes that outgrow the small one.
+        pragmas: tuple[str, ...] = ("foreign_keys = ON", "cache_size = -65536")
+        if not self.read_only:
+            # The page size takes effect only in a new, empty file (an existing store
+            # keeps its own): 16 KB pages hold a few vectors each and mean fewer pages
+            # to write for the same rows.
+            pragmas = (f"page_size = {PAGE_SIZE}", *pragmas, "journal_mode = WAL",
+                       "synchronous = NORMAL", "secure_delete = ON")
+        for pragma in pragmas:
+            self._db.execute(f"PRAGMA {pragma}")
+        if not self.read_only:
+            # A checkpoint copies the write-ahead log into the file and syncs it, and a
+            # page that changes again before it is copied once: SQLite's default, every
+            # 1000 pages, made a first sync copy its B-tree pages over and over.
+            page = self._db.execute("PRAGMA page_size").fetchone()[0]
+            self._db.execute(f"PRAGMA wal_autocheckpoint = {max(1000, WAL_BYTES // page)}")
+
+    def _migrate(self, version: int) -> None:
+        with self._transaction():
+            # Another process may have migrated while we waited for the write lock.
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            for step in range(version, SCHEMA_VERSION):
+                for statement in MIGRATIONS[step].split(";"):
+                    if statement.strip():
+                        self._db.execute(statement)
+            self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        if self._batched:  # already inside one: the outer batch commits
+            yield
+            return
+        with self._transaction():
+            self._batched = True
+            try:
+                yield
+            finally:
+                self._batched = False
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction; a database or I/O error (a full disk) is a StoreError.
+
+        Whatever fails before the commit, nothing of the transaction is kept. Inside
+        :meth:`batch` it is part of the batch's transaction, committed with it.
+        """
+        if self._batched:
+            yield self._db
+            return
+        try:
+            crashpoint("store.begin")
+            self._db.execute("BEGIN IMMEDIATE")
+            yield self._db
+            crashpoint("store.commit")
+            self._db.execute("COMMIT")
+            crashpoint("store.committed")
+        except BaseException as exc:
+            if self._db.in_transaction:  # SQLite may have rolled back already (SQLITE_FULL)
+                self._db.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error | OSError):
+                raise store_error(str(self.path), exc, "cannot write the store") from exc
+            raise
+
+    def close(self) -> None:
+        self._db.close()
+
+    @property
+    def total_changes(self) -> int:
+        """Rows changed through this connection (tests assert idempotency with it)."""
+        return self._db.total_changes
+
+    def get_meta(self, name: str) -> str | None:
+        row = self._db.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, name: str, value: str) -> None:
+        if value == "":
+            if self.get_meta(name) is not None:
+                with self._transaction() as db:
+                    db.execute("DELETE FROM meta WHERE name = ?", (name,))
+        elif self.get_meta(name) != value:
+            with self._transaction() as db:
+                db.execute(
+                    "INSERT INTO meta (name, value) VALUES (?, ?) "
+                    "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                    (name, value),
+                )

@@ -1,0 +1,308 @@
+"""Status, verification and repair of the store's file and of what it holds twice."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import sqlite3
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+
+from kbsync.errors import StoreError
+from kbsync.identity import embedding_text_key
+from kbsync.store import StoreStatus, invariants
+from kbsync.store.guard import REPAIR
+from kbsync.store.rows import (
+    CURRENT,
+)
+from kbsync.store.sqlite.connection import SqliteBase
+from kbsync.store.sqlite.schema import FTS_HEADING, FTS_TABLE
+
+__all__ = ["RepairTables"]
+
+# The largest read-only store whose full-text index verify checks on a copy in memory.
+_READ_ONLY_FTS_CHECK_LIMIT = 1 << 30
+
+
+class RepairTables(SqliteBase):
+    """The :class:`~kbsync.store.Maintenance` role of the SQLite store."""
+
+    def status(self) -> StoreStatus:
+        db = self._db
+        by_source = dict(db.execute("SELECT source, count(*) FROM documents GROUP BY source"))
+        last = db.execute("SELECT report FROM runs ORDER BY id DESC LIMIT 1").fetchone()
+        return StoreStatus(
+            documents=sum(by_source.values()),
+            chunks=db.execute(
+                f"SELECT count(*) FROM chunks c JOIN documents d ON {CURRENT}").fetchone()[0],
+            embeddings=db.execute("SELECT count(*) FROM embeddings").fetchone()[0],
+            runs=db.execute("SELECT count(*) FROM runs").fetchone()[0],
+            by_source=by_source,
+            last_run=json.loads(last[0]) if last else None,
+        )
+
+    def verify(self, embedder: str, identity: Callable[[str], str] | None,
+               derivations: Collection[str] | None = None) -> list[str]:
+        # SQLite's own checks of the file come first: on a damaged file the logical
+        # checks below may fail or mislead. (integrity_check reads every page of a
+        # 100 MB store in under a second, so it always runs; see docs/reliability.md.)
+        damage = self.damage()
+        try:
+            # One read transaction: a sync committing meanwhile must not look like damage.
+            with self._snapshot():
+                return damage + self._verify(embedder, identity, derivations)
+        except sqlite3.DatabaseError:
+            if damage:
+                return damage
+            raise
+
+    def damage(self) -> list[str]:
+        """What SQLite finds wrong with the file and with the full-text index, as one
+        line each that says what to do (empty when both are sound)."""
+        found = []
+        rows = ["ok"]
+        # quick_check names the bad page where integrity_check can give up with a
+        # bare "malformed"; integrity_check also compares every index with its table.
+        for check in ("quick_check(20)", "integrity_check(20)"):
+            try:
+                rows = [str(r[0]) for r in self._db.execute(f"PRAGMA {check}")]
+            except sqlite3.DatabaseError as exc:
+                rows = [str(exc)]
+            if rows != ["ok"]:
+                break
+        if rows != ["ok"]:
+            lines = [line.strip() for row in rows for line in row.splitlines()
+                     if line.strip() and not line.startswith("***")]
+            more = f" and {len(lines) - 1} more" if len(lines) > 1 else ""
+            found.append(f"{self.path}: the store file is damaged ({lines[0]}{more}); "
+                         f"{REPAIR}")
+        fts = self._fts_damage()
+        if fts:
+            found.append(f"{self.path}: the full-text index is damaged ({fts}); run "
+                         "`kbsync verify --repair` to rebuild it from the chunks")
+        return found
+
+    def _fts_damage(self) -> str | None:
+        """FTS5's own integrity check of the full-text index: its finding, or None.
+
+        The check is an INSERT, so a read-only store runs it on a copy in memory, if
+        the store is small enough (else only ``integrity_check``, which reads the
+        full-text table's pages too, speaks for it).
+        """
+        check = "INSERT INTO chunk_fts (chunk_fts) VALUES ('integrity-check')"
+        db = self._db
+        copy = None
+        try:
+            if self.read_only:
+                if self.path.stat().st_size > _READ_ONLY_FTS_CHECK_LIMIT:
+                    return None
+                copy = sqlite3.connect(":memory:")
+                self._db.backup(copy)
+                db = copy
+            db.execute(check)
+        except sqlite3.DatabaseError as exc:
+            return " ".join(str(exc).split())
+        finally:
+            if copy is not None:
+                copy.close()
+        return None
+
+    @contextmanager
+    def _snapshot(self) -> Iterator[None]:
+        """A read transaction: every query inside sees the same committed state."""
+        if self._db.in_transaction:
+            yield
+            return
+        self._db.execute("BEGIN")
+        try:
+            yield
+        finally:
+            self._db.execute("ROLLBACK")
+
+    def _verify(self, embedder: str, identity: Callable[[str], str] | None,
+                derivations: Collection[str] | None) -> list[str]:
+        db = self._db
+        problems = invariants.problems(
+            db.execute, embedder, identity, mark="?", derivations=derivations,
+            bad_vectors="SELECT count(*) FROM embeddings WHERE length(vector) != 4 * dimension")
+        return problems + self._version_problems() + self._fts_drift()
+
+    def _version_problems(self) -> list[str]:
+        """Each document has the text of its current generation, and of at most the one
+        before it."""
+        found = []
+        for source, key, current, other in self._db.execute(
+            "SELECT d.source, d.key, sum(v.generation = d.generation), "
+            "sum(v.generation NOT IN (d.generation, d.generation - 1)) FROM documents d "
+            "LEFT JOIN versions v ON v.doc_id = d.id GROUP BY d.id ORDER BY d.id"):
+            if not current:
+                found.append(f"{source}:{key}: the text of its current version is missing")
+            if other:
+                found.append(f"{source}:{key}: {other} text(s) of versions before the previous")
+        return found
+
+    def repair(self, rechunk: Callable[[str], Mapping[str, str]]) -> list[str]:
+        """Rebuild what the store holds twice: its indexes, the full-text index (from the
+        chunks) and missing chunk texts (``rechunk`` maps a document's text to the
+        digests and texts of its chunks). What was done, as lines for a person.
+
+        Damage to the tables themselves is not repaired here: only a fresh store
+        built from the sources helps then (:func:`salvage_embeddings`, :func:`swap_in`).
+        """
+        done = []
+        steps: tuple[tuple[str, Callable[[], int]], ...] = (
+            ("the indexes", self._reindex),
+            ("the chunk texts", lambda: self._restore_chunk_texts(rechunk)),
+            ("the full-text index", self._rebuild_fts),
+        )
+        for what, step in steps:
+            try:
+                count = step()
+            except (StoreError, sqlite3.DatabaseError) as exc:
+                # Damage in the tables themselves stops a step: then only a rebuild helps.
+                reason = exc.__cause__ or exc
+                done.append(f"could not rebuild {what}: {' '.join(str(reason).split())[:200]}")
+                continue
+            if count:
+                done.append(f"rebuilt {what}" + (f" ({count} restored from the documents' "
+                                                 "text)" if what == "the chunk texts" else ""))
+        self._vectors.clear()
+        return done
+
+    def _reindex(self) -> int:
+        """Every index built again from its table, if SQLite's check finds fault; 1 if so.
+
+        An index whose pages are damaged cannot even be dropped (SQLite walks its
+        pages to free them): such an index, or the full-text table, is removed from
+        the schema instead, the file rewritten without it (VACUUM), and the index
+        created again (the full-text table is refilled by :meth:`_rebuild_fts`).
+        """
+        if not self._file_damage():
+            return 0
+        with contextlib.suppress(StoreError), self._transaction() as db:
+            db.execute("REINDEX")
+        damage = self._file_damage()
+        if damage:
+            derived = self._damaged_derived(damage)
+            if not derived:
+                raise StoreError(f"{self.path}: the damage is in tables that only the sources "
+                                 f"can fill again ({damage[0]})")
+            self._forget(derived)
+        return 1
+
+    def _file_damage(self) -> list[str]:
+        return [line for line in self.damage() if "store file is damaged" in line]
+
+    def _damaged_derived(self, damage: Sequence[str]) -> dict[str, str | None]:
+        """Name -> SQL of the derived structures that hold damage: explicit indexes, the
+        full-text table and the chunk texts (cut again from the documents' text).
+
+        Empty when a table that only the sources can fill is damaged too. The owners
+        are the b-trees of the pages the report names or, where it names none, the
+        tables whose own ``quick_check`` fails.
+        """
+        pages = {int(n) for line in damage for n in re.findall(r"[Pp]age (\d+)", line)}
+        rows = self._db.execute("SELECT name, type, sql, tbl_name FROM sqlite_schema").fetchall()
+        schema = {r[0]: (r[1], r[2]) for r in rows}
+        texts_indexes = [r[0] for r in rows
+                         if r[1] == "index" and r[3] == "chunk_texts" and r[2] is not None]
+        owners: set[str] = set()
+        for page in sorted(pages):
+            with contextlib.suppress(sqlite3.DatabaseError):
+                owners.update(r[0] for r in self._db.execute(
+                    "SELECT name FROM dbstat WHERE pageno = ?", (page,)))
+        if not owners:
+            for name, (kind, _) in schema.items():
+                if kind != "table":
+                    continue
+                try:
+                    sound = [r[0] for r in self._db.execute(
+                        f'PRAGMA quick_check("{name}")')] == ["ok"]
+                except sqlite3.DatabaseError:
+                    sound = False
+                if not sound:
+                    owners.add(name)
+        derived: dict[str, str | None] = {}
+        for name in owners:
+            kind, sql = schema.get(name, ("", None))
+            if name.startswith("chunk_fts"):
+                derived.update({n: None for n in schema if n.startswith("chunk_fts")})
+            elif name in ("chunk_texts", "sqlite_autoindex_chunk_texts_1"):
+                derived["sqlite_autoindex_chunk_texts_1"] = None
+                derived["chunk_texts"] = schema["chunk_texts"][1]
+                for index in texts_indexes:  # made again after the table they index
+                    derived.pop(index, None)
+                    derived[index] = schema[index][1]
+            elif kind == "index" and sql is not None and name not in derived:
+                derived[name] = sql
+            else:
+                return {}  # a table, or the index of a constraint: only a rebuild helps
+        return derived
+
+    def _forget(self, derived: Mapping[str, str | None]) -> None:
+        """Remove ``derived`` from the schema, rewrite the file, create the indexes anew."""
+        self._db.execute("PRAGMA writable_schema = ON")
+        try:
+            with self._transaction() as db:
+                db.executemany("DELETE FROM sqlite_schema WHERE name = ?",
+                               ((n,) for n in derived))
+        finally:
+            self._db.execute("PRAGMA writable_schema = OFF")
+        # The connection still holds the old schema: read it again from the file.
+        self._db.close()
+        self._db = self._connect()
+        self._configure()
+        self._db.execute("VACUUM")
+        with self._transaction() as db:
+            for sql in derived.values():
+                if sql is not None:
+                    db.execute(sql)
+
+    def _fts_drift(self) -> list[str]:
+        """How the full-text table differs from the current chunks (it keeps its own copy)."""
+        indexed = {r[0] for r in self._db.execute("SELECT rowid FROM chunk_fts")}
+        current = {r[0] for r in self._db.execute(
+            f"SELECT c.id FROM chunks c JOIN documents d ON {CURRENT}")}
+        found = []
+        if indexed - current:
+            found.append(f"{len(indexed - current)} full-text rows of no current chunk")
+        if current - indexed:
+            found.append(f"{len(current - indexed)} current chunks missing from full text")
+        return found
+
+    def _rebuild_fts(self) -> int:
+        """The full-text table made anew from the current chunks and their texts, if it is
+        damaged or has drifted from them; 1 if so.
+
+        FTS5's own 'rebuild' reads the table's copy of the texts, which may be what
+        is damaged; dropping and refilling it depends on the chunks only.
+        """
+        if self._fts_damage() is None and not self._fts_drift():
+            return 0
+        with self._transaction() as db:
+            db.execute("DROP TABLE IF EXISTS chunk_fts")
+            db.execute(FTS_TABLE)
+            db.execute(f"INSERT INTO chunk_fts (rowid, text, heading) SELECT c.id, t.text, "
+                       f"{FTS_HEADING} FROM chunks c JOIN documents d ON {CURRENT} "
+                       "JOIN chunk_texts t ON t.digest = c.digest")
+        return 1
+
+    def _restore_chunk_texts(self, rechunk: Callable[[str], Mapping[str, str]]) -> int:
+        """Texts of chunks that have none, cut again from their document's current or
+        previous text (the two generations a document keeps); how many."""
+        rows = self._db.execute(
+            "SELECT c.doc_id, group_concat(c.digest) FROM chunks c LEFT JOIN chunk_texts t "
+            "ON t.digest = c.digest WHERE t.digest IS NULL GROUP BY c.doc_id").fetchall()
+        restored = 0
+        for doc_id, digests in rows:
+            texts = [r[0] for r in self._db.execute(
+                "SELECT CAST(text AS TEXT) FROM versions WHERE doc_id = ?", (doc_id,))]
+            cut = {d: t for text in texts for d, t in rechunk(text).items()}
+            found = [(d, cut[d]) for d in set(digests.split(",")) if d in cut]
+            with self._transaction() as db:
+                db.executemany("INSERT OR IGNORE INTO chunk_texts (digest, text, text_key) "
+                               "VALUES (?, ?, ?)",
+                               [(d, t, embedding_text_key(t)) for d, t in found])
+            restored += len(found)
+        return restored
