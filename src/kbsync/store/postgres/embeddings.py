@@ -10,12 +10,7 @@ import numpy.typing as npt
 from kbsync.crashpoints import crashpoint
 from kbsync.store.postgres.connection import PostgresBase, scalar
 from kbsync.store.postgres.schema import HNSW_MAX_DIMENSION
-from kbsync.store.rows import (
-    CURRENT,
-    DIMENSION_PREFIX,
-    INDEXED,
-    by_text_key,
-)
+from kbsync.store.rows import CURRENT, DIMENSION_PREFIX, INDEXED, by_text_key
 
 __all__ = ["EmbeddingTables"]
 

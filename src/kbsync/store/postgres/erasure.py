@@ -6,10 +6,7 @@ import json
 
 from kbsync.crashpoints import crashpoint
 from kbsync.store.postgres.documents import DocumentTables
-from kbsync.store.rows import (
-    DIMENSION_PREFIX,
-    erased,
-)
+from kbsync.store.rows import DIMENSION_PREFIX, erased
 
 __all__ = ["ErasureTables"]
 

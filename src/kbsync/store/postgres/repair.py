@@ -7,9 +7,7 @@ from collections.abc import Callable, Collection
 
 from kbsync.store import StoreStatus, invariants
 from kbsync.store.postgres.connection import PostgresBase, load_psycopg, scalar, shown
-from kbsync.store.rows import (
-    CURRENT,
-)
+from kbsync.store.rows import CURRENT
 
 __all__ = ["RepairTables"]
 

@@ -9,9 +9,7 @@ from typing import Any
 from kbsync.crashpoints import crashpoint
 from kbsync.store import RunRecord
 from kbsync.store.postgres.connection import PostgresBase, scalar
-from kbsync.store.rows import (
-    run_record,
-)
+from kbsync.store.rows import run_record
 
 __all__ = ["RunTables"]
 

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from kbsync.identity import embedding_text_key_sql
-from kbsync.store.rows import (
-    DIMENSION_PREFIX,
-)
+from kbsync.store.rows import DIMENSION_PREFIX
 
 __all__ = ["HEADING_WEIGHT", "HNSW_MAX_DIMENSION", "MIGRATIONS", "SCHEMA_VERSION"]
 

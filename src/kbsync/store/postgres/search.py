@@ -11,14 +11,7 @@ from kbsync.store import ChunkRef, Hit, Window
 from kbsync.store.filters import Filters, postgres_condition
 from kbsync.store.postgres.connection import PostgresBase, scalar
 from kbsync.store.postgres.schema import HEADING_WEIGHT, HNSW_MAX_DIMENSION
-from kbsync.store.rows import (
-    CURRENT,
-    HIT_COLUMNS,
-    INDEXED,
-    as_hit,
-    query_terms,
-    window_span,
-)
+from kbsync.store.rows import CURRENT, HIT_COLUMNS, INDEXED, as_hit, query_terms, window_span
 
 __all__ = ["SearchTables"]
 

@@ -9,12 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kbsync.crashpoints import crashpoint
-from kbsync.store.rows import (
-    CURRENT,
-    DIMENSION_PREFIX,
-    INDEXED,
-    by_text_key,
-)
+from kbsync.store.rows import CURRENT, DIMENSION_PREFIX, INDEXED, by_text_key
 from kbsync.store.sqlite.connection import SqliteBase
 from kbsync.store.sqlite.schema import DIMENSIONS
 

@@ -7,10 +7,7 @@ import sqlite3
 
 from kbsync.crashpoints import crashpoint
 from kbsync.store.guard import store_error
-from kbsync.store.rows import (
-    DIMENSION_PREFIX,
-    erased,
-)
+from kbsync.store.rows import DIMENSION_PREFIX, erased
 from kbsync.store.sqlite.documents import DocumentTables
 from kbsync.store.sqlite.schema import DIMENSIONS
 

@@ -13,9 +13,7 @@ from kbsync.errors import StoreError
 from kbsync.identity import embedding_text_key
 from kbsync.store import StoreStatus, invariants
 from kbsync.store.guard import REPAIR
-from kbsync.store.rows import (
-    CURRENT,
-)
+from kbsync.store.rows import CURRENT
 from kbsync.store.sqlite.connection import SqliteBase
 from kbsync.store.sqlite.schema import FTS_HEADING, FTS_TABLE
 

@@ -7,9 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kbsync.store import RunRecord
-from kbsync.store.rows import (
-    run_record,
-)
+from kbsync.store.rows import run_record
 from kbsync.store.sqlite.connection import SqliteBase
 
 __all__ = ["RunTables"]

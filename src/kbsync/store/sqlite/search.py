@@ -9,14 +9,7 @@ import numpy.typing as npt
 
 from kbsync.store import ChunkRef, Hit, Window
 from kbsync.store.filters import Filters, sqlite_condition
-from kbsync.store.rows import (
-    CURRENT,
-    HIT_COLUMNS,
-    INDEXED,
-    as_hit,
-    query_terms,
-    window_span,
-)
+from kbsync.store.rows import CURRENT, HIT_COLUMNS, INDEXED, as_hit, query_terms, window_span
 from kbsync.store.sqlite.connection import SqliteBase
 from kbsync.store.sqlite.schema import CURRENT_TEXT, FTS_WEIGHTS, MATCHING_CHUNKS
 

@@ -1,0 +1,119 @@
+"""The Typer application every command registers on, and what the commands share: exit codes,
+options, errors as one line, JSON output."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from kbsync.engine import CONFIG_NAME
+from kbsync.errors import KbsyncError, LockedError
+from kbsync.terminal import json_escaped, printable
+
+__all__ = [
+    "EXIT_ERROR",
+    "EXIT_INTERRUPTED",
+    "EXIT_LOCKED",
+    "EXIT_PROBLEMS",
+    "EXIT_USAGE",
+    "ConfigOption",
+    "EndpointOption",
+    "Errors",
+    "JsonOption",
+    "app",
+    "emit",
+    "one_line",
+    "sources_app",
+    "state",
+]
+
+EXIT_ERROR = 1
+
+
+EXIT_USAGE = 2
+
+
+EXIT_LOCKED = 3
+
+
+EXIT_PROBLEMS = 4
+
+
+EXIT_INTERRUPTED = 130
+
+
+app = typer.Typer(
+    help="Keep a retrieval knowledge base in sync with changing sources.",
+    no_args_is_help=True,
+    add_completion=False,
+    # Help text names kbsync.toml tables ("[index] confirm_above_tokens"): not Rich markup.
+    rich_markup_mode=None,
+)
+
+
+state = {"debug": False}
+
+
+
+@app.callback()
+def _root(
+    debug: Annotated[bool, typer.Option(help="Show tracebacks of errors.")] = False,
+) -> None:
+    state["debug"] = debug
+
+
+
+class Errors:
+    """Turn a KbsyncError into one line on stderr and exit code 1 (traceback with --debug).
+
+    With ``as_json`` the error is also JSON on stdout (``{"error": {"type", "message"}}``),
+    so a script reading ``--json`` output gets JSON whether the command worked or not,
+    while the person watching stderr still sees the line.
+    """
+
+    def __init__(self, as_json: bool = False) -> None:
+        self._as_json = as_json
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: object) -> None:
+        if isinstance(exc, KbsyncError) and not state["debug"]:
+            if self._as_json:
+                emit({"error": {"type": type(exc).__name__, "message": str(exc)}})
+            typer.echo(printable(f"error: {exc}"), err=True)
+            raise typer.Exit(EXIT_LOCKED if isinstance(exc, LockedError) else EXIT_ERROR)
+
+
+ConfigOption = Annotated[
+    Path, typer.Option("--config", "-c", help=f"The {CONFIG_NAME} file or its folder.")
+]
+
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+
+
+EndpointOption = Annotated[str | None, typer.Option(
+    "--endpoint-url", help="The server of the s3:// sources when it is not AWS (MinIO, Ceph, "
+    "R2...), written as their storage_options endpoint_url.")]
+
+
+sources_app = typer.Typer(help="Add or remove sources of the knowledge base.", no_args_is_help=True)
+
+
+app.add_typer(sources_app, name="sources")
+
+
+
+def emit(data: Any) -> None:
+    """Print ``data`` as indented JSON (what ``--json`` asks for), safe on a terminal."""
+    typer.echo(json_escaped(json.dumps(data, indent=2, ensure_ascii=False, default=str)))
+
+
+
+def one_line(text: str) -> str:
+    return printable(text, one_line=True)

@@ -1,0 +1,252 @@
+"""Commands that read: chunk, status, search, diff."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from kbsync.chunk_files import chunk_files
+from kbsync.chunking import make_params
+from kbsync.cli.app import EXIT_ERROR, EXIT_USAGE, ConfigOption, Errors, JsonOption, app, emit
+from kbsync.errors import KbsyncError, ParameterError
+from kbsync.knowledge_base import KnowledgeBase, SearchMode
+from kbsync.render import (
+    chunks_table,
+    diagnostics_table,
+    diff_heading,
+    highlighted,
+    hit_blocks,
+    rounded_down,
+)
+from kbsync.report import hit_dict
+from kbsync.served import served_query_vector
+from kbsync.store.filters import Filters, matches, parse_where
+from kbsync.terminal import printable
+
+__all__ = ["chunk", "diff", "search", "status"]
+
+def _strategy_name(value: str | None) -> str | None:
+    """A ``--strategy`` checked as the command line is read: a wrong name is a usage error."""
+    if value is not None:
+        try:
+            make_params(value)
+        except ParameterError as exc:
+            raise typer.BadParameter(str(exc)) from None
+    return value
+
+
+
+@app.command()
+def chunk(
+    paths: Annotated[list[Path], typer.Argument(help="Files, or folders to chunk every file of.")],
+    strategy: Annotated[str | None, typer.Option(
+        help="tttd, local, sentences or bytes (default: tttd, or the knowledge base's).",
+        callback=_strategy_name)] = None,
+    min_tokens: Annotated[int | None, typer.Option(help="Smallest chunk, in tokens.")] = None,
+    max_tokens: Annotated[int | None, typer.Option(help="Largest chunk, in tokens.")] = None,
+    snap: Annotated[bool, typer.Option(help="Snap cuts to paragraph or sentence breaks.")] = False,
+    token_counter: Annotated[
+        str | None, typer.Option(help="estimate (default) or tiktoken.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    show_chunks: Annotated[
+        bool | None, typer.Option("--chunks/--no-chunks", help="List every chunk.")
+    ] = None,
+    config: Annotated[Path | None, typer.Option(
+        "-c", "--config", help="Chunk as this knowledge base does (its kbsync.toml or folder); "
+                               "the options above override its [chunker].")] = None,
+) -> None:
+    """Print the chunks of files (offsets, tokens, boundary kind, identity) and diagnostics."""
+    params: dict[str, Any] = {}
+    if config is not None:
+        with Errors(as_json), KnowledgeBase.open(config) as kb:
+            params = kb.config.chunker.settings()  # token_counter = "embedder" resolved
+            strategy = strategy or kb.config.chunker.strategy
+    if min_tokens is not None:
+        params["min_tokens"] = min_tokens
+    if max_tokens is not None:
+        params["max_tokens"] = max_tokens
+    if snap:
+        params["snap"] = True
+    if token_counter is not None:
+        params["token_counter"] = token_counter
+    with Errors(as_json):
+        chunked = chunk_files(paths, strategy or "tttd", **params)
+    listing = show_chunks if show_chunks is not None else len(chunked.files) == 1
+    if as_json:
+        emit(chunked.to_dict(chunks=listing))
+    else:
+        console = Console()
+        if listing:
+            for name, result in chunked.files.items():
+                console.print(chunks_table(result.chunks, title=name))
+        else:
+            console.print(f"[bold]{len(chunked.files)}[/] files, "
+                          f"[bold]{chunked.diagnostics.chunk_count}[/] chunks")
+        for name, why in chunked.failures.items():
+            typer.echo(printable(f"error: {name}: {why}"), err=True)
+        console.print(diagnostics_table(chunked.diagnostics))
+    if chunked.failures:
+        raise typer.Exit(EXIT_ERROR)
+
+
+
+@app.command()
+def status(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
+    """Documents, chunks, embeddings and the last run."""
+    with Errors(as_json), KnowledgeBase.open(config) as kb:
+        data = kb.status().to_dict()
+    if as_json:
+        emit(data)
+    else:
+        typer.echo(printable(_status_text(data)))
+
+
+
+def _status_text(data: dict[str, Any]) -> str:
+    """The status for people: one line per fact, counts of each source, the last run's actions."""
+    unlisted = set(data["last_run"]["unlisted"]) if data["last_run"] else set()
+    sources = ", ".join(
+        f"{name} ({_count(data['by_source'].get(name, 0), 'document')}"
+        + ("; the last sync could not list it, so they are kept as they were" if name in unlisted
+           else "") + ")"
+        for name in data["sources"]) or "none"
+    lines = [f"config:     {data['config']}",
+             f"embedder:   {data['embedder']}",
+             f"sources:    {sources}",
+             f"store:      {_count(data['documents'], 'document')}, "
+             f"{_count(data['chunks'], 'chunk')}, {_count(data['embeddings'], 'embedding')}, "
+             f"{_count(data['runs'], 'run')}"]
+    last = data["last_run"]
+    if last is None:
+        lines.append("last sync:  never")
+    elif last.get("interrupted"):
+        lines.append(f"last sync:  interrupted at {last['finished']}, {last['applied']} "
+                     f"documents applied (started {last['started']})")
+    else:
+        counts = sorted(last["documents"].items())
+        # A run that did nothing because it failed says so, above its failures.
+        acted = ", ".join(f"{n} {action}" for action, n in counts if n) or (
+            "nothing done, because of these failures" if last["failures"] else "nothing to do")
+        lines.append(f"last sync:  {last['started']} to {last['finished']}: {acted}")
+    if data.get("writer"):
+        lines.append(f"now:        a sync (or another writer, {data['writer']}) is running; "
+                     "the counts are those committed so far")
+    failures = last["failures"] if last is not None else []
+    for failure in failures[:_STATUS_FAILURES]:
+        where = (f"{failure['key']} ({failure['source']})" if failure["key"]
+                 else failure["source"])  # a failure of the source itself, not of a document
+        lines.append(f"  failed:   {where}: {failure['message']}")
+    if len(failures) > _STATUS_FAILURES:
+        lines.append(f"  and {len(failures) - _STATUS_FAILURES} more failures "
+                     "(kbsync status --json lists them)")
+    return "\n".join(lines)
+
+
+# Failures of the last sync that the status lists for people (--json has them all).
+_STATUS_FAILURES = 10
+
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
+
+def _unknown_sources(filters: Filters, stored: Collection[str]) -> list[str]:
+    """The values of a ``source=`` filter that match no source the store holds."""
+    wanted = dict(filters.conditions).get("source", ())
+    return [v for v in wanted
+            if not any(matches(Filters((("source", (v,)),)), s, "", {}) for s in stored)]
+
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="What to look for.")],
+    k: Annotated[int, typer.Option("-k", min=1, help="How many results.")] = 5,
+    mode: Annotated[SearchMode, typer.Option(help="vector, text or hybrid.")] = "hybrid",
+    context: Annotated[int | None, typer.Option(
+        help="Return each hit with its section neighbours, up to this many tokens "
+             "(default: [search] context_tokens; 0 for the chunk alone).")] = None,
+    where: Annotated[list[str] | None, typer.Option(
+        "--where", metavar="NAME=VALUE",
+        help="Only documents whose NAME is VALUE: source, path (the document's key), title or a "
+             "metadata key (front matter, HTML meta, PDF info). A VALUE with * or ? is a glob "
+             "(* spans /). Repeat it: different names must all match, the same name twice "
+             "matches either value. An unknown name matches nothing.")] = None,
+    config: ConfigOption = Path("."),
+    as_json: JsonOption = False,
+) -> None:
+    """Search the current chunks: vector similarity, full text, or both fused (default).
+
+    Each hit shows its rank and a relevance from 0 to 1 (`--json` also gives the raw score).
+    """
+    if not query.strip():
+        typer.echo("error: the query is empty: give the words to look for", err=True)
+        raise typer.Exit(EXIT_USAGE)
+    try:
+        filters = parse_where(where or ())
+    except KbsyncError as exc:  # a malformed --where, named
+        typer.echo(printable(f"error: --where: {exc}"), err=True)
+        raise typer.Exit(EXIT_USAGE) from None
+    with Errors(as_json), KnowledgeBase.open(config) as kb:
+        vector = None
+        if mode != "text" and kb.config.embedder.get("kind") == "local":
+            vector = served_query_vector(kb.config, kb.embedder.identity, query)
+            if vector is None:
+                typer.echo("loading the local model (a running `kbsync serve` keeps it "
+                           "loaded, and searches then ask it)", err=True)
+        hits = kb.search(query, k=k, mode=mode, context_tokens=context, query_vector=vector,
+                         filters=filters)
+        unknown = [] if hits else _unknown_sources(filters, kb.store.source_names())
+    for name in unknown:  # a misspelled source filters everything out without a word
+        typer.echo(printable(f"note: no source is named {name!r}"), err=True)
+    if as_json:
+        emit([hit_dict(h) for h in hits])
+    else:
+        Console().print(hit_blocks(hits))
+
+
+
+@app.command()
+def diff(
+    key: Annotated[str, typer.Argument(help="The document's key.")],
+    source: Annotated[str | None, typer.Option(
+        help="The source the document is in, where several sources hold that key.")] = None,
+    config: ConfigOption = Path("."),
+    as_json: JsonOption = False,
+) -> None:
+    """The last change of a document: verdict, similarity and the changed regions."""
+    with Errors(as_json), KnowledgeBase.open(config) as kb:
+        change = kb.diff(key, source)
+    if as_json:
+        emit(change.to_dict())
+        return
+    console = Console()
+    moved = "" if change.moved_from is None else \
+        f"moved from {change.moved_from} {change.moved}; "
+    if change.change is None:
+        console.print(diff_heading(change.key, change.source, f"{moved}first version of "
+                                   f"{change.last_changed}: no earlier text to compare with"))
+        return
+    console.print(diff_heading(change.key, change.source,
+                               f"{moved}changed {change.last_changed}: {change.verdict}, "
+                               f"similarity {rounded_down(change.change.similarity, 3)}, "
+                               f"{len(change.regions)} region(s) added, "
+                               f"{len(change.removed)} removed"))
+    plain = not console.is_terminal or console.no_color  # marks where colour is not shown
+    if change.regions:
+        console.print(Text("added, in the current text:", style="bold"))
+        console.print(highlighted(change.text, change.change.regions,
+                                  marks=("{+", "+}") if plain else ("", "")))
+    if change.removed and change.previous is not None:
+        console.print(Text("removed, from the previous text:", style="bold"))
+        console.print(highlighted(change.previous, change.change.removed_regions,
+                                  style="black on red",
+                                  marks=("[-", "-]") if plain else ("", "")))

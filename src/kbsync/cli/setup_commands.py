@@ -1,0 +1,133 @@
+"""Commands that set a knowledge base up: version, init, sources add and remove."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from kbsync import __version__, native
+from kbsync.cli.app import ConfigOption, EndpointOption, Errors, JsonOption, app, emit, sources_app
+from kbsync.engine import init_config, init_embedder, refuse_missing_folders
+from kbsync.knowledge_base import KnowledgeBase
+
+__all__ = ["init", "sources_add", "sources_remove", "version", "version_info"]
+
+@app.command()
+def version(as_json: Annotated[bool, typer.Option("--json", help="Print JSON: the version, "
+                                                  "Python's and the extras installed.")] = False,
+            verbose: Annotated[bool, typer.Option("--verbose", help="Also say which chunking "
+                                                  "implementation runs.")] = False,
+            ) -> None:
+    """Print the version of kbsync."""
+    if as_json:
+        emit(version_info())
+    else:
+        typer.echo(__version__)
+        if verbose:
+            typer.echo(native.describe())
+
+
+_EXTRAS = {
+    "tiktoken": ("tiktoken",), "html": ("trafilatura",), "pdf": ("pypdf",),
+    "watch": ("watchdog",), "local": ("sentence_transformers",), "openai": ("httpx",),
+    "web": ("httpx", "protego"), "qdrant": ("qdrant_client",), "lancedb": ("lancedb",),
+    "langchain": ("langchain_core",), "llamaindex": ("llama_index.core",), "mcp": ("mcp",),
+    "serve": ("starlette", "jinja2", "uvicorn"), "postgres": ("psycopg", "pgvector"),
+    "office": ("docx", "pptx", "openpyxl", "ebooklib", "lxml", "striprtf"),
+    "onnx": ("onnxruntime", "onnx"), "fsspec": ("fsspec",), "s3": ("fsspec", "s3fs"),
+}
+"""The modules each optional extra brings (those of pyproject.toml's extras)."""
+
+
+
+def version_info() -> dict[str, Any]:
+    """kbsync's version, Python's, and for each optional extra whether its modules are
+    installed (found, not imported: a broken install shows when the feature is used)."""
+    import importlib.util
+    import platform
+
+    def found(module: str) -> bool:
+        try:
+            return importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            return False
+
+    return {"version": __version__, "python": platform.python_version(),
+            "platform": platform.platform(terse=True),
+            "chunking_core": "compiled" if native.kernel is not None else "numpy",
+            "extras": {name: all(found(m) for m in modules)
+                       for name, modules in _EXTRAS.items()}}
+
+
+
+@app.command()
+def init(
+    sources: Annotated[list[str] | None, typer.Argument(
+        help="Sources to keep in sync: folders, http(s) URLs, git+REPOSITORY, s3:// or "
+             "other fsspec URLs.")] = None,
+    folder: Annotated[Path, typer.Option(help="Where to write the configuration.")] = Path("."),
+    allow_private: Annotated[list[str] | None, typer.Option(
+        "--allow-private", help="Let the websites be crawled at this loopback or private "
+        "address or range (repeatable; e.g. 127.0.0.1, 10.0.0.0/8).")] = None,
+    embedder_kind: Annotated[str | None, typer.Option(
+        "--embedder", help="hashing or local (default: local when installed).")] = None,
+    endpoint_url: EndpointOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Write kbsync.toml with these sources and the defaults (SQLite store under .kbsync/).
+
+    The embedder is the local model when the extra `local` is installed, else the
+    hashing embedder (lexical search), with a warning.
+    """
+    with Errors(as_json):
+        refuse_missing_folders(folder, sources or [])
+        embedder, warning = init_embedder(embedder_kind)
+        config = init_config(folder, sources or [], embedder=embedder,
+                             allow_private=allow_private or [], endpoint_url=endpoint_url)
+    if warning:
+        typer.echo(f"warning: {warning}", err=True)
+    if as_json:
+        emit({"config": str(config.file), "sources": [s.name for s in config.sources],
+               "embedder": embedder["kind"]})
+    else:
+        typer.echo(f"wrote {config.file} with {len(config.sources)} source(s), "
+                   f"embedder {embedder['kind']}")
+
+
+
+@sources_app.command("add")
+def sources_add(
+    path: Annotated[str, typer.Argument(
+        help="A folder, an http(s) URL, git+REPOSITORY, or an s3:// or other fsspec URL.")],
+    name: Annotated[str | None, typer.Option(help="Its name in the knowledge base.")] = None,
+    endpoint_url: EndpointOption = None,
+    config: ConfigOption = Path("."),
+    as_json: JsonOption = False,
+) -> None:
+    """Add a source: a folder, a website, a git repository or an object store."""
+    with Errors(as_json), KnowledgeBase.open(config) as kb:
+        kb.add_source(path, name, endpoint_url=endpoint_url)
+        updated = kb.config
+    if as_json:
+        emit({"sources": [s.name for s in updated.sources]})
+    else:
+        typer.echo(f"added {updated.sources[-1].name}")
+
+
+
+@sources_app.command("remove")
+def sources_remove(
+    name: Annotated[str, typer.Argument(help="The source's name.")],
+    config: ConfigOption = Path("."),
+    as_json: JsonOption = False,
+) -> None:
+    """Remove a source (its documents are deleted by the next sync)."""
+    with Errors(as_json), KnowledgeBase.open(config) as kb:
+        kb.remove_source(name)
+        updated = kb.config
+    if as_json:
+        emit({"sources": [s.name for s in updated.sources]})
+    else:
+        typer.echo(f"removed {name}")

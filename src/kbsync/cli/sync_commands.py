@@ -1,0 +1,209 @@
+"""Commands that sync: plan, sync, worker, watch; progress bars and the report they print."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from kbsync.cli.app import (
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_PROBLEMS,
+    ConfigOption,
+    Errors,
+    JsonOption,
+    app,
+    emit,
+)
+from kbsync.errors import ConfirmationRequiredError
+from kbsync.knowledge_base import KnowledgeBase, Progress, SyncResult
+from kbsync.render import change_lines, diagnostics_table, sync_tables
+from kbsync.terminal import json_escaped, printable
+
+__all__ = ["plan", "print_problems", "print_report", "progress_run", "sync", "watch", "worker"]
+
+def progress_run(run: Callable[[Progress | None], SyncResult], quiet: bool) -> SyncResult:
+    """``run(progress)`` with progress bars on stderr, or without any when ``quiet`` or
+    when stderr is no terminal (a log file would get a blank line for the bars)."""
+    from rich import progress as bars  # only the commands that draw bars pay for it
+
+    console = Console(stderr=True)
+    if quiet or not console.is_terminal:
+        return run(None)
+    with bars.Progress(bars.TextColumn("{task.description}"), bars.BarColumn(),
+                       bars.MofNCompleteColumn(), transient=True, console=console) as bar:
+        tasks: dict[str, bars.TaskID] = {}
+
+        def tick(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=total)
+            bar.update(tasks[stage], completed=done, total=total)
+
+        return run(tick)
+
+
+
+def print_report(report: SyncResult, as_json: bool) -> None:
+    """The report on stdout (as JSON, or as tables and lines); its problems on stderr."""
+    if as_json:
+        emit(report.to_dict())
+        print_problems(report)
+        return
+    console = Console()
+    for table in sync_tables(report):
+        console.print(table)
+    if report.diagnostics is not None and report.diagnostics.chunk_count:
+        console.print(diagnostics_table(report.diagnostics))
+    for s in report.sources:
+        if s.skipped_erased:
+            typer.echo(f"{printable(s.source, one_line=True)}: {s.skipped_erased} erased, "
+                       "skipped (`kbsync erase --list`)")
+        if s.revision:
+            typer.echo(printable(f"{s.source}: at {s.revision}", one_line=True))
+        if s.pages_not_due:
+            typer.echo(f"{printable(s.source, one_line=True)}: {s.pages_checked} pages checked, "
+                       f"{s.pages_not_due} not due (unchanged)")
+    for line in change_lines(report):
+        console.print(line, highlight=False)
+    print_problems(report)
+
+
+
+def print_problems(report: SyncResult) -> None:
+    """Failures and warnings of a run, one line each on stderr."""
+    for s in report.sources:
+        for key, message in s.failures:
+            typer.echo(printable(f"error: {s.source}:{key}: {message}" if key
+                                 else f"error: {s.source}: {message}"), err=True)
+        for warning in s.warnings:
+            typer.echo(printable(f"warning: {s.source}: {warning}"), err=True)
+
+
+
+@app.command()
+def plan(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
+    """Show what a sync would do (documents, chunks to embed, embedding tokens); write nothing."""
+    with Errors(as_json), KnowledgeBase.open(config) as kb:
+        report = progress_run(lambda tick: kb.plan(progress=tick), as_json)
+        cost = kb.estimate(report)
+    if as_json:
+        emit({**report.to_dict(), "cost": cost.to_dict()})
+    else:
+        print_report(report, as_json)
+        typer.echo(cost.summary())
+    if report.failed:  # what the sync would meet: failed documents, an incomplete listing
+        raise typer.Exit(EXIT_PROBLEMS)
+
+
+
+@app.command()
+def sync(
+    config: ConfigOption = Path("."),
+    verify: Annotated[bool, typer.Option("--verify", help="Read every file, even when its "
+                                         "stat is unchanged.")] = False,
+    allow_mass_delete: Annotated[bool, typer.Option(
+        help="Allow deleting more than half of a source's documents.")] = False,
+    wait: Annotated[bool, typer.Option(help="Wait for another writer to finish.")] = True,
+    workers: Annotated[int, typer.Option(min=0, help="Process documents in this many processes "
+                                         "(PostgreSQL store only).")] = 0,
+    accept_replacements: Annotated[bool, typer.Option(
+        help="Apply a new text that shares almost nothing with the stored one at once, "
+             "instead of waiting for the next sync to confirm it.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Embed even more than [index] "
+                                      "confirm_above_tokens tokens.")] = False,
+    due: Annotated[bool, typer.Option("--due", help="Check only the web pages that are due "
+                                      "for a revisit; the others count as unchanged.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Bring the knowledge base in step with its sources."""
+    with Errors(as_json), KnowledgeBase.open(config) as kb:
+        def run(tick: Progress | None, confirmed: bool) -> SyncResult:
+            return kb.sync(verify=verify, allow_mass_delete=allow_mass_delete, progress=tick,
+                           wait=wait, on_wait=lambda message: typer.echo(message, err=True),
+                           workers=workers, yes=confirmed, due=due,
+                           accept_replacements=accept_replacements)
+
+        try:
+            try:
+                report = progress_run(lambda tick: run(tick, yes), as_json)
+            except ConfirmationRequiredError as exc:
+                if as_json or not sys.stdin.isatty():
+                    raise
+                typer.echo(str(exc), err=True)
+                if not typer.confirm("Embed it all the same?", err=True):
+                    raise typer.Exit(EXIT_ERROR) from None
+                report = progress_run(lambda tick: run(tick, True), as_json)
+        except KeyboardInterrupt:
+            # Ctrl-C or SIGTERM: the run is recorded as interrupted, every embedding kept.
+            typer.echo("interrupted: what was applied stays, and every embedding computed is "
+                       "cached; `kbsync sync` again finishes the rest", err=True)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+    print_report(report, as_json)
+    if report.failed:
+        raise typer.Exit(EXIT_PROBLEMS)
+
+
+
+@app.command()
+def worker(
+    config: ConfigOption = Path("."),
+    run: Annotated[str | None, typer.Option(help="Serve this run only, then exit.")] = None,
+    follow: Annotated[bool, typer.Option(help="Keep waiting for new runs.")] = False,
+    poll: Annotated[float, typer.Option(min=0.1, help="Seconds between looks for "
+                                        "work with --follow.")] = 2.0,
+    quiet: Annotated[bool, typer.Option(help="Print errors only (the workers a sync starts: "
+                                        "the sync reports what they did).")] = False,
+) -> None:
+    """Process documents of syncs in progress on a shared PostgreSQL store (`sync --workers`)."""
+    with Errors(), KnowledgeBase.open(config) as kb:
+        done = kb.work(run=run, follow=follow, poll=poll)
+    if not quiet:
+        typer.echo(f"{done} documents processed", err=True)
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
+
+
+
+def _duration(text: str) -> float:
+    """Seconds of a duration like ``90s``, ``15m``, ``12h`` or ``1d``."""
+    try:
+        return float(text[:-1]) * _UNITS[text[-1]] if text[-1] in _UNITS else float(text)
+    except (ValueError, IndexError):
+        raise typer.BadParameter(f"{text!r} is not a duration like 90s, 15m, 12h or 1d") from None
+
+
+
+@app.command()
+def watch(
+    config: ConfigOption = Path("."),
+    interval: Annotated[str, typer.Option(help="Scheduled check every (e.g. 1d, 6h).")] = "1d",
+    full_every: Annotated[str, typer.Option(help="Full revalidation every (e.g. 30d).")] = "30d",
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Embed even more than [index] "
+                                      "confirm_above_tokens tokens in a run.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Keep syncing: on file changes, on schedule, and with a periodic full revalidation."""
+    every, full = _duration(interval), _duration(full_every)
+
+    def show(report: SyncResult, reason: str) -> None:
+        if as_json:
+            # One line per run, so a consumer can read the stream line by line.
+            typer.echo(json_escaped(json.dumps({"reason": reason, **report.to_dict()},
+                                               ensure_ascii=False)))
+        else:
+            counts = ", ".join(f"{v} {k}" for k, v in report.documents.items() if v)
+            typer.echo(f"{report.finished} {reason}: {counts or 'nothing to do'}")
+            print_problems(report)
+
+    with Errors(as_json), KnowledgeBase.open(config) as kb:
+        try:
+            kb.watch(interval=every, full_every=full, on_report=show, yes=yes)
+        except KeyboardInterrupt:
+            typer.echo("stopped", err=True)
