@@ -8,6 +8,11 @@ a frozen, typed result, so what a script sees is what the command line prints.
         kb.sync()
         for hit in kb.search("rotate secrets", k=3):
             print(hit.score, hit.key, hit.heading)
+
+It is one module because it is one noun: each method is a documented verb that
+checks its arguments, takes the writer lock where it writes, and hands the work
+to the sync drivers (:mod:`kbsync.sync`), the search (:mod:`kbsync.searching`)
+or the store.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -44,9 +49,7 @@ from kbsync.engine import (
 from kbsync.errors import ConfigError, KbsyncError, ParameterError, StoreError
 from kbsync.extract import Extractor
 from kbsync.extract.registry import SUPPORTED_MEDIA_TYPES, extractor_for
-from kbsync.fusion import fuse, ranked, text_relevance, vector_relevance
 from kbsync.mirror import Reconciliation
-from kbsync.normalize import normalize
 from kbsync.plan import BOILERPLATE_SHARE
 from kbsync.report import DocumentChange, SourceResult, SyncResult
 from kbsync.results import (
@@ -62,6 +65,7 @@ from kbsync.results import (
     Status,
     Verification,
 )
+from kbsync.searching import SEARCH_MODES, Searcher, SearchMode
 from kbsync.source_kinds import source_kind
 from kbsync.store import DocumentText, Hit, RunRecord
 from kbsync.store.filters import Filters, filters_from
@@ -109,9 +113,6 @@ __all__ = [
     "Verification",
 ]
 
-SearchMode = Literal["vector", "text", "hybrid"]
-"""How :meth:`KnowledgeBase.search` ranks: embeddings, full text, or both fused."""
-SEARCH_MODES: tuple[str, ...] = get_args(SearchMode)
 # A document's history is read from the run reports; this many of the latest runs are looked at.
 HISTORY_RUNS = 200
 
@@ -410,58 +411,18 @@ class KnowledgeBase:
                 store's fields, other names keys of the document's metadata; values
                 with ``*`` or ``?`` are globs; see :mod:`kbsync.store.filters`).
         """
-        where = filters_from(filters)
-        if k < 1:
-            raise ParameterError(f"k must be at least 1, not {k}")
-        if mode not in SEARCH_MODES:
-            raise ParameterError(f"unknown search mode {mode!r}: use vector, text or hybrid")
         if context_tokens is None:
             context_tokens = self.config.context_tokens
-        if not context_tokens:
-            wanted = k
-            while True:  # while a document repeats a passage, rank more
-                hits = self._ranked(query, wanted, mode, query_vector, where)
-                distinct = _distinct(hits)
-                if len(distinct) >= k or len(hits) < wanted:
-                    return ranked(distinct[:k])
-                wanted *= 4
-        results: list[Hit] = []
-        # Hits that fall into a window already returned are merged: rank a few spare ones.
-        for hit in self._ranked(query, 3 * k, mode, query_vector, where):
-            if any(r.source == hit.source and r.key == hit.key and r.first <= hit.index <= r.last
-                   for r in results):
-                continue
-            window = self.store.window(hit, context_tokens)
-            results.append(replace(hit, context=window.text, context_tokens=window.tokens,
-                                   first=window.first, last=window.last))
-            if len(results) == k:
-                break
-        return ranked(results)
-
-    def _ranked(self, query: str, k: int, mode: SearchMode,
-                vector: npt.NDArray[np.float32] | None = None,
-                filters: Filters | None = None) -> list[Hit]:
-        query = normalize(query).text  # the same form as the indexed chunk texts
-        if mode == "text":
-            return text_relevance(self.store.search_text(query, k, filters))
-        if vector is None:
-            vector = self.query_vector(query)
-        if mode == "vector":
-            return vector_relevance(self._nearest(vector, k, filters))
-        pool = max(k * 4, 20)
-        return fuse((vector_relevance(self._nearest(vector, pool, filters)),
-                     text_relevance(self.store.search_text(query, pool, filters))), k)
+        return self._searcher().search(query, k, mode, context_tokens, query_vector,
+                                       filters_from(filters))
 
     def query_vector(self, query: str) -> npt.NDArray[np.float32]:
         """The vector a search compares chunks with: the embedder's vector of the
         normalized query."""
-        vector: npt.NDArray[np.float32] = self.embedder.embed([normalize(query).text])[0]
-        return vector
+        return self._searcher().query_vector(query)
 
-    def _nearest(self, vector: npt.NDArray[np.float32], k: int,
-                 filters: Filters | None = None) -> list[Hit]:
-        """Vector hits, from the vector index (an external store's when configured)."""
-        return self.vector_index.nearest(self.embedder.identity, vector, k, filters)
+    def _searcher(self) -> Searcher:
+        return Searcher(self.store, self.vector_index, self.embedder)
 
     def documents(self, *, after: DocumentRef | None = None,
                   limit: int | None = None) -> tuple[DocumentRef, ...]:
@@ -791,14 +752,3 @@ class KnowledgeBase:
         with self._writing(wait, None):
             return Collected(self.store.gc())
 
-
-def _distinct(hits: list[Hit]) -> list[Hit]:
-    """The hits in order, without a chunk whose text the same document already gave:
-    a passage repeated in a document would fill the results with copies of itself."""
-    seen: set[tuple[str, str, str]] = set()
-    kept = []
-    for hit in hits:
-        if (hit.source, hit.key, hit.text) not in seen:
-            seen.add((hit.source, hit.key, hit.text))
-            kept.append(hit)
-    return kept

@@ -1,0 +1,105 @@
+"""Searching a knowledge base: vector, full text or both fused, each hit grown into a window.
+
+A :class:`Searcher` is the store, the vector index and the embedder a search needs,
+made for one call: :class:`~kbsync.knowledge_base.KnowledgeBase` may swap its store
+(a rebuild), so it holds none of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Literal, get_args
+
+import numpy as np
+import numpy.typing as npt
+
+from kbsync.embed import Embedder
+from kbsync.errors import ParameterError
+from kbsync.fusion import fuse, ranked, text_relevance, vector_relevance
+from kbsync.normalize import normalize
+from kbsync.store import Hit, SearchIndex
+from kbsync.store.filters import Filters
+from kbsync.vector_index import VectorIndex
+
+__all__ = ["SEARCH_MODES", "SearchMode", "Searcher", "distinct"]
+
+SearchMode = Literal["vector", "text", "hybrid"]
+"""How :meth:`KnowledgeBase.search` ranks: embeddings, full text, or both fused."""
+SEARCH_MODES: tuple[str, ...] = get_args(SearchMode)
+
+
+@dataclass(frozen=True)
+class Searcher:
+    """The parts one search reads: the store's full text and windows, the vector index, the
+    embedder of the query."""
+
+    store: SearchIndex
+    index: VectorIndex
+    embedder: Embedder
+
+    def search(self, query: str, k: int, mode: SearchMode, context_tokens: int,
+               vector: npt.NDArray[np.float32] | None = None,
+               filters: Filters | None = None) -> list[Hit]:
+        """The best ``k`` hits, ranked; with ``context_tokens``, each grown into its window
+        (see :meth:`kbsync.knowledge_base.KnowledgeBase.search`)."""
+        if k < 1:
+            raise ParameterError(f"k must be at least 1, not {k}")
+        if mode not in SEARCH_MODES:
+            raise ParameterError(f"unknown search mode {mode!r}: use vector, text or hybrid")
+        if not context_tokens:
+            wanted = k
+            while True:  # while a document repeats a passage, rank more
+                hits = self.ranked(query, wanted, mode, vector, filters)
+                kept = distinct(hits)
+                if len(kept) >= k or len(hits) < wanted:
+                    return ranked(kept[:k])
+                wanted *= 4
+        results: list[Hit] = []
+        # Hits that fall into a window already returned are merged: rank a few spare ones.
+        for hit in self.ranked(query, 3 * k, mode, vector, filters):
+            if any(r.source == hit.source and r.key == hit.key and r.first <= hit.index <= r.last
+                   for r in results):
+                continue
+            window = self.store.window(hit, context_tokens)
+            results.append(replace(hit, context=window.text, context_tokens=window.tokens,
+                                   first=window.first, last=window.last))
+            if len(results) == k:
+                break
+        return ranked(results)
+
+    def ranked(self, query: str, k: int, mode: SearchMode,
+               vector: npt.NDArray[np.float32] | None = None,
+               filters: Filters | None = None) -> list[Hit]:
+        """The best ``k`` chunks in ``mode``, each with its relevance, before windows."""
+        query = normalize(query).text  # the same form as the indexed chunk texts
+        if mode == "text":
+            return text_relevance(self.store.search_text(query, k, filters))
+        if vector is None:
+            vector = self.query_vector(query)
+        if mode == "vector":
+            return vector_relevance(self.nearest(vector, k, filters))
+        pool = max(k * 4, 20)
+        return fuse((vector_relevance(self.nearest(vector, pool, filters)),
+                     text_relevance(self.store.search_text(query, pool, filters))), k)
+
+    def query_vector(self, query: str) -> npt.NDArray[np.float32]:
+        """The embedder's vector of the normalized query."""
+        vector: npt.NDArray[np.float32] = self.embedder.embed([normalize(query).text])[0]
+        return vector
+
+    def nearest(self, vector: npt.NDArray[np.float32], k: int,
+                filters: Filters | None = None) -> list[Hit]:
+        """Vector hits, from the vector index (an external store's when configured)."""
+        return self.index.nearest(self.embedder.identity, vector, k, filters)
+
+
+def distinct(hits: list[Hit]) -> list[Hit]:
+    """The hits in order, without a chunk whose text the same document already gave:
+    a passage repeated in a document would fill the results with copies of itself."""
+    seen: set[tuple[str, str, str]] = set()
+    kept = []
+    for hit in hits:
+        if (hit.source, hit.key, hit.text) not in seen:
+            seen.add((hit.source, hit.key, hit.text))
+            kept.append(hit)
+    return kept
