@@ -57,13 +57,11 @@ app = typer.Typer(
 state = {"debug": False}
 
 
-
 @app.callback()
 def _root(
     debug: Annotated[bool, typer.Option(help="Show tracebacks of errors.")] = False,
 ) -> None:
     state["debug"] = debug
-
 
 
 class Errors:
@@ -108,11 +106,9 @@ sources_app = typer.Typer(help="Add or remove sources of the knowledge base.", n
 app.add_typer(sources_app, name="sources")
 
 
-
 def emit(data: Any) -> None:
     """Print ``data`` as indented JSON (what ``--json`` asks for), safe on a terminal."""
     typer.echo(json_escaped(json.dumps(data, indent=2, ensure_ascii=False, default=str)))
-
 
 
 def one_line(text: str) -> str:

@@ -40,7 +40,6 @@ def _strategy_name(value: str | None) -> str | None:
     return value
 
 
-
 @app.command()
 def chunk(
     paths: Annotated[list[Path], typer.Argument(help="Files, or folders to chunk every file of.")],
@@ -95,7 +94,6 @@ def chunk(
         raise typer.Exit(EXIT_ERROR)
 
 
-
 @app.command()
 def status(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
     """Documents, chunks, embeddings and the last run."""
@@ -105,7 +103,6 @@ def status(config: ConfigOption = Path("."), as_json: JsonOption = False) -> Non
         emit(data)
     else:
         typer.echo(printable(_status_text(data)))
-
 
 
 def _status_text(data: dict[str, Any]) -> str:
@@ -152,10 +149,8 @@ def _status_text(data: dict[str, Any]) -> str:
 _STATUS_FAILURES = 10
 
 
-
 def _count(n: int, noun: str) -> str:
     return f"{n:,} {noun}" + ("" if n == 1 else "s")
-
 
 
 def _unknown_sources(filters: Filters, stored: Collection[str]) -> list[str]:
@@ -163,7 +158,6 @@ def _unknown_sources(filters: Filters, stored: Collection[str]) -> list[str]:
     wanted = dict(filters.conditions).get("source", ())
     return [v for v in wanted
             if not any(matches(Filters((("source", (v,)),)), s, "", {}) for s in stored)]
-
 
 
 @app.command()
@@ -211,7 +205,6 @@ def search(
         emit([hit_dict(h) for h in hits])
     else:
         Console().print(hit_blocks(hits))
-
 
 
 @app.command()

@@ -26,7 +26,6 @@ def mcp(
             serve(kb, allow_sync=allow_sync)
 
 
-
 @app.command("serve")
 def serve_command(
     config: ConfigOption = Path("."),

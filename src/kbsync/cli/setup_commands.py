@@ -41,7 +41,6 @@ _EXTRAS = {
 """The modules each optional extra brings (those of pyproject.toml's extras)."""
 
 
-
 def version_info() -> dict[str, Any]:
     """kbsync's version, Python's, and for each optional extra whether its modules are
     installed (found, not imported: a broken install shows when the feature is used)."""
@@ -59,7 +58,6 @@ def version_info() -> dict[str, Any]:
             "chunking_core": "compiled" if native.kernel is not None else "numpy",
             "extras": {name: all(found(m) for m in modules)
                        for name, modules in _EXTRAS.items()}}
-
 
 
 @app.command()
@@ -96,7 +94,6 @@ def init(
                    f"embedder {embedder['kind']}")
 
 
-
 @sources_app.command("add")
 def sources_add(
     path: Annotated[str, typer.Argument(
@@ -114,7 +111,6 @@ def sources_add(
         emit({"sources": [s.name for s in updated.sources]})
     else:
         typer.echo(f"added {updated.sources[-1].name}")
-
 
 
 @sources_app.command("remove")

@@ -47,7 +47,6 @@ def verify(
         raise typer.Exit(EXIT_PROBLEMS)
 
 
-
 @app.command()
 def erase(
     pattern: Annotated[str | None, typer.Argument(
@@ -93,7 +92,6 @@ def erase(
                    "(`kbsync erase --undo` forgets it)")
 
 
-
 @app.command()
 def rebuild(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
     """Build a fresh store from the sources, keeping every readable cached embedding, and put
@@ -117,7 +115,6 @@ def rebuild(config: ConfigOption = Path("."), as_json: JsonOption = False) -> No
                    f"reused, {computed} computed; the old store is kept as {rebuilt.backup}")
     if report.failed:
         raise typer.Exit(EXIT_PROBLEMS)
-
 
 
 @app.command()

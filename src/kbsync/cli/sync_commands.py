@@ -48,7 +48,6 @@ def progress_run(run: Callable[[Progress | None], SyncResult], quiet: bool) -> S
         return run(tick)
 
 
-
 def print_report(report: SyncResult, as_json: bool) -> None:
     """The report on stdout (as JSON, or as tables and lines); its problems on stderr."""
     if as_json:
@@ -74,7 +73,6 @@ def print_report(report: SyncResult, as_json: bool) -> None:
     print_problems(report)
 
 
-
 def print_problems(report: SyncResult) -> None:
     """Failures and warnings of a run, one line each on stderr."""
     for s in report.sources:
@@ -83,7 +81,6 @@ def print_problems(report: SyncResult) -> None:
                                  else f"error: {s.source}: {message}"), err=True)
         for warning in s.warnings:
             typer.echo(printable(f"warning: {s.source}: {warning}"), err=True)
-
 
 
 @app.command()
@@ -99,7 +96,6 @@ def plan(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
         typer.echo(cost.summary())
     if report.failed:  # what the sync would meet: failed documents, an incomplete listing
         raise typer.Exit(EXIT_PROBLEMS)
-
 
 
 @app.command()
@@ -149,7 +145,6 @@ def sync(
         raise typer.Exit(EXIT_PROBLEMS)
 
 
-
 @app.command()
 def worker(
     config: ConfigOption = Path("."),
@@ -170,14 +165,12 @@ def worker(
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
 
 
-
 def _duration(text: str) -> float:
     """Seconds of a duration like ``90s``, ``15m``, ``12h`` or ``1d``."""
     try:
         return float(text[:-1]) * _UNITS[text[-1]] if text[-1] in _UNITS else float(text)
     except (ValueError, IndexError):
         raise typer.BadParameter(f"{text!r} is not a duration like 90s, 15m, 12h or 1d") from None
-
 
 
 @app.command()

@@ -1,0 +1,49 @@
+"""An embedder that counts what it embeds."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from kbsync.embed import Vectors
+from kbsync.embed.hashing import HashingEmbedder
+
+__all__ = ["CountingEmbedder"]
+
+
+class CountingEmbedder:
+    """The hashing embedder, counting texts embedded; can be told to fail on some texts,
+    and to have an input ``window`` (in its tokens) that longer texts are truncated to."""
+
+    def __init__(self, dimension: int = 64, fail_on: Sequence[str] = (),
+                 window: int | None = None) -> None:
+        self._inner = HashingEmbedder(dimension)
+        self.window = window
+        self.fail_on = list(fail_on)
+        self.calls = 0
+        self.texts = 0
+
+    @property
+    def identity(self) -> str:
+        return self._inner.identity
+
+    @property
+    def dimension(self) -> int:
+        return self._inner.dimension
+
+    @property
+    def max_input_tokens(self) -> int | None:
+        return self.window
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return self._inner.count_tokens(texts)
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        self.calls += 1
+        for text in texts:
+            if any(marker in text for marker in self.fail_on):
+                raise RuntimeError("embedding provider failed (simulated)")
+        self.texts += len(texts)
+        out: Vectors = self._inner.embed(texts).astype(np.float32)
+        return out
