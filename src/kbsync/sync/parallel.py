@@ -71,12 +71,7 @@ from kbsync.sync.observe import (
 )
 from kbsync.sync.options import BatchLimits, SyncOptions
 from kbsync.sync.removed import RemovedSource, forget_released, keep_removed, removed_sources
-from kbsync.sync.replacements import (
-    compare_stored,
-    forget_held,
-    reports_change,
-    route_replacement,
-)
+from kbsync.sync.replacements import compare_stored, reports_change, screen
 from kbsync.sync.scratch import Scratch
 from kbsync.sync.tally import Progress, SourceTally, SyncReport, utc_now
 from kbsync.vector_index import EmbeddedIndex
@@ -394,13 +389,8 @@ def _process(job: ClaimedDocument, source: Source, store: WorkQueue, embedder: E
     out = SourceTally(source=job.source)
     old = store.stored(job.source, job.key)
     observation = observe(source, item, old, extractor, made_with, chunker, out)
-    change = compare_stored(store, job.source, observation, old, skip)
-    if change is not None and isinstance(observation, DocumentVersion):
-        observation = route_replacement(
-            store, job.source, observation, change, out,
-            accept=job.item.get("accept_replacements", False), write=True)
-    elif old is not None and not isinstance(observation, Failed):
-        forget_held(store, job.source, job.key)  # read again: it has its stored text
+    observation, change = screen(store, job.source, observation, old, skip, out,
+                                 accept=job.item.get("accept_replacements", False), write=True)
     stored = {job.key: old} if old is not None else {}
     origin: StoredDocument | None = None
     # Without vanished documents in the run (a first sync, say) there is no move to look for.

@@ -4,15 +4,54 @@ with it until a second sync sees the same text."""
 from __future__ import annotations
 
 from collections.abc import Collection
+from typing import NamedTuple, Protocol
 
 from kbsync.compare import WORD_REGIONS_LIMIT, compare, compare_long
 from kbsync.model import ChangeReport, Verdict
-from kbsync.plan import Action, DocumentPlan, DocumentVersion, Held, Observation, StoredDocument
+from kbsync.plan import (
+    Action,
+    DocumentPlan,
+    DocumentVersion,
+    Failed,
+    Held,
+    Observation,
+    StoredDocument,
+)
 from kbsync.store import Manifest, Meta
 from kbsync.store.rows import held_meta_name
 from kbsync.sync.tally import SourceTally
 
-__all__ = ["compare_stored", "forget_held", "reports_change", "route_replacement"]
+__all__ = [
+    "Screened", "compare_stored", "forget_held", "reports_change", "route_replacement", "screen",
+]
+
+
+class _Texts(Manifest, Meta, Protocol):
+    """What screening reads (the stored texts) and writes (the held replacements)."""
+
+
+class Screened(NamedTuple):
+    """A document read, screened against its stored text."""
+
+    observation: Observation  # what to plan: the one read, or Held in its place
+    change: ChangeReport | None  # its change report, when its text changed
+
+
+def screen(store: _Texts, source: str, observation: Observation, old: StoredDocument | None,
+           shared: Collection[str], out: SourceTally, *, accept: bool,
+           write: bool) -> Screened:
+    """Compare a document read with its stored text and hold a collapsed replacement
+    (:func:`route_replacement`); one that has its stored text back forgets the
+    replacement held for it (:func:`forget_held`). Both drivers screen every document
+    they read so; ``write`` false (a dry run) changes nothing in the store.
+    """
+    change = compare_stored(store, source, observation, old, shared)
+    if change is not None and isinstance(observation, DocumentVersion):
+        return Screened(route_replacement(store, source, observation, change, out,
+                                          accept=accept, write=write), change)
+    if old is not None and not isinstance(observation, Failed) and write:
+        forget_held(store, source, observation.key)  # read again: it has its stored text
+    return Screened(observation, change)
 
 
 def compare_stored(store: Manifest, source: str, observation: Observation,

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 from kbsync.chunking import ChunkShape, shape_of
 from kbsync.embed import Embedder
-from kbsync.errors import ConfirmationRequiredError
 from kbsync.model import ChangeReport, Chunk, ItemError, SourceItem
 from kbsync.plan import (
     Action,
@@ -40,6 +39,7 @@ from kbsync.sync.chunker import Chunker
 from kbsync.sync.embedding import (
     backfill,
     cached_vectors,
+    confirm_bill,
     count_reused,
     embed_plan,
     embedded_meta_name,
@@ -58,12 +58,7 @@ from kbsync.sync.observe import (
 from kbsync.sync.options import SyncOptions
 from kbsync.sync.reading import POOL_MIN_DOCUMENTS, Read, Readers, read_workers
 from kbsync.sync.removed import RemovedSource, forget_released, keep_removed, removed_sources
-from kbsync.sync.replacements import (
-    compare_stored,
-    forget_held,
-    reports_change,
-    route_replacement,
-)
+from kbsync.sync.replacements import compare_stored, reports_change, screen
 from kbsync.sync.scratch import Scratch
 from kbsync.sync.tally import Progress, SourceTally, SyncReport, utc_now
 from kbsync.vector_index import EmbeddedIndex, VectorIndex
@@ -291,7 +286,8 @@ def _sync_source_steps(run: _Run, source: Source, allow_mass_delete: bool,
             store.set_boilerplate(source.name, skip)
         limit = run.options.confirm_above_tokens
         if limit is not None and not run.options.dry_run:
-            _confirm_bill(run, source.name, scratch, skip, limit, embedded)
+            confirm_bill(run.store, run.embedder, source.name, scratch, skip, limit,
+                         embedded=embedded)
         counted = _Counted(run.progress)
         for batch in scratch.batches(run.options.batch.documents, run.options.batch.bytes):
             _run_batch(run, source.name, batch, scratch, skip, shared, added, out,
@@ -308,40 +304,6 @@ def _sync_source_steps(run: _Run, source: Source, allow_mass_delete: bool,
         store.set_meta(embedded_meta_name(source.name), run.embedder.identity)
     run.clock.lap("apply")
     return rewrite or out.embeddings_backfill > 0
-
-
-def _confirm_bill(run: _Run, source: str, scratch: Scratch, skip: frozenset[str],
-                  limit: int, embedded: bool) -> None:
-    """Refuse, before anything of the source is embedded, a bill over ``limit`` tokens.
-
-    The bill is the tokens of the chunks read in this run that are neither cached
-    (under their digest or, as after a chunker change, their text) nor boilerplate,
-    and of the stored chunks that have no vector for this embedder (a new embedder
-    re-embeds every document); the cache is asked about the first only when all of
-    them together exceed it. ``embedded`` says the stored chunks all have their
-    vector (:func:`embedded_meta_name`).
-    """
-    identity = run.embedder.identity
-    missing = {} if embedded else run.store.unembedded(source, identity)
-    chunks = len(missing)
-    tokens = sum(run.embedder.count_tokens(list(missing.values()))) if missing else 0
-    if scratch.fresh_tokens() + tokens <= limit:
-        return
-    for page in scratch.fresh_chunks():
-        cached = run.store.cached(identity, [d for d, _, _ in page])
-        wanted = [(d, n, key) for d, n, key in page
-                  if d not in cached and d not in skip and d not in missing]
-        adopted = run.store.adopt_by_text(identity, {d: key for d, _, key in wanted},
-                                          write=False)
-        for d, n, _ in wanted:
-            if d not in adopted:
-                chunks += 1
-                tokens += n
-    if tokens > limit:
-        raise ConfirmationRequiredError(
-            f"source {source}: this sync would embed {chunks:,} chunks ({tokens:,} tokens), "
-            f"over [index] confirm_above_tokens = {limit:,}; nothing of it was embedded or "
-            "written. See what with `kbsync plan`, or sync with --yes")
 
 
 def _observe_source(run: _Run, source: Source, scratch: Scratch, derive: Derive,
@@ -474,24 +436,17 @@ def _screen_replacements(
     run: _Run, source: str, observations: list[Observation], olds: Mapping[str, StoredDocument],
     shared: frozenset[str], out: SourceTally,
 ) -> tuple[list[Observation], dict[str, ChangeReport]]:
-    """Compare every document whose text changed with its stored text; hold collapsed ones.
-
-    Returns the observations to plan (a held document becomes :class:`~kbsync.plan.Held`)
-    and the change report of each document compared.
-    """
+    """Every observation screened (:func:`~kbsync.sync.replacements.screen`): those to plan
+    (a held document becomes :class:`~kbsync.plan.Held`) and the change report of each one
+    compared."""
     screened: list[Observation] = []
     changes: dict[str, ChangeReport] = {}
     for o in observations:
-        change = compare_stored(run.store, source, o, olds.get(o.key), shared)
-        if change is None or not isinstance(o, DocumentVersion):
-            if o.key in olds and not isinstance(o, Failed) and not run.options.dry_run:
-                forget_held(run.store, source, o.key)  # read again: it has its stored text
-            screened.append(o)
-            continue
-        changes[o.key] = change
-        screened.append(route_replacement(run.store, source, o, change, out,
-                                          accept=run.options.accept_replacements,
-                                          write=not run.options.dry_run))
+        seen = screen(run.store, source, o, olds.get(o.key), shared, out,
+                      accept=run.options.accept_replacements, write=not run.options.dry_run)
+        screened.append(seen.observation)
+        if seen.change is not None and isinstance(o, DocumentVersion):
+            changes[o.key] = seen.change
     return screened, changes
 
 
