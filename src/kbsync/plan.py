@@ -9,7 +9,7 @@ added or deleted. Nothing here reads, writes or embeds.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -267,65 +267,101 @@ def plan(
     listed_keys = set(listed)
     observed = {o.key: o for o in observations}
     vanished = [k for k in stored if k not in listed_keys] if listing_complete else []
-    vanished_keys = set(vanished)
-    by_text: dict[str, list[str]] = {}
-    for k in vanished:
-        by_text.setdefault(text_key(stored[k]), []).append(k)
-
-    docs: list[DocumentPlan] = []
-    moved_from: set[str] = set()
-    for key in sorted(observed):
-        obs = observed[key]
-        old = stored.get(key)
-        if isinstance(obs, Unchanged):
-            docs.append(DocumentPlan(key, Action.UNCHANGED))
-        elif isinstance(obs, Held):
-            docs.append(DocumentPlan(key, Action.HELD))
-        elif isinstance(obs, Failed):
-            docs.append(DocumentPlan(key, Action.FAILED, message=obs.message,
-                                     missing=obs.missing and old is not None))
-        elif isinstance(obs, Refreshed):
-            docs.append(DocumentPlan(key, Action.UNCHANGED, stat=obs.stat,
-                                     validators=obs.validators, refresh=True) if old
-                        else DocumentPlan(key, Action.FAILED))
-        elif old is None:
-            candidates = by_text.get(text_key(obs), [])
-            renamed = obs.renamed_from
-            if candidates:
-                src = candidates.pop(0)
-                moved_from.add(src)
-                digests = stored[src].chunk_digests
-                docs.append(DocumentPlan(key, Action.MOVED, version=obs, previous_key=src,
-                                         ops=ChunkOps(kept=len(digests))))
-            elif renamed is not None and renamed in vanished_keys and renamed not in moved_from:
-                moved_from.add(renamed)
-                by_text[text_key(stored[renamed])].remove(renamed)
-                ops = chunk_ops(stored[renamed].chunk_digests, (c.digest for c in obs.chunks))
-                docs.append(DocumentPlan(key, Action.MOVED, version=obs, previous_key=renamed,
-                                         ops=ops, edited=True))
-            else:
-                docs.append(DocumentPlan(key, Action.NEW, version=obs,
-                                         ops=chunk_ops((), (c.digest for c in obs.chunks))))
-        elif not obs.rechunked:  # the same text: only the title or metadata can differ
-            same = (obs.title, obs.metadata) == (old.title, old.metadata)
-            docs.append(DocumentPlan(key, Action.UNCHANGED if same else Action.METADATA,
-                                     version=obs, stat=obs.stat, refresh=same,
-                                     ops=ChunkOps() if same
-                                     else ChunkOps(kept=len(old.chunk_digests))))
-        else:
-            ops = chunk_ops(old.chunk_digests, (c.digest for c in obs.chunks))
-            same_text = obs.text_hash == old.text_hash
-            docs.append(DocumentPlan(key, Action.RECHUNKED if same_text else Action.MODIFIED,
-                                     version=obs, ops=ops))
-
-    deletions = [k for k in vanished if k not in moved_from]
+    origins = _Origins(stored, vanished)
+    docs = [_document_plan(observed[key], stored.get(key), origins) for key in sorted(observed)]
+    deletions = [k for k in vanished if k not in origins.taken]
     blocked = delete and not allow_mass_delete and mass_deletion(len(stored), len(deletions))
     if delete and not blocked:
         for key in deletions:
             docs.append(DocumentPlan(key, Action.DELETED,
                                      ops=ChunkOps(deleted=len(stored[key].chunk_digests))))
+    needed, boilerplate = _to_embed(docs, set(cached) | set(skip), skip)
+    return Plan(
+        source=source,
+        documents=tuple(docs),
+        to_embed=needed,
+        deletions_blocked=blocked,
+        boilerplate_added=boilerplate,
+    )
 
-    have = set(cached) | set(skip)
+
+class _Origins:
+    """The vanished documents of a plan, by text, that a new key may have moved from."""
+
+    def __init__(self, stored: Mapping[str, StoredDocument], vanished: Sequence[str]) -> None:
+        self.stored = stored
+        self.vanished = set(vanished)
+        self.taken: set[str] = set()
+        self._by_text: dict[str, list[str]] = {}
+        for k in vanished:
+            self._by_text.setdefault(text_key(stored[k]), []).append(k)
+
+    def with_text(self, version: DocumentVersion) -> str | None:
+        """Take the first vanished document with this version's exact text, if any."""
+        candidates = self._by_text.get(text_key(version), [])
+        if not candidates:
+            return None
+        origin = candidates.pop(0)
+        self.taken.add(origin)
+        return origin
+
+    def named(self, key: str | None) -> str | None:
+        """Take the vanished document ``key`` (what a source says a file was renamed from)."""
+        if key is None or key not in self.vanished or key in self.taken:
+            return None
+        self.taken.add(key)
+        self._by_text[text_key(self.stored[key])].remove(key)
+        return key
+
+
+def _document_plan(obs: Observation, old: StoredDocument | None,
+                   origins: _Origins) -> DocumentPlan:
+    """What the plan does to one observed document (``old``: its stored record, if any)."""
+    key = obs.key
+    if isinstance(obs, Unchanged):
+        return DocumentPlan(key, Action.UNCHANGED)
+    if isinstance(obs, Held):
+        return DocumentPlan(key, Action.HELD)
+    if isinstance(obs, Failed):
+        return DocumentPlan(key, Action.FAILED, message=obs.message,
+                            missing=obs.missing and old is not None)
+    if isinstance(obs, Refreshed):
+        return (DocumentPlan(key, Action.UNCHANGED, stat=obs.stat, validators=obs.validators,
+                             refresh=True) if old else DocumentPlan(key, Action.FAILED))
+    if old is None:
+        return _new_or_moved(obs, origins)
+    if not obs.rechunked:  # the same text: only the title or metadata can differ
+        same = (obs.title, obs.metadata) == (old.title, old.metadata)
+        return DocumentPlan(key, Action.UNCHANGED if same else Action.METADATA, version=obs,
+                            stat=obs.stat, refresh=same,
+                            ops=ChunkOps() if same else ChunkOps(kept=len(old.chunk_digests)))
+    ops = chunk_ops(old.chunk_digests, (c.digest for c in obs.chunks))
+    same_text = obs.text_hash == old.text_hash
+    return DocumentPlan(key, Action.RECHUNKED if same_text else Action.MODIFIED, version=obs,
+                        ops=ops)
+
+
+def _new_or_moved(obs: DocumentVersion, origins: _Origins) -> DocumentPlan:
+    """A document at a key the store does not hold: moved from a vanished one with its exact
+    text, or from the one its source says it was renamed from (with edits), else new."""
+    origin = origins.with_text(obs)
+    if origin is not None:
+        digests = origins.stored[origin].chunk_digests
+        return DocumentPlan(obs.key, Action.MOVED, version=obs, previous_key=origin,
+                            ops=ChunkOps(kept=len(digests)))
+    renamed = origins.named(obs.renamed_from)
+    if renamed is not None:
+        ops = chunk_ops(origins.stored[renamed].chunk_digests, (c.digest for c in obs.chunks))
+        return DocumentPlan(obs.key, Action.MOVED, version=obs, previous_key=renamed, ops=ops,
+                            edited=True)
+    return DocumentPlan(obs.key, Action.NEW, version=obs,
+                        ops=chunk_ops((), (c.digest for c in obs.chunks)))
+
+
+def _to_embed(docs: Sequence[DocumentPlan], have: Collection[str],
+              skip: Collection[str]) -> tuple[tuple[str, ...], int]:
+    """The digests the documents add that have no vector (each once), and how many chunks
+    they add that are boilerplate (never embedded)."""
     needed: dict[str, None] = {}
     boilerplate = 0
     for d in docs:
@@ -334,13 +370,7 @@ def plan(
                 boilerplate += count
             elif digest not in have:
                 needed[digest] = None
-    return Plan(
-        source=source,
-        documents=tuple(docs),
-        to_embed=tuple(needed),
-        deletions_blocked=blocked,
-        boilerplate_added=boilerplate,
-    )
+    return tuple(needed), boilerplate
 
 
 def text_key(doc: StoredDocument | DocumentVersion) -> str:
