@@ -25,7 +25,7 @@ from rich.table import Table
 
 from kbsync.embed import Vectors
 from kbsync.engine import init_config
-from kbsync.identity import digest
+from kbsync.identity import digest, embedding_text_key
 from kbsync.knowledge_base import KnowledgeBase
 from kbsync.plan import Action, ChunkDraft, ChunkOps, DocumentPlan, DocumentVersion
 
@@ -62,7 +62,8 @@ def fill(engine: KnowledgeBase, chunks: int, per_doc: int = 50,
         for i in range(per_doc):
             text = " ".join(rng.choice(words) for _ in range(60))
             drafts.append(ChunkDraft(digest("bench", d, i, text), text, 0, f"Section {i // 10}",
-                                     i * 400, i * 400 + len(text), 80, "primary"))
+                                     i * 400, i * 400 + len(text), 80, "primary",
+                                     embedding_text_key(text)))
         version = DocumentVersion(f"doc-{d}.md", f"doc-{d}.md", "text/markdown", None, "b", "t",
                                   "d", f"Document {d}", metadata(d),
                                   " ".join(c.text for c in drafts), tuple(drafts))

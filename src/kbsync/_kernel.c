@@ -2749,13 +2749,28 @@ PyDoc_STRVAR(hashing_keys_doc,
 "them); and the rows of the texts that are not ASCII, which the caller is to split into\n"
 "words and hand back as lists.");
 
+/* The terms of one lower-cased ASCII text (``lower`` holds n bytes) into ``terms``. */
+static void ascii_terms(Terms *terms, const StopSet *set, const char *lower, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    while (i < n) {
+        if (!is_word_byte((unsigned char)lower[i])) {
+            i++;
+            continue;
+        }
+        Py_ssize_t start = i;
+        while (i < n && is_word_byte((unsigned char)lower[i])) i++;
+        add_word(terms, set, lower + start, i - start, i - start);
+    }
+}
+
 static PyObject *k_hashing_keys(PyObject *self, PyObject *args)
 {
     PyObject *texts, *stopwords;
     if (!PyArg_ParseTuple(args, "O!O", &PyList_Type, &texts, &stopwords)) return NULL;
     PyObject *result = NULL, *words = NULL, *others = NULL;
     StopSet *set = PyMem_Calloc(1, sizeof(StopSet));
-    Buf keys = {0}, lower = {0};
+    Buf keys = {0}, lower = {0}, ascii = {0};
     if (set == NULL) {
         PyErr_NoMemory();
         goto done;
@@ -2775,6 +2790,11 @@ static PyObject *k_hashing_keys(PyObject *self, PyObject *args)
     }
     others = PyList_New(0);
     if (others == NULL) goto done;
+    /* First the words handed over and the texts that are not ASCII (Python objects: the
+       GIL held), noting the ASCII texts; then those, scanned with the GIL released, so
+       that an embedding thread does not hold up the sync's other thread. The list of
+       texts is the caller's own and keeps every text alive meanwhile. */
+    Py_ssize_t ascii_rows = 0, ascii_bytes = 0, longest = 0;
     for (Py_ssize_t row = 0; row < PyList_GET_SIZE(texts); row++) {
         PyObject *text = PyList_GET_ITEM(texts, row);
         Terms terms = {.high = (uint64_t)row << 32};
@@ -2807,29 +2827,31 @@ static PyObject *k_hashing_keys(PyObject *self, PyObject *args)
             if (failed) goto done;
             continue;
         }
+        if (buf_reserve(&ascii, 1, sizeof(Py_ssize_t)) < 0) goto done;
+        ((Py_ssize_t *)ascii.p)[ascii.len++] = row;
+        Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+        ascii_rows++;
+        /* Each text adds at most one unigram and one bigram per two of its bytes. */
+        ascii_bytes += n + 1;
+        if (n > longest) longest = n;
+    }
+    if (buf_reserve(&keys, ascii_bytes, sizeof(uint64_t)) < 0 || buf_reserve(&lower, longest, 1) < 0)
+        goto done;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < ascii_rows; k++) {
+        Py_ssize_t row = ((Py_ssize_t *)ascii.p)[k];
+        PyObject *text = PyList_GET_ITEM(texts, row);
         const char *t = (const char *)PyUnicode_1BYTE_DATA(text);
         Py_ssize_t n = PyUnicode_GET_LENGTH(text);
-        lower.len = 0;
-        if (buf_reserve(&lower, n, 1) < 0) goto done;
         for (Py_ssize_t i = 0; i < n; i++) {
             char c = t[i];
             lower.p[i] = c >= 'A' && c <= 'Z' ? (char)(c + 32) : c;
         }
-        /* Each text adds at most one unigram and one bigram per two of its bytes. */
-        if (buf_reserve(&keys, n + 1, sizeof(uint64_t)) < 0) goto done;
-        terms.out = (uint64_t *)keys.p + keys.len;
-        Py_ssize_t i = 0;
-        while (i < n) {
-            if (!is_word_byte((unsigned char)lower.p[i])) {
-                i++;
-                continue;
-            }
-            Py_ssize_t start = i;
-            while (i < n && is_word_byte((unsigned char)lower.p[i])) i++;
-            add_word(&terms, set, lower.p + start, i - start, i - start);
-        }
+        Terms terms = {.high = (uint64_t)row << 32, .out = (uint64_t *)keys.p + keys.len};
+        ascii_terms(&terms, set, lower.p, n);
         keys.len = terms.out - (uint64_t *)keys.p;
     }
+    Py_END_ALLOW_THREADS
     PyObject *data = PyBytes_FromStringAndSize(keys.p, keys.len * (Py_ssize_t)sizeof(uint64_t));
     if (data == NULL) goto done;
     result = Py_BuildValue("(NO)", data, others);
@@ -2839,6 +2861,7 @@ done:
     PyMem_Free(set);
     buf_free(&keys);
     buf_free(&lower);
+    buf_free(&ascii);
     return result;
 }
 

@@ -361,7 +361,7 @@ class KnowledgeBase:
         return SyncOptions(boilerplate_share=float(index.get("boilerplate_share",
                                                              BOILERPLATE_SHARE)),
                            index_boilerplate=bool(index.get("index_boilerplate", False)),
-                           read_workers=int(index.get("read_workers", 1)),
+                           read_workers=int(index.get("read_workers", 0)),
                            scratch_dir=self._state_dir(), **given)
 
     def watch(self, *, interval: float = 86_400.0, full_every: float = 30 * 86_400.0,

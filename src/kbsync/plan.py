@@ -78,7 +78,12 @@ class StoredDocument:
 
 @dataclass(frozen=True, slots=True)
 class ChunkDraft:
-    """A freshly made chunk of a document version."""
+    """A freshly made chunk of a document version.
+
+    ``embedding_key`` is the embedding cache's key of its text
+    (:func:`kbsync.identity.embedding_text_key`), made once with the chunk: the
+    scratch file, the cache lookup and the store all need it.
+    """
 
     digest: str
     text: str
@@ -88,12 +93,13 @@ class ChunkDraft:
     end: int
     tokens: int
     boundary: str
+    embedding_key: bytes
 
     def __reduce__(self) -> tuple[type[ChunkDraft], tuple[object, ...]]:
         # Chunks read wait pickled for their batch: a slotted dataclass pickles through a
         # state built field by field, more than twice as slow as its fields as a tuple.
         return ChunkDraft, (self.digest, self.text, self.section, self.heading, self.start,
-                            self.end, self.tokens, self.boundary)
+                            self.end, self.tokens, self.boundary, self.embedding_key)
 
 
 @dataclass(frozen=True, slots=True)

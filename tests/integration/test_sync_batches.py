@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
@@ -85,12 +86,13 @@ def test_a_sync_in_tiny_batches_gives_the_store_and_report_of_one_batch(tmp_path
 
 
 class _WatchingEmbedder(CountingEmbedder):
-    """Notes, at every call, how many documents the store file already holds."""
+    """Notes, at every call, how many documents the store file already holds, and which
+    documents the texts are of (each document's texts hold its word ``q<i>z``)."""
 
     def __init__(self, path: Path) -> None:
         super().__init__()
         self.path = path
-        self.seen: list[tuple[int, int]] = []
+        self.seen: list[tuple[int, int, set[int]]] = []
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
@@ -98,11 +100,13 @@ class _WatchingEmbedder(CountingEmbedder):
             (stored,) = db.execute("SELECT count(*) FROM documents").fetchone()
         finally:
             db.close()
-        self.seen.append((stored, len(texts)))
+        docs = {int(m) for t in texts for m in re.findall(r"q(\d)z", t)}
+        self.seen.append((stored, len(texts), docs))
         return super().embed(texts)
 
 
-def test_each_batch_is_embedded_and_applied_before_the_next_is_planned(tmp_path: Path) -> None:
+def test_each_batch_is_embedded_while_at_most_the_one_before_it_is_applied(
+        tmp_path: Path) -> None:
     docs: dict[str, bytes | None] = {
         f"doc{i}.txt": f"Document {i} is about subject {i} alone, word q{i}z. ".encode() * 20
         for i in range(9)}
@@ -117,11 +121,16 @@ def test_each_batch_is_embedded_and_applied_before_the_next_is_planned(tmp_path:
     finally:
         store.close()
     assert report.total("new") == 9
-    # Three batches: the second is embedded once the first three documents are stored.
-    assert sorted({stored for stored, _ in embedder.seen}) == [0, 3, 6]
-    per_batch = {n: sum(size for stored, size in embedder.seen if stored == n) for n in (0, 3, 6)}
-    assert sum(per_batch.values()) == report.sources[0].embeddings_computed
-    assert max(per_batch.values()) < report.sources[0].embeddings_computed / 2
+    # Three batches of three documents, embedded in order, each in calls of its own, while
+    # the batch before it is applied (or once it is): never while an older one is not.
+    batches = [{d // 3 for d in docs} for _, _, docs in embedder.seen]
+    assert all(len(b) == 1 for b in batches)
+    order = [b.pop() for b in batches]
+    assert order == sorted(order)
+    assert set(order) == {0, 1, 2}
+    for (stored, _, _), batch in zip(embedder.seen, order, strict=True):
+        assert 3 * max(0, batch - 1) <= stored <= 3 * batch
+    assert sum(size for _, size, _ in embedder.seen) == report.sources[0].embeddings_computed
     # Progress goes on from batch to batch instead of starting again at each one.
     assert ticks["apply"][-1] == (9, 9)
     assert ticks["embed"][-1][0] == report.sources[0].embeddings_computed

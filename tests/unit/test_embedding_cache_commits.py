@@ -9,6 +9,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+from kbsync.identity import embedding_text_key
 from kbsync.model import SourceStat
 from kbsync.plan import ChunkDraft, DocumentVersion, Plan, plan
 from kbsync.sync.embedding import _CACHE_BYTES, EMBED_BATCH, embed_plan
@@ -41,7 +42,8 @@ class Ticking:
 
 
 def _plan(chunks: int) -> Plan:
-    drafts = tuple(ChunkDraft(f"d{i:04d}", f"text number {i}", 0, None, 0, 1, 3, "primary")
+    drafts = tuple(ChunkDraft(f"d{i:04d}", f"text number {i}", 0, None, 0, 1, 3, "primary",
+                              embedding_text_key(f"text number {i}"))
                    for i in range(chunks))
     version = DocumentVersion("a.txt", "a.txt", "text/plain", SourceStat(1, 1, 1), "b", "t",
                               "d", None, "{}", "x", drafts)

@@ -3,6 +3,7 @@ from __future__ import annotations
 import dataclasses
 import pickle
 
+from kbsync.identity import embedding_text_key
 from kbsync.model import SourceStat
 from kbsync.plan import (
     Action,
@@ -26,7 +27,8 @@ def _stored(key: str, digests: tuple[str, ...], text_hash: str = "t") -> StoredD
 def _version(key: str, digests: tuple[str, ...], text_hash: str = "t2",
              rechunked: bool = True, title: str | None = None,
              renamed_from: str | None = None) -> DocumentVersion:
-    chunks = tuple(ChunkDraft(d, d, 0, None, 0, 1, 1, "primary") for d in digests)
+    chunks = tuple(ChunkDraft(d, d, 0, None, 0, 1, 1, "primary", embedding_text_key(d))
+                   for d in digests)
     return DocumentVersion(key, key, "text/plain", STAT, "b2", text_hash, "d", title, "{}", "x",
                            chunks, rechunked, renamed_from=renamed_from)
 
@@ -146,7 +148,8 @@ def test_boilerplate_is_what_too_many_documents_of_one_host_share() -> None:
 
 
 def test_a_chunk_draft_survives_pickling_with_every_field() -> None:
-    draft = ChunkDraft("d" * 64, "Some text.", 2, "A heading", 10, 20, 3, "paragraph")
+    draft = ChunkDraft("d" * 64, "Some text.", 2, "A heading", 10, 20, 3, "paragraph",
+                       embedding_text_key("Some text."))
     assert pickle.loads(pickle.dumps(draft, protocol=pickle.HIGHEST_PROTOCOL)) == draft
     # A field added later must be added to __reduce__ too.
     assert len(draft.__reduce__()[1]) == len(dataclasses.fields(ChunkDraft))

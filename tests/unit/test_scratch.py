@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kbsync.identity import embedding_text_key
 from kbsync.model import ItemError, SourceItem, SourceStat, Validators
 from kbsync.plan import (
     ChunkDraft,
@@ -29,7 +30,8 @@ def _stored(key: str, text: str = "t") -> StoredDocument:
 
 
 def _version(key: str, digests: list[str], text: str = "t") -> DocumentVersion:
-    chunks = tuple(ChunkDraft(d, d, 0, None, 0, 1, 1, "end") for d in digests)
+    chunks = tuple(ChunkDraft(d, d, 0, None, 0, 1, 1, "end", embedding_text_key(d))
+                   for d in digests)
     return DocumentVersion(key=key, locator=key, media_type="text/plain", stat=None,
                            bytes_hash="b", text_hash=text, derivation="d", title=None,
                            metadata="{}", text="x", chunks=chunks)

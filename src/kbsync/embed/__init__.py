@@ -15,7 +15,13 @@ Vectors = npt.NDArray[np.float32]
 
 @runtime_checkable
 class Embedder(Protocol):
-    """Embeds batches of texts; the embedding cache is keyed by chunk identity + ``identity``."""
+    """Embeds batches of texts; the embedding cache is keyed by chunk identity + ``identity``.
+
+    A sync embeds in a thread of its own while it writes other batches to the store.
+    An embedder whose work holds the interpreter lock (pure Python or NumPy on small
+    arrays) may say so with a class attribute ``holds_gil = True``; it then embeds in
+    turn with the writes, which is faster than both contending for the lock.
+    """
 
     @property
     def identity(self) -> str:

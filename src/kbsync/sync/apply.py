@@ -12,6 +12,7 @@ from kbsync.errors import VectorStoreError
 from kbsync.mirror import IndexWrite
 from kbsync.plan import Action, DocumentPlan, Plan, StoredDocument, mass_deletion, plan
 from kbsync.store import RecordStore
+from kbsync.sync.embedding import save_held
 from kbsync.sync.tally import Progress, SourceTally, utc_now
 from kbsync.vector_index import VectorIndex
 
@@ -65,7 +66,8 @@ def count_plan(out: SourceTally, docs: Collection[DocumentPlan]) -> None:
 def apply_plan(
     the_plan: Plan, vectors: Mapping[str, npt.NDArray[np.float32]], failed: set[str],
     store: RecordStore, index: VectorIndex, embedder: Embedder, out: SourceTally,
-    progress: Progress | None, skip: frozenset[str] = frozenset(),
+    progress: Progress | None, skip: frozenset[str] = frozenset(), *,
+    held: Mapping[str, npt.NDArray[np.float32]] | None = None,
 ) -> None:
     """Write a plan's documents to the store and its vector ``index``, moves first and
     deletions last.
@@ -73,8 +75,25 @@ def apply_plan(
     A document whose new vectors failed, or were refused, keeps its previous version
     and counts as failed. The documents are written in the index's transaction: one
     for the lot on the store's own index, one per document when an external vector
-    store is mirrored (see :mod:`kbsync.vector_index`).
+    store is mirrored (see :mod:`kbsync.vector_index`). ``held`` vectors (not yet in
+    the embedding cache, see :func:`~kbsync.sync.embedding.embed_plan`) go into the
+    cache in that transaction, or in one of their own should it fail.
     """
+    try:
+        _apply(the_plan, vectors, failed, store, index, embedder, out, progress, skip,
+               held or {})
+    except BaseException:
+        if held:
+            save_held(store, embedder.identity, held)
+        raise
+
+
+def _apply(
+    the_plan: Plan, vectors: Mapping[str, npt.NDArray[np.float32]], failed: set[str],
+    store: RecordStore, index: VectorIndex, embedder: Embedder, out: SourceTally,
+    progress: Progress | None, skip: frozenset[str],
+    held: Mapping[str, npt.NDArray[np.float32]],
+) -> None:
     for doc in the_plan.documents:
         if doc.missing:
             store.mark_missing(the_plan.source, doc.key)
@@ -84,6 +103,8 @@ def apply_plan(
     now = utc_now()
     pending: list[IndexWrite] = []  # written, counted once committed
     with index.transaction():
+        if held:
+            store.put_vectors(embedder.identity, held)
         for n, doc in enumerate(writable, 1):
             if failed.intersection(doc.ops.added_digests):
                 _kept_previous(doc, "embedding failed", out)

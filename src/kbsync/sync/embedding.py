@@ -4,37 +4,51 @@ Vectors enter the store's embedding cache as they are computed, committed at lea
 once per second of embedding (``BatchLimits.cache_seconds``) and whenever embedding
 stops, an interruption included: a sync that is stopped loses none of them, and one
 that is killed at most that second's work. Committing every batch of 64 instead
-made a fast embedder wait on a disk sync per batch.
+made a fast embedder wait on a disk sync per batch. A plan's last second of vectors
+can instead be held for the transaction that applies the plan (``hold``): with a fast
+embedder that is one commit per batch of documents instead of a dozen, and each
+commit rewrites the pages of the digest indexes it touches, whose number grows with
+the store.
+
+A plan can be embedded in a thread of its own (:class:`Embedding`) while the sync
+goes on with the store: the model (or the remote service) and the store's writes
+then share the machine instead of taking turns. Only that thread calls the embedder
+while it runs; the store is touched by the sync's thread alone.
 """
 
 from __future__ import annotations
 
+import contextlib
+import queue
+import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
 from kbsync.embed import Embedder
-from kbsync.errors import ConfigError, ConfirmationRequiredError
-from kbsync.identity import embedding_text_key
+from kbsync.errors import ConfigError
 from kbsync.plan import ChunkDraft, Plan
 from kbsync.store import EmbeddingCache
 from kbsync.sync.options import CACHE_SECONDS
-from kbsync.sync.scratch import Scratch
 from kbsync.sync.tally import Progress, SourceTally, T
 
 __all__ = [
     "EMBEDDED_PREFIX",
     "EMBED_BATCH",
+    "Embedding",
+    "Vectors",
     "backfill",
     "by_length",
     "cached_vectors",
-    "confirm_bill",
     "count_reused",
     "embed_plan",
     "embedded_meta_name",
+    "in_background",
     "refuse_dimension_change",
+    "save_held",
 ]
 
 
@@ -48,6 +62,8 @@ does not depend on how many vectors the machine computes in a second."""
 EMBEDDED_PREFIX = "embedded "
 """Prefix of the meta entries of :func:`embedded_meta_name`."""
 
+Vectors = dict[str, npt.NDArray[np.float32]]
+
 
 def backfill(source: str, store: EmbeddingCache, embedder: Embedder, out: SourceTally) -> bool:
     """Embed current chunks that have no vector for this embedder; whether all have now.
@@ -60,8 +76,10 @@ def backfill(source: str, store: EmbeddingCache, embedder: Embedder, out: Source
         return True
     before = out.embeddings_computed
     out.embeddings_to_compute += len(missing)
-    writer = _CacheWriter(store, embedder.identity, out)
-    _, failed = _embed_texts(embedder, list(missing), missing, out, None, writer, keep=False)
+    collect = _Collector(out, None, len(missing),
+                         _CacheWriter(store, embedder.identity, out), keep=False)
+    collect.all(_batches(embedder, list(missing), missing))
+    _, failed = collect.finish(hold=False)
     out.embeddings_backfill = out.embeddings_computed - before
     return not failed
 
@@ -77,14 +95,13 @@ def cached_vectors(cache: EmbeddingCache, embedder: str, chunks: Iterable[ChunkD
     Django's docs, ``max_tokens`` 192 -> 256 gave 16,088 chunks new identities, and 284
     of them new texts (``benchmarks/chunker_change.py``).
     """
-    texts = {c.digest: c.text for c in chunks}
-    if not texts:
+    keys = {c.digest: c.embedding_key for c in chunks}
+    if not keys:
         return set()
-    found = cache.cached(embedder, texts)
-    missing = {d: t for d, t in texts.items() if d not in found and d not in skip}
+    found = cache.cached(embedder, keys)
+    missing = {d: k for d, k in keys.items() if d not in found and d not in skip}
     if missing:
-        found |= cache.adopt_by_text(
-            embedder, {d: embedding_text_key(t) for d, t in missing.items()}, write=write)
+        found |= cache.adopt_by_text(embedder, missing, write=write)
     return found
 
 
@@ -108,10 +125,10 @@ def embedded_meta_name(source: str) -> str:
 
 def embed_plan(
     the_plan: Plan, embedder: Embedder, out: SourceTally, progress: Progress | None,
-    cache: EmbeddingCache | None = None, keep: bool = True, *,
+    cache: EmbeddingCache | None = None, keep: bool = True, *, hold: bool = False,
     cache_seconds: float = CACHE_SECONDS,
     clock: Callable[[], float] = time.monotonic,
-) -> tuple[dict[str, npt.NDArray[np.float32]], set[str]]:
+) -> tuple[Vectors, set[str]]:
     """Vectors of the plan's cache misses; digests whose batch failed are returned apart.
 
     Counts add up in ``out``. With a ``cache``,
@@ -119,24 +136,135 @@ def embed_plan(
     every ``cache_seconds`` of ``clock`` (0: every batch) and when embedding
     stops; then only with ``keep`` are they returned too (an external vector
     store needs them; the store finds them in its cache), and memory does not
-    grow with a document's chunks.
+    grow with a document's chunks. With ``hold`` (and without ``keep``), those not
+    committed when embedding ends normally are returned instead, for the caller to
+    write with the plan's records (and :func:`save_held` should that write fail).
     """
-    chunks = {c.digest: c for d in the_plan.documents if d.version is not None
-              for c in d.version.chunks}
-    texts = {digest: c.text for digest, c in chunks.items()}
-    wanted = list(the_plan.to_embed)
-    limit = embedder.max_input_tokens
-    if limit is not None and wanted:
-        lengths = embedder.count_tokens([texts[d] for d in wanted])
-        out.embeddings_truncated += sum(n > limit for n in lengths)
-    else:
-        lengths = [chunks[d].tokens for d in wanted]
-    wanted = by_length(wanted, lengths)
+    if hold and keep:
+        raise ValueError("held vectors are returned alone: hold takes keep=False")
+    wanted, texts, truncated = _misses(the_plan, embedder)
+    out.embeddings_truncated += truncated
     writer = None if cache is None else _CacheWriter(cache, embedder.identity, out,
                                                      cache_seconds, clock)
-    vectors, failed = _embed_texts(embedder, wanted, texts, out, progress, writer, keep)
+    collect = _Collector(out, progress, len(wanted), writer, keep)
+    collect.all(_batches(embedder, wanted, texts))
     count_reused(the_plan, out)
-    return vectors, failed
+    return collect.finish(hold)
+
+
+def in_background(embedder: Embedder) -> bool:
+    """Whether a sync embeds with ``embedder`` in a thread of its own, beside the store's
+    writes: unless the embedder says its work holds the interpreter lock (``holds_gil``,
+    as the hashing embedder's does), when the two would only wait on each other. A
+    model or a remote service computes without it."""
+    return not getattr(embedder, "holds_gil", False)
+
+
+class Embedding:
+    """A plan's cache misses embedded in a thread of its own, started at once (or, for an
+    embedder that holds the interpreter lock, in the sync's thread when collected:
+    :func:`in_background`).
+
+    :meth:`collect` takes the vectors in the sync's thread as :func:`embed_plan`
+    returns them, committing them to the cache on the way as it does; until then
+    the sync may plan and write other batches. Only this thread calls ``embedder``
+    while it runs, so an embedder need not be safe to share between threads, and it
+    runs ahead of the sync by :data:`_CACHE_BYTES` of vectors at most.
+    """
+
+    def __init__(self, the_plan: Plan, embedder: Embedder) -> None:
+        self.plan = the_plan
+        self._embedder = embedder
+        self._stop = threading.Event()
+        self._ended = False  # the thread's last item is taken
+        batch_bytes = EMBED_BATCH * 4 * max(1, embedder.dimension)
+        self._results: queue.Queue[_Done | _Misses | BaseException | None] = queue.Queue(
+            maxsize=max(2, _CACHE_BYTES // batch_bytes))
+        self._thread: threading.Thread | None = None
+        if the_plan.to_embed and in_background(embedder):
+            self._thread = threading.Thread(target=self._run, name="kbsync-embedding",
+                                            daemon=True)
+            self._thread.start()
+
+    def collect(self, out: SourceTally, progress: Progress | None, cache: EmbeddingCache,
+                keep: bool, *, cache_seconds: float = CACHE_SECONDS,
+                clock: Callable[[], float] = time.monotonic) -> tuple[Vectors, set[str]]:
+        """What :func:`embed_plan` returns, with ``hold`` unless ``keep``: the vectors and
+        the digests that failed. Should the sync stop meanwhile, what was computed is
+        committed first."""
+        writer = _CacheWriter(cache, self._embedder.identity, out, cache_seconds, clock)
+        collect = _Collector(out, progress, 0, writer, keep)
+        try:
+            for item in self._taken():
+                if isinstance(item, _Misses):
+                    out.embeddings_truncated += item.truncated
+                    collect = _Collector(out, progress, item.count, writer, keep)
+                else:
+                    collect.add(item)
+        except BaseException:
+            self._halt(writer)
+            raise
+        count_reused(self.plan, out)
+        return collect.finish(hold=not keep)
+
+    def stop(self, out: SourceTally, cache: EmbeddingCache) -> None:
+        """Stop embedding, committing to ``cache`` (and counting in ``out``) what is
+        computed; for a sync that stops before collecting."""
+        self._halt(_CacheWriter(cache, self._embedder.identity, out))
+
+    def _items(self) -> Iterator[_Done | _Misses]:
+        """What embedding the plan comes to, in order: how much, then each model batch."""
+        if not self.plan.to_embed:
+            yield _Misses(0, 0)
+            return
+        wanted, texts, truncated = _misses(self.plan, self._embedder)
+        yield _Misses(len(wanted), truncated)
+        for done in _batches(self._embedder, wanted, texts):
+            yield done
+            if self._stop.is_set():
+                return
+
+    def _run(self) -> None:
+        try:
+            for item in self._items():
+                self._results.put(item)
+        except BaseException as exc:  # handed to the sync's thread, which raises it
+            self._results.put(exc)
+        finally:
+            self._results.put(None)
+
+    def _taken(self) -> Iterator[_Done | _Misses]:
+        """The items in the sync's thread: from the embedding thread, or made here."""
+        if self._thread is None:
+            yield from self._items()
+            return
+        while (item := self._results.get()) is not None:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+        self._ended = True
+
+    def _halt(self, writer: _CacheWriter) -> None:
+        """Tell the thread to stop after the model batch in hand and commit what it has
+        computed so far. It is not waited for: a model batch may take long, or never end
+        (a service that stalls), and the sync is stopping."""
+        self._stop.set()
+        with contextlib.suppress(queue.Empty):
+            while self._thread is not None and not self._ended:
+                item = self._results.get_nowait()
+                if item is None:
+                    self._ended = True
+                elif isinstance(item, _Done):
+                    writer.add(item.vectors)
+        writer.commit()
+
+
+def save_held(cache: EmbeddingCache, embedder: str, held: Mapping[str, npt.NDArray[np.float32]],
+              ) -> None:
+    """Commit held vectors (:func:`embed_plan`) whose plan could not be applied, so that no
+    computed embedding is lost; quietly, since the store may be what failed."""
+    with contextlib.suppress(Exception):
+        cache.put_vectors(embedder, held)
 
 
 def by_length(items: Sequence[T], lengths: Sequence[int]) -> list[T]:
@@ -163,6 +291,72 @@ def count_reused(the_plan: Plan, out: SourceTally) -> None:
     out.boilerplate_added += the_plan.boilerplate_added
 
 
+@dataclass(frozen=True, slots=True)
+class _Misses:
+    """What a plan has to embed: how many texts, and how many of them the model truncates."""
+
+    count: int
+    truncated: int
+
+
+@dataclass(slots=True)
+class _Done:
+    """One model batch embedded: its vectors, the digests that failed and why, and how many
+    of the plan's texts are done with it."""
+
+    vectors: Vectors
+    failed: set[str] = field(default_factory=set)
+    warnings: list[str] = field(default_factory=list)
+    done: int = 0
+
+
+def _misses(the_plan: Plan, embedder: Embedder) -> tuple[list[str], dict[str, str], int]:
+    """The plan's texts to embed, shortest first, with every text by digest and how many of
+    them are over the embedder's input limit (it truncates them)."""
+    chunks = {c.digest: c for d in the_plan.documents if d.version is not None
+              for c in d.version.chunks}
+    texts = {digest: c.text for digest, c in chunks.items()}
+    wanted = list(the_plan.to_embed)
+    limit = embedder.max_input_tokens
+    truncated = 0
+    if limit is not None and wanted:
+        lengths = embedder.count_tokens([texts[d] for d in wanted])
+        truncated = sum(n > limit for n in lengths)
+    else:
+        lengths = [chunks[d].tokens for d in wanted]
+    return by_length(wanted, lengths), texts, truncated
+
+
+def _batches(embedder: Embedder, wanted: list[str], texts: Mapping[str, str]) -> Iterator[_Done]:
+    """The vectors of ``wanted`` digests, a model batch at a time.
+
+    A batch that fails is tried again one text at a time, so one bad chunk fails
+    only its own document.
+    """
+    for start in range(0, len(wanted), EMBED_BATCH):
+        batch = wanted[start : start + EMBED_BATCH]
+        done = _Done({}, done=start + len(batch))
+        try:
+            done.vectors.update(_embed_batch(embedder, batch, texts))
+        except Exception:  # a provider's failure must not half-apply anything
+            for one in batch:
+                try:
+                    done.vectors.update(_embed_batch(embedder, [one], texts))
+                except Exception as exc:
+                    done.failed.add(one)
+                    done.warnings.append(f"embedding failed for chunk {one[:12]}: {exc}")
+        yield done
+
+
+def _embed_batch(embedder: Embedder, batch: list[str], texts: Mapping[str, str]) -> Vectors:
+    result = embedder.embed([texts[d] for d in batch])
+    if result.shape != (len(batch), embedder.dimension):
+        raise ValueError(f"the embedder returned shape {result.shape} for {len(batch)} texts")
+    if not np.isfinite(result).all():
+        raise ValueError("the embedder returned non-finite values")
+    return dict(zip(batch, result, strict=True))
+
+
 class _CacheWriter:
     """Vectors on their way into the embedding cache, committed together every
     ``seconds`` or once they reach :data:`_CACHE_BYTES` (and by a last :meth:`commit`);
@@ -173,7 +367,7 @@ class _CacheWriter:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._cache, self._embedder, self._out = cache, embedder, out
         self._seconds, self._clock = seconds, clock
-        self._pending: dict[str, npt.NDArray[np.float32]] = {}
+        self._pending: Vectors = {}
         self._bytes = 0
         self._since = clock()
 
@@ -185,97 +379,54 @@ class _CacheWriter:
 
     def commit(self) -> None:
         if self._pending:
-            pending, self._pending, self._bytes = self._pending, {}, 0
-            self._cache.put_vectors(self._embedder, pending)
-            self._out.embeddings_computed += len(pending)
+            self._cache.put_vectors(self._embedder, self.take())
         self._since = self._clock()
 
-
-def _embed_texts(
-    embedder: Embedder, wanted: list[str], texts: Mapping[str, str], out: SourceTally,
-    progress: Progress | None, writer: _CacheWriter | None = None, keep: bool = True,
-) -> tuple[dict[str, npt.NDArray[np.float32]], set[str]]:
-    """Vectors of ``wanted`` digests in batches; the digests that could not be embedded apart.
-
-    ``out.embeddings_computed`` counts the vectors as they are done (with a
-    ``writer``, as they are committed to the cache), so an interrupted run
-    reports what it kept.
-    """
-    try:
-        return _embed_batches(embedder, wanted, texts, out, progress, writer, keep)
-    finally:  # an interruption (Ctrl-C, SIGTERM) keeps what was computed
-        if writer is not None:
-            writer.commit()
+    def take(self) -> Vectors:
+        """The vectors not yet committed, counted, for the caller to write."""
+        pending, self._pending, self._bytes = self._pending, {}, 0
+        self._out.embeddings_computed += len(pending)
+        return pending
 
 
-def _embed_batches(
-    embedder: Embedder, wanted: list[str], texts: Mapping[str, str], out: SourceTally,
-    progress: Progress | None, writer: _CacheWriter | None, keep: bool,
-) -> tuple[dict[str, npt.NDArray[np.float32]], set[str]]:
-    vectors: dict[str, npt.NDArray[np.float32]] = {}
-    failed: set[str] = set()
-    for start in range(0, len(wanted), EMBED_BATCH):
-        batch = wanted[start : start + EMBED_BATCH]
-        done: dict[str, npt.NDArray[np.float32]] = {}
-        try:
-            done.update(_embed_batch(embedder, batch, texts))
-        except Exception:  # a provider's failure must not half-apply anything
-            # Retry one by one, so one bad chunk fails only its own document.
-            for one in batch:
-                try:
-                    done.update(_embed_batch(embedder, [one], texts))
-                except Exception as exc:
-                    failed.add(one)
-                    out.warnings.append(f"embedding failed for chunk {one[:12]}: {exc}")
-        if writer is not None:
-            writer.add(done)
+class _Collector:
+    """What the model batches of one plan come to, gathered in the sync's thread:
+    vectors to the ``writer`` (the cache) or counted, failures and warnings to ``out``."""
+
+    def __init__(self, out: SourceTally, progress: Progress | None, total: int,
+                 writer: _CacheWriter | None, keep: bool) -> None:
+        self._out, self._progress, self._total = out, progress, total
+        self._writer, self._keep = writer, keep
+        self.vectors: Vectors = {}
+        self.failed: set[str] = set()
+
+    def add(self, done: _Done) -> None:
+        self.failed |= done.failed
+        self._out.warnings.extend(done.warnings)
+        if self._writer is not None:
+            self._writer.add(done.vectors)
         else:
-            out.embeddings_computed += len(done)
-        if keep or writer is None:
-            vectors.update(done)
-        if progress is not None:
-            progress("embed", min(start + EMBED_BATCH, len(wanted)), len(wanted))
-    return vectors, failed
+            self._out.embeddings_computed += len(done.vectors)
+        if self._keep or self._writer is None:
+            self.vectors.update(done.vectors)
+        if self._progress is not None:
+            self._progress("embed", done.done, self._total)
 
+    def all(self, batches: Iterable[_Done]) -> None:
+        """Add every batch; an interruption (Ctrl-C, SIGTERM) commits what was computed."""
+        try:
+            for done in batches:
+                self.add(done)
+        except BaseException:
+            if self._writer is not None:
+                self._writer.commit()
+            raise
 
-def _embed_batch(embedder: Embedder, batch: list[str], texts: Mapping[str, str],
-                 ) -> dict[str, npt.NDArray[np.float32]]:
-    result = embedder.embed([texts[d] for d in batch])
-    if result.shape != (len(batch), embedder.dimension):
-        raise ValueError(f"the embedder returned shape {result.shape} for {len(batch)} texts")
-    if not np.isfinite(result).all():
-        raise ValueError("the embedder returned non-finite values")
-    return dict(zip(batch, result, strict=True))
-
-
-def confirm_bill(store: EmbeddingCache, embedder: Embedder, source: str, scratch: Scratch,
-                 skip: frozenset[str], limit: int, *, embedded: bool) -> None:
-    """Refuse, before anything of the source is embedded, a bill over ``limit`` tokens.
-
-    The bill is the tokens of the chunks read in this run that are neither cached
-    (under their digest or, as after a chunker change, their text) nor boilerplate,
-    and of the stored chunks that have no vector for this embedder (a new embedder
-    re-embeds every document); the cache is asked about the first only when all of
-    them together exceed it. ``embedded`` says the stored chunks all have their
-    vector (:func:`embedded_meta_name`).
-    """
-    identity = embedder.identity
-    missing = {} if embedded else store.unembedded(source, identity)
-    chunks = len(missing)
-    tokens = sum(embedder.count_tokens(list(missing.values()))) if missing else 0
-    if scratch.fresh_tokens() + tokens <= limit:
-        return
-    for page in scratch.fresh_chunks():
-        cached = store.cached(identity, [d for d, _, _ in page])
-        wanted = [(d, n, key) for d, n, key in page
-                  if d not in cached and d not in skip and d not in missing]
-        adopted = store.adopt_by_text(identity, {d: key for d, _, key in wanted}, write=False)
-        for d, n, _ in wanted:
-            if d not in adopted:
-                chunks += 1
-                tokens += n
-    if tokens > limit:
-        raise ConfirmationRequiredError(
-            f"source {source}: this sync would embed {chunks:,} chunks ({tokens:,} tokens), "
-            f"over [index] confirm_above_tokens = {limit:,}; nothing of it was embedded or "
-            "written. See what with `kbsync plan`, or sync with --yes")
+    def finish(self, hold: bool) -> tuple[Vectors, set[str]]:
+        """The vectors and failures, the vectors not yet committed handed back with
+        ``hold``, else committed."""
+        if self._writer is not None:
+            if hold:
+                return self._writer.take(), self.failed
+            self._writer.commit()
+        return self.vectors, self.failed

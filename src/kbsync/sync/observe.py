@@ -11,7 +11,12 @@ from functools import cache
 
 from kbsync.errors import DocumentError
 from kbsync.extract import Extractor
-from kbsync.identity import digest, normalized_pieces_hash, source_bytes_hash
+from kbsync.identity import (
+    digest,
+    embedding_text_key,
+    normalized_pieces_hash,
+    source_bytes_hash,
+)
 from kbsync.model import Chunk, Record, SourceItem
 from kbsync.normalize import NORMALIZER_VERSION, canonical_pieces
 from kbsync.plan import (
@@ -156,7 +161,8 @@ def _chunk_record(record: Record, chunker: Chunker,
         section = max(0, bisect_right(starts, c.start) - 1)
         heading = record.sections[section].heading if record.sections else None
         drafts.append(ChunkDraft(c.identity, c.text, section, heading, c.start, c.end,
-                                 c.token_count, sys.intern(str(c.boundary))))
+                                 c.token_count, sys.intern(str(c.boundary)),
+                                 embedding_text_key(c.text)))
     return tuple(drafts)
 
 

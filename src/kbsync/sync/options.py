@@ -23,7 +23,7 @@ class BatchLimits:
     ``cache_seconds`` of embedding (0: every batch of 64), and when embedding stops.
     """
 
-    documents: int = 256
+    documents: int = 1024
     bytes: int = 16 * 2**20
     cache_seconds: float = CACHE_SECONDS
 
@@ -62,5 +62,5 @@ class SyncOptions:
     boilerplate_share: float = BOILERPLATE_SHARE
     index_boilerplate: bool = False
     batch: BatchLimits = field(default_factory=BatchLimits)
-    read_workers: int = 1
+    read_workers: int = 0
     scratch_dir: Path | None = None

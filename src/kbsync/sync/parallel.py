@@ -410,8 +410,8 @@ def _process(job: ClaimedDocument, source: Source, store: WorkQueue, embedder: E
     tokens = {c.digest: c.tokens for c in observation.chunks} \
         if isinstance(observation, DocumentVersion) else {}
     out.embedding_tokens = sum(tokens[d] for d in the_plan.to_embed)
-    vectors, failed = embed_plan(the_plan, embedder, out, None, cache=store, keep=False)
-    apply_plan(the_plan, vectors, failed, store, EmbeddedIndex(store), embedder, out, None)
+    held, failed = embed_plan(the_plan, embedder, out, None, cache=store, keep=False, hold=True)
+    apply_plan(the_plan, {}, failed, store, EmbeddedIndex(store), embedder, out, None, held=held)
     if change is not None and any(reports_change(d) for d in the_plan.documents):
         out.note_change(job.key, change)
     return out.to_dict()

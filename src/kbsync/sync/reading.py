@@ -1,18 +1,26 @@
 """Read, extract, hash and chunk documents in a pool of processes, the writer staying one.
 
 Reading is where a first sync spends its CPU (extraction, normalizing, chunking), and
-it needs nothing but the document: so it can run in worker processes, each handing
-back the document's :class:`~kbsync.plan.Observation` with what it counted. The
-workers are forked, so the source, the extractors and the chunker are inherited
-rather than pickled; only items and observations cross. At most a few documents per
-worker are in flight, so memory does not grow with the source.
+it needs nothing but the document: so it can run in worker processes. The workers are
+forked, so the source, the extractors and the chunker are inherited rather than
+pickled. Documents go to them a few at a time, and each comes back packed for the
+scratch file (:func:`~kbsync.sync.scratch.pack`): the sync's own process, which also
+files every result, only writes bytes, so the workers keep the cores busy. At most a
+few tasks per worker are in flight, so memory does not grow with the source.
+
+A worker dies with the sync (:func:`_die_with`): one killed outright must leave no
+reader behind, holding its output pipes and the files it inherited open.
 """
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
 import signal
+import sys
+import threading
+import time
 from collections import Counter, deque
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -20,10 +28,11 @@ from dataclasses import dataclass
 
 from kbsync.chunking import ChunkShape, shape_of
 from kbsync.model import Chunk, SourceItem
-from kbsync.plan import Observation, StoredDocument
+from kbsync.plan import StoredDocument, Unchanged
 from kbsync.sources import Source
 from kbsync.sync.chunker import Chunker
 from kbsync.sync.observe import ExtractorFor, observe
+from kbsync.sync.scratch import Packed, pack
 from kbsync.sync.tally import SourceTally
 
 __all__ = ["POOL_MIN_DOCUMENTS", "Read", "Readers", "read_workers"]
@@ -31,7 +40,10 @@ __all__ = ["POOL_MIN_DOCUMENTS", "Read", "Readers", "read_workers"]
 POOL_MIN_DOCUMENTS = 64
 """Fewer documents to read than this are read in the sync's own process: starting
 workers would cost more than it saves."""
-_IN_FLIGHT = 8  # documents per worker submitted ahead of the one being collected
+_PER_TASK = 8  # documents a task reads: a task's round trip costs about a document's read
+_IN_FLIGHT = 4  # tasks per worker submitted ahead of the one being collected
+
+_Job = tuple[SourceItem, StoredDocument | None, str]
 
 
 def read_workers(setting: int) -> int:
@@ -41,41 +53,46 @@ def read_workers(setting: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Read:
-    """One document read: what it came to, what reading it counted, the shapes of its chunks."""
+    """A task's documents read, in the order given: each one unchanged or packed for the
+    scratch file; with what reading them counted and the shapes of their chunks."""
 
-    observation: Observation
+    observations: list[Unchanged | Packed]
     tally: SourceTally
     shapes: Counter[ChunkShape]
 
 
 class Readers:
-    """Documents read by ``workers`` forked processes, handed back in the order asked."""
+    """Documents read by ``workers`` forked processes; ``done`` gets each task's
+    :class:`Read`, in the order the documents were given."""
 
     def __init__(self, workers: int, source: Source, extractor_for: ExtractorFor,
-                 chunker: Chunker) -> None:
+                 chunker: Chunker, done: Callable[[Read], None]) -> None:
         self._pool = ProcessPoolExecutor(
             max_workers=workers, mp_context=multiprocessing.get_context("fork"),
-            initializer=_start_worker, initargs=(source, extractor_for, chunker))
+            initializer=_start_worker, initargs=(source, extractor_for, chunker, os.getpid()))
         self._window = workers * _IN_FLIGHT
-        self._pending: deque[tuple[Callable[[Read], None], Future[Read]]] = deque()
+        self._done = done
+        self._jobs: list[_Job] = []
+        self._pending: deque[Future[Read]] = deque()
 
-    def read(self, item: SourceItem, old: StoredDocument | None, derivation: str,
-             done: Callable[[Read], None]) -> None:
-        """Read ``item``; ``done`` gets the result, in the order documents were given."""
-        self._pending.append((done, self._pool.submit(_read, item, old, derivation)))
-        while len(self._pending) > self._window:
-            self._collect_one()
+    def read(self, item: SourceItem, old: StoredDocument | None, derivation: str) -> None:
+        """Read ``item`` (made with ``derivation``; ``old`` is its stored version)."""
+        self._jobs.append((item, old, derivation))
+        if len(self._jobs) >= _PER_TASK:
+            self._submit()
 
     def finish(self) -> None:
-        """Wait for every document given, handing each to its ``done``."""
+        """Wait for every document given, handing each task's result to ``done``."""
+        self._submit()
         while self._pending:
             self._collect_one()
 
     def close(self) -> None:
         """Stop the workers; documents not yet collected are dropped."""
-        for _, future in self._pending:
+        for future in self._pending:
             future.cancel()
         self._pending.clear()
+        self._jobs.clear()
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     def __enter__(self) -> Readers:
@@ -84,32 +101,74 @@ class Readers:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _submit(self) -> None:
+        if not self._jobs:
+            return
+        self._pending.append(self._pool.submit(_read, self._jobs))
+        self._jobs = []
+        while len(self._pending) > self._window:
+            self._collect_one()
+
     def _collect_one(self) -> None:
-        done, future = self._pending.popleft()
-        done(future.result())
+        self._done(self._pending.popleft().result())
 
 
 # What a worker process reads with, inherited from the sync when it was forked.
 _WORKER: tuple[Source, ExtractorFor, Chunker] | None = None
 
 
-def _start_worker(source: Source, extractor_for: ExtractorFor, chunker: Chunker) -> None:
+def _start_worker(source: Source, extractor_for: ExtractorFor, chunker: Chunker,
+                  sync: int) -> None:
     global _WORKER
     _WORKER = (source, extractor_for, chunker)
     # Ctrl-C reaches the whole process group: the sync stops its workers itself.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with(sync)
 
 
-def _read(item: SourceItem, old: StoredDocument | None, derivation: str) -> Read:
+_PR_SET_PDEATHSIG = 1
+_WATCH_SECONDS = 0.2
+
+
+def _die_with(sync: int) -> None:
+    """End this worker as soon as the process ``sync`` (its parent) is gone.
+
+    A sync killed outright (kill -9, the OOM killer) cannot stop its workers, which
+    would wait for work forever, holding the pipes of its output and every file it had
+    open, its writer lock among them. Linux ends them with the parent (a parent-death
+    signal); elsewhere a thread watches for the parent to change.
+    """
+    if sys.platform == "linux":
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0:
+                if os.getppid() != sync:  # it died before the signal was asked for
+                    os._exit(1)
+                return
+        except (OSError, AttributeError):
+            pass
+
+    def watch() -> None:
+        while os.getppid() == sync:
+            time.sleep(_WATCH_SECONDS)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="kbsync-reader-watch", daemon=True).start()
+
+
+def _read(jobs: list[_Job]) -> Read:
     assert _WORKER is not None
     source, extractor_for, chunker = _WORKER
-    extractor = extractor_for(item.media_type)
-    assert extractor is not None
     tally = SourceTally(source=source.name)
     shapes: Counter[ChunkShape] = Counter()
 
     def count(chunk: Chunk) -> None:
         shapes[shape_of(chunk)] += 1
 
-    observation = observe(source, item, old, extractor, derivation, chunker, tally, count)
-    return Read(observation, tally, shapes)
+    observations: list[Unchanged | Packed] = []
+    for item, old, derivation in jobs:
+        extractor = extractor_for(item.media_type)
+        assert extractor is not None
+        seen = observe(source, item, old, extractor, derivation, chunker, tally, count)
+        observations.append(seen if isinstance(seen, Unchanged) else pack(seen, old))
+    return Read(observations, tally, shapes)

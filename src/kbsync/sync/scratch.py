@@ -27,10 +27,10 @@ import pickle
 import sqlite3
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from kbsync.identity import embedding_text_key
 from kbsync.model import ItemError, SourceItem, SourceStat, Validators
 from kbsync.plan import (
     DocumentVersion,
@@ -42,7 +42,7 @@ from kbsync.plan import (
 )
 from kbsync.store.guard import guarded, sqlite_or_os_error
 
-__all__ = ["Scratch", "remove_stale"]
+__all__ = ["Packed", "Scratch", "pack", "remove_stale"]
 
 _PREFIX = "kbsync-scratch-"
 
@@ -63,12 +63,38 @@ CREATE TABLE stored (key TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, inode
 CREATE TABLE origins (text_key TEXT, key TEXT, PRIMARY KEY (text_key, key)) WITHOUT ROWID;
 CREATE TABLE observed (key TEXT PRIMARY KEY, size INTEGER NOT NULL,
                        rechunked INTEGER NOT NULL, at INTEGER NOT NULL) WITHOUT ROWID;
+-- Filled only when the bill of a sync is checked chunk by chunk (Scratch.fresh_chunks).
 CREATE TABLE fresh (digest TEXT PRIMARY KEY, tokens INTEGER NOT NULL,
                     embedding_key BLOB NOT NULL) WITHOUT ROWID;
 CREATE TABLE members (grp TEXT, key TEXT, PRIMARY KEY (grp, key)) WITHOUT ROWID;
 CREATE TABLE occurrences (digest TEXT, grp TEXT, key TEXT, fresh INTEGER NOT NULL,
                           PRIMARY KEY (digest, grp, key)) WITHOUT ROWID;
 """
+
+
+@dataclass(frozen=True, slots=True)
+class Packed:
+    """An observation pickled for the scratch file, with what the file counts of it.
+
+    A reading process packs what it read, so the sync's own process only files bytes.
+    ``digests`` are those of its chunks when it was re-chunked (None otherwise),
+    ``tokens`` their tokens.
+    """
+
+    key: str
+    blob: bytes
+    digests: tuple[str, ...] | None
+    tokens: int
+
+
+def pack(observation: Observation, old: StoredDocument | None) -> Packed:
+    """``observation`` (and the stored document it replaces) packed for :meth:`Scratch.keep`."""
+    blob = pickle.dumps((observation, old), protocol=pickle.HIGHEST_PROTOCOL)
+    if isinstance(observation, DocumentVersion) and observation.rechunked:
+        chunks = observation.chunks
+        return Packed(observation.key, blob, tuple(c.digest for c in chunks),
+                      sum(c.tokens for c in chunks))
+    return Packed(observation.key, blob, None, 0)
 
 
 def remove_stale(folder: Path) -> int:
@@ -121,6 +147,8 @@ class Scratch:
             self._path = None
         self._folder = folder
         self._side: IO[bytes] | None = None
+        self._fresh_tokens = 0
+        self._fresh_listed = False
         try:
             self._db.execute("PRAGMA journal_mode = OFF")
             self._db.execute("PRAGMA synchronous = OFF")
@@ -225,21 +253,34 @@ class Scratch:
 
     def observe(self, observation: Observation, old: StoredDocument | None) -> None:
         """Keep a document's observation (not an unchanged one) until its batch."""
-        rechunked = isinstance(observation, DocumentVersion) and observation.rechunked
         # Pickled straight into a side file, the table keeping where: as a blob in the
         # table, a document would be held three more times (the pickle, SQLite's copy of
         # it, its pages), and rows of kilobytes make a slow b-tree.
         side = self._side_file()
         at = side.seek(0, os.SEEK_END)
         pickle.dump((observation, old), side, protocol=pickle.HIGHEST_PROTOCOL)
+        chunks = observation.chunks if isinstance(observation, DocumentVersion) \
+            and observation.rechunked else None
+        self._note(observation.key, side.tell() - at, at,
+                   None if chunks is None else tuple(c.digest for c in chunks),
+                   0 if chunks is None else sum(c.tokens for c in chunks))
+
+    def keep(self, packed: Packed) -> None:
+        """Keep a packed observation (:func:`pack`) until its batch."""
+        side = self._side_file()
+        at = side.seek(0, os.SEEK_END)
+        side.write(packed.blob)
+        self._note(packed.key, len(packed.blob), at, packed.digests, packed.tokens)
+
+    def _note(self, key: str, size: int, at: int, digests: tuple[str, ...] | None,
+              tokens: int) -> None:
+        """Note an observation written at ``at`` of the side file (``digests``: those of
+        its chunks when it was re-chunked)."""
         self._db.execute("INSERT INTO observed (key, size, rechunked, at) VALUES (?, ?, ?, ?)",
-                         (observation.key, side.tell() - at, rechunked, at))
-        if rechunked:
-            assert isinstance(observation, DocumentVersion)
-            self._count_document(observation.key, (c.digest for c in observation.chunks), fresh=1)
-            self._db.executemany(
-                "INSERT OR IGNORE INTO fresh (digest, tokens, embedding_key) VALUES (?, ?, ?)",
-                ((c.digest, c.tokens, embedding_text_key(c.text)) for c in observation.chunks))
+                         (key, size, digests is not None, at))
+        if digests is not None:
+            self._count_document(key, digests, fresh=1)
+            self._fresh_tokens += tokens
 
     def batches(self, documents: int, size_limit: int,
                 ) -> Iterator[list[tuple[Observation, StoredDocument | None]]]:
@@ -249,6 +290,8 @@ class Scratch:
         side = self._side_file()
         for _, length, at in self._pages(
                 "SELECT key, size, at FROM observed WHERE key > ? ORDER BY key LIMIT ?"):
+            # Loaded from the file, not from its bytes read first: a big document is not
+            # held twice.
             side.seek(at)
             batch.append(pickle.load(side))
             size += length
@@ -327,12 +370,20 @@ class Scratch:
 
     # -- internals -----------------------------------------------------------------------
 
-    def fresh_tokens(self) -> int:
-        """Tokens of the distinct chunks of the documents chunked in this run."""
-        return self._count("SELECT coalesce(sum(tokens), 0) FROM fresh")
+    def fresh_tokens_at_most(self) -> int:
+        """Tokens of the chunks of the documents chunked in this run, a chunk that several
+        documents hold counted for each: at least those of :meth:`fresh_chunks`."""
+        return self._fresh_tokens
 
     def fresh_chunks(self) -> Iterator[list[tuple[str, int, bytes]]]:
-        """``(digest, tokens, embedding text key)`` of those chunks, a page at a time."""
+        """``(digest, tokens, embedding text key)`` of the distinct chunks of the documents
+        chunked in this run, a page at a time.
+
+        Listed from the observations on first use: only a sync whose bill may exceed its
+        bound asks, so the others never pay for a table of every chunk.
+        """
+        if not self._fresh_listed:
+            self._list_fresh()
         page: list[tuple[str, int, bytes]] = []
         for digest, tokens, key in self._pages(
                 "SELECT digest, tokens, embedding_key FROM fresh WHERE digest > ? "
@@ -343,6 +394,17 @@ class Scratch:
                 page = []
         if page:
             yield page
+
+    def _list_fresh(self) -> None:
+        side = self._side_file()
+        for _, _, at in self._pages("SELECT key, size, at FROM observed "
+                                    "WHERE rechunked AND key > ? ORDER BY key LIMIT ?"):
+            side.seek(at)
+            observation, _ = pickle.load(side)
+            self._db.executemany(
+                "INSERT OR IGNORE INTO fresh (digest, tokens, embedding_key) VALUES (?, ?, ?)",
+                ((c.digest, c.tokens, c.embedding_key) for c in observation.chunks))
+        self._fresh_listed = True
 
     def _side_file(self) -> IO[bytes]:
         """The file big observations wait in (deleted when closed, or at once where possible)."""

@@ -12,36 +12,28 @@ import contextlib
 import os
 import signal
 import threading
-import time
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Sequence
 
-from kbsync.chunking import ChunkShape, shape_of
 from kbsync.embed import Embedder
-from kbsync.model import ChangeReport, Chunk, ItemError, SourceItem
+from kbsync.model import ItemError, SourceItem
 from kbsync.plan import (
     Action,
-    DocumentVersion,
     Failed,
     Observation,
-    Plan,
     StoredDocument,
     Unchanged,
-    plan,
-    text_key,
 )
 from kbsync.report import SyncResult
 from kbsync.sources import Source
 from kbsync.store import RecordStore, RunLog
-from kbsync.sync.apply import apply_plan, count_plan, delete_documents, refuse_mass_deletion
+from kbsync.sync.apply import delete_documents, refuse_mass_deletion
+from kbsync.sync.batches import Added, Batch, Clock, Counted, Pipeline, Run, plan_batch
+from kbsync.sync.bill import confirm_bill
 from kbsync.sync.chunker import Chunker
 from kbsync.sync.embedding import (
     backfill,
-    cached_vectors,
-    confirm_bill,
     count_reused,
-    embed_plan,
     embedded_meta_name,
     refuse_dimension_change,
 )
@@ -58,83 +50,11 @@ from kbsync.sync.observe import (
 from kbsync.sync.options import SyncOptions
 from kbsync.sync.reading import POOL_MIN_DOCUMENTS, Read, Readers, read_workers
 from kbsync.sync.removed import RemovedSource, forget_released, keep_removed, removed_sources
-from kbsync.sync.replacements import compare_stored, reports_change, screen
 from kbsync.sync.scratch import Scratch
 from kbsync.sync.tally import Progress, SourceTally, SyncReport, utc_now
 from kbsync.vector_index import EmbeddedIndex, VectorIndex
 
 __all__ = ["sync_sources"]
-
-
-class _Added:
-    """The digests new to documents of the batches done so far of one source: what a dry
-    run, which caches nothing, takes as embedded by the time a later batch needs them.
-
-    A digest can come back in a later batch only if more than one changed
-    document holds it, so only those are kept, not every chunk of a first sync.
-    """
-
-    def __init__(self, recurring: set[str]) -> None:
-        self._recurring = recurring
-        self.digests: set[str] = set()
-
-    def note(self, the_plan: Plan) -> None:
-        self.digests.update(d for doc in the_plan.documents for d in doc.ops.added_digests
-                            if d in self._recurring)
-
-
-class _Counted:
-    """Progress of a source's batches told as one count that goes on from batch to batch."""
-
-    def __init__(self, progress: Progress | None) -> None:
-        self._progress = progress
-        self._before: Counter[str] = Counter()
-        self._latest: dict[str, int] = {}
-
-    def batch(self) -> Progress | None:
-        """The progress callback of the next batch."""
-        self._before.update(self._latest)
-        self._latest = {}
-        progress = self._progress
-        if progress is None:
-            return None
-
-        def tick(stage: str, done: int, total: int) -> None:
-            self._latest[stage] = total
-            base = self._before[stage]
-            progress(stage, base + done, base + total)
-
-        return tick
-
-
-@dataclass(frozen=True)
-class _Run:
-    """What every step of one sync shares."""
-
-    store: RecordStore
-    embedder: Embedder
-    extractor_for: ExtractorFor
-    chunker: Chunker
-    options: SyncOptions
-    progress: Progress | None
-    index: VectorIndex
-    clock: _Clock
-    tally: Counter[ChunkShape]
-
-    def count_chunk(self, chunk: Chunk) -> None:
-        """Count ``chunk`` for the run's chunking diagnostics (its text is not kept)."""
-        self.tally[shape_of(chunk)] += 1
-
-
-class _Clock:
-    def __init__(self, report: SyncReport) -> None:
-        self.report = report
-        self.mark = time.perf_counter()
-
-    def lap(self, stage: str) -> None:
-        now = time.perf_counter()
-        self.report.seconds[stage] = self.report.seconds.get(stage, 0.0) + now - self.mark
-        self.mark = now
 
 
 def sync_sources(
@@ -173,8 +93,8 @@ def sync_sources(
     # Changes that touch vectors of documents the plan leaves alone (a rebuilt
     # collection, boilerplate coming or going, a backfill) end in one rewrite.
     rewrite = False if dry_run else index.begin(embedder.dimension)
-    run = _Run(store, embedder, extractor_for, chunker, options, progress=progress, index=index,
-               clock=_Clock(report), tally=Counter())
+    run = Run(store, embedder, extractor_for, chunker, options, progress=progress, index=index,
+               clock=Clock(report), tally=Counter())
     removed, released = removed_sources(store, sources, options.allow_mass_delete)
     for source in [*sources, *removed]:
         tally = SourceTally(source=source.name)
@@ -230,7 +150,7 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def _sync_source(run: _Run, source: Source, allow_mass_delete: bool,
+def _sync_source(run: Run, source: Source, allow_mass_delete: bool,
                  out: SourceTally) -> bool:
     """:func:`_sync_source_steps`, stopped by SIGTERM as by Ctrl-C; a run that stops there
     (either, a refusal, a store error) is recorded as interrupted before the error goes on."""
@@ -243,7 +163,7 @@ def _sync_source(run: _Run, source: Source, allow_mass_delete: bool,
         raise
 
 
-def _sync_source_steps(run: _Run, source: Source, allow_mass_delete: bool,
+def _sync_source_steps(run: Run, source: Source, allow_mass_delete: bool,
                        out: SourceTally) -> bool:
     """List, observe, then plan, embed and apply one source a batch at a time.
 
@@ -272,7 +192,7 @@ def _sync_source_steps(run: _Run, source: Source, allow_mass_delete: bool,
             shared = scratch.boilerplate(run.options.boilerplate_share)
         else:
             shared = store.boilerplate(source.name)
-        added = _Added(scratch.recurring() if run.options.dry_run else set())
+        added = Added(scratch.recurring() if run.options.dry_run else set())
         out.boilerplate_chunks = len(shared)
         skip = frozenset() if run.options.index_boilerplate else shared
         same_boilerplate = store.boilerplate(source.name) == skip
@@ -288,10 +208,15 @@ def _sync_source_steps(run: _Run, source: Source, allow_mass_delete: bool,
         if limit is not None and not run.options.dry_run:
             confirm_bill(run.store, run.embedder, source.name, scratch, skip, limit,
                          embedded=embedded)
-        counted = _Counted(run.progress)
-        for batch in scratch.batches(run.options.batch.documents, run.options.batch.bytes):
-            _run_batch(run, source.name, batch, scratch, skip, shared, added, out,
-                       counted.batch())
+        batches = scratch.batches(run.options.batch.documents, run.options.batch.bytes)
+        if run.options.dry_run:
+            for batch in batches:
+                the_plan, _ = plan_batch(run, source.name, batch, scratch, skip, shared, out,
+                                         added.digests)
+                count_reused(the_plan, out)
+                added.note(the_plan)
+        else:
+            _write_batches(run, source.name, batches, scratch, skip, shared, out)
         _delete_vanished(run, source.name, scratch, stored, allow_mass_delete, out)
         if not run.options.dry_run:
             keep_schedules(store, source.name, listed.revisited, out)
@@ -306,7 +231,7 @@ def _sync_source_steps(run: _Run, source: Source, allow_mass_delete: bool,
     return rewrite or out.embeddings_backfill > 0
 
 
-def _observe_source(run: _Run, source: Source, scratch: Scratch, derive: Derive,
+def _observe_source(run: Run, source: Source, scratch: Scratch, derive: Derive,
                     out: SourceTally) -> None:
     """Gate every listed document; keep in ``scratch`` what each one came to, unless unchanged.
 
@@ -318,7 +243,17 @@ def _observe_source(run: _Run, source: Source, scratch: Scratch, derive: Derive,
     total = scratch.listed_count() - count_unchanged(scratch, run.options.verify, out)
     workers = read_workers(run.options.read_workers)
     pooled = workers > 1 and total >= POOL_MIN_DOCUMENTS and _can_fork()
-    with (Readers(workers, source, run.extractor_for, run.chunker) if pooled
+
+    def done(read: Read) -> None:
+        out.merge(read.tally)
+        run.tally.update(read.shapes)
+        for seen in read.observations:
+            if isinstance(seen, Unchanged):
+                out.documents[str(Action.UNCHANGED)] += 1
+            else:
+                scratch.keep(seen)
+
+    with (Readers(workers, source, run.extractor_for, run.chunker, done) if pooled
           else contextlib.nullcontext()) as readers:
         for n, (entry, old) in enumerate(scratch.listing(skip_unchanged=not run.options.verify),
                                          1):
@@ -333,7 +268,7 @@ def _observe_source(run: _Run, source: Source, scratch: Scratch, derive: Derive,
     run.clock.lap("read")
 
 
-def _gate(run: _Run, source: Source, item: SourceItem, old: StoredDocument | None,
+def _gate(run: Run, source: Source, item: SourceItem, old: StoredDocument | None,
           derive: Derive, out: SourceTally, scratch: Scratch, readers: Readers | None) -> None:
     """One listed document: the stat gate here, else a read and gates 2 and 3 (by a reading
     process when there are ``readers``); what it comes to goes to ``scratch``."""
@@ -345,12 +280,7 @@ def _gate(run: _Run, source: Source, item: SourceItem, old: StoredDocument | Non
         _keep(unchanged_observation(item, old), old, scratch, out)
         return
     if readers is not None:
-        def done(read: Read) -> None:
-            out.merge(read.tally)
-            run.tally.update(read.shapes)
-            _keep(read.observation, old, scratch, out)
-
-        readers.read(item, old, made_with, done)
+        readers.read(item, old, made_with)
         return
     extractor = run.extractor_for(item.media_type)
     assert extractor is not None
@@ -372,85 +302,23 @@ def _can_fork() -> bool:
     return hasattr(os, "fork") and threading.current_thread() is threading.main_thread()
 
 
-def _run_batch(
-    run: _Run, source: str, batch: Sequence[tuple[Observation, StoredDocument | None]],
-    scratch: Scratch, skip: frozenset[str], shared: frozenset[str], added: _Added,
-    out: SourceTally, progress: Progress | None,
-) -> None:
-    """Plan, embed and apply one batch.
-
-    The gone documents of ``scratch`` this batch moves from are offered no more;
-    In a dry run ``added`` learns the digests new to this batch's documents, so that its
-    counts and embedding estimate stay those of one plan of the whole source.
-    """
-    store, embedder = run.store, run.embedder
-    olds = {old.key: old for _, old in batch if old is not None}
-    observations, changes = _screen_replacements(run, source, [o for o, _ in batch], olds,
-                                                 shared, out)
-    versions = [o for o in observations if isinstance(o, DocumentVersion)]
-    # Batches go in key order, as one plan of the source takes moves: a new document
-    # moves from the first gone one with its text that no earlier key has taken.
-    offered = scratch.origins([text_key(v) for v in versions if v.key not in olds])
-    offered += scratch.gone_at([v.renamed_from for v in versions
-                                if v.key not in olds and v.renamed_from is not None])
-    filled = {d.key: d for d in store.with_digests(
-        source, offered + [olds[v.key] for v in versions if v.key in olds])}
-    local = {d.key: filled[d.key] for d in offered}
-    for key, old in olds.items():
-        local[key] = filled.get(key, old)
-    pending = {c.digest for v in versions for c in v.chunks}
-    cached = cached_vectors(store, embedder.identity, (c for v in versions for c in v.chunks),
-                            skip, write=not run.options.dry_run)
-    if run.options.dry_run:  # nothing is applied, so what earlier batches would embed is not cached
-        cached |= pending & added.digests
-    the_plan = plan(source, local, [o.key for o in observations], observations, cached,
-                    skip=skip, delete=False)
-    scratch.moved(local[d.previous_key] for d in the_plan.documents
-                  if d.action is Action.MOVED and d.previous_key is not None)
-    run.clock.lap("plan")
-    tokens = {c.digest: c.tokens for v in versions for c in v.chunks}
-    out.embedding_tokens += sum(tokens[d] for d in the_plan.to_embed)
-    out.embeddings_to_compute += len(the_plan.to_embed)
-    count_plan(out, the_plan.documents)
-    for d in the_plan.documents:
-        change = changes.get(d.key)
-        if d.edited and d.version is not None and d.previous_key is not None:
-            # Compared now, while the origin's text is still stored at its old key.
-            change = compare_stored(store, source, d.version, local[d.previous_key], shared)
-        if change is not None and reports_change(d):
-            out.note_change(d.key, change)
-    if not run.options.dry_run:
-        vectors, failed = embed_plan(the_plan, embedder, out, progress,
-                                     cache=store, keep=run.index.keeps_fresh_vectors,
-                                     cache_seconds=run.options.batch.cache_seconds)
-        run.clock.lap("embed")
-        apply_plan(the_plan, vectors, failed, store, run.index, embedder, out, progress, skip)
-        run.clock.lap("apply")
-    else:
-        count_reused(the_plan, out)
-    if run.options.dry_run:
-        added.note(the_plan)
+def _write_batches(run: Run, source: str, batches: Iterable[Batch], scratch: Scratch,
+                   skip: frozenset[str], shared: frozenset[str], out: SourceTally) -> None:
+    """Plan, embed and apply each batch, a batch's embedding running while the one before
+    it is applied and the next one planned (:class:`~kbsync.sync.batches.Pipeline`)."""
+    pipeline = Pipeline(run, source, skip, out)
+    counted = Counted(run.progress)
+    try:
+        for batch in batches:
+            the_plan, borrowed = plan_batch(run, source, batch, scratch, skip, shared, out,
+                                            pipeline.in_flight())
+            pipeline.push(the_plan, borrowed, counted.batch())
+        pipeline.finish()
+    finally:
+        pipeline.stop()
 
 
-def _screen_replacements(
-    run: _Run, source: str, observations: list[Observation], olds: Mapping[str, StoredDocument],
-    shared: frozenset[str], out: SourceTally,
-) -> tuple[list[Observation], dict[str, ChangeReport]]:
-    """Every observation screened (:func:`~kbsync.sync.replacements.screen`): those to plan
-    (a held document becomes :class:`~kbsync.plan.Held`) and the change report of each one
-    compared."""
-    screened: list[Observation] = []
-    changes: dict[str, ChangeReport] = {}
-    for o in observations:
-        seen = screen(run.store, source, o, olds.get(o.key), shared, out,
-                      accept=run.options.accept_replacements, write=not run.options.dry_run)
-        screened.append(seen.observation)
-        if seen.change is not None and isinstance(o, DocumentVersion):
-            changes[o.key] = seen.change
-    return screened, changes
-
-
-def _delete_vanished(run: _Run, source: str, scratch: Scratch, stored: int,
+def _delete_vanished(run: Run, source: str, scratch: Scratch, stored: int,
                      allow_mass_delete: bool, out: SourceTally) -> None:
     """Delete what vanished and moved nowhere, unless that needs consent (the one policy)."""
     if refuse_mass_deletion(out, stored, scratch.gone_count(), allow_mass_delete):

@@ -9,7 +9,6 @@ import numpy as np
 import numpy.typing as npt
 
 from kbsync.crashpoints import crashpoint
-from kbsync.identity import embedding_text_key
 from kbsync.model import PageSchedule
 from kbsync.plan import Action, ChunkDraft, DocumentPlan, StoredDocument
 from kbsync.store import DocumentText
@@ -204,15 +203,15 @@ class DocumentTables(EmbeddingTables):
         """The current generation's chunks of the document, and their texts."""
         this = (source, key)
         # Shared rows are inserted in digest order, so concurrent workers never deadlock.
-        texts = sorted({c.digest: c.text for c in chunks}.items())
+        texts = sorted({c.digest: (c.text, c.embedding_key) for c in chunks}.items())
         if texts:
             crashpoint("store.write_chunk_texts")
             self._queue(
                 "INSERT INTO chunk_texts (digest, text, text_key) SELECT * FROM "
                 "unnest(%s::text[], %s::text[], %s::bytea[]) AS u (digest, text, text_key) "
                 "ORDER BY digest ON CONFLICT DO NOTHING",
-                ([d for d, _ in texts], [t for _, t in texts],
-                 [embedding_text_key(t) for _, t in texts]))
+                ([d for d, _ in texts], [t for _, (t, _) in texts],
+                 [k for _, (_, k) in texts]))
         if chunks:
             crashpoint("store.write_chunks")
             self._queue(

@@ -11,7 +11,6 @@ import numpy as np
 import numpy.typing as npt
 
 from kbsync.crashpoints import crashpoint
-from kbsync.identity import embedding_text_key
 from kbsync.model import PageSchedule
 from kbsync.plan import Action, ChunkDraft, DocumentPlan, StoredDocument
 from kbsync.store import DocumentText
@@ -243,7 +242,7 @@ class DocumentTables(EmbeddingTables):
         crashpoint("store.write_chunk_texts")
         db.executemany(
             "INSERT OR IGNORE INTO chunk_texts (digest, text, text_key) VALUES (?, ?, ?)",
-            ((c.digest, c.text, embedding_text_key(c.text)) for c in chunks),
+            ((c.digest, c.text, c.embedding_key) for c in chunks),
         )
         crashpoint("store.write_chunks")
         db.executemany(
