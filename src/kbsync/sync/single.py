@@ -176,24 +176,16 @@ def _sync_source_steps(run: Run, source: Source, allow_mass_delete: bool,
     source. Deletions wait for the last batch, which may have moved a vanished
     document. Returns whether the vectors of documents left alone changed.
     """
-    store = run.store
-    rewrite = False
+    store, dry_run = run.store, run.options.dry_run
     with Scratch(run.options.scratch_dir) as scratch:
         derive = deriver(run.extractor_for, run.chunker)
         listed = list_source(source, store, derive, run.options.verify, scratch, out,
-                             dry_run=run.options.dry_run,
-                             due=run.options.due and not run.options.verify)
+                             dry_run=dry_run, due=run.options.due and not run.options.verify)
         run.clock.lap("list")
         stored = scratch.stored_count()
         _observe_source(run, source, scratch, derive, out)
         vanished = scratch.vanish() if listed.complete else 0
-        if scratch.rechunked_count() or vanished:
-            scratch.count_stored(store.chunk_digests(source.name))
-            shared = scratch.boilerplate(run.options.boilerplate_share)
-        else:
-            shared = store.boilerplate(source.name)
-        added = Added(scratch.recurring() if run.options.dry_run else set())
-        out.boilerplate_chunks = len(shared)
+        shared = _boilerplate(run, source.name, scratch, vanished, out)
         skip = frozenset() if run.options.index_boilerplate else shared
         same_boilerplate = store.boilerplate(source.name) == skip
         # Whether every current chunk has its vector, as the last sync left it: then
@@ -201,26 +193,20 @@ def _sync_source_steps(run: Run, source: Source, allow_mass_delete: bool,
         # query of every chunk against the cache is not needed, here or at the end.
         embedded = (not run.options.verify and same_boilerplate
                     and store.get_meta(embedded_meta_name(source.name)) == run.embedder.identity)
-        if not run.options.dry_run:
-            rewrite = not same_boilerplate
-            store.set_boilerplate(source.name, skip)
-        limit = run.options.confirm_above_tokens
-        if limit is not None and not run.options.dry_run:
-            confirm_bill(run.store, run.embedder, source.name, scratch, skip, limit,
-                         embedded=embedded)
         batches = scratch.batches(run.options.batch.documents, run.options.batch.bytes)
-        if run.options.dry_run:
-            for batch in batches:
-                the_plan, _ = plan_batch(run, source.name, batch, scratch, skip, shared, out,
-                                         added.digests)
-                count_reused(the_plan, out)
-                added.note(the_plan)
+        if dry_run:
+            _plan_batches(run, source.name, batches, scratch, skip, shared, out)
         else:
+            store.set_boilerplate(source.name, skip)
+            limit = run.options.confirm_above_tokens
+            if limit is not None:
+                confirm_bill(store, run.embedder, source.name, scratch, skip, limit,
+                             embedded=embedded)
             _write_batches(run, source.name, batches, scratch, skip, shared, out)
         _delete_vanished(run, source.name, scratch, stored, allow_mass_delete, out)
-        if not run.options.dry_run:
+        if not dry_run:
             keep_schedules(store, source.name, listed.revisited, out)
-    if run.options.dry_run:
+    if dry_run:
         if not embedded:
             out.embeddings_backfill = len(store.unembedded(source.name, run.embedder.identity))
         out.embeddings_to_compute += out.embeddings_backfill
@@ -228,7 +214,20 @@ def _sync_source_steps(run: Run, source: Source, allow_mass_delete: bool,
     if not embedded and backfill(source.name, store, run.embedder, out):
         store.set_meta(embedded_meta_name(source.name), run.embedder.identity)
     run.clock.lap("apply")
-    return rewrite or out.embeddings_backfill > 0
+    return not same_boilerplate or out.embeddings_backfill > 0
+
+
+def _boilerplate(run: Run, source: str, scratch: Scratch, vanished: int,
+                 out: SourceTally) -> frozenset[str]:
+    """The source's boilerplate: counted again over every document it keeps when this run
+    re-chunked or lost some, else as the store has it."""
+    if scratch.rechunked_count() or vanished:
+        scratch.count_stored(run.store.chunk_digests(source))
+        shared = scratch.boilerplate(run.options.boilerplate_share)
+    else:
+        shared = run.store.boilerplate(source)
+    out.boilerplate_chunks = len(shared)
+    return shared
 
 
 def _observe_source(run: Run, source: Source, scratch: Scratch, derive: Derive,
@@ -300,6 +299,17 @@ def _can_fork() -> bool:
     """Whether reading processes can be forked: on a platform that forks, and not from a
     thread other than the main one (a fork copies only the forking thread)."""
     return hasattr(os, "fork") and threading.current_thread() is threading.main_thread()
+
+
+def _plan_batches(run: Run, source: str, batches: Iterable[Batch], scratch: Scratch,
+                  skip: frozenset[str], shared: frozenset[str], out: SourceTally) -> None:
+    """Plan each batch and count it, as a sync would (a dry run): what earlier batches
+    would embed is taken as embedded, since nothing is cached."""
+    added = Added(scratch.recurring())
+    for batch in batches:
+        the_plan, _ = plan_batch(run, source, batch, scratch, skip, shared, out, added.digests)
+        count_reused(the_plan, out)
+        added.note(the_plan)
 
 
 def _write_batches(run: Run, source: str, batches: Iterable[Batch], scratch: Scratch,

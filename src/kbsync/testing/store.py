@@ -20,7 +20,7 @@ import numpy.typing as npt
 
 from kbsync.identity import embedding_text_key
 from kbsync.model import SourceStat, Validators
-from kbsync.plan import Action, ChunkDraft, DocumentPlan, StoredDocument
+from kbsync.plan import ChunkDraft, DocumentPlan, StoredDocument
 from kbsync.store import (
     ChunkRef,
     DocumentText,
@@ -33,6 +33,7 @@ from kbsync.store import (
 )
 from kbsync.store.filters import Filters, matches
 from kbsync.store.rows import as_hit, erased, held_meta_name, query_terms, run_record, window_span
+from kbsync.store.writes import PlanWrites
 
 __all__ = ["MemoryStore"]
 
@@ -102,7 +103,7 @@ class _State:
         return _State(*(dict(getattr(self, f.name)) for f in fields(self)))
 
 
-class MemoryStore:
+class MemoryStore(PlanWrites):
     """A :class:`~kbsync.store.RecordStore` in dicts of frozen values, for tests of the sync.
 
     It keeps what SqliteStore keeps, with the same semantics: a document's current
@@ -207,16 +208,7 @@ class MemoryStore:
         with self.batch():
             self.put_vectors(embedder, vectors)
             self._s.outbox.update(dict.fromkeys(outbox))
-            if doc.action is Action.DELETED:
-                self._delete(source, doc.key)
-            elif doc.action is Action.MOVED:
-                self._move(source, doc, now)
-            elif doc.action in (Action.METADATA, Action.UNCHANGED):  # same text, same chunks
-                self._refresh(source, doc, now)
-            elif doc.action is Action.RECHUNKED:
-                self._rechunk(source, doc, now)
-            else:
-                self._write_version(source, doc, now)
+            self._write_plan(source, doc, now)
 
     def _delete(self, source: str, key: str) -> None:
         if self._s.documents.pop((source, key), None) is not None:

@@ -10,7 +10,7 @@ import numpy.typing as npt
 
 from kbsync.crashpoints import crashpoint
 from kbsync.model import PageSchedule
-from kbsync.plan import Action, ChunkDraft, DocumentPlan, StoredDocument
+from kbsync.plan import ChunkDraft, DocumentPlan, StoredDocument
 from kbsync.store import DocumentText
 from kbsync.store.postgres.embeddings import EmbeddingTables
 from kbsync.store.rows import (
@@ -21,11 +21,12 @@ from kbsync.store.rows import (
     stored_document,
     validator_row,
 )
+from kbsync.store.writes import PlanWrites
 
 __all__ = ["DocumentTables"]
 
 
-class DocumentTables(EmbeddingTables):
+class DocumentTables(EmbeddingTables, PlanWrites):
     """The manifest and document roles of the PostgreSQL store (a plan writes its vectors too)."""
 
     _MANIFEST = f"SELECT {MANIFEST_COLUMNS} FROM documents "
@@ -74,16 +75,7 @@ class DocumentTables(EmbeddingTables):
                 crashpoint("store.write_outbox")
                 self._queue("INSERT INTO outbox (vector_id) SELECT unnest(%s::text[]) "
                             "ORDER BY 1 ON CONFLICT DO NOTHING", (sorted(outbox),))
-            if doc.action is Action.DELETED:
-                self._delete(source, doc.key)
-            elif doc.action is Action.MOVED:
-                self._move(source, doc, now)
-            elif doc.action in (Action.METADATA, Action.UNCHANGED):  # same text, same chunks
-                self._refresh(source, doc, now)
-            elif doc.action is Action.RECHUNKED:
-                self._rechunk(source, doc, now)
-            else:
-                self._write_version(source, doc, now)
+            self._write_plan(source, doc, now)
         self._count_queued()
 
     def pending_outbox(self) -> list[str]:

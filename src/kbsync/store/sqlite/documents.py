@@ -12,7 +12,7 @@ import numpy.typing as npt
 
 from kbsync.crashpoints import crashpoint
 from kbsync.model import PageSchedule
-from kbsync.plan import Action, ChunkDraft, DocumentPlan, StoredDocument
+from kbsync.plan import ChunkDraft, DocumentPlan, StoredDocument
 from kbsync.store import DocumentText
 from kbsync.store.rows import (
     CURRENT,
@@ -24,6 +24,7 @@ from kbsync.store.rows import (
 )
 from kbsync.store.sqlite.embeddings import EmbeddingTables
 from kbsync.store.sqlite.schema import CURRENT_TEXT, FTS_HEADING, fts_heading
+from kbsync.store.writes import PlanWrites
 
 __all__ = ["BIG_TEXT", "DocumentTables"]
 
@@ -32,7 +33,7 @@ BIG_TEXT = 1_000_000
 _TEXT_PIECE = 1 << 20
 
 
-class DocumentTables(EmbeddingTables):
+class DocumentTables(EmbeddingTables, PlanWrites):
     """The manifest and document roles of the SQLite store (a plan writes its vectors too)."""
 
     def manifest(self, source: str, after: str | None = None,
@@ -65,16 +66,7 @@ class DocumentTables(EmbeddingTables):
             db.executemany("INSERT OR IGNORE INTO outbox (vector_id) VALUES (?)",
                            ((i,) for i in outbox))
             crashpoint("store.apply")
-            if doc.action is Action.DELETED:
-                self._delete(source, doc.key)
-            elif doc.action is Action.MOVED:
-                self._move(source, doc, now)
-            elif doc.action in (Action.METADATA, Action.UNCHANGED):  # same text, same chunks
-                self._refresh(source, doc, now)
-            elif doc.action is Action.RECHUNKED:
-                self._rechunk(source, doc, now)
-            else:
-                self._write_version(source, doc, now)
+            self._write_plan(source, doc, now)
 
     def pending_outbox(self) -> list[str]:
         return [r[0] for r in self._db.execute("SELECT vector_id FROM outbox ORDER BY id")]
