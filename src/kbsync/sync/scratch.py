@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 import pickle
 import sqlite3
@@ -31,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from kbsync.model import ItemError, SourceItem, SourceStat, Validators
+from kbsync.model import ItemError, SourceItem
 from kbsync.plan import (
     DocumentVersion,
     Observation,
@@ -41,37 +40,22 @@ from kbsync.plan import (
     text_key,
 )
 from kbsync.store.guard import guarded, sqlite_or_os_error
+from kbsync.sync.scratch_rows import (
+    LISTED,
+    SCHEMA,
+    STORED,
+    UNCHANGED,
+    listed_entry,
+    listed_row,
+    stored_doc,
+    stored_row,
+)
 
 __all__ = ["Packed", "Scratch", "pack", "remove_stale"]
 
 _PREFIX = "kbsync-scratch-"
 
 _PAGE = 512
-_LISTED = 16
-"""Columns of the ``listed`` table."""
-_SCHEMA = """
-CREATE TABLE listed (key TEXT PRIMARY KEY, item INTEGER NOT NULL, locator TEXT,
-                     media_type TEXT, size INTEGER, mtime_ns INTEGER, inode INTEGER,
-                     validated INTEGER, etag TEXT, last_modified TEXT, not_modified INTEGER,
-                     derivation TEXT, message TEXT, missing INTEGER,
-                     source_metadata TEXT, renamed_from TEXT) WITHOUT ROWID;
-CREATE TABLE stored (key TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, inode INTEGER,
-                     bytes_hash TEXT, text_hash TEXT, derivation TEXT, title TEXT,
-                     metadata TEXT, generation INTEGER, etag TEXT, last_modified TEXT,
-                     missing INTEGER, text_key TEXT NOT NULL,
-                     gone INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
-CREATE TABLE origins (text_key TEXT, key TEXT, PRIMARY KEY (text_key, key)) WITHOUT ROWID;
-CREATE TABLE observed (key TEXT PRIMARY KEY, size INTEGER NOT NULL,
-                       rechunked INTEGER NOT NULL, at INTEGER NOT NULL) WITHOUT ROWID;
--- Filled only when the bill of a sync is checked chunk by chunk (Scratch.fresh_chunks).
-CREATE TABLE fresh (digest TEXT PRIMARY KEY, tokens INTEGER NOT NULL,
-                    embedding_key BLOB NOT NULL) WITHOUT ROWID;
-CREATE TABLE members (grp TEXT, key TEXT, PRIMARY KEY (grp, key)) WITHOUT ROWID;
-CREATE TABLE occurrences (digest TEXT, grp TEXT, key TEXT, fresh INTEGER NOT NULL,
-                          PRIMARY KEY (digest, grp, key)) WITHOUT ROWID;
-"""
-
-
 @dataclass(frozen=True, slots=True)
 class Packed:
     """An observation pickled for the scratch file, with what the file counts of it.
@@ -154,7 +138,7 @@ class Scratch:
             self._db.execute("PRAGMA synchronous = OFF")
             self._db.execute("PRAGMA locking_mode = EXCLUSIVE")
             self._db.execute("PRAGMA cache_size = -8192")  # 8 MB: the bound on memory
-            self._db.executescript(_SCHEMA)
+            self._db.executescript(SCHEMA)
             self._db.execute("BEGIN")  # one transaction for the whole life: no commit costs
         except BaseException:
             self.close()
@@ -190,7 +174,7 @@ class Scratch:
         """Note listed items, each with the derivation it would be read with, and documents
         the listing could not take (with any derivation). An item wins over an error."""
         self._db.executemany(
-            f"INSERT INTO listed VALUES ({', '.join('?' * _LISTED)}) ON CONFLICT (key) DO UPDATE "
+            f"INSERT INTO listed VALUES ({', '.join('?' * LISTED)}) ON CONFLICT (key) DO UPDATE "
             "SET item = 1, locator = excluded.locator, media_type = excluded.media_type, "
             "size = excluded.size, mtime_ns = excluded.mtime_ns, inode = excluded.inode, "
             "validated = excluded.validated, etag = excluded.etag, "
@@ -198,12 +182,12 @@ class Scratch:
             "derivation = excluded.derivation, message = NULL, missing = NULL, "
             "source_metadata = excluded.source_metadata, renamed_from = excluded.renamed_from "
             "WHERE excluded.item",
-            (_listed_row(entry, derivation) for entry, derivation in entries))
+            (listed_row(entry, derivation) for entry, derivation in entries))
 
     def add_stored(self, docs: Iterable[StoredDocument]) -> None:
         """Note documents of the store's manifest."""
         self._db.executemany(f"INSERT OR REPLACE INTO stored VALUES ({', '.join('?' * 15)})",
-                             (_stored_row(d) for d in docs))
+                             (stored_row(d) for d in docs))
 
     def listed_count(self) -> int:
         return self._count("SELECT count(*) FROM listed")
@@ -219,7 +203,7 @@ class Scratch:
         """
         count, size = self._db.execute(
             "SELECT count(*), coalesce(sum(l.size), 0) FROM listed l "
-            f"JOIN stored s ON s.key = l.key WHERE {_UNCHANGED}").fetchone()
+            f"JOIN stored s ON s.key = l.key WHERE {UNCHANGED}").fetchone()
         return int(count), int(size)
 
     def listing(self, skip_unchanged: bool = True,
@@ -227,11 +211,11 @@ class Scratch:
         """Each listed entry in key order, with the stored document of its key, if any;
         without those :meth:`unchanged` counts, unless ``skip_unchanged`` is false."""
         for row in self._pages(
-                f"SELECT l.*, {_STORED} FROM listed l LEFT JOIN stored s ON s.key = l.key "
-                f"WHERE l.key > ? AND NOT ({int(skip_unchanged)} AND {_UNCHANGED}) "
+                f"SELECT l.*, {STORED} FROM listed l LEFT JOIN stored s ON s.key = l.key "
+                f"WHERE l.key > ? AND NOT ({int(skip_unchanged)} AND {UNCHANGED}) "
                 "ORDER BY l.key LIMIT ?"):
-            yield (_listed_entry(row[:_LISTED]),
-                   None if row[_LISTED] is None else _stored_doc(row[_LISTED:]))
+            yield (listed_entry(row[:LISTED]),
+                   None if row[LISTED] is None else stored_doc(row[LISTED:]))
 
     def unlisted_count(self) -> int:
         """How many stored documents the listing lacks (without marking them gone)."""
@@ -335,16 +319,16 @@ class Scratch:
         found: dict[str, StoredDocument] = {}
         for tk in dict.fromkeys(text_keys):
             for row in self._db.execute(
-                    f"SELECT {_STORED} FROM origins o JOIN stored s ON s.key = o.key "
+                    f"SELECT {STORED} FROM origins o JOIN stored s ON s.key = o.key "
                     "WHERE o.text_key = ? ORDER BY o.key", (tk,)):
-                stored = _stored_doc(row)
+                stored = stored_doc(row)
                 found.setdefault(stored.key, stored)
         return list(found.values())
 
     def gone_at(self, keys: Sequence[str]) -> list[StoredDocument]:
         """The gone documents not yet moved at these keys (the origins a source names)."""
-        return [_stored_doc(row) for key in dict.fromkeys(keys) for row in self._db.execute(
-            f"SELECT {_STORED} FROM stored s WHERE key = ? AND gone", (key,))]
+        return [stored_doc(row) for key in dict.fromkeys(keys) for row in self._db.execute(
+            f"SELECT {STORED} FROM stored s WHERE key = ? AND gone", (key,))]
 
     def moved(self, docs: Iterable[StoredDocument]) -> None:
         """These gone documents moved to a new key: no longer origins, not to be deleted."""
@@ -359,9 +343,9 @@ class Scratch:
     def gone(self, page: int) -> Iterator[list[StoredDocument]]:
         """The gone documents that no move took, in key order, ``page`` at a time."""
         batch: list[StoredDocument] = []
-        for row in self._pages(f"SELECT {_STORED} FROM stored s WHERE gone AND key > ? "
+        for row in self._pages(f"SELECT {STORED} FROM stored s WHERE gone AND key > ? "
                                "ORDER BY key LIMIT ?"):
-            batch.append(_stored_doc(row))
+            batch.append(stored_doc(row))
             if len(batch) >= page:
                 yield batch
                 batch = []
@@ -436,57 +420,3 @@ class Scratch:
             if len(rows) < _PAGE:
                 return
             after = rows[-1][0]
-
-
-# A listed item the stat gate passes (same derivation, and a 304 or the same stat) and
-# that brings nothing new (its validators, if any, are the stored ones; no missing
-# count to clear). Never NULL, so that NOT of it is what it says.
-_UNCHANGED = """coalesce(l.item AND s.derivation = l.derivation AND s.missing = 0
-    AND (l.not_modified OR (l.size = s.size AND l.mtime_ns = s.mtime_ns AND l.inode IS s.inode))
-    AND (NOT l.validated OR ((s.etag IS NOT NULL OR s.last_modified IS NOT NULL)
-                             AND s.etag IS l.etag AND s.last_modified IS l.last_modified)),
-    0)"""
-_STORED = ("s.key, s.size, s.mtime_ns, s.inode, s.bytes_hash, s.text_hash, s.derivation, "
-           "s.title, s.metadata, s.generation, s.etag, s.last_modified, s.missing")
-
-
-def _stored_row(d: StoredDocument) -> tuple[Any, ...]:
-    stat, v = d.stat, d.validators
-    return (d.key, *((None, None, None) if stat is None else (stat.size, stat.mtime_ns,
-                                                              stat.inode)),
-            d.bytes_hash, d.text_hash, d.derivation, d.title, d.metadata, d.generation,
-            *((None, None) if v is None else (v.etag, v.last_modified)), d.missing,
-            text_key(d), 0)
-
-
-def _stored_doc(r: Sequence[Any]) -> StoredDocument:
-    """A stored document from the columns of :data:`_STORED`."""
-    return StoredDocument(
-        key=r[0], stat=None if r[1] is None else SourceStat(r[1], r[2], r[3]),
-        bytes_hash=r[4], text_hash=r[5], derivation=r[6], title=r[7], metadata=r[8],
-        generation=r[9], chunk_digests=(),
-        validators=None if r[10] is None and r[11] is None else Validators(r[10], r[11]),
-        missing=r[12])
-
-
-def _listed_row(entry: SourceItem | ItemError, derivation: str) -> tuple[Any, ...]:
-    if isinstance(entry, ItemError):
-        return (entry.key, 0, *(None,) * 10, entry.message, entry.missing, None, None)
-    stat, v = entry.stat, entry.validators
-    return (entry.key, 1, entry.locator, entry.media_type,
-            *((None, None, None) if stat is None else (stat.size, stat.mtime_ns, stat.inode)),
-            v is not None, *((None, None) if v is None else (v.etag, v.last_modified)),
-            entry.not_modified, derivation, None, None,
-            json.dumps(entry.metadata) if entry.metadata else None, entry.renamed_from)
-
-
-def _listed_entry(r: Sequence[Any]) -> SourceItem | ItemError:
-    """A listed entry from a row of the ``listed`` table."""
-    if not r[1]:
-        return ItemError(r[0], r[12], missing=bool(r[13]))
-    return SourceItem(key=r[0], locator=r[2], media_type=r[3],
-                      stat=None if r[4] is None else SourceStat(r[4], r[5], r[6]),
-                      validators=Validators(r[8], r[9]) if r[7] else None,
-                      not_modified=bool(r[10]),
-                      metadata=tuple((str(k), str(v)) for k, v in json.loads(r[14]))
-                      if r[14] else (), renamed_from=r[15])
