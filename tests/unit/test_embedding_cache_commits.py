@@ -12,7 +12,8 @@ import pytest
 from kbsync.identity import embedding_text_key
 from kbsync.model import SourceStat
 from kbsync.plan import ChunkDraft, DocumentVersion, Plan, plan
-from kbsync.sync.embedding import _CACHE_BYTES, EMBED_BATCH, embed_plan
+from kbsync.sync.collect import CACHE_BYTES
+from kbsync.sync.embedding import EMBED_BATCH, embed_plan
 from kbsync.sync.tally import SourceTally
 from kbsync.testing import CountingEmbedder, MemoryStore
 
@@ -66,10 +67,10 @@ def test_a_fast_embedder_commits_once_the_vectors_held_reach_a_bound_in_bytes() 
     dimension = 256
     per_vector = dimension * 4
     store = Commits()
-    embed_plan(_plan(4 * _CACHE_BYTES // per_vector), CountingEmbedder(dimension),
+    embed_plan(_plan(4 * CACHE_BYTES // per_vector), CountingEmbedder(dimension),
                SourceTally(source="s"), None, cache=store, keep=False, clock=lambda: 0.0)
     assert len(store.commits) >= 4
-    assert max(store.commits) * per_vector <= _CACHE_BYTES + EMBED_BATCH * per_vector
+    assert max(store.commits) * per_vector <= CACHE_BYTES + EMBED_BATCH * per_vector
 
 
 def test_a_zero_interval_commits_every_batch() -> None:

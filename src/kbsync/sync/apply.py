@@ -12,7 +12,7 @@ from kbsync.errors import VectorStoreError
 from kbsync.mirror import IndexWrite
 from kbsync.plan import Action, DocumentPlan, Plan, StoredDocument, mass_deletion, plan
 from kbsync.store import RecordStore
-from kbsync.sync.embedding import save_held
+from kbsync.sync.collect import save_held
 from kbsync.sync.tally import Progress, SourceTally, utc_now
 from kbsync.vector_index import VectorIndex
 

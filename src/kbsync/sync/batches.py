@@ -239,8 +239,9 @@ class Pipeline:
         if ahead is None:
             return None
         run = self._run
+        keep = run.index.keeps_fresh_vectors  # else the last vectors wait for the batch
         vectors, failed = ahead.job.collect(
-            self._out, ahead.progress, run.store, run.index.keeps_fresh_vectors,
+            self._out, ahead.progress, run.store, keep=keep, hold=not keep,
             cache_seconds=run.options.batch.cache_seconds)
         inherited = self._failed & ahead.borrowed
         self._failed = failed

@@ -1,16 +1,8 @@
 """Embed a plan's cache misses in batches, shortest texts together; backfill what lacks a vector.
 
-Vectors enter the store's embedding cache as they are computed, committed at least
-once per second of embedding (``BatchLimits.cache_seconds``) and whenever embedding
-stops, an interruption included: a sync that is stopped loses none of them, and one
-that is killed at most that second's work. Committing every batch of 64 instead
-made a fast embedder wait on a disk sync per batch. A plan's last second of vectors
-can instead be held for the transaction that applies the plan (``hold``): with a fast
-embedder that is one commit per batch of documents instead of a dozen, and each
-commit rewrites the pages of the digest indexes it touches, whose number grows with
-the store.
-
-A plan can be embedded in a thread of its own (:class:`Embedding`) while the sync
+The vectors go to the store's embedding cache as they are computed, or are held for
+the transaction that applies the plan (:mod:`kbsync.sync.collect`). A plan can be
+embedded in a thread of its own (:class:`Embedding`) while the sync
 goes on with the store: the model (or the remote service) and the store's writes
 then share the machine instead of taking turns. Only that thread calls the embedder
 while it runs; the store is touched by the sync's thread alone.
@@ -23,15 +15,15 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
 from kbsync.embed import Embedder
 from kbsync.errors import ConfigError
 from kbsync.plan import ChunkDraft, Plan
 from kbsync.store import EmbeddingCache
+from kbsync.sync.collect import CACHE_BYTES, CacheWriter, Collector, Done, Vectors
 from kbsync.sync.options import CACHE_SECONDS
 from kbsync.sync.tally import Progress, SourceTally, T
 
@@ -48,21 +40,12 @@ __all__ = [
     "embedded_meta_name",
     "in_background",
     "refuse_dimension_change",
-    "save_held",
 ]
 
 
 EMBED_BATCH = 64
-_CACHE_BYTES = 2 * 2**20
-"""Bytes of vectors held for the cache at most: the bound that holds with a fast embedder,
-whatever its dimension (512 vectors of 1,024 dimensions), so the memory a sync holds
-does not depend on how many vectors the machine computes in a second."""
-
-
 EMBEDDED_PREFIX = "embedded "
 """Prefix of the meta entries of :func:`embedded_meta_name`."""
-
-Vectors = dict[str, npt.NDArray[np.float32]]
 
 
 def backfill(source: str, store: EmbeddingCache, embedder: Embedder, out: SourceTally) -> bool:
@@ -76,8 +59,8 @@ def backfill(source: str, store: EmbeddingCache, embedder: Embedder, out: Source
         return True
     before = out.embeddings_computed
     out.embeddings_to_compute += len(missing)
-    collect = _Collector(out, None, len(missing),
-                         _CacheWriter(store, embedder.identity, out), keep=False)
+    collect = Collector(out, None, len(missing),
+                         CacheWriter(store, embedder.identity, out), keep=False)
     collect.all(_batches(embedder, list(missing), missing))
     _, failed = collect.finish(hold=False)
     out.embeddings_backfill = out.embeddings_computed - before
@@ -140,16 +123,8 @@ def embed_plan(
     committed when embedding ends normally are returned instead, for the caller to
     write with the plan's records (and :func:`save_held` should that write fail).
     """
-    if hold and keep:
-        raise ValueError("held vectors are returned alone: hold takes keep=False")
-    wanted, texts, truncated = _misses(the_plan, embedder)
-    out.embeddings_truncated += truncated
-    writer = None if cache is None else _CacheWriter(cache, embedder.identity, out,
-                                                     cache_seconds, clock)
-    collect = _Collector(out, progress, len(wanted), writer, keep)
-    collect.all(_batches(embedder, wanted, texts))
-    count_reused(the_plan, out)
-    return collect.finish(hold)
+    return Embedding(the_plan, embedder, background=False).collect(
+        out, progress, cache, keep=keep, hold=hold, cache_seconds=cache_seconds, clock=clock)
 
 
 def in_background(embedder: Embedder) -> bool:
@@ -169,50 +144,56 @@ class Embedding:
     returns them, committing them to the cache on the way as it does; until then
     the sync may plan and write other batches. Only this thread calls ``embedder``
     while it runs, so an embedder need not be safe to share between threads, and it
-    runs ahead of the sync by :data:`_CACHE_BYTES` of vectors at most.
+    runs ahead of the sync by :data:`CACHE_BYTES` of vectors at most.
     """
 
-    def __init__(self, the_plan: Plan, embedder: Embedder) -> None:
+    def __init__(self, the_plan: Plan, embedder: Embedder, *,
+                 background: bool | None = None) -> None:
         self.plan = the_plan
         self._embedder = embedder
         self._stop = threading.Event()
         self._ended = False  # the thread's last item is taken
         batch_bytes = EMBED_BATCH * 4 * max(1, embedder.dimension)
-        self._results: queue.Queue[_Done | _Misses | BaseException | None] = queue.Queue(
-            maxsize=max(2, _CACHE_BYTES // batch_bytes))
+        self._results: queue.Queue[Done | _Misses | BaseException | None] = queue.Queue(
+            maxsize=max(2, CACHE_BYTES // batch_bytes))
         self._thread: threading.Thread | None = None
-        if the_plan.to_embed and in_background(embedder):
+        if background is None:
+            background = in_background(embedder)
+        if the_plan.to_embed and background:
             self._thread = threading.Thread(target=self._run, name="kbsync-embedding",
                                             daemon=True)
             self._thread.start()
 
-    def collect(self, out: SourceTally, progress: Progress | None, cache: EmbeddingCache,
-                keep: bool, *, cache_seconds: float = CACHE_SECONDS,
+    def collect(self, out: SourceTally, progress: Progress | None,
+                cache: EmbeddingCache | None, *, keep: bool, hold: bool,
+                cache_seconds: float = CACHE_SECONDS,
                 clock: Callable[[], float] = time.monotonic) -> tuple[Vectors, set[str]]:
-        """What :func:`embed_plan` returns, with ``hold`` unless ``keep``: the vectors and
-        the digests that failed. Should the sync stop meanwhile, what was computed is
-        committed first."""
-        writer = _CacheWriter(cache, self._embedder.identity, out, cache_seconds, clock)
-        collect = _Collector(out, progress, 0, writer, keep)
+        """The vectors and the digests that failed, as :func:`embed_plan` says. Should
+        the sync stop meanwhile, what was computed is committed first."""
+        if hold and keep:
+            raise ValueError("held vectors are returned alone: hold takes keep=False")
+        writer = None if cache is None else CacheWriter(cache, self._embedder.identity, out,
+                                                         cache_seconds, clock)
+        collect = Collector(out, progress, 0, writer, keep)
         try:
             for item in self._taken():
                 if isinstance(item, _Misses):
                     out.embeddings_truncated += item.truncated
-                    collect = _Collector(out, progress, item.count, writer, keep)
+                    collect = Collector(out, progress, item.count, writer, keep)
                 else:
                     collect.add(item)
         except BaseException:
             self._halt(writer)
             raise
         count_reused(self.plan, out)
-        return collect.finish(hold=not keep)
+        return collect.finish(hold)
 
     def stop(self, out: SourceTally, cache: EmbeddingCache) -> None:
         """Stop embedding, committing to ``cache`` (and counting in ``out``) what is
         computed; for a sync that stops before collecting."""
-        self._halt(_CacheWriter(cache, self._embedder.identity, out))
+        self._halt(CacheWriter(cache, self._embedder.identity, out))
 
-    def _items(self) -> Iterator[_Done | _Misses]:
+    def _items(self) -> Iterator[Done | _Misses]:
         """What embedding the plan comes to, in order: how much, then each model batch."""
         if not self.plan.to_embed:
             yield _Misses(0, 0)
@@ -233,7 +214,7 @@ class Embedding:
         finally:
             self._results.put(None)
 
-    def _taken(self) -> Iterator[_Done | _Misses]:
+    def _taken(self) -> Iterator[Done | _Misses]:
         """The items in the sync's thread: from the embedding thread, or made here."""
         if self._thread is None:
             yield from self._items()
@@ -244,7 +225,7 @@ class Embedding:
             yield item
         self._ended = True
 
-    def _halt(self, writer: _CacheWriter) -> None:
+    def _halt(self, writer: CacheWriter | None) -> None:
         """Tell the thread to stop after the model batch in hand and commit what it has
         computed so far. It is not waited for: a model batch may take long, or never end
         (a service that stalls), and the sync is stopping."""
@@ -254,17 +235,10 @@ class Embedding:
                 item = self._results.get_nowait()
                 if item is None:
                     self._ended = True
-                elif isinstance(item, _Done):
+                elif isinstance(item, Done) and writer is not None:
                     writer.add(item.vectors)
-        writer.commit()
-
-
-def save_held(cache: EmbeddingCache, embedder: str, held: Mapping[str, npt.NDArray[np.float32]],
-              ) -> None:
-    """Commit held vectors (:func:`embed_plan`) whose plan could not be applied, so that no
-    computed embedding is lost; quietly, since the store may be what failed."""
-    with contextlib.suppress(Exception):
-        cache.put_vectors(embedder, held)
+        if writer is not None:
+            writer.commit()
 
 
 def by_length(items: Sequence[T], lengths: Sequence[int]) -> list[T]:
@@ -299,17 +273,6 @@ class _Misses:
     truncated: int
 
 
-@dataclass(slots=True)
-class _Done:
-    """One model batch embedded: its vectors, the digests that failed and why, and how many
-    of the plan's texts are done with it."""
-
-    vectors: Vectors
-    failed: set[str] = field(default_factory=set)
-    warnings: list[str] = field(default_factory=list)
-    done: int = 0
-
-
 def _misses(the_plan: Plan, embedder: Embedder) -> tuple[list[str], dict[str, str], int]:
     """The plan's texts to embed, shortest first, with every text by digest and how many of
     them are over the embedder's input limit (it truncates them)."""
@@ -327,7 +290,7 @@ def _misses(the_plan: Plan, embedder: Embedder) -> tuple[list[str], dict[str, st
     return by_length(wanted, lengths), texts, truncated
 
 
-def _batches(embedder: Embedder, wanted: list[str], texts: Mapping[str, str]) -> Iterator[_Done]:
+def _batches(embedder: Embedder, wanted: list[str], texts: Mapping[str, str]) -> Iterator[Done]:
     """The vectors of ``wanted`` digests, a model batch at a time.
 
     A batch that fails is tried again one text at a time, so one bad chunk fails
@@ -335,7 +298,7 @@ def _batches(embedder: Embedder, wanted: list[str], texts: Mapping[str, str]) ->
     """
     for start in range(0, len(wanted), EMBED_BATCH):
         batch = wanted[start : start + EMBED_BATCH]
-        done = _Done({}, done=start + len(batch))
+        done = Done({}, done=start + len(batch))
         try:
             done.vectors.update(_embed_batch(embedder, batch, texts))
         except Exception:  # a provider's failure must not half-apply anything
@@ -355,78 +318,3 @@ def _embed_batch(embedder: Embedder, batch: list[str], texts: Mapping[str, str])
     if not np.isfinite(result).all():
         raise ValueError("the embedder returned non-finite values")
     return dict(zip(batch, result, strict=True))
-
-
-class _CacheWriter:
-    """Vectors on their way into the embedding cache, committed together every
-    ``seconds`` or once they reach :data:`_CACHE_BYTES` (and by a last :meth:`commit`);
-    counted once committed."""
-
-    def __init__(self, cache: EmbeddingCache, embedder: str, out: SourceTally,
-                 seconds: float = CACHE_SECONDS,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self._cache, self._embedder, self._out = cache, embedder, out
-        self._seconds, self._clock = seconds, clock
-        self._pending: Vectors = {}
-        self._bytes = 0
-        self._since = clock()
-
-    def add(self, vectors: Mapping[str, npt.NDArray[np.float32]]) -> None:
-        self._pending.update(vectors)
-        self._bytes += sum(vector.nbytes for vector in vectors.values())
-        if self._bytes >= _CACHE_BYTES or self._clock() - self._since >= self._seconds:
-            self.commit()
-
-    def commit(self) -> None:
-        if self._pending:
-            self._cache.put_vectors(self._embedder, self.take())
-        self._since = self._clock()
-
-    def take(self) -> Vectors:
-        """The vectors not yet committed, counted, for the caller to write."""
-        pending, self._pending, self._bytes = self._pending, {}, 0
-        self._out.embeddings_computed += len(pending)
-        return pending
-
-
-class _Collector:
-    """What the model batches of one plan come to, gathered in the sync's thread:
-    vectors to the ``writer`` (the cache) or counted, failures and warnings to ``out``."""
-
-    def __init__(self, out: SourceTally, progress: Progress | None, total: int,
-                 writer: _CacheWriter | None, keep: bool) -> None:
-        self._out, self._progress, self._total = out, progress, total
-        self._writer, self._keep = writer, keep
-        self.vectors: Vectors = {}
-        self.failed: set[str] = set()
-
-    def add(self, done: _Done) -> None:
-        self.failed |= done.failed
-        self._out.warnings.extend(done.warnings)
-        if self._writer is not None:
-            self._writer.add(done.vectors)
-        else:
-            self._out.embeddings_computed += len(done.vectors)
-        if self._keep or self._writer is None:
-            self.vectors.update(done.vectors)
-        if self._progress is not None:
-            self._progress("embed", done.done, self._total)
-
-    def all(self, batches: Iterable[_Done]) -> None:
-        """Add every batch; an interruption (Ctrl-C, SIGTERM) commits what was computed."""
-        try:
-            for done in batches:
-                self.add(done)
-        except BaseException:
-            if self._writer is not None:
-                self._writer.commit()
-            raise
-
-    def finish(self, hold: bool) -> tuple[Vectors, set[str]]:
-        """The vectors and failures, the vectors not yet committed handed back with
-        ``hold``, else committed."""
-        if self._writer is not None:
-            if hold:
-                return self._writer.take(), self.failed
-            self._writer.commit()
-        return self.vectors, self.failed

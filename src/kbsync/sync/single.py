@@ -79,7 +79,8 @@ def sync_sources(
     The vectors go to ``index`` (the store's own by default; an external vector
     store's through :class:`~kbsync.vector_index.MirroredIndex`).
     Documents are planned, embedded and applied a batch at a time, so memory does
-    not grow with the size of a source (see :func:`_sync_source_steps`). A new
+    not grow with the size of a source (see :func:`_sync_source_steps`), a batch's
+    embedding running while the one before it is applied. A new
     text that shares almost nothing with the stored one (a re-examine verdict) is
     held until a later sync sees it again, unless ``options.accept_replacements``
     (see :func:`~kbsync.sync.replacements.route_replacement`).
@@ -94,7 +95,7 @@ def sync_sources(
     # collection, boilerplate coming or going, a backfill) end in one rewrite.
     rewrite = False if dry_run else index.begin(embedder.dimension)
     run = Run(store, embedder, extractor_for, chunker, options, progress=progress, index=index,
-               clock=Clock(report), tally=Counter())
+              clock=Clock(report), tally=Counter())
     removed, released = removed_sources(store, sources, options.allow_mass_delete)
     for source in [*sources, *removed]:
         tally = SourceTally(source=source.name)
