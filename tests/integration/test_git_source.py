@@ -438,11 +438,11 @@ def test_reading_a_blob_of_a_remote_never_fetches_again(
 
 
 def test_a_queued_document_keeps_what_its_source_knows_of_it() -> None:
-    from kbsync.sync.parallel import _item, _item_json
+    from kbsync.sync.work import job_data, job_item
 
     item = SourceItem("a.md", "a.md", "text/markdown", metadata=(("git_commit", "c0ffee"),),
                       renamed_from="old/a.md")
-    assert _item("a.md", json.loads(json.dumps(_item_json(item, "d", "e")))) == item
+    assert job_item("a.md", json.loads(json.dumps(job_data(item, "d", "e")))) == item
 
 
 def test_a_password_in_a_repository_url_is_not_shown_in_errors(kb_dir: Path) -> None:

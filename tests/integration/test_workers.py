@@ -23,7 +23,7 @@ from kbsync.knowledge_base import KnowledgeBase
 from kbsync.model import SourceItem
 from kbsync.store.postgres import PostgresStore
 from kbsync.sync.observe import derivation
-from kbsync.sync.parallel import _item_json
+from kbsync.sync.work import job_data
 from tests.conftest import Backend
 
 DOCUMENTS = int(os.environ.get("KBSYNC_TEST_WORKER_DOCUMENTS", "2000"))
@@ -322,7 +322,7 @@ def test_a_worker_started_on_its_own_serves_every_run_in_progress(
         queue = PostgresStore(pg.url, schema=engine.config.store_schema)
         extractor = extractor_for("text/plain")
         assert extractor is not None
-        items = [(path.name, _item_json(SourceItem(path.name, str(path), "text/plain"),
+        items = [(path.name, job_data(SourceItem(path.name, str(path), "text/plain"),
                                         derivation(engine.config.chunker, extractor.identity),
                                         engine.embedder.identity))
                  for path in sorted(docs.iterdir())]
@@ -355,7 +355,7 @@ def test_the_queue_of_a_run_whose_coordinator_died_is_forgotten_by_the_next_sync
         extractor = extractor_for("text/plain")
         assert extractor is not None
         made_with = derivation(engine.config.chunker, extractor.identity)
-        stale = [(p, _item_json(SourceItem(p, str(docs / p), "text/plain"), made_with,
+        stale = [(p, job_data(SourceItem(p, str(docs / p), "text/plain"), made_with,
                                 engine.embedder.identity)) for p in ("log-00001.txt",)]
         queue.enqueue("dead-run", "docs", stale)
         queue.enqueue("dead-run", "docs", [("log-00002.txt", {})], state="vanished")

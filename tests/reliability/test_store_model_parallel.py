@@ -22,7 +22,8 @@ from hypothesis.stateful import rule, run_state_machine_as_test
 from kbsync.extract.registry import extractor_for
 from kbsync.store.postgres import PostgresStore
 from kbsync.sync import SyncOptions
-from kbsync.sync.parallel import drain, sync_parallel
+from kbsync.sync.parallel import sync_parallel
+from kbsync.sync.work import drain
 from tests.reliability.harness import crash_in_child, killed
 from tests.store_machine import BODIES, CHUNKER, KEYS, EditedSource
 

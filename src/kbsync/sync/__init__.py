@@ -7,11 +7,17 @@ only protocols (Source, Extractor, RecordStore, Embedder, VectorSink) and the pu
 core, so every part can be replaced by a fake from :mod:`kbsync.testing`:
 
 - :mod:`~kbsync.sync.listing`: list a source beside the store's manifest of it;
-- :mod:`~kbsync.sync.observe`: the stat gate, then read, extract, hash and chunk;
+- :mod:`~kbsync.sync.observe`: the stat gate, then read, extract, hash and chunk
+  (:mod:`~kbsync.sync.reading`: in a pool of processes);
 - :mod:`~kbsync.sync.replacements`: compare a changed text with the stored one, hold a
   collapsed one;
-- :mod:`~kbsync.sync.embedding`: embed a plan's cache misses, backfill;
+- :mod:`~kbsync.sync.embedding`: embed a plan's cache misses (in a thread of its own),
+  backfill; :mod:`~kbsync.sync.collect`: the vectors' way into the cache;
+  :mod:`~kbsync.sync.bill`: refuse a bill over its bound;
 - :mod:`~kbsync.sync.apply`: write a plan, count it, delete what vanished;
+- :mod:`~kbsync.sync.batches`: a source's changes planned, embedded and applied a
+  batch at a time (the single driver); :mod:`~kbsync.sync.work`: a document claimed
+  from the work queue (the parallel driver);
 - :mod:`~kbsync.sync.removed`, :mod:`~kbsync.sync.erasures`: sources no longer
   configured, keys ``kbsync erase`` covers;
 - :mod:`~kbsync.sync.tally`: what a run did, as it goes;
@@ -22,11 +28,12 @@ from kbsync.sync.chunker import EMBEDDER_COUNTER, Chunker
 from kbsync.sync.embedding import backfill
 from kbsync.sync.erasures import is_key_hash, tombstone
 from kbsync.sync.options import BatchLimits, SyncOptions
-from kbsync.sync.parallel import ClaimedDocument, WorkQueue, drain, sync_parallel
+from kbsync.sync.parallel import sync_parallel
 from kbsync.sync.removed import release_source
 from kbsync.sync.scratch import remove_stale
 from kbsync.sync.single import sync_sources
 from kbsync.sync.tally import Progress, SourceTally, SyncReport, utc_now
+from kbsync.sync.work import ClaimedDocument, WorkQueue, drain
 
 __all__ = [
     "EMBEDDER_COUNTER",
