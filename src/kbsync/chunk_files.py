@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kbsync.chunking import TextChunker
+from kbsync.embed.tokenizer import counter_for
 from kbsync.errors import DocumentError, KbsyncError
 from kbsync.extract.registry import extractor_for
 from kbsync.extract.text import TextExtractor
@@ -55,7 +56,9 @@ def chunk_files(paths: Iterable[str | Path], strategy: str = "tttd",
     still chunked; a path that does not exist, or invalid parameters, raise
     ``KbsyncError`` before anything is read.
     """
-    chunker = TextChunker(strategy, **params)
+    # A knowledge base that counts in its model's tokens names the model's tokenizer file.
+    counter = counter_for(str(params.get("token_counter", "")))
+    chunker = TextChunker(strategy, counter=counter, **params)
     files: dict[str, ChunkingResult] = {}
     failures: dict[str, str] = {}
     for path in sorted(_files([Path(p) for p in paths])):

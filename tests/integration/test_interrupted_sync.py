@@ -56,6 +56,9 @@ CHILD = textwrap.dedent("""
                 f.write("batch\\n")
             return out
 
+    import kbsync.sync.embedding
+    kbsync.sync.embedding._STOP_WAIT = 1.0  # the stalled model batch is not waited for long
+
     store = SqliteStore(Path(store_path))
     sync_sources([FilesystemSource(corpus, name="docs")], store, Signalling(32),
                  extractor_for, DEFAULT_CHUNKER,
@@ -120,3 +123,56 @@ def test_an_interrupted_sync_keeps_its_embeddings_and_the_resume_embeds_only_the
         assert store.status().last_run is not None
     finally:
         store.close()
+
+
+NATIVE = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+    import torch
+    from kbsync.engine import DEFAULT_CHUNKER
+    from kbsync.extract.registry import extractor_for
+    from kbsync.sources import FilesystemSource
+    from kbsync.store.sqlite import SqliteStore
+    from kbsync.sync import SyncOptions, sync_sources
+    from kbsync.testing import CountingEmbedder
+
+    corpus, store_path, progress = sys.argv[1:4]
+
+    class Native(CountingEmbedder):
+        def embed(self, texts):
+            with open(progress, "a") as f:
+                f.write("stalled\\n")
+            a = torch.randn(256, 256)
+            for _ in range(400):  # a model's work: native code, a while
+                a = torch.tanh(a @ a)
+            return super().embed(texts)
+
+    store = SqliteStore(Path(store_path))
+    sync_sources([FilesystemSource(corpus, name="docs")], store, Native(32),
+                 extractor_for, DEFAULT_CHUNKER,
+                 SyncOptions(scratch_dir=Path(store_path).parent))
+""")
+
+
+def test_a_sync_stopped_while_its_model_computes_ends_cleanly(tmp_path: Path) -> None:
+    # A process that ended while the embedding thread was inside torch was aborted on its
+    # way out ("terminate called without an active exception", SIGABRT) after its clean stop.
+    pytest.importorskip("torch")
+    script = tmp_path / "child.py"
+    script.write_text(NATIVE, encoding="utf-8")
+    store_path, progress = tmp_path / "kb.db", tmp_path / "progress"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
+    child = subprocess.Popen([sys.executable, str(script), str(CORPUS), str(store_path),
+                              str(progress)], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        _stalled(progress, child)
+        child.send_signal(signal.SIGTERM)
+        _, err = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert b"KeyboardInterrupt" in err  # the clean stop
+    assert b"terminate called" not in err
+    assert child.returncode != -signal.SIGABRT

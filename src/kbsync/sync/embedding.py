@@ -44,6 +44,10 @@ __all__ = [
 
 
 EMBED_BATCH = 64
+_STOP_WAIT = 30.0
+"""Seconds a stopping sync waits for the model batch in hand to end (a local model's takes
+a few at most)."""
+_STOP_POLL = 0.05
 EMBEDDED_PREFIX = "embedded "
 """Prefix of the meta entries of :func:`embedded_meta_name`."""
 
@@ -226,19 +230,32 @@ class Embedding:
         self._ended = True
 
     def _halt(self, writer: CacheWriter | None) -> None:
-        """Tell the thread to stop after the model batch in hand and commit what it has
-        computed so far. It is not waited for: a model batch may take long, or never end
-        (a service that stalls), and the sync is stopping."""
+        """Stop the thread after the model batch in hand, waiting for it at most
+        :data:`_STOP_WAIT`, and commit all it has computed.
+
+        Waited for: a process that ends while a thread is inside a native model (torch)
+        is aborted on its way out. Not for ever: a remote service may stall.
+        """
         self._stop.set()
+        deadline = time.monotonic() + _STOP_WAIT
+        while self._thread is not None and not self._ended:
+            self._take_done(writer)  # a full queue would keep the thread from ending
+            if not self._thread.is_alive() or time.monotonic() >= deadline:
+                break
+            self._thread.join(_STOP_POLL)
+        self._take_done(writer)
+        if writer is not None:
+            writer.commit()
+
+    def _take_done(self, writer: CacheWriter | None) -> None:
+        """Take what the thread has queued, its vectors to ``writer``."""
         with contextlib.suppress(queue.Empty):
-            while self._thread is not None and not self._ended:
+            while not self._ended:
                 item = self._results.get_nowait()
                 if item is None:
                     self._ended = True
                 elif isinstance(item, Done) and writer is not None:
                     writer.add(item.vectors)
-        if writer is not None:
-            writer.commit()
 
 
 def by_length(items: Sequence[T], lengths: Sequence[int]) -> list[T]:
