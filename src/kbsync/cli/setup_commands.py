@@ -126,4 +126,4 @@ def sources_remove(
     if as_json:
         emit({"sources": [s.name for s in updated.sources]})
     else:
-        typer.echo(f"removed {name}")
+        typer.echo(f"removed {name}: the next sync deletes its documents")

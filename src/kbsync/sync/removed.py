@@ -73,9 +73,9 @@ def keep_removed(source: RemovedSource, out: SourceTally) -> None:
     out.deletions_blocked = True
     out.deletions_held += source.documents
     out.failures.append(("", f"a stored source that is no longer configured in kbsync.toml; "
-                             f"its {source.documents:,} documents were kept (`kbsync sources "
-                             f"remove {source.name}` or `kbsync sync --allow-mass-delete` "
-                             "deletes them)"))
+                             f"its {source.documents:,} documents were kept (after `kbsync "
+                             f"sources remove {source.name}` the next sync deletes them; "
+                             "`kbsync sync --allow-mass-delete` does at once)"))
 
 
 class RemovedSource:
