@@ -4,14 +4,18 @@ A real ``python`` process syncs the sample corpus with an embedder that writes a
 line to a progress file after each batch and then, at its fifth batch, says so and
 stalls; the test waits for that line (not for a time) and sends SIGTERM or SIGKILL.
 A stopped sync commits what it computed on its way out; a killed one keeps what the
-cache had committed, which is every batch when ``cache_seconds`` is 0. Either way
-the resume embeds only the rest.
+cache had committed, which is every batch when ``cache_seconds`` is 0 (the model
+computes in its own thread, so the test waits until the store holds the batches
+before the stall, as a reader of the file sees them). Either way the resume embeds
+only the rest.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -79,6 +83,20 @@ def _stalled(progress: Path, child: subprocess.Popen[bytes]) -> None:
     raise AssertionError("the embedder never stalled")
 
 
+def _committed(store_path: Path, count: int, child: subprocess.Popen[bytes]) -> None:
+    """Wait until another reader of the store sees ``count`` embeddings committed."""
+    deadline = time.monotonic() + 120  # a bound for a broken run, not a synchronization
+    while time.monotonic() < deadline:
+        with contextlib.closing(sqlite3.connect(f"file:{store_path}?mode=ro", uri=True)) as db:
+            (seen,) = db.execute("SELECT count(*) FROM embeddings").fetchone()
+        if seen >= count:
+            return
+        if child.poll() is not None:
+            raise AssertionError(f"the sync ended early: {child.communicate()}")
+        time.sleep(0.05)
+    raise AssertionError(f"the store never held {count} embeddings")
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
 def test_an_interrupted_sync_keeps_its_embeddings_and_the_resume_embeds_only_the_rest(
         tmp_path: Path, signum: int) -> None:
@@ -91,8 +109,11 @@ def test_an_interrupted_sync_keeps_its_embeddings_and_the_resume_embeds_only_the
     child = subprocess.Popen([sys.executable, str(script), str(CORPUS), str(store_path),
                               str(progress), str(STALL_AT), str(cache_seconds)], env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    kept = (STALL_AT - 1) * EMBED_BATCH
     try:
         _stalled(progress, child)
+        if signum == signal.SIGKILL:
+            _committed(store_path, kept, child)
         child.send_signal(signum)
         _, err = child.communicate(timeout=120)
     finally:
@@ -102,7 +123,6 @@ def test_an_interrupted_sync_keeps_its_embeddings_and_the_resume_embeds_only_the
     assert child.returncode != 0
     if signum == signal.SIGTERM:
         assert b"KeyboardInterrupt" in err  # a clean stop through the interrupt path
-    kept = (STALL_AT - 1) * EMBED_BATCH
 
     store = SqliteStore(store_path)
     try:
