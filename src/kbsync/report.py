@@ -134,31 +134,15 @@ class SourceResult:
             "source": self.source,
             "documents": dict(self.documents),
             "chunks": dict(self.chunks),
-            "bytes_read": self.bytes_read,
-            "bytes_skipped": self.bytes_skipped,
-            "skipped_unsupported": self.skipped_unsupported,
-            "embeddings_computed": self.embeddings_computed,
-            "embeddings_to_compute": self.embeddings_to_compute,
-            "documents_applied": self.documents_applied,
-            "embeddings_reused": self.embeddings_reused,
-            "embedding_tokens": self.embedding_tokens,
-            "embeddings_truncated": self.embeddings_truncated,
-            "embeddings_backfill": self.embeddings_backfill,
-            "boilerplate_chunks": self.boilerplate_chunks,
-            "boilerplate_added": self.boilerplate_added,
-            "vectors_upserted": self.vectors_upserted,
-            "vectors_deleted": self.vectors_deleted,
+            **{name: getattr(self, name) for name in _SOURCE_COUNTS},
             "listing_complete": self.listing_complete,
             "deletions_blocked": self.deletions_blocked,
-            "deletions_held": self.deletions_held,
             "failures": [{"key": k, "message": m} for k, m in self.failures],
             "warnings": list(self.warnings),
             "changes": [c.to_dict() for c in self.changes],
             "omitted": dict(self.omitted),
-            "skipped_erased": self.skipped_erased,
             **({"revision": self.revision} if self.revision else {}),
-            **({} if self.pages_checked is None else {
-                "pages_checked": self.pages_checked, "pages_not_due": self.pages_not_due}),
+            **({} if self.pages_checked is None else {"pages_checked": self.pages_checked}),
         }
 
     @classmethod
@@ -174,10 +158,14 @@ class SourceResult:
                            for f in data.get("failures", ())),
             warnings=tuple(str(w) for w in data.get("warnings", ())),
             changes=tuple(DocumentChange.from_dict(c) for c in data.get("changes", ())),
-            omitted=dict(data.get("omitted", {})), revision=str(data.get("revision", "")))
+            omitted=dict(data.get("omitted", {})), revision=str(data.get("revision", "")),
+            pages_checked=None if data.get("pages_checked") is None
+            else int(data["pages_checked"]))
 
 
 _SOURCE_COUNTS = tuple(f.name for f in fields(SourceResult) if f.type == "int")
+"""The plain counts of a source's report: written and read back by their names, so that a
+new count is a field of :class:`SourceResult` and of the tally, nothing more."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,11 +50,15 @@ def test_merging_adds_every_count_and_keeps_every_list() -> None:
 
 
 def test_a_stored_report_reads_back_as_the_result_it_was() -> None:
+    site = _tally(4)
+    site.revision, site.pages_checked = "abc123 2026-12-01", 7
     report = SyncReport(dry_run=False, started="2026-12-01T00:00:00+00:00",
                         finished="2026-12-01T00:00:01+00:00", embedder="hashing:x",
-                        sources=[_tally(1), _tally(4)], seconds={"read": 0.5})
+                        sources=[_tally(1), site], seconds={"read": 0.5})
     result = report.result()
-    assert SyncResult.from_dict(result.to_dict()).to_dict() == result.to_dict()
+    back = SyncResult.from_dict(result.to_dict())
+    assert back.to_dict() == result.to_dict()
+    assert back.sources == result.sources
 
 
 def test_a_report_of_an_older_version_reads_its_missing_counts_as_zero() -> None:
