@@ -11,7 +11,6 @@ writes share the machine instead of taking turns.
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,26 +27,12 @@ from kbsync.sync.observe import ExtractorFor
 from kbsync.sync.options import SyncOptions
 from kbsync.sync.replacements import compare_stored, reports_change, screen
 from kbsync.sync.scratch import Scratch
-from kbsync.sync.tally import Progress, SourceTally, SyncReport
+from kbsync.sync.tally import Clock, Progress, SourceTally
 from kbsync.vector_index import VectorIndex
 
-__all__ = ["Added", "Batch", "Clock", "Counted", "Pipeline", "Run", "plan_batch"]
+__all__ = ["Added", "Batch", "Counted", "Pipeline", "Run", "plan_batch"]
 
 Batch = Sequence[tuple[Observation, StoredDocument | None]]
-
-
-class Clock:
-    """Seconds spent in each stage of a run, added up in its report."""
-
-    def __init__(self, report: SyncReport) -> None:
-        self.report = report
-        self.mark = time.perf_counter()
-
-    def lap(self, stage: str) -> None:
-        """Book the time since the last lap to ``stage``."""
-        now = time.perf_counter()
-        self.report.seconds[stage] = self.report.seconds.get(stage, 0.0) + now - self.mark
-        self.mark = now
 
 
 @dataclass(frozen=True)

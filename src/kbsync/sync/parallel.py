@@ -24,7 +24,6 @@ What a worker does is :mod:`kbsync.sync.work`.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -64,7 +63,7 @@ from kbsync.sync.observe import (
 from kbsync.sync.options import BatchLimits, SyncOptions
 from kbsync.sync.removed import RemovedSource, forget_released, keep_removed, removed_sources
 from kbsync.sync.scratch import Scratch
-from kbsync.sync.tally import Progress, SourceTally, SyncReport, utc_now
+from kbsync.sync.tally import Clock, Progress, SourceTally, SyncReport, utc_now
 from kbsync.sync.work import WorkQueue, drain, job_data
 from kbsync.vector_index import EmbeddedIndex
 
@@ -100,7 +99,6 @@ def sync_parallel(
             or options.batch != BatchLimits():
         raise ConfigError("a parallel sync takes no dry_run, due, confirm_above_tokens or "
                           "batch: plan, confirm and revisit due pages in one process")
-    allow_mass_delete = options.allow_mass_delete
     refuse_dimension_change(store, embedder)
     # This process holds the writer lock: what is queued is left from a killed sync, and a
     # worker serving it would apply listings that are out of date (or take a vanished
@@ -108,58 +106,57 @@ def sync_parallel(
     store.abandon_runs()
     store.prepare_vectors(embedder.dimension)
     report = SyncReport(dry_run=False, started=utc_now(), embedder=embedder.identity)
-    run = f"{report.started}/{uuid.uuid4().hex[:12]}"
-    removed, released = removed_sources(store, sources, allow_mass_delete)
-    kept = []
-    for held in (s for s in removed if s.name not in released):
-        kept.append(SourceTally(source=held.name))
-        keep_removed(held, kept[-1])
+    run = _Coordinator(f"{report.started}/{uuid.uuid4().hex[:12]}", store, embedder,
+                       extractor_for, chunker, options)
+    clock = Clock(report)
+    removed, released = removed_sources(store, sources, options.allow_mass_delete)
     everything: list[Source] = [*sources, *(s for s in removed if s.name in released)]
-    listed: dict[str, _Listed] = {}
-    started = time.perf_counter()
-    for source in everything:
-        out = SourceTally(source=source.name)
-        report.sources.append(out)
-        if isinstance(source, RemovedSource):
-            out.warnings.append("no longer configured: its documents are deleted")
-        listed[source.name] = _enqueue(run, source, store, embedder, extractor_for, chunker,
-                                      options.verify, out, options.scratch_dir,
-                                      options.accept_replacements)
-    report.seconds["list"] = time.perf_counter() - started
-    started = time.perf_counter()
-    _work(run, everything, store, embedder, extractor_for, chunker, workers, spawn, progress,
-          report)
-    report.seconds["documents"] = time.perf_counter() - started
-    started = time.perf_counter()
+    listed = [_enqueue(run, source, report) for source in everything]
+    clock.lap("list")
+    _work(run, everything, workers, spawn, progress, report)
+    clock.lap("documents")
     store.finish_vectors(embedder.dimension)
-    report.seconds["index"] = time.perf_counter() - started
-    started = time.perf_counter()
-    for source, out in zip(everything, report.sources, strict=True):
-        _finish_source(run, source, listed[source.name], store, embedder, options, out)
-    store.end_run(run)
-    report.seconds["finish"] = time.perf_counter() - started
+    clock.lap("index")
+    for source, out, its in zip(everything, report.sources, listed, strict=True):
+        _finish_source(run, source, its, out)
+    store.end_run(run.id)
+    clock.lap("finish")
     report.finished = utc_now()
     store.set_meta("chunker", chunker.fingerprint)
     store.set_meta("embedder", embedder.identity)
     forget_released(store, released | {s.name for s in sources})
-    report.sources.extend(kept)
+    for held in (s for s in removed if s.name not in released):
+        report.sources.append(SourceTally(source=held.name))
+        keep_removed(held, report.sources[-1])
     result = report.result()
     store.record_run(result.started, result.finished, result.to_dict())
     return result
 
 
-def _work(run: str, sources: Sequence[Source], store: WorkQueue, embedder: Embedder,
-          extractor_for: ExtractorFor, chunker: Chunker, workers: int, spawn: Spawn | None,
+@dataclass(frozen=True)
+class _Coordinator:
+    """What the coordinator's steps of one run share."""
+
+    id: str
+    """The run's name in the work queue."""
+    store: WorkQueue
+    embedder: Embedder
+    extractor_for: ExtractorFor
+    chunker: Chunker
+    options: SyncOptions
+
+
+def _work(run: _Coordinator, sources: Sequence[Source], workers: int, spawn: Spawn | None,
           progress: Progress | None, report: SyncReport) -> None:
     """Drain the run's queue here while ``workers - 1`` spawned processes drain it too."""
-    total = store.pending(run)
+    store, total = run.store, run.store.pending(run.id)
     # Nothing queued (a no-op sync): no process to start.
-    wait = spawn(run, min(workers - 1, total)) if spawn is not None and workers > 1 and total \
-        else None
+    wait = spawn(run.id, min(workers - 1, total)) if spawn is not None and workers > 1 \
+        and total else None
     codes: list[int] = []
     try:
-        drain(run, sources, store, embedder, extractor_for, chunker,
-              progress=_overall(store, run, total, progress))
+        drain(run.id, sources, store, run.embedder, run.extractor_for, run.chunker,
+              progress=_overall(store, run.id, total, progress))
     finally:
         if wait is not None:
             codes = wait()
@@ -168,15 +165,16 @@ def _work(run: str, sources: Sequence[Source], store: WorkQueue, embedder: Embed
             f"{sum(c != 0 for c in codes)} of {len(codes)} worker processes failed; "
             "this process finished their documents")
     # Whatever a dead worker left behind went back to the queue: finish it here.
-    drain(run, sources, store, embedder, extractor_for, chunker)
+    drain(run.id, sources, store, run.embedder, run.extractor_for, run.chunker)
 
 
-def _finish_source(run: str, source: Source, listed: _Listed, store: WorkQueue,
-                   embedder: Embedder, options: SyncOptions, out: SourceTally) -> None:
+def _finish_source(run: _Coordinator, source: Source, listed: _Listed,
+                   out: SourceTally) -> None:
     """What needs every document of a source, once the queue is empty: the workers'
     tallies, deletions, revisit schedules, boilerplate and its backfill."""
-    _collect(run, source.name, store, out)
-    _delete_vanished(run, source.name, store, embedder, out, listed.stored,
+    store, options = run.store, run.options
+    _collect(run.id, source.name, store, out)
+    _delete_vanished(run.id, source.name, store, run.embedder, out, listed.stored,
                      options.allow_mass_delete or isinstance(source, RemovedSource))
     keep_schedules(store, source.name, listed.revisited, out)
     if options.index_boilerplate:
@@ -191,7 +189,8 @@ def _finish_source(run: str, source: Source, listed: _Listed, store: WorkQueue,
     # Recorded as a single-process sync records it, and withdrawn when a vector is still
     # missing: a later sync in one process trusts it to skip the search for such chunks.
     store.set_meta(embedded_meta_name(source.name),
-                   embedder.identity if backfill(source.name, store, embedder, out) else "")
+                   run.embedder.identity if backfill(source.name, store, run.embedder, out)
+                   else "")
 
 
 def _overall(store: WorkQueue, run: str, total: int,
@@ -207,17 +206,20 @@ def _overall(store: WorkQueue, run: str, total: int,
     return tick
 
 
-def _enqueue(run: str, source: Source, store: WorkQueue, embedder: Embedder,
-             extractor_for: ExtractorFor, chunker: Chunker, verify: bool,
-             out: SourceTally, scratch_dir: Path | None,
-             accept_replacements: bool = False) -> _Listed:
-    """List one source, settle what the stat gate passes and queue the rest.
+def _enqueue(run: _Coordinator, source: Source, report: SyncReport) -> _Listed:
+    """List one source into a new tally of ``report``, settle what the stat gate passes
+    and queue the rest.
 
     The listing and the manifest wait in a scratch file, as in a single-process
     sync, so this process holds no whole listing.
     """
-    derive = deriver(extractor_for, chunker)
-    with Scratch(scratch_dir) as scratch:
+    out = SourceTally(source=source.name)
+    report.sources.append(out)
+    if isinstance(source, RemovedSource):
+        out.warnings.append("no longer configured: its documents are deleted")
+    store, embedder, verify = run.store, run.embedder, run.options.verify
+    derive = deriver(run.extractor_for, run.chunker)
+    with Scratch(run.options.scratch_dir) as scratch:
         listing = list_source(source, store, derive, verify, scratch, out)
         complete = listing.complete
         # Vanished documents first: a worker already serving the run may take one as the
@@ -225,7 +227,8 @@ def _enqueue(run: str, source: Source, store: WorkQueue, embedder: Embedder,
         moves = complete and scratch.vanish() > 0
         if moves:
             for page in scratch.gone(_PAGE):
-                store.enqueue(run, source.name, [(d.key, {}) for d in page], state="vanished")
+                store.enqueue(run.id, source.name, [(d.key, {}) for d in page],
+                              state="vanished")
         queued: list[tuple[str, Mapping[str, Any]]] = []
         settled: list[tuple[Observation, StoredDocument | None]] = []
         reads = 0
@@ -238,16 +241,16 @@ def _enqueue(run: str, source: Source, store: WorkQueue, embedder: Embedder,
                 settled.append((unchanged_observation(entry, old), old))
                 out.bytes_skipped += entry.stat.size if entry.stat else 0
             else:
-                queued.append((entry.key, job_data(entry, made_with, embedder.identity,
-                                                     moves, accept_replacements)))
+                queued.append((entry.key, job_data(entry, made_with, embedder.identity, moves,
+                                                     run.options.accept_replacements)))
                 reads += 1
             if len(queued) == _PAGE:  # queued as listed, not held for the whole source
-                store.enqueue(run, source.name, queued)
+                store.enqueue(run.id, source.name, queued)
                 queued.clear()
             if len(settled) == _PAGE:
                 _settle(source.name, settled, store, embedder, out)
                 settled.clear()
-        store.enqueue(run, source.name, queued)
+        store.enqueue(run.id, source.name, queued)
         _settle(source.name, settled, store, embedder, out)
         return _Listed(scratch.stored_count(), changed=moves or reads > 0,
                        revisited=listing.revisited)

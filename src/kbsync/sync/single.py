@@ -28,7 +28,7 @@ from kbsync.report import SyncResult
 from kbsync.sources import Source
 from kbsync.store import RecordStore, RunLog
 from kbsync.sync.apply import delete_documents, refuse_mass_deletion
-from kbsync.sync.batches import Added, Batch, Clock, Counted, Pipeline, Run, plan_batch
+from kbsync.sync.batches import Added, Batch, Counted, Pipeline, Run, plan_batch
 from kbsync.sync.bill import confirm_bill
 from kbsync.sync.chunker import Chunker
 from kbsync.sync.embedding import (
@@ -51,7 +51,7 @@ from kbsync.sync.options import SyncOptions
 from kbsync.sync.reading import POOL_MIN_DOCUMENTS, Read, Readers, read_workers
 from kbsync.sync.removed import RemovedSource, forget_released, keep_removed, removed_sources
 from kbsync.sync.scratch import Scratch
-from kbsync.sync.tally import Progress, SourceTally, SyncReport, utc_now
+from kbsync.sync.tally import Clock, Progress, SourceTally, SyncReport, utc_now
 from kbsync.vector_index import EmbeddedIndex, VectorIndex
 
 __all__ = ["sync_sources"]

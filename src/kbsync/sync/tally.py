@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
@@ -13,7 +14,7 @@ from kbsync.model import ChangeReport, ChunkingDiagnostics, Region, Verdict
 from kbsync.plan import Action
 from kbsync.report import DocumentChange, SourceResult, SyncResult
 
-__all__ = ["REPORT_LIMIT", "Capped", "Progress", "SourceTally", "SyncReport", "utc_now"]
+__all__ = ["REPORT_LIMIT", "Capped", "Clock", "Progress", "SourceTally", "SyncReport", "utc_now"]
 
 
 Progress = Callable[[str, int, int], None]
@@ -217,6 +218,20 @@ class SyncReport:
             documents={a.value: sum(s.documents[a.value] for s in self.sources) for a in Action},
             seconds=dict(self.seconds), diagnostics=self.diagnostics,
             sources=tuple(s.result() for s in self.sources), embedder=self.embedder)
+
+
+class Clock:
+    """Seconds spent in each stage of a run, added up in its report."""
+
+    def __init__(self, report: SyncReport) -> None:
+        self.report = report
+        self.mark = time.perf_counter()
+
+    def lap(self, stage: str) -> None:
+        """Book the time since the last lap to ``stage``."""
+        now = time.perf_counter()
+        self.report.seconds[stage] = self.report.seconds.get(stage, 0.0) + now - self.mark
+        self.mark = now
 
 
 def utc_now() -> str:
