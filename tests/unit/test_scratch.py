@@ -98,6 +98,14 @@ def test_observations_come_back_in_key_order_in_bounded_batches(tmp_path: Path) 
     assert [[o.key for o, _ in b] for b in batches] == [["k0", "k1"], ["k2", "k3"], ["k4"]]
 
 
+def test_batches_grow_from_the_first_size_by_doubling_up_to_the_limit(tmp_path: Path) -> None:
+    with Scratch(tmp_path) as scratch:
+        for n in range(40):
+            scratch.observe(Failed(f"k{n:02}", "x"), None)
+        sizes = [len(b) for b in scratch.batches(8, 10**6, first=1)]
+    assert sizes == [1, 2, 4, 8, 8, 8, 8, 1]
+
+
 def test_a_moved_origin_is_offered_no_more_and_not_deleted(tmp_path: Path) -> None:
     with Scratch(tmp_path) as scratch:
         scratch.add_stored([_stored("old1", "same"), _stored("old2", "same"), _stored("x")])

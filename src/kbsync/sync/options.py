@@ -19,12 +19,17 @@ class BatchLimits:
 
     A batch closes at ``documents`` documents or once the versions read for it
     (text and chunks) reach ``bytes``; a single larger document is a batch of its own.
+    The first batch closes at ``first`` documents and each next one at twice the one
+    before, up to ``documents``: the first documents are searchable soon after the
+    reading ends even when the model embeds a few dozen chunks a second, and the large
+    batches that a fast embedder needs come after.
     The vectors it computes are committed to the embedding cache every
     ``cache_seconds`` of embedding (0: every batch of 64), and when embedding stops.
     """
 
     documents: int = 1024
     bytes: int = 16 * 2**20
+    first: int = 64
     cache_seconds: float = CACHE_SECONDS
 
 

@@ -266,11 +266,14 @@ class Scratch:
             self._count_document(key, digests, fresh=1)
             self._fresh_tokens += tokens
 
-    def batches(self, documents: int, size_limit: int,
+    def batches(self, documents: int, size_limit: int, first: int | None = None,
                 ) -> Iterator[list[tuple[Observation, StoredDocument | None]]]:
-        """The observations in key order, cut at ``documents`` or ``size_limit`` bytes of them."""
+        """The observations in key order, cut at ``documents`` or ``size_limit`` bytes of them;
+        with ``first``, the first batch is cut at that many documents, and each next one at
+        twice as many as the one before, up to ``documents``."""
         batch: list[tuple[Observation, StoredDocument | None]] = []
         size = 0
+        limit = documents if first is None else min(first, documents)
         side = self._side_file()
         for _, length, at in self._pages(
                 "SELECT key, size, at FROM observed WHERE key > ? ORDER BY key LIMIT ?"):
@@ -279,9 +282,10 @@ class Scratch:
             side.seek(at)
             batch.append(pickle.load(side))
             size += length
-            if len(batch) >= documents or size >= size_limit:
+            if len(batch) >= limit or size >= size_limit:
                 yield batch
                 batch, size = [], 0
+                limit = min(2 * limit, documents)
         if batch:
             yield batch
 

@@ -194,7 +194,8 @@ def _sync_source_steps(run: Run, source: Source, allow_mass_delete: bool,
         # query of every chunk against the cache is not needed, here or at the end.
         embedded = (not run.options.verify and same_boilerplate
                     and store.get_meta(embedded_meta_name(source.name)) == run.embedder.identity)
-        batches = scratch.batches(run.options.batch.documents, run.options.batch.bytes)
+        limits = run.options.batch
+        batches = scratch.batches(limits.documents, limits.bytes, limits.first)
         if dry_run:
             _plan_batches(run, source.name, batches, scratch, skip, shared, out)
         else:
