@@ -12,6 +12,7 @@ from pathlib import Path
 
 from kbsync.crashpoints import ENV_RECORD
 from kbsync.knowledge_base import KnowledgeBase
+from kbsync.store.sqlite import SqliteStore
 from tests.reliability.harness import make_kb
 
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
@@ -132,3 +133,28 @@ def test_readers_during_a_sync_see_only_whole_committed_generations(tmp_path: Pa
         assert set(view) == set(old)
         for key, generation in view.items():
             assert generation in (old[key], new[key]), key
+
+
+def test_a_new_store_opened_by_six_threads_at_once_opens_in_every_one(tmp_path: Path) -> None:
+    # SQLite refused the switch to write-ahead logging at once, without waiting, to an
+    # opener that had read the new file before another switched it: about one in a
+    # hundred openers of a new store failed with "database is locked".
+    failures: list[BaseException] = []
+
+    def open_store(path: Path, start: threading.Barrier) -> None:
+        start.wait()
+        try:
+            SqliteStore(path).close()
+        except BaseException as exc:  # every failure is the finding
+            failures.append(exc)
+
+    for round_ in range(200):
+        start = threading.Barrier(6)
+        path = tmp_path / f"{round_}" / "kb.db"
+        path.parent.mkdir()
+        threads = [threading.Thread(target=open_store, args=(path, start)) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert failures == []

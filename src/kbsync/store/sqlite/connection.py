@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,6 +19,9 @@ from kbsync.store.sqlite.files import prepare_state, writable
 from kbsync.store.sqlite.schema import MIGRATIONS, PAGE_SIZE, SCHEMA_VERSION, WAL_BYTES
 
 __all__ = ["SqliteBase"]
+
+BUSY_SECONDS = 30.0
+"""How long opening or writing the store waits for another process's lock."""
 
 
 class SqliteBase:
@@ -66,7 +70,7 @@ class SqliteBase:
         for target in targets:
             try:
                 # One store is used by one thread at a time (the watch loop runs in its own).
-                db = sqlite3.connect(target, isolation_level=None, timeout=30.0,
+                db = sqlite3.connect(target, isolation_level=None, timeout=BUSY_SECONDS,
                                      check_same_thread=False, uri=self.read_only)
             except sqlite3.Error as exc:
                 raise store_error(str(self.path), exc, "cannot open the store") from exc
@@ -98,16 +102,35 @@ class SqliteBase:
             # The page size takes effect only in a new, empty file (an existing store
             # keeps its own): 16 KB pages hold a few vectors each and mean fewer pages
             # to write for the same rows.
-            pragmas = (f"page_size = {PAGE_SIZE}", *pragmas, "journal_mode = WAL",
-                       "synchronous = NORMAL", "secure_delete = ON")
+            pragmas = (f"page_size = {PAGE_SIZE}", *pragmas, "synchronous = NORMAL",
+                       "secure_delete = ON")
         for pragma in pragmas:
             self._db.execute(f"PRAGMA {pragma}")
         if not self.read_only:
+            self._write_ahead()
             # A checkpoint copies the write-ahead log into the file and syncs it, and a
             # page that changes again before it is copied once: SQLite's default, every
             # 1000 pages, made a first sync copy its B-tree pages over and over.
             page = self._db.execute("PRAGMA page_size").fetchone()[0]
             self._db.execute(f"PRAGMA wal_autocheckpoint = {max(1000, WAL_BYTES // page)}")
+
+    def _write_ahead(self) -> None:
+        """Switch the file to write-ahead logging, waiting for whoever else opens it.
+
+        A new file starts in rollback mode, and processes that open it together race to
+        switch it. SQLite refuses the switch at once, without waiting out its busy
+        timeout, to the one that read the file before another switched it and began
+        writing the schema: so it is tried again until :data:`BUSY_SECONDS` pass.
+        """
+        deadline = time.monotonic() + BUSY_SECONDS
+        while True:
+            try:
+                self._db.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
 
     def _migrate(self, version: int) -> None:
         with self._transaction():
