@@ -20,6 +20,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -71,30 +72,31 @@ CHILD = textwrap.dedent("""
 """)
 
 
-def _stalled(progress: Path, child: subprocess.Popen[bytes]) -> None:
-    """Wait until the child's embedder says it stalled (or the child died)."""
+def _wait(child: subprocess.Popen[bytes], done: Callable[[], bool], never: str) -> None:
+    """Wait until ``done()`` holds, failing if the child ends first."""
     deadline = time.monotonic() + 300  # a bound for a broken run, not a synchronization
     while time.monotonic() < deadline:
-        if progress.exists() and "stalled" in progress.read_text():
+        if done():
             return
         if child.poll() is not None:
             raise AssertionError(f"the sync ended early: {child.communicate()}")
         time.sleep(0.05)
-    raise AssertionError("the embedder never stalled")
+    raise AssertionError(never)
+
+
+def _stalled(progress: Path, child: subprocess.Popen[bytes]) -> None:
+    """Wait until the child's embedder says it stalled."""
+    _wait(child, lambda: progress.exists() and "stalled" in progress.read_text(),
+          "the embedder never stalled")
 
 
 def _committed(store_path: Path, count: int, child: subprocess.Popen[bytes]) -> None:
     """Wait until another reader of the store sees ``count`` embeddings committed."""
-    deadline = time.monotonic() + 120  # a bound for a broken run, not a synchronization
-    while time.monotonic() < deadline:
+    def seen() -> int:
         with contextlib.closing(sqlite3.connect(f"file:{store_path}?mode=ro", uri=True)) as db:
-            (seen,) = db.execute("SELECT count(*) FROM embeddings").fetchone()
-        if seen >= count:
-            return
-        if child.poll() is not None:
-            raise AssertionError(f"the sync ended early: {child.communicate()}")
-        time.sleep(0.05)
-    raise AssertionError(f"the store never held {count} embeddings")
+            return int(db.execute("SELECT count(*) FROM embeddings").fetchone()[0])
+
+    _wait(child, lambda: seen() >= count, f"the store never held {count} embeddings")
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
