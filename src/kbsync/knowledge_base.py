@@ -387,7 +387,7 @@ class KnowledgeBase:
 
     # -- reading ----------------------------------------------------------------------
 
-    def search(self, query: str, k: int = 5, mode: SearchMode = "hybrid",
+    def search(self, query: str, k: int = 5, mode: SearchMode | None = None,
                context_tokens: int | None = None,
                query_vector: npt.NDArray[np.float32] | None = None,
                filters: Filters | Mapping[str, str | Sequence[str]] | None = None) -> list[Hit]:
@@ -398,7 +398,8 @@ class KnowledgeBase:
             query: what to look for, in words.
             k: how many results.
             mode: ``"vector"`` (embedding similarity), ``"text"`` (full text) or
-                ``"hybrid"`` (both, fused by reciprocal rank).
+                ``"hybrid"`` (both, fused by reciprocal rank); by default the
+                configuration's (:attr:`~kbsync.engine.Config.default_search_mode`).
             context_tokens: return each hit with its neighbouring chunks of the same
                 section, up to this many tokens, in ``Hit.context`` (default: the
                 configuration's ``[search] context_tokens``; 0 for the chunk alone).
@@ -413,7 +414,8 @@ class KnowledgeBase:
         """
         if context_tokens is None:
             context_tokens = self.config.context_tokens
-        return self._searcher().search(query, k, mode, context_tokens, query_vector,
+        return self._searcher().search(query, k, mode or self.config.default_search_mode,
+                                       context_tokens, query_vector,
                                        filters_from(filters))
 
     def query_vector(self, query: str) -> npt.NDArray[np.float32]:

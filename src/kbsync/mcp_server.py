@@ -83,13 +83,14 @@ def build_server(kb: KnowledgeBase, *, allow_sync: bool = False,
                      "as kbsync://document/<key> resources; diff shows a document's last change.")
 
     @server.tool(description="Search the knowledge base; passages come best first, each with "
-                             "its rank and a relevance from 0 to 1. mode: hybrid (default), "
-                             "vector or text. where: only documents whose fields match, e.g. "
+                             "its rank and a relevance from 0 to 1. mode: hybrid, vector or "
+                             "text (default: the knowledge base's, hybrid with a model). "
+                             "where: only documents whose fields match, e.g. "
                              '{"source": "docs", "path": "guide/*", "lang": ["en", "de"]}: '
                              "source, path (the document key) or a metadata key; * and ? are "
                              "globs; all names must match, a list is any of its values; an "
                              "unknown name matches nothing.")
-    def search(query: str, k: int = 5, mode: SearchMode = "hybrid",
+    def search(query: str, k: int = 5, mode: SearchMode | None = None,
                where: dict[str, str | list[str]] | None = None) -> SearchResult:
         with lock, _errors():
             hits = kb.search(query, k=k, mode=mode, filters=where)

@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Literal, get_args
 
 __all__ = [
+    "SEARCH_MODES",
     "Boundary",
     "ByteChunk",
     "ChangeReport",
@@ -19,12 +21,17 @@ __all__ = [
     "PageSchedule",
     "Record",
     "Region",
+    "SearchMode",
     "Section",
     "SourceItem",
     "SourceStat",
     "Validators",
     "Verdict",
 ]
+
+SearchMode = Literal["vector", "text", "hybrid"]
+"""How a search ranks: embeddings, full text, or both fused."""
+SEARCH_MODES: tuple[str, ...] = get_args(SearchMode)
 
 
 class Boundary(StrEnum):

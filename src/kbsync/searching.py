@@ -8,7 +8,6 @@ made for one call: :class:`~kbsync.knowledge_base.KnowledgeBase` may swap its st
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Literal, get_args
 
 import numpy as np
 import numpy.typing as npt
@@ -16,16 +15,13 @@ import numpy.typing as npt
 from kbsync.embed import Embedder
 from kbsync.errors import ParameterError
 from kbsync.fusion import fuse, ranked, text_relevance, vector_relevance
+from kbsync.model import SEARCH_MODES, SearchMode
 from kbsync.normalize import normalize
 from kbsync.store import Hit, SearchIndex
 from kbsync.store.filters import Filters
 from kbsync.vector_index import VectorIndex
 
 __all__ = ["SEARCH_MODES", "SearchMode", "Searcher", "distinct"]
-
-SearchMode = Literal["vector", "text", "hybrid"]
-"""How :meth:`KnowledgeBase.search` ranks: embeddings, full text, or both fused."""
-SEARCH_MODES: tuple[str, ...] = get_args(SearchMode)
 
 
 @dataclass(frozen=True)

@@ -74,9 +74,9 @@ class KbsyncTextSplitter(TextSplitter):
 
 
 class KbsyncRetriever(BaseRetriever):
-    """Retrieves from a kbsync knowledge base: hybrid search (or ``vector``, ``text``),
-    each hit returned with its section neighbours up to ``context_tokens``
-    (embed small, return big).
+    """Retrieves from a kbsync knowledge base in its search mode (or ``mode``: ``vector``,
+    ``text``, ``hybrid``), each hit returned with its section neighbours up to
+    ``context_tokens`` (embed small, return big).
 
     Documents come best first; ``page_content`` is the context window (the chunk
     alone when ``context_tokens`` is 0), and the metadata holds ``source``, ``key``,
@@ -86,7 +86,8 @@ class KbsyncRetriever(BaseRetriever):
 
     knowledge_base: KnowledgeBase
     k: int = 4
-    mode: SearchMode = "hybrid"
+    mode: SearchMode | None = None
+    """``None`` uses the knowledge base's mode (hybrid with a model)."""
     context_tokens: int | None = None
     """Tokens of context around each hit; ``None`` uses the knowledge base's setting."""
 

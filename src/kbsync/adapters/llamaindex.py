@@ -69,7 +69,8 @@ class KbsyncNodeParser(NodeParser):
 class KbsyncRetriever(BaseRetriever):
     """Retrieves ``NodeWithScore`` from a kbsync knowledge base, best first.
 
-    Hybrid search by default (``mode``: ``vector``, ``text``, ``hybrid``); each node's
+    The knowledge base's search mode by default (``mode``: ``vector``, ``text``,
+    ``hybrid``); each node's
     text is the hit's context window of up to ``context_tokens`` (``None``: the
     knowledge base's setting; 0: the chunk alone). Metadata: ``source``, ``key``,
     ``title``, ``heading``, ``start``/``end``, ``chunk_index``, ``chunk_identity``,
@@ -77,11 +78,11 @@ class KbsyncRetriever(BaseRetriever):
     """
 
     def __init__(self, knowledge_base: KnowledgeBase, *, k: int = 4,
-                 mode: SearchMode = "hybrid", context_tokens: int | None = None,
+                 mode: SearchMode | None = None, context_tokens: int | None = None,
                  callback_manager: CallbackManager | None = None) -> None:
         self.knowledge_base = knowledge_base
         self.k = k
-        self.mode: SearchMode = mode
+        self.mode: SearchMode | None = mode
         self.context_tokens = context_tokens
         super().__init__(callback_manager=callback_manager)
 

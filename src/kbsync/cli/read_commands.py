@@ -164,7 +164,9 @@ def _unknown_sources(filters: Filters, stored: Collection[str]) -> list[str]:
 def search(
     query: Annotated[str, typer.Argument(help="What to look for.")],
     k: Annotated[int, typer.Option("-k", min=1, help="How many results.")] = 5,
-    mode: Annotated[SearchMode, typer.Option(help="vector, text or hybrid.")] = "hybrid",
+    mode: Annotated[SearchMode | None, typer.Option(
+        help="vector, text or hybrid (default: [search] mode; else text with the hashing "
+             "embedder, hybrid with a model).")] = None,
     context: Annotated[int | None, typer.Option(
         help="Return each hit with its section neighbours, up to this many tokens "
              "(default: [search] context_tokens; 0 for the chunk alone).")] = None,
@@ -177,7 +179,7 @@ def search(
     config: ConfigOption = Path("."),
     as_json: JsonOption = False,
 ) -> None:
-    """Search the current chunks: vector similarity, full text, or both fused (default).
+    """Search the current chunks: vector similarity, full text, or both fused.
 
     Each hit shows its rank and a relevance from 0 to 1 (`--json` also gives the raw score).
     """
@@ -190,6 +192,7 @@ def search(
         typer.echo(printable(f"error: --where: {exc}"), err=True)
         raise typer.Exit(EXIT_USAGE) from None
     with Errors(as_json), KnowledgeBase.open(config) as kb:
+        mode = mode or kb.config.default_search_mode
         vector = None
         if mode != "text" and kb.config.embedder.get("kind") == "local":
             vector = served_query_vector(kb.config, kb.embedder.identity, query)

@@ -15,6 +15,7 @@ from kbsync.chunking import STRATEGY_PARAMS
 from kbsync.engine.components import embedder_class, refuse_unknown_options
 from kbsync.engine.config import CONFIG_NAME, EMBEDDER_SETTINGS, Config
 from kbsync.errors import ConfigError
+from kbsync.model import SEARCH_MODES
 from kbsync.plan import BOILERPLATE_SHARE
 from kbsync.source_kinds import SourceConfig, infer_kind, source_kind
 from kbsync.sync import Chunker
@@ -49,9 +50,13 @@ def load_config(path: str | Path = CONFIG_NAME) -> Config:
         if int(index.get("read_workers", 0)) < 0:
             raise ConfigError(f"{file}: [index] read_workers must be 0 (one per core) or more")
         search = dict(data.get("search", {}))
-        context = int(search.pop("context_tokens", 0))
-        if search or context < 0:
-            raise ConfigError(f"{file}: [search] takes only context_tokens (>= 0)")
+        context = int(search.get("context_tokens", 0))
+        if context < 0:
+            raise ConfigError(f"{file}: [search] context_tokens must be 0 or more")
+        mode = search.get("mode")
+        if mode is not None and mode not in SEARCH_MODES:
+            raise ConfigError(f"{file}: [search] mode must be hybrid, vector or text, "
+                              f"not {mode!r}")
         vectors = dict(data.get("vectors", {}))
         _check_vectors(vectors)
         store = dict(data.get("store", {}))
@@ -59,7 +64,8 @@ def load_config(path: str | Path = CONFIG_NAME) -> Config:
         return Config(file=file.resolve(), store=str(store.get("path", ".kbsync/kbsync.db")),
                       chunker=chunker,
                       embedder=dict(data.get("embedder", {"kind": "hashing", "dimension": 1024})),
-                      sources=sources, index=index, context_tokens=context, vectors=vectors,
+                      sources=sources, index=index, context_tokens=context,
+                      search_mode=mode, vectors=vectors,
                       store_url=str(store.get("url", "")),
                       store_password_env=str(store.get("password_env", "")),
                       store_schema=str(store.get("schema", "")),
@@ -78,7 +84,7 @@ _INDEX_SETTINGS = ("boilerplate_share", "index_boilerplate", "strict_decoding",
                    "confirm_above_tokens", "read_workers")
 
 
-_SEARCH_SETTINGS = ("context_tokens",)
+_SEARCH_SETTINGS = ("context_tokens", "mode")
 
 
 _STORE_SETTINGS = ("path", "url", "password_env", "schema", "index_memory")

@@ -236,8 +236,10 @@ def _write(config: Config) -> None:
     lines += ["", "[embedder]"] + [f"{k} = {_toml(v)}" for k, v in config.embedder.items()]
     if config.index:
         lines += ["", "[index]"] + [f"{k} = {_toml(v)}" for k, v in sorted(config.index.items())]
-    if config.context_tokens:
-        lines += ["", "[search]", f"context_tokens = {config.context_tokens}"]
+    search = [f"{k} = {_toml(v)}" for k, v in (("context_tokens", config.context_tokens),
+                                                 ("mode", config.search_mode)) if v]
+    if search:
+        lines += ["", "[search]", *search]
     if config.vectors:
         lines += ["", "[vectors]"] + [f"{k} = {_toml(v)}" for k, v in config.vectors.items()]
     for s in config.sources:

@@ -243,10 +243,9 @@ class _Dashboard:
         except KbsyncError as exc:
             raise _RefusedError(404, str(exc)) from None
 
-    @staticmethod
-    def _search_args(request: Request) -> tuple[str, int, SearchMode]:
+    def _search_args(self, request: Request) -> tuple[str, int, SearchMode]:
         params = request.query_params
-        mode = params.get("mode") or "hybrid"
+        mode = params.get("mode") or self.kb.config.default_search_mode
         if mode not in _MODES:
             raise _RefusedError(400, f"unknown search mode {mode!r}: use hybrid, vector or text")
         return (params.get("q") or "").strip(), _int(params.get("k"), 10, 1, 100), cast(

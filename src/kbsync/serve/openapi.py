@@ -154,8 +154,10 @@ def openapi(version: str) -> dict[str, Any]:
                                      "schema": {"type": "integer", "minimum": 1,
                                                 "maximum": 100, "default": 10}},
                                     {"name": "mode", "in": "query", "required": False,
-                                     "schema": {"enum": ["hybrid", "vector", "text"],
-                                                "default": "hybrid"}},
+                                     "description": "default: the configuration's [search] "
+                                     "mode, else text with the hashing embedder, hybrid with "
+                                     "a model",
+                                     "schema": {"enum": ["hybrid", "vector", "text"]}},
                                     {"name": "where", "in": "query", "required": False,
                                      "description": "NAME=VALUE, repeatable (as `kbsync "
                                      "search --where`): source, path or a metadata key; * and "
