@@ -168,6 +168,8 @@ def sync_tables(report: SyncResult) -> list[RenderableType]:
                              *(f"{c.get(k, 0):,}" for k in ("kept", "moved", "added", "deleted")),
                              f"{embedded:,}", f"{s.embeddings_reused:,}",
                              f"{s.embedding_tokens:,}"))
+        if s.skipped_unsupported:
+            notes.append(unsupported_note(s))
     omitted = sum(s.omitted.get("changes", 0) for s in report.sources)
     if omitted:
         docs.caption = (f"The report names the first changes of each source; {omitted:,} "
@@ -178,6 +180,22 @@ def sync_tables(report: SyncResult) -> list[RenderableType]:
     for stage, seconds in report.seconds.items():
         times.add_row(*_cells(stage, f"{seconds:.3f}"))
     return [_Fitting(docs), _Fitting(work), times, *notes]
+
+
+UNSUPPORTED_NAMED = 5
+"""Skipped files of unsupported types a report's text names; ``--json`` names them all."""
+
+
+def unsupported_note(s: SourceResult) -> Text:
+    """The files of ``s`` skipped because no extractor reads their type, the first few named."""
+    n = s.skipped_unsupported
+    named = s.unsupported[:UNSUPPORTED_NAMED]
+    more = n - len(named)
+    files = "file was" if n == 1 else "files were"
+    line = f"{s.source}: {n:,} {files} skipped, of a type no extractor reads"
+    if named:  # a report stored by an older version counts them without names
+        line += ": " + ", ".join(named) + (f" and {more:,} more" if more else "")
+    return safe(line, one_line=True)
 
 
 def _unlisted(s: SourceResult) -> bool:

@@ -127,6 +127,9 @@ class SourceResult:
     boilerplate_added: int = 0
     """Added chunks that are boilerplate, neither embedded nor reused: every added chunk
     is embedded, reused or this."""
+    unsupported: tuple[str, ...] = ()
+    """Keys of the listed items of a type no extractor reads, skipped (as many as
+    ``failures``; ``skipped_unsupported`` counts them all)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data, as stored in the run's report."""
@@ -139,6 +142,7 @@ class SourceResult:
             "deletions_blocked": self.deletions_blocked,
             "failures": [{"key": k, "message": m} for k, m in self.failures],
             "warnings": list(self.warnings),
+            "unsupported": list(self.unsupported),
             "changes": [c.to_dict() for c in self.changes],
             "omitted": dict(self.omitted),
             **({"revision": self.revision} if self.revision else {}),
@@ -157,6 +161,7 @@ class SourceResult:
             failures=tuple((str(f.get("key", "")), str(f.get("message", "")))
                            for f in data.get("failures", ())),
             warnings=tuple(str(w) for w in data.get("warnings", ())),
+            unsupported=tuple(str(k) for k in data.get("unsupported", ())),
             changes=tuple(DocumentChange.from_dict(c) for c in data.get("changes", ())),
             omitted=dict(data.get("omitted", {})), revision=str(data.get("revision", "")),
             pages_checked=None if data.get("pages_checked") is None

@@ -26,6 +26,7 @@ def _tally(n: int) -> SourceTally:
     tally.failures.append((f"bad-{n}.md", "cannot be read"))
     tally.warnings.append(f"warning {n}")
     tally.actions.append((f"doc-{n}.md", "modified", None))
+    tally.unsupported.append(f"scan-{n}.png")
     tally.note_change(f"doc-{n}.md", _edit(0.5 + n / 10))
     return tally
 
@@ -45,6 +46,7 @@ def test_merging_adds_every_count_and_keeps_every_list() -> None:
     assert result.documents["modified"] == 3
     assert result.embeddings_computed == 3 + 2 * len("embeddings_computed")
     assert [k for k, _ in result.failures] == ["bad-1.md", "bad-2.md"]
+    assert result.unsupported == ("scan-1.png", "scan-2.png")
     assert [c.key for c in result.changes] == ["doc-1.md", "doc-2.md"]
     assert all(c.change is not None for c in result.changes)
 

@@ -103,7 +103,8 @@ def run_detail(record: RunRecord) -> dict[str, Any]:
         "sources": [{"source": s.source, "documents": dict(s.documents),
                      "chunks": dict(s.chunks), "embeddings": _vectors([s]),
                      "bytes_read": s.bytes_read, "listing_complete": s.listing_complete,
-                     "warnings": list(s.warnings)} for s in sources],
+                     "warnings": list(s.warnings), "skipped_unsupported": s.skipped_unsupported,
+                     "unsupported": list(s.unsupported)} for s in sources],
         "report": dict(record.report),
     }
 

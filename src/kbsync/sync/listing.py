@@ -73,6 +73,7 @@ def list_source(source: Source, store: RecordStore, derive: Derive, verify: bool
                 out.failures.append(("", entry.message))
         elif (derivation := derive(entry.media_type)) is None:
             out.skipped_unsupported += 1
+            out.unsupported.append(entry.key)
         else:
             page.append((entry, derivation))
         if len(page) == _MANIFEST_PAGE:

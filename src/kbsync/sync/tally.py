@@ -80,6 +80,8 @@ class SourceTally:
     documents_applied: int = 0
     failures: Capped[tuple[str, str]] = field(default_factory=Capped)
     warnings: Capped[str] = field(default_factory=Capped)
+    unsupported: Capped[str] = field(default_factory=Capped)
+    """Keys of the listed items no extractor reads (``skipped_unsupported`` counts them)."""
     actions: Capped[tuple[str, str, str | None]] = field(default_factory=Capped)
     """``(key, action, moved from)`` of each document the run changed."""
     changes: dict[str, ChangeReport] = field(default_factory=dict)
@@ -169,16 +171,18 @@ class SourceTally:
             **{name: getattr(self, name) for name in _COUNTS},
             listing_complete=self.listing_complete, deletions_blocked=self.deletions_blocked,
             failures=tuple(self.failures), warnings=tuple(self.warnings) + self._truncation(),
+            unsupported=tuple(self.unsupported),
             changes=tuple(DocumentChange(k, a, self.changes.get(k), origin)
                           for k, a, origin in self.actions),
             omitted={name: n for name, n in (("changes", self.actions.omitted),
                                               ("failures", self.failures.omitted),
-                                              ("warnings", self.warnings.omitted)) if n},
+                                              ("warnings", self.warnings.omitted),
+                                              ("unsupported", self.unsupported.omitted)) if n},
             revision=self.revision, pages_checked=self.pages_checked)
 
 
 _COUNTS = tuple(f.name for f in fields(SourceTally) if f.type == "int")
-_LISTS = ("failures", "warnings", "actions")
+_LISTS = ("failures", "warnings", "actions", "unsupported")
 
 
 def _change_dict(change: ChangeReport) -> dict[str, Any]:
