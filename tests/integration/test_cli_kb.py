@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -69,6 +70,19 @@ def test_status_tells_people_the_counts_each_source_and_what_the_last_sync_did(
     out = _run("status", "-c", c)[1]
     assert "\n  failed:   docs: source root " in out  # the source's failure, not a document's
     assert ": nothing done, because of these failures\n  failed:" in out
+
+
+def test_status_after_a_first_sync_killed_before_its_end_does_not_say_never(
+        kb: Path) -> None:
+    c = str(kb)
+    _run("sync", "-c", c)
+    # What a kill -9 leaves: the batches applied, the run never recorded.
+    with sqlite3.connect(kb / ".kbsync" / "kbsync.db") as db:
+        db.execute("DELETE FROM runs")
+    out = _run("status", "-c", c)[1]
+    assert "last sync:  never" not in out
+    assert "last sync:  none recorded; a sync stopped before its end applied these " \
+           "documents" in out
 
 
 def test_status_names_the_documents_the_last_sync_could_not_take_and_why(kb: Path) -> None:

@@ -120,7 +120,11 @@ def _status_text(data: dict[str, Any]) -> str:
              f"{_count(data['chunks'], 'chunk')}, {_count(data['embeddings'], 'embedding')}, "
              f"{_count(data['runs'], 'run')}"]
     last = data["last_run"]
-    if last is None:
+    if last is None and data["documents"] and not data.get("writer"):
+        # A sync records its run when it ends: one killed before then left its batches.
+        lines.append("last sync:  none recorded; a sync stopped before its end applied "
+                     "these documents (the next sync goes on from them)")
+    elif last is None:
         lines.append("last sync:  never")
     elif last.get("interrupted"):
         lines.append(f"last sync:  interrupted at {last['finished']}, {last['applied']} "
