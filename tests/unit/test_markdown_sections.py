@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from kbsync.extract.markdown import _ATTRIBUTES, _body, _lines, split_sections
+from kbsync.extract.markdown import _ATTRIBUTES, split_sections
+from kbsync.extract.sections import Heading, sections_at, source_lines
 from kbsync.model import Section
 from tests.conftest import corpora_file
 
@@ -18,9 +19,9 @@ _FULL = MarkdownIt("commonmark")
 
 def _reference(text: str) -> tuple[Section, ...]:
     """The sections as a full parse (inline content of every block) gives them."""
-    lines = _lines(text)
+    lines = source_lines(text)
     tokens = _FULL.parse(text)
-    headings = []
+    headings: list[Heading] = []
     for i, token in enumerate(tokens):
         if token.type == "heading_open" and token.level == 0 and token.map is not None:
             parts = []
@@ -31,15 +32,7 @@ def _reference(text: str) -> tuple[Section, ...]:
                     parts.append(" ")
             heading = _ATTRIBUTES.sub("", " ".join("".join(parts).split()))
             headings.append((token.map[0], token.map[1], heading, int(token.tag[1:])))
-    sections = []
-    first = headings[0][0] if headings else len(lines)
-    if preamble := _body(lines, 0, first):
-        sections.append(Section(heading=None, text=preamble))
-    for n, (_, after, heading, level) in enumerate(headings):
-        end = headings[n + 1][0] if n + 1 < len(headings) else len(lines)
-        sections.append(Section(heading=heading or None, text=_body(lines, after, end),
-                                level=level if heading else 0))
-    return tuple(sections)
+    return sections_at(lines, headings)
 
 
 TRICKY = [

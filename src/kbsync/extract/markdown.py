@@ -13,6 +13,7 @@ import re
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from kbsync.extract.sections import Heading, sections_at, source_lines
 from kbsync.extract.text import TITLE_MAX_CHARS, charset_of, decode, replacement_warnings
 from kbsync.model import Record, Section
 
@@ -78,7 +79,7 @@ def parse_front_matter(text: str) -> tuple[dict[str, str], str]:
     mappings and comments are skipped. Without a closing ``---`` or ``...``
     line there is no front matter.
     """
-    lines = _lines(text)
+    lines = source_lines(text)
     if not lines or lines[0].rstrip() != "---":
         return {}, text
     end = next((i for i in range(1, len(lines)) if lines[i].rstrip() in _FRONT_MATTER_END), None)
@@ -117,43 +118,18 @@ def split_sections(text: str) -> tuple[Section, ...]:
     Headings inside block quotes or list items do not split. A heading's trailing
     attribute list (``## CORS { #cors }``) is markup, not part of its text.
     """
-    lines = _lines(text)
+    lines = source_lines(text)
     env: dict[str, object] = {}  # the link reference definitions a heading's links may use
     tokens = _BLOCKS.parse(text, env)
     # (first line, line after the heading, heading text, level) for each top-level heading
-    headings: list[tuple[int, int, str, int]] = []
+    headings: list[Heading] = []
     for i, token in enumerate(tokens):
         if token.type == "heading_open" and token.level == 0 and token.map is not None:
             inline = tokens[i + 1] if i + 1 < len(tokens) else None
             heading = "" if inline is None else _ATTRIBUTES.sub("", _heading_text(inline, env))
             headings.append((token.map[0], token.map[1], heading, int(token.tag[1:])))
 
-    sections: list[Section] = []
-    first = headings[0][0] if headings else len(lines)
-    preamble = _body(lines, 0, first)
-    if preamble:
-        sections.append(Section(heading=None, text=preamble))
-    for n, (_, after, heading, level) in enumerate(headings):
-        end = headings[n + 1][0] if n + 1 < len(headings) else len(lines)
-        body = _body(lines, after, end)
-        sections.append(Section(heading=heading or None, text=body, level=level if heading else 0))
-    return tuple(sections)
-
-
-def _lines(text: str) -> list[str]:
-    """Split lines the way markdown-it does (CR LF, CR and LF only), so its line numbers fit."""
-    if not text:
-        return []
-    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-
-
-def _body(lines: list[str], start: int, end: int) -> str:
-    """Source lines ``[start, end)`` without leading and trailing blank lines."""
-    while start < end and not lines[start].strip():
-        start += 1
-    while end > start and not lines[end - 1].strip():
-        end -= 1
-    return "\n".join(line.rstrip() for line in lines[start:end])
+    return sections_at(lines, headings)
 
 
 def _heading_text(inline: Token, env: dict[str, object]) -> str:

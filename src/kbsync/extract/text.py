@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from charset_normalizer import from_bytes
 
 from kbsync.errors import ExtractionError
+from kbsync.extract.rest import rest_sections
 from kbsync.model import Record, Section
 
 __all__ = [
@@ -192,7 +193,8 @@ def first_line_title(text: str) -> str | None:
 
 
 class TextExtractor:
-    """Plain text: the whole document is one section; its first line is the title.
+    """Plain text: one section, or one per reStructuredText title (:mod:`kbsync.extract.rest`);
+    the first line is the title.
 
     ``strict_decoding`` refuses a UTF-8 file with invalid bytes instead of indexing it
     with U+FFFD in their place (and a warning).
@@ -204,14 +206,15 @@ class TextExtractor:
     @property
     def identity(self) -> str:
         """Name and version; it has no settings."""
-        return "text-v2"
+        return "text-v3"  # v3: sections at reST titles
 
     def extract(self, data: bytes, *, locator: str, media_type: str = "") -> Record:
         """Decode the bytes; an empty or blank document has no sections."""
         decoded = decode(data, locator, declared_encoding=charset_of(media_type),
                          strict=self.strict_decoding)
         text = decoded.text
-        sections = (Section(heading=None, text=text),) if text.strip() else ()
+        sections = rest_sections(text) or (
+            (Section(heading=None, text=text),) if text.strip() else ())
         return Record(title=first_line_title(text), description=None, sections=sections,
                       warnings=replacement_warnings(decoded))
 
