@@ -83,7 +83,12 @@ from peer_index import CachingEmbedder, K, PeerIndex, tokens  # noqa: E402
 from toml_tables import set_table  # noqa: E402
 
 from kbsync.chunking import make_params  # noqa: E402
-from kbsync.engine import DEFAULT_CHUNKER, init_config, make_embedder  # noqa: E402
+from kbsync.engine import (  # noqa: E402
+    DEFAULT_CHUNKER,
+    MODEL_TAIL_ABOVE,
+    init_config,
+    make_embedder,
+)
 from kbsync.errors import ConfigError, KbsyncError  # noqa: E402
 from kbsync.extract.registry import extractor_for, media_type_for  # noqa: E402
 from kbsync.extract.text import first_line_title  # noqa: E402
@@ -182,6 +187,10 @@ def _semchunk(size: int) -> Split:
 _TTTD = {"min_tokens": 48, "max_tokens": 192, "primary_bits": 6, "backup_bits": 4}
 
 KBSYNC: tuple[KbsyncSetup, ...] = (
+    # What `kbsync init` writes with a model (token counts aside: every configuration here
+    # counts the estimate) and with the hashing embedder.
+    KbsyncSetup("kbsync default, model", DEFAULT_CHUNKER.strategy,
+                {**DEFAULT_CHUNKER.params, "tail_above": MODEL_TAIL_ABOVE}),
     KbsyncSetup("kbsync default", DEFAULT_CHUNKER.strategy, dict(DEFAULT_CHUNKER.params)),
     KbsyncSetup("kbsync tttd", "tttd", _TTTD),
     KbsyncSetup("kbsync tttd snap", "tttd", {**_TTTD, "snap": True}),

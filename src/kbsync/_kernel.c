@@ -1248,9 +1248,12 @@ done:
 /* ------------------------------------------------------------------ chunk construction */
 
 /* What building a Chunk needs: the type, the boundary kinds, the identity prefix. */
+#define MAX_KINDS 5
 typedef struct {
     PyObject *chunk_type;
-    PyObject *kinds[4]; /* PRIMARY, BACKUP, HARD, FINAL (or FORCED for the local strategy) */
+    /* PRIMARY, BACKUP, HARD, FINAL (or FORCED for the local strategies), maybe TAIL */
+    PyObject *kinds[MAX_KINDS];
+    int nkinds;
     B2b prefix;         /* BLAKE2b-256 state after the identity's fixed prefix */
     PyObject *slots[8]; /* the fields' member descriptors, when construction can use them */
 } Maker;
@@ -1315,12 +1318,14 @@ static void maker_find_slots(Maker *mk)
 
 static int maker_init(Maker *mk, PyObject *chunk_type, PyObject *kinds, Py_buffer *prefix)
 {
-    if (!PyTuple_Check(kinds) || PyTuple_GET_SIZE(kinds) < 4) {
-        PyErr_SetString(PyExc_TypeError, "kinds must be a tuple of 4 boundary kinds");
+    if (!PyTuple_Check(kinds) || PyTuple_GET_SIZE(kinds) < 4 ||
+        PyTuple_GET_SIZE(kinds) > MAX_KINDS) {
+        PyErr_SetString(PyExc_TypeError, "kinds must be a tuple of 4 or 5 boundary kinds");
         return -1;
     }
     mk->chunk_type = Py_NewRef(chunk_type);
-    for (int i = 0; i < 4; i++) mk->kinds[i] = Py_NewRef(PyTuple_GET_ITEM(kinds, i));
+    mk->nkinds = (int)PyTuple_GET_SIZE(kinds);
+    for (int i = 0; i < mk->nkinds; i++) mk->kinds[i] = Py_NewRef(PyTuple_GET_ITEM(kinds, i));
     b2b_init(&mk->prefix, 32);
     b2b_update(&mk->prefix, prefix->buf, (size_t)prefix->len);
     maker_find_slots(mk);
@@ -1330,7 +1335,7 @@ static int maker_init(Maker *mk, PyObject *chunk_type, PyObject *kinds, Py_buffe
 static void maker_clear(Maker *mk)
 {
     Py_CLEAR(mk->chunk_type);
-    for (int i = 0; i < 4; i++) Py_CLEAR(mk->kinds[i]);
+    for (int i = 0; i < MAX_KINDS; i++) Py_CLEAR(mk->kinds[i]);
     for (int i = 0; i < 8; i++) Py_CLEAR(mk->slots[i]);
 }
 
@@ -1404,6 +1409,7 @@ typedef struct {
     int64_t radius, span, margin; /* local.stream_cuts: r, the forced span, 2 * reach */
     int first;                    /* the pending words start with the input's first */
     Py_ssize_t start;             /* the first pending word no chunk holds yet */
+    int64_t tail_above, tail_min, tail_max; /* sentences: tails cut off (0: off) */
 } Cutter;
 
 enum { CUT_LOCAL = 1, CUT_SENTENCES = 2 };
@@ -1908,7 +1914,8 @@ static PyObject *k_build_chunks(PyObject *self, PyObject *args)
     int64_t t0 = first_word > 0 ? cum[first_word - 1] : 0;
     for (Py_ssize_t j = 0; j < ncuts; j++) {
         int64_t cut = cuts[j];
-        if (cut < start || cut >= words || kinds[j] > 3 || ts[start] < 0 || te[cut] > length ||
+        if (cut < start || cut >= words || kinds[j] >= mk.nkinds || ts[start] < 0 ||
+            te[cut] > length ||
             ts[start] > te[cut]) {
             PyErr_SetString(PyExc_ValueError, "cut positions out of order or out of range");
             Py_CLEAR(out);
@@ -2178,6 +2185,24 @@ static void sentence_ranks(const Cutter *c, const Word *w, Py_ssize_t m, uint8_t
     }
 }
 
+/* sentences._tail_cut: the last word before the tail of the chunk of words s to cut, when
+   it is long and ends a paragraph; else -1. */
+enum { KIND_TAIL = 4 };
+
+static Py_ssize_t tail_cut(const Cutter *c, const Word *w, Py_ssize_t m, Py_ssize_t s,
+                           Py_ssize_t cut, int ended)
+{
+    int64_t before = s > 0 ? w[s - 1].tokens : 0, end = w[cut].tokens;
+    if (end - before <= c->tail_above) return -1;
+    if (!(cut + 1 < m ? w[cut + 1].paragraph : ended)) return -1;
+    for (Py_ssize_t k = cut - 1; k >= s; k--) {
+        if (end - w[k].tokens < c->tail_min || !(w[k].sentence || w[k + 1].paragraph)) continue;
+        if (end - w[k].tokens > c->tail_max || w[k].tokens - before < c->radius) return -1;
+        return k;
+    }
+    return -1;
+}
+
 /* local.stream_cuts on the pending words: emits every chunk no later word can move into
    `out`, then drops the words no later decision reads (w[i].tokens are running sums). */
 static int local_cut(Cutter *c, int ended, PyObject *out)
@@ -2208,6 +2233,11 @@ static int local_cut(Cutter *c, int ended, PyObject *out)
     for (Py_ssize_t cut = s; cut < m; cut++) {
         if (!flags[cut]) continue;
         if (!ended && w[cut].tokens >= limit) break;
+        Py_ssize_t tail = c->tail_above ? tail_cut(c, w, m, s, cut, ended) : -1;
+        if (tail >= 0) {
+            if (cutter_emit(c, s, tail, KIND_TAIL, 0, out) < 0) goto done;
+            s = tail + 1;
+        }
         if (cutter_emit(c, s, cut, local_kind(flags[cut]), 0, out) < 0) goto done;
         s = cut + 1;
     }
@@ -2237,17 +2267,21 @@ done:
 static int local_init(Cutter *c, PyObject *args, PyObject *kwds)
 {
     static char *names[] = {"window_words", "radius", "span", "reach", "sentences", "chunk_type",
-                            "kinds", "prefix", NULL};
+                            "kinds", "prefix", "tail_above", "tail_min", "tail_max", NULL};
     Py_ssize_t window;
-    long long radius, span, reach;
+    long long radius, span, reach, tail_above = 0, tail_min = 0, tail_max = 0;
     int sentences;
     PyObject *chunk_type, *kinds;
     Py_buffer prefix;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "nLLLpOOy*", names, &window, &radius, &span,
-                                     &reach, &sentences, &chunk_type, &kinds, &prefix))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "nLLLpOOy*|LLL", names, &window, &radius, &span,
+                                     &reach, &sentences, &chunk_type, &kinds, &prefix,
+                                     &tail_above, &tail_min, &tail_max))
         return -1;
     int rc = -1;
-    if (window <= 0 || radius <= 0 || span < 0 || reach <= 0 || reach > INT64_MAX / 4) {
+    if (window <= 0 || radius <= 0 || span < 0 || reach <= 0 || reach > INT64_MAX / 4 ||
+        tail_above < 0 || (tail_above && (!sentences || tail_min <= 0 || tail_max < tail_min ||
+                                          !PyTuple_Check(kinds) ||
+                                          PyTuple_GET_SIZE(kinds) <= KIND_TAIL))) {
         PyErr_SetString(PyExc_ValueError, "invalid local chunking parameters");
         goto done;
     }
@@ -2258,6 +2292,9 @@ static int local_init(Cutter *c, PyObject *args, PyObject *kwds)
     c->margin = 2 * reach;
     c->first = 1;
     c->start = 0;
+    c->tail_above = tail_above;
+    c->tail_min = tail_min;
+    c->tail_max = tail_max;
     rc = 0;
 done:
     PyBuffer_Release(&prefix);
@@ -2271,7 +2308,7 @@ static PyTypeObject LocalCutterType = {
     .tp_dealloc = (destructor)cutter_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = PyDoc_STR("LocalCutter(window_words, radius, span, reach, sentences, chunk_type, "
-                        "kinds, prefix)\n\n"
+                        "kinds, prefix, tail_above=0, tail_min=0, tail_max=0)\n\n"
                         "Streaming strictly local chunking (chunking/local.py, and with sentences\n"
                         "chunking/sentences.py) from text blocks to Chunk objects; the methods\n"
                         "of TTTDCutter."),

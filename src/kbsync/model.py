@@ -47,6 +47,8 @@ class Boundary(StrEnum):
     """Strictly local: a winnowing pick in a stretch with no primary candidate."""
     FINAL = "final"
     """The end of the input."""
+    TAIL = "tail"
+    """Sentences: before the last sentences of a long chunk that ends a paragraph."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +93,7 @@ class ChunkingDiagnostics:
     forced_cuts: int
     final_cuts: int
     snapped_cuts: int
+    tail_cuts: int = 0
 
     @property
     def hard_cut_rate(self) -> float:

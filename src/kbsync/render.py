@@ -76,7 +76,8 @@ def diagnostics_table(d: ChunkingDiagnostics, title: str = "Chunking diagnostics
         (
             "cuts",
             f"primary {d.primary_cuts} · backup {d.backup_cuts} · hard {d.hard_cuts} · "
-            f"forced {d.forced_cuts} · final {d.final_cuts}",
+            f"forced {d.forced_cuts} · final {d.final_cuts}"
+            + (f" · tail {d.tail_cuts}" if d.tail_cuts else ""),
         ),
         ("hard-cut rate", f"{d.hard_cut_rate:.2%}"),
     ]

@@ -24,6 +24,8 @@ CASES: dict[str, dict[str, Any]] = {
     "local-small": {"strategy": "local", "min_tokens": 8, "max_tokens": 40},
     "sentences-default": {"strategy": "sentences"},
     "sentences-small": {"strategy": "sentences", "min_tokens": 8, "max_tokens": 40},
+    "sentences-small-tail": {"strategy": "sentences", "min_tokens": 8, "max_tokens": 40,
+                             "tail_above": 16},
     "bytes-small": {"strategy": "bytes", "min_size": 64, "avg_size": 128, "max_size": 512},
 }
 

@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kbsync import KnowledgeBase
+from kbsync.engine import MODEL_TAIL_ABOVE, load_config
 from kbsync.errors import ConfigError
 
 runner = CliRunner()
@@ -46,6 +47,8 @@ def test_init_picks_the_local_model_when_its_extra_is_installed(tmp_path: Path) 
     assert _embedder(tmp_path) == {"kind": "local", "model": "all-MiniLM-L6-v2"}
     assert "warning" not in err
     assert "embedder local" in out
+    chunker = load_config(tmp_path).chunker.params  # counted as the model counts, with tails
+    assert (chunker["token_counter"], chunker["tail_above"]) == ("embedder", MODEL_TAIL_ABOVE)
 
 
 def test_init_without_the_local_model_uses_hashing_and_warns_that_search_is_lexical(
@@ -55,6 +58,7 @@ def test_init_without_the_local_model_uses_hashing_and_warns_that_search_is_lexi
     code, _, err = _init("docs", "--folder", str(tmp_path))
     assert code == 0, err
     assert _embedder(tmp_path)["kind"] == "hashing"
+    assert "tail_above" not in load_config(tmp_path).chunker.params  # its search is full text
     assert err.count("\n") == 1, err
     assert err.startswith("warning:")
     assert "lexical" in err

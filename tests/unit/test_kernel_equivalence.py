@@ -148,8 +148,10 @@ def test_streamed_tttd_chunks_are_the_same_however_the_text_is_split(
 
 @fast
 @given(texts, st.sampled_from([{}, {"min_tokens": 3, "max_tokens": 9, "window_words": 2}]),
-       st.sampled_from(["local", "sentences"]))
+       st.sampled_from(["local", "sentences", "sentences with tails"]))
 def test_local_chunks_are_the_same(text: str, params: dict[str, object], strategy: str) -> None:
+    if strategy == "sentences with tails":
+        strategy, params = "sentences", {**params, "tail_above": 5 if params else 100}
     compiled, reference = both(lambda: chunk_text(text, strategy=strategy, **params))  # type: ignore[arg-type]
     assert compiled.chunks == reference.chunks
 
@@ -201,6 +203,8 @@ def _same_everything(text: str) -> None:
     for strategy in ("local", "sentences"):
         compiled, reference = both(lambda s=strategy: chunk_text(text, strategy=s))  # type: ignore[misc, arg-type]
         assert compiled.chunks == reference.chunks
+    compiled, reference = both(lambda: chunk_text(text, strategy="sentences", tail_above=100))
+    assert compiled.chunks == reference.chunks
     compiled_text, reference_text = both(lambda: normalize(text))
     assert compiled_text == reference_text
     data = text.encode()
@@ -234,14 +238,16 @@ def test_tttd_chunks_are_the_same_across_small_blocks_of_clean_and_unclean_text(
 
 @fast
 @given(st.lists(texts, min_size=1, max_size=8), st.sampled_from([16, 40, 128]),
-       st.sampled_from(["local", "sentences"]), st.sampled_from([(2, 6), (4, 12)]))
+       st.sampled_from(["local", "sentences", "sentences with tails"]),
+       st.sampled_from([(2, 6), (4, 12)]))
 def test_local_chunks_are_the_same_across_small_blocks_of_clean_and_unclean_text(
     parts: list[str], block: int, strategy: str, limits: tuple[int, int]
 ) -> None:
     # The kernel's local cutters decide once per block, the reference once per word block:
     # small blocks with cleaned ones among them make both keep and drop margins often.
-    chunker = TextChunker(strategy, min_tokens=limits[0], max_tokens=limits[1],  # type: ignore[arg-type]
-                          window_words=3)
+    tails = {"tail_above": limits[0] + 1} if strategy.endswith("tails") else {}
+    chunker = TextChunker(strategy.split()[0], min_tokens=limits[0],  # type: ignore[arg-type]
+                          max_tokens=limits[1], window_words=3, **tails)
     s = chunker.settings
     assert isinstance(s, LocalParams | SentenceParams)
     text = "".join(parts)

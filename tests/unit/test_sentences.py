@@ -15,12 +15,15 @@ from kbsync.chunking import EstimatingCounter, LocalParams, SentenceParams
 from kbsync.chunking.fingerprint import mix64
 from kbsync.chunking.local import _SECOND_HASH, local_chunks, select_cuts
 from kbsync.chunking.sentences import WORD, sentence_chunks
-from kbsync.chunking.stream import word_blocks
+from kbsync.chunking.stream import WordBlock, word_blocks
 from kbsync.identity import ChunkIdentity
 from tests.regions import interior_chunks
 
 PARAMS = {"min_tokens": 6, "max_tokens": 24, "window_words": 3}
 MARGIN = PARAMS["max_tokens"] + PARAMS["min_tokens"] + PARAMS["window_words"] + 1  # words
+TAIL = {**PARAMS, "tail_above": 10}
+# A tail cut reads the chunk around it, whose ends lie up to max_tokens words away.
+TAIL_MARGIN = MARGIN + PARAMS["max_tokens"]
 IDENTITY = ChunkIdentity(1, "sentences-v1", "test")
 
 
@@ -44,26 +47,87 @@ def _text(words: list[str]) -> str:
     return " ".join(words)
 
 
-def _interior_chunks(text: str, first: int, last: int) -> set[tuple[int, str]]:
-    return interior_chunks(text, "sentences", PARAMS, first, last)
+def _interior_chunks(text: str, first: int, last: int,
+                     params: dict[str, int] = PARAMS) -> set[tuple[int, str]]:
+    return interior_chunks(text, "sentences", params, first, last)
 
 
-@given(st.integers(min_value=0, max_value=2**32), st.integers(2 * MARGIN, 6 * MARGIN))
+@pytest.mark.parametrize(("params", "margin"), [(PARAMS, MARGIN), (TAIL, TAIL_MARGIN)],
+                         ids=["plain", "tails"])
+@given(st.integers(min_value=0, max_value=2**32), st.integers(2, 6))
 def test_chunks_inside_a_shared_region_are_identical_whatever_surrounds_it(
-    seed: int, shared_len: int
+    params: dict[str, int], margin: int, seed: int, times: int
 ) -> None:
     rng = random.Random(seed)
-    shared = _words(rng, shared_len)
+    shared = _words(rng, times * margin)
     seen = []
     for _ in "xy":
         before, after = _words(rng, rng.randint(0, 80)), _words(rng, rng.randint(0, 80))
         # The region is a run of whole words: the text before it ends in a plain space.
         before = [w.rstrip(".!?)\"\n#") or "w" for w in before]
         words = before + shared + after
-        lo = len(normalize(_text(before)).word_starts) + MARGIN
-        hi = lo - MARGIN + len(normalize(_text(shared)).word_starts) - MARGIN
-        seen.append(_interior_chunks(_text(words), lo, hi))
+        lo = len(normalize(_text(before)).word_starts) + margin
+        hi = lo - margin + len(normalize(_text(shared)).word_starts) - margin
+        seen.append(_interior_chunks(_text(words), lo, hi, params))
     assert seen[0] == seen[1]
+
+
+def _tails_cut_naively(text: str, params: dict[str, int]) -> list[str]:
+    """The chunks without tails, each long one that ends a paragraph cut before its tail
+    as :class:`SentenceParams` says, word by word."""
+    settings = SentenceParams(**params)
+    plain = chunk_text(text, strategy="sentences",
+                       **{**params, "tail_above": 0}).chunks  # type: ignore[arg-type]
+    canonical = normalize(text).text
+    out, at = [], 0
+    for c in plain:
+        at = canonical.index(c.text, at)
+        after = at + len(c.text)
+        at = after
+        ends_paragraph = after == len(canonical) or canonical.startswith("\n\n", after)
+        words = [w for block in word_blocks([c.text], EstimatingCounter(), 3,
+                                            with_sentences=True) for w in _block_words(block)]
+        total = sum(t for _, t, _, _ in words)
+        cut = None
+        if total > settings.tail_above and ends_paragraph:
+            run = 0
+            for k, (_, t, sentence, paragraph_next) in enumerate(words[:-1]):
+                run += t
+                if (sentence or paragraph_next) and total - run >= settings.tail_min:
+                    cut = (k, run)
+        if cut is not None and total - cut[1] <= settings.tail_max \
+                and cut[1] >= settings.min_tokens:
+            end = words[cut[0]][0]
+            out += [c.text[:end], c.text[end:].lstrip()]
+        else:
+            out.append(c.text)
+    return out
+
+
+def _block_words(block: WordBlock) -> list[tuple[int, int, bool, bool]]:
+    """(end offset, tokens, sentence end after it, paragraph mark after it) of each word."""
+    n = len(block.tokens)
+    return [(int(block.input_ends[k]), int(block.tokens[k]), bool(block.sentence_end[k]),
+             k + 1 < n and bool(block.paragraph[k + 1])) for k in range(n)]
+
+
+@given(st.integers(min_value=0, max_value=2**32), st.sampled_from([6, 10, 16]))
+def test_a_long_chunk_that_ends_a_paragraph_is_cut_before_its_tail(seed: int,
+                                                                   above: int) -> None:
+    text = _text(_words(random.Random(seed), 400))
+    params = {**PARAMS, "tail_above": above}
+    chunks = chunk_text(text, strategy="sentences", **params).chunks  # type: ignore[arg-type]
+    assert [c.text for c in chunks] == _tails_cut_naively(text, params)
+
+
+def test_tails_make_short_closing_sentences_chunks_of_their_own(prose: str) -> None:
+    plain = chunk_text(prose, strategy="sentences").chunks
+    tails = chunk_text(prose, strategy="sentences", tail_above=100).chunks
+    cut = [c for c in tails if c.boundary is Boundary.TAIL]
+    assert len(tails) == len(plain) + len(cut)
+    assert len(cut) > len(plain) // 20
+    after = {tails[i + 1].token_count for i, c in enumerate(tails) if c.boundary is Boundary.TAIL}
+    assert max(after) <= SentenceParams(tail_above=100).tail_max
 
 
 def test_the_locality_bound_is_not_vacuous(prose: str) -> None:
@@ -125,7 +189,7 @@ def test_cuts_follow_the_rules_exactly(
     assert len(kinds) == len(cuts)
 
 
-@pytest.mark.parametrize("strategy", ["sentences", "local"])
+@pytest.mark.parametrize("strategy", ["sentences", "sentences with tails", "local"])
 @given(st.integers(min_value=0, max_value=2**32), st.integers(min_value=8, max_value=400))
 def test_streaming_in_blocks_of_any_size_gives_the_one_shot_chunks(
     strategy: str, seed: int, block_chars: int
@@ -135,8 +199,9 @@ def test_streaming_in_blocks_of_any_size_gives_the_one_shot_chunks(
     def run(size: int) -> list[object]:
         blocks = word_blocks([text], EstimatingCounter(), 3, with_sentences=True,
                              block_chars=size)
-        if strategy == "sentences":
-            return list(sentence_chunks(blocks, SentenceParams(**PARAMS), IDENTITY))
+        if strategy.startswith("sentences"):
+            params = TAIL if "tails" in strategy else PARAMS
+            return list(sentence_chunks(blocks, SentenceParams(**params), IDENTITY))
         return list(local_chunks(blocks, LocalParams(**PARAMS), IDENTITY))
 
     assert run(block_chars) == run(1 << 20)
@@ -183,6 +248,7 @@ def test_the_strategy_has_its_own_identity_version() -> None:
 @pytest.mark.parametrize(("params", "message"), [
     ({"min_tokens": 100, "max_tokens": 100}, "max_tokens > min_tokens"),
     ({"min_tokens": 0}, "min_tokens must be a positive integer"),
+    ({"tail_above": -5}, "tail_above must be a positive integer"),
 ])
 def test_bad_parameters_are_clear_errors(params: dict[str, int], message: str) -> None:
     with pytest.raises(ParameterError, match=message):

@@ -37,7 +37,8 @@ __all__ = ["build_chunks", "byte_chunks", "byte_chunks_available", "byte_spans",
            "local_cuts", "scan_block", "tttd_chunks"]
 
 _TTTD_KINDS = (Boundary.PRIMARY, Boundary.BACKUP, Boundary.HARD, Boundary.FINAL)
-_LOCAL_KINDS = (Boundary.PRIMARY, Boundary.HARD, Boundary.FORCED, Boundary.FINAL)
+_LOCAL_KINDS = (Boundary.PRIMARY, Boundary.HARD, Boundary.FORCED, Boundary.FINAL,
+                Boundary.TAIL)
 _NOT_SPACE = re.compile(r"\S")
 _NO_FLAGS = np.zeros(0, dtype=np.bool_)
 # The kernel keeps counts in 64-bit integers and the window in an array: parameters past
@@ -130,9 +131,11 @@ def local_chunks(
     if kernel is None or not _estimates(counter) or params.window_words > _MAX_WINDOW \
             or params.max_tokens > _MAX_TOKENS:
         return None
+    tail = (params.tail_above, params.tail_min, params.tail_max) \
+        if isinstance(params, SentenceParams) and params.tail_above else (0, 0, 0)
     cutter = kernel.LocalCutter(
         params.window_words, params.min_tokens, params.span, params.reach,
-        isinstance(params, SentenceParams), Chunk, _LOCAL_KINDS, identity.prefix,
+        isinstance(params, SentenceParams), Chunk, _LOCAL_KINDS, identity.prefix, *tail,
     )
     return _fed(cutter, pieces, block_chars, _quick_nfc(kernel))
 

@@ -56,4 +56,5 @@ def diagnose_tally(
         forced_cuts=kinds[Boundary.FORCED],
         final_cuts=kinds[Boundary.FINAL],
         snapped_cuts=snapped,
+        tail_cuts=kinds[Boundary.TAIL],
     )

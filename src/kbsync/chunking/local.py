@@ -74,8 +74,16 @@ CutRule = Callable[[WordBuffer, bool, bool], tuple[IntArray, CodeArray]]
 strictly local rule; the flags say whether the buffer starts with the input's first word and
 ends with its last."""
 
-KINDS = (Boundary.PRIMARY, Boundary.HARD, Boundary.FORCED, Boundary.FINAL)
-"""The boundary kinds of the local rules, in the order of their codes."""
+KINDS = (Boundary.PRIMARY, Boundary.HARD, Boundary.FORCED, Boundary.FINAL, Boundary.TAIL)
+"""The boundary kinds of the local rules, in the order of their codes (the sentences
+strategy's tails last)."""
+
+Split = Callable[[WordBuffer, IntArray, IntArray, CodeArray, int, bool], tuple[IntArray, CodeArray]]
+"""More cuts inside chunks already decided: given the words, their running token sums,
+the cuts of the chunks to emit and their kind codes, the first word of the first of
+them and whether the words end the input, the cuts and codes with the new ones among
+them. It reads only each chunk's words, its ends and the word after it, so it never
+moves a decided cut."""
 
 
 def local_chunks(
@@ -91,9 +99,11 @@ def local_chunks(
 
 
 def stream_cuts(
-    blocks: Iterable[WordBlock], rule: CutRule, reach: int, identity: ChunkIdentity
+    blocks: Iterable[WordBlock], rule: CutRule, reach: int, identity: ChunkIdentity,
+    split: Split | None = None,
 ) -> Iterator[Chunk]:
-    """Chunks of ``blocks`` under ``rule``, each yielded as soon as no later word can move it.
+    """Chunks of ``blocks`` under ``rule`` (and ``split``), each yielded as soon as no later
+    word can move it.
 
     ``reach`` bounds, in tokens, how far the decision at a position reads on either side
     (one word more to the right). Twice that is kept on both sides of the words still
@@ -114,7 +124,7 @@ def stream_cuts(
         if limit <= 0:
             continue
         chunks, start = _emit(words, cum, rule(words, first, False), start, limit, index,
-                              identity)
+                              identity, split)
         index += len(chunks)
         yield from chunks
         before = int(cum[start - 1]) if start else 0
@@ -125,15 +135,16 @@ def stream_cuts(
             first = False
     if len(words):
         cum = np.cumsum(words.tokens)
-        yield from _emit(words, cum, rule(words, first, True), start, None, index, identity)[0]
+        yield from _emit(words, cum, rule(words, first, True), start, None, index, identity,
+                         split)[0]
 
 
 def _emit(
     words: WordBuffer, cum: IntArray, cuts: tuple[IntArray, CodeArray], start: int,
-    limit: int | None, index: int, identity: ChunkIdentity,
+    limit: int | None, index: int, identity: ChunkIdentity, split: Split | None = None,
 ) -> tuple[list[Chunk], int]:
-    """The chunks from word ``start`` up to the last cut before ``limit`` tokens, and the next
-    start."""
+    """The chunks from word ``start`` up to the last cut before ``limit`` tokens (each cut
+    again by ``split``), and the next start."""
     positions, kinds = cuts
     first = int(np.searchsorted(positions, start))
     last = len(positions) if limit is None else (
@@ -141,6 +152,8 @@ def _emit(
     if last <= first:
         return [], start
     taken, taken_kinds = positions[first:last], kinds[first:last]
+    if split is not None:
+        taken, taken_kinds = split(words, cum, taken, taken_kinds, start, limit is None)
     built = compiled.build_chunks(words.source, words.text_starts, words.text_ends,
                                   words.input_starts, words.input_ends, cum, taken,
                                   taken_kinds, identity, start=start, index=index)

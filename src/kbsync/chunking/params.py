@@ -122,12 +122,19 @@ class SentenceParams:
     two primary cuts are at least ``min_tokens`` apart. The defaults aim at small-chunk
     retrieval: chunks of about 90 tokens, a few sentences or one short paragraph
     (``benchmarks/retrieval`` measured them against larger and smaller ones).
+
+    ``tail_above`` (0: off) cuts a chunk that ends a paragraph and holds more than that
+    many tokens once more, before the paragraph's last sentences: the fewest that hold
+    at least :attr:`tail_min` tokens, when they hold at most :attr:`tail_max` and leave
+    ``min_tokens`` before them. A short closing sentence then is a chunk of its own,
+    and matches a question about it closely (``kbsync init`` sets it to 100).
     """
 
     window_words: int = 8
     min_tokens: int = 48
     max_tokens: int = 192
     token_counter: str = "estimate"
+    tail_above: int = 0
 
     chunker_id = "sentences-v1"
 
@@ -139,6 +146,18 @@ class SentenceParams:
                 f"the sentences strategy needs max_tokens > min_tokens "
                 f"(got {self.max_tokens} <= {self.min_tokens})"
             )
+        if self.tail_above:
+            _positive("tail_above", self.tail_above)
+
+    @property
+    def tail_min(self) -> int:
+        """The fewest tokens a tail cut off a chunk holds (a quarter of ``min_tokens``)."""
+        return max(1, self.min_tokens // 4)
+
+    @property
+    def tail_max(self) -> int:
+        """The most tokens a tail cut off a chunk holds."""
+        return self.min_tokens + self.tail_min
 
     @property
     def span(self) -> int:
@@ -151,7 +170,10 @@ class SentenceParams:
         return self.max_tokens + self.min_tokens
 
     def canonical(self) -> dict[str, Field]:
-        return dict(asdict(self))
+        fields = dict(asdict(self))
+        if not self.tail_above:  # off, as before it existed: the same identities
+            del fields["tail_above"]
+        return fields
 
 
 @dataclass(frozen=True, slots=True)

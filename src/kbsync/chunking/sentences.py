@@ -29,8 +29,18 @@ With the notation of :mod:`kbsync.chunking.local`, ``r = min_tokens`` and
   minimum of ``(rank, f2)`` in it: a paragraph end if it has one, else a sentence end,
   else a word (inside a sentence longer than the window).
 
+* **tail** (with ``tail_above``, off by default) -- a chunk between two cuts above
+  that ends a paragraph (or the input) and holds more than ``tail_above`` tokens is
+  cut once more, after the last sentence or paragraph end inside it that leaves at
+  least ``tail_min`` tokens after it, when those are at most ``tail_max`` and at least
+  ``min_tokens`` come before it. The last sentences of a long paragraph then make a
+  chunk of their own, which matches a question about them closely: on the
+  long-document QA set, vector recall@5 with context windows rose from 92.4 to 94.8
+  (``benchmarks/retrieval``).
+
 Size: no chunk exceeds ``max_tokens`` (a single longer word aside), and a chunk
-between two primaries has at least ``min_tokens``.
+between two primaries has at least ``min_tokens`` (the part of one before its tail
+too; the tail itself has at least ``tail_min``).
 
 Locality: a rank reads word k and word k + 1; a primary decision reads positions
 within ``r - 1`` tokens each side; a forced decision reads the windows holding k and
@@ -39,7 +49,11 @@ the anchor status of their positions, within ``L + r`` tokens; a fingerprint rea
 decision at k is a function of words ``k - (L + r + w)`` to ``k + (L + r + 1)``. Two
 inputs that share a region of words therefore cut identically at every position at
 least ``max_tokens + min_tokens + window_words + 1`` words inside it, and every
-chunk that starts and ends there is the same chunk in both, text and identity.
+chunk that starts and ends there is the same chunk in both, text and identity. A tail
+cut reads the chunk around it, whose ends lie at most ``max_tokens`` words away, and
+the word after it: with tails the bound grows by ``max_tokens`` words. Tails are cut
+in the chunks a stream is about to emit, whose ends no later word can move, so
+streaming gives the chunks of the whole input at once as before.
 """
 
 from __future__ import annotations
@@ -49,19 +63,21 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 import numpy.typing as npt
 
-from kbsync.chunking.local import CodeArray, select_cut_codes, stream_cuts
+from kbsync.chunking.local import KINDS, CodeArray, Split, select_cut_codes, stream_cuts
 from kbsync.chunking.params import SentenceParams
 from kbsync.chunking.stream import WordBlock, WordBuffer
 from kbsync.identity import ChunkIdentity
-from kbsync.model import Chunk
+from kbsync.model import Boundary, Chunk
 from kbsync.normalize import IntArray
 
 __all__ = [
     "BARE_PARAGRAPH_END", "HEADING_BREAK", "PARAGRAPH_END", "SENTENCE_END", "WORD", "ranks",
-    "sentence_chunks",
+    "sentence_chunks", "tail_split",
 ]
 
 HEADING_BREAK, PARAGRAPH_END, BARE_PARAGRAPH_END, SENTENCE_END, WORD = 0, 1, 2, 3, 4
+
+_TAIL = KINDS.index(Boundary.TAIL)
 
 
 def sentence_chunks(
@@ -74,7 +90,50 @@ def sentence_chunks(
                                 span=params.span, ranks=ranks(words), eligible_below=WORD,
                                 first=first, last=last)
 
-    return stream_cuts(blocks, rule, params.reach, identity)
+    split = tail_split(params) if params.tail_above else None
+    return stream_cuts(blocks, rule, params.reach, identity, split)
+
+
+def tail_split(params: SentenceParams) -> Split:
+    """The cuts before the tails of long chunks that end a paragraph (see the module
+    docstring), among the cuts of the chunks about to be emitted."""
+
+    def split(words: WordBuffer, cum: IntArray, cuts: IntArray, codes: CodeArray, start: int,
+              ended: bool) -> tuple[IntArray, CodeArray]:
+        out_cuts: list[int] = []
+        out_codes: list[int] = []
+        prev = start - 1
+        for cut, code in zip(cuts.tolist(), codes.tolist(), strict=True):
+            tail = _tail_cut(words, cum, prev, cut, ended, params)
+            if tail is not None:
+                out_cuts.append(tail)
+                out_codes.append(_TAIL)
+            out_cuts.append(cut)
+            out_codes.append(code)
+            prev = cut
+        return np.asarray(out_cuts, dtype=np.int64), np.asarray(out_codes, dtype=np.uint8)
+
+    return split
+
+
+def _tail_cut(words: WordBuffer, cum: IntArray, prev: int, cut: int, ended: bool,
+              params: SentenceParams) -> int | None:
+    """Where the chunk of words ``prev + 1`` to ``cut`` is cut before its tail, if it is."""
+    before = int(cum[prev]) if prev >= 0 else 0
+    end = int(cum[cut])
+    if end - before <= params.tail_above:
+        return None
+    if not (words.paragraph[cut + 1] if cut + 1 < len(words) else ended):
+        return None  # the chunk does not end a paragraph
+    inside = slice(prev + 1, cut)
+    ends = words.sentence_end[inside] | words.paragraph[prev + 2 : cut + 1]
+    found = np.flatnonzero(ends & (end - cum[inside] >= params.tail_min))
+    if not len(found):
+        return None
+    k = prev + 1 + int(found[-1])  # the fewest sentences
+    if end - int(cum[k]) > params.tail_max or int(cum[k]) - before < params.min_tokens:
+        return None
+    return k
 
 
 def ranks(words: WordBuffer) -> npt.NDArray[np.uint8]:

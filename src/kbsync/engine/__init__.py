@@ -20,7 +20,13 @@ from kbsync.engine.components import (
     store_exists,
     writer_lock,
 )
-from kbsync.engine.config import CONFIG_NAME, DEFAULT_CHUNKER, DEFAULT_CONTEXT_TOKENS, Config
+from kbsync.engine.config import (
+    CONFIG_NAME,
+    DEFAULT_CHUNKER,
+    DEFAULT_CONTEXT_TOKENS,
+    MODEL_TAIL_ABOVE,
+    Config,
+)
 from kbsync.engine.loading import load_config
 from kbsync.engine.writing import (
     add_source,
@@ -35,6 +41,7 @@ __all__ = [
     "CONFIG_NAME",
     "DEFAULT_CHUNKER",
     "DEFAULT_CONTEXT_TOKENS",
+    "MODEL_TAIL_ABOVE",
     "Config",
     "SourceConfig",
     "add_source",

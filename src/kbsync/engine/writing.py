@@ -15,7 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from kbsync.crashpoints import crashpoint
-from kbsync.engine.config import CONFIG_NAME, DEFAULT_CHUNKER, DEFAULT_CONTEXT_TOKENS, Config
+from kbsync.engine.config import (
+    CONFIG_NAME,
+    DEFAULT_CHUNKER,
+    DEFAULT_CONTEXT_TOKENS,
+    MODEL_TAIL_ABOVE,
+    Config,
+)
 from kbsync.engine.loading import load_config
 from kbsync.errors import ConfigError
 from kbsync.source_kinds import ObjectStoreKind, SourceConfig, kind_for_argument, source_kind
@@ -68,7 +74,8 @@ def init_config(folder: str | Path, sources: Sequence[str] = (), *,
         if embedder is not None:
             config = replace(config, embedder=dict(embedder))
             if embedder.get("kind") in _MODEL_KINDS:  # count in the model's own tokens
-                params = {**DEFAULT_CHUNKER.params, "token_counter": EMBEDDER_COUNTER}
+                params = {**DEFAULT_CHUNKER.params, "token_counter": EMBEDDER_COUNTER,
+                          "tail_above": MODEL_TAIL_ABOVE}
                 config = replace(config, chunker=replace(DEFAULT_CHUNKER, params=params))
         if store is not None:
             config = replace(config, store=store)
