@@ -31,6 +31,10 @@ __all__ = ["COSMETIC_SIMILARITY", "REEXAMINE_SIMILARITY", "WORD_DIFF_LIMIT", "WO
 
 COSMETIC_SIMILARITY = 0.98
 REEXAMINE_SIMILARITY = 0.05
+REEXAMINE_KEPT = 0.5
+"""A new text that keeps this share of the old one (or more) grew or was rewritten in part:
+it is never re-examined as a collapse, however low its similarity (a stub that became a
+page twenty times its size has a similarity near 0)."""
 WORD_DIFF_LIMIT = 20_000
 """Words (old and new together) above which a changed run is not refined word by word.
 
@@ -86,7 +90,8 @@ def compare(
             stripped = _compare_text(_Side.of(_without(a.canonical, ignore)),
                                      _Side.of(_without(b.canonical, ignore)), params)
             sim = stripped.similarity if stripped.changed else 1.0
-            report = replace(report, similarity=sim, verdict=_verdict(True, sim))
+            report = replace(report, similarity=sim,
+                             verdict=stripped.verdict if stripped.changed else Verdict.COSMETIC)
         return report
     old_bytes = old.encode("utf-8") if isinstance(old, str) else old
     new_bytes = new.encode("utf-8") if isinstance(new, str) else new
@@ -110,7 +115,8 @@ def compare_long(old: Iterable[str], new: Iterable[str],
     changed = [c.digest for c in old_chunks] != [c.digest for c in new_chunks]
     total = sum(c.length for c in old_chunks) + sum(c.length for c in new_chunks)
     similarity = _shared_share(old_chunks, new_chunks, total) if changed else 1.0
-    return _report(old_chunks, new_chunks, changed, similarity, (), ())
+    return _report(old_chunks, new_chunks, changed, similarity, (), (),
+                   _kept_share(old_chunks, new_chunks))
 
 
 def _streamed_chunks(text: Iterable[str], params: ByteParams) -> list[ByteChunk]:
@@ -185,9 +191,10 @@ def _compare_text(a: _Side, b: _Side, params: ByteParams | None) -> ChangeReport
     total = len(a.data) + len(b.data)
     lost = a.byte_size(removed) + b.byte_size(added)
     similarity = 1.0 if not changed or total == 0 else max(0.0, 1.0 - lost / total)
+    kept = 1.0 - a.byte_size(removed) / len(a.data) if a.data else 0.0
     return _report(old_chunks, new_chunks, changed, similarity,
                    tuple(b.region(i, j) for i, j in added),
-                   tuple(a.region(i, j) for i, j in removed))
+                   tuple(a.region(i, j) for i, j in removed), kept)
 
 
 def _changed_words(a: _Side, b: _Side, old_chunks: list[ByteChunk], new_chunks: list[ByteChunk],
@@ -224,7 +231,8 @@ def _compare_bytes(old: bytes, new: bytes, params: ByteParams | None) -> ChangeR
     new_digests = {c.digest for c in new_chunks}
     return _report(old_chunks, new_chunks, changed, similarity,
                    _merge([c for c in new_chunks if c.digest not in old_digests]),
-                   _merge([c for c in old_chunks if c.digest not in new_digests]))
+                   _merge([c for c in old_chunks if c.digest not in new_digests]),
+                   _kept_share(old_chunks, new_chunks))
 
 
 def _shared_share(old: Sequence[ByteChunk], new: Sequence[ByteChunk], total: int) -> float:
@@ -238,8 +246,25 @@ def _shared_share(old: Sequence[ByteChunk], new: Sequence[ByteChunk], total: int
     return min(1.0, 2 * shared / total)
 
 
+def _kept_share(old: Sequence[ByteChunk], new: Sequence[ByteChunk]) -> float:
+    """The share of the bytes of ``old`` in chunks ``new`` holds too."""
+    size = sum(c.length for c in old)
+    if size == 0:
+        return 0.0
+    left = Counter(c.digest for c in new)
+    kept = 0
+    for c in old:
+        if left[c.digest]:
+            left[c.digest] -= 1
+            kept += c.length
+    return kept / size
+
+
 def _report(old: list[ByteChunk], new: list[ByteChunk], changed: bool, similarity: float,
-            regions: tuple[Region, ...], removed_regions: tuple[Region, ...]) -> ChangeReport:
+            regions: tuple[Region, ...], removed_regions: tuple[Region, ...],
+            kept_share: float) -> ChangeReport:
+    """The report of a comparison; ``kept_share`` is the share of the old version the new
+    one keeps (see :data:`REEXAMINE_KEPT`)."""
     old_digests = {c.digest for c in old}
     new_digests = {c.digest for c in new}
     added = tuple(c for c in new if c.digest not in old_digests)
@@ -252,7 +277,7 @@ def _report(old: list[ByteChunk], new: list[ByteChunk], changed: bool, similarit
         kept=kept,
         moved=kept - _ordered(old, new),
         regions=regions,
-        verdict=_verdict(changed, similarity),
+        verdict=_verdict(changed, similarity, kept_share),
         removed_regions=removed_regions,
     )
 
@@ -301,12 +326,12 @@ def _merged(runs: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return out
 
 
-def _verdict(changed: bool, similarity: float) -> Verdict:
+def _verdict(changed: bool, similarity: float, kept_share: float) -> Verdict:
     if not changed:
         return Verdict.UNCHANGED
     if similarity >= COSMETIC_SIMILARITY:
         return Verdict.COSMETIC
-    if similarity <= REEXAMINE_SIMILARITY:
+    if similarity <= REEXAMINE_SIMILARITY and kept_share < REEXAMINE_KEPT:
         return Verdict.REEXAMINE_EXTRACTION
     return Verdict.REPROCESS
 

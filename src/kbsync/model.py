@@ -146,7 +146,8 @@ class Verdict(StrEnum):
     REPROCESS = "reprocess"
     """An ordinary edit: re-derive the changed chunks."""
     REEXAMINE_EXTRACTION = "reexamine-extraction"
-    """Similarity ≤ 0.05: probably a different page at the same address, or broken extraction."""
+    """Similarity ≤ 0.05 and less than half of the old text kept: probably a different page
+    at the same address, or broken extraction."""
 
 
 @dataclass(frozen=True, slots=True)

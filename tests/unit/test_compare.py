@@ -121,6 +121,19 @@ def test_a_login_wall_in_place_of_a_page_is_reexamined() -> None:
     assert report.verdict is Verdict.REEXAMINE_EXTRACTION
 
 
+def test_a_stub_that_grows_into_a_page_keeping_its_lines_is_an_edit_not_a_collapse() -> None:
+    # Django's releases/5.2.11.txt: a 184-byte stub that became a 3,749-byte page.
+    stub = "Django 5.2.11 release notes\n\nExpected February 3, 2026\n\nDjango 5.2.11 fixes " \
+           "a security issue with severity moderate and several bugs in 5.2.10."
+    page = stub.replace("Expected February 3, 2026", "February 3, 2026") + "\n\n" + \
+        "\n\n".join(PARAGRAPHS * 3)
+    report = compare(stub, page)
+    assert report.similarity <= 0.05
+    assert report.verdict is Verdict.REPROCESS
+    # The same page the other way round lost nearly all of it: that is a collapse.
+    assert compare(page, "Please sign in.\n\n" + stub).verdict is Verdict.REEXAMINE_EXTRACTION
+
+
 def test_chunk_sizes_scale_so_a_short_document_gets_at_least_16_chunks() -> None:
     for length in (300, 1000, 3000, 8000, 50_000):
         params = bytecdc.params_for_length(length)
