@@ -42,13 +42,24 @@ Wrap views.
 
 def test_a_page_is_split_at_its_titles_with_rest_levels() -> None:
     assert rest_sections(PAGE) == (
-        Section(heading=None, text=".. _topics-http:"),
         Section(heading="Handling HTTP", text="Django serves requests.", level=1),
         Section(heading="Views", text="A view takes a request.", level=2),
         Section(heading="Passing arguments", text="Keyword arguments come from the URL.\n\n"
                 "    Indented code\n    -------------", level=3),
         Section(heading="Decorators", text="Wrap views.", level=2),
     )
+
+
+def test_the_labels_above_a_title_go_with_it_not_with_the_section_before() -> None:
+    page = ("Manager names\n=============\n\nBy default a manager is objects.\n\n"
+            ".. _custom-managers:\n\n.. _managers-custom:\n\nCustom managers\n"
+            "===============\n\nYou can use a custom Manager.\n")
+    assert rest_sections(page) == (
+        Section(heading="Manager names", text="By default a manager is objects.", level=1),
+        Section(heading="Custom managers", text="You can use a custom Manager.", level=1),
+    )
+    record = TextExtractor().extract(page.encode(), locator="managers.txt")
+    assert ".. _" not in "".join(s.text for s in record.sections)
 
 
 def test_a_title_s_inline_markup_is_left_out() -> None:
@@ -74,7 +85,7 @@ def test_a_title_must_follow_a_blank_line() -> None:
 def test_a_text_file_with_titles_is_one_section_per_title_and_without_is_one() -> None:
     record = TextExtractor().extract(PAGE.encode(), locator="http.txt")
     assert [s.heading for s in record.sections] == [
-        None, "Handling HTTP", "Views", "Passing arguments", "Decorators"]
+        "Handling HTTP", "Views", "Passing arguments", "Decorators"]
     assert record.title == "Handling HTTP"
     plain = "Notes for the week.\nNothing here is a title.\n"
     assert TextExtractor().extract(plain.encode(), locator="notes.txt").sections == (

@@ -16,7 +16,10 @@ need no more than where each title is. The rules:
   same run, and the title may be indented;
 * a title's level is the order in which its style (the character, with or without
   an overline) first appears in the page, as reST has it;
-* a title's text leaves its inline markup out (roles, link targets, backticks).
+* a title's text leaves its inline markup out (roles, link targets, backticks);
+* the labels just above a title (``.. _custom-managers:``) are its markup too: they
+  go with it, so its section starts there and the section before does not end in
+  them.
 
 So indented literal blocks, transitions (a run between blank lines) and table
 borders are no titles.
@@ -37,6 +40,7 @@ _ADORNMENT = re.compile(r"([!-/:-@\[-`{-~])\1{2,}")
 _ROLE = re.compile(r":[\w.+-]+(?::[\w.+-]+)*:(?=`)")
 _LINK = re.compile(r"`([^`<]*?)\s*<[^`>]*>`_{0,2}")
 _QUOTED = re.compile(r"`+([^`]*)`+_{0,2}")
+_LABEL = re.compile(r"\.\. _[^:`]+:\s*")
 
 
 def rest_sections(text: str) -> tuple[Section, ...] | None:
@@ -71,9 +75,20 @@ def _titles(lines: list[str]) -> list[Heading]:
         style = (under, over)
         if style not in styles:
             styles.append(style)
-        found.append((first, i + 1, _plain(title), styles.index(style) + 1))
+        found.append((_labelled(lines, first, found[-1][1] if found else 0), i + 1,
+                      _plain(title), styles.index(style) + 1))
         i += 2
     return found
+
+
+def _labelled(lines: list[str], first: int, floor: int) -> int:
+    """The first line of a title's labels and the blank lines between them, else ``first``."""
+    top, j = first, first - 1
+    while j >= floor and (not lines[j].strip() or _LABEL.fullmatch(lines[j].rstrip())):
+        if lines[j].strip():
+            top = j
+        j -= 1
+    return top
 
 
 def _plain(title: str) -> str:
