@@ -14,8 +14,9 @@ what makes a comparison fair is that only the chunks differ:
 * hybrid: reciprocal rank fusion (k = 60) of the vector and text top ``max(4k, 20)``;
 * context windows: each hit grown over its neighbours in the same document, after then
   before, up to a token budget (:func:`kbsync.store.rows.window_span`, the function
-  kbsync's store uses), a hit inside a window already returned merged into it, from
-  ``3k`` ranked hits (as :meth:`kbsync.KnowledgeBase.search` does).
+  kbsync's store uses), a hit inside a window already returned merged into it and no
+  window grown into another, from ``3k`` ranked hits (as
+  :meth:`kbsync.KnowledgeBase.search` does).
 
 Tokens are kbsync's estimate (``EstimatingCounter`` over ``scan_words``), the count a
 chunk row holds.
@@ -165,14 +166,17 @@ class PeerIndex:
         if not context_tokens:
             return [(i, i, i) for i in self.ranked(query, k, mode)]
         results: list[tuple[int, int, int]] = []
+        taken: dict[str, set[int]] = {}  # positions in the windows returned, by document
         for hit in self.ranked(query, 3 * k, mode):
             doc = self.documents[hit]
-            if any(self.documents[f] == doc and f <= hit <= last for _, f, last in results):
+            held = taken.setdefault(doc, set())
+            if self.positions[hit] in held:
                 continue
             ids = self.members[doc]
             rows = [(p, 0, 0, self.tokens[i], 0) for p, i in enumerate(ids)]
-            span = window_span(rows, self.positions[hit], context_tokens)
+            span = window_span(rows, self.positions[hit], context_tokens, held)
             assert span is not None  # the hit is a chunk of its own document
+            held.update(range(span[0], span[1] + 1))
             results.append((hit, ids[span[0]], ids[span[1]]))
             if len(results) == k:
                 break

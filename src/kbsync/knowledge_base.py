@@ -403,7 +403,8 @@ class KnowledgeBase:
             context_tokens: return each hit with its neighbouring chunks of the same
                 section, up to this many tokens, in ``Hit.context`` (default: the
                 configuration's ``[search] context_tokens``; 0 for the chunk alone).
-                A hit inside a window already returned is merged into it.
+                A hit inside a window already returned is merged into it, and a
+                window does not grow into one already returned (no text twice).
             query_vector: the query's vector, when the caller has it from this
                 knowledge base's embedder (a running ``kbsync serve`` that holds the
                 model loaded); by default the embedder embeds the query.

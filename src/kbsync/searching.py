@@ -51,12 +51,15 @@ class Searcher:
                     return ranked(kept[:k])
                 wanted *= 4
         results: list[Hit] = []
-        # Hits that fall into a window already returned are merged: rank a few spare ones.
+        taken: dict[tuple[str, str], set[int]] = {}  # chunks in the windows returned
+        # Hits that fall into a window already returned are merged, and a window does not
+        # grow into another (it would repeat its text): rank a few spare hits.
         for hit in self.ranked(query, 3 * k, mode, vector, filters):
-            if any(r.source == hit.source and r.key == hit.key and r.first <= hit.index <= r.last
-                   for r in results):
+            held = taken.setdefault((hit.source, hit.key), set())
+            if hit.index in held:
                 continue
-            window = self.store.window(hit, context_tokens)
+            window = self.store.window(hit, context_tokens, held)
+            held.update(range(window.first, window.last + 1))
             results.append(replace(hit, context=window.text, context_tokens=window.tokens,
                                    first=window.first, last=window.last))
             if len(results) == k:

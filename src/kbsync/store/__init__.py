@@ -296,8 +296,9 @@ class SearchIndex(Protocol):
         """The ``k`` nearest chunks, of documents meeting ``filters`` when given."""
         ...
 
-    def window(self, hit: Hit, budget: int) -> Window:
-        """The hit's chunk grown with its section neighbours up to ``budget`` tokens."""
+    def window(self, hit: Hit, budget: int, taken: Collection[int] = ()) -> Window:
+        """The hit's chunk grown with its section neighbours up to ``budget`` tokens, not
+        into the chunks ``taken`` (by the windows of better hits in the document)."""
         ...
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from kbsync.model import SourceStat, Validators
@@ -114,13 +114,14 @@ def as_hit(r: Sequence[Any], score: float) -> Hit:
                context_tokens=r[9], first=r[4], last=r[4])
 
 
-def window_span(rows: Sequence[Sequence[Any]], index: int,
-                budget: int) -> tuple[int, int, int] | None:
+def window_span(rows: Sequence[Sequence[Any]], index: int, budget: int,
+                taken: Collection[int] = ()) -> tuple[int, int, int] | None:
     """The first and last chunk of a context window around chunk ``index``, and its tokens.
 
     ``rows`` are a document's current chunks in order as (idx, start, end, tokens,
     section, ...). The window grows after, then before, alternately, within the
-    chunk's section and ``budget`` tokens. None when ``index`` is no chunk of them.
+    chunk's section and ``budget`` tokens, and stops at a chunk in ``taken`` (one that
+    an earlier result's window holds). None when ``index`` is no chunk of them.
     """
     if not 0 <= index < len(rows):
         return None
@@ -131,7 +132,7 @@ def window_span(rows: Sequence[Sequence[Any]], index: int,
     while grew:
         grew = False
         for step in (last + 1, first - 1):
-            if 0 <= step < len(rows) and rows[step][4] == section \
+            if 0 <= step < len(rows) and rows[step][4] == section and step not in taken \
                     and tokens + rows[step][3] <= budget:
                 tokens += rows[step][3]
                 first, last = min(first, step), max(last, step)

@@ -375,11 +375,11 @@ class MemoryStore(PlanWrites):
                 out.append(self._hit(source, key, doc, index, chunk, score))
         return out
 
-    def window(self, hit: Hit, budget: int) -> Window:
+    def window(self, hit: Hit, budget: int, taken: Collection[int] = ()) -> Window:
         doc = self._s.documents.get((hit.source, hit.key))
         chunks = () if doc is None else doc.current.chunks
         rows = [(i, c.start, c.end, c.tokens, c.section) for i, c in enumerate(chunks)]
-        span = window_span(rows, hit.index, budget)
+        span = window_span(rows, hit.index, budget, taken)
         if doc is None or span is None:
             return Window(hit.index, hit.index, hit.text, 0)
         first, last, tokens = span

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -144,13 +144,13 @@ class SearchTables(PostgresBase):
                                       args).fetchall():
             yield ChunkRef(*row)
 
-    def window(self, hit: Hit, budget: int) -> Window:
+    def window(self, hit: Hit, budget: int, taken: Collection[int] = ()) -> Window:
         rows = self._conn.execute(
             "SELECT c.idx, c.start, c.\"end\", c.tokens, c.section FROM documents d "
             f"JOIN chunks c ON {CURRENT} WHERE d.source = %s AND d.key = %s ORDER BY c.idx",
             (hit.source, hit.key),
         ).fetchall()
-        span = window_span(rows, hit.index, budget)
+        span = window_span(rows, hit.index, budget, taken)
         if span is None:
             return Window(hit.index, hit.index, hit.text, 0)
         first, last, tokens = span

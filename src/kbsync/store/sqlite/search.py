@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -131,7 +131,7 @@ class SearchTables(SqliteBase):
                 out.append(as_hit(row, score=score))
         return out
 
-    def window(self, hit: Hit, budget: int) -> Window:
+    def window(self, hit: Hit, budget: int, taken: Collection[int] = ()) -> Window:
         # The text is sliced in SQLite: selected beside each chunk row, it would be
         # a copy of the whole document per chunk.
         rows = self._db.execute(
@@ -140,7 +140,7 @@ class SearchTables(SqliteBase):
             "WHERE d.source = ? AND d.key = ? ORDER BY c.idx",
             (hit.source, hit.key),
         ).fetchall()
-        span = window_span(rows, hit.index, budget)
+        span = window_span(rows, hit.index, budget, taken)
         if span is None:
             return Window(hit.index, hit.index, hit.text, 0)
         first, last, tokens = span
