@@ -239,25 +239,21 @@ def _shared_share(old: Sequence[ByteChunk], new: Sequence[ByteChunk], total: int
     """Bytes of chunks found in both versions (as many times as both hold them), over ``total``."""
     if total == 0:
         return 1.0
-    left = Counter(c.digest for c in old)
-    right = Counter(c.digest for c in new)
-    length = {c.digest: c.length for c in (*old, *new)}
-    shared = sum(min(n, right[d]) * length[d] for d, n in left.items() if d in right)
-    return min(1.0, 2 * shared / total)
+    return min(1.0, 2 * _shared_bytes(old, new) / total)
 
 
 def _kept_share(old: Sequence[ByteChunk], new: Sequence[ByteChunk]) -> float:
     """The share of the bytes of ``old`` in chunks ``new`` holds too."""
     size = sum(c.length for c in old)
-    if size == 0:
-        return 0.0
-    left = Counter(c.digest for c in new)
-    kept = 0
-    for c in old:
-        if left[c.digest]:
-            left[c.digest] -= 1
-            kept += c.length
-    return kept / size
+    return _shared_bytes(old, new) / size if size else 0.0
+
+
+def _shared_bytes(old: Sequence[ByteChunk], new: Sequence[ByteChunk]) -> int:
+    """Bytes of one version in chunks the other holds too, as many times as both hold them."""
+    left = Counter(c.digest for c in old)
+    right = Counter(c.digest for c in new)
+    length = {c.digest: c.length for c in (*old, *new)}
+    return sum(min(n, right[d]) * length[d] for d, n in left.items() if d in right)
 
 
 def _report(old: list[ByteChunk], new: list[ByteChunk], changed: bool, similarity: float,
