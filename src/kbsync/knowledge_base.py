@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kbsync.compare import compare
-from kbsync.costs import DEFAULT_CONFIRM_ABOVE_TOKENS, EmbeddingCost, estimate
+from kbsync.costs import EmbeddingCost, estimate
 from kbsync.engine import (
     Config,
     add_source,
@@ -50,7 +50,6 @@ from kbsync.errors import ConfigError, KbsyncError, ParameterError, StoreError
 from kbsync.extract import Extractor
 from kbsync.extract.registry import SUPPORTED_MEDIA_TYPES, extractor_for
 from kbsync.mirror import Reconciliation
-from kbsync.plan import BOILERPLATE_SHARE
 from kbsync.report import DocumentChange, SourceResult, SyncResult
 from kbsync.results import (
     ChangedRegion,
@@ -66,12 +65,11 @@ from kbsync.results import (
     Verification,
 )
 from kbsync.searching import SEARCH_MODES, Searcher, SearchMode
-from kbsync.source_kinds import source_kind
+from kbsync.sources.kinds import source_kind
 from kbsync.store import DocumentText, Hit, RunRecord
 from kbsync.store.filters import Filters, filters_from
 from kbsync.store.guard import READ_ONLY
-from kbsync.store.lock import WriterLock
-from kbsync.store.postgres import AdvisoryLock
+from kbsync.store.kinds import WriterLockLike
 from kbsync.store.sqlite import SqliteStore, carry_erasures, salvage_embeddings, swap_in
 from kbsync.sync import (
     Progress,
@@ -212,10 +210,10 @@ class KnowledgeBase:
             self._created = True
 
     def _writing(self, wait: bool,
-                 on_wait: Callable[[str], None] | None) -> WriterLock | AdvisoryLock:
+                 on_wait: Callable[[str], None] | None) -> WriterLockLike:
         """The writer lock, with the store created first if it was not yet."""
         if getattr(self.store, "read_only", False):
-            raise StoreError(f"{self.config.store_path}: {READ_ONLY}")
+            raise StoreError(f"{self.config.store_location}: {READ_ONLY}")
         self._create_store()
         return writer_lock(self.config, wait=wait, on_wait=on_wait)
 
@@ -258,7 +256,7 @@ class KnowledgeBase:
                 (``min_interval``/``max_interval`` of the source); the others count as
                 unchanged, never as gone. Folders are synced as always.
         """
-        if workers and not self.config.store_url:
+        if workers and not self.config.store_kind.capabilities.workers:
             raise ConfigError("--workers needs a PostgreSQL store ([store] url in kbsync.toml): "
                               "a SQLite file takes one writer at a time")
         if workers and due:
@@ -287,19 +285,17 @@ class KnowledgeBase:
 
     def _confirm_above(self) -> int | None:
         """``[index] confirm_above_tokens``; 0 turns the question off."""
-        limit = int(self.config.index.get("confirm_above_tokens",
-                                          DEFAULT_CONFIRM_ABOVE_TOKENS))
-        return limit or None
+        return self.config.index.confirm_above_tokens or None
 
     def estimate(self, plan: SyncResult) -> EmbeddingCost:
         """The embedding bill of a plan (:meth:`plan`): chunks and tokens to embed, the
         time at the rate measured over the last syncs (or a default), the price when
         ``[embedder] price_per_million_tokens`` is set."""
-        price = self.config.embedder.get("price_per_million_tokens")
+        price = self.config.embedder.price_per_million_tokens
         return estimate(
             sum(s.embeddings_to_compute for s in plan.sources),
             sum(s.embedding_tokens for s in plan.sources),
-            embedder=self.embedder.identity, kind=str(self.config.embedder.get("kind", "hashing")),
+            embedder=self.embedder.identity, kind=self.config.embedder.kind,
             reports=(r.report for r in self.store.runs(20)),
             price_per_million_tokens=None if price is None else float(price),
             confirm_above_tokens=self._confirm_above())
@@ -345,24 +341,22 @@ class KnowledgeBase:
         Keeping them there rather than in the system's temporary directory keeps
         every file a sync opens inside a source root or the state directory.
         """
-        folder = self.config.lock_path.parent
+        folder = self.config.state_dir
         if getattr(self.store, "read_only", False):
             return None  # a plan of a read-only store writes its scratch file elsewhere
         return folder if folder.is_dir() else None
 
     def _extractor_for(self, media_type: str) -> Extractor | None:
         """The extractor of a media type, strict about decoding if ``[index]`` says so."""
-        return extractor_for(media_type, strict_decoding=bool(
-            self.config.index.get("strict_decoding", False)))
+        return extractor_for(media_type, strict_decoding=self.config.index.strict_decoding)
 
     def _options(self, **given: Any) -> SyncOptions:
         """How a sync runs: ``given``, and the ``[index]`` table's boilerplate settings."""
         index = self.config.index
-        return SyncOptions(boilerplate_share=float(index.get("boilerplate_share",
-                                                             BOILERPLATE_SHARE)),
-                           index_boilerplate=bool(index.get("index_boilerplate", False)),
-                           read_workers=int(index.get("read_workers", 0)),
-                           scratch_dir=self._state_dir(), **given)
+        return SyncOptions(boilerplate_share=index.boilerplate_share,
+                           index_boilerplate=index.index_boilerplate,
+                           read_workers=index.read_workers, scratch_dir=self._state_dir(),
+                           **given)
 
     def watch(self, *, interval: float = 86_400.0, full_every: float = 30 * 86_400.0,
               stop: threading.Event | None = None,
@@ -383,7 +377,7 @@ class KnowledgeBase:
         watch(lambda verify: self.sync(verify=verify, yes=yes, due=not verify), folders,
               interval=interval,
               full_every=full_every, stop=stop, on_report=on_report,
-              ignore=[self.config.store_path.parent, self.config.lock_path])
+              ignore=[self.config.state_dir])
 
     # -- reading ----------------------------------------------------------------------
 
@@ -414,7 +408,7 @@ class KnowledgeBase:
                 with ``*`` or ``?`` are globs; see :mod:`kbsync.store.filters`).
         """
         if context_tokens is None:
-            context_tokens = self.config.context_tokens
+            context_tokens = self.config.search.context_tokens
         return self._searcher().search(query, k, mode or self.config.default_search_mode,
                                        context_tokens, query_vector,
                                        filters_from(filters))
@@ -623,10 +617,10 @@ class KnowledgeBase:
         (``<store>.before-rebuild``), since a document that could not be read now
         (see the result's failures) is in the old store only. SQLite stores only.
         """
-        if not isinstance(self.store, SqliteStore) or self.config.store_url:
+        if not self.config.store_kind.capabilities.rebuild:
             raise StoreError("kbsync rebuild makes a fresh SQLite store; a PostgreSQL store "
                              "is repaired with the database's own tools (REINDEX, a restore)")
-        live = self.config.store_path
+        live = Path(self.config.store_location)
         fresh = live.with_name(live.name + ".rebuild")
         backup = live.with_name(live.name + ".before-rebuild")
         self._progress = progress
@@ -709,7 +703,7 @@ class KnowledgeBase:
     def add_source(self, argument: str, name: str | None = None, *,
                    endpoint_url: str | None = None) -> None:
         """Add a source to ``kbsync.toml``: a folder, a URL, or what another kind claims
-        (see :mod:`kbsync.source_kinds`); the next sync indexes it. ``endpoint_url`` is
+        (see :mod:`kbsync.sources.kinds`); the next sync indexes it. ``endpoint_url`` is
         the server of an object store other than AWS (an S3-compatible one)."""
         self.config = add_source(self.config, argument, name, endpoint_url=endpoint_url)
         self.sources = make_sources(self.config, self._crawled)

@@ -31,7 +31,7 @@ _LOOPBACK = ("127.0.0.1", "localhost", "[::1]", "::1")
 
 def notice_path(config: Config) -> Path:
     """Where a running server over this knowledge base announces itself."""
-    return config.store_path.with_name(config.store_path.name + ".serve.json")
+    return config.state_dir / "serve.json"
 
 
 @contextmanager

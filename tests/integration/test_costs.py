@@ -148,7 +148,7 @@ def test_a_negative_bound_is_a_configuration_error(home: Path) -> None:
     _bound(home, -1)
     result = runner.invoke(app, ["plan", "-c", str(home)])
     assert result.exit_code == 1
-    assert "confirm_above_tokens must be 0 or more" in result.output
+    assert "[index] confirm_above_tokens: expected an integer >= 0, got -1" in result.output
 
 
 class _Renamed(CountingEmbedder):

@@ -110,7 +110,8 @@ def test_a_cut_short_or_damaged_cache_file_is_built_again(
 
 
 def test_an_unknown_backend_is_a_configuration_error() -> None:
-    with pytest.raises(ConfigError, match=r"unknown backend 'onnx'.*torch, onnx-int8"):
+    with pytest.raises(ConfigError, match=r'backend: expected one of "torch", "onnx-int8", '
+                                          r'got "onnx"'):
         make_embedder({"kind": "local", "backend": "onnx"})
 
 

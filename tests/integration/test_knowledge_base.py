@@ -12,9 +12,8 @@ import pytest
 
 import kbsync
 from kbsync import KnowledgeBase
-from kbsync.engine import load_config
+from kbsync.engine import load_config, writer_lock
 from kbsync.errors import ConfigError, KbsyncError, LockedError, ParameterError
-from kbsync.store.lock import WriterLock
 from tests.conftest import CORPUS
 
 
@@ -32,8 +31,8 @@ def test_create_writes_a_configuration_that_open_reads_back(home: Path) -> None:
                               "dimension": 256}, store="state/kb.db") as kb:
         assert kb.status().sources == ("docs",)
     config = load_config(home)
-    assert config.embedder == {"kind": "hashing", "dimension": 256}
-    assert config.store_path == (home / "state" / "kb.db").resolve()
+    assert config.embedder.table == {"kind": "hashing", "dimension": 256}
+    assert Path(config.store_location) == (home / "state" / "kb.db").resolve()
     with KnowledgeBase.open(config) as kb, KnowledgeBase.open(home / "kbsync.toml") as again:
         assert kb.status().embedder.endswith(":256")
         assert again.config == kb.config
@@ -184,7 +183,7 @@ def test_documents_erase_and_gc_return_what_they_did(home: Path) -> None:
 
 def test_a_writer_waits_for_the_lock_or_fails_fast(home: Path) -> None:
     with KnowledgeBase.create(home, sources=["docs"]) as kb:
-        with WriterLock(kb.config.lock_path), pytest.raises(LockedError):
+        with writer_lock(kb.config), pytest.raises(LockedError):
             kb.sync(wait=False)
         assert kb.sync().total("new") == 5  # released: the lock is held per write
 

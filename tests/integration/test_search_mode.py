@@ -53,7 +53,8 @@ def test_the_hashing_embedder_searches_full_text_by_default(folder: Path) -> Non
                                                      mode="hybrid"))
 
 
-@pytest.mark.parametrize("embedder", [{"kind": "local"}, {"kind": "openai"}])
+@pytest.mark.parametrize("embedder", [{"kind": "local"},
+                                      {"kind": "openai", "model": "text-embedding-3-small"}])
 def test_a_model_embedder_searches_hybrid_by_default(tmp_path: Path,
                                                      embedder: dict[str, str]) -> None:
     config = init_config(tmp_path, embedder=embedder)
@@ -68,13 +69,13 @@ def test_the_search_table_s_mode_is_the_default_and_survives_a_rewrite(folder: P
             kb.search("failed task", k=3, mode="hybrid"))
     (folder / "more").mkdir()
     add_source(load_config(folder), str(folder / "more"))  # rewrites kbsync.toml
-    assert load_config(folder).search_mode == "hybrid"
+    assert load_config(folder).search.mode == "hybrid"
 
 
 def test_an_unknown_search_mode_is_refused_naming_the_file(folder: Path) -> None:
     _set_search(folder, 'mode = "semantic"')
-    with pytest.raises(ConfigError, match=r"kbsync\.toml: \[search\] mode must be hybrid, "
-                                          r"vector or text, not 'semantic'"):
+    with pytest.raises(ConfigError, match=r"kbsync\.toml: \[search\] mode: expected one of "
+                                          r'"vector", "text", "hybrid", got "semantic"'):
         load_config(folder)
 
 

@@ -694,7 +694,8 @@ def test_status_names_the_writer_that_holds_the_lock_without_taking_it(kb: Path)
             with pytest.raises(LockedError):
                 engine.sync(wait=False)
         assert writer is not None
-        assert writer.startswith("server process " if engine.config.store_url else "pid ")
+        postgres = engine.config.store.kind == "postgres"
+        assert writer.startswith("server process " if postgres else "pid ")
         assert f"{writer}) is running" in shown
         assert engine.status().writer is None
         assert "is running" not in CliRunner().invoke(app, ["status", "-c", str(kb)]).output

@@ -406,7 +406,7 @@ def test_vector_ids_are_uuids_pinned_by_their_inputs() -> None:
 @pytest.mark.parametrize(("table", "message"), [
     ('kind = "faiss"\n', "kind must be one of"),
     ('kind = "qdrant"\n', "exactly one of `path` or `url`"),
-    ('kind = "lancedb"\npath = "x"\nurl = "y"\n', "unknown settings url"),
+    ('kind = "lancedb"\npath = "x"\nurl = "y"\n', r"unknown setting \[vectors\] lancedb url"),
 ])
 def test_a_bad_vectors_table_is_one_clear_error(tmp_path: Path, table: str, message: str) -> None:
     folder = _knowledge_base(tmp_path, table)
@@ -420,8 +420,9 @@ def test_the_vectors_table_survives_adding_a_source(tmp_path: Path) -> None:
     folder = _knowledge_base(tmp_path, SINKS["lancedb"])
     (folder / "more").mkdir()
     updated = add_source(load_config(folder), "more")
-    assert load_config(folder).vectors == updated.vectors == {"kind": "lancedb",
-                                                              "path": ".kbsync/lancedb"}
+    assert load_config(folder).vectors == updated.vectors
+    assert updated.vectors is not None
+    assert updated.vectors.table == {"kind": "lancedb", "path": ".kbsync/lancedb"}
 
 
 def test_a_missing_client_library_names_the_extra(monkeypatch: pytest.MonkeyPatch,

@@ -300,7 +300,7 @@ def test_a_worker_with_another_configuration_is_refused(pg: Backend, tmp_path: P
     _corpus(docs, 3)
     kb = _kb(tmp_path, docs, pg)
     with KnowledgeBase.open(kb) as engine:
-        queue = PostgresStore(pg.url, schema=engine.config.store_schema)
+        queue = PostgresStore(pg.url, schema=engine.config.store.settings.schema)
         queue.enqueue("a-run", "docs", [("log-00000.txt", {
             "locator": str(docs / "log-00000.txt"), "media_type": "text/plain", "stat": None,
             "validators": None, "not_modified": False, "derivation": "another chunker",
@@ -319,7 +319,7 @@ def test_a_worker_started_on_its_own_serves_every_run_in_progress(
     _corpus(docs, 4)
     kb = _kb(tmp_path, docs, pg)
     with KnowledgeBase.open(kb) as engine:
-        queue = PostgresStore(pg.url, schema=engine.config.store_schema)
+        queue = PostgresStore(pg.url, schema=engine.config.store.settings.schema)
         extractor = extractor_for("text/plain")
         assert extractor is not None
         items = [(path.name, job_data(SourceItem(path.name, str(path), "text/plain"),
@@ -349,7 +349,7 @@ def test_the_queue_of_a_run_whose_coordinator_died_is_forgotten_by_the_next_sync
     with KnowledgeBase.open(kb) as engine:
         engine.sync(workers=1)
         (docs / "log-00001.txt").unlink()
-        queue = PostgresStore(pg.url, schema=engine.config.store_schema)
+        queue = PostgresStore(pg.url, schema=engine.config.store.settings.schema)
         # What a coordinator killed after listing leaves: a document to read (deleted
         # since) and one vanished, which a worker must not take for a move's origin.
         extractor = extractor_for("text/plain")
@@ -392,7 +392,7 @@ def test_a_single_process_sync_also_forgets_the_queue_of_a_killed_parallel_sync(
     kb = _kb(tmp_path, docs, pg)
     with KnowledgeBase.open(kb) as engine:
         engine.sync()
-        queue = PostgresStore(pg.url, schema=engine.config.store_schema)
+        queue = PostgresStore(pg.url, schema=engine.config.store.settings.schema)
         queue.enqueue("dead-run", "docs", [("log-00000.txt", {})])
         engine.sync()
         assert queue.open_runs() == []

@@ -53,7 +53,7 @@ def _spawn_and_wait(original: Any) -> Any:
         import psycopg
 
         sql = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-        with psycopg.connect(self.config.store_url, autocommit=True) as conn:
+        with psycopg.connect(self.config.store.settings.url, autocommit=True) as conn:
             connected = conn.execute(sql).fetchone()
             assert connected is not None
             wait = original(self, run, count)

@@ -31,7 +31,7 @@ from pytest_httpserver import HTTPServer  # noqa: E402
 from werkzeug import Request, Response  # noqa: E402
 
 from kbsync.embed import Embedder  # noqa: E402
-from kbsync.embed.providers.openai import OpenAIEmbedder  # noqa: E402
+from kbsync.embed.providers.openai import OpenAIEmbedder, OpenAISettings  # noqa: E402
 from kbsync.errors import DependencyMissingError, EmbeddingError, ParameterError  # noqa: E402
 
 KEY = "sk-kbsync-test-SECRET-4f1d9c2e7b"
@@ -114,15 +114,10 @@ class Api:
         return self.server.url_for("/v1")
 
     def embedder(self, **options: Any) -> OpenAIEmbedder:
-        settings: dict[str, Any] = {
-            "base_url": self.base_url,
-            "api_key_env": ENV,
-            "sleep": self.waits.append,
-            "seed": 1,
-            "timeout": 5.0,
-        }
+        settings: dict[str, Any] = {"base_url": self.base_url, "api_key_env": ENV,
+                                    "timeout": 5.0}
         settings.update(options)
-        return OpenAIEmbedder(MODEL, **settings)
+        return _embedder(MODEL, sleep=self.waits.append, seed=1, **settings)
 
     @property
     def sizes(self) -> list[int]:
@@ -149,6 +144,12 @@ def api(server: HTTPServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[Api]:
         yield endpoint
     finally:
         endpoint.release.set()  # lets any handler still holding a request go
+
+
+def _embedder(model: str, *, sleep: Callable[[float], None] = time.sleep,
+              seed: int | None = None, **settings: Any) -> OpenAIEmbedder:
+    """An embedder of ``model`` with these settings (checked as the table is)."""
+    return OpenAIEmbedder(OpenAISettings(model, **settings), sleep=sleep, seed=seed)
 
 
 def _closed_port() -> int:
@@ -329,8 +330,8 @@ def test_a_401_names_the_key_variable(api: Api, monkeypatch: pytest.MonkeyPatch)
 
 def test_connection_errors_are_retried_then_reported() -> None:
     waits: list[float] = []
-    embedder = OpenAIEmbedder(MODEL, base_url=f"http://127.0.0.1:{_closed_port()}/v1",
-                              max_retries=2, sleep=waits.append, seed=3)
+    embedder = _embedder(MODEL, base_url=f"http://127.0.0.1:{_closed_port()}/v1",
+                         max_retries=2, sleep=waits.append, seed=3)
     with pytest.raises(EmbeddingError, match="after 3 attempts: ConnectError"):
         embedder.embed(["alpha"])
     assert len(waits) == 2
@@ -554,7 +555,7 @@ def test_identity_is_stable_free_of_the_key_and_follows_the_parameters(api: Api)
         api.embedder(dimension=DIM, normalize=False),
         api.embedder(dimension=DIM, extra_body={"dimensions": DIM}),
         api.embedder(dimension=16),
-        OpenAIEmbedder("other-model", base_url=api.base_url, dimension=DIM),
+        _embedder("other-model", base_url=api.base_url, dimension=DIM),
     ]
     assert len({identity} | {e.identity for e in different}) == 5
     a = api.embedder(dimension=DIM, extra_body={"x": 1, "y": [1, 2]}).identity
@@ -563,7 +564,7 @@ def test_identity_is_stable_free_of_the_key_and_follows_the_parameters(api: Api)
 
 
 def test_identity_is_pinned() -> None:
-    embedder = OpenAIEmbedder("text-embedding-3-small", dimension=1536)
+    embedder = _embedder("text-embedding-3-small", dimension=1536)
     assert embedder.identity == "openai:text-embedding-3-small@api.openai.com:f56d6a000cbd3db6:1536"
 
 
@@ -614,18 +615,18 @@ def test_max_input_tokens_and_token_counts_are_exposed(api: Api) -> None:
 )
 def test_invalid_settings_are_rejected(options: dict[str, Any]) -> None:
     with pytest.raises(ParameterError):
-        OpenAIEmbedder(MODEL, **options)
+        _embedder(MODEL, **options)
 
 
 def test_an_empty_model_name_is_rejected() -> None:
     with pytest.raises(ParameterError, match="model"):
-        OpenAIEmbedder("")
+        _embedder("")
 
 
 def test_without_httpx_building_one_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "httpx", None)
     with pytest.raises(DependencyMissingError, match=r"kbsync\[openai\]") as caught:
-        OpenAIEmbedder(MODEL)
+        _embedder(MODEL)
     assert caught.value.module == "httpx"
 
 

@@ -10,8 +10,14 @@ import pytest
 from kbsync.engine import load_config
 from kbsync.errors import ConfigError
 from kbsync.knowledge_base import KnowledgeBase
-from kbsync.source_kinds import SourceConfig, kind_for_argument, source_kind
+from kbsync.sources.kinds import SourceConfig, kind_for_argument, source_kind
 from kbsync.sources.objects import ObjectStoreSettings, _stat, secret_option
+
+
+def _settings(options: dict[str, object], kind: str = "s3") -> ObjectStoreSettings:
+    """The settings of a ``[[sources]]`` table named ``bucket``, checked as a file's are."""
+    settings: ObjectStoreSettings = SourceConfig("bucket", kind, options).settings
+    return settings
 
 
 def test_a_secret_in_storage_options_is_refused_with_the_way_to_name_a_variable() -> None:
@@ -19,18 +25,17 @@ def test_a_secret_in_storage_options_is_refused_with_the_way_to_name_a_variable(
                     {"key": "AKIA", "endpoint_url": "http://127.0.0.1:9000"},
                     {"token": "t"}, {"account_key": "k"}):
         with pytest.raises(ConfigError, match="storage_options_env") as caught:
-            ObjectStoreSettings.from_options("bucket", {"url": "s3://b/docs",
-                                                        "storage_options": options})
+            _settings({"url": "s3://b/docs", "storage_options": options})
         assert "abc" not in str(caught.value)  # the secret itself is never echoed
         assert "'bucket'" in str(caught.value)
 
 
 def test_non_secret_storage_options_pass_as_they_are() -> None:
-    settings = ObjectStoreSettings.from_options("bucket", {
+    settings = _settings({
         "url": "s3://b/docs", "storage_options": {"endpoint_url": "http://127.0.0.1:9000",
                                                   "anon": False,
                                                   "client_kwargs": {"region_name": "eu-west-1"}},
-        "include": "**/*.md", "exclude": ["drafts/"]})
+        "include": ["**/*.md"], "exclude": ["drafts/"]})
     assert settings.include == ("**/*.md",)
     assert settings.exclude == ("drafts/",)
     assert settings.resolved_options({}) == {"endpoint_url": "http://127.0.0.1:9000",
@@ -39,7 +44,7 @@ def test_non_secret_storage_options_pass_as_they_are() -> None:
 
 
 def test_storage_options_env_reads_the_named_variables() -> None:
-    settings = ObjectStoreSettings.from_options("bucket", {
+    settings = _settings({
         "url": "s3://b", "storage_options_env": {"key": "KB_KEY", "secret": "KB_SECRET"}})
     assert settings.resolved_options({"KB_KEY": "id", "KB_SECRET": "s"}) == {
         "key": "id", "secret": "s"}
@@ -48,12 +53,13 @@ def test_storage_options_env_reads_the_named_variables() -> None:
 
 
 def test_an_unknown_setting_or_a_missing_url_is_named() -> None:
-    with pytest.raises(ConfigError, match="unknown settings endpoint"):
-        ObjectStoreSettings.from_options("bucket", {"url": "s3://b", "endpoint": "x"})
-    with pytest.raises(ConfigError, match="`url` is required"):
-        ObjectStoreSettings.from_options("bucket", {})
+    with pytest.raises(ConfigError, match=r"unknown setting .*'bucket': endpoint"):
+        _settings({"url": "s3://b", "endpoint": "x"})
+    with pytest.raises(ConfigError, match="'bucket' needs `url`"):
+        _settings({})
     with pytest.raises(ConfigError, match="must start with s3://"):
-        ObjectStoreSettings.from_options("bucket", {"url": "gs://b"}, scheme="s3")
+        _settings({"url": "gs://b"})
+    assert _settings({"url": "gs://b"}, kind="fsspec").url == "gs://b"
 
 
 def test_option_names_that_hold_credentials_are_told_apart() -> None:

@@ -42,9 +42,9 @@ def _tiktoken() -> object:
 
 
 def _openai() -> object:
-    from kbsync.embed.providers.openai import OpenAIEmbedder
+    from kbsync.embed.providers.openai import OpenAIEmbedder, OpenAISettings
 
-    return OpenAIEmbedder("some-model")
+    return OpenAIEmbedder(OpenAISettings("some-model"))
 
 
 def _local() -> object:
@@ -119,7 +119,7 @@ CASES: dict[str, tuple[str, Callable[..., object]]] = {
     "s3": ("s3fs", _s3),
     "fsspec": ("fsspec", _fsspec),
     "serve": ("starlette", _module("kbsync.serve")),
-    "web": ("protego", _module("kbsync.sources.web")),
+    "web": ("protego", _module("kbsync.sources.web.source")),
     "mcp": ("mcp", _module("kbsync.mcp_server")),
     "langchain": ("langchain_core", _module("kbsync.adapters.langchain")),
     "llamaindex": ("llama_index", _module("kbsync.adapters.llamaindex")),
@@ -134,7 +134,7 @@ def test_an_extra_that_fails_to_import_shows_the_import_error(
     for name in [n for n in sys.modules if n.startswith(module + ".")]:
         monkeypatch.setitem(sys.modules, name, None)
     monkeypatch.setitem(sys.modules, module, None)
-    for name in ("kbsync.serve", "kbsync.sources.web", "kbsync.mcp_server",
+    for name in ("kbsync.serve", "kbsync.sources.web.source", "kbsync.mcp_server",
                  "kbsync.adapters.langchain", "kbsync.adapters.llamaindex"):
         if name in sys.modules:  # put back as it was, whatever the fresh import did
             monkeypatch.setitem(sys.modules, name, sys.modules[name])

@@ -9,8 +9,8 @@ import pytest
 from kbsync.engine import add_source, init_config, load_config
 from kbsync.errors import ConfigError
 from kbsync.knowledge_base import KnowledgeBase
-from kbsync.source_kinds import SOURCE_KINDS, SourceConfig, kind_for_argument, source_kind
 from kbsync.sources.files import FilesystemSource
+from kbsync.sources.kinds import SOURCE_KINDS, SourceConfig, kind_for_argument, source_kind
 
 OLD_FILE = """\
 [store]
@@ -121,6 +121,5 @@ def test_a_git_source_of_a_missing_local_repository_is_refused_as_a_missing_fold
 def test_a_source_its_kind_cannot_build_is_an_error_that_names_the_file(tmp_path: Path) -> None:
     (tmp_path / "kbsync.toml").write_text(
         '[embedder]\nkind = "hashing"\n\n[[sources]]\nname = "office"\nkind = "folder"\n')
-    with pytest.raises(ConfigError, match=r"kbsync\.toml: source 'office': a folder source "
-                                          r"needs a `path`"):
+    with pytest.raises(ConfigError, match=r"kbsync\.toml: \[\[sources\]\] 'office' needs `path`"):
         KnowledgeBase.open(tmp_path)

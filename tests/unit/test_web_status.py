@@ -38,12 +38,12 @@ def test_a_web_source_satisfies_the_source_protocol() -> None:
 def test_the_name_defaults_to_the_first_seed_and_settings_are_checked() -> None:
     assert WebSource(WebSettings("HTTP://Example.com")).name == "http://example.com/"
     assert WebSource(WebSettings("http://example.com/"), name="docs").name == "docs"
-    for wrong in (WebSettings(), WebSettings("ftp://example.com/"),
-                  WebSettings("http://example.com/", max_pages=0),
-                  WebSettings("http://example.com/", user_agent="bad\r\nX-Injected: 1"),
-                  WebSettings("http://example.com/", allow_private_addresses=("not-an-address",))):
+    url = "http://example.com/"
+    for wrong in ({}, {"urls": "ftp://example.com/"}, {"urls": url, "max_pages": 0},
+                  {"urls": url, "user_agent": "bad\r\nX-Injected: 1"},
+                  {"urls": url, "allow_private_addresses": ("not-an-address",)}):
         with pytest.raises(ParameterError):
-            WebSource(wrong)
+            WebSource(WebSettings(**wrong))  # type: ignore[arg-type]
 
 
 def test_a_200_is_an_item_with_validators_and_its_body_is_read_without_a_second_request(

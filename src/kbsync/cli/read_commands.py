@@ -198,7 +198,7 @@ def search(
     with Errors(as_json), KnowledgeBase.open(config) as kb:
         mode = mode or kb.config.default_search_mode
         vector = None
-        if mode != "text" and kb.config.embedder.get("kind") == "local":
+        if mode != "text" and kb.config.embedder.kind == "local":
             vector = served_query_vector(kb.config, kb.embedder.identity, query)
             if vector is None:
                 typer.echo("loading the local model (a running `kbsync serve` keeps it "

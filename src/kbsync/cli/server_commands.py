@@ -43,7 +43,7 @@ def serve_command(
                        "has no login, so anyone who can reach it can read the knowledge base"
                        + (" and run its actions" if allow_actions else ""), err=True)
         with KnowledgeBase.open(config) as kb:
-            if kb.config.embedder.get("kind") == "local":
+            if kb.config.embedder.kind == "local":
                 typer.echo("loading the local model (searches, here and from `kbsync "
                            "search`, then use it at once)", err=True)
                 kb.query_vector("warm up")

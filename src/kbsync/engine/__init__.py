@@ -26,6 +26,8 @@ from kbsync.engine.config import (
     DEFAULT_CONTEXT_TOKENS,
     MODEL_TAIL_ABOVE,
     Config,
+    IndexSettings,
+    SearchSettings,
 )
 from kbsync.engine.loading import load_config
 from kbsync.engine.writing import (
@@ -35,7 +37,7 @@ from kbsync.engine.writing import (
     refuse_missing_folders,
     remove_source,
 )
-from kbsync.source_kinds import SourceConfig
+from kbsync.sources.kinds import SourceConfig
 
 __all__ = [
     "CONFIG_NAME",
@@ -43,6 +45,8 @@ __all__ = [
     "DEFAULT_CONTEXT_TOKENS",
     "MODEL_TAIL_ABOVE",
     "Config",
+    "IndexSettings",
+    "SearchSettings",
     "SourceConfig",
     "add_source",
     "check_fit",

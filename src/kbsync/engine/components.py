@@ -1,57 +1,41 @@
 """The concrete components a configuration names: sources, store, writer lock, embedder,
-vector sink (the one place that knows their classes)."""
+vector sink, each built by its registered kind (the engine knows no class of its own)."""
 
 from __future__ import annotations
 
-import difflib
-import inspect
-import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from kbsync.embed import Embedder
-from kbsync.embed.hashing import HashingEmbedder
+from kbsync.embed.kinds import EmbedderConfig, embedder_kind
 from kbsync.embed.tokenizer import TokenizerCounter
-from kbsync.engine.config import CONFIG_NAME, EMBEDDER_SETTINGS, Config
-from kbsync.errors import ConfigError
-from kbsync.source_kinds import source_kind
+from kbsync.engine.config import CONFIG_NAME, Config
+from kbsync.errors import ConfigError, ParameterError
 from kbsync.sources import Source
+from kbsync.sources.kinds import source_kind
 from kbsync.store import RecordStore
-from kbsync.store.lock import WriterLock
-from kbsync.store.postgres import AdvisoryLock, PostgresStore
-from kbsync.store.sqlite import SqliteStore
+from kbsync.store.kinds import WriterLockLike
 from kbsync.sync import Chunker
 from kbsync.vectors import VectorSink
+from kbsync.vectors.kinds import SinkConfig, sink_kind
 
 __all__ = [
     "check_fit",
-    "embedder_class",
     "embedder_token_counter",
     "init_embedder",
     "make_embedder",
     "make_sink",
     "make_sources",
     "open_store",
-    "refuse_unknown_options",
     "store_exists",
     "writer_lock",
 ]
 
-def make_sink(settings: dict[str, Any], root: Path) -> VectorSink | None:
+
+def make_sink(config: SinkConfig | None, root: Path) -> VectorSink | None:
     """The external vector store of a ``[vectors]`` table (paths relative to ``root``)."""
-    if not settings:
-        return None
-    options = {k: v for k, v in settings.items() if k != "kind"}
-    if "path" in options:
-        options["path"] = root / str(options["path"])
-    if settings["kind"] == "qdrant":
-        from kbsync.vectors.qdrant import QdrantSink  # needs the `qdrant` extra
-
-        return QdrantSink(**options)
-    from kbsync.vectors.lancedb import LanceDBSink  # needs the `lancedb` extra
-
-    return LanceDBSink(**options)
+    return None if config is None else sink_kind(config.kind).build(config.settings, root)
 
 
 def init_embedder(kind: str | None = None) -> tuple[dict[str, Any], str | None]:
@@ -83,105 +67,30 @@ def make_sources(config: Config, crawled: Callable[[str, int, int], None]) -> li
 
 
 def open_store(config: Config, *, create: bool) -> RecordStore:
-    """The configured store: a SQLite file (default) or a PostgreSQL database (``url``).
-
-    Without ``create`` a missing store is an empty one in memory, so that reading a
-    knowledge base never writes a file or a table.
-    """
-    if config.store_url:
-        if create or store_exists(config):
-            return PostgresStore(config.store_url, password=_password(config),
-                                 schema=config.store_schema or None,
-                                 index_memory=config.store_index_memory or None)
-        return SqliteStore(":memory:")
-    if create or config.store_path.exists():
-        return SqliteStore(config.store_path)
-    return SqliteStore(":memory:")
+    """The configured store (see :meth:`kbsync.store.kinds.StoreKind.open`)."""
+    return config.store_kind.open(config.store.settings, config.root, create=create)
 
 
 def store_exists(config: Config) -> bool:
     """Whether the configured store has been created."""
-    if config.store_url:
-        return PostgresStore.exists(config.store_url, password=_password(config),
-                                    schema=config.store_schema or None)
-    return config.store_path.exists()
+    return config.store_kind.exists(config.store.settings, config.root)
 
 
 def writer_lock(config: Config, *, wait: bool = True,
-                on_wait: Callable[[str], None] | None = None) -> WriterLock | AdvisoryLock:
-    """One writer at a time: a lock file beside a SQLite store; an advisory lock held by
-    its own connection in PostgreSQL (where writers may run on several machines)."""
-    if config.store_url:
-        return AdvisoryLock(config.store_url, _password(config), config.store_schema or None,
-                            wait=wait, on_wait=on_wait)
-    return WriterLock(config.lock_path, wait=wait, on_wait=on_wait)
+                on_wait: Callable[[str], None] | None = None) -> WriterLockLike:
+    """One writer at a time, as the store's kind locks it."""
+    return config.store_kind.writer_lock(config.store.settings, config.root, wait=wait,
+                                         on_wait=on_wait)
 
 
-def _password(config: Config) -> str | None:
-    """The PostgreSQL password from the variable ``password_env`` names (libpq's own without)."""
-    if not config.store_password_env:
-        return None
-    password = os.environ.get(config.store_password_env)
-    if password is None:
-        raise ConfigError(f"[store] password_env names {config.store_password_env}, "
-                          "which is not set")
-    return password
-
-
-def make_embedder(settings: dict[str, Any]) -> Embedder:
-    """The embedder a configuration names: ``hashing``, ``local`` or ``openai``."""
-    options = {k: v for k, v in settings.items() if k not in EMBEDDER_SETTINGS}
-    kind = settings.get("kind", "hashing")
+def make_embedder(config: EmbedderConfig | Mapping[str, Any]) -> Embedder:
+    """The embedder an ``[embedder]`` table names (checked first when given as a table)."""
+    if not isinstance(config, EmbedderConfig):
+        config = EmbedderConfig(config)
     try:
-        if kind == "hashing":
-            refuse_unknown_options(HashingEmbedder, options, "[embedder] hashing")
-            return HashingEmbedder(**options)
-        if kind == "local":
-            from kbsync.embed.providers.local import LocalEmbedder  # needs the `local` extra
-
-            refuse_unknown_options(LocalEmbedder, options, "[embedder] local")
-            return LocalEmbedder(**options)
-        if kind == "openai":
-            from kbsync.embed.providers.openai import OpenAIEmbedder
-
-            refuse_unknown_options(OpenAIEmbedder, options, "[embedder] openai")
-            remote: Embedder = OpenAIEmbedder(**options)
-            return remote
-    except TypeError as exc:
-        raise ConfigError(f"[embedder] {kind}: {exc}") from exc
-    close = difflib.get_close_matches(str(kind), ("hashing", "local", "openai"), n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    raise ConfigError(f"unknown embedder kind {kind!r} (available: hashing, local, openai)"
-                      + hint)
-
-
-def embedder_class(kind: str) -> type | None:
-    """The class of an embedder kind (None for an unknown kind or a missing extra)."""
-    try:
-        if kind == "hashing":
-            return HashingEmbedder
-        if kind == "local":
-            from kbsync.embed.providers.local import LocalEmbedder
-
-            return LocalEmbedder
-        if kind == "openai":
-            from kbsync.embed.providers.openai import OpenAIEmbedder
-
-            return OpenAIEmbedder
-    except ImportError:
-        return None
-    return None
-
-
-def refuse_unknown_options(cls: type, options: Mapping[str, Any], table: str) -> None:
-    """A setting the class does not take is a misspelling: name the one it resembles."""
-    known = tuple(p for p in inspect.signature(cls).parameters if p != "self")
-    for key in options:
-        if key not in known:
-            close = difflib.get_close_matches(key, known, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else \
-                f" (known: {', '.join(sorted((*known, *EMBEDDER_SETTINGS)))})"
-            raise ConfigError(f"unknown setting {table} {key}{hint}")
+        return embedder_kind(config.kind).build(config.settings)
+    except ParameterError as exc:
+        raise ConfigError(f"[embedder] {config.kind}: {exc}") from exc
 
 
 # Model word pieces per estimated (cl100k-like) token: MiniLM's WordPiece count of
@@ -189,10 +98,10 @@ def refuse_unknown_options(cls: type, options: Mapping[str, Any], table: str) ->
 _WORD_PIECES_PER_TOKEN = 1.25
 
 
-def check_fit(chunker: Chunker, embedder: Embedder, settings: dict[str, Any]) -> None:
+def check_fit(chunker: Chunker, embedder: Embedder, settings: EmbedderConfig) -> None:
     """Refuse chunks that the embedder would silently truncate, unless allowed."""
     limit = embedder.max_input_tokens
-    if limit is None or settings.get("allow_truncation", False):
+    if limit is None or settings.allow_truncation:
         return
     max_tokens = int(chunker.params.get("max_tokens", 512))
     counter = chunker.text_chunker().counter

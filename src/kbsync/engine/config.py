@@ -1,22 +1,31 @@
-"""A parsed ``kbsync.toml``, and the defaults ``kbsync init`` writes."""
+"""A parsed ``kbsync.toml``: every table as a typed, checked value, and the defaults ``kbsync
+init`` writes."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+from msgspec import Meta
+
+from kbsync.costs import DEFAULT_CONFIRM_ABOVE_TOKENS
+from kbsync.embed.kinds import EmbedderConfig
 from kbsync.model import SearchMode
-from kbsync.source_kinds import SourceConfig
+from kbsync.plan import BOILERPLATE_SHARE
+from kbsync.sources.kinds import SourceConfig
+from kbsync.store.kinds import StoreConfig, StoreKind, store_kind
 from kbsync.sync import Chunker
+from kbsync.vectors.kinds import SinkConfig
 
 __all__ = [
     "CONFIG_NAME",
     "DEFAULT_CHUNKER",
     "DEFAULT_CONTEXT_TOKENS",
-    "EMBEDDER_SETTINGS",
     "MODEL_TAIL_ABOVE",
     "Config",
+    "IndexSettings",
+    "SearchSettings",
 ]
 
 CONFIG_NAME = "kbsync.toml"
@@ -41,34 +50,63 @@ DEFAULT_CONTEXT_TOKENS = 512
 
 
 @dataclass(frozen=True, slots=True)
+class IndexSettings:
+    """The ``[index]`` table: how a sync indexes what it reads."""
+
+    boilerplate_share: Annotated[float, Meta(gt=0, le=1)] = BOILERPLATE_SHARE
+    """A chunk in more than this share of a source's documents is boilerplate: not indexed."""
+    index_boilerplate: bool = False
+    """Index boilerplate chunks all the same."""
+    strict_decoding: bool = False
+    """Refuse a text file with bytes invalid in its encoding instead of replacing them."""
+    confirm_above_tokens: Annotated[int, Meta(ge=0)] = DEFAULT_CONFIRM_ABOVE_TOKENS
+    """A source whose chunks to embed come to more tokens asks first; 0 never asks."""
+    read_workers: Annotated[int, Meta(ge=0)] = 0
+    """Processes reading, extracting and chunking documents; 0 is one per core, at most 8."""
 
 
+@dataclass(frozen=True, slots=True)
+class SearchSettings:
+    """The ``[search]`` table: how a search ranks and what it returns."""
+
+    context_tokens: Annotated[int, Meta(ge=0)] = 0
+    """Return each hit with its section neighbours up to this many tokens (0: the chunk)."""
+    mode: SearchMode | None = None
+    """How a search ranks when it is not told; none follows the embedder
+    (:attr:`Config.default_search_mode`)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
-    """A parsed ``kbsync.toml``."""
+    """A parsed ``kbsync.toml``: each table checked into its settings."""
 
     file: Path
-    store: str = ".kbsync/kbsync.db"
+    store: StoreConfig = field(default_factory=StoreConfig)
     chunker: Chunker = field(default_factory=Chunker)
-    embedder: dict[str, Any] = field(default_factory=lambda: {"kind": "hashing",
-                                                              "dimension": 1024})
+    embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
     sources: tuple[SourceConfig, ...] = ()
-    index: dict[str, Any] = field(default_factory=dict)
-    context_tokens: int = 0
-    # ``[search] mode``: None ranks by the embedder (see default_search_mode).
-    search_mode: SearchMode | None = None
-    vectors: dict[str, Any] = field(default_factory=dict)
-    # A PostgreSQL store: ``[store] url`` (no password in it), the name of the environment
-    # variable that holds the password (else libpq's pgpass or service file), a schema.
-    store_url: str = ""
-    store_password_env: str = ""
-    store_schema: str = ""
-    # ``[store] index_memory``: maintenance_work_mem for building a vector index ("1GB");
-    # empty leaves the server's setting.
-    store_index_memory: str = ""
+    index: IndexSettings = field(default_factory=IndexSettings)
+    search: SearchSettings = field(default_factory=SearchSettings)
+    vectors: SinkConfig | None = None
 
     @property
     def root(self) -> Path:
+        """The folder of ``kbsync.toml``: every path in it is relative to this."""
         return self.file.parent
+
+    @property
+    def store_kind(self) -> StoreKind[Any]:
+        return store_kind(self.store.kind)
+
+    @property
+    def state_dir(self) -> Path:
+        """Where the knowledge base keeps its local state (scratch files, the writer lock)."""
+        return self.store_kind.state_dir(self.store.settings, self.root)
+
+    @property
+    def store_location(self) -> str:
+        """The store in a few words: its file, or its URL."""
+        return self.store_kind.describe(self.store.settings, self.root)
 
     @property
     def default_search_mode(self) -> SearchMode:
@@ -78,19 +116,6 @@ class Config:
         The hashing embedder's vectors are lexical: fused with full-text ranks they only
         add noise (on the long-document QA set recall@5 fell from 94.8 to 89.4).
         """
-        if self.search_mode is not None:
-            return self.search_mode
-        return "text" if self.embedder.get("kind", "hashing") == "hashing" else "hybrid"
-
-    @property
-    def store_path(self) -> Path:
-        return self.root / self.store
-
-    @property
-    def lock_path(self) -> Path:
-        return self.store_path.with_name(self.store_path.name + ".lock")
-
-
-# [embedder] settings of kbsync's own, not options of the embedder's class: the check of
-# chunk sizes against its window, and the price `kbsync plan` estimates with.
-EMBEDDER_SETTINGS = ("kind", "allow_truncation", "price_per_million_tokens")
+        if self.search.mode is not None:
+            return self.search.mode
+        return "text" if self.embedder.kind == "hashing" else "hybrid"

@@ -1,29 +1,36 @@
-"""Reading ``kbsync.toml``: every table and key checked, a misspelling refused with the name
-it resembles."""
+"""Reading ``kbsync.toml``: every table and key typed and checked before anything runs.
+
+Each table is converted into its settings type by :func:`kbsync.settings.parse_settings`
+(the kinded ones, sources, embedder, store and vectors, by their kind's): a misspelt key
+is refused with the name it resembles, a wrong type names the table, the key, the type
+expected and the value found. Nothing is read, written or deleted before the whole file
+passes.
+"""
 
 from __future__ import annotations
 
 import difflib
-import re
 import tomllib
-from collections.abc import Mapping, Sequence
-from dataclasses import fields, replace
+from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from kbsync.chunking import STRATEGY_PARAMS
-from kbsync.engine.components import embedder_class, refuse_unknown_options
-from kbsync.engine.config import CONFIG_NAME, EMBEDDER_SETTINGS, Config
-from kbsync.errors import ConfigError
-from kbsync.model import SEARCH_MODES
-from kbsync.plan import BOILERPLATE_SHARE
-from kbsync.source_kinds import SourceConfig, infer_kind, source_kind
+from kbsync.embed.kinds import EmbedderConfig
+from kbsync.engine.config import CONFIG_NAME, Config, IndexSettings, SearchSettings
+from kbsync.errors import ConfigError, KbsyncError
+from kbsync.settings import parse_settings, shown
+from kbsync.sources.kinds import SourceConfig, infer_kind
+from kbsync.store.kinds import StoreConfig
 from kbsync.sync import Chunker
+from kbsync.vectors.kinds import SinkConfig
 
-__all__ = ["load_config"]
+__all__ = ["load_config", "parse_chunker"]
+
 
 def load_config(path: str | Path = CONFIG_NAME) -> Config:
-    """Read and validate a configuration file (a folder means its ``kbsync.toml``)."""
+    """Read and check a configuration file (a folder means its ``kbsync.toml``)."""
     file = Path(path)
     if file.is_dir():
         file = file / CONFIG_NAME
@@ -33,168 +40,96 @@ def load_config(path: str | Path = CONFIG_NAME) -> Config:
         raise ConfigError(f"{file}: no knowledge base here; run `kbsync init` first") from None
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{file}: cannot read the configuration: {exc}") from exc
-    _refuse_unknown_keys(file, data)
     try:
-        chunker_table = dict(data.get("chunker", {}))
-        chunker = Chunker(str(chunker_table.pop("strategy", "tttd")), chunker_table)
-        chunker.validate()
-        sources = tuple(_source_config(dict(s)) for s in data.get("sources", []))
-        names = [s.name for s in sources]
-        if len(set(names)) != len(names):
-            raise ConfigError(f"{file}: two sources share a name")
-        index = dict(data.get("index", {}))
-        if not 0.0 < float(index.get("boilerplate_share", BOILERPLATE_SHARE)) <= 1.0:
-            raise ConfigError(f"{file}: [index] boilerplate_share must be in (0, 1]")
-        if int(index.get("confirm_above_tokens", 0)) < 0:
-            raise ConfigError(f"{file}: [index] confirm_above_tokens must be 0 or more")
-        if int(index.get("read_workers", 0)) < 0:
-            raise ConfigError(f"{file}: [index] read_workers must be 0 (one per core) or more")
-        search = dict(data.get("search", {}))
-        context = int(search.get("context_tokens", 0))
-        if context < 0:
-            raise ConfigError(f"{file}: [search] context_tokens must be 0 or more")
-        mode = search.get("mode")
-        if mode is not None and mode not in SEARCH_MODES:
-            raise ConfigError(f"{file}: [search] mode must be hybrid, vector or text, "
-                              f"not {mode!r}")
-        vectors = dict(data.get("vectors", {}))
-        _check_vectors(vectors)
-        store = dict(data.get("store", {}))
-        _check_store(store)
-        return Config(file=file.resolve(), store=str(store.get("path", ".kbsync/kbsync.db")),
-                      chunker=chunker,
-                      embedder=dict(data.get("embedder", {"kind": "hashing", "dimension": 1024})),
-                      sources=sources, index=index, context_tokens=context,
-                      search_mode=mode, vectors=vectors,
-                      store_url=str(store.get("url", "")),
-                      store_password_env=str(store.get("password_env", "")),
-                      store_schema=str(store.get("schema", "")),
-                      store_index_memory=str(store.get("index_memory", "")))
-    except (KeyError, TypeError, ValueError) as exc:  # ParameterError is a ValueError
-        raise ConfigError(f"{file}: invalid configuration: {exc}") from exc
+        return _parsed(file.resolve(), data)
+    except KbsyncError as exc:  # the table is in the file: say which file
+        raise ConfigError(f"{file}: {exc}") from None
 
 
-# What each table of kbsync.toml may hold; anything else is a misspelling, refused by
-# _refuse_unknown_keys (a table that is silently ignored, such as `[[source]]`, could
-# otherwise drop every source and, with it, every document).
+# What kbsync.toml may hold; anything else is a misspelling (a table that is silently
+# ignored, such as `[[source]]`, could otherwise drop every source and, with it, every
+# document).
 _TABLES = ("store", "chunker", "embedder", "index", "search", "vectors", "sources")
 
 
-_INDEX_SETTINGS = ("boilerplate_share", "index_boilerplate", "strict_decoding",
-                   "confirm_above_tokens", "read_workers")
-
-
-_SEARCH_SETTINGS = ("context_tokens", "mode")
-
-
-_STORE_SETTINGS = ("path", "url", "password_env", "schema", "index_memory")
-
-
-def _refuse_unknown_keys(file: Path, data: Mapping[str, Any]) -> None:
-    """Refuse a table or key kbsync does not know, suggesting the name it resembles."""
+def _parsed(file: Path, data: Mapping[str, Any]) -> Config:
     for name in data:
         if name not in _TABLES:
             close = difflib.get_close_matches(name, _TABLES, n=1)
-            hint = (f"; did you mean {_table(close[0])}?" if close
-                    else f" (known: {', '.join(map(_table, _TABLES))})")
-            raise ConfigError(f"{file}: unknown table {_table(name, data[name])}{hint}")
-    known: tuple[str, ...]
-    for table, known in (("index", _INDEX_SETTINGS), ("search", _SEARCH_SETTINGS),
-                         ("store", _STORE_SETTINGS)):
-        if isinstance(data.get(table), dict):
-            for key in data[table]:
-                if key not in known:
-                    _unknown(file, f"[{table}] {key}", key, known, "setting")
-    embedder = data.get("embedder")
-    if isinstance(embedder, dict):
-        kind = str(embedder.get("kind", "hashing"))
-        cls = embedder_class(kind)
-        if cls is not None:  # an unknown kind is refused with the list of kinds
-            try:
-                refuse_unknown_options(cls, {k: v for k, v in embedder.items()
-                                              if k not in EMBEDDER_SETTINGS},
-                                        f"[embedder] {kind}")
-            except ConfigError as exc:
-                raise ConfigError(f"{file}: {exc}") from None
-    chunker = data.get("chunker")
-    if isinstance(chunker, dict):
-        params = STRATEGY_PARAMS.get(str(chunker.get("strategy", "tttd")))
-        if params is not None:  # an unknown strategy is refused with the list of strategies
-            known = ("strategy", *(f.name for f in fields(params)))
-            for key in chunker:
-                if key not in known:
-                    _unknown(file, f"[chunker] {key}", key, known, "setting")
-    sources = data.get("sources", [])
-    for n, source in enumerate(sources if isinstance(sources, list) else [], 1):
-        if not isinstance(source, dict):
-            continue
-        shown = f"{source.get('name')!r}" if "name" in source else f"number {n}"
-        try:
-            settings = source_kind(str(source.get("kind") or infer_kind(source))).settings()
-        except ConfigError as exc:
-            raise ConfigError(f"{file}: [[sources]] {shown}: {exc}") from None
-        if not settings:
-            continue  # without the kind's extra, building the source says what is missing
-        for key in source:
-            if key not in ("name", "kind", *settings):
-                _unknown(file, f"[[sources]] {shown}: {key}", key, settings, "setting")
+            hint = (f"; did you mean {_shown_table(close[0])}?" if close
+                    else f" (known: {', '.join(map(_shown_table, _TABLES))})")
+            raise ConfigError(f"unknown table {_shown_table(name, data[name])}{hint}")
+    sources = _sources(data.get("sources", []))
+    names = [s.name for s in sources]
+    if len(set(names)) != len(names):
+        raise ConfigError("two sources share a name")
+    vectors = _table(data, "vectors")
+    return Config(
+        file=file, store=StoreConfig(_table(data, "store")),
+        chunker=parse_chunker(_table(data, "chunker")),
+        embedder=EmbedderConfig(_table(data, "embedder")), sources=sources,
+        index=parse_settings(_table(data, "index"), IndexSettings, "[index]"),
+        search=parse_settings(_table(data, "search"), SearchSettings, "[search]"),
+        vectors=SinkConfig(vectors) if vectors else None)
 
 
-def _table(name: str, value: Any = None) -> str:
+def _table(data: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    """The table ``name`` (empty when the file has none); ConfigError when it is not a table."""
+    table = data.get(name, {})
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"[{name}] must be a table, got {shown(table)}")
+    return table
+
+
+def parse_chunker(table: Mapping[str, Any]) -> Chunker:
+    """A ``[chunker]`` table checked into a :class:`~kbsync.sync.Chunker`: its strategy's
+    parameters typed and in range, its token counter one kbsync knows."""
+    strategy = table.get("strategy", "tttd")
+    params_type = STRATEGY_PARAMS.get(strategy) if isinstance(strategy, str) else None
+    if params_type is None:
+        raise ConfigError(f"[chunker] strategy: expected one of "
+                          f"{', '.join(map(repr, STRATEGY_PARAMS))}, got {shown(strategy)}")
+    params = {k: v for k, v in table.items() if k != "strategy"}
+    parse_settings(params, params_type, "[chunker]")
+    chunker = Chunker(strategy, params)
+    try:
+        chunker.validate()
+    except (KbsyncError, ValueError) as exc:  # ParameterError is a ValueError
+        raise ConfigError(f"[chunker]: {exc}") from exc
+    return chunker
+
+
+def _sources(tables: object) -> tuple[SourceConfig, ...]:
+    """The ``[[sources]]`` tables, each checked by its kind's settings."""
+    if not isinstance(tables, list):
+        raise ConfigError(f"[[sources]] must be an array of tables, got {shown(tables)}")
+    return tuple(_source(table, n) for n, table in enumerate(tables, 1))
+
+
+def _source(table: object, number: int) -> SourceConfig:
+    """One ``[[sources]]`` table; one without ``kind`` (older files) is inferred."""
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"[[sources]] number {number} must be a table, got {shown(table)}")
+    options = dict(table)
+    name, kind = options.pop("name", None), options.pop("kind", None)
+    shown_as = f"[[sources]] {name!r}" if name is not None else f"[[sources]] number {number}"
+    for key, value in (("name", name), ("kind", kind)):
+        if value is not None and (not isinstance(value, str) or not value):
+            raise ConfigError(f"{shown_as} {key}: expected a non-empty string, got "
+                              f"{shown(value)}")
+    try:
+        config = SourceConfig(name=str(name or ""), kind=str(kind or infer_kind(options)),
+                              options=options)
+        config = replace(config, name=config.name or config.location.split(", ", 1)[0]
+                         or f"source {number}")
+        config.settings  # noqa: B018 - checks every key against the kind's settings
+    except ConfigError as exc:
+        message = str(exc)
+        raise ConfigError(message if message.startswith("[[sources]]")
+                          else f"{shown_as}: {message}") from None
+    return config
+
+
+def _shown_table(name: str, value: Any = None) -> str:
     """A table's name as kbsync.toml writes it: ``[[sources]]`` is an array of tables."""
     return f"[[{name}]]" if name == "sources" or isinstance(value, list) else f"[{name}]"
-
-
-def _unknown(file: Path, shown: str, name: str, known: Sequence[str], what: str) -> None:
-    close = difflib.get_close_matches(name, known, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(sorted(known))})"
-    raise ConfigError(f"{file}: unknown {what} {shown}{hint}")
-
-
-def _check_store(table: dict[str, Any]) -> None:
-    """``[store]``: a SQLite ``path``, or a PostgreSQL ``url`` whose password is never in it."""
-    unknown = set(table) - set(_STORE_SETTINGS)
-    if unknown:
-        raise ConfigError(f"unknown [store] settings: {', '.join(sorted(unknown))}")
-    url = str(table.get("url", ""))
-    if url and not url.startswith(("postgresql://", "postgres://")):
-        raise ConfigError("[store] url must be a postgresql:// URL")
-    if re.match(r"^[a-z]+://[^/@]*:[^/@]+@", url):
-        raise ConfigError("[store] url must not hold a password: name an environment "
-                          "variable in password_env, or use a libpq service or pgpass file")
-    memory = table.get("index_memory")
-    if memory is not None and not re.fullmatch(r"[1-9][0-9]*(kB|MB|GB|TB)", str(memory)):
-        raise ConfigError('[store] index_memory is an amount of memory such as "1GB" '
-                          "(kB, MB, GB or TB)")
-    if memory is not None and not url:
-        raise ConfigError("[store] index_memory is for a PostgreSQL store (url)")
-
-
-# [vectors]: where vectors live besides the records; none means the store's own index.
-_SINK_SETTINGS = {"qdrant": {"kind", "path", "url", "collection", "api_key_env"},
-                  "lancedb": {"kind", "path", "table"}}
-
-
-def _check_vectors(table: dict[str, Any]) -> None:
-    if not table:
-        return
-    kind = table.get("kind")
-    if kind not in _SINK_SETTINGS:
-        raise ConfigError(f"[vectors] kind must be one of {', '.join(sorted(_SINK_SETTINGS))}")
-    for key in sorted(set(table) - _SINK_SETTINGS[kind]):
-        close = difflib.get_close_matches(key, sorted(_SINK_SETTINGS[kind]), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise ConfigError(f"[vectors] {kind}: unknown settings {key}{hint}")
-    if kind == "lancedb" and "path" not in table:
-        raise ConfigError("[vectors] lancedb needs a `path`")
-    if kind == "qdrant" and ("path" in table) == ("url" in table):
-        raise ConfigError("[vectors] qdrant needs exactly one of `path` or `url`")
-
-
-def _source_config(table: dict[str, Any]) -> SourceConfig:
-    """A ``[[sources]]`` table as a value; a table without ``kind`` (older files) is inferred."""
-    name = table.pop("name", None)
-    kind = str(table.pop("kind", None) or infer_kind(table))
-    source_kind(kind)  # an unknown kind is refused here, with the list of kinds
-    config = SourceConfig(name="", kind=kind, options=table)
-    return replace(config, name=str(name or config.location.split(", ", 1)[0]))

@@ -10,21 +10,25 @@ import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
 from kbsync.crashpoints import crashpoint
+from kbsync.embed.kinds import EmbedderConfig
 from kbsync.engine.config import (
     CONFIG_NAME,
     DEFAULT_CHUNKER,
     DEFAULT_CONTEXT_TOKENS,
     MODEL_TAIL_ABOVE,
     Config,
+    IndexSettings,
+    SearchSettings,
 )
 from kbsync.engine.loading import load_config
 from kbsync.errors import ConfigError
-from kbsync.source_kinds import ObjectStoreKind, SourceConfig, kind_for_argument, source_kind
+from kbsync.sources.kinds import ObjectStoreKind, SourceConfig, kind_for_argument, source_kind
+from kbsync.store.kinds import StoreConfig
 from kbsync.sync import EMBEDDER_COUNTER
 
 __all__ = [
@@ -70,15 +74,15 @@ def init_config(folder: str | Path, sources: Sequence[str] = (), *,
         if endpoint_url is not None:
             made = _at_endpoint(made, endpoint_url)
         config = Config(file=file.resolve(), chunker=DEFAULT_CHUNKER, sources=made,
-                        context_tokens=DEFAULT_CONTEXT_TOKENS)
+                        search=SearchSettings(context_tokens=DEFAULT_CONTEXT_TOKENS))
         if embedder is not None:
-            config = replace(config, embedder=dict(embedder))
+            config = replace(config, embedder=EmbedderConfig(dict(embedder)))
             if embedder.get("kind") in _MODEL_KINDS:  # count in the model's own tokens
                 params = {**DEFAULT_CHUNKER.params, "token_counter": EMBEDDER_COUNTER,
                           "tail_above": MODEL_TAIL_ABOVE}
                 config = replace(config, chunker=replace(DEFAULT_CHUNKER, params=params))
         if store is not None:
-            config = replace(config, store=store)
+            config = replace(config, store=StoreConfig({"path": store}))
         _write(config)
     return config
 
@@ -230,29 +234,33 @@ def _toml_key(key: Any) -> str:
 
 
 def _write(config: Config) -> None:
-    store = ([f"url = {_toml(config.store_url)}"] if config.store_url
-             else [f"path = {_toml(config.store)}"])
-    store += [f"{k} = {_toml(v)}" for k, v in (("password_env", config.store_password_env),
-                                                ("schema", config.store_schema),
-                                                ("index_memory", config.store_index_memory))
-              if v]
+    store = dict(config.store.table)
+    if config.store.kind == "sqlite":  # where the file is, written out even by default
+        store["path"] = config.store.settings.path
     lines = ["# kbsync knowledge base; paths are relative to this file.", "",
-             "[store]", *store, "",
-             "[chunker]", f"strategy = {_toml(config.chunker.strategy)}"]
-    lines += [f"{k} = {_toml(v)}" for k, v in sorted(config.chunker.params.items())]
-    lines += ["", "[embedder]"] + [f"{k} = {_toml(v)}" for k, v in config.embedder.items()]
-    if config.index:
-        lines += ["", "[index]"] + [f"{k} = {_toml(v)}" for k, v in sorted(config.index.items())]
-    search = [f"{k} = {_toml(v)}" for k, v in (("context_tokens", config.context_tokens),
-                                                 ("mode", config.search_mode)) if v]
-    if search:
-        lines += ["", "[search]", *search]
-    if config.vectors:
-        lines += ["", "[vectors]"] + [f"{k} = {_toml(v)}" for k, v in config.vectors.items()]
+             "[store]", *_lines(store), "",
+             "[chunker]", f"strategy = {_toml(config.chunker.strategy)}",
+             *_lines(dict(sorted(config.chunker.params.items()))),
+             "", "[embedder]", *_lines(config.embedder.table)]
+    for name, table in (("index", _changed(config.index)), ("search", _changed(config.search)),
+                        ("vectors", {} if config.vectors is None else config.vectors.table)):
+        if table:
+            lines += ["", f"[{name}]", *_lines(table)]
     for s in config.sources:
-        lines += ["", "[[sources]]", f"name = {_toml(s.name)}", f"kind = {_toml(s.kind)}"]
-        lines += [f"{k} = {_toml(v)}" for k, v in s.options.items()]
+        lines += ["", "[[sources]]", f"name = {_toml(s.name)}", f"kind = {_toml(s.kind)}",
+                  *_lines(s.options)]
     _replace_file(config.file, ("\n".join(lines) + "\n").encode())
+
+
+def _lines(table: Mapping[str, Any]) -> list[str]:
+    return [f"{_toml_key(k)} = {_toml(v)}" for k, v in table.items()]
+
+
+def _changed(settings: IndexSettings | SearchSettings) -> dict[str, Any]:
+    """The settings that differ from their defaults: what the table needs to say."""
+    default = type(settings)()
+    return {f.name: getattr(settings, f.name) for f in fields(settings)
+            if getattr(settings, f.name) != getattr(default, f.name)}
 
 
 def _replace_file(file: Path, data: bytes) -> None:

@@ -58,7 +58,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
-    "SETTINGS",
     "ObjectStoreSettings",
     "ObjectStoreSource",
     "secret_option",
@@ -73,11 +72,6 @@ _MTIME_FIELDS = ("LastModified", "last_modified", "updated", "mtime", "modified"
 # An option named like one of these is a credential: never in kbsync.toml.
 _SECRET_WORDS = ("secret", "password", "passwd", "token", "credential", "account_key",
                  "sas", "connection_string", "private", "passphrase", "api_key")
-
-SETTINGS = ("url", "include", "exclude", "storage_options", "storage_options_env",
-            "max_bytes", "include_hidden")
-"""The keys a ``[[sources]]`` table of this kind takes besides ``name`` and ``kind``."""
-
 
 def secret_option(name: str) -> bool:
     """Whether a storage option's name says it holds a credential (``key``, ``secret``...)."""
@@ -99,7 +93,11 @@ def _secrets_in(options: Mapping[str, Any], prefix: str = "") -> list[str]:
 
 @dataclass(frozen=True, slots=True)
 class ObjectStoreSettings:
-    """A ``[[sources]]`` table of an object store, checked; see the module docstring."""
+    """A ``[[sources]]`` table of an object store, typed and checked; see the module docstring.
+
+    ``scheme`` is not a key of the table: the ``s3`` kind sets it, and then the URL
+    must have it.
+    """
 
     url: str
     include: tuple[str, ...] = ("**/*",)
@@ -109,43 +107,25 @@ class ObjectStoreSettings:
     max_bytes: int = DEFAULT_MAX_BYTES
     include_hidden: bool = False
 
-    @classmethod
-    def from_options(cls, source: str, options: Mapping[str, Any],
-                     scheme: str | None = None) -> ObjectStoreSettings:
-        """Check a table's settings; ``scheme`` (``"s3"``) is the one its URL must have.
-
-        Raises ConfigError naming the source for an unknown, mistyped or secret setting.
-        """
-        unknown = sorted(set(options) - set(SETTINGS))
-        if unknown:
-            raise ConfigError(f"source {source!r}: unknown settings {', '.join(unknown)} "
-                              f"(an object store takes {', '.join(SETTINGS)})")
-        url = options.get("url")
-        if not isinstance(url, str) or not url:
-            raise ConfigError(f"source {source!r}: `url` is required (like s3://bucket/prefix)")
-        if scheme is not None and not url.lower().startswith(scheme + "://"):
-            raise ConfigError(f"source {source!r}: the url {url!r} must start with {scheme}://")
-        storage = options.get("storage_options", {})
-        env = options.get("storage_options_env", {})
-        if not isinstance(storage, Mapping) or not isinstance(env, Mapping) or not all(
-                isinstance(v, str) for v in env.values()):
-            raise ConfigError(f"source {source!r}: `storage_options` must be a table and "
-                              "`storage_options_env` a table of environment variable names")
-        secrets = _secrets_in(storage)
+    def __post_init__(self) -> None:
+        if not self.url:
+            raise ParameterError("`url` is required (like s3://bucket/prefix)")
+        if self.max_bytes <= 0:
+            raise ParameterError(f"max_bytes must be a positive integer, got {self.max_bytes}")
+        for pattern in (*self.include, *self.exclude):
+            glob_regex(pattern)
+        secrets = _secrets_in(self.storage_options)
         if secrets:
-            raise ConfigError(
-                f"source {source!r}: storage_options holds {', '.join(secrets)}, a secret; "
-                "never write one in kbsync.toml: name the environment variable that holds it "
-                f"in storage_options_env (like {{ {secrets[0].split('.')[-1]} = \"MY_VAR\" }}), "
+            raise ParameterError(
+                f"storage_options holds {', '.join(secrets)}, a secret; never write one in "
+                "kbsync.toml: name the environment variable that holds it in "
+                f"storage_options_env (like {{ {secrets[0].split('.')[-1]} = \"MY_VAR\" }}), "
                 "or let the store's own configuration provide it")
-        max_bytes = options.get("max_bytes", DEFAULT_MAX_BYTES)
-        hidden = options.get("include_hidden", False)
-        if not isinstance(hidden, bool):
-            raise ConfigError(f"source {source!r}: include_hidden must be true or false")
-        return cls(url=url, include=_globs(source, options.get("include", ("**/*",))),
-                   exclude=_globs(source, options.get("exclude", ())),
-                   storage_options=dict(storage), storage_options_env=dict(env),
-                   max_bytes=max_bytes, include_hidden=hidden)
+
+    def require_scheme(self, scheme: str) -> None:
+        """ParameterError unless the URL starts with ``scheme://`` (an ``s3`` source's)."""
+        if not self.url.lower().startswith(scheme + "://"):
+            raise ParameterError(f"the url {self.url!r} must start with {scheme}://")
 
     def resolved_options(self, environ: Mapping[str, str]) -> dict[str, Any]:
         """``storage_options`` with each ``storage_options_env`` entry read from ``environ``.
@@ -160,13 +140,6 @@ class ObjectStoreSettings:
                                   f"{option}, and it is not set")
             options[option] = value
         return options
-
-
-def _globs(source: str, value: Any) -> tuple[str, ...]:
-    items = (value,) if isinstance(value, str) else tuple(value)
-    if not all(isinstance(p, str) for p in items):
-        raise ConfigError(f"source {source!r}: include and exclude take glob strings")
-    return items
 
 
 def _compile(patterns: Iterable[str]) -> re.Pattern[str] | None:

@@ -35,14 +35,15 @@ import numpy.typing as npt
 
 from kbsync.chunking.tokens import EstimatingCounter
 from kbsync.embed import Vectors
-from kbsync.errors import DependencyMissingError, EmbeddingError, ParameterError
+from kbsync.embed.providers.openai_settings import OpenAISettings, safe_url
+from kbsync.errors import DependencyMissingError, EmbeddingError
 from kbsync.identity import IDENTITY_SCHEMA_VERSION, digest
 from kbsync.normalize import scan_words
 
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["OpenAIEmbedder"]
+__all__ = ["OpenAIEmbedder", "OpenAISettings"]
 
 logger = logging.getLogger(__name__)
 
@@ -74,32 +75,8 @@ _CL100K_MODELS = ("text-embedding-3-", "text-embedding-ada-002")
 class OpenAIEmbedder:
     """An :class:`~kbsync.embed.Embedder` backed by an OpenAI-compatible embeddings API.
 
-    - ``model``: the model name the server knows (``"text-embedding-3-small"``,
-      ``"nomic-embed-text"``, …).
-    - ``base_url``: up to and including the version segment; ``/embeddings`` is appended.
-      Redirects are not followed (they could carry the key elsewhere): give the final address.
-    - ``api_key_env``: the environment variable holding the key, read at each request
-      and sent as ``Authorization: Bearer …``; unset or empty sends no header (local
-      servers need none). ``None`` never sends one.
-    - ``dimension``: the expected vector size; ``None`` discovers it from the first
-      answer (embedding a one-word probe when ``dimension`` or ``identity`` is asked first).
-      It only validates: to ask OpenAI's ``text-embedding-3-*`` for shorter vectors,
-      pass ``extra_body={"dimensions": n}`` as well.
-    - ``max_input_tokens``: the model's input window, for sizing chunks; texts are not
-      truncated here, and a server that refuses an over-long input fails the batch.
-    - ``batch_size``, ``batch_tokens``: a request carries at most this many texts and,
-      by estimate, this many tokens (a single text over the budget goes alone). The
-      estimate is :class:`~kbsync.chunking.tokens.EstimatingCounter` over the normalized
-      words, within about 15% of cl100k counts.
-    - ``max_retries``, ``backoff``: retries after timeouts, connection errors and HTTP
-      429/500/502/503/504, waiting a uniformly random time in
-      ``[0, backoff * 2**retry]`` ("full jitter", ceiling at most 60 s).
-    - ``retry_after_cap``: a ``Retry-After`` (seconds or HTTP date) on 429/503 is
-      waited exactly, up to this many seconds.
-    - ``timeout``: the total deadline of one request, connection to last byte of the answer.
-    - ``normalize``: L2-normalize every row (part of the identity).
-    - ``extra_body``: more JSON fields for each request (``dimensions``,
-      ``encoding_format``, ``truncate``…); part of the identity.
+    ``settings`` (:class:`OpenAISettings`) say where and how; beyond them:
+
     - ``transport``: an httpx transport (tests, custom TLS); the embedder never closes it.
     - ``sleep``: how to wait between attempts; tests record the waits instead.
     - ``seed``: seeds the jitter. ``None`` seeds from the OS so that many clients
@@ -108,20 +85,8 @@ class OpenAIEmbedder:
 
     def __init__(
         self,
-        model: str,
+        settings: OpenAISettings,
         *,
-        base_url: str = "https://api.openai.com/v1",
-        api_key_env: str | None = "OPENAI_API_KEY",
-        dimension: int | None = None,
-        max_input_tokens: int = 8191,
-        batch_size: int = 64,
-        batch_tokens: int = 100_000,
-        max_retries: int = 5,
-        backoff: float = 0.5,
-        retry_after_cap: float = 30.0,
-        timeout: float = 30.0,
-        normalize: bool = True,
-        extra_body: Mapping[str, Any] | None = None,
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
         seed: int | None = None,
@@ -132,69 +97,26 @@ class OpenAIEmbedder:
             raise DependencyMissingError(
                 "the OpenAI-compatible embedder", "openai", exc.name or "httpx", exc
             ) from exc
-        if not model:
-            raise ParameterError("the OpenAI-compatible embedder needs a model name")
-        parts = urlsplit(base_url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ParameterError(
-                f"base_url must be an http(s) address with a host, got {_safe_url(base_url)!r}"
-            )
-        if dimension is not None and dimension < 1:
-            raise ParameterError(f"dimension must be at least 1, got {dimension}")
-        for name, value in (
-            ("max_input_tokens", max_input_tokens),
-            ("batch_size", batch_size),
-            ("batch_tokens", batch_tokens),
-        ):
-            if value < 1:
-                raise ParameterError(f"{name} must be at least 1, got {value}")
-        if max_retries < 0:
-            raise ParameterError(f"max_retries must be at least 0, got {max_retries}")
-        for name, number in (("backoff", backoff), ("retry_after_cap", retry_after_cap)):
-            if not (math.isfinite(number) and number >= 0):
-                raise ParameterError(f"{name} must be a finite number >= 0, got {number}")
-        if not (math.isfinite(timeout) and timeout > 0):
-            raise ParameterError(f"timeout must be a finite number > 0, got {timeout}")
-        extra = dict(extra_body or {})
-        if {"model", "input"} & extra.keys():
-            raise ParameterError("extra_body may not set 'model' or 'input'")
-        try:
-            extra_json = json.dumps(
-                extra, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-            )
-        except (TypeError, ValueError) as exc:
-            raise ParameterError(f"extra_body must be plain JSON: {exc}") from exc
-
-        self._model = model
-        self._base_url = base_url.rstrip("/")
+        self.settings = settings
+        self._base_url = settings.base_url.rstrip("/")
         self._url = f"{self._base_url}/embeddings"
-        self._host = _host_of(base_url)
-        self._api_key_env = api_key_env
-        self._dimension = dimension
-        self._max_input_tokens = max_input_tokens
-        self._batch_size = batch_size
-        self._batch_tokens = batch_tokens
-        self._max_retries = max_retries
-        self._backoff = backoff
-        self._retry_after_cap = retry_after_cap
-        self._timeout = timeout
-        self._normalize = normalize
-        self._extra = extra
+        self._host = _host_of(settings.base_url)
+        self._dimension = settings.dimension
         self._transport = transport
         self._sleep = sleep
         self._rng = random.Random(seed)
         self._counter = EstimatingCounter()
         self._client: httpx.Client | None = None
-        if api_key_env is not None:
-            _redact_in_http_logs(api_key_env)
+        if settings.api_key_env is not None:
+            _redact_in_http_logs(settings.api_key_env)
         self._params_hash = digest(
             "kbsync:embedder-params",
             IDENTITY_SCHEMA_VERSION,
             "openai-embeddings",
             "normalize",
-            normalize,
+            settings.normalize,
             "extra_body",
-            extra_json,
+            settings.extra_json,
         )[:16]
 
     # -- the Embedder protocol --------------------------------------------------------
@@ -206,13 +128,13 @@ class OpenAIEmbedder:
         The host, not the whole address: the same model behind another path of one
         server gives the same vectors, while the same name on another server may not.
         """
-        return f"openai:{self._model}@{self._host}:{self._params_hash}:{self.dimension}"
+        return f"openai:{self.settings.model}@{self._host}:{self._params_hash}:{self.dimension}"
 
     @property
     def token_counter(self) -> str | None:
         """The chunker's counter of this model's tokens (``token_counter = "embedder"``):
         cl100k_base for OpenAI's own embedding models, None for a model it cannot name."""
-        return "tiktoken:cl100k_base" if self._model.startswith(_CL100K_MODELS) else None
+        return "tiktoken:cl100k_base" if self.settings.model.startswith(_CL100K_MODELS) else None
 
     @property
     def dimension(self) -> int:
@@ -225,12 +147,12 @@ class OpenAIEmbedder:
     @property
     def max_input_tokens(self) -> int:
         """The model's input window in tokens: chunk limits must stay within it."""
-        return self._max_input_tokens
+        return self.settings.max_input_tokens
 
     @property
     def model(self) -> str:
         """The model name sent with each request."""
-        return self._model
+        return self.settings.model
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Estimated tokens of each text (see ``batch_tokens``); the server's tokenizer is remote.
@@ -272,8 +194,8 @@ class OpenAIEmbedder:
 
     def __repr__(self) -> str:
         return (
-            f"OpenAIEmbedder(model={self._model!r}, base_url={_safe_url(self._base_url)!r}, "
-            f"api_key_env={self._api_key_env!r})"
+            f"OpenAIEmbedder(model={self.settings.model!r}, base_url={safe_url(self._base_url)!r}, "
+            f"api_key_env={self.settings.api_key_env!r})"
         )
 
     # -- batching -----------------------------------------------------------------------
@@ -286,7 +208,8 @@ class OpenAIEmbedder:
         estimates = self.count_tokens([texts[i] for i in indices])
         for i, estimate in zip(indices, estimates, strict=True):
             n = max(1, estimate)
-            if batch and (len(batch) >= self._batch_size or tokens + n > self._batch_tokens):
+            full = len(batch) >= self.settings.batch_size
+            if batch and (full or tokens + n > self.settings.batch_tokens):
                 batches.append(batch)
                 batch, tokens = [], 0
             batch.append(i)
@@ -300,9 +223,10 @@ class OpenAIEmbedder:
     def _embed_batch(self, texts: list[str]) -> Vectors:
         """Vectors of one batch, retrying transient failures; raises EmbeddingError."""
         payload = json.dumps(
-            {"model": self._model, "input": texts, **self._extra}, ensure_ascii=False
+            {"model": self.settings.model, "input": texts, **self.settings.extra_body},
+            ensure_ascii=False,
         ).encode("utf-8")
-        attempts = self._max_retries + 1
+        attempts = self.settings.max_retries + 1
         for attempt in range(attempts):
             key = self._api_key()
             try:
@@ -320,7 +244,7 @@ class OpenAIEmbedder:
                     self._host,
                     reason,
                     attempt + 1,
-                    self._max_retries,
+                    self.settings.max_retries,
                     wait,
                 )
                 self._sleep(wait)
@@ -329,19 +253,19 @@ class OpenAIEmbedder:
     def _wait(self, retry: int, retry_after: float | None) -> float:
         """Seconds before the next attempt: the server's Retry-After, else full jitter."""
         if retry_after is not None:
-            return min(retry_after, self._retry_after_cap)
-        ceiling = min(self._backoff * 2.0**retry, _MAX_BACKOFF)
+            return min(retry_after, self.settings.retry_after_cap)
+        ceiling = min(self.settings.backoff * 2.0**retry, _MAX_BACKOFF)
         return self._rng.uniform(0.0, ceiling)
 
     def _api_key(self) -> str | None:
         """The key, read now (so a rotated key is picked up); ``None`` when unset or empty."""
-        if self._api_key_env is None:
+        if self.settings.api_key_env is None:
             return None
-        return os.environ.get(self._api_key_env) or None
+        return os.environ.get(self.settings.api_key_env) or None
 
     def _error(self, message: str, key: str | None) -> EmbeddingError:
         """An EmbeddingError naming the model and host, with the key scrubbed."""
-        where = f"embedding with {self._model!r} at {self._host}"
+        where = f"embedding with {self.settings.model!r} at {self._host}"
         return EmbeddingError(_redact(f"{where}: {message}", key))
 
     # -- one attempt ----------------------------------------------------------------------
@@ -358,7 +282,7 @@ class OpenAIEmbedder:
                 retry_after = _parse_retry_after(headers.get("retry-after"))
             raise _RetryableError(message, retry_after)
         if 300 <= status < 400:
-            location = _safe_url(headers.get("location", ""))
+            location = safe_url(headers.get("location", ""))
             message += f" (not following the redirect to {location!r}: set base_url to it)"
         elif status in (401, 403):
             message += self._key_hint(key)
@@ -368,11 +292,11 @@ class OpenAIEmbedder:
 
     def _key_hint(self, key: str | None) -> str:
         """What to check after a 401 or 403, naming the variable, never the key."""
-        if self._api_key_env is None:
+        if self.settings.api_key_env is None:
             return " (no API key sent: api_key_env is None)"
         if key is None:
-            return f" (no API key sent: ${self._api_key_env} is not set)"
-        return f" (check the API key in ${self._api_key_env})"
+            return f" (no API key sent: ${self.settings.api_key_env} is not set)"
+        return f" (check the API key in ${self.settings.api_key_env})"
 
     def _post(self, payload: bytes, key: str | None) -> tuple[int, Mapping[str, str], bytes]:
         """POST ``payload`` and read the answer within the total deadline.
@@ -383,7 +307,7 @@ class OpenAIEmbedder:
         the deadline between chunks of the body and then gives up on its own.
         """
         client = self._http()  # made here, not in the worker, so no two workers race to make it
-        deadline = time.monotonic() + self._timeout
+        deadline = time.monotonic() + self.settings.timeout
         box: list[tuple[int, Mapping[str, str], bytes] | BaseException] = []
         cancelled = threading.Event()
 
@@ -406,7 +330,7 @@ class OpenAIEmbedder:
 
     def _timed_out(self) -> str:
         """The message of a missed deadline."""
-        return f"timed out: no complete answer within {self._timeout:g} s"
+        return f"timed out: no complete answer within {self.settings.timeout:g} s"
 
     def _exchange(
         self,
@@ -453,7 +377,7 @@ class OpenAIEmbedder:
         if self._client is None:
             self._client = httpx.Client(
                 transport=self._transport,
-                timeout=httpx.Timeout(self._timeout),
+                timeout=httpx.Timeout(self.settings.timeout),
                 follow_redirects=False,
             )
         return self._client
@@ -529,7 +453,7 @@ class OpenAIEmbedder:
             raise self._error(
                 f"the vector of input {bad} has non-finite values (NaN or infinity)", key
             )
-        if self._normalize:
+        if self.settings.normalize:
             norms = np.linalg.norm(matrix, axis=1, keepdims=True)
             matrix = np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
         if self._dimension is None:
@@ -548,17 +472,6 @@ def _host_of(url: str) -> str:
     if ":" in host:
         host = f"[{host}]"
     return f"{host}:{parts.port}" if parts.port else host
-
-
-def _safe_url(url: str) -> str:
-    """``url`` without a user name or password, fit for messages."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<invalid address>"
-    if "@" not in parts.netloc:
-        return url
-    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
 
 
 # httpcore logs every response header at DEBUG, and a server or proxy may echo the

@@ -14,20 +14,30 @@ The modules, each holding one concern:
 - :mod:`.crawler`: the crawl and what each answer means for the listing;
 - :mod:`.source`: :class:`WebSource`, the Source protocol over a crawl.
 
-Needs the ``web`` extra (httpx, protego; brotli for ``br`` bodies).
+The crawl needs the ``web`` extra (httpx, protego; brotli for ``br`` bodies), imported
+with :class:`WebSource`; the settings do not.
 """
 
 from __future__ import annotations
 
-from kbsync.errors import DependencyMissingError
+from typing import TYPE_CHECKING
 
-try:
-    import httpx  # noqa: F401
-    import protego  # noqa: F401
-except ImportError as exc:  # pragma: no cover - depends on the installation
-    raise DependencyMissingError("The web source", "web", exc.name or "httpx", exc) from exc
-
-from kbsync.sources.web.config import WebSettings
-from kbsync.sources.web.source import WebSource
+if TYPE_CHECKING:
+    from kbsync.sources.web.config import WebSettings
+    from kbsync.sources.web.source import WebSource
 
 __all__ = ["WebSettings", "WebSource"]
+
+
+def __getattr__(name: str) -> object:
+    """The web source's names, imported when first asked for: its settings need no extra,
+    so ``kbsync.toml`` is checked without the ``web`` extra installed."""
+    if name == "WebSettings":
+        from kbsync.sources.web.config import WebSettings
+
+        return WebSettings
+    if name == "WebSource":
+        from kbsync.sources.web.source import WebSource  # needs the `web` extra
+
+        return WebSource
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

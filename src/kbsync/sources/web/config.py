@@ -104,17 +104,18 @@ class WebConfig:
 
 @dataclass(frozen=True, slots=True)
 class WebSettings:
-    """The settings of a website source as a ``[[sources]]`` table gives them (its ``urls``
-    are the ``seeds``); :meth:`validated` checks them into a :class:`WebConfig`.
+    """The settings of a website source: a ``[[sources]]`` table of ``kind = "web"``, typed;
+    :meth:`validated` checks them into a :class:`WebConfig`.
 
     Beyond the obvious ones:
 
+    - ``urls``: the seeds, where the crawl starts.
     - ``allowed_hosts``: hosts whose pages belong to the source (default: the
       hosts of the seeds and sitemaps; ``*.example.com`` for subdomains);
       ``path_prefixes`` narrow it to paths starting with one of them.
-    - ``allow_private_addresses``: False refuses local, private and metadata
-      addresses; True allows every address but cloud metadata services; a
-      collection of addresses or networks (``("127.0.0.1",)``) allows those.
+    - ``allow_private_addresses``: false refuses local, private and metadata
+      addresses; true allows every address but cloud metadata services; a
+      list of addresses or networks (``["127.0.0.1"]``) allows those.
     - ``per_host_connections`` and ``delay`` (seconds between request starts
       to one host; a larger Crawl-delay wins) are per host; ``max_connections``
       bounds the whole crawl.
@@ -127,16 +128,18 @@ class WebSettings:
     - ``use_robots_sitemaps``: also read the sitemaps robots.txt of the seeds' origins names.
     - ``min_interval``/``max_interval`` (seconds, default 1 hour / 7 days): the bounds
       of each page's revisit interval (:mod:`kbsync.schedule`), which ``list_due`` obeys.
+
+    The collections are tuples (a table's lists); a lone string is one URL, host or prefix.
     """
 
-    seeds: str | Iterable[str] = ()
-    sitemaps: str | Iterable[str] = ()
-    allowed_hosts: str | Iterable[str] | None = None
-    path_prefixes: str | Iterable[str] = ()
+    urls: tuple[str, ...] = ()
+    sitemaps: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] | None = None
+    path_prefixes: tuple[str, ...] = ()
     max_pages: int = 1000
     max_depth: int = 5
     user_agent: str = DEFAULT_USER_AGENT
-    allow_private_addresses: bool | str | Iterable[str] = False
+    allow_private_addresses: bool | tuple[str, ...] = False
     per_host_connections: int = 2
     max_connections: int = 8
     delay: float = 0.25
@@ -149,14 +152,17 @@ class WebSettings:
     revalidate_all: bool = False
     soft_404_check: bool = True
     use_robots_sitemaps: bool = True
-    media_types: Iterable[str] | None = DEFAULT_MEDIA_TYPES
+    media_types: tuple[str, ...] | None = tuple(sorted(DEFAULT_MEDIA_TYPES))
     robots_max_age: float = 86_400.0
     min_interval: float = DEFAULT_MIN_INTERVAL
     max_interval: float = DEFAULT_MAX_INTERVAL
 
+    def __post_init__(self) -> None:
+        self.validated()  # a setting out of range is refused when the table is read
+
     def validated(self) -> WebConfig:
         """The checked, canonical settings; ParameterError naming the one that is wrong."""
-        seeds = canonical_urls(self.seeds, "seed")
+        seeds = canonical_urls(self.urls, "seed")
         sitemaps = canonical_urls(self.sitemaps, "sitemap")
         media = self.media_types
         return WebConfig(

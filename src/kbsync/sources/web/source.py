@@ -8,9 +8,14 @@ from collections.abc import Callable, Coroutine, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-import httpx
+from kbsync.errors import DependencyMissingError, DocumentError
 
-from kbsync.errors import DocumentError
+try:
+    import httpx
+    import protego  # noqa: F401
+except ImportError as exc:  # pragma: no cover - depends on the installation
+    raise DependencyMissingError("The web source", "web", exc.name or "httpx", exc) from exc
+
 from kbsync.model import KnownItem, Listing, SourceItem
 from kbsync.sources import Revisits
 from kbsync.sources.web.config import WebConfig, WebSettings

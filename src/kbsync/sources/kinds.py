@@ -1,29 +1,36 @@
 """Source kinds: the one place that maps a ``[[sources]]`` table's ``kind`` to its adapter.
 
-A new kind of source is one :class:`SourceKind` here and one entry in
-:data:`SOURCE_KINDS`; the configuration, ``kbsync init``/``sources add``, the
-dashboard and ``kbsync watch`` ask the kind, never the keys of the table. Adapters
-with an extra are imported inside :meth:`SourceKind.build`, so a missing extra
-fails only the source that needs it.
+A kind is a name, a frozen settings type (every key of its table, typed and checked
+before anything runs, see :mod:`kbsync.settings`) and a build function. A new kind of
+source is one :class:`SourceKind` here and one entry in :data:`SOURCE_KINDS`; the
+configuration, ``kbsync init``/``sources add``, the dashboard and ``kbsync watch`` ask
+the kind, never the keys of the table. Adapters with an extra are imported inside
+:meth:`SourceKind.build`, so a missing extra fails only the source that needs it, while
+its settings are checked all the same.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from kbsync.errors import ConfigError
+from kbsync.errors import ConfigError, ParameterError
+from kbsync.settings import parse_settings
 from kbsync.sources import Source
+from kbsync.sources.files import glob_regex
+from kbsync.sources.git import GitSettings
+from kbsync.sources.objects import ObjectStoreSettings
+from kbsync.sources.web.config import WebSettings
 
 __all__ = [
     "SOURCE_KINDS",
     "CrawlProgress",
     "FolderKind",
+    "FolderSettings",
     "GitKind",
     "ObjectStoreKind",
     "SourceConfig",
@@ -40,11 +47,17 @@ CrawlProgress = Callable[[str, int, int], None]
 
 @dataclass(frozen=True, slots=True)
 class SourceConfig:
-    """One ``[[sources]]`` table: its name, its kind, and every other setting of it."""
+    """One ``[[sources]]`` table: its name, its kind, and its other keys as the file has them."""
 
     name: str
     kind: str
     options: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def settings(self) -> Any:
+        """The table's keys checked into the kind's settings type; ConfigError naming the key."""
+        kind = source_kind(self.kind)
+        return parse_settings(self.options, kind.settings_type, f"[[sources]] {self.name!r}:")
 
     @property
     def location(self) -> str:
@@ -57,9 +70,10 @@ class SourceKind(Protocol):
 
     name: str
 
-    def settings(self) -> tuple[str, ...]:
-        """The keys its table takes besides ``name`` and ``kind``; () when its extra is missing
-        (then :meth:`build` says what to install)."""
+    @property
+    def settings_type(self) -> type:
+        """The frozen dataclass a table of this kind is checked into (its keys besides
+        ``name`` and ``kind``)."""
         ...
 
     def claims(self, argument: str) -> bool:
@@ -83,13 +97,30 @@ class SourceKind(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class FolderSettings:
+    """A folder source's table: the folder (relative to ``kbsync.toml``) and its globs."""
+
+    path: str
+    include: tuple[str, ...] = ("**/*",)
+    exclude: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.path:
+            raise ParameterError("path must name a folder")
+        for key, patterns in (("include", self.include), ("exclude", self.exclude)):
+            for pattern in patterns:
+                try:
+                    glob_regex(pattern)
+                except ParameterError as exc:
+                    raise ParameterError(f"{key}: {exc}") from None
+
+
 class FolderKind:
     """A folder of files (``path``, ``include`` and ``exclude`` globs)."""
 
     name = "folder"
-
-    def settings(self) -> tuple[str, ...]:
-        return ("path", "include", "exclude")
+    settings_type = FolderSettings
 
     def claims(self, argument: str) -> bool:
         return "://" not in argument
@@ -103,12 +134,9 @@ class FolderKind:
     def build(self, config: SourceConfig, root: Path, progress: CrawlProgress) -> Source:
         from kbsync.sources.files import FilesystemSource
 
-        options = config.options
-        if "path" not in options:
-            raise ConfigError(f"source {config.name!r}: a folder source needs a `path`")
-        return FilesystemSource(root / str(options["path"]),
-                                tuple(options.get("include", ("**/*",))),
-                                tuple(options.get("exclude", ())), name=config.name)
+        settings: FolderSettings = config.settings
+        return FilesystemSource(root / settings.path, settings.include, settings.exclude,
+                                name=config.name)
 
     def location(self, config: SourceConfig) -> str:
         return str(config.options.get("path", ""))
@@ -121,13 +149,7 @@ class WebKind:
     """A website: seed ``urls`` and/or ``sitemaps``, and the crawl's settings."""
 
     name = "web"
-
-    def settings(self) -> tuple[str, ...]:
-        try:
-            from kbsync.sources.web import WebSettings  # needs the `web` extra
-        except ImportError:
-            return ()
-        return tuple(sorted({f.name for f in fields(WebSettings)} - {"seeds"} | {"urls"}))
+    settings_type = WebSettings
 
     def claims(self, argument: str) -> bool:
         return argument.startswith(("http://", "https://"))
@@ -137,17 +159,9 @@ class WebKind:
         return SourceConfig(name=name or host, kind=self.name, options={"urls": [argument]})
 
     def build(self, config: SourceConfig, root: Path, progress: CrawlProgress) -> Source:
-        from kbsync.sources.web import WebSettings, WebSource  # needs the `web` extra
+        from kbsync.sources.web.source import WebSource  # needs the `web` extra
 
-        options = dict(config.options)
-        urls = [str(u) for u in options.pop("urls", ())]
-        if not urls and not options.get("sitemaps"):
-            raise ConfigError(f"source {config.name!r}: a website needs `urls` or `sitemaps`")
-        try:
-            return WebSource(WebSettings(seeds=urls, **options), name=config.name,
-                             progress=progress)
-        except TypeError as exc:
-            raise ConfigError(f"source {config.name!r}: {exc}") from exc
+        return WebSource(config.settings, name=config.name, progress=progress)
 
     def location(self, config: SourceConfig) -> str:
         return ", ".join(str(u) for u in (*config.options.get("urls", ()),
@@ -157,21 +171,26 @@ class WebKind:
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class S3Settings(ObjectStoreSettings):
+    """An ``s3`` source's table: an object store whose URL is an ``s3://`` one."""
+
+    def __post_init__(self) -> None:
+        ObjectStoreSettings.__post_init__(self)
+        self.require_scheme("s3")
+
+
 class ObjectStoreKind:
     """Objects below an fsspec ``url`` (``s3://bucket/prefix``, ``gs://``, ``memory://``...).
 
     ``s3`` takes ``s3://`` URLs only (extra ``s3``); ``fsspec`` any URL (extra ``fsspec``).
     """
 
-    def __init__(self, name: str, schemes: tuple[str, ...], package: str) -> None:
+    def __init__(self, name: str, schemes: tuple[str, ...],
+                 settings_type: type[ObjectStoreSettings]) -> None:
         self.name = name
         self._schemes = schemes
-        self._package = package  # what its extra installs; without it, settings() is ()
-
-    def settings(self) -> tuple[str, ...]:
-        from kbsync.sources.objects import SETTINGS
-
-        return SETTINGS if importlib.util.find_spec(self._package) is not None else ()
+        self.settings_type = settings_type
 
     def claims(self, argument: str) -> bool:
         return argument.lower().startswith(tuple(f"{s}://" for s in self._schemes))
@@ -186,11 +205,9 @@ class ObjectStoreKind:
                             options={"url": argument, "include": ["**/*"], "exclude": []})
 
     def build(self, config: SourceConfig, root: Path, progress: CrawlProgress) -> Source:
-        from kbsync.errors import ParameterError
-        from kbsync.sources.objects import ObjectStoreSettings, ObjectStoreSource
+        from kbsync.sources.objects import ObjectStoreSource
 
-        scheme = "s3" if self.name == "s3" else None
-        settings = ObjectStoreSettings.from_options(config.name, config.options, scheme)
+        settings: ObjectStoreSettings = config.settings
         try:  # an s3:// source needs the `s3` extra, others `fsspec` (the error says which)
             return ObjectStoreSource(settings.url, settings.include, settings.exclude,
                                      name=config.name, max_bytes=settings.max_bytes,
@@ -216,12 +233,8 @@ class GitKind:
     ``include`` and ``exclude`` globs); ``kbsync init git+URL`` or ``git+PATH``."""
 
     name = "git"
+    settings_type = GitSettings
     _PREFIX = "git+"
-
-    def settings(self) -> tuple[str, ...]:
-        from kbsync.sources.git import GitSettings
-
-        return tuple(GitSettings.__dataclass_fields__)
 
     def claims(self, argument: str) -> bool:
         return argument.startswith(self._PREFIX)
@@ -237,22 +250,11 @@ class GitKind:
                             kind=self.name, options={"repository": repository})
 
     def build(self, config: SourceConfig, root: Path, progress: CrawlProgress) -> Source:
-        from kbsync.errors import KbsyncError
-        from kbsync.sources.git import GitSettings, GitSource, is_remote
+        from kbsync.sources.git import GitSource, is_remote
 
-        options = dict(config.options)
-        if "repository" not in options:
-            raise ConfigError(f"source {config.name!r}: a git source needs a `repository`")
-        repository = str(options.pop("repository"))
-        if not is_remote(repository):  # a local path is relative to the knowledge base
-            repository = str(root / repository)
-        for key in ("include", "exclude"):
-            if key in options and isinstance(options[key], list):
-                options[key] = tuple(options[key])
-        try:
-            settings = GitSettings(repository, **options)
-        except (TypeError, KbsyncError) as exc:
-            raise ConfigError(f"source {config.name!r}: {exc}") from exc
+        settings: GitSettings = config.settings
+        if not is_remote(settings.repository):  # a local path is relative to the knowledge base
+            settings = replace(settings, repository=str(root / settings.repository))
         return GitSource(settings, name=config.name, state_dir=root / ".kbsync")
 
     def location(self, config: SourceConfig) -> str:
@@ -264,13 +266,15 @@ class GitKind:
         return None
 
 
-SOURCE_KINDS: dict[str, SourceKind] = {
+_KINDS: tuple[SourceKind, ...] = (
     # git first: its claim is the narrowest (a `git+` prefix), and a `git+` local path
     # would otherwise be taken for a folder.
-    kind.name: kind for kind in (
-        GitKind(), FolderKind(), WebKind(), ObjectStoreKind("s3", ("s3", "s3a"), "s3fs"),
-        ObjectStoreKind("fsspec", ("gs", "gcs", "az", "abfs", "abfss", "memory", "file"),
-                        "fsspec"))}
+    GitKind(), FolderKind(), WebKind(),
+    ObjectStoreKind("s3", ("s3", "s3a"), S3Settings),
+    ObjectStoreKind("fsspec", ("gs", "gcs", "az", "abfs", "abfss", "memory", "file"),
+                    ObjectStoreSettings))
+
+SOURCE_KINDS: dict[str, SourceKind] = {kind.name: kind for kind in _KINDS}
 """Every kind of source, by the ``kind`` its table names."""
 
 
