@@ -20,14 +20,21 @@ __all__ = [
     "ChunkIdentity",
     "Field",
     "canonical_bytes",
+    "derivation_hash",
     "digest",
+    "embedder_params_hash",
     "embedding_text_key",
     "embedding_text_key_sql",
+    "erased_key_hash",
     "normalized_pieces_hash",
     "normalized_text_hash",
+    "object_signature",
+    "page_digest",
     "params_hash",
     "source_bytes_hash",
+    "tokenizer_hash",
     "vector_id",
+    "weights_hash",
 ]
 
 IDENTITY_SCHEMA_VERSION = 1
@@ -156,6 +163,61 @@ def vector_id(source: str, key: str, chunk_digest: str, occurrence: int) -> str:
     """
     h = digest("kbsync:vector-id", IDENTITY_SCHEMA_VERSION, source, key, chunk_digest, occurrence)
     return str(uuid.UUID(hex=h[:32]))
+
+
+def derivation_hash(normalizer_version: int, chunker_fingerprint: str,
+                    extractor_identity: str) -> str:
+    """What a stored version was made with: the normalizer, the chunker and the extractor.
+
+    A document whose derivation differs from the current settings' is read again,
+    whatever its stat: a change here re-derives every document.
+    """
+    return digest("kbsync:derivation", normalizer_version, chunker_fingerprint,
+                  extractor_identity)
+
+
+def erased_key_hash(key: str) -> str:
+    """What the store keeps of an exact key ``kbsync erase`` removed (no byte of the key).
+
+    A change here would un-erase every exact-key erasure.
+    """
+    return digest("kbsync:erased-key", key)
+
+
+def embedder_params_hash(provider: str, *settings: Field) -> str:
+    """A short hash of an embedder's settings that change its vectors (part of its identity,
+    and so of every embedding cache key)."""
+    return digest("kbsync:embedder-params", IDENTITY_SCHEMA_VERSION, provider, *settings)[:16]
+
+
+def object_signature(*parts: str) -> int:
+    """A 63-bit digest of an object store's version signals (ETag, version id, time), kept
+    in the stat gate's inode column (it fits a signed 64-bit integer)."""
+    h = hashlib.blake2b(digest_size=8, person=b"kbsync-object")
+    for part in parts:
+        data = part.encode("utf-8", "surrogatepass")
+        h.update(len(data).to_bytes(8, "big") + data)
+    return int.from_bytes(h.digest(), "big") >> 1
+
+
+def weights_hash(blocks: Iterable[bytes]) -> str:
+    """A short hash of a model's weight files read in order (part of a local embedder's
+    identity: other weights under the same name are another model)."""
+    h = hashlib.blake2b(digest_size=8)
+    for block in blocks:
+        h.update(block)
+    return h.hexdigest()
+
+
+def tokenizer_hash(definition: bytes) -> str:
+    """The identity of a tokenizer by its definition file (part of chunker parameters that
+    count in a model's tokens, and so of chunk identities)."""
+    return "tokenizer-" + hashlib.blake2b(definition, digest_size=8).hexdigest()
+
+
+def page_digest(body: bytes) -> str:
+    """The digest of a web page's body that its revisit schedule compares."""
+    return hashlib.blake2b(body, digest_size=16).hexdigest()
 
 
 class ChunkIdentity:

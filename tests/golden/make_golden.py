@@ -9,9 +9,17 @@ from typing import Any
 from kbsync import chunk_text
 from kbsync.identity import (
     canonical_bytes,
+    derivation_hash,
+    embedder_params_hash,
     embedding_text_key,
+    erased_key_hash,
     normalized_text_hash,
+    object_signature,
+    page_digest,
     source_bytes_hash,
+    tokenizer_hash,
+    vector_id,
+    weights_hash,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -46,6 +54,23 @@ def golden() -> dict[str, Any]:
         "normalized_text_hash": normalized_text_hash(text, 1, "markdown-v1"),
         "embedding_text_key": embedding_text_key("Ünïcode text, with a [/usr/bin] path.").hex(),
         "cases": cases,
+        "domains": domains(),
+    }
+
+
+def domains() -> dict[str, Any]:
+    """Every other persisted hash, each of fixed inputs: a change to any is a migration."""
+    return {
+        "derivation": derivation_hash(1, "884ede193ccad7ee633171752ec74b6cb5237fd74e91bcd02c"
+                                         "62b9cff6e4e991", "markdown-v1"),
+        "erased_key": erased_key_hash("guide/secrets.md"),
+        "embedder_params": embedder_params_hash("openai-embeddings", "normalize", True,
+                                                "extra_body", "{}"),
+        "object_signature": object_signature("etag-1", "v2", "2024"),
+        "vector_id": vector_id("docs", "guide/a.md", "ab" * 32, 1),
+        "weights": weights_hash([b"weights-block-1", b"weights-block-2"]),
+        "tokenizer": tokenizer_hash(b'{"model": 1}'),
+        "page": page_digest(b"<p>page</p>"),
     }
 
 

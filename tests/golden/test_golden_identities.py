@@ -31,6 +31,24 @@ def test_document_hashes_and_the_canonical_encoding_match_the_golden_vectors(
         assert fresh[key] == PINNED[key]
 
 
+@pytest.mark.parametrize("domain", sorted(PINNED["domains"]))
+def test_every_other_persisted_hash_matches_its_golden_vector(
+    fresh: dict[str, dict[str, object]], domain: str,
+) -> None:
+    assert fresh["domains"][domain] == PINNED["domains"][domain]
+
+
+def test_the_persisted_hashes_of_the_sync_and_the_providers_are_the_pinned_ones() -> None:
+    """The modules that persist a hash compute it with identity.py's function."""
+    from kbsync.sync import Chunker
+    from kbsync.sync.erasures import tombstone
+    from kbsync.sync.observe import derivation
+
+    chunker = Chunker("sentences", {"min_tokens": 48, "max_tokens": 192})
+    assert derivation(chunker, "markdown-v1") == PINNED["domains"]["derivation"]
+    assert tombstone("guide/secrets.md") == "blake2b:" + PINNED["domains"]["erased_key"]
+
+
 def test_length_delimiting_keeps_different_field_sequences_apart() -> None:
     assert canonical_bytes("ab", "c") != canonical_bytes("a", "bc")
     assert canonical_bytes(1) != canonical_bytes("1") != canonical_bytes(b"1")

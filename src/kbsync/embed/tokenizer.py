@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +9,7 @@ import numpy as np
 
 from kbsync.chunking import TokenCounter
 from kbsync.errors import DependencyMissingError, ParameterError
+from kbsync.identity import tokenizer_hash
 from kbsync.normalize import IntArray, WordScan
 
 __all__ = ["TOKENIZER_PREFIX", "TokenizerCounter", "counter_for"]
@@ -45,7 +45,7 @@ class TokenizerCounter:
         self._tokenizer: Any = tokenizer
         processor = tokenizer.post_processor
         self.special_tokens: int = processor.num_special_tokens_to_add(False) if processor else 0
-        self._identity = "tokenizer-" + hashlib.blake2b(data, digest_size=8).hexdigest()
+        self._identity = tokenizer_hash(data)
         self._memo: dict[str, int] = {}
 
     @property

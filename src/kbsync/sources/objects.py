@@ -39,7 +39,6 @@ Policies, each one a promise the rest of kbsync relies on:
 
 from __future__ import annotations
 
-import hashlib
 import posixpath
 import re
 from collections.abc import Generator, Iterable, Mapping
@@ -48,6 +47,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from kbsync.errors import ConfigError, DependencyMissingError, DocumentError, ParameterError
+from kbsync.identity import object_signature
 from kbsync.media import media_type_for
 from kbsync.model import ItemError, KnownItem, Listing, SourceItem, SourceStat, Validators
 from kbsync.sources import listing_of
@@ -342,15 +342,6 @@ def _mtime_ns(value: Any) -> int | None:
     return None
 
 
-def _signature(*parts: str) -> int:
-    """A 63-bit digest of the store's version signals (fits a signed 64-bit column)."""
-    h = hashlib.blake2b(digest_size=8, person=b"kbsync-object")
-    for p in parts:
-        data = p.encode("utf-8", "surrogatepass")
-        h.update(len(data).to_bytes(8, "big") + data)
-    return int.from_bytes(h.digest(), "big") >> 1
-
-
 def _stat(info: Mapping[str, Any]) -> SourceStat | None:
     """What the stat gate compares for one listed object (see the module docstring)."""
     size = info.get("size")
@@ -359,7 +350,7 @@ def _stat(info: Mapping[str, Any]) -> SourceStat | None:
     etag = _first(info, _ETAG_FIELDS)
     version = _first(info, _VERSION_FIELDS)
     if etag is not None or version is not None:
-        return SourceStat(size, 0, _signature(str(version or ""), str(etag or "")))
+        return SourceStat(size, 0, object_signature(str(version or ""), str(etag or "")))
     mtime = _mtime_ns(_first(info, _MTIME_FIELDS))
     if mtime is None:
         return None

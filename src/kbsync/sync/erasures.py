@@ -6,7 +6,7 @@ import fnmatch
 import re
 from collections.abc import Callable, Iterable
 
-from kbsync.identity import digest
+from kbsync.identity import erased_key_hash
 
 __all__ = ["erasure_matcher", "is_key_hash", "tombstone"]
 
@@ -25,7 +25,7 @@ def tombstone(pattern: str) -> str:
     """
     if _GLOB.search(pattern):
         return pattern
-    return _KEY_HASH + digest("kbsync:erased-key", pattern)
+    return _KEY_HASH + erased_key_hash(pattern)
 
 
 def is_key_hash(stored: str) -> bool:

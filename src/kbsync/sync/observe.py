@@ -12,7 +12,7 @@ from functools import cache
 from kbsync.errors import DocumentError
 from kbsync.extract import Extractor
 from kbsync.identity import (
-    digest,
+    derivation_hash,
     embedding_text_key,
     normalized_pieces_hash,
     source_bytes_hash,
@@ -68,8 +68,7 @@ def deriver(extractor_for: ExtractorFor, chunker: Chunker) -> Derive:
 
 def derivation(chunker: Chunker, extractor_identity: str) -> str:
     """What a version is made with: the normalizer, the chunker and the extractor."""
-    return digest("kbsync:derivation", NORMALIZER_VERSION, chunker.fingerprint,
-                  extractor_identity)
+    return derivation_hash(NORMALIZER_VERSION, chunker.fingerprint, extractor_identity)
 
 
 def stat_gate_passes(item: SourceItem, old: StoredDocument | None, made_with: str) -> bool:

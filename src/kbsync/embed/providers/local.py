@@ -14,10 +14,9 @@ CPU, vectors close to but not the torch ones, so its identity is another.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from kbsync.embed import Vectors
 from kbsync.embed.providers.onnx_int8 import RECIPE, OnnxInt8Model, pooling_of
 from kbsync.embed.tokenizer import TOKENIZER_PREFIX
 from kbsync.errors import ConfigError, DependencyMissingError, EmbeddingError
+from kbsync.identity import weights_hash
 
 __all__ = ["BACKENDS", "DEFAULT_MODEL", "LocalEmbedder", "default_model_installed"]
 
@@ -279,9 +279,9 @@ def _model_path(model: str) -> Path:
 
 def _weights_hash(path: Path) -> str:
     """A short hash of the weight files, so other weights under the same name are another model."""
-    h = hashlib.blake2b(digest_size=8)
-    for weights in sorted(path.glob("*.safetensors")) + sorted(path.glob("*.bin")):
-        with weights.open("rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
-    return h.hexdigest()
+    def blocks() -> Iterator[bytes]:
+        for weights in sorted(path.glob("*.safetensors")) + sorted(path.glob("*.bin")):
+            with weights.open("rb") as f:
+                yield from iter(lambda: f.read(1 << 20), b"")
+
+    return weights_hash(blocks())

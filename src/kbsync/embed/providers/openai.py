@@ -37,7 +37,7 @@ from kbsync.chunking.tokens import EstimatingCounter
 from kbsync.embed import Vectors
 from kbsync.embed.providers.openai_settings import OpenAISettings, safe_url
 from kbsync.errors import DependencyMissingError, EmbeddingError
-from kbsync.identity import IDENTITY_SCHEMA_VERSION, digest
+from kbsync.identity import embedder_params_hash
 from kbsync.normalize import scan_words
 
 if TYPE_CHECKING:
@@ -109,15 +109,9 @@ class OpenAIEmbedder:
         self._client: httpx.Client | None = None
         if settings.api_key_env is not None:
             _redact_in_http_logs(settings.api_key_env)
-        self._params_hash = digest(
-            "kbsync:embedder-params",
-            IDENTITY_SCHEMA_VERSION,
-            "openai-embeddings",
-            "normalize",
-            settings.normalize,
-            "extra_body",
-            settings.extra_json,
-        )[:16]
+        self._params_hash = embedder_params_hash(
+            "openai-embeddings", "normalize", settings.normalize, "extra_body",
+            settings.extra_json)
 
     # -- the Embedder protocol --------------------------------------------------------
 

@@ -49,7 +49,6 @@ links on the pages that are fetched still are.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import itertools
 import mimetypes
 import secrets
@@ -62,6 +61,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from kbsync.errors import DocumentError
+from kbsync.identity import page_digest
 from kbsync.model import ItemError, KnownItem, Listing, PageSchedule, SourceItem, Validators
 from kbsync.schedule import after_check, is_due
 from kbsync.sources.web.config import WebConfig
@@ -361,7 +361,7 @@ class Crawl:
             return  # reached twice (a redirect and a link): the first answer stands
         self._rescheduled.add(key)
         old = self._schedules.get(key)
-        digest = None if body is None else hashlib.blake2b(body, digest_size=16).hexdigest()
+        digest = None if body is None else page_digest(body)
         changed = digest is not None and (old is None or old.digest != digest)
         if old is not None and body is None and old.media_type:
             media_type = None  # a 304 rarely says its type: keep the one the page last gave
