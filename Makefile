@@ -39,11 +39,11 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(VENV)/.installed: pyproject.toml setup.py src/kbsync/_kernel.c src/kbsync/_nfc_table.h | $(VENV)/bin/python
+$(VENV)/.installed: pyproject.toml setup.py src/kbsync/_kernel.c src/kbsync/_nfc_table.h $(wildcard src/kernel/*.h) | $(VENV)/bin/python
 	$(BIN)/python -m pip install --quiet -e '.[html,pdf,local]'
 	touch $@
 
-$(VENV)/.dev-installed: pyproject.toml setup.py src/kbsync/_kernel.c src/kbsync/_nfc_table.h | $(VENV)/bin/python
+$(VENV)/.dev-installed: pyproject.toml setup.py src/kbsync/_kernel.c src/kbsync/_nfc_table.h $(wildcard src/kernel/*.h) | $(VENV)/bin/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@ $(VENV)/.installed
 
