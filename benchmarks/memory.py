@@ -79,7 +79,7 @@ def child(folder: Path, store_path: Path) -> None:
     from kbsync.embed.hashing import HashingEmbedder
     from kbsync.engine import DEFAULT_CHUNKER
     from kbsync.extract.registry import extractor_for
-    from kbsync.sources import FilesystemSource
+    from kbsync.sources.files import FilesystemSource
     from kbsync.store.sqlite import SqliteStore
     from kbsync.sync import SyncOptions, sync_sources
 

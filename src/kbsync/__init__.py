@@ -7,36 +7,94 @@ from its module, but only these are promised.
 
 from __future__ import annotations
 
-from kbsync.chunking import ByteParams, LocalParams, TTTDParams, chunk_stream, chunk_text
-from kbsync.chunking.bytecdc import byte_chunks
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Two functions share their names with their modules: imported now, they take the place
+# the import of their module gives that module in this package.
 from kbsync.compare import compare
-from kbsync.errors import KbsyncError, ParameterError
-from kbsync.identity import IDENTITY_SCHEMA_VERSION
-from kbsync.knowledge_base import (
-    Collected,
-    DocumentDiff,
-    DocumentRef,
-    Erased,
-    Erasure,
-    HistoryEntry,
-    KnowledgeBase,
-    SearchMode,
-    Status,
-    SyncResult,
-    Verification,
-)
-from kbsync.model import (
-    Boundary,
-    ByteChunk,
-    ChangeReport,
-    Chunk,
-    ChunkingDiagnostics,
-    ChunkingResult,
-    Region,
-    Verdict,
-)
-from kbsync.normalize import NORMALIZER_VERSION, NormalizedText, normalize
-from kbsync.store import DocumentText, Hit, RunRecord
+from kbsync.normalize import normalize
+
+if TYPE_CHECKING:
+    from kbsync.chunking import ByteParams, LocalParams, TTTDParams, chunk_stream, chunk_text
+    from kbsync.chunking.bytecdc import byte_chunks
+    from kbsync.costs import EmbeddingCost
+    from kbsync.errors import KbsyncError, ParameterError
+    from kbsync.identity import IDENTITY_SCHEMA_VERSION
+    from kbsync.knowledge_base import (
+        Collected,
+        DocumentDiff,
+        DocumentRef,
+        Erased,
+        Erasure,
+        HistoryEntry,
+        KnowledgeBase,
+        SearchMode,
+        Status,
+        SyncResult,
+        Verification,
+    )
+    from kbsync.mirror import Reconciliation
+    from kbsync.model import (
+        Boundary,
+        ByteChunk,
+        ChangeReport,
+        Chunk,
+        ChunkingDiagnostics,
+        ChunkingResult,
+        Region,
+        Verdict,
+    )
+    from kbsync.normalize import NORMALIZER_VERSION, NormalizedText
+    from kbsync.report import DocumentChange, SourceResult
+    from kbsync.results import ChangedRegion, Rebuilt, RunSummary
+    from kbsync.store import DocumentText, Hit, RunRecord
+
+# Where each public name lives: imported when first asked for, so that importing a part
+# of kbsync (``kbsync.sync``, ``kbsync.chunking``) or starting a command that needs
+# little loads only what it uses.
+_HOMES = {
+    "ByteParams": "kbsync.chunking",
+    "LocalParams": "kbsync.chunking",
+    "TTTDParams": "kbsync.chunking",
+    "chunk_stream": "kbsync.chunking",
+    "chunk_text": "kbsync.chunking",
+    "byte_chunks": "kbsync.chunking.bytecdc",
+    "KbsyncError": "kbsync.errors",
+    "ParameterError": "kbsync.errors",
+    "IDENTITY_SCHEMA_VERSION": "kbsync.identity",
+    "Collected": "kbsync.knowledge_base",
+    "DocumentDiff": "kbsync.knowledge_base",
+    "DocumentRef": "kbsync.knowledge_base",
+    "Erased": "kbsync.knowledge_base",
+    "Erasure": "kbsync.knowledge_base",
+    "HistoryEntry": "kbsync.knowledge_base",
+    "KnowledgeBase": "kbsync.knowledge_base",
+    "SearchMode": "kbsync.knowledge_base",
+    "Status": "kbsync.knowledge_base",
+    "SyncResult": "kbsync.knowledge_base",
+    "Verification": "kbsync.knowledge_base",
+    "Boundary": "kbsync.model",
+    "ByteChunk": "kbsync.model",
+    "ChangeReport": "kbsync.model",
+    "Chunk": "kbsync.model",
+    "ChunkingDiagnostics": "kbsync.model",
+    "ChunkingResult": "kbsync.model",
+    "Region": "kbsync.model",
+    "Verdict": "kbsync.model",
+    "NORMALIZER_VERSION": "kbsync.normalize",
+    "NormalizedText": "kbsync.normalize",
+    "DocumentText": "kbsync.store",
+    "Hit": "kbsync.store",
+    "RunRecord": "kbsync.store",
+    "EmbeddingCost": "kbsync.costs",
+    "Reconciliation": "kbsync.mirror",
+    "DocumentChange": "kbsync.report",
+    "SourceResult": "kbsync.report",
+    "ChangedRegion": "kbsync.results",
+    "Rebuilt": "kbsync.results",
+    "RunSummary": "kbsync.results",
+}
 
 __version__ = "0.1.0"
 
@@ -47,13 +105,16 @@ __all__ = [
     "ByteChunk",
     "ByteParams",
     "ChangeReport",
+    "ChangedRegion",
     "Chunk",
     "ChunkingDiagnostics",
     "ChunkingResult",
     "Collected",
+    "DocumentChange",
     "DocumentDiff",
     "DocumentRef",
     "DocumentText",
+    "EmbeddingCost",
     "Erased",
     "Erasure",
     "HistoryEntry",
@@ -63,9 +124,13 @@ __all__ = [
     "LocalParams",
     "NormalizedText",
     "ParameterError",
+    "Rebuilt",
+    "Reconciliation",
     "Region",
     "RunRecord",
+    "RunSummary",
     "SearchMode",
+    "SourceResult",
     "Status",
     "SyncResult",
     "TTTDParams",
@@ -78,3 +143,17 @@ __all__ = [
     "compare",
     "normalize",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """A public name, imported from its module on first use (PEP 562)."""
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'kbsync' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

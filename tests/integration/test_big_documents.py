@@ -25,7 +25,7 @@ from kbsync.embed.hashing import HashingEmbedder
 from kbsync.engine import DEFAULT_CHUNKER
 from kbsync.extract.registry import extractor_for
 from kbsync.model import ChangeReport
-from kbsync.sources import FilesystemSource
+from kbsync.sources.files import FilesystemSource
 from kbsync.store.sqlite import SqliteStore
 from kbsync.sync import BatchLimits, SyncOptions, sync_sources
 

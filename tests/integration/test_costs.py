@@ -15,7 +15,7 @@ from kbsync.costs import DEFAULT_TOKENS_PER_SECOND, estimate, measured_rate
 from kbsync.engine import DEFAULT_CHUNKER
 from kbsync.errors import ConfirmationRequiredError
 from kbsync.extract.registry import extractor_for
-from kbsync.sources import FilesystemSource
+from kbsync.sources.files import FilesystemSource
 from kbsync.sync import SyncOptions, sync_sources
 from kbsync.testing import CountingEmbedder, MemoryStore
 from tests.conftest import CORPUS

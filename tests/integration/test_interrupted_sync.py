@@ -27,7 +27,7 @@ import pytest
 
 from kbsync.engine import DEFAULT_CHUNKER
 from kbsync.extract.registry import extractor_for
-from kbsync.sources import FilesystemSource
+from kbsync.sources.files import FilesystemSource
 from kbsync.store.sqlite import SqliteStore
 from kbsync.sync import SyncOptions, sync_sources
 from kbsync.sync.embedding import EMBED_BATCH
@@ -42,7 +42,7 @@ CHILD = textwrap.dedent("""
     from pathlib import Path
     from kbsync.engine import DEFAULT_CHUNKER
     from kbsync.extract.registry import extractor_for
-    from kbsync.sources import FilesystemSource
+    from kbsync.sources.files import FilesystemSource
     from kbsync.store.sqlite import SqliteStore
     from kbsync.sync import BatchLimits, SyncOptions, sync_sources
     from kbsync.testing import CountingEmbedder
@@ -153,7 +153,7 @@ NATIVE = textwrap.dedent("""
     import torch
     from kbsync.engine import DEFAULT_CHUNKER
     from kbsync.extract.registry import extractor_for
-    from kbsync.sources import FilesystemSource
+    from kbsync.sources.files import FilesystemSource
     from kbsync.store.sqlite import SqliteStore
     from kbsync.sync import SyncOptions, sync_sources
     from kbsync.testing import CountingEmbedder

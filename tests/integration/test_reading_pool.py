@@ -9,7 +9,7 @@ import pytest
 
 from kbsync.engine import DEFAULT_CHUNKER
 from kbsync.extract.registry import extractor_for
-from kbsync.sources import FilesystemSource
+from kbsync.sources.files import FilesystemSource
 from kbsync.store.sqlite import SqliteStore
 from kbsync.sync import SyncOptions, single, sync_sources
 from kbsync.sync.reading import POOL_MIN_DOCUMENTS

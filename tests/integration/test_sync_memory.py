@@ -18,7 +18,7 @@ import pytest
 
 from kbsync.embed import Vectors
 from kbsync.extract.registry import extractor_for
-from kbsync.sources import FilesystemSource
+from kbsync.sources.files import FilesystemSource
 from kbsync.store.sqlite import SqliteStore
 from kbsync.sync import BatchLimits, Chunker, SyncOptions, sync_sources
 from kbsync.testing import CountingEmbedder

@@ -7,17 +7,12 @@ from pathlib import Path
 import pytest
 
 from kbsync.errors import DependencyMissingError, DocumentError, ExtractionError
-from kbsync.extract import (
-    SUPPORTED_MEDIA_TYPES,
-    Extractor,
-    HtmlExtractor,
-    MarkdownExtractor,
-    PdfExtractor,
-    TextExtractor,
-    decode_text,
-    extractor_for,
-    media_type_for,
-)
+from kbsync.extract import Extractor
+from kbsync.extract.html import HtmlExtractor
+from kbsync.extract.markdown import MarkdownExtractor
+from kbsync.extract.pdf import PdfExtractor
+from kbsync.extract.registry import SUPPORTED_MEDIA_TYPES, extractor_for, media_type_for
+from kbsync.extract.text import TextExtractor, decode_text
 from kbsync.model import Record, Section
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "extract"

@@ -16,8 +16,8 @@ import pytest
 
 from kbsync.errors import DocumentError, ParameterError
 from kbsync.model import SourceItem
-from kbsync.sources import FilesystemSource, Scan, Source
-from kbsync.sources.files import guess_media_type, match_glob
+from kbsync.sources import Scan, Source
+from kbsync.sources.files import FilesystemSource, guess_media_type, match_glob
 
 
 def _write(root: Path, rel: str, data: str = "text") -> Path:

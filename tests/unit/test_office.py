@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 
 from kbsync.errors import DependencyMissingError, ExtractionError
-from kbsync.extract import extractor_for, media_type_for
 from kbsync.extract import office as office_module
 from kbsync.extract.epub import EpubExtractor
 from kbsync.extract.odt import OdtExtractor
 from kbsync.extract.office import DocxExtractor, PptxExtractor, XlsxExtractor
 from kbsync.extract.office_zip import UNCOMPRESSED_MAX_BYTES
+from kbsync.extract.registry import extractor_for, media_type_for
 from kbsync.extract.rtf import RtfExtractor
 from kbsync.model import Record, Section
 from tests.office_files import (

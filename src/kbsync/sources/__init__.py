@@ -108,7 +108,3 @@ class Revisiting(Source, Protocol):
         """The schedules and counts of the latest listing."""
         ...
 
-
-from kbsync.sources.files import FilesystemSource  # noqa: E402  (after Source: files.py is an adapter of it)
-
-__all__ += ["FilesystemSource"]
