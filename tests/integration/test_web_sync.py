@@ -218,6 +218,33 @@ def test_init_allow_private_lets_a_site_on_loopback_be_crawled(
         assert engine.sync().total("new") == 3
 
 
+def test_init_allow_private_refuses_a_redirect_to_another_port_of_that_address(
+    tmp_path: Path, httpserver: HTTPServer, site: Site
+) -> None:
+    from typer.testing import CliRunner
+
+    from kbsync.cli import app
+    from tests.fixtures.web.servers import RawServer
+
+    with RawServer({"/": lambda conn: conn.sendall(b"HTTP/1.1 200 OK\r\n\r\nsecret")}) as other:
+        site.pages["/moved"] = "Moved away."
+        site.status["/moved"] = 302  # as to port 22 of the same machine
+        site.location["/moved"] = other.url("/")
+        url = f"http://127.0.0.1:{httpserver.port}/"  # the same address: within the scope
+        result = CliRunner().invoke(app, ["init", url, "--folder", str(tmp_path), "--embedder",
+                                          "hashing", "--allow-private", "127.0.0.1"])
+        assert result.exit_code == 0, result.output
+        with KnowledgeBase.open(tmp_path) as engine:
+            report = engine.sync()
+        assert other.paths == []  # nothing was sent to the other port
+    assert report.total("new") == 3
+    [(key, message)] = report.sources[0].failures
+    assert key == url + "moved"
+    assert (f"a redirect leads here, to a refused address: 127.0.0.1 port {other.port} is "
+            "refused: allow_private_addresses admits 127.0.0.1 on ports 80, 443, "
+            f"{httpserver.port} only") in message, message
+
+
 def test_init_allow_private_refuses_what_is_no_address_or_has_no_website(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, fields
 from kbsync.errors import ParameterError
 from kbsync.schedule import DEFAULT_MAX_INTERVAL, DEFAULT_MIN_INTERVAL, Cadence
 from kbsync.sources.web.addresses import AddressPolicy
-from kbsync.sources.web.urls import Scope, UrlError, canonicalize, host_of
+from kbsync.sources.web.urls import Scope, UrlError, canonicalize, host_of, port_of
 
 __all__ = [
     "DEFAULT_MEDIA_TYPES",
@@ -114,7 +114,9 @@ class WebSettings:
       ``path_prefixes`` narrow it to paths starting with one of them.
     - ``allow_private_addresses``: False refuses local, private and metadata
       addresses; True allows every address but cloud metadata services; a
-      collection of addresses or networks (``("127.0.0.1",)``) allows those.
+      collection of addresses or networks (``("127.0.0.1",)``) allows those, on
+      the ports 80 and 443 and those of the seeds and sitemaps; an entry with a port
+      (``"127.0.0.1:8000"``, ``"[::1]:8000"``) allows that port only.
     - ``per_host_connections`` and ``delay`` (seconds between request starts
       to one host; a larger Crawl-delay wins) are per host; ``max_connections``
       bounds the whole crawl.
@@ -162,7 +164,8 @@ class WebSettings:
         return WebConfig(
             seeds=seeds, sitemaps=sitemaps,
             scope=build_scope(self.allowed_hosts, self.path_prefixes, (*seeds, *sitemaps)),
-            addresses=build_address_policy(self.allow_private_addresses),
+            addresses=build_address_policy(self.allow_private_addresses,
+                                           {port_of(u) for u in (*seeds, *sitemaps)}),
             media_types=None if media is None else frozenset(t.lower() for t in media),
             **{f.name: getattr(self, f.name) for f in fields(WebConfig)
                if f.name not in _DERIVED})
@@ -204,9 +207,11 @@ def build_scope(
         raise ParameterError(f"invalid scope: {exc}") from exc
 
 
-def build_address_policy(allow: bool | str | Iterable[str]) -> AddressPolicy:
-    """The address guard for ``allow_private_addresses``; ParameterError when malformed."""
+def build_address_policy(allow: bool | str | Iterable[str],
+                         ports: Iterable[int] = ()) -> AddressPolicy:
+    """The address guard for ``allow_private_addresses``, whose entries without a port admit
+    the web's ports and ``ports`` (those of the source's URLs); ParameterError when malformed."""
     try:
-        return AddressPolicy.build(allow)
+        return AddressPolicy.build(allow, ports)
     except ValueError as exc:
         raise ParameterError(f"invalid allow_private_addresses: {exc}") from exc

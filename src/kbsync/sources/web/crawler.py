@@ -84,7 +84,7 @@ from kbsync.sources.web.robots import (
 )
 from kbsync.sources.web.sitemaps import SitemapError, SitemapKind, lastmod_seconds, parse_sitemap
 from kbsync.sources.web.soft404 import PROBE_PREFIX, Fingerprint, fingerprint
-from kbsync.sources.web.urls import UrlError, canonicalize, host_of, origin_of
+from kbsync.sources.web.urls import UrlError, canonicalize, host_of, origin_of, port_of
 
 __all__ = ["MAX_SITEMAP_FILES", "MAX_SITEMAP_NESTING", "Crawl", "CrawlResult", "Progress"]
 
@@ -299,7 +299,7 @@ class Crawl:
             if task.via is _Via.SEED:
                 self._warnings.append(f"the seed {url} is outside the allowed scope: not fetched")
             return  # a known page out of scope is absent: the source no longer covers it
-        refusal = config.addresses.host_refusal(host_of(url))
+        refusal = config.addresses.host_refusal(host_of(url), port_of(url))
         if refusal is not None:
             self._error(url, f"{url}: address refused: {refusal}")
             return
@@ -393,7 +393,7 @@ class Crawl:
 
     async def _check_hop(self, target: str) -> None:
         """Stop a redirect at a refused address, outside the scope, or where robots.txt says no."""
-        refusal = self._config.addresses.host_refusal(host_of(target))
+        refusal = self._config.addresses.host_refusal(host_of(target), port_of(target))
         if refusal is not None:
             raise FetchError(
                 target, f"a redirect leads here, to a refused address: {refusal}", Failure.REFUSED
