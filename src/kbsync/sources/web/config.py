@@ -54,6 +54,7 @@ class WebConfig:
     max_decompressed_bytes: int
     max_redirects: int
     retry_after_cap: float
+    retry_budget: int
     head_mode: bool
     revalidate_all: bool
     soft_404_check: bool
@@ -86,6 +87,7 @@ class WebConfig:
             "delay": self.delay,
             "max_redirects": self.max_redirects,
             "retry_after_cap": self.retry_after_cap,
+            "retry_budget": self.retry_budget,
             "robots_max_age": self.robots_max_age,
         }
         for name, value in non_negative.items():
@@ -121,6 +123,10 @@ class WebSettings:
       to one host; a larger Crawl-delay wins) are per host; ``max_connections``
       bounds the whole crawl.
     - ``timeout`` is the total deadline of one request, body included.
+    - ``retry_budget``: the retries a crawl may make in all. A timeout, a connection
+      error, a 5xx or a 429 is tried again up to twice per URL in one crawl, after
+      ``Retry-After`` (at most ``retry_after_cap`` seconds) or 1 s, then 2 s; 0 turns
+      retrying off (see :mod:`kbsync.sources.web.retries`).
     - ``head_mode``: revalidate a known page with a conditional HEAD first and
       GET only when it changed (for servers that compute bodies even for a 304).
     - ``revalidate_all``: send no validators, so every page is downloaded and
@@ -147,6 +153,7 @@ class WebSettings:
     max_decompressed_bytes: int = 50_000_000
     max_redirects: int = 5
     retry_after_cap: float = 60.0
+    retry_budget: int = 100
     head_mode: bool = False
     revalidate_all: bool = False
     soft_404_check: bool = True

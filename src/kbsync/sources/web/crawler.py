@@ -75,6 +75,7 @@ from kbsync.sources.web.fetch import (
 )
 from kbsync.sources.web.links import HTML_TYPES, decode_text, parse_html, resolve_links
 from kbsync.sources.web.politeness import Clock, HostGates
+from kbsync.sources.web.retries import is_transient_status
 from kbsync.sources.web.robots import (
     ROBOTS_MAX_BYTES,
     RobotsCache,
@@ -443,8 +444,8 @@ class Crawl:
                 task.url,
                 f"HTTP 404: {response.url} was not found; deleted if the next check confirms it",
             )
-        elif status in RETRY_STATUSES or status >= 500:
-            self._error(task.url, f"{response.url}: {_unavailable(response, self._config)}")
+        elif status in RETRY_STATUSES or status >= 500 or is_transient_status(status):
+            self._error(task.url, f"{response.url}: {_unavailable(response)}")
         elif status in REDIRECT_STATUSES:
             self._error(task.url, f"{response.url}: HTTP {status} without a usable Location")
         else:
@@ -670,15 +671,12 @@ def _robots_refusal(policy: RobotsPolicy) -> str:
     return "robots.txt disallows it"
 
 
-def _unavailable(response: Response, config: WebConfig) -> str:
+def _unavailable(response: Response) -> str:
     text = f"HTTP {response.status}"
-    if response.retried:
-        text += " again after waiting as Retry-After asked"
-    elif response.retry_after is not None:
-        text += (
-            f" with Retry-After {response.retry_after!r}, beyond retry_after_cap="
-            f"{config.retry_after_cap:g} s or unreadable, so not retried"
-        )
+    if response.attempts > 1:
+        text += f" on each of {response.attempts} attempts"
+    if response.not_retried:
+        text += f", {response.not_retried}"
     return text + "; the stored version (if any) is kept"
 
 
