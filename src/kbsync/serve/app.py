@@ -98,7 +98,9 @@ class _Guarded:
 
         query = parse_qsl(scope.get("query_string", b"").decode("latin-1"),
                           keep_blank_values=True)
-        login = [v for k, v in query if k == LOGIN_PARAMETER]
+        # Only a page opened in the browser signs in; a form's POST never carries the secret.
+        login = [v for k, v in query if k == LOGIN_PARAMETER] if scope["method"] in (
+            "GET", "HEAD") else []
         if not self.guard.host_allowed(Headers(scope=scope)):
             response: Response = PlainTextResponse("unexpected Host header", 403)
         elif login and scope["path"].startswith("/api/"):

@@ -23,7 +23,8 @@ answer                                  in the listing
                                         when the store already counted one miss
 disallowed by robots.txt, out of scope  absent: the source no longer covers it
 robots.txt unreachable (5xx, network)   ``ItemError`` for known pages and seeds
-timeouts, resets, truncation, 5xx, 429  ``ItemError``: the stored version is kept
+timeouts, resets, truncation, 5xx, 429  ``ItemError`` after up to three attempts
+                                        (:mod:`.retries`): the stored version is kept
 caps, redirect loops, refused address   ``ItemError`` naming the URL
 not reached within ``max_pages``        ``ItemError`` for known pages
 media type not accepted                 absent

@@ -122,7 +122,8 @@ class Response:
     conditional: bool = False
     retry_after: str | None = None
     attempts: int = 1
-    """Requests of ``url`` in this crawl that this answer ends (more after transient failures)."""
+    """The requests of ``url`` this crawl made, this one included (more than one after a
+    transient failure: see :mod:`.retries`)."""
     not_retried: str | None = None
     """Why a transient failure was not tried again, when the count of attempts does not say."""
     typed: bool = True
