@@ -21,6 +21,7 @@ __all__ = [
     "SchemaError",
     "SourceError",
     "StoreError",
+    "Terminated",
     "VectorStoreError",
 ]
 
@@ -97,3 +98,16 @@ class VectorStoreError(KbsyncError):
 
 class ConfirmationRequiredError(KbsyncError):
     """A sync would cost more than the configured bound (``[index] confirm_above_tokens``)."""
+
+
+class Terminated(KeyboardInterrupt):
+    """A run stopped by a signal other than Ctrl-C (SIGTERM), cleanly, as Ctrl-C stops it.
+
+    A ``KeyboardInterrupt`` so that every clean-up and record of an interrupted run
+    happens as for Ctrl-C; ``signum`` says which signal, so the command line can
+    exit as a process killed by it would be reported (128 + the signal's number).
+    """
+
+    def __init__(self, signum: int, name: str) -> None:
+        super().__init__(f"terminated ({name})")
+        self.signum = signum

@@ -17,11 +17,12 @@ or the store.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -69,8 +70,14 @@ from kbsync.sources.kinds import source_kind
 from kbsync.store import DocumentText, Hit, RunRecord
 from kbsync.store.filters import Filters, filters_from
 from kbsync.store.guard import READ_ONLY
-from kbsync.store.kinds import WriterLockLike
-from kbsync.store.sqlite import SqliteStore, carry_erasures, salvage_embeddings, swap_in
+from kbsync.store.sqlite import (
+    SqliteStore,
+    carry_erasures,
+    rebuild_file,
+    remove_rebuild_leftovers,
+    salvage_embeddings,
+    swap_in,
+)
 from kbsync.sync import (
     Progress,
     SourceTally,
@@ -209,13 +216,19 @@ class KnowledgeBase:
             self.sink = make_sink(self.config.vectors, self.config.root)
             self._created = True
 
-    def _writing(self, wait: bool,
-                 on_wait: Callable[[str], None] | None) -> WriterLockLike:
-        """The writer lock, with the store created first if it was not yet."""
+    @contextlib.contextmanager
+    def _writing(self, wait: bool, on_wait: Callable[[str], None] | None) -> Iterator[None]:
+        """Within, the writer lock, with the store created first if it was not yet.
+
+        Holding the lock, no rebuild runs, so what a killed one left is removed here.
+        """
         if getattr(self.store, "read_only", False):
             raise StoreError(f"{self.config.store_location}: {READ_ONLY}")
         self._create_store()
-        return writer_lock(self.config, wait=wait, on_wait=on_wait)
+        with writer_lock(self.config, wait=wait, on_wait=on_wait):
+            if self.config.store_kind.capabilities.rebuild:
+                remove_rebuild_leftovers(Path(self.config.store_location))
+            yield
 
     # -- syncing ----------------------------------------------------------------------
 
@@ -621,12 +634,10 @@ class KnowledgeBase:
             raise StoreError("kbsync rebuild makes a fresh SQLite store; a PostgreSQL store "
                              "is repaired with the database's own tools (REINDEX, a restore)")
         live = Path(self.config.store_location)
-        fresh = live.with_name(live.name + ".rebuild")
+        fresh = rebuild_file(live)
         backup = live.with_name(live.name + ".before-rebuild")
         self._progress = progress
-        with self._writing(wait, None):
-            for name in (fresh, *(fresh.with_name(fresh.name + s) for s in ("-wal", "-shm"))):
-                name.unlink(missing_ok=True)
+        with self._writing(wait, None):  # which removes what a killed rebuild left
             new = SqliteStore(fresh)
             old = self.store
             try:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from kbsync.engine import DEFAULT_CHUNKER
+from kbsync.engine import DEFAULT_CHUNKER, init_config
 from kbsync.extract.registry import extractor_for
 from kbsync.sources.files import FilesystemSource
 from kbsync.store.sqlite import SqliteStore
@@ -124,7 +124,7 @@ def test_an_interrupted_sync_keeps_its_embeddings_and_the_resume_embeds_only_the
             child.wait()
     assert child.returncode != 0
     if signum == signal.SIGTERM:
-        assert b"KeyboardInterrupt" in err  # a clean stop through the interrupt path
+        assert b"Terminated: terminated (SIGTERM)" in err  # a clean stop, as by Ctrl-C
 
     store = SqliteStore(store_path)
     try:
@@ -195,6 +195,60 @@ def test_a_sync_stopped_while_its_model_computes_ends_cleanly(tmp_path: Path) ->
         if child.poll() is None:
             child.kill()
             child.wait()
-    assert b"KeyboardInterrupt" in err  # the clean stop
+    assert b"Terminated: terminated (SIGTERM)" in err  # the clean stop
     assert b"terminate called" not in err
     assert child.returncode != -signal.SIGABRT
+
+
+CLI = textwrap.dedent("""
+    import sys, time
+    import kbsync.sync.embedding
+    from kbsync.cli import main
+    from kbsync.embed.hashing import HashingEmbedder
+
+    progress, *arguments = sys.argv[1:]
+    real, calls = HashingEmbedder.embed, []
+
+    def stalling(self, texts):
+        calls.append(len(texts))
+        if len(calls) == 3:
+            with open(progress, "a") as f:
+                f.write("stalled\\n")
+            while True:
+                time.sleep(3600)
+        return real(self, texts)
+
+    HashingEmbedder.embed = stalling
+    kbsync.sync.embedding._STOP_WAIT = 1.0  # the stalled batch is not waited for long
+    sys.argv = ["kbsync", *arguments]
+    main()
+""")
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)],
+                         ids=["SIGINT", "SIGTERM"])
+def test_kbsync_sync_stopped_by_ctrl_c_exits_130_and_by_sigterm_143_recording_the_run(
+        tmp_path: Path, signum: int, code: int) -> None:
+    config = init_config(tmp_path / "kb", [str(CORPUS)])
+    script, progress = tmp_path / "child.py", tmp_path / "progress"
+    script.write_text(CLI, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
+    child = subprocess.Popen([sys.executable, str(script), str(progress), "sync", "-c",
+                              str(config.file)], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        _stalled(progress, child)
+        child.send_signal(signum)
+        _, err = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == code, err
+    assert b"interrupted: what was applied stays" in err
+    assert b"Traceback" not in err
+    store = SqliteStore(Path(config.store_location))
+    try:
+        assert [r.report.get("interrupted") for r in store.runs(5)] == [True]
+    finally:
+        store.close()

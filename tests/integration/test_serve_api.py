@@ -39,9 +39,12 @@ def client(kb: KnowledgeBaseOnDisk) -> Iterator[TestClient]:
 def acting(tmp_path: Path) -> Iterator[tuple[TestClient, KnowledgeBaseOnDisk, str]]:
     """A dashboard with actions allowed over a knowledge base of its own, and its token."""
     own = changed_knowledge_base(tmp_path)
+    guard = Guard()
     with KnowledgeBase.open(own.folder) as opened, \
-            TestClient(create_app(opened, allow_actions=True), base_url=BASE) as c:
+            TestClient(create_app(opened, allow_actions=True, guard=guard), base_url=BASE) as c:
+        assert c.get(f"/?token={guard.login}").status_code == 200  # signed in, as a browser
         token = c.get("/api/actions").json()["csrf_token"]
+        assert token == guard.token
         yield c, own, token
 
 
@@ -208,7 +211,7 @@ def test_the_pages_render_the_same_data(client: TestClient, kb: KnowledgeBaseOnD
     assert any(ADDED in m for m in marks)
     search = client.get("/search?q=lighthouse+keepers")
     assert 'class="hit"' in search.text
-    assert "<script" not in client.get("/search?q=%3Cscript%3Ealert(1)%3C/script%3E").text
+    assert "<script>alert" not in client.get("/search?q=%3Cscript%3Ealert(1)%3C/script%3E").text
 
 
 def test_a_read_only_dashboard_refuses_every_action(
@@ -290,10 +293,12 @@ def test_requests_naming_another_host_are_refused(client: TestClient) -> None:
 
 
 def test_binding_to_all_interfaces_accepts_any_host_name_but_still_needs_the_token() -> None:
-    guard = Guard(bound="0.0.0.0", token="t")
+    guard = Guard(bound="0.0.0.0", token="t", login="l")
     assert guard.host_allowed({"host": "kb.lan:8765"})
-    assert guard.refusal({"host": "kb.lan:8765"}, "t") is None
-    assert guard.refusal({"host": "kb.lan:8765"}, None) == "missing or wrong CSRF token"
+    assert guard.refusal({"host": "kb.lan:8765"}, "t", "l") is None
+    assert guard.refusal({"host": "kb.lan:8765"}, None, "l") == "missing or wrong CSRF token"
+    assert (guard.refusal({"host": "kb.lan:8765"}, "t", None) or "").startswith("not signed in")
+    assert repr(guard) == "Guard(bound='0.0.0.0')"  # the secrets stay out of logs
     assert not Guard(bound="127.0.0.1").host_allowed({"host": "kb.lan:8765"})
     assert [is_loopback(h) for h in ("127.0.0.1", "localhost", "::1", "127.1.2.3",
                                      "0.0.0.0", "192.168.1.4", "kb.lan")] == [
@@ -310,7 +315,100 @@ def test_kbsync_serve_warns_when_listening_beyond_this_machine(
                                      "--port", "9000"])
     assert result.exit_code == 0, result.output
     assert "warning: 0.0.0.0 is reachable from other machines" in result.stderr
+    assert "serving http://0.0.0.0:9000/ (read-only)" in result.stderr
     result = runner.invoke(cli_app, ["serve", "-c", str(kb.folder), "--allow-actions"])
     assert "warning" not in result.stderr
+    guards = [call.pop("guard") for call in calls]
     assert calls == [{"host": "0.0.0.0", "port": 9000, "allow_actions": False},
                      {"host": "127.0.0.1", "port": 8765, "allow_actions": True}]
+    # The address that signs a browser in is printed, to the terminal only.
+    assert f"serving http://127.0.0.1:8765/?token={guards[1].login} " in result.stderr
+
+
+def _signed_in_client(kb: KnowledgeBaseOnDisk) -> Iterator[tuple[TestClient, TestClient, Guard]]:
+    """A browser that opened the printed address and a local process that did not, over
+    one dashboard with actions allowed."""
+    guard = Guard()
+    with KnowledgeBase.open(kb.folder) as opened:
+        app = create_app(opened, allow_actions=True, guard=guard)
+        with TestClient(app, base_url=BASE) as browser, TestClient(app, base_url=BASE) as other:
+            yield browser, other, guard
+
+
+@pytest.fixture
+def two_clients(tmp_path: Path) -> Iterator[tuple[TestClient, TestClient, Guard]]:
+    yield from _signed_in_client(changed_knowledge_base(tmp_path))
+
+
+def test_the_write_token_goes_only_to_the_browser_that_opened_the_printed_address(
+        two_clients: tuple[TestClient, TestClient, Guard]) -> None:
+    browser, other, guard = two_clients
+    # Any local process can ask: it learns that actions exist, not the token they need.
+    assert _get(other, "/api/actions") == {"enabled": True, "csrf_token": None}
+    assert guard.token not in other.get("/").text
+    assert "Sync now" not in other.get("/").text
+    assert 'id="sign-in"' in other.get("/").text
+    wrong = other.get("/?token=guessed")
+    assert wrong.status_code == 403
+    assert "not this server's" in wrong.text
+    assert other.get(f"/api/actions?token={guard.login}").status_code == 400
+    signed = browser.get(f"/search?q=harbour&token={guard.login}", follow_redirects=False)
+    assert signed.status_code == 303
+    assert signed.headers["location"] == "/search?q=harbour"  # the secret leaves the address
+    cookie = signed.headers["set-cookie"]
+    assert cookie.startswith(f"kbsync-dashboard-8765={guard.login};")
+    assert "HttpOnly" in cookie
+    assert "SameSite=strict" in cookie or "SameSite=Strict" in cookie
+    assert _get(browser, "/api/actions") == {"enabled": True, "csrf_token": guard.token}
+    assert "Sync now" in browser.get("/").text
+    assert _get(other, "/api/actions")["csrf_token"] is None
+
+
+def test_an_action_with_the_write_token_but_without_the_cookie_is_refused(
+        two_clients: tuple[TestClient, TestClient, Guard]) -> None:
+    _, other, guard = two_clients
+    runs = _get(other, "/api/overview")["runs"]
+    for response in (other.post("/api/sync", headers={"X-CSRF-Token": guard.token}),
+                     other.post("/actions/sync", data={"csrf_token": guard.token}),
+                     # The secret signs in a page opened in a browser, not a form's POST.
+                     other.post(f"/actions/sync?token={guard.login}",
+                                data={"csrf_token": guard.token})):
+        assert response.status_code == 403
+        assert "not signed in" in response.text
+    assert _get(other, "/api/overview")["runs"] == runs
+
+
+def test_every_response_carries_the_content_security_policy_and_nosniff(
+        two_clients: tuple[TestClient, TestClient, Guard]) -> None:
+    browser, other, guard = two_clients
+    responses = [
+        other.get("/"), other.get("/runs"), other.get("/search?q=tides"),
+        other.get("/api/overview"), other.get("/api/openapi.json"),
+        other.get("/static/dashboard.css"), other.get("/static/dashboard.js"),
+        other.get("/document?key=nothing"), other.get("/no/such/page"),
+        other.get("/", headers={"Host": "rebound.evil.example:8765"}),
+        other.get("/?token=wrong"),
+        browser.get(f"/?token={guard.login}", follow_redirects=False),
+        other.post("/api/sync"),
+    ]
+    assert [r.status_code for r in responses] == [
+        200, 200, 200, 200, 200, 200, 200, 404, 404, 403, 403, 303, 403]
+    for response in responses:
+        policy = response.headers["content-security-policy"]
+        assert "script-src 'self'" in policy
+        assert "default-src 'none'" in policy
+        assert "unsafe-inline" not in policy
+        assert response.headers["x-content-type-options"] == "nosniff"
+
+
+def test_the_pages_hold_no_inline_script_or_style_the_policy_would_block(
+        two_clients: tuple[TestClient, TestClient, Guard]) -> None:
+    browser, _, guard = two_clients
+    browser.get(f"/?token={guard.login}")
+    key = _get(browser, "/api/overview")["recent_changes"][0]["key"]
+    for page in ("/", "/runs", "/runs/1", f"/document?key={key}", "/search?q=harbour"):
+        text = browser.get(page).text
+        assert "<style" not in text
+        assert " style=" not in text
+        assert re.search(r"<script(?![^>]*\ssrc=)", text) is None, page
+        assert re.search(r"\son[a-z]+=", text) is None, page

@@ -15,10 +15,11 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -61,8 +62,15 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+class Served(NamedTuple):
+    base: str
+    kb: KnowledgeBaseOnDisk
+    sign_in: str
+    """The address `kbsync serve` printed: opening it lets that browser sync and erase."""
+
+
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, KnowledgeBaseOnDisk]]:
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """`kbsync serve --allow-actions` in a child process over a knowledge base with history."""
     kb = changed_knowledge_base(tmp_path_factory.mktemp("kb"))
     port = _free_port()
@@ -83,7 +91,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Know
                     pytest.fail("kbsync serve did not start:\n"
                                 + (kb.folder / "serve.log").read_text(errors="replace"))
                 time.sleep(0.1)
-        yield base, kb
+        printed = re.search(r"serving (http://\S+\?token=\S+)",
+                            (kb.folder / "serve.log").read_text(errors="replace"))
+        assert printed is not None, "kbsync serve printed no address to sign in with"
+        yield Served(base, kb, printed.group(1))
     finally:
         process.terminate()
         process.wait(timeout=30)
@@ -104,8 +115,8 @@ def _shot(page: Any, name: str) -> None:
 
 
 def test_the_overview_shows_counts_sources_the_chart_and_the_latest_changes(
-        page: Any, server: tuple[str, KnowledgeBaseOnDisk]) -> None:
-    base, kb = server
+        page: Any, server: Served) -> None:
+    base, kb, _ = server
     page.goto(base + "/")
     assert page.inner_text("#count-documents") == str(kb.documents)
     assert int(page.inner_text("#count-chunks")) > 0
@@ -116,8 +127,8 @@ def test_the_overview_shows_counts_sources_the_chart_and_the_latest_changes(
 
 
 def test_the_changed_document_highlights_the_added_paragraph(
-        page: Any, server: tuple[str, KnowledgeBaseOnDisk]) -> None:
-    base, kb = server
+        page: Any, server: Served) -> None:
+    base, kb, _ = server
     page.goto(base + "/")
     page.get_by_role("link", name=kb.changed).first.click()
     page.wait_for_url(re.compile(r"/document\?"))
@@ -131,8 +142,8 @@ def test_the_changed_document_highlights_the_added_paragraph(
 
 
 def test_a_search_shows_results_with_heading_relevance_and_text(
-        page: Any, server: tuple[str, KnowledgeBaseOnDisk]) -> None:
-    base, _ = server
+        page: Any, server: Served) -> None:
+    base, _, _ = server
     page.goto(base + "/search")
     page.fill("input[name=q]", "lighthouse keepers logbooks")
     page.press("input[name=q]", "Enter")
@@ -147,8 +158,8 @@ def test_a_search_shows_results_with_heading_relevance_and_text(
 
 
 def test_the_runs_and_a_run_page_show_failures_with_their_reasons(
-        page: Any, server: tuple[str, KnowledgeBaseOnDisk]) -> None:
-    base, kb = server
+        page: Any, server: Served) -> None:
+    base, kb, _ = server
     page.goto(base + "/runs")
     assert page.locator("table tr").count() >= 3
     _shot(page, "runs")
@@ -161,13 +172,42 @@ def test_the_runs_and_a_run_page_show_failures_with_their_reasons(
 
 
 def test_sync_now_in_the_browser_records_a_run_with_the_new_change(
-        page: Any, server: tuple[str, KnowledgeBaseOnDisk]) -> None:
-    base, kb = server
+        page: Any, server: Served) -> None:
+    base, kb, _ = server
     edited = kb.folder / "docs" / "a-harbormaster-cli.md"
     edited.write_text(edited.read_text(encoding="utf-8") + "\n\nA closing note on tides.\n",
                       encoding="utf-8")
-    page.goto(base + "/")
+    page.goto(server.sign_in)  # signs this browser in, then shows the overview
+    assert page.url == base + "/"
     page.click("#sync-now")
     page.wait_for_url(re.compile(r"/runs/\d+$"))
     assert page.get_by_role("link", name="a-harbormaster-cli.md").count() == 1
     _shot(page, "after-sync-now")
+
+
+def test_a_browser_that_did_not_open_the_printed_address_is_offered_no_action(
+        page: Any, server: Served) -> None:
+    blocked: list[str] = []
+    page.on("console", lambda message: blocked.append(message.text)
+            if "Content Security Policy" in message.text else None)
+    page.goto(server.base + "/")
+    assert page.locator("#sync-now").count() == 0
+    assert "opened the address" in page.inner_text("#sign-in")
+    # The stylesheet is the dashboard's own file, which the Content Security Policy allows.
+    assert page.eval_on_selector(".brand", "e => getComputedStyle(e).fontWeight") == "700"
+    for path in ("/runs", "/search?q=harbour", "/runs/1"):
+        page.goto(server.base + path)
+    assert blocked == []  # nothing on the pages is refused by the policy
+
+
+def test_erase_asks_first_through_the_dashboards_script_and_a_no_erases_nothing(
+        page: Any, server: Served) -> None:
+    base, kb, sign_in = server
+    page.goto(sign_in)
+    page.goto(base + "/document?" + urllib.parse.urlencode({"key": kb.changed}))
+    asked: list[str] = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
+    page.click("button.danger")
+    assert asked == ["Erase this document and everything derived from it?"]
+    page.goto(base + "/document?" + urllib.parse.urlencode({"key": kb.changed}))
+    assert page.locator("button.danger").count() == 1  # still there: nothing was erased

@@ -33,6 +33,7 @@ class Site:
         self.location: dict[str, str] = {}
         self.titles: dict[str, str] = {}
         self.raw: dict[str, tuple[bytes, str]] = {}
+        self.unavailable: dict[str, int] = {}  # 503s (Retry-After: 1) left to answer
         self.bodies_sent = 0
 
     def html(self, path: str) -> str:
@@ -45,6 +46,9 @@ class Site:
         path = request.path
         if path == "/robots.txt":
             return Response("User-agent: *\nAllow: /\n", content_type="text/plain")
+        if self.unavailable.get(path, 0) > 0:
+            self.unavailable[path] -= 1
+            return Response("busy", status=503, headers={"Retry-After": "1"})
         if path in self.raw:
             body, content_type = self.raw[path]
             return Response(body, content_type=content_type)
@@ -218,6 +222,33 @@ def test_init_allow_private_lets_a_site_on_loopback_be_crawled(
         assert engine.sync().total("new") == 3
 
 
+def test_init_allow_private_refuses_a_redirect_to_another_port_of_that_address(
+    tmp_path: Path, httpserver: HTTPServer, site: Site
+) -> None:
+    from typer.testing import CliRunner
+
+    from kbsync.cli import app
+    from tests.fixtures.web.servers import RawServer
+
+    with RawServer({"/": lambda conn: conn.sendall(b"HTTP/1.1 200 OK\r\n\r\nsecret")}) as other:
+        site.pages["/moved"] = "Moved away."
+        site.status["/moved"] = 302  # as to port 22 of the same machine
+        site.location["/moved"] = other.url("/")
+        url = f"http://127.0.0.1:{httpserver.port}/"  # the same address: within the scope
+        result = CliRunner().invoke(app, ["init", url, "--folder", str(tmp_path), "--embedder",
+                                          "hashing", "--allow-private", "127.0.0.1"])
+        assert result.exit_code == 0, result.output
+        with KnowledgeBase.open(tmp_path) as engine:
+            report = engine.sync()
+        assert other.paths == []  # nothing was sent to the other port
+    assert report.total("new") == 3
+    [(key, message)] = report.sources[0].failures
+    assert key == url + "moved"
+    assert (f"a redirect leads here, to a refused address: 127.0.0.1 port {other.port} is "
+            "refused: allow_private_addresses admits 127.0.0.1 on ports 80, 443, "
+            f"{httpserver.port} only") in message, message
+
+
 def test_init_allow_private_refuses_what_is_no_address_or_has_no_website(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
@@ -233,6 +264,18 @@ def test_init_allow_private_refuses_what_is_no_address_or_has_no_website(tmp_pat
     assert folder.exit_code != 0
     assert "no source is a URL" in folder.output
     assert not (tmp_path / "a" / "kbsync.toml").exists()
+
+
+def test_a_page_that_answers_503_twice_when_first_found_is_indexed_by_the_first_sync(
+    kb: Path, site: Site
+) -> None:
+    site.pages["/news"] = "The harbour master posts the news of the week on the door. " * 20
+    site.unavailable["/news"] = 2  # then it answers, within the crawl's three attempts
+    with KnowledgeBase.open(kb) as engine:
+        first = engine.sync()
+        assert first.total("new") == 4, first.sources[0].failures
+        assert first.total("failed") == 0
+    assert site.unavailable["/news"] == 0
 
 
 def test_a_page_that_failed_when_first_linked_is_tried_again_next_sync(

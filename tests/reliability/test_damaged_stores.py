@@ -6,10 +6,13 @@ found from ``PRAGMA page_size`` and the b-tree's pages in ``dbstat``.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import signal
 import sqlite3
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,6 +20,9 @@ import pytest
 from typer.testing import CliRunner
 
 from kbsync.cli import app
+from kbsync.crashpoints import ENV_CRASH_AT, ENV_RECORD
+from kbsync.engine import writer_lock
+from kbsync.errors import LockedError
 from kbsync.knowledge_base import KnowledgeBase
 from tests.reliability.harness import make_kb
 
@@ -202,6 +208,58 @@ def test_rebuild_makes_a_fresh_store_and_reuses_every_readable_embedding(
     assert rebuilt.backup.exists()
     assert sorted(p.name for p in _db(root).parent.iterdir()) == [
         "kbsync.db", "kbsync.db.before-rebuild", "kbsync.db.lock"]
+
+
+def _killed_rebuild(root: Path, tmp_path: Path) -> None:
+    """Run `kbsync rebuild` in a child process and kill it (SIGKILL) as it swaps the new
+    store in: the fresh store is complete, the old one untouched."""
+    command = [sys.executable, "-m", "kbsync", "rebuild", "-c", str(root)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    record = tmp_path / "points"
+    shutil.copy(_db(root), tmp_path / "before.db")
+    rehearsal = subprocess.run(command, env={**env, ENV_RECORD: str(record)},
+                               capture_output=True, check=False)
+    assert rehearsal.returncode == 0, rehearsal.stderr
+    shutil.copy(tmp_path / "before.db", _db(root))  # as it was before the rehearsal
+    for leftover in _db(root).parent.glob("kbsync.db.before-rebuild*"):
+        leftover.unlink()
+    at = record.read_text(encoding="utf-8").splitlines().index("store.rebuild_backup") + 1
+    killed = subprocess.run(command, env={**env, ENV_CRASH_AT: str(at)}, capture_output=True,
+                            check=False)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+
+
+def test_what_a_killed_rebuild_left_is_removed_when_the_store_is_next_written(
+        tmp_path: Path) -> None:
+    root = make_kb(tmp_path / "kb", 12)
+    with KnowledgeBase.open(root) as kb:
+        kb.sync()
+    _killed_rebuild(root, tmp_path)
+    fresh = _db(root).with_name("kbsync.db.rebuild")
+    assert fresh.stat().st_size > 0, "the kill left no rebuilt file"
+    with KnowledgeBase.open(root) as kb:
+        assert kb.search("harbour light")  # reading leaves it: no lock is taken
+        assert fresh.exists()
+        assert kb.sync().total("unchanged") == 12
+        assert kb.verify().ok
+    assert sorted(p.name for p in _db(root).parent.iterdir()) == ["kbsync.db", "kbsync.db.lock"]
+
+
+def test_the_file_of_a_rebuild_is_kept_while_another_process_holds_the_writer_lock(
+        tmp_path: Path) -> None:
+    root = make_kb(tmp_path / "kb", 3)
+    with KnowledgeBase.open(root) as kb:
+        kb.sync()
+        fresh = _db(root).with_name("kbsync.db.rebuild")
+        fresh.write_bytes(bytes(4096))  # as a rebuild running in that process has it
+        with writer_lock(kb.config, wait=False):
+            with pytest.raises(LockedError):
+                kb.sync(wait=False)
+            with KnowledgeBase.open(root) as other:
+                assert other.status().documents == 3
+            assert fresh.exists()
+        kb.sync()
+        assert not fresh.exists()
 
 
 def test_a_rebuilt_store_keeps_every_erasure_so_no_erased_document_comes_back(

@@ -333,7 +333,7 @@ def test_a_damaged_member_fails_naming_the_file(name: str) -> None:
 XML_MEMBERS = {  # a member holding a known text, for each zipped format
     "guide.docx": ("word/document.xml", b"Herons wade"),
     "talk.pptx": ("ppt/slides/slide2.xml", b"Swallows fly"),
-    "counts.xlsx": ("xl/sharedStrings.xml", b"Avocet"),
+    "counts.xlsx": ("xl/worksheets/sheet1.xml", b"Avocet"),  # inline strings, no shared ones
     "book.epub": ("OEBPS/c0.xhtml", b"Owls hunt"),
     "notes.odt": ("content.xml", b"Puffins nest"),
 }
@@ -363,6 +363,37 @@ def test_an_external_xml_entity_never_brings_a_local_file_into_the_text(
     except ExtractionError:
         return  # refusing the document is as good
     assert "hunter2" not in record.text
+
+
+LAUGHS = '<!ENTITY lol0 "lol">' + "".join(
+    f'<!ENTITY lol{n} "{f"&lol{n - 1};" * 10}">' for n in range(1, 10))
+PACKAGE_MEMBERS = {  # a member each format's own parser reads as XML
+    **XML_MEMBERS,
+    "book.epub": ("OEBPS/content.opf", b"<manifest>"),  # read by ebooklib, recovering
+}
+
+
+@pytest.mark.parametrize("name", ZIPPED)
+def test_an_entity_bomb_fails_in_one_line_naming_the_file_its_member_and_the_entities(
+        name: str) -> None:
+    member, text = PACKAGE_MEMBERS[name]
+    source = zipfile.ZipFile(io.BytesIO(made(name)))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        for info in source.infolist():
+            content = source.read(info)
+            if info.filename == member:
+                end = content.index(b"?>") + 2 if content.startswith(b"<?xml") else 0
+                content = (content[:end] + f"<!DOCTYPE x [{LAUGHS}]>".encode()
+                           + content[end:]).replace(text, b"&lol9;" + text, 1)
+            archive.writestr(info, content)
+    with pytest.raises(ExtractionError) as caught:
+        extract(name, out.getvalue())
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(f"docs/{name}: its member {member!r} declares the XML entity ")
+    assert "entities are refused" in message
+    assert "TypeError" not in message
 
 
 def _rezipped(data: bytes) -> bytes:

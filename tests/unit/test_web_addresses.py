@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import re
 import shutil
 import socket
 import ssl
@@ -230,6 +231,53 @@ def test_an_allow_list_is_exact_and_spares_metadata_addresses_unless_it_names_th
     named = AddressPolicy.build(["169.254.169.254"])
     assert named.refusal(ipaddress.ip_address("169.254.169.254")) is None
     assert named.refusal(ipaddress.ip_address("169.254.170.2")) is not None
+
+
+def test_an_allow_list_entry_admits_its_own_port_or_else_the_web_and_source_ports() -> None:
+    policy = AddressPolicy.build(["127.0.0.1:8000", "[::1]:8001", "10.9.0.0/16:8080",
+                                  "192.168.0.0/16"], ports=[9000])
+    loopback, v6, ranged = (ipaddress.ip_address(a) for a in ("127.0.0.1", "::1", "10.9.1.2"))
+    assert policy.refusal(loopback, 8000) is None
+    assert policy.refusal(loopback) is None  # the port not known yet: the address is listed
+    assert policy.refusal(loopback, 22) == (
+        "127.0.0.1 port 22 is refused: allow_private_addresses admits 127.0.0.1 on port 8000 "
+        "only (another port is another service)")
+    assert policy.refusal(v6, 8001) is None
+    assert policy.refusal(v6, 8000) is not None
+    assert policy.refusal(ranged, 8080) is None
+    assert policy.refusal(ranged, 80) is not None
+    bare = ipaddress.ip_address("192.168.4.5")
+    assert [policy.refusal(bare, port) is None for port in (80, 443, 9000, 6379)] == [
+        True, True, True, False]
+    public = ipaddress.ip_address("93.184.216.34")
+    assert policy.refusal(public, 6379) is None  # the guard is about local addresses only
+    assert AddressPolicy.build(True).refusal(loopback, 22) is None
+    assert policy.host_refusal("localhost", 8000) is None
+    assert policy.host_refusal("localhost", 22) == (
+        "localhost port 22 is refused: allow_private_addresses admits the local machine on "
+        "ports 8000, 8001 only")
+
+
+@pytest.mark.parametrize("entry", ["127.0.0.1:0", "127.0.0.1:http", "127.0.0.1:70000",
+                                   "[::1", "[::1]8000", "[::1]:"])
+def test_a_malformed_port_in_an_allow_list_entry_is_named(entry: str) -> None:
+    with pytest.raises(ParameterError, match=re.escape(repr(entry))):
+        build_address_policy([entry])
+
+
+def test_a_redirect_to_another_port_of_an_allowed_address_is_refused_unless_listed() -> None:
+    with serving() as site, serving() as other:
+        other.expect_request("/").respond_with_data("ssh banner", content_type="text/plain")
+        site.expect_request("/old").respond_with_data(
+            "", status=301, headers={"Location": other.url_for("/")})
+        seed = f"http://127.0.0.1:{site.port}/old"
+        listing = web_source(seed).list()
+        [error] = listing.errors
+        assert f"127.0.0.1 port {other.port} is refused" in error.message
+        assert other.log == []
+        allowed = web_source(seed, allow_private_addresses=(
+            "127.0.0.1", f"127.0.0.1:{other.port}")).list()
+        assert [i.key for i in allowed.items] == [f"http://127.0.0.1:{other.port}/"]
 
 
 def test_a_malformed_allow_list_entry_is_named() -> None:

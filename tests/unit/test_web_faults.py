@@ -47,12 +47,41 @@ def test_a_connection_reset_is_an_error_and_keeps_the_page() -> None:
     assert not error.missing
 
 
+@pytest.mark.parametrize("handler", [truncated, resetting])
+def test_a_page_whose_first_connection_fails_is_listed_by_its_retry(handler: Handler) -> None:
+    served: list[int] = []
+
+    def flaky(conn: socket.socket) -> None:
+        served.append(1)
+        if len(served) == 1:
+            handler(conn)
+        else:
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+                         b"Content-Length: 2\r\n\r\nok")
+
+    with RawServer({"/page": flaky}) as server:
+        url = server.url("/page")
+        listing = web_source(url).list()
+    assert [i.key for i in listing.items] == [url]
+    assert listing.errors == ()
+    assert len(served) == 2
+
+
+def test_a_fault_that_persists_says_how_often_it_was_tried() -> None:
+    with RawServer({"/page": truncated}) as server:
+        url = server.url("/page")
+        listing = web_source(url).list()
+        assert server.paths.count("/page") == 3
+    [error] = listing.errors
+    assert error.message.endswith("(3 attempts)"), error.message
+
+
 def test_a_slow_drip_is_cut_off_by_the_total_deadline() -> None:
     stop = threading.Event()
     with RawServer({"/drip": dripper(stop, interval=0.2)}) as server:
         url = server.url("/drip")
         started = time.monotonic()
-        listing = web_source(url, timeout=1.0).list()
+        listing = web_source(url, timeout=1.0, retry_budget=0).list()  # one attempt
         elapsed = time.monotonic() - started
         stop.set()
     [error] = listing.errors

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import itertools
 import time
 from collections.abc import Callable, Iterator
 
@@ -224,14 +225,65 @@ def test_retry_after_is_honoured_once_for_503(server: HTTPServer) -> None:
     assert handler.stamps[1] - handler.stamps[0] >= 1.0
 
 
-def test_a_429_that_persists_is_an_error_after_one_retry(server: HTTPServer) -> None:
+def test_a_429_that_persists_is_an_error_after_three_attempts(server: HTTPServer) -> None:
     handler = StampedHandler(
         lambda r: Response("slow down", status=429, headers={"Retry-After": "0"})
     )
     server.expect_request("/page").respond_with_handler(handler)
     [error] = web_source(server.url_for("/page")).list().errors
-    assert "HTTP 429 again after waiting as Retry-After asked" in error.message
+    assert "HTTP 429 on each of 3 attempts; the stored version (if any) is kept" in error.message
+    assert len(handler.stamps) == 3
+
+
+def test_a_page_that_answers_503_twice_honouring_retry_after_is_listed_by_the_first_crawl(
+    server: HTTPServer,
+) -> None:
+    answers = iter([Response("later", status=503, headers={"Retry-After": "1"}),
+                    Response("later", status=503, headers={"Retry-After": "1"})])
+    handler = StampedHandler(lambda r: next(answers, Response("ok", content_type="text/plain")))
+    server.expect_request("/page").respond_with_handler(handler)
+    [item] = web_source(server.url_for("/page")).list().items
+    assert item.key == server.url_for("/page")
+    assert len(handler.stamps) == 3
+    assert all(b - a >= 1.0 for a, b in itertools.pairwise(handler.stamps))
+
+
+@pytest.mark.parametrize("status", [500, 502, 504])
+def test_a_passing_server_error_without_retry_after_is_retried_after_a_backoff(
+    server: HTTPServer, status: int
+) -> None:
+    answers = iter([Response("oops", status=status)])
+    handler = StampedHandler(lambda r: next(answers, Response("ok", content_type="text/plain")))
+    server.expect_request("/page").respond_with_handler(handler)
+    [item] = web_source(server.url_for("/page")).list().items
+    assert item.key == server.url_for("/page")
     assert len(handler.stamps) == 2
+    assert handler.stamps[1] - handler.stamps[0] >= 1.0  # BACKOFF
+
+
+def test_not_implemented_is_no_transient_failure_and_is_asked_once(server: HTTPServer) -> None:
+    handler = StampedHandler(lambda r: Response("no", status=501))
+    server.expect_request("/page").respond_with_handler(handler)
+    [error] = web_source(server.url_for("/page")).list().errors
+    assert "HTTP 501; the stored version (if any) is kept" in error.message
+    assert len(handler.stamps) == 1
+
+
+def test_the_retry_budget_bounds_the_retries_of_a_crawl_and_keeps_stored_pages(
+    server: HTTPServer,
+) -> None:
+    handler = StampedHandler(lambda r: Response("down", status=503, headers={"Retry-After": "0"}))
+    for n in range(4):
+        server.expect_request(f"/p{n}").respond_with_handler(handler)
+    urls = [server.url_for(f"/p{n}") for n in range(4)]
+    known = {url: KnownItem(url, validators=Validators('"v1"', None)) for url in urls}
+    listing = web_source(urls, retry_budget=3, max_connections=1).list(known)
+    assert len(handler.stamps) == 4 + 3  # one attempt each, three retries in all
+    assert listing.items == ()
+    assert {e.key for e in listing.errors} == set(urls)
+    assert not any(e.missing for e in listing.errors)
+    messages = sorted(e.message for e in listing.errors)
+    assert sum("not retried: the crawl's retry_budget=3 is spent" in m for m in messages) >= 2
 
 
 def test_a_retry_after_beyond_the_cap_is_not_waited_for(server: HTTPServer) -> None:

@@ -3,8 +3,9 @@
 Exit codes: 0 success; 1 an error kbsync reports (one line on stderr, the
 traceback only with ``--debug``); 2 a usage error; 3 another process holds the
 writer lock (with ``--no-wait``); 4 the command finished but found problems
-(documents that failed, blocked deletions, ``verify`` findings); 130 the sync
-was interrupted (Ctrl-C, SIGTERM: it is recorded so, and its embeddings are kept).
+(documents that failed, blocked deletions, ``verify`` findings); 130 Ctrl-C and 143
+SIGTERM stopped the command (128 + the signal's number; a sync is recorded as
+interrupted, and its embeddings are kept).
 
 The commands live in modules by what they do (``setup_commands``, ``read_commands``,
 ``sync_commands``, ``store_commands``, ``server_commands``), each registering on the

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from kbsync.engine import CONFIG_NAME
-from kbsync.errors import KbsyncError, LockedError
+from kbsync.errors import KbsyncError, LockedError, Terminated
 from kbsync.terminal import json_escaped, printable
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_LOCKED",
     "EXIT_PROBLEMS",
+    "EXIT_TERMINATED",
     "EXIT_USAGE",
     "ConfigOption",
     "EndpointOption",
@@ -25,6 +26,7 @@ __all__ = [
     "JsonOption",
     "app",
     "emit",
+    "interrupted_exit",
     "one_line",
     "sources_app",
     "state",
@@ -43,6 +45,10 @@ EXIT_PROBLEMS = 4
 
 
 EXIT_INTERRUPTED = 130
+"""Ctrl-C (SIGINT) stopped the command: 128 + 2, as shells report it."""
+
+EXIT_TERMINATED = 143
+"""SIGTERM stopped the command (cleanly): 128 + 15, as shells report a process it killed."""
 
 
 app = typer.Typer(
@@ -65,7 +71,8 @@ def _root(
 
 
 class Errors:
-    """Turn a KbsyncError into one line on stderr and exit code 1 (traceback with --debug).
+    """Turn a KbsyncError into one line on stderr and exit code 1 (traceback with --debug),
+    and an interruption into exit code 130 (Ctrl-C) or 143 (SIGTERM).
 
     With ``as_json`` the error is also JSON on stdout (``{"error": {"type", "message"}}``),
     so a script reading ``--json`` output gets JSON whether the command worked or not,
@@ -80,6 +87,9 @@ class Errors:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: object) -> None:
+        if isinstance(exc, KeyboardInterrupt):  # what a command left undone is said by it
+            typer.echo("interrupted", err=True)
+            raise interrupted_exit(exc) from None
         if isinstance(exc, KbsyncError) and not state["debug"]:
             if self._as_json:
                 emit({"error": {"type": type(exc).__name__, "message": str(exc)}})
@@ -109,6 +119,13 @@ app.add_typer(sources_app, name="sources")
 def emit(data: Any) -> None:
     """Print ``data`` as indented JSON (what ``--json`` asks for), safe on a terminal."""
     typer.echo(json_escaped(json.dumps(data, indent=2, ensure_ascii=False, default=str)))
+
+
+def interrupted_exit(exc: KeyboardInterrupt) -> typer.Exit:
+    """The exit of a command that ``exc`` stopped: 143 for SIGTERM, 130 for Ctrl-C."""
+    if isinstance(exc, Terminated):
+        return typer.Exit(128 + exc.signum)
+    return typer.Exit(EXIT_INTERRUPTED)
 
 
 def one_line(text: str) -> str:

@@ -36,7 +36,7 @@ def serve_command(
 ) -> None:
     """Serve a local web dashboard: sources, runs, document changes, search, a JSON API."""
     with Errors():
-        from kbsync.serve import is_loopback, serve  # needs the `serve` extra
+        from kbsync.serve import Guard, is_loopback, serve, sign_in_address  # extra `serve`
 
         if not is_loopback(host):
             typer.echo(f"warning: {host} is reachable from other machines; the dashboard "
@@ -47,7 +47,10 @@ def serve_command(
                 typer.echo("loading the local model (searches, here and from `kbsync "
                            "search`, then use it at once)", err=True)
                 kb.query_vector("warm up")
-            typer.echo(f"serving http://{host}:{port}/ "
-                       f"({'actions allowed' if allow_actions else 'read-only'}); "
-                       "Ctrl-C stops", err=True)
-            serve(kb, host=host, port=port, allow_actions=allow_actions)
+            guard = Guard(bound=host)
+            if allow_actions:  # the token signs in the browser that opens it: keep it private
+                typer.echo(f"serving {sign_in_address(host, port, guard)} (actions allowed "
+                           "from the browser that opens this address); Ctrl-C stops", err=True)
+            else:
+                typer.echo(f"serving http://{host}:{port}/ (read-only); Ctrl-C stops", err=True)
+            serve(kb, host=host, port=port, allow_actions=allow_actions, guard=guard)

@@ -13,13 +13,13 @@ from rich.console import Console
 
 from kbsync.cli.app import (
     EXIT_ERROR,
-    EXIT_INTERRUPTED,
     EXIT_PROBLEMS,
     ConfigOption,
     Errors,
     JsonOption,
     app,
     emit,
+    interrupted_exit,
 )
 from kbsync.errors import ConfirmationRequiredError
 from kbsync.knowledge_base import KnowledgeBase, Progress, SyncResult
@@ -135,11 +135,11 @@ def sync(
                 if not typer.confirm("Embed it all the same?", err=True):
                     raise typer.Exit(EXIT_ERROR) from None
                 report = progress_run(lambda tick: run(tick, True), as_json)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             # Ctrl-C or SIGTERM: the run is recorded as interrupted, every embedding kept.
             typer.echo("interrupted: what was applied stays, and every embedding computed is "
                        "cached; `kbsync sync` again finishes the rest", err=True)
-            raise typer.Exit(EXIT_INTERRUPTED) from None
+            raise interrupted_exit(exc) from None
     print_report(report, as_json)
     if report.failed:
         raise typer.Exit(EXIT_PROBLEMS)

@@ -1,7 +1,9 @@
 """The dashboard's web application: server-rendered pages and a JSON API over a knowledge base.
 
 Read-only unless built with ``allow_actions``; then sync and erase are POST
-endpoints behind :class:`~kbsync.serve.guard.Guard`. The knowledge base is shared
+endpoints behind :class:`~kbsync.serve.guard.Guard`, for a browser signed in by
+the address ``kbsync serve`` printed. Every response carries a Content Security
+Policy (scripts and styles from ``/static/`` only) and ``nosniff``. The knowledge base is shared
 by the request threads, so every call to it holds one lock (SQLite connections and the
 sync itself are one-at-a-time anyway).
 """
@@ -12,26 +14,28 @@ import glob
 import json
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, TypeVar, cast
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, parse_qsl, urlencode
 
 import jinja2
 from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.datastructures import Headers
+from starlette.datastructures import Headers, MutableHeaders
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
-from starlette.routing import Route
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kbsync import __version__
 from kbsync.errors import KbsyncError, LockedError, ParameterError
 from kbsync.knowledge_base import KnowledgeBase, SearchMode
 from kbsync.serve.chart import COMPUTED_COLOUR, REUSED_COLOUR, embeddings_chart
-from kbsync.serve.guard import TOKEN_FIELD, TOKEN_HEADER, Guard
+from kbsync.serve.guard import LOGIN_PARAMETER, TOKEN_FIELD, TOKEN_HEADER, Guard
 from kbsync.serve.openapi import openapi
 from kbsync.serve.views import (
     document_view,
@@ -60,18 +64,74 @@ class _RefusedError(Exception):
         self.reason = reason
 
 
-class _HostCheck:
-    """Refuse requests addressed to an unexpected host name (DNS rebinding)."""
+_SECURITY_HEADERS = {
+    # Scripts and styles come from the dashboard's own files only: no inline script, so
+    # text that slipped past escaping could not run, and no other site's resources.
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
+                               "img-src 'self' data:; connect-src 'self'; form-action 'self'; "
+                               "base-uri 'none'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",  # no-referrer would make a form's Origin "null"
+}
+
+
+class _Guarded:
+    """Every request: refused when addressed to an unexpected host name (DNS rebinding);
+    signed in when it carries the printed address's ``?token=``; answered with the
+    security headers."""
 
     def __init__(self, app: ASGIApp, guard: Guard) -> None:
         self.app = app
         self.guard = guard
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and not self.guard.host_allowed(Headers(scope=scope)):
-            await PlainTextResponse("unexpected Host header", 403)(scope, receive, send)
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
             return
-        await self.app(scope, receive, send)
+
+        async def secured(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                for name, value in _SECURITY_HEADERS.items():
+                    headers[name] = value
+            await send(message)
+
+        query = parse_qsl(scope.get("query_string", b"").decode("latin-1"),
+                          keep_blank_values=True)
+        # Only a page opened in the browser signs in; a form's POST never carries the secret.
+        login = [v for k, v in query if k == LOGIN_PARAMETER] if scope["method"] in (
+            "GET", "HEAD") else []
+        if not self.guard.host_allowed(Headers(scope=scope)):
+            response: Response = PlainTextResponse("unexpected Host header", 403)
+        elif login and scope["path"].startswith("/api/"):
+            response = JSONResponse({"error": "the address's token signs in a browser's "
+                                     "page, not an API request"}, 400)
+        elif login:
+            response = self._sign_in(scope, login[-1], [(k, v) for k, v in query
+                                                        if k != LOGIN_PARAMETER])
+        else:
+            await self.app(scope, receive, secured)
+            return
+        await response(scope, receive, secured)
+
+    def _sign_in(self, scope: Scope, login: str, rest: list[tuple[str, str]]) -> Response:
+        """The cookie for the secret of the printed address, and the way to the same page
+        without it (so it stays out of the history and of what the page links to)."""
+        if not self.guard.signed_in(login):
+            return PlainTextResponse(
+                "refused: the token in this address is not this server's; open the address "
+                "the running `kbsync serve` printed", 403)
+        clean = scope["path"] + (f"?{urlencode(rest)}" if rest else "")
+        response = RedirectResponse(clean, 303)
+        response.set_cookie(Guard.cookie_name(_port(scope)), login, httponly=True,
+                            samesite="strict", path="/")
+        return response
+
+
+def _port(scope: Scope) -> int | None:
+    """The port the server listens on (None where the server does not say)."""
+    server = scope.get("server")
+    return int(server[1]) if server and server[1] is not None else None
 
 
 def _where(request: Request) -> list[str]:
@@ -125,7 +185,7 @@ class _Dashboard:
         env = jinja2.Environment(loader=jinja2.PackageLoader("kbsync.serve", "templates"),
                                  autoescape=True, undefined=jinja2.StrictUndefined,
                                  finalize=_shown)
-        env.globals.update(version=__version__, actions=allow_actions, token=guard.token,
+        env.globals.update(version=__version__, actions=allow_actions, token=None,
                            token_field=TOKEN_FIELD, computed_colour=COMPUTED_COLOUR,
                            reused_colour=REUSED_COLOUR, segments=segments)
         env.filters["when"] = _when
@@ -140,7 +200,17 @@ class _Dashboard:
 
     def _page(self, request: Request, name: str, status_code: int = 200,
               **context: Any) -> Response:
+        context["token"] = self._token_for(request)  # the forms of actions need it
         return self.templates.TemplateResponse(request, name, context, status_code=status_code)
+
+    def _cookie(self, request: Request) -> str | None:
+        return request.cookies.get(Guard.cookie_name(_port(request.scope)))
+
+    def _token_for(self, request: Request) -> str | None:
+        """The write token, for a browser signed in where actions are allowed; else None."""
+        if self.allow_actions and self.guard.signed_in(self._cookie(request)):
+            return self.guard.token
+        return None
 
     # -- pages ------------------------------------------------------------------------
 
@@ -215,7 +285,7 @@ class _Dashboard:
 
     async def api_actions(self, request: Request) -> Response:
         return JSONResponse({"enabled": self.allow_actions,
-                             "csrf_token": self.guard.token if self.allow_actions else None})
+                             "csrf_token": self._token_for(request)})
 
     async def api_sync(self, request: Request) -> Response:
         await self._check_action(request, form=False)
@@ -294,7 +364,7 @@ class _Dashboard:
                     raise _RefusedError(400, "the body is not JSON") from None
                 if not isinstance(fields, dict):
                     raise _RefusedError(400, "the body must be a JSON object")
-        reason = self.guard.refusal(request.headers, submitted)
+        reason = self.guard.refusal(request.headers, submitted, self._cookie(request))
         if reason is not None:
             raise _RefusedError(403, f"refused: {reason}")
         return fields
@@ -330,6 +400,8 @@ def create_app(kb: KnowledgeBase, *, allow_actions: bool = False,
         Route("/api/sync", d.api_sync, methods=["POST"]),
         Route("/api/erase", d.api_erase, methods=["POST"]),
         Route("/api/openapi.json", d.api_openapi),
+        Mount("/static", StaticFiles(directory=Path(__file__).with_name("static")),
+              name="static"),
     ]
-    return Starlette(routes=routes, middleware=[Middleware(_HostCheck, guard=guard)],
+    return Starlette(routes=routes, middleware=[Middleware(_Guarded, guard=guard)],
                      exception_handlers={_RefusedError: d.refused})

@@ -33,7 +33,8 @@ _KEY = {"name": "key", "in": "query", "required": True, "schema": _STR,
 _SOURCE = {"name": "source", "in": "query", "required": False, "schema": _STR,
            "description": "The source's name (when two sources hold the same key)"}
 _TOKEN = {"name": "X-CSRF-Token", "in": "header", "required": True, "schema": _STR,
-          "description": "This server's token, from GET /api/actions"}
+          "description": "This server's token, from GET /api/actions with the sign-in "
+                         "cookie (set by opening the address kbsync serve printed)"}
 
 _SCHEMAS: dict[str, Any] = {
     "Error": _obj({"error": _STR}),
@@ -115,7 +116,8 @@ def _post(summary: str, ok: dict[str, Any], body: dict[str, Any] | None = None,
     operation: dict[str, Any] = {
         "summary": summary, "parameters": [_TOKEN],
         "responses": {"200": ok, "403": _json(_ref("Error"), "Actions are off (start with "
-                      "--allow-actions), or the request is cross-site or lacks the token")},
+                      "--allow-actions), or the request is cross-site, lacks the sign-in cookie or "
+                      "the token")},
     }
     if body is not None:
         operation["requestBody"] = {"required": True,
@@ -171,7 +173,8 @@ def openapi(version: str) -> dict[str, Any]:
                 _json(_obj({"embedder": _STR, "vector": {"type": "array", "items": _NUM}}),
                       "The embedder's identity and the vector"),
                 params=({"name": "q", "in": "query", "required": True, "schema": _STR},)),
-            "/api/actions": _get("Whether actions are allowed, and the token they need",
+            "/api/actions": _get("Whether actions are allowed, and the token they need "
+                                 "(null without the sign-in cookie)",
                                  _json(_obj({"enabled": {"type": "boolean"},
                                              "csrf_token": _OPT_STR}), "Actions")),
             "/api/sync": _post("Sync now", _json(_obj({"run": {"type": ["integer", "null"]},

@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 
 from kbsync.embed import Embedder
+from kbsync.errors import Terminated
 from kbsync.model import ItemError, SourceItem
 from kbsync.plan import (
     Action,
@@ -142,7 +143,7 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         return
 
     def stop(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt("terminated (SIGTERM)")
+        raise Terminated(signum, signal.Signals(signum).name)
 
     signal.signal(signal.SIGTERM, stop)
     try:

@@ -18,7 +18,12 @@ forgery). The guard refuses:
 An allow-list (``allow_private_addresses = ["127.0.0.1", "10.9.0.0/16"]``,
 ``kbsync init URL --allow-private 127.0.0.1``) is exact: it lets through
 the addresses it lists, as written, and nothing else; a range that covers a
-metadata address does not let that address through.
+metadata address does not let that address through. It is exact about ports
+too, since a redirect to another port of an allowed address reaches another
+service (``http://127.0.0.1:22/``): an entry with a port (``127.0.0.1:8000``,
+``[::1]:8000``, ``10.9.0.0/16:8080``) admits that port only, and an entry
+without one admits the web's ports (80 and 443) and the ports the source's own
+URLs (seeds and sitemaps) name. ``True`` (every private address) admits every port.
 
 IPv6 addresses that embed an IPv4 address (IPv4-mapped ``::ffff:a.b.c.d``,
 IPv4-compatible, 6to4, Teredo, NAT64 ``64:ff9b::/96``) are judged by the
@@ -39,10 +44,13 @@ from dataclasses import dataclass
 
 __all__ = [
     "METADATA_ADDRESSES",
+    "WEB_PORTS",
     "AddressPolicy",
     "AddressRefused",
+    "Allowed",
     "IPAddress",
     "is_local_name",
+    "parse_entry",
     "parse_network",
     "resolve",
 ]
@@ -60,6 +68,8 @@ METADATA_ADDRESSES: frozenset[IPAddress] = frozenset(
         "168.63.129.16",  # Azure wire server (a public-looking address)
     )
 )
+WEB_PORTS = frozenset({80, 443})
+"""The ports an allow-list entry without a port admits, besides those of the source's URLs."""
 METADATA_NAMES = frozenset({"metadata.google.internal", "metadata.goog", "metadata"})
 LOCAL_NAMES = frozenset(
     {"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback", "localhost6"}
@@ -75,59 +85,128 @@ class AddressRefused(Exception):  # noqa: N818  (a verdict, not a bug: "refused"
 
 
 @dataclass(frozen=True, slots=True)
+class Allowed:
+    """One entry of an allow-list: a network, and the ports it admits there."""
+
+    network: IPNetwork
+    ports: frozenset[int]
+
+    def admits(self, address: IPAddress, port: int | None) -> bool:
+        """Whether ``address`` (on ``port``; None: any, for a check before the port is known)."""
+        return address in self.network and (port is None or port in self.ports)
+
+
+@dataclass(frozen=True, slots=True)
 class AddressPolicy:
     """Which addresses kbsync may connect to.
 
     ``allow_private`` lifts the guard for every address except cloud metadata
     services (for an intranet crawl); ``allowed`` lifts it for the given
-    networks only (for tests against a server on 127.0.0.1), and for a
-    metadata address only when it is listed alone (``169.254.169.254``, not a
-    range around it).
+    networks on the given ports only (for tests against a server on 127.0.0.1),
+    and for a metadata address only when it is listed alone (``169.254.169.254``,
+    not a range around it). Public addresses are allowed on every port.
     """
 
     allow_private: bool = False
-    allowed: tuple[IPNetwork, ...] = ()
+    allowed: tuple[Allowed, ...] = ()
 
     @classmethod
-    def build(cls, allow: bool | str | Iterable[str]) -> AddressPolicy:
-        """From the ``allow_private_addresses`` setting: a bool, or addresses / networks."""
+    def build(cls, allow: bool | str | Iterable[str], ports: Iterable[int] = ()) -> AddressPolicy:
+        """From the ``allow_private_addresses`` setting: a bool, or addresses / networks, each
+        with a port or admitting :data:`WEB_PORTS` and ``ports`` (those of the source's URLs)."""
         if isinstance(allow, bool):
             return cls(allow_private=allow)
         entries = [allow] if isinstance(allow, str) else list(allow)
-        return cls(allowed=tuple(parse_network(e) for e in entries))
+        default = WEB_PORTS | frozenset(ports)
+        allowed = []
+        for entry in entries:
+            network, port = parse_entry(entry)
+            allowed.append(Allowed(network, default if port is None else frozenset({port})))
+        return cls(allowed=tuple(allowed))
 
-    def listed(self, address: IPAddress) -> bool:
-        """Whether the allow-list admits ``address`` as written."""
-        return any(address in net for net in self.allowed)
+    def listed(self, address: IPAddress, port: int | None = None) -> bool:
+        """Whether the allow-list admits ``address`` as written (on ``port``, if given)."""
+        return any(entry.admits(address, port) for entry in self.allowed)
 
-    def refusal(self, address: IPAddress) -> str | None:
-        """Why ``address`` is refused, or None when it may be connected to."""
+    def refusal(self, address: IPAddress, port: int | None = None) -> str | None:
+        """Why ``address`` (on ``port``, if known) is refused, or None when it may be
+        connected to."""
         alone = ipaddress.ip_network(address)
         for candidate in _embedded(address):
-            if candidate in METADATA_ADDRESSES and alone not in self.allowed:
+            if candidate in METADATA_ADDRESSES and alone not in self._networks():
                 return f"{address} is a cloud metadata service address"
-        if self.allow_private or self.listed(address):
+        if self.allow_private or self.listed(address, port):
             return None
         for candidate in _embedded(address):
             reason = _non_public(candidate)
             if reason is not None:
-                return f"{address} is {reason}"
+                return self._port_refusal(address, port) or f"{address} is {reason}"
         return None
 
-    def host_refusal(self, host: str) -> str | None:
-        """Why a canonical host is refused before any lookup (an address, a local name), or None."""
+    def host_refusal(self, host: str, port: int | None = None) -> str | None:
+        """Why a canonical host (on ``port``, if known) is refused before any lookup (an
+        address, a local name), or None."""
         try:
             address = ipaddress.ip_address(host)
         except ValueError:
             if host in METADATA_NAMES:
                 return f"{host} is a cloud metadata service name"
-            if is_local_name(host) and not (self.allow_private or self._admits_loopback()):
+            if not is_local_name(host) or self.allow_private:
+                return None
+            if not self._admits_loopback(None):
                 return f"{host} names the local machine"
+            if not self._admits_loopback(port):
+                return (f"{host} port {port} is refused: allow_private_addresses admits "
+                        f"the local machine on {_ports(self._loopback_ports())} only")
             return None
-        return self.refusal(address)
+        return self.refusal(address, port)
 
-    def _admits_loopback(self) -> bool:
-        return any(net.network_address.is_loopback for net in self.allowed)
+    def _networks(self) -> tuple[IPNetwork, ...]:
+        return tuple(entry.network for entry in self.allowed)
+
+    def _port_refusal(self, address: IPAddress, port: int | None) -> str | None:
+        """The refusal of a listed address on a port its entries do not admit, or None."""
+        ports = frozenset().union(*(e.ports for e in self.allowed if address in e.network))
+        if port is None or not ports:
+            return None
+        return (f"{address} port {port} is refused: allow_private_addresses admits "
+                f"{address} on {_ports(ports)} only (another port is another service)")
+
+    def _admits_loopback(self, port: int | None) -> bool:
+        return any(entry.network.network_address.is_loopback
+                   and (port is None or port in entry.ports) for entry in self.allowed)
+
+    def _loopback_ports(self) -> frozenset[int]:
+        return frozenset().union(*(e.ports for e in self.allowed
+                                   if e.network.network_address.is_loopback))
+
+
+def parse_entry(entry: str) -> tuple[IPNetwork, int | None]:
+    """An allow-list entry: an address or CIDR range, with or without ``:PORT`` (an IPv6
+    address or range in brackets then: ``[::1]:8000``); ValueError naming it when malformed."""
+    text = entry.strip()
+    port: int | None = None
+    if text.startswith("["):
+        inner, bracket, rest = text[1:].partition("]")
+        if not bracket or (rest and not rest.startswith(":")):
+            raise ValueError(f"{entry!r} is not an IP address or a network with a port "
+                             "(such as [::1]:8000)")
+        text, port = inner, _port(rest[1:], entry) if rest else None
+    elif text.count(":") == 1:  # IPv4 with a port; an IPv6 address has two colons or more
+        text, _, digits = text.partition(":")
+        port = _port(digits, entry)
+    return parse_network(text), port
+
+
+def _port(digits: str, entry: str) -> int:
+    if not digits.isdigit() or not 0 < int(digits) < 65_536:
+        raise ValueError(f"{entry!r} names no port from 1 to 65535")
+    return int(digits)
+
+
+def _ports(ports: Iterable[int]) -> str:
+    listed = sorted(ports)
+    return ("port " if len(listed) == 1 else "ports ") + ", ".join(str(p) for p in listed)
 
 
 def parse_network(entry: str) -> IPNetwork:
@@ -152,7 +231,7 @@ async def resolve(host: str, port: int, policy: AddressPolicy) -> tuple[str, ...
     refused (one bad answer among good ones is a rebinding attempt as much as
     an all-bad answer) and :class:`OSError` when the name does not resolve.
     """
-    reason = policy.host_refusal(host)
+    reason = policy.host_refusal(host, port)
     if reason is not None:
         raise AddressRefused(reason)
     try:
@@ -171,9 +250,9 @@ async def resolve(host: str, port: int, policy: AddressPolicy) -> tuple[str, ...
     for _family, _type, _proto, _canon, sockaddr in infos:
         text = str(sockaddr[0]).split("%", 1)[0]
         address = ipaddress.ip_address(text)
-        if only_listed and not policy.listed(address):
+        if only_listed and not policy.listed(address, port):
             continue
-        reason = policy.refusal(address)
+        reason = policy.refusal(address, port)
         if reason is not None:
             raise AddressRefused(f"{host} resolves to {reason}")
         if text not in addresses:

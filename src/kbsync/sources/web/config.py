@@ -8,7 +8,7 @@ from dataclasses import dataclass, fields
 from kbsync.errors import ParameterError
 from kbsync.schedule import DEFAULT_MAX_INTERVAL, DEFAULT_MIN_INTERVAL, Cadence
 from kbsync.sources.web.addresses import AddressPolicy
-from kbsync.sources.web.urls import Scope, UrlError, canonicalize, host_of
+from kbsync.sources.web.urls import Scope, UrlError, canonicalize, host_of, port_of
 
 __all__ = [
     "DEFAULT_MEDIA_TYPES",
@@ -54,6 +54,7 @@ class WebConfig:
     max_decompressed_bytes: int
     max_redirects: int
     retry_after_cap: float
+    retry_budget: int
     head_mode: bool
     revalidate_all: bool
     soft_404_check: bool
@@ -86,6 +87,7 @@ class WebConfig:
             "delay": self.delay,
             "max_redirects": self.max_redirects,
             "retry_after_cap": self.retry_after_cap,
+            "retry_budget": self.retry_budget,
             "robots_max_age": self.robots_max_age,
         }
         for name, value in non_negative.items():
@@ -115,11 +117,17 @@ class WebSettings:
       ``path_prefixes`` narrow it to paths starting with one of them.
     - ``allow_private_addresses``: false refuses local, private and metadata
       addresses; true allows every address but cloud metadata services; a
-      list of addresses or networks (``["127.0.0.1"]``) allows those.
+      list of addresses or networks (``["127.0.0.1"]``) allows those, on
+      the ports 80 and 443 and those of the seeds and sitemaps; an entry with a port
+      (``"127.0.0.1:8000"``, ``"[::1]:8000"``) allows that port only.
     - ``per_host_connections`` and ``delay`` (seconds between request starts
       to one host; a larger Crawl-delay wins) are per host; ``max_connections``
       bounds the whole crawl.
     - ``timeout`` is the total deadline of one request, body included.
+    - ``retry_budget``: the retries a crawl may make in all. A timeout, a connection
+      error, a 5xx or a 429 is tried again up to twice per URL in one crawl, after
+      ``Retry-After`` (at most ``retry_after_cap`` seconds) or 1 s, then 2 s; 0 turns
+      retrying off (see :mod:`kbsync.sources.web.retries`).
     - ``head_mode``: revalidate a known page with a conditional HEAD first and
       GET only when it changed (for servers that compute bodies even for a 304).
     - ``revalidate_all``: send no validators, so every page is downloaded and
@@ -148,6 +156,7 @@ class WebSettings:
     max_decompressed_bytes: int = 50_000_000
     max_redirects: int = 5
     retry_after_cap: float = 60.0
+    retry_budget: int = 100
     head_mode: bool = False
     revalidate_all: bool = False
     soft_404_check: bool = True
@@ -168,7 +177,8 @@ class WebSettings:
         return WebConfig(
             seeds=seeds, sitemaps=sitemaps,
             scope=build_scope(self.allowed_hosts, self.path_prefixes, (*seeds, *sitemaps)),
-            addresses=build_address_policy(self.allow_private_addresses),
+            addresses=build_address_policy(self.allow_private_addresses,
+                                           {port_of(u) for u in (*seeds, *sitemaps)}),
             media_types=None if media is None else frozenset(t.lower() for t in media),
             **{f.name: getattr(self, f.name) for f in fields(WebConfig)
                if f.name not in _DERIVED})
@@ -210,9 +220,11 @@ def build_scope(
         raise ParameterError(f"invalid scope: {exc}") from exc
 
 
-def build_address_policy(allow: bool | str | Iterable[str]) -> AddressPolicy:
-    """The address guard for ``allow_private_addresses``; ParameterError when malformed."""
+def build_address_policy(allow: bool | str | Iterable[str],
+                         ports: Iterable[int] = ()) -> AddressPolicy:
+    """The address guard for ``allow_private_addresses``, whose entries without a port admit
+    the web's ports and ``ports`` (those of the source's URLs); ParameterError when malformed."""
     try:
-        return AddressPolicy.build(allow)
+        return AddressPolicy.build(allow, ports)
     except ValueError as exc:
         raise ParameterError(f"invalid allow_private_addresses: {exc}") from exc

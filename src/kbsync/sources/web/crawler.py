@@ -23,7 +23,8 @@ answer                                  in the listing
                                         when the store already counted one miss
 disallowed by robots.txt, out of scope  absent: the source no longer covers it
 robots.txt unreachable (5xx, network)   ``ItemError`` for known pages and seeds
-timeouts, resets, truncation, 5xx, 429  ``ItemError``: the stored version is kept
+timeouts, resets, truncation, 5xx, 429  ``ItemError`` after up to three attempts
+                                        (:mod:`.retries`): the stored version is kept
 caps, redirect loops, refused address   ``ItemError`` naming the URL
 not reached within ``max_pages``        ``ItemError`` for known pages
 media type not accepted                 absent
@@ -75,6 +76,7 @@ from kbsync.sources.web.fetch import (
 )
 from kbsync.sources.web.links import HTML_TYPES, decode_text, parse_html, resolve_links
 from kbsync.sources.web.politeness import Clock, HostGates
+from kbsync.sources.web.retries import is_transient_status
 from kbsync.sources.web.robots import (
     ROBOTS_MAX_BYTES,
     RobotsCache,
@@ -84,7 +86,7 @@ from kbsync.sources.web.robots import (
 )
 from kbsync.sources.web.sitemaps import SitemapError, SitemapKind, lastmod_seconds, parse_sitemap
 from kbsync.sources.web.soft404 import PROBE_PREFIX, Fingerprint, fingerprint
-from kbsync.sources.web.urls import UrlError, canonicalize, host_of, origin_of
+from kbsync.sources.web.urls import UrlError, canonicalize, host_of, origin_of, port_of
 
 __all__ = ["MAX_SITEMAP_FILES", "MAX_SITEMAP_NESTING", "Crawl", "CrawlResult", "Progress"]
 
@@ -299,7 +301,7 @@ class Crawl:
             if task.via is _Via.SEED:
                 self._warnings.append(f"the seed {url} is outside the allowed scope: not fetched")
             return  # a known page out of scope is absent: the source no longer covers it
-        refusal = config.addresses.host_refusal(host_of(url))
+        refusal = config.addresses.host_refusal(host_of(url), port_of(url))
         if refusal is not None:
             self._error(url, f"{url}: address refused: {refusal}")
             return
@@ -393,7 +395,7 @@ class Crawl:
 
     async def _check_hop(self, target: str) -> None:
         """Stop a redirect at a refused address, outside the scope, or where robots.txt says no."""
-        refusal = self._config.addresses.host_refusal(host_of(target))
+        refusal = self._config.addresses.host_refusal(host_of(target), port_of(target))
         if refusal is not None:
             raise FetchError(
                 target, f"a redirect leads here, to a refused address: {refusal}", Failure.REFUSED
@@ -443,8 +445,8 @@ class Crawl:
                 task.url,
                 f"HTTP 404: {response.url} was not found; deleted if the next check confirms it",
             )
-        elif status in RETRY_STATUSES or status >= 500:
-            self._error(task.url, f"{response.url}: {_unavailable(response, self._config)}")
+        elif status in RETRY_STATUSES or status >= 500 or is_transient_status(status):
+            self._error(task.url, f"{response.url}: {_unavailable(response)}")
         elif status in REDIRECT_STATUSES:
             self._error(task.url, f"{response.url}: HTTP {status} without a usable Location")
         else:
@@ -670,15 +672,12 @@ def _robots_refusal(policy: RobotsPolicy) -> str:
     return "robots.txt disallows it"
 
 
-def _unavailable(response: Response, config: WebConfig) -> str:
+def _unavailable(response: Response) -> str:
     text = f"HTTP {response.status}"
-    if response.retried:
-        text += " again after waiting as Retry-After asked"
-    elif response.retry_after is not None:
-        text += (
-            f" with Retry-After {response.retry_after!r}, beyond retry_after_cap="
-            f"{config.retry_after_cap:g} s or unreadable, so not retried"
-        )
+    if response.attempts > 1:
+        text += f" on each of {response.attempts} attempts"
+    if response.not_retried:
+        text += f", {response.not_retried}"
     return text + "; the stored version (if any) is kept"
 
 

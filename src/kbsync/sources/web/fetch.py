@@ -16,9 +16,11 @@
 - Bodies are read raw and decoded here (:mod:`.decoding`), with a cap on the
   bytes received (``max_bytes``, checked against Content-Length first) and a
   cap on the bytes decoded (``max_decompressed_bytes``).
-- A 429 or 503 with a ``Retry-After`` of at most ``retry_after_cap`` seconds
-  (delta seconds or an HTTP date) is retried once after that time; the whole
-  host waits, not just the one request.
+- A timeout, a connection error or a transient status (5xx, 429) is tried
+  again, at most three times a URL in a crawl and within its retry budget
+  (:mod:`.retries`); a ``Retry-After`` of a 429 or 503 (delta seconds or an HTTP
+  date) of at most ``retry_after_cap`` seconds makes the whole host wait that
+  long, retried or not, and one beyond the cap is not waited for.
 - Environment proxies are not used (``trust_env=False``): the address guard
   must judge the address actually connected to.
 """
@@ -44,6 +46,7 @@ from kbsync.sources.web.addresses import AddressRefused, resolve
 from kbsync.sources.web.config import WebConfig
 from kbsync.sources.web.decoding import ACCEPT_ENCODING, DecodingError, decoder_for
 from kbsync.sources.web.politeness import HostGates, Pass
+from kbsync.sources.web.retries import Retries, backoff, is_transient_status
 from kbsync.sources.web.urls import DEFAULT_PORTS, UrlError, canonicalize, origin_of
 
 __all__ = [
@@ -118,7 +121,11 @@ class Response:
     body: bytes | None
     conditional: bool = False
     retry_after: str | None = None
-    retried: bool = False
+    attempts: int = 1
+    """The requests of ``url`` this crawl made, this one included (more than one after a
+    transient failure: see :mod:`.retries`)."""
+    not_retried: str | None = None
+    """Why a transient failure was not tried again, when the count of attempts does not say."""
     typed: bool = True
     """Whether the server declared a Content-Type (else ``media_type`` is the default)."""
 
@@ -131,7 +138,8 @@ class _Answer:
     headers: httpx.Headers
     body: bytes | None
     conditional: bool
-    retried: bool = False
+    attempts: int = 1
+    not_retried: str | None = None
 
 
 class _Borrowed(httpx.AsyncBaseTransport):
@@ -160,6 +168,7 @@ class Fetcher:
         self._gates = gates
         self._transport = transport
         self._clients: dict[str, httpx.AsyncClient] = {}
+        self._retries = Retries(config.retry_budget)
 
     async def __aenter__(self) -> Fetcher:
         return self
@@ -253,16 +262,34 @@ class Fetcher:
         limit: int,
         truncate: bool,
     ) -> _Answer:
-        """One exchange, retried once after a 429/503 whose Retry-After is within the cap."""
-        answer = await self._exchange(method, url, validators, media_types, limit, truncate)
-        if answer.status not in RETRY_STATUSES:
-            return answer
-        wait = retry_after_seconds(answer.headers.get("retry-after"))
-        if wait is None or wait > self._config.retry_after_cap:
-            return answer
-        self._gates.get(_host(url)).defer(wait)
-        again = await self._exchange(method, url, validators, media_types, limit, truncate)
-        return replace(again, retried=True)
+        """One exchange, tried again while it fails transiently (see :mod:`.retries`)."""
+        retries, cap = self._retries, self._config.retry_after_cap
+        while True:
+            try:
+                answer = await self._exchange(method, url, validators, media_types, limit, truncate)
+            except FetchError as exc:
+                if exc.kind is not Failure.NETWORK:
+                    raise
+                if retries.take(url):
+                    await self._gates.sleep(backoff(retries.attempts(url) - 1, cap))
+                    continue
+                raise FetchError(url, exc.reason + _tries(retries.attempts(url),
+                                                          retries.why_not(url)), exc.kind) from exc
+            attempts = retries.attempts(url)
+            if not is_transient_status(answer.status):
+                return replace(answer, attempts=attempts)
+            value = answer.headers.get("retry-after")
+            asked = retry_after_seconds(value) if answer.status in RETRY_STATUSES else None
+            if asked is not None and asked > cap:
+                return replace(answer, attempts=attempts, not_retried=(
+                    f"with Retry-After {value!r}, beyond retry_after_cap={cap:g} s, "
+                    "so not retried"))
+            if asked is not None:  # the server asked it of every request to the host
+                self._gates.get(_host(url)).defer(asked)
+            if not retries.take(url):
+                return replace(answer, attempts=attempts, not_retried=retries.why_not(url))
+            if asked is None:
+                await self._gates.sleep(backoff(retries.attempts(url) - 1, cap))
 
     async def _exchange(
         self,
@@ -460,7 +487,8 @@ def _response(requested: str, url: str, key: str, answer: _Answer) -> Response:
         body=answer.body,
         conditional=answer.conditional,
         retry_after=headers.get("retry-after"),
-        retried=answer.retried,
+        attempts=answer.attempts,
+        not_retried=answer.not_retried,
         typed=bool(headers.get("content-type", "").strip()),
     )
 
@@ -486,6 +514,12 @@ async def _drain(response: httpx.Response) -> None:
                 read += len(chunk)
                 if read > DRAIN_BYTES:
                     return
+
+
+def _tries(attempts: int, why_not: str | None) -> str:
+    """What a failure's message adds about its retries: `` (3 attempts)``, why not retried."""
+    text = f" ({attempts} attempts)" if attempts > 1 else ""
+    return text + (f"; {why_not}" if why_not else "")
 
 
 def _host(url: str) -> str:

@@ -160,6 +160,10 @@ class HostGates:
             mine.interval = max(mine.interval, gate.interval)
             mine.take_schedule(gate)
 
+    async def sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` on the gates' clock (a retry's backoff: only its request waits)."""
+        await (self._clock or LoopClock()).sleep(seconds)
+
     def slow_down(self, host: str, interval: float) -> None:
         """Space requests to ``host`` at least ``interval`` apart (a Crawl-delay)."""
         gate = self.get(host)

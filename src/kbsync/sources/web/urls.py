@@ -48,6 +48,7 @@ __all__ = [
     "host_of",
     "origin_of",
     "parse_ipv4",
+    "port_of",
 ]
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -158,6 +159,12 @@ def host_of(url: str) -> str:
     if not host:
         raise UrlError(f"URL without a host: {url!r}")
     return host
+
+
+def port_of(url: str) -> int:
+    """The port a canonical URL connects to (its scheme's default when it names none)."""
+    parts = urlsplit(url)
+    return parts.port or DEFAULT_PORTS[parts.scheme]
 
 
 def origin_of(url: str) -> str:

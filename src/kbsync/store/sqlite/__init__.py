@@ -21,13 +21,20 @@ from __future__ import annotations
 
 from kbsync.store.guard import guarded, sqlite_or_os_error
 from kbsync.store.sqlite.erasure import ErasureTables
-from kbsync.store.sqlite.files import carry_erasures, salvage_embeddings, swap_in
+from kbsync.store.sqlite.files import (
+    carry_erasures,
+    rebuild_file,
+    remove_rebuild_leftovers,
+    salvage_embeddings,
+    swap_in,
+)
 from kbsync.store.sqlite.repair import RepairTables
 from kbsync.store.sqlite.runs import RunTables
 from kbsync.store.sqlite.schema import SCHEMA_VERSION
 from kbsync.store.sqlite.search import SearchTables
 
-__all__ = ["SCHEMA_VERSION", "SqliteStore", "carry_erasures", "salvage_embeddings", "swap_in"]
+__all__ = ["SCHEMA_VERSION", "SqliteStore", "carry_erasures", "rebuild_file",
+           "remove_rebuild_leftovers", "salvage_embeddings", "swap_in"]
 
 
 @guarded(lambda store: str(store.path), sqlite_or_os_error)

@@ -16,7 +16,8 @@ from kbsync.errors import StoreError
 from kbsync.store import EmbeddingCache, Erasures
 from kbsync.store.guard import store_error
 
-__all__ = ["carry_erasures", "prepare_state", "salvage_embeddings", "swap_in", "writable"]
+__all__ = ["carry_erasures", "prepare_state", "rebuild_file", "remove_rebuild_leftovers",
+           "salvage_embeddings", "swap_in", "writable"]
 
 
 def salvage_embeddings(damaged: Path, into: EmbeddingCache) -> int:
@@ -97,6 +98,33 @@ def swap_in(fresh: Path, live: Path, backup: Path) -> None:
             os.close(folder)
     except OSError as exc:
         raise store_error(str(live), exc, "cannot put the rebuilt store in place") from exc
+
+
+def rebuild_file(live: Path) -> Path:
+    """Where a rebuild of the store file ``live`` makes its fresh store (``<store>.rebuild``)."""
+    return live.with_name(live.name + ".rebuild")
+
+
+def remove_rebuild_leftovers(live: Path) -> int:
+    """Delete what a killed rebuild of ``live`` left (its fresh store and that file's WAL); bytes.
+
+    A rebuild runs under the writer lock and removes its file itself when it fails,
+    so the caller must hold that lock: then no rebuild is running, and the file, if
+    any, is what a killed one left behind (a store's worth of bytes, until now kept
+    until the next rebuild). ``<store>.before-rebuild`` is the kept backup, not a leftover.
+    A file that cannot be removed (a read-only folder) stays: it costs space, not
+    correctness, so it never stops the writer that found it.
+    """
+    fresh = rebuild_file(live)
+    freed = 0
+    for path in (fresh, *_companions(fresh)):
+        try:
+            size = path.stat().st_size
+            path.unlink()
+        except OSError:
+            continue
+        freed += size
+    return freed
 
 
 def _companions(path: Path) -> tuple[Path, Path]:
