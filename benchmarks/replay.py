@@ -93,9 +93,9 @@ from types import ModuleType
 from typing import Any
 
 from kbsync import KnowledgeBase
+from kbsync.core.normalize import normalize
 from kbsync.extract.registry import extractor_for, media_type_for
 from kbsync.model import Record
-from kbsync.normalize import normalize
 from kbsync.report import SyncResult
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -152,11 +152,11 @@ class Verdict(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class ChangeReport:
-    """What changed between two versions of one document (see :func:`kbsync.compare`).
+    """What changed between two versions of one document (see :func:`kbsync.core.compare`).
 
     ``similarity`` is the share of the document that is unchanged (for text: the
     normalized bytes of both versions outside the words added and removed, over
-    the bytes of both; see :func:`kbsync.compare`). ``regions`` are the
+    the bytes of both; see :func:`kbsync.core.compare`). ``regions`` are the
     runs of the new version not found in the old one and ``removed_regions``
     those of the old version not found in the new one, in the units of the
     input as given (characters for text, whole words; bytes for bytes).
@@ -256,7 +256,7 @@ class PageSchedule:
     """When a page was last checked and seen changed, and how long until its next check.
 
     Times are seconds since the epoch, ``interval`` in seconds (see
-    :mod:`kbsync.schedule`). ``digest`` is a hash of the body last downloaded,
+    :mod:`kbsync.core.schedule`). ``digest`` is a hash of the body last downloaded,
     so a 200 with the same bytes counts as unchanged; ``media_type`` is the one
     last answered, so a page left unchecked is listed as it was.
     """

@@ -1,5 +1,5 @@
 """The report of a run, and JSON-ready dictionaries of results (people's renderings are in
-:mod:`kbsync.render`).
+:mod:`kbsync.cli.render`).
 
 :class:`SyncResult` is the one form of a sync's (or plan's) report: what the
 API returns, what ``--json`` prints and what the store keeps for the run.

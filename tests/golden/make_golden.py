@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from kbsync import chunk_text
-from kbsync.identity import (
+from kbsync.core.identity import (
     canonical_bytes,
     derivation_hash,
     embedder_params_hash,

@@ -26,11 +26,11 @@ from typing import Any
 
 import pytest
 
-from kbsync.chunking import identity_for
+from kbsync.app.knowledge_base import KnowledgeBase, SyncResult
+from kbsync.core.chunking import identity_for
 from kbsync.embed.hashing import HashingEmbedder
 from kbsync.engine import init_config
 from kbsync.extract.registry import extractor_for
-from kbsync.knowledge_base import KnowledgeBase, SyncResult
 from kbsync.model import SourceItem
 from kbsync.sources.files import FilesystemSource
 from kbsync.store.sqlite import SqliteStore
@@ -562,7 +562,7 @@ def test_a_markdown_file_of_a_million_and_a_half_blank_lines_does_not_stall_the_
     _bad(tmp_path, "blank-lines.md", b"\n" * 1_500_000 + b"Finally a sentence about otters.\n")
     script = (
         "import sys\n"
-        "from kbsync.knowledge_base import KnowledgeBase\n"
+        "from kbsync.app.knowledge_base import KnowledgeBase\n"
         "with KnowledgeBase.open(sys.argv[1]) as engine:\n"
         "    print(engine.sync().total('new'))\n"
     )

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from kbsync import KnowledgeBase
 from kbsync.cli import app
-from kbsync.costs import DEFAULT_TOKENS_PER_SECOND, estimate, measured_rate
+from kbsync.core.costs import DEFAULT_TOKENS_PER_SECOND, estimate, measured_rate
 from kbsync.engine import DEFAULT_CHUNKER
 from kbsync.errors import ConfirmationRequiredError
 from kbsync.extract.registry import extractor_for

@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 
 from kbsync import KnowledgeBase
 from kbsync.cli import app
-from kbsync.mcp_server import build_server, document_uri
+from kbsync.mcp.server import build_server, document_uri
 from kbsync.serve import create_app
 from kbsync.terminal import UNSAFE, json_escaped, printable, strip_controls
 

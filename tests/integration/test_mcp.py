@@ -15,7 +15,7 @@ from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
 from kbsync import KnowledgeBase
-from kbsync.mcp_server import build_server, document_uri
+from kbsync.mcp.server import build_server, document_uri
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 

@@ -10,11 +10,11 @@ import numpy as np
 import psycopg
 import pytest
 
+from kbsync.app.knowledge_base import KnowledgeBase
+from kbsync.core.identity import embedding_text_key, embedding_text_key_sql
 from kbsync.engine import init_config, load_config, open_store
 from kbsync.errors import ConfigError, LockedError, SchemaError, StoreError
 from kbsync.extract.registry import extractor_for
-from kbsync.identity import embedding_text_key, embedding_text_key_sql
-from kbsync.knowledge_base import KnowledgeBase
 from kbsync.store import RecordStore
 from kbsync.store.postgres import PostgresStore
 from kbsync.store.postgres import schema as pg_schema

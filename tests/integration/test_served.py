@@ -20,9 +20,9 @@ import pytest
 import uvicorn
 
 from kbsync import KnowledgeBase
+from kbsync.app.served import announced, notice_path, served_query_vector
 from kbsync.engine import init_config
 from kbsync.serve import create_app
-from kbsync.served import announced, notice_path, served_query_vector
 from tests.conftest import CORPUS
 
 

@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from kbsync.app.knowledge_base import KnowledgeBase
 from kbsync.cli import app
+from kbsync.core.identity import embedding_text_key
+from kbsync.core.plan import Action
 from kbsync.embed import Vectors
 from kbsync.engine import init_config, load_config, writer_lock
 from kbsync.errors import LockedError
 from kbsync.extract.registry import extractor_for
-from kbsync.identity import embedding_text_key
-from kbsync.knowledge_base import KnowledgeBase
-from kbsync.plan import Action
 from kbsync.store.postgres import PostgresStore
 from kbsync.store.sqlite import SqliteStore
 from kbsync.sync import Chunker, SyncOptions, sync_sources

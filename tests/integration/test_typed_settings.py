@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from kbsync import KnowledgeBase
-from kbsync.chunking import STRATEGY_PARAMS
 from kbsync.cli import app
+from kbsync.core.chunking import STRATEGY_PARAMS
 from kbsync.embed.kinds import EMBEDDER_KINDS
 from kbsync.engine import IndexSettings, SearchSettings
 from kbsync.errors import ConfigError

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
+from kbsync.app.knowledge_base import KnowledgeBase
 from kbsync.engine import init_config
 from kbsync.errors import ConfigError
 from kbsync.extract.registry import extractor_for
-from kbsync.knowledge_base import KnowledgeBase
 from kbsync.model import SourceItem
 from kbsync.store.postgres import PostgresStore
 from kbsync.sync.observe import derivation
@@ -136,7 +136,7 @@ def test_a_killed_worker_loses_nothing(
     marker = tmp_path / "claimed"
     # A worker that stops for good after writing its first document, before it commits.
     doomed = ("import sys, time\n"
-              "from kbsync.knowledge_base import KnowledgeBase\n"
+              "from kbsync.app.knowledge_base import KnowledgeBase\n"
               "from kbsync.store.postgres import PostgresStore\n"
               "def stuck(store, claim, result):\n"
               "    open(sys.argv[2], 'w').write(claim.key)\n"

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from kbsync import crashpoints
+from kbsync.app.knowledge_base import KnowledgeBase
 from kbsync.engine import init_config
-from kbsync.knowledge_base import KnowledgeBase
 
 __all__ = [
     "LANCEDB",

@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from kbsync.app.knowledge_base import KnowledgeBase
 from kbsync.cli import app
 from kbsync.crashpoints import ENV_CRASH_AT, ENV_RECORD
 from kbsync.engine import writer_lock
 from kbsync.errors import LockedError
-from kbsync.knowledge_base import KnowledgeBase
 from tests.reliability.harness import make_kb
 
 

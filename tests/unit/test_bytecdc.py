@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kbsync import ByteParams, Verdict, byte_chunks, chunk_text, compare, normalize
-from kbsync.chunking.bytecdc import MODULUS, iter_byte_chunks, rolling_hashes
+from kbsync.core.chunking.bytecdc import MODULUS, iter_byte_chunks, rolling_hashes
 
 SENTENCE = "The keeper climbed the stairs again at dusk to trim the wick. "
 

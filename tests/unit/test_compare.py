@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kbsync import Verdict, compare, normalize
-from kbsync.chunking import bytecdc
+from kbsync.core.chunking import bytecdc
 from kbsync.model import Region
 
 ASYNC_TESTS = """\
@@ -219,8 +219,8 @@ def test_similarity_is_nearly_symmetric(pair: tuple[str, str]) -> None:
 @given(st.lists(st.integers(min_value=0, max_value=400_000), max_size=12))
 def test_long_texts_compared_in_pieces_get_the_report_of_the_whole_texts(
         cuts: list[int]) -> None:
-    from kbsync.compare import compare_long
-    from kbsync.normalize import BLOCK_CHARS
+    from kbsync.core.compare import compare_long
+    from kbsync.core.normalize import BLOCK_CHARS
 
     words = "harbour crane tide lantern café Straße quay ledger".split()
     old = " ".join(random.Random(5).choices(words, k=50_000))

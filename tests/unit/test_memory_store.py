@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from kbsync.core.plan import Action, DocumentPlan
 from kbsync.extract.registry import extractor_for
-from kbsync.plan import Action, DocumentPlan
 from kbsync.store import (
     EmbeddingCache,
     Erasures,

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from kbsync.app.knowledge_base import KnowledgeBase
 from kbsync.engine import load_config
 from kbsync.errors import ConfigError
-from kbsync.knowledge_base import KnowledgeBase
 from kbsync.sources.kinds import SourceConfig, kind_for_argument, source_kind
 from kbsync.sources.objects import ObjectStoreSettings, _stat, secret_option
 

@@ -9,9 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kbsync.identity import embedding_text_key
-from kbsync.model import ItemError, SourceItem, SourceStat, Validators
-from kbsync.plan import (
+from kbsync.core.identity import embedding_text_key
+from kbsync.core.plan import (
     ChunkDraft,
     DocumentVersion,
     Failed,
@@ -19,6 +18,7 @@ from kbsync.plan import (
     Unchanged,
     boilerplate,
 )
+from kbsync.model import ItemError, SourceItem, SourceStat, Validators
 from kbsync.sync.observe import unchanged_observation
 from kbsync.sync.scratch import Scratch
 

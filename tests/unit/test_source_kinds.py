@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from kbsync.app.knowledge_base import KnowledgeBase
 from kbsync.engine import add_source, init_config, load_config
 from kbsync.errors import ConfigError
-from kbsync.knowledge_base import KnowledgeBase
 from kbsync.sources.files import FilesystemSource
 from kbsync.sources.kinds import SOURCE_KINDS, SourceConfig, kind_for_argument, source_kind
 

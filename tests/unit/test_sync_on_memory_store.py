@@ -6,16 +6,16 @@ from typing import Any
 
 import pytest
 
+from kbsync.core.plan import DocumentPlan, StoredDocument
 from kbsync.errors import ConfirmationRequiredError, StoreError
 from kbsync.extract.registry import extractor_for
-from kbsync.mirror import reconcile
 from kbsync.model import ItemError
-from kbsync.plan import DocumentPlan, StoredDocument
 from kbsync.report import SyncResult
 from kbsync.sync import Chunker, SyncOptions, release_source, sync_sources
+from kbsync.sync.mirror import reconcile
 from kbsync.sync.options import BatchLimits
+from kbsync.sync.vector_index import MirroredIndex
 from kbsync.testing import CountingEmbedder, MemorySink, MemorySource, MemoryStore
-from kbsync.vector_index import MirroredIndex
 
 CHUNKER = Chunker("tttd", {"min_tokens": 8, "max_tokens": 32, "primary_bits": 3,
                            "backup_bits": 2})

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from kbsync.adapters.metadata import CHUNK_KEYS, HIT_KEYS, chunk_metadata, hit_metadata
-from kbsync.chunking import TextChunker
+from kbsync.app.knowledge_base import KnowledgeBase, SearchMode
+from kbsync.core.chunking import TextChunker
 from kbsync.errors import DependencyMissingError
-from kbsync.knowledge_base import KnowledgeBase, SearchMode
 
 try:
     from llama_index.core.base.base_retriever import BaseRetriever

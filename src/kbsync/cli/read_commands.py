@@ -10,12 +10,11 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from kbsync.chunk_files import chunk_files
-from kbsync.chunking import make_params
+from kbsync.app.chunk_files import chunk_files
+from kbsync.app.knowledge_base import KnowledgeBase, SearchMode
+from kbsync.app.served import served_query_vector
 from kbsync.cli.app import EXIT_ERROR, EXIT_USAGE, ConfigOption, Errors, JsonOption, app, emit
-from kbsync.errors import KbsyncError, ParameterError
-from kbsync.knowledge_base import KnowledgeBase, SearchMode
-from kbsync.render import (
+from kbsync.cli.render import (
     chunks_table,
     diagnostics_table,
     diff_heading,
@@ -23,8 +22,9 @@ from kbsync.render import (
     hit_blocks,
     rounded_down,
 )
+from kbsync.core.chunking import make_params
+from kbsync.errors import KbsyncError, ParameterError
 from kbsync.report import hit_dict
-from kbsync.served import served_query_vector
 from kbsync.store.filters import Filters, matches, parse_where
 from kbsync.terminal import printable
 

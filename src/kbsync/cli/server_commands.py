@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
+from kbsync.app.knowledge_base import KnowledgeBase
 from kbsync.cli.app import ConfigOption, Errors, app
-from kbsync.knowledge_base import KnowledgeBase
 
 __all__ = ["mcp", "serve_command"]
 
@@ -20,7 +20,7 @@ def mcp(
 ) -> None:
     """Serve the knowledge base over the Model Context Protocol on stdio (extra `mcp`)."""
     with Errors():
-        from kbsync.mcp_server import serve  # needs the `mcp` extra
+        from kbsync.mcp.server import serve  # needs the `mcp` extra
 
         with KnowledgeBase.open(config) as kb:
             serve(kb, allow_sync=allow_sync)

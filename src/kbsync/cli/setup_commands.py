@@ -7,10 +7,11 @@ from typing import Annotated, Any
 
 import typer
 
-from kbsync import __version__, native
+from kbsync import __version__
+from kbsync.app.knowledge_base import KnowledgeBase
 from kbsync.cli.app import ConfigOption, EndpointOption, Errors, JsonOption, app, emit, sources_app
+from kbsync.core import native
 from kbsync.engine import init_config, init_embedder, refuse_missing_folders
-from kbsync.knowledge_base import KnowledgeBase
 
 __all__ = ["init", "sources_add", "sources_remove", "version", "version_info"]
 

@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
+from kbsync.app.knowledge_base import KnowledgeBase, Progress, Rebuilt, SyncResult
 from kbsync.cli.app import EXIT_PROBLEMS, ConfigOption, Errors, JsonOption, app, emit, one_line
 from kbsync.cli.sync_commands import print_report, progress_run
-from kbsync.knowledge_base import KnowledgeBase, Progress, Rebuilt, SyncResult
 from kbsync.terminal import printable
 
 __all__ = ["erase", "gc", "rebuild", "verify"]

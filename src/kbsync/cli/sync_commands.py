@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from kbsync.app.knowledge_base import KnowledgeBase, Progress, SyncResult
 from kbsync.cli.app import (
     EXIT_ERROR,
     EXIT_PROBLEMS,
@@ -21,9 +22,8 @@ from kbsync.cli.app import (
     emit,
     interrupted_exit,
 )
+from kbsync.cli.render import change_lines, diagnostics_table, sync_tables
 from kbsync.errors import ConfirmationRequiredError
-from kbsync.knowledge_base import KnowledgeBase, Progress, SyncResult
-from kbsync.render import change_lines, diagnostics_table, sync_tables
 from kbsync.terminal import json_escaped, printable
 
 __all__ = ["plan", "print_problems", "print_report", "progress_run", "sync", "watch", "worker"]

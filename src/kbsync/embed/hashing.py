@@ -17,10 +17,10 @@ from itertools import pairwise
 import numpy as np
 import numpy.typing as npt
 
-from kbsync import native
+from kbsync.core import native
+from kbsync.core.stopwords import STOPWORDS
 from kbsync.embed import Vectors
 from kbsync.errors import ParameterError
-from kbsync.stopwords import STOPWORDS
 
 __all__ = ["HashingEmbedder", "python_term_keys", "term_keys"]
 

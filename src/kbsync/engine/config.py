@@ -9,10 +9,10 @@ from typing import Annotated, Any
 
 from msgspec import Meta
 
-from kbsync.costs import DEFAULT_CONFIRM_ABOVE_TOKENS
+from kbsync.core.costs import DEFAULT_CONFIRM_ABOVE_TOKENS
+from kbsync.core.plan import BOILERPLATE_SHARE
 from kbsync.embed.kinds import EmbedderConfig
 from kbsync.model import SearchMode
-from kbsync.plan import BOILERPLATE_SHARE
 from kbsync.sources.kinds import SourceConfig
 from kbsync.store.kinds import StoreConfig, StoreKind, store_kind
 from kbsync.sync import Chunker

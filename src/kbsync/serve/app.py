@@ -32,8 +32,8 @@ from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kbsync import __version__
+from kbsync.app.knowledge_base import KnowledgeBase, SearchMode
 from kbsync.errors import KbsyncError, LockedError, ParameterError
-from kbsync.knowledge_base import KnowledgeBase, SearchMode
 from kbsync.serve.chart import COMPUTED_COLOUR, REUSED_COLOUR, embeddings_chart
 from kbsync.serve.guard import LOGIN_PARAMETER, TOKEN_FIELD, TOKEN_HEADER, Guard
 from kbsync.serve.openapi import openapi

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from kbsync.knowledge_base import KnowledgeBase
+from kbsync.app.knowledge_base import KnowledgeBase
 from kbsync.model import Region
 from kbsync.report import SourceResult, SyncResult
 from kbsync.store import Hit, RunRecord
@@ -112,7 +112,7 @@ def run_detail(record: RunRecord) -> dict[str, Any]:
 def document_view(kb: KnowledgeBase, key: str, source: str | None = None) -> dict[str, Any]:
     """A document's texts, its last change (verdict, similarity, regions) and its history.
 
-    Verdict, similarity and regions come from one :func:`~kbsync.compare.compare`
+    Verdict, similarity and regions come from one :func:`~kbsync.core.compare.compare`
     of the two texts: the words added to the new text and those removed from the
     old one, for the side-by-side view. A first version has no regions.
 

@@ -56,8 +56,8 @@ import unicodedata
 from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
 
+from kbsync.core.media import media_type_for
 from kbsync.errors import DocumentError, ParameterError
-from kbsync.media import media_type_for
 from kbsync.model import ItemError, KnownItem, Listing, SourceItem, SourceStat
 from kbsync.sources import listing_of
 

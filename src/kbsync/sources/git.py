@@ -56,8 +56,8 @@ from hashlib import blake2b
 from pathlib import Path
 from typing import IO
 
+from kbsync.core.media import media_type_for
 from kbsync.errors import DocumentError, ParameterError, SourceError
-from kbsync.media import media_type_for
 from kbsync.model import ItemError, KnownItem, Listing, SourceItem, SourceStat, Validators
 from kbsync.sources import listing_of
 from kbsync.sources.files import DEFAULT_MAX_BYTES, glob_regex

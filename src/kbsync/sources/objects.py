@@ -46,9 +46,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from kbsync.core.identity import object_signature
+from kbsync.core.media import media_type_for
 from kbsync.errors import ConfigError, DependencyMissingError, DocumentError, ParameterError
-from kbsync.identity import object_signature
-from kbsync.media import media_type_for
 from kbsync.model import ItemError, KnownItem, Listing, SourceItem, SourceStat, Validators
 from kbsync.sources import listing_of
 from kbsync.sources.files import glob_regex

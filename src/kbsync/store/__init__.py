@@ -16,8 +16,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from kbsync.core.plan import DocumentPlan, StoredDocument
 from kbsync.model import PageSchedule
-from kbsync.plan import DocumentPlan, StoredDocument
 from kbsync.store.filters import Filters
 
 __all__ = [
@@ -49,7 +49,7 @@ class Hit:
     on, the chunk and its neighbours in the same section (``first``..``last``).
     ``score`` is the ranking's raw value (cosine, BM25 or reciprocal rank fusion);
     a search's results carry their 1-based ``rank`` and a ``relevance`` in [0, 1]
-    (see :mod:`kbsync.fusion`).
+    (see :mod:`kbsync.app.fusion`).
     """
 
     source: str
@@ -153,7 +153,7 @@ class Frontier(Protocol):
 
 @runtime_checkable
 class Schedules(Protocol):
-    """The revisit schedule of each page of a source (see :mod:`kbsync.schedule`).
+    """The revisit schedule of each page of a source (see :mod:`kbsync.core.schedule`).
 
     Hints, not records: a lost or stale schedule makes a page due sooner or later,
     never deletes or changes a document.
@@ -251,7 +251,7 @@ class EmbeddingCache(Protocol):
     def adopt_by_text(self, embedder: str, text_keys: Mapping[str, bytes], *,
                       write: bool = True) -> set[str]:
         """Of ``text_keys`` (digests without a vector -> the
-        :func:`~kbsync.identity.embedding_text_key` of their text), those whose text has a
+        :func:`~kbsync.core.identity.embedding_text_key` of their text), those whose text has a
         vector for ``embedder`` under another digest; with ``write`` that vector is cached
         under their digest too.
 
@@ -304,7 +304,8 @@ class SearchIndex(Protocol):
 
 @runtime_checkable
 class Mirror(Protocol):
-    """What keeping an external vector store a mirror of the records needs (:mod:`kbsync.mirror`).
+    """What keeping an external vector store a mirror of the records needs
+    (:mod:`kbsync.sync.mirror`).
 
     The outbox of vector ids to delete, the indexed chunks as points, their cached vectors.
     """

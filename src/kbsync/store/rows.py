@@ -13,9 +13,9 @@ import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
+from kbsync.core.plan import StoredDocument
+from kbsync.core.stopwords import STOPWORDS
 from kbsync.model import SourceStat, Validators
-from kbsync.plan import StoredDocument
-from kbsync.stopwords import STOPWORDS
 from kbsync.store import Hit, RunRecord
 
 __all__ = [

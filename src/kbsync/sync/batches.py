@@ -15,10 +15,18 @@ from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from kbsync.chunking import ChunkShape, shape_of
+from kbsync.core.chunking import ChunkShape, shape_of
+from kbsync.core.plan import (
+    Action,
+    DocumentVersion,
+    Observation,
+    Plan,
+    StoredDocument,
+    plan,
+    text_key,
+)
 from kbsync.embed import Embedder
 from kbsync.model import ChangeReport, Chunk
-from kbsync.plan import Action, DocumentVersion, Observation, Plan, StoredDocument, plan, text_key
 from kbsync.store import RecordStore
 from kbsync.sync.apply import apply_plan, count_plan
 from kbsync.sync.chunker import Chunker
@@ -28,7 +36,7 @@ from kbsync.sync.options import SyncOptions
 from kbsync.sync.replacements import compare_stored, reports_change, screen
 from kbsync.sync.scratch import Scratch
 from kbsync.sync.tally import Clock, Progress, SourceTally
-from kbsync.vector_index import VectorIndex
+from kbsync.sync.vector_index import VectorIndex
 
 __all__ = ["Added", "Batch", "Counted", "Pipeline", "Run", "plan_batch"]
 
@@ -155,7 +163,7 @@ def _screen(
     shared: frozenset[str], out: SourceTally,
 ) -> tuple[list[Observation], dict[str, ChangeReport]]:
     """Every observation screened (:func:`~kbsync.sync.replacements.screen`): those to plan
-    (a held document becomes :class:`~kbsync.plan.Held`) and the change report of each one
+    (a held document becomes :class:`~kbsync.core.plan.Held`) and the change report of each one
     compared."""
     screened: list[Observation] = []
     changes: dict[str, ChangeReport] = {}

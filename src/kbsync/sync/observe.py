@@ -1,5 +1,5 @@
 """What a listed document comes to: the stat gate, else a read, the bytes and text gates and
-chunks (an :class:`~kbsync.plan.Observation`)."""
+chunks (an :class:`~kbsync.core.plan.Observation`)."""
 
 from __future__ import annotations
 
@@ -9,17 +9,14 @@ from bisect import bisect_right
 from collections.abc import Callable
 from functools import cache
 
-from kbsync.errors import DocumentError
-from kbsync.extract import Extractor
-from kbsync.identity import (
+from kbsync.core.identity import (
     derivation_hash,
     embedding_text_key,
     normalized_pieces_hash,
     source_bytes_hash,
 )
-from kbsync.model import Chunk, Record, SourceItem
-from kbsync.normalize import NORMALIZER_VERSION, canonical_pieces
-from kbsync.plan import (
+from kbsync.core.normalize import NORMALIZER_VERSION, canonical_pieces
+from kbsync.core.plan import (
     Action,
     ChunkDraft,
     DocumentVersion,
@@ -29,6 +26,9 @@ from kbsync.plan import (
     StoredDocument,
     Unchanged,
 )
+from kbsync.errors import DocumentError
+from kbsync.extract import Extractor
+from kbsync.model import Chunk, Record, SourceItem
 from kbsync.sources import Source
 from kbsync.sync.chunker import Chunker
 from kbsync.sync.scratch import Scratch

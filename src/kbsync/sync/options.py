@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kbsync.plan import BOILERPLATE_SHARE
+from kbsync.core.plan import BOILERPLATE_SHARE
 
 __all__ = ["CACHE_SECONDS", "BatchLimits", "SyncOptions"]
 
@@ -40,9 +40,9 @@ class SyncOptions:
     - ``dry_run``: only plan (what :meth:`KnowledgeBase.plan` reports); write nothing.
     - ``verify``: read every document even when the source says it is unchanged.
     - ``allow_mass_delete``: delete more than half of a source's documents at once
-      (else those deletions wait for consent, :func:`kbsync.plan.mass_deletion`).
+      (else those deletions wait for consent, :func:`kbsync.core.plan.mass_deletion`).
     - ``due``: a revisiting source (a website) checks only the pages whose revisit
-      schedule says they are due (:mod:`kbsync.schedule`); the others are unchanged,
+      schedule says they are due (:mod:`kbsync.core.schedule`); the others are unchanged,
       never deleted for not being checked (the single-process driver only).
     - ``accept_replacements``: apply at once a new text that shares almost nothing
       with the stored one (else it waits for a second sync to see it).

@@ -30,17 +30,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kbsync.core.plan import (
+    Failed,
+    Observation,
+    StoredDocument,
+    plan,
+)
 from kbsync.embed import Embedder
 from kbsync.errors import ConfigError
 from kbsync.model import (
     ItemError,
     SourceItem,
-)
-from kbsync.plan import (
-    Failed,
-    Observation,
-    StoredDocument,
-    plan,
 )
 from kbsync.report import SyncResult
 from kbsync.sources import Source
@@ -64,8 +64,8 @@ from kbsync.sync.options import BatchLimits, SyncOptions
 from kbsync.sync.removed import RemovedSource, forget_released, keep_removed, removed_sources
 from kbsync.sync.scratch import Scratch
 from kbsync.sync.tally import Clock, Progress, SourceTally, SyncReport, utc_now
+from kbsync.sync.vector_index import EmbeddedIndex
 from kbsync.sync.work import WorkQueue, drain, job_data
-from kbsync.vector_index import EmbeddedIndex
 
 __all__ = ["sync_parallel"]
 

@@ -6,9 +6,8 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import NamedTuple, Protocol
 
-from kbsync.compare import WORD_REGIONS_LIMIT, compare, compare_long
-from kbsync.model import ChangeReport, Verdict
-from kbsync.plan import (
+from kbsync.core.compare import WORD_REGIONS_LIMIT, compare, compare_long
+from kbsync.core.plan import (
     Action,
     DocumentPlan,
     DocumentVersion,
@@ -17,6 +16,7 @@ from kbsync.plan import (
     Observation,
     StoredDocument,
 )
+from kbsync.model import ChangeReport, Verdict
 from kbsync.store import Manifest, Meta
 from kbsync.store.rows import held_meta_name
 from kbsync.sync.tally import SourceTally

@@ -30,8 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from kbsync.model import ItemError, SourceItem
-from kbsync.plan import (
+from kbsync.core.plan import (
     DocumentVersion,
     Observation,
     StoredDocument,
@@ -39,6 +38,7 @@ from kbsync.plan import (
     host_group,
     text_key,
 )
+from kbsync.model import ItemError, SourceItem
 from kbsync.store.guard import guarded, sqlite_or_os_error
 from kbsync.sync.scratch_rows import (
     LISTED,
@@ -302,7 +302,7 @@ class Scratch:
                          "SELECT grp, key FROM occurrences WHERE NOT fresh")
 
     def boilerplate(self, share: float) -> frozenset[str]:
-        """:func:`kbsync.plan.boilerplate` of every counted document."""
+        """:func:`kbsync.core.plan.boilerplate` of every counted document."""
         members = dict(self._db.execute("SELECT grp, count(*) FROM members GROUP BY grp"))
         counts = self._db.execute("SELECT grp, digest, count(*) FROM occurrences "
                                   "GROUP BY digest, grp HAVING count(*) > 1")

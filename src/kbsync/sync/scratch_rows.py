@@ -7,8 +7,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from kbsync.core.plan import StoredDocument, text_key
 from kbsync.model import ItemError, SourceItem, SourceStat, Validators
-from kbsync.plan import StoredDocument, text_key
 
 __all__ = ["LISTED", "SCHEMA", "STORED", "UNCHANGED", "listed_entry", "listed_row",
            "stored_doc", "stored_row"]

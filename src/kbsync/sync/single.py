@@ -15,16 +15,16 @@ import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 
-from kbsync.embed import Embedder
-from kbsync.errors import Terminated
-from kbsync.model import ItemError, SourceItem
-from kbsync.plan import (
+from kbsync.core.plan import (
     Action,
     Failed,
     Observation,
     StoredDocument,
     Unchanged,
 )
+from kbsync.embed import Embedder
+from kbsync.errors import Terminated
+from kbsync.model import ItemError, SourceItem
 from kbsync.report import SyncResult
 from kbsync.sources import Source
 from kbsync.store import RecordStore, RunLog
@@ -53,7 +53,7 @@ from kbsync.sync.reading import POOL_MIN_DOCUMENTS, Read, Readers, read_workers
 from kbsync.sync.removed import RemovedSource, forget_released, keep_removed, removed_sources
 from kbsync.sync.scratch import Scratch
 from kbsync.sync.tally import Clock, Progress, SourceTally, SyncReport, utc_now
-from kbsync.vector_index import EmbeddedIndex, VectorIndex
+from kbsync.sync.vector_index import EmbeddedIndex, VectorIndex
 
 __all__ = ["sync_sources"]
 
@@ -78,7 +78,7 @@ def sync_sources(
     embedding computed is in the cache already.
 
     The vectors go to ``index`` (the store's own by default; an external vector
-    store's through :class:`~kbsync.vector_index.MirroredIndex`).
+    store's through :class:`~kbsync.sync.vector_index.MirroredIndex`).
     Documents are planned, embedded and applied a batch at a time, so memory does
     not grow with the size of a source (see :func:`_sync_source_steps`), a batch's
     embedding running while the one before it is applied. A new

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from kbsync.core.plan import Action
 from kbsync.model import ChangeReport, ChunkingDiagnostics, Region, Verdict
-from kbsync.plan import Action
 from kbsync.report import DocumentChange, SourceResult, SyncResult
 
 __all__ = ["REPORT_LIMIT", "Capped", "Clock", "Progress", "SourceTally", "SyncReport", "utc_now"]

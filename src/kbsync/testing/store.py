@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from kbsync.identity import embedding_text_key
+from kbsync.core.identity import embedding_text_key
+from kbsync.core.plan import ChunkDraft, DocumentPlan, StoredDocument
 from kbsync.model import SourceStat, Validators
-from kbsync.plan import ChunkDraft, DocumentPlan, StoredDocument
 from kbsync.store import (
     ChunkRef,
     DocumentText,

@@ -22,11 +22,11 @@ from typing import Any
 
 import numpy as np
 
+from kbsync.core.identity import weights_hash
 from kbsync.embed import Vectors
 from kbsync.embed.providers.onnx_int8 import RECIPE, OnnxInt8Model, pooling_of
 from kbsync.embed.tokenizer import TOKENIZER_PREFIX
 from kbsync.errors import ConfigError, DependencyMissingError, EmbeddingError
-from kbsync.identity import weights_hash
 
 __all__ = ["BACKENDS", "DEFAULT_MODEL", "LocalEmbedder", "default_model_installed"]
 

@@ -33,12 +33,12 @@ from urllib.parse import urlsplit
 import numpy as np
 import numpy.typing as npt
 
-from kbsync.chunking.tokens import EstimatingCounter
+from kbsync.core.chunking.tokens import EstimatingCounter
+from kbsync.core.identity import embedder_params_hash
+from kbsync.core.normalize import scan_words
 from kbsync.embed import Vectors
 from kbsync.embed.providers.openai_settings import OpenAISettings, safe_url
 from kbsync.errors import DependencyMissingError, EmbeddingError
-from kbsync.identity import embedder_params_hash
-from kbsync.normalize import scan_words
 
 if TYPE_CHECKING:
     import httpx

@@ -8,9 +8,9 @@ from dataclasses import replace
 import numpy as np
 import numpy.typing as npt
 
+from kbsync.core.plan import ChunkDraft, DocumentPlan, StoredDocument
 from kbsync.crashpoints import crashpoint
 from kbsync.model import PageSchedule
-from kbsync.plan import ChunkDraft, DocumentPlan, StoredDocument
 from kbsync.store import DocumentText
 from kbsync.store.postgres.embeddings import EmbeddingTables
 from kbsync.store.rows import (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kbsync.identity import embedding_text_key_sql
+from kbsync.core.identity import embedding_text_key_sql
 from kbsync.store.rows import DIMENSION_PREFIX
 
 __all__ = ["HEADING_WEIGHT", "HNSW_MAX_DIMENSION", "MIGRATIONS", "SCHEMA_VERSION"]
@@ -119,7 +119,7 @@ MIGRATIONS: tuple[str, ...] = (
         ADD COLUMN tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', text)) STORED;
     CREATE INDEX chunk_texts_tsv ON chunk_texts USING gin (tsv);
     """,
-    # 7: revisit schedules of web pages (kbsync.schedule): when each page was last
+    # 7: revisit schedules of web pages (kbsync.core.schedule): when each page was last
     # checked and seen changed, its interval, and the hash and type of its last body.
     """
     CREATE TABLE schedules (
@@ -141,7 +141,7 @@ MIGRATIONS: tuple[str, ...] = (
         moved TEXT NOT NULL
     );
     """,
-    # 9: each chunk text's embedding key (kbsync.identity.embedding_text_key), so a chunk
+    # 9: each chunk text's embedding key (kbsync.core.identity.embedding_text_key), so a chunk
     # whose identity changed but whose text did not finds its vector by the text.
     f"""
     ALTER TABLE chunk_texts ADD COLUMN text_key BYTEA;

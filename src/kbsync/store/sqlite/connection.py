@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from kbsync.core.identity import embedding_text_key
 from kbsync.crashpoints import crashpoint
 from kbsync.errors import SchemaError, StoreError
-from kbsync.identity import embedding_text_key
 from kbsync.store.guard import READ_ONLY, store_error
 from kbsync.store.sqlite.files import prepare_state, writable
 from kbsync.store.sqlite.schema import MIGRATIONS, PAGE_SIZE, SCHEMA_VERSION, WAL_BYTES

@@ -10,9 +10,9 @@ from dataclasses import replace
 import numpy as np
 import numpy.typing as npt
 
+from kbsync.core.plan import ChunkDraft, DocumentPlan, StoredDocument
 from kbsync.crashpoints import crashpoint
 from kbsync.model import PageSchedule
-from kbsync.plan import ChunkDraft, DocumentPlan, StoredDocument
 from kbsync.store import DocumentText
 from kbsync.store.rows import (
     CURRENT,

@@ -9,8 +9,8 @@ import sqlite3
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
+from kbsync.core.identity import embedding_text_key
 from kbsync.errors import StoreError
-from kbsync.identity import embedding_text_key
 from kbsync.store import StoreStatus, invariants
 from kbsync.store.guard import REPAIR
 from kbsync.store.rows import CURRENT

@@ -147,7 +147,7 @@ MIGRATIONS: tuple[str, ...] = (
         FROM documents d JOIN chunks c ON c.doc_id = d.id AND c.generation = d.generation
         JOIN chunk_texts t ON t.digest = c.digest;
     """,
-    # 10: revisit schedules of web pages (kbsync.schedule): when each page was last
+    # 10: revisit schedules of web pages (kbsync.core.schedule): when each page was last
     # checked and seen changed, its interval, and the hash and type of its last body.
     # (IF NOT EXISTS: a store rewound to an older version, as tests do, keeps its table.)
     """
@@ -170,7 +170,7 @@ MIGRATIONS: tuple[str, ...] = (
         moved TEXT NOT NULL
     );
     """,
-    # 12: each chunk text's embedding key (kbsync.identity.embedding_text_key), so a chunk
+    # 12: each chunk text's embedding key (kbsync.core.identity.embedding_text_key), so a chunk
     # whose identity changed but whose text did not finds its vector by the text. (The
     # table is copied, not altered: a store rewound to an older version has the column.)
     """

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kbsync.chunking import TextChunker
+from kbsync.core.chunking import TextChunker
+from kbsync.core.media import media_type_for
 from kbsync.embed.tokenizer import counter_for
 from kbsync.errors import DocumentError, KbsyncError
 from kbsync.extract.registry import extractor_for
 from kbsync.extract.text import TextExtractor
-from kbsync.media import media_type_for
 from kbsync.model import ChunkingDiagnostics, ChunkingResult
 from kbsync.report import chunk_dict, diagnostics_dict
 

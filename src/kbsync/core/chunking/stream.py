@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from kbsync.chunking import compiled
-from kbsync.chunking.fingerprint import U64, window_fingerprints, word_hashes
-from kbsync.chunking.tokens import TokenCounter
-from kbsync.normalize import BLOCK_CHARS, IntArray, WordScan, iter_blocks, scan_words
+from kbsync.core.chunking import compiled
+from kbsync.core.chunking.fingerprint import U64, window_fingerprints, word_hashes
+from kbsync.core.chunking.tokens import TokenCounter
+from kbsync.core.normalize import BLOCK_CHARS, IntArray, WordScan, iter_blocks, scan_words
 
 __all__ = ["BLOCK_CHARS", "WordBlock", "WordBuffer", "iter_blocks", "word_blocks"]
 

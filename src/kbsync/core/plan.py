@@ -81,7 +81,7 @@ class ChunkDraft:
     """A freshly made chunk of a document version.
 
     ``embedding_key`` is the embedding cache's key of its text
-    (:func:`kbsync.identity.embedding_text_key`), made once with the chunk: the
+    (:func:`kbsync.core.identity.embedding_text_key`), made once with the chunk: the
     scratch file, the cache lookup and the store all need it.
     """
 

@@ -19,8 +19,8 @@ from typing import Any, TypeVar, cast
 from urllib.parse import quote
 
 from kbsync import __version__
+from kbsync.app.knowledge_base import DocumentRef, KnowledgeBase, SearchMode
 from kbsync.errors import DependencyMissingError, KbsyncError
-from kbsync.knowledge_base import DocumentRef, KnowledgeBase, SearchMode
 from kbsync.terminal import strip_controls
 
 try:

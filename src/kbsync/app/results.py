@@ -1,4 +1,4 @@
-"""The typed results of :class:`~kbsync.knowledge_base.KnowledgeBase`'s operations: frozen
+"""The typed results of :class:`~kbsync.app.knowledge_base.KnowledgeBase`'s operations: frozen
 values, each with ``to_dict`` where a command prints it as JSON."""
 
 from __future__ import annotations

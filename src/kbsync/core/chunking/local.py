@@ -53,13 +53,13 @@ from collections.abc import Callable, Iterable, Iterator
 import numpy as np
 import numpy.typing as npt
 
-from kbsync.chunking import compiled
-from kbsync.chunking.fingerprint import U64, mix64
-from kbsync.chunking.params import LocalParams
-from kbsync.chunking.stream import WordBlock, WordBuffer
-from kbsync.identity import ChunkIdentity
+from kbsync.core.chunking import compiled
+from kbsync.core.chunking.fingerprint import U64, mix64
+from kbsync.core.chunking.params import LocalParams
+from kbsync.core.chunking.stream import WordBlock, WordBuffer
+from kbsync.core.identity import ChunkIdentity
+from kbsync.core.normalize import IntArray, join_words
 from kbsync.model import Boundary, Chunk
-from kbsync.normalize import IntArray, join_words
 
 __all__ = ["CutRule", "cut_positions", "local_chunks", "select_cuts", "stream_cuts"]
 

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kbsync import native
+from kbsync.core import native
 
 __all__ = [
     "BLOCK_CHARS",

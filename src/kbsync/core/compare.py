@@ -1,10 +1,10 @@
 """Change reports between two versions of a document: similarity, verdict, word-exact regions.
 
-Text is compared in its normalized form (:func:`kbsync.normalize.normalize`, the
+Text is compared in its normalized form (:func:`kbsync.core.normalize.normalize`, the
 one normalization every gate uses), so re-wrapping, indentation or line endings
 never count as changes. The canonical texts are cut by the byte-level CDC
-(:mod:`kbsync.chunking.bytecdc`) with sizes that scale with the document
-(:func:`~kbsync.chunking.bytecdc.params_for_length`), the two chunk sequences
+(:mod:`kbsync.core.chunking.bytecdc`) with sizes that scale with the document
+(:func:`~kbsync.core.chunking.bytecdc.params_for_length`), the two chunk sequences
 are aligned, and every run of chunks that differs is refined with a word-level
 diff, so a region is a run of whole words that really changed. Regions are then
 mapped back to offsets in the texts as given, for display.
@@ -21,10 +21,10 @@ from difflib import SequenceMatcher
 import numpy as np
 import numpy.typing as npt
 
-from kbsync.chunking.bytecdc import byte_chunks, iter_byte_chunks, params_for_length
-from kbsync.chunking.params import ByteParams
+from kbsync.core.chunking.bytecdc import byte_chunks, iter_byte_chunks, params_for_length
+from kbsync.core.chunking.params import ByteParams
+from kbsync.core.normalize import canonical_pieces, canonical_text, canonical_words, scan_words
 from kbsync.model import ByteChunk, ChangeReport, Region, Verdict
-from kbsync.normalize import canonical_pieces, canonical_text, canonical_words, scan_words
 
 __all__ = ["COSMETIC_SIMILARITY", "REEXAMINE_SIMILARITY", "WORD_DIFF_LIMIT", "WORD_REGIONS_LIMIT",
            "compare", "compare_long"]
@@ -106,7 +106,7 @@ def compare_long(old: Iterable[str], new: Iterable[str],
     of chunks both versions hold, no regions. The canonical texts are made and cut
     a block at a time, so neither version need be held whole (a store can hand the
     stored one over as it reads it). Every text this long gets the largest chunk
-    sizes (:func:`~kbsync.chunking.bytecdc.params_for_length`), whatever its length,
+    sizes (:func:`~kbsync.core.chunking.bytecdc.params_for_length`), whatever its length,
     unless ``params`` are given. Boilerplate is not taken out of such a text: a few
     passages are no share of it.
     """

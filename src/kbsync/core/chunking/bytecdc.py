@@ -26,12 +26,12 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 import numpy.typing as npt
 
-from kbsync.chunking import compiled
-from kbsync.chunking.params import ByteParams
-from kbsync.chunking.tokens import TokenCounter
-from kbsync.identity import ChunkIdentity
+from kbsync.core.chunking import compiled
+from kbsync.core.chunking.params import ByteParams
+from kbsync.core.chunking.tokens import TokenCounter
+from kbsync.core.identity import ChunkIdentity
+from kbsync.core.normalize import normalize, scan_words
 from kbsync.model import Boundary, ByteChunk, Chunk
-from kbsync.normalize import normalize, scan_words
 
 __all__ = [
     "BASE",

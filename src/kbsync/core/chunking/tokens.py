@@ -13,8 +13,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from kbsync.core.normalize import WordScan
 from kbsync.errors import DependencyMissingError, ParameterError
-from kbsync.normalize import WordScan
 
 __all__ = ["EstimatingCounter", "TiktokenCounter", "TokenCounter", "token_counter"]
 

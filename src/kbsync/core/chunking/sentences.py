@@ -2,7 +2,7 @@
 
 Retrieval works best on chunks that are whole sentences and, where they fit, whole
 paragraphs; TTTD and the plain local strategy cut at arbitrary words. This strategy
-keeps the strictly local rules of :mod:`kbsync.chunking.local` but decides *where*
+keeps the strictly local rules of :mod:`kbsync.core.chunking.local` but decides *where*
 a cut may fall by what ends there. Every position (the cut after word k) has a rank:
 
 0. a paragraph end followed by a Markdown heading (the next word is one to six ``#``);
@@ -15,7 +15,7 @@ a cut may fall by what ends there. Every position (the cut after word k) has a r
 So a title stays with the text it introduces: the paragraph end before it (after
 a sentence) outranks the one after it.
 
-With the notation of :mod:`kbsync.chunking.local`, ``r = min_tokens`` and
+With the notation of :mod:`kbsync.core.chunking.local`, ``r = min_tokens`` and
 ``L = max_tokens``, and keys ordered by rank first, then by a fingerprint:
 
 * **primary** -- a position of rank 0 to 3 whose key ``(rank, f1)`` is strictly below
@@ -63,12 +63,12 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 import numpy.typing as npt
 
-from kbsync.chunking.local import KINDS, CodeArray, Split, select_cut_codes, stream_cuts
-from kbsync.chunking.params import SentenceParams
-from kbsync.chunking.stream import WordBlock, WordBuffer
-from kbsync.identity import ChunkIdentity
+from kbsync.core.chunking.local import KINDS, CodeArray, Split, select_cut_codes, stream_cuts
+from kbsync.core.chunking.params import SentenceParams
+from kbsync.core.chunking.stream import WordBlock, WordBuffer
+from kbsync.core.identity import ChunkIdentity
+from kbsync.core.normalize import IntArray
 from kbsync.model import Boundary, Chunk
-from kbsync.normalize import IntArray
 
 __all__ = [
     "BARE_PARAGRAPH_END", "HEADING_BREAK", "PARAGRAPH_END", "SENTENCE_END", "WORD", "ranks",

@@ -1,7 +1,7 @@
 """Searching a knowledge base: vector, full text or both fused, each hit grown into a window.
 
 A :class:`Searcher` is the store, the vector index and the embedder a search needs,
-made for one call: :class:`~kbsync.knowledge_base.KnowledgeBase` may swap its store
+made for one call: :class:`~kbsync.app.knowledge_base.KnowledgeBase` may swap its store
 (a rebuild), so it holds none of them.
 """
 
@@ -12,14 +12,14 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
+from kbsync.app.fusion import fuse, ranked, text_relevance, vector_relevance
+from kbsync.core.normalize import normalize
 from kbsync.embed import Embedder
 from kbsync.errors import ParameterError
-from kbsync.fusion import fuse, ranked, text_relevance, vector_relevance
 from kbsync.model import SEARCH_MODES, SearchMode
-from kbsync.normalize import normalize
 from kbsync.store import Hit, SearchIndex
 from kbsync.store.filters import Filters
-from kbsync.vector_index import VectorIndex
+from kbsync.sync.vector_index import VectorIndex
 
 __all__ = ["SEARCH_MODES", "SearchMode", "Searcher", "distinct"]
 
@@ -37,7 +37,7 @@ class Searcher:
                vector: npt.NDArray[np.float32] | None = None,
                filters: Filters | None = None) -> list[Hit]:
         """The best ``k`` hits, ranked; with ``context_tokens``, each grown into its window
-        (see :meth:`kbsync.knowledge_base.KnowledgeBase.search`)."""
+        (see :meth:`kbsync.app.knowledge_base.KnowledgeBase.search`)."""
         if k < 1:
             raise ParameterError(f"k must be at least 1, not {k}")
         if mode not in SEARCH_MODES:

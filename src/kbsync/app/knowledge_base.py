@@ -11,7 +11,7 @@ a frozen, typed result, so what a script sees is what the command line prints.
 
 It is one module because it is one noun: each method is a documented verb that
 checks its arguments, takes the writer lock where it writes, and hands the work
-to the sync drivers (:mod:`kbsync.sync`), the search (:mod:`kbsync.searching`)
+to the sync drivers (:mod:`kbsync.sync`), the search (:mod:`kbsync.app.searching`)
 or the store.
 """
 
@@ -30,8 +30,23 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kbsync.compare import compare
-from kbsync.costs import EmbeddingCost, estimate
+from kbsync.app.results import (
+    ChangedRegion,
+    Collected,
+    DocumentDiff,
+    DocumentRef,
+    Erased,
+    Erasure,
+    HistoryEntry,
+    Rebuilt,
+    RunSummary,
+    Status,
+    Verification,
+)
+from kbsync.app.searching import SEARCH_MODES, Searcher, SearchMode
+from kbsync.app.watch import watch
+from kbsync.core.compare import compare
+from kbsync.core.costs import EmbeddingCost, estimate
 from kbsync.engine import (
     Config,
     add_source,
@@ -50,22 +65,7 @@ from kbsync.engine import (
 from kbsync.errors import ConfigError, KbsyncError, ParameterError, StoreError
 from kbsync.extract import Extractor
 from kbsync.extract.registry import SUPPORTED_MEDIA_TYPES, extractor_for
-from kbsync.mirror import Reconciliation
 from kbsync.report import DocumentChange, SourceResult, SyncResult
-from kbsync.results import (
-    ChangedRegion,
-    Collected,
-    DocumentDiff,
-    DocumentRef,
-    Erased,
-    Erasure,
-    HistoryEntry,
-    Rebuilt,
-    RunSummary,
-    Status,
-    Verification,
-)
-from kbsync.searching import SEARCH_MODES, Searcher, SearchMode
 from kbsync.sources.kinds import source_kind
 from kbsync.store import DocumentText, Hit, RunRecord
 from kbsync.store.filters import Filters, filters_from
@@ -93,9 +93,9 @@ from kbsync.sync import (
     tombstone,
     utc_now,
 )
+from kbsync.sync.mirror import Reconciliation
 from kbsync.sync.observe import derivation
-from kbsync.vector_index import VectorIndex, index_for
-from kbsync.watch import watch
+from kbsync.sync.vector_index import VectorIndex, index_for
 
 __all__ = [
     "SEARCH_MODES",
@@ -399,7 +399,7 @@ class KnowledgeBase:
                query_vector: npt.NDArray[np.float32] | None = None,
                filters: Filters | Mapping[str, str | Sequence[str]] | None = None) -> list[Hit]:
         """The chunks of the current documents that best match ``query``, best first,
-        each with its ``rank`` (from 1) and ``relevance`` in [0, 1] (see :mod:`kbsync.fusion`).
+        each with its ``rank`` (from 1) and ``relevance`` in [0, 1] (see :mod:`kbsync.app.fusion`).
 
         Args:
             query: what to look for, in words.

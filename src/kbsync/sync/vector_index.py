@@ -8,7 +8,7 @@ a vector search each have one path:
   so a batch of documents commits as one transaction.
 * :class:`MirroredIndex`: an external vector store (:class:`~kbsync.vectors.VectorSink`,
   such as Qdrant or LanceDB) mirrors the records in the crash-safe order of
-  :mod:`kbsync.mirror`, which commits each document on its own; searches rank
+  :mod:`kbsync.sync.mirror`, which commits each document on its own; searches rank
   in the sink, and the records turn its points into hits.
 
 :func:`index_for` picks one from the configuration's sink (or its absence).
@@ -24,7 +24,10 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from kbsync.mirror import (
+from kbsync.core.plan import DocumentPlan
+from kbsync.store import Hit, RecordStore
+from kbsync.store.filters import Filters
+from kbsync.sync.mirror import (
     IndexWrite,
     Reconciliation,
     payloads,
@@ -33,10 +36,7 @@ from kbsync.mirror import (
     replay_outbox,
     write_document,
 )
-from kbsync.mirror import erase as erase_points
-from kbsync.plan import DocumentPlan
-from kbsync.store import Hit, RecordStore
-from kbsync.store.filters import Filters
+from kbsync.sync.mirror import erase as erase_points
 from kbsync.vectors import VectorSink
 
 __all__ = ["EmbeddedIndex", "MirroredIndex", "VectorIndex", "index_for"]
@@ -149,7 +149,7 @@ class EmbeddedIndex:
 
 
 class MirroredIndex:
-    """An external vector store kept a mirror of the records (:mod:`kbsync.mirror`)."""
+    """An external vector store kept a mirror of the records (:mod:`kbsync.sync.mirror`)."""
 
     mirrored = True
     keeps_fresh_vectors = True

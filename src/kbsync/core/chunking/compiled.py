@@ -1,6 +1,6 @@
 """The compiled kernel's paths through chunking, beside the NumPy reference they mirror.
 
-Each function here returns None when the kernel is not loaded (``kbsync.native``) or
+Each function here returns None when the kernel is not loaded (``kbsync.core.native``) or
 cannot serve the input, and the caller then runs the NumPy reference, which stays the
 definition: tests/unit/test_kernel_equivalence.py requires identical blocks, chunks,
 offsets, boundary kinds and identities from both. Text that needs cleaning (NUL,
@@ -17,14 +17,13 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 import numpy.typing as npt
 
-from kbsync import native
-from kbsync.chunking import stream
-from kbsync.chunking.fingerprint import U64
-from kbsync.chunking.params import ByteParams, LocalParams, SentenceParams, TTTDParams
-from kbsync.chunking.tokens import EstimatingCounter, TokenCounter
-from kbsync.identity import ChunkIdentity
-from kbsync.model import Boundary, ByteChunk, Chunk
-from kbsync.normalize import (
+from kbsync.core import native
+from kbsync.core.chunking import stream
+from kbsync.core.chunking.fingerprint import U64
+from kbsync.core.chunking.params import ByteParams, LocalParams, SentenceParams, TTTDParams
+from kbsync.core.chunking.tokens import EstimatingCounter, TokenCounter
+from kbsync.core.identity import ChunkIdentity
+from kbsync.core.normalize import (
     BLOCK_CHARS,
     IntArray,
     compiled_words,
@@ -32,6 +31,7 @@ from kbsync.normalize import (
     iter_blocks,
     scan_words,
 )
+from kbsync.model import Boundary, ByteChunk, Chunk
 
 __all__ = ["build_chunks", "byte_chunks", "byte_chunks_available", "byte_spans", "local_chunks",
            "local_cuts", "scan_block", "tttd_chunks"]

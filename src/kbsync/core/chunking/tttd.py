@@ -30,11 +30,11 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
-from kbsync.chunking.params import TTTDParams
-from kbsync.chunking.stream import WordBlock, WordBuffer
-from kbsync.identity import ChunkIdentity
+from kbsync.core.chunking.params import TTTDParams
+from kbsync.core.chunking.stream import WordBlock, WordBuffer
+from kbsync.core.identity import ChunkIdentity
+from kbsync.core.normalize import IntArray, join_words
 from kbsync.model import Boundary, Chunk
-from kbsync.normalize import IntArray, join_words
 
 __all__ = ["tttd_chunks"]
 

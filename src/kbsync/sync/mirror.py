@@ -25,10 +25,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
+from kbsync.core.identity import vector_id
+from kbsync.core.plan import Action, DocumentPlan
 from kbsync.crashpoints import crashpoint
 from kbsync.errors import VectorStoreError
-from kbsync.identity import vector_id
-from kbsync.plan import Action, DocumentPlan
 from kbsync.store import ChunkRef, RecordStore
 from kbsync.vectors import Payload, VectorPoint, VectorSink
 

@@ -13,24 +13,24 @@ from dataclasses import fields
 from operator import attrgetter
 from typing import Any, Literal
 
-from kbsync.chunking import compiled
-from kbsync.chunking.bytecdc import byte_chunks, iter_byte_chunks, text_byte_chunks
-from kbsync.chunking.diagnostics import ChunkShape, diagnose_tally, shape_of
-from kbsync.chunking.local import local_chunks
-from kbsync.chunking.params import ByteParams, LocalParams, SentenceParams, TTTDParams
-from kbsync.chunking.sentences import sentence_chunks
-from kbsync.chunking.stream import word_blocks
-from kbsync.chunking.tokens import (
+from kbsync.core.chunking import compiled
+from kbsync.core.chunking.bytecdc import byte_chunks, iter_byte_chunks, text_byte_chunks
+from kbsync.core.chunking.diagnostics import ChunkShape, diagnose_tally, shape_of
+from kbsync.core.chunking.local import local_chunks
+from kbsync.core.chunking.params import ByteParams, LocalParams, SentenceParams, TTTDParams
+from kbsync.core.chunking.sentences import sentence_chunks
+from kbsync.core.chunking.stream import word_blocks
+from kbsync.core.chunking.tokens import (
     EstimatingCounter,
     TiktokenCounter,
     TokenCounter,
     token_counter,
 )
-from kbsync.chunking.tttd import tttd_chunks
+from kbsync.core.chunking.tttd import tttd_chunks
+from kbsync.core.identity import ChunkIdentity, params_hash
+from kbsync.core.normalize import NORMALIZER_VERSION
 from kbsync.errors import ChunkingError, ParameterError
-from kbsync.identity import ChunkIdentity, params_hash
 from kbsync.model import Chunk, ChunkingDiagnostics, ChunkingResult
-from kbsync.normalize import NORMALIZER_VERSION
 
 __all__ = [
     "STRATEGY_PARAMS",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from kbsync.core.identity import Field
 from kbsync.errors import ParameterError
-from kbsync.identity import Field
 
 __all__ = ["ByteParams", "LocalParams", "SentenceParams", "TTTDParams"]
 
@@ -76,7 +76,7 @@ class TTTDParams:
 
 @dataclass(frozen=True, slots=True)
 class LocalParams:
-    """The strictly local strategy (see :mod:`kbsync.chunking.local`).
+    """The strictly local strategy (see :mod:`kbsync.core.chunking.local`).
 
     Primary cuts are strict local minima of the window fingerprint within
     ``min_tokens`` on both sides, so they are at least ``min_tokens`` apart and
@@ -116,7 +116,7 @@ class LocalParams:
 
 @dataclass(frozen=True, slots=True)
 class SentenceParams:
-    """The sentence-aware strategy (see :mod:`kbsync.chunking.sentences`).
+    """The sentence-aware strategy (see :mod:`kbsync.core.chunking.sentences`).
 
     Chunks end at paragraph and sentence ends, are at most ``max_tokens`` long, and
     two primary cuts are at least ``min_tokens`` apart. The defaults aim at small-chunk

@@ -21,8 +21,8 @@ from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
+from kbsync.core.plan import Action
 from kbsync.model import Chunk, ChunkingDiagnostics, Region
-from kbsync.plan import Action
 from kbsync.report import SourceResult, SyncResult
 from kbsync.store import Hit
 from kbsync.terminal import printable
