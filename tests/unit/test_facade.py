@@ -28,6 +28,7 @@ PUBLIC = [
     "Region",
     "RunRecord",
     "SearchMode",
+    "SearchResults",
     "Status",
     "SyncResult",
     "TTTDParams",

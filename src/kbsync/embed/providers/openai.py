@@ -37,6 +37,7 @@ from kbsync.chunking.tokens import EstimatingCounter
 from kbsync.embed import Vectors
 from kbsync.errors import DependencyMissingError, EmbeddingError, ParameterError
 from kbsync.identity import IDENTITY_SCHEMA_VERSION, digest
+from kbsync.model import ANY_NORM, UNIT_NORM, VectorNorm
 from kbsync.normalize import scan_words
 
 if TYPE_CHECKING:
@@ -207,6 +208,12 @@ class OpenAIEmbedder:
         server gives the same vectors, while the same name on another server may not.
         """
         return f"openai:{self._model}@{self._host}:{self._params_hash}:{self.dimension}"
+
+    @property
+    def norm(self) -> VectorNorm:
+        """Unit length with ``normalize`` (kbsync normalizes each row itself); else the
+        server's vectors, whose norms it does not promise."""
+        return UNIT_NORM if self._normalize else ANY_NORM
 
     @property
     def token_counter(self) -> str | None:

@@ -11,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kbsync.crashpoints import crashpoint
+from kbsync.identity import embedding_text_key, embedding_text_key_of
 from kbsync.model import PageSchedule
 from kbsync.plan import ChunkDraft, DocumentPlan, StoredDocument
 from kbsync.store import DocumentText
@@ -356,16 +357,19 @@ def _write_text(db: sqlite3.Connection, doc_id: int, generation: int, text: str)
     megabyte at a time: bound whole, SQLite would copy it and build its row from the
     copy (twice the text, and the UTF-8 form of a non-ASCII ``str`` besides). Such a
     value is a BLOB of UTF-8 bytes; every reader takes ``CAST(text AS TEXT)``, which
-    reads either kind as the same string.
+    reads either kind as the same string. Its checksum (``text_key``, which verify
+    compares it with) is written with it.
     """
-    sql = "INSERT INTO versions (doc_id, generation, text) VALUES (?, ?, {})"
+    sql = "INSERT INTO versions (doc_id, generation, text, text_key) VALUES (?, ?, {}, ?)"
     if len(text) <= BIG_TEXT:
-        db.execute(sql.format("?"), (doc_id, generation, text))
+        db.execute(sql.format("?"), (doc_id, generation, text, embedding_text_key(text)))
         return
     pieces = range(0, len(text), _TEXT_PIECE)
     size = len(text) if text.isascii() else sum(
         len(text[i : i + _TEXT_PIECE].encode("utf-8")) for i in pieces)
-    row = db.execute(sql.format("zeroblob(?)"), (doc_id, generation, size)).lastrowid
+    key = embedding_text_key_of((text[i : i + _TEXT_PIECE].encode("utf-8") for i in pieces),
+                                size)
+    row = db.execute(sql.format("zeroblob(?)"), (doc_id, generation, size, key)).lastrowid
     assert row is not None
     with db.blobopen("versions", "text", row) as blob:
         for i in pieces:

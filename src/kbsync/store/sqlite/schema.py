@@ -187,6 +187,22 @@ MIGRATIONS: tuple[str, ...] = (
         SELECT '{DIMENSION_PREFIX}' || embedder, CAST(max(dimension) AS TEXT) FROM embeddings
         GROUP BY embedder;
     """,
+    # 14: each kept version's text has its checksum beside it (kbsync.identity.embedding_text_key
+    # of the text), which verify compares the text with: damage inside a text breaks no
+    # link. (The table is copied, not altered, as in 12.)
+    """
+    CREATE TABLE versions_keyed (
+        doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+        generation INTEGER NOT NULL,
+        text TEXT NOT NULL,
+        text_key BLOB,
+        PRIMARY KEY (doc_id, generation)
+    );
+    INSERT INTO versions_keyed (doc_id, generation, text, text_key)
+        SELECT doc_id, generation, text, kbsync_text_key(CAST(text AS TEXT)) FROM versions;
+    DROP TABLE versions;
+    ALTER TABLE versions_keyed RENAME TO versions;
+    """,
 )
 
 # bm25 weights of the full-text columns (text, heading): a word of the section's
