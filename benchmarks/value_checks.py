@@ -10,7 +10,7 @@ the offline hashing embedder). Then, each ``--runs`` times (the median is printe
 - a full revalidation, ``sync --verify`` (every file read; quick_check runs first);
 - ``kbsync verify`` (SQLite's checks of the file, every invariant, and every stored value:
   chunk texts against their digests and keys, kept texts against their checksums,
-  vectors finite and of the embedder's norm).
+  vectors finite and of the embedder's norm), and the checks of the stored values alone.
 
     python benchmarks/value_checks.py [--files 10000] [--runs 3]
 """
@@ -29,6 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from kbsync.embed import norm_of
 from kbsync.engine import init_config
 from kbsync.knowledge_base import KnowledgeBase
 from sync import DATA_DIR, apply_edits, build_corpus, plan_edits
@@ -53,6 +54,15 @@ def _verified(kb: KnowledgeBase) -> None:
     assert not problems, problems[:3]
 
 
+def _values(kb: KnowledgeBase) -> None:
+    """verify's checks of the stored values alone: what a repair runs to find what to
+    discard (on a sound store, nothing)."""
+    found = kb.store.discard_damaged(kb.embedder.identity,
+                                     kb.config.chunker.text_chunker().identity, None,
+                                     norm_of(kb.embedder))
+    assert not found, found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=10_000)
@@ -68,13 +78,14 @@ def main() -> None:
             first = _seconds(lambda: kb.sync(yes=True))
             path = kb.config.store_path
             status = kb.status()
+            size = sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
             print(f"{args.files:,} files: {status.documents:,} documents, {status.chunks:,} "
-                  f"chunks, {path.stat().st_size / 1e6:.0f} MB store; first sync {first:.1f} s")
+                  f"chunks, {size / 1e6:.0f} MB store; first sync {first:.1f} s")
             edits = plan_edits(documents, 1.0)
             originals = {key: documents[key] for key in edits}
             times: dict[str, list[float]] = {"quick_check": [], "no-op sync": [],
                                              "1 % edit sync": [], "full sync (--verify)": [],
-                                             "verify": []}
+                                             "verify": [], "value checks": []}
             for _ in range(args.runs):
                 times["quick_check"].append(_seconds(lambda: _quick_check(path)))
                 times["no-op sync"].append(_seconds(kb.sync))
@@ -84,6 +95,7 @@ def main() -> None:
                 kb.sync()
                 times["full sync (--verify)"].append(_seconds(lambda: kb.sync(verify=True)))
                 times["verify"].append(_seconds(lambda: _verified(kb)))
+                times["value checks"].append(_seconds(lambda: _values(kb)))
         for name, values in times.items():
             print(f"{name:21} median {statistics.median(values):6.2f} s  "
                   f"({', '.join(f'{v:.2f}' for v in values)})")

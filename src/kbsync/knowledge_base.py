@@ -31,7 +31,6 @@ import numpy.typing as npt
 
 from kbsync.compare import compare
 from kbsync.costs import DEFAULT_CONFIRM_ABOVE_TOKENS, EmbeddingCost, estimate
-from kbsync.embed import norm_of
 from kbsync.engine import (
     Config,
     add_source,
@@ -49,7 +48,8 @@ from kbsync.engine import (
 )
 from kbsync.errors import ConfigError, KbsyncError, ParameterError, StoreError
 from kbsync.extract import Extractor
-from kbsync.extract.registry import SUPPORTED_MEDIA_TYPES, extractor_for
+from kbsync.extract.registry import extractor_for
+from kbsync.mending import Mending, damage_said
 from kbsync.mirror import Reconciliation
 from kbsync.plan import BOILERPLATE_SHARE
 from kbsync.report import DocumentChange, SourceResult, SyncResult
@@ -68,19 +68,16 @@ from kbsync.results import (
 )
 from kbsync.searching import SEARCH_MODES, Searcher, SearchMode, SearchResults
 from kbsync.source_kinds import source_kind
-from kbsync.store import Discarded, DocumentText, RunRecord
+from kbsync.store import DocumentText, RunRecord
 from kbsync.store.filters import Filters, filters_from
-from kbsync.store.guard import READ_ONLY, REPAIR
+from kbsync.store.guard import READ_ONLY
 from kbsync.store.lock import WriterLock
-from kbsync.store.postgres import AdvisoryLock, PostgresStore
-from kbsync.store.postgres.connection import shown
+from kbsync.store.postgres import AdvisoryLock
 from kbsync.store.sqlite import SqliteStore, carry_erasures, salvage_embeddings, swap_in
 from kbsync.sync import (
     Progress,
-    SourceTally,
     SyncOptions,
     WorkQueue,
-    backfill,
     drain,
     is_key_hash,
     release_source,
@@ -90,8 +87,6 @@ from kbsync.sync import (
     tombstone,
     utc_now,
 )
-from kbsync.sync.embedding import embedded_meta_name
-from kbsync.sync.observe import derivation
 from kbsync.vector_index import VectorIndex, index_for
 from kbsync.watch import watch
 
@@ -233,21 +228,7 @@ class KnowledgeBase:
     def _refuse_if_damaged(self) -> None:
         reason = self.store.known_damage()
         if reason is not None:
-            raise StoreError(f"{self._store_name()}: the store is known to be damaged "
-                             f"({reason}), so nothing is written to it until it is mended: "
-                             f"{self._mend()}")
-
-    def _mend(self) -> str:
-        """What mends a damaged store of this kind, in words."""
-        if self.config.store_url:
-            return ("run `kbsync verify --repair` (damage to the database's own pages and "
-                    "indexes is mended with its tools: REINDEX, a restore)")
-        return REPAIR
-
-    def _store_name(self) -> str:
-        """The store, for messages (a PostgreSQL URL without its password)."""
-        url = self.config.store_url
-        return shown(url) if url else str(self.config.store_path)
+            raise StoreError(damage_said(self.config, reason, writing=True))
 
     @property
     def damage(self) -> str | None:
@@ -255,10 +236,7 @@ class KnowledgeBase:
         the database said so during a command), or None: reads go on, writes wait for
         ``kbsync verify --repair`` or ``kbsync rebuild``."""
         reason = self.store.known_damage()
-        if reason is None:
-            return None
-        return (f"{self._store_name()}: the store is known to be damaged ({reason}); "
-                f"what it answers may be wrong or incomplete, and writes wait: {self._mend()}")
+        return None if reason is None else damage_said(self.config, reason, writing=False)
 
     # -- syncing ----------------------------------------------------------------------
 
@@ -329,17 +307,10 @@ class KnowledgeBase:
                 options, progress=progress, index=self.vector_index)
 
     def _check_file(self) -> None:
-        """Before a full revalidation writes: SQLite's quick_check of the whole file.
-
-        It reads every page (0.32 s for the 423 MB store of 10,000 generated documents,
-        where their no-op sync takes 0.56 s: ``benchmarks/value_checks.py``), so only the
-        sync that reads every document anyway runs it; other syncs find damage where the
-        database reports it, in the pages they touch.
-        """
-        if isinstance(self.store, SqliteStore):
-            finding = self.store.quick_check()
-            if finding is not None:
-                self._refuse_if_damaged()
+        """Before a full revalidation writes, SQLite's quick_check of every page: too dear
+        for every sync (see docs/reliability.md), cheap beside reading every document."""
+        if isinstance(self.store, SqliteStore) and self.store.quick_check() is not None:
+            self._refuse_if_damaged()
 
     def _confirm_above(self) -> int | None:
         """``[index] confirm_above_tokens``; 0 turns the question off."""
@@ -453,8 +424,8 @@ class KnowledgeBase:
         each with its ``rank`` (from 1) and ``relevance`` in [0, 1] (see :mod:`kbsync.fusion`).
 
         The results are a list of :class:`Hit`, with ``warnings``: a line that says, once,
-        that damaged vectors were left out (never ranked), or else that the store is known
-        to be damaged.
+        that chunks whose vector is damaged were left out (never ranked), or else that the
+        store is known to be damaged.
 
         Args:
             query: what to look for, in words.
@@ -482,7 +453,8 @@ class KnowledgeBase:
                                           context_tokens, query_vector, filters_from(filters))
         if results.unsound and known is None:
             # Found damage is known damage: the next write waits for a repair.
-            self.store.remember_damage(f"a search found {results.unsound:,} damaged vectors")
+            self.store.remember_damage(f"a search found {results.unsound:,} chunks with a "
+                                       "damaged vector")
         # One line: what this search left out says the most; else what is known.
         return SearchResults(results, results.warnings or ([known] if known else []),
                              results.unsound)
@@ -564,36 +536,6 @@ class KnowledgeBase:
                           for r in change.removed_regions),
             moved_from=doc.moved_from, moved=doc.moved)
 
-    def _embed_missing(self) -> tuple[str, ...]:
-        """Embed the current chunks that lost their vector (a damaged or pruned cache), as
-        a sync would; what was done, as a line for a person.
-
-        Only for the embedder the store was last synced with: vectors of another one
-        (a new model, another dimension) are a sync's to make, with its checks, as is
-        a bill over ``[index] confirm_above_tokens``.
-        """
-        if self.store.get_meta("embedder") != self.embedder.identity:
-            return ("the embedder changed since the last sync: `kbsync sync` embeds the "
-                    "chunks for it",)
-        sources = sorted(self.store.status().by_source)
-        try:
-            missing = {s: self.store.unembedded(s, self.embedder.identity) for s in sources}
-            tokens = sum(sum(self.embedder.count_tokens(list(texts.values())))
-                         for texts in missing.values() if texts)
-            limit = self._confirm_above()
-            if limit is not None and tokens > limit:
-                chunks = sum(len(texts) for texts in missing.values())
-                return (f"{chunks:,} chunks ({tokens:,} tokens) have no vector, more than "
-                        "[index] confirm_above_tokens: `kbsync sync --yes` embeds them",)
-            embedded = 0
-            for source in sources:
-                out = SourceTally(source=source)
-                backfill(source, self.store, self.embedder, out)
-                embedded += out.embeddings_backfill
-        except StoreError as exc:
-            return (f"could not embed the chunks without a vector: {exc}",)
-        return (f"embedded {embedded} chunks that had no vector",) if embedded else ()
-
     def status(self) -> Status:
         """Counts of documents, chunks, embeddings and runs, the last run, and the process
         writing now (a sync in progress), if any."""
@@ -662,44 +604,14 @@ class KnowledgeBase:
         (damage to the tables themselves needs :meth:`rebuild`; other problems of the
         store, a sync or an erasure).
         """
-        chunker = self.config.chunker.text_chunker()
-        # Documents made with other settings are chunked again by the next sync.
-        current = {derivation(self.config.chunker, e.identity) for e in
-                   (self._extractor_for(t) for t in SUPPORTED_MEDIA_TYPES) if e is not None}
-        identity, norm = self.embedder.identity, norm_of(self.embedder)
-
-        def in_store() -> tuple[str, ...]:
-            return tuple(self.store.verify(identity, chunker.identity, current, norm))
-
-        found = in_store()
+        mending = self._mending()
+        found = mending.check()
         repaired: tuple[str, ...] = ()
+        after = found
         if repair and found:
-            def rechunk(text: str) -> dict[str, str]:
-                return {c.identity: c.text for c in chunker.chunk(text).chunks}
-
             with self._writing(wait, None, mending=True):
-                # The file first (its values cannot be read through a damaged index), then
-                # the values, then what the values' discarding left to make again.
-                repaired = self._repair_file(rechunk)
-                try:
-                    discarded = self.store.discard_damaged(identity, chunker.identity,
-                                                           current, norm)
-                except StoreError as exc:
-                    discarded = Discarded()
-                    repaired += (f"could not check the stored values: {exc}",)
-                repaired += tuple(discarded.lines())
-                # Vectors may have gone (discarded, or on a damaged page): no sync may
-                # trust that every chunk of a source has one until it has looked again.
-                for source in self.store.source_names():
-                    self.store.set_meta(embedded_meta_name(source), "")
-                if discarded.chunk_texts:
-                    repaired += self._repair_file(rechunk)
-                if discarded.current:
-                    repaired += self._read_again(discarded.current)
-                repaired += self._embed_missing()
-            after = in_store()
-        else:
-            after = found
+                repaired = mending.repair()
+            after = mending.check()
 
         def in_mirror(repair: bool) -> tuple[str, ...]:
             found = self.reconcile(repair=repair, wait=wait)
@@ -709,26 +621,17 @@ class KnowledgeBase:
         return Verification(problems, after + in_mirror(False) if repair else problems,
                             repaired)
 
-    def _repair_file(self, rechunk: Callable[[str], Mapping[str, str]]) -> tuple[str, ...]:
-        """Rebuild what the store holds twice (SQLite: indexes, full text, chunk texts;
-        PostgreSQL: chunk texts); what was done."""
-        if isinstance(self.store, SqliteStore | PostgresStore):
-            return tuple(self.store.repair(rechunk))
-        return ()
-
-    def _read_again(self, documents: int) -> tuple[str, ...]:
-        """Sync, so that the documents whose damaged text was discarded are read from their
-        sources again (their gates were told they are unknown); what was done, as a line."""
-        try:
-            result = sync_sources(
+    def _mending(self) -> Mending:
+        """What checks and mends the store (:mod:`kbsync.mending`); its sync reads the
+        sources as :meth:`sync` does."""
+        def sync() -> SyncResult:
+            return sync_sources(
                 self.sources, self.store, self.embedder, self._extractor_for,
                 self.config.chunker, self._options(confirm_above_tokens=self._confirm_above()),
                 index=self.vector_index)
-        except KbsyncError as exc:
-            return (f"could not read the {documents} documents again: {exc}; run `kbsync sync`",)
-        applied = sum(s.documents_applied for s in result.sources)
-        return (f"read {documents} documents again from their sources (a sync: "
-                f"{applied} documents applied)",)
+
+        return Mending(self.store, self.embedder, self.config.chunker, self._extractor_for, sync,
+                       self._confirm_above())
 
     def rebuild(self, *, progress: Progress | None = None, wait: bool = True) -> Rebuilt:
         """Build a fresh store from the sources and put it in place of the current one.

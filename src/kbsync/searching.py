@@ -29,20 +29,21 @@ __all__ = ["SEARCH_MODES", "SearchMode", "SearchResults", "Searcher", "distinct"
 class SearchResults(list[Hit]):
     """A search's hits, best first (a list, as searches always returned), and what the
     search warns of: ``warnings``, each one line (damaged vectors left out, a store known
-    to be damaged), said once per search however many hits it concerns."""
+    to be damaged), said once per search however many chunks it concerns."""
 
     def __init__(self, hits: Iterable[Hit] = (), warnings: Sequence[str] = (),
                  unsound: int = 0) -> None:
         super().__init__(hits)
         self.warnings: tuple[str, ...] = tuple(warnings)
-        #: How many damaged vectors the search left out.
+        #: How many chunks the search left out because their vector is damaged.
         self.unsound = unsound
 
 
 def unsound_warning(count: int) -> str:
-    """The warning of a search that left out ``count`` damaged vectors."""
-    return (f"left out {count:,} damaged vector{'s' if count != 1 else ''} (not finite, or "
-            "not of the embedder's norm): `kbsync verify --repair` embeds them again")
+    """The warning of a search that left out ``count`` chunks whose vector is damaged."""
+    chunks = "1 chunk whose vector is" if count == 1 else f"{count:,} chunks whose vectors are"
+    return (f"left out {chunks} damaged (not finite, or not of the embedder's norm): "
+            "`kbsync verify --repair` embeds them again")
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ class Searcher:
                vector: npt.NDArray[np.float32] | None = None,
                filters: Filters | None = None) -> Nearest:
         """The best ``k`` chunks in ``mode``, each with its relevance, before windows, and
-        how many damaged vectors the vector search left out."""
+        how many chunks the vector search left out because their vector is damaged."""
         query = normalize(query).text  # the same form as the indexed chunk texts
         if mode == "text":
             return Nearest(text_relevance(self.store.search_text(query, k, filters)))

@@ -89,7 +89,7 @@ def test_a_tampered_vector_chunk_text_and_text_fail_verify_and_repair_makes_them
         hits = engine.search("lighthouse keeper lamp", k=50, mode="vector", context_tokens=0)
         assert all(h.score < 2 for h in hits)
         assert len(hits.warnings) == 1
-        assert "left out 1 damaged vector" in hits.warnings[0]
+        assert "left out 1 chunk whose vector is damaged" in hits.warnings[0]
         with pytest.raises(StoreError, match="known to be damaged"):
             engine.sync()
         repaired = engine.verify(repair=True)
@@ -128,7 +128,7 @@ def test_a_postgres_error_of_class_xx_is_remembered_as_damage(postgres_url: str,
                                "USING ERRCODE = 'data_corrupted'; END $$")
         backend.execute(store, "CREATE TRIGGER corrupted BEFORE INSERT ON runs "
                                "FOR EACH ROW EXECUTE FUNCTION corrupted()")
-        with pytest.raises(StoreError, match="invalid page in block 7.*the store is damaged"):
+        with pytest.raises(StoreError, match=r"invalid page in block 7.*the store is damaged"):
             store.record_run("2024-01-01", "2024-01-01", {})
         known = store.known_damage()
         assert known is not None

@@ -332,7 +332,7 @@ def test_a_vector_overwritten_with_1000s_fails_verify_is_never_ranked_and_is_emb
         assert digest not in {h["digest"] for h in found["hits"]}
         assert all(h["score"] < 100 for h in found["hits"])
         assert len(found["warnings"]) == 1
-        assert "left out 1 damaged vector" in found["warnings"][0]
+        assert "left out 1 chunk whose vector is damaged" in found["warnings"][0]
         assert _lines(run.stderr) == [f"warning: {found['warnings'][0]}"]
     verify = _kbsync(root, "verify")
     assert verify.returncode == 4

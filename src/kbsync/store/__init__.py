@@ -127,8 +127,8 @@ class StoreStatus:
 
 @dataclass(frozen=True, slots=True)
 class Nearest:
-    """A vector search's hits, best first, and how many stored vectors it left out because
-    they cannot be right (not finite, or not of the embedder's norm: damaged)."""
+    """A vector search's hits, best first, and how many chunks it left out because their
+    stored vector cannot be right (not finite, or not of the embedder's norm: damaged)."""
 
     hits: list[Hit]
     unsound: int = 0
