@@ -121,9 +121,11 @@ class KnowledgeBase:
 
     Open one with :meth:`open` or make one with :meth:`create`, and close it (or use
     it as a context manager). Reading (``plan``, ``search``, ``status``, ``diff``,
-    ``verify``) never writes: a store that does not exist yet reads as empty.
+    ``verify``) never writes: a store that does not exist yet reads as empty (only
+    damage a read finds is noted, beside the store: see :attr:`damage`).
     Writing (``sync``, ``erase``, ``gc``) creates the store and holds the writer
-    lock while it runs, so one process writes at a time.
+    lock while it runs, so one process writes at a time; a store known to be
+    damaged takes no write until ``verify(repair=True)`` or :meth:`rebuild` mends it.
 
     The attributes ``config``, ``embedder``, ``sources`` and ``store`` are the
     configured components, for inspection and tests.
