@@ -360,16 +360,17 @@ def _write_text(db: sqlite3.Connection, doc_id: int, generation: int, text: str)
     reads either kind as the same string. Its checksum (``text_key``, which verify
     compares it with) is written with it.
     """
-    sql = "INSERT INTO versions (doc_id, generation, text, text_key) VALUES (?, ?, {}, ?)"
+    sql = "INSERT INTO versions (doc_id, generation, text_key, text) VALUES (?, ?, ?, {})"
     if len(text) <= BIG_TEXT:
-        db.execute(sql.format("?"), (doc_id, generation, text, embedding_text_key(text)))
+        db.execute(sql.format("?"), (doc_id, generation, embedding_text_key(text), text))
         return
     pieces = range(0, len(text), _TEXT_PIECE)
     size = len(text) if text.isascii() else sum(
         len(text[i : i + _TEXT_PIECE].encode("utf-8")) for i in pieces)
     key = embedding_text_key_of((text[i : i + _TEXT_PIECE].encode("utf-8") for i in pieces),
                                 size)
-    row = db.execute(sql.format("zeroblob(?)"), (doc_id, generation, size, key)).lastrowid
+    # The zeroblob is the row's last column: SQLite then never builds its bytes in memory.
+    row = db.execute(sql.format("zeroblob(?)"), (doc_id, generation, key, size)).lastrowid
     assert row is not None
     with db.blobopen("versions", "text", row) as blob:
         for i in pieces:
