@@ -7,8 +7,14 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal, get_args
 
+import numpy as np
+import numpy.typing as npt
+
 __all__ = [
+    "ANY_NORM",
+    "NORM_TOLERANCE",
     "SEARCH_MODES",
+    "UNIT_NORM",
     "Boundary",
     "ByteChunk",
     "ChangeReport",
@@ -26,6 +32,7 @@ __all__ = [
     "SourceItem",
     "SourceStat",
     "Validators",
+    "VectorNorm",
     "Verdict",
 ]
 
@@ -312,3 +319,52 @@ class Listing:
     # The version of the source that was listed, when it has one (a git commit and its
     # author date); the run's report says it.
     revision: str = ""
+
+
+NORM_TOLERANCE = 1e-3
+"""How far, relative to it, a stored vector's L2 norm may be from its embedder's before
+``verify`` calls it damaged and search leaves it out.
+
+A vector normalized in float32 is within about 1e-6 of unit length (rounding of its
+components), so a thousand times that leaves room for any model's arithmetic, while
+damage that changes a norm by a tenth of a percent or more is caught. (Damage that
+keeps the norm, a few low bits of a component, moves a score by as little.)
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class VectorNorm:
+    """The L2 norm of every vector an embedder makes: what a stored vector of it must have.
+
+    ``length`` None means the norm varies from text to text (a model that does not
+    normalize): then only finiteness can be checked. ``zero`` allows the all-zero
+    vector too (the hashing embedder's for a text with no word to hash). Whatever the
+    norm, a vector with a NaN or infinite component cannot be right.
+    """
+
+    length: float | None = 1.0
+    zero: bool = False
+
+    def unsound(self, norms: npt.NDArray[np.floating]) -> npt.NDArray[np.bool_]:
+        """Which of the vectors whose L2 ``norms`` are given cannot be right (a non-finite
+        component makes a non-finite norm)."""
+        norms = np.asarray(norms, dtype=np.float64)
+        right = np.isfinite(norms)
+        if self.length is not None:
+            near = np.abs(norms - self.length) <= NORM_TOLERANCE * self.length
+            right &= near | (norms == 0) if self.zero else near
+        unsound: npt.NDArray[np.bool_] = ~right
+        return unsound
+
+    def describe(self) -> str:
+        """The norm in words, for messages: "1", "1 (or 0)", or "any finite"."""
+        if self.length is None:
+            return "any finite"
+        return f"{self.length:g}" + (" (or 0)" if self.zero else "")
+
+
+UNIT_NORM = VectorNorm(1.0)
+"""The norm of a normalizing model's vectors."""
+
+ANY_NORM = VectorNorm(None)
+"""What is known of an embedder that does not say: its vectors are finite."""

@@ -48,9 +48,10 @@ def test_init_plan_sync_status_search_in_json(kb: Path) -> None:
     code, out = _run("status", "-c", c, "--json")
     assert json.loads(out)["documents"] == 6
     code, out = _run("search", "retry backoff", "-k", "3", "-c", c, "--json")
-    hits = json.loads(out)
+    hits = json.loads(out)["hits"]
     assert code == 0
     assert len(hits) == 3
+    assert json.loads(out)["warnings"] == []
     assert {"key", "heading", "score", "text"} <= set(hits[0])
 
 
@@ -260,7 +261,7 @@ def test_search_where_filters_by_path_and_shows_rank_and_relevance(kb: Path) -> 
     code, out = _run("search", "retry backoff", "-k", "5", "-c", c, "--json",
                      "--where", f"path={one[:-4]}*", "--where", "source=docs")
     assert code == 0
-    hits = json.loads(out)
+    hits = json.loads(out)["hits"]
     assert hits
     assert {h["key"] for h in hits} == {one}
     assert [h["rank"] for h in hits] == list(range(1, len(hits) + 1))
@@ -286,7 +287,7 @@ def test_a_where_with_spaces_a_capitalised_field_or_an_unknown_source_says_so(kb
     assert _run("sync", "-c", c)[0] == 0
     code, out = _run("search", "retry backoff", "-c", c, "--json", "--where", "source = docs")
     assert code == 0
-    assert json.loads(out)  # the spaces around '=' are not part of the value
+    assert json.loads(out)["hits"]  # the spaces around '=' are not part of the value
     result = runner.invoke(app, ["search", "retry", "-c", c, "--where", "Path=docs/*"])
     assert result.exit_code == 2
     assert "lower case: path=" in result.stderr

@@ -460,7 +460,8 @@ def test_a_chunker_setting_change_embeds_only_the_chunks_whose_text_is_new(store
     assert set(embedder.seen).isdisjoint(first)
     assert tally.embeddings_computed == len(embedder.seen)
     assert store.verify(embedder.identity, None) == []
-    hits = store.search_vector(embedder.identity, embedder.embed(["harbour light tide"])[0], 3)
+    hits = store.search_vector(embedder.identity, embedder.embed(["harbour light tide"])[0],
+                               3).hits
     assert len(hits) == 3
 
 

@@ -140,7 +140,7 @@ def test_search_through_a_sink_gives_the_same_results_as_the_store(kb: Knowledge
             # vector pool that hybrid search fuses (24 hits for k = 6).
             vector = plain.embedder.embed([query])[0]
             pool = [h.score for h in plain.store.search_vector(plain.embedder.identity,
-                                                               vector, 25)]
+                                                               vector, 25).hits]
             assert len({round(score, 5) for score in pool}) == len(pool)
             for mode in ("vector", "hybrid"):
                 ours = kb.search(query, k=6, mode=mode, context_tokens=0)

@@ -42,6 +42,7 @@ PUBLIC = [
     "Region",
     "RunRecord",
     "SearchMode",
+    "SearchResults",
     "Status",
     "SyncResult",
     "TTTDParams",

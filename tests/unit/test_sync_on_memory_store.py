@@ -61,7 +61,7 @@ def test_a_first_sync_stores_every_document_and_embeds_each_distinct_chunk_once(
     assert store.document("doc3.txt") is not None
     assert store.search_text("keeper3x1", 3)[0].key == "doc3.txt"
     query = embedder.embed([store.search_text("keeper3x1", 1)[0].text])[0]
-    assert store.search_vector(embedder.identity, query, 1)[0].key == "doc3.txt"
+    assert store.search_vector(embedder.identity, query, 1).hits[0].key == "doc3.txt"
     assert [r.report["documents"]["new"] for r in store.runs()] == [6]
 
 

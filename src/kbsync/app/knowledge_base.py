@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from kbsync.app.mending import Mending, damage_said
 from kbsync.app.results import (
     ChangedRegion,
     Collected,
@@ -43,7 +44,7 @@ from kbsync.app.results import (
     Status,
     Verification,
 )
-from kbsync.app.searching import SEARCH_MODES, Searcher, SearchMode
+from kbsync.app.searching import SEARCH_MODES, Searcher, SearchMode, SearchResults
 from kbsync.app.watch import watch
 from kbsync.core.compare import compare
 from kbsync.core.costs import EmbeddingCost, estimate
@@ -64,10 +65,10 @@ from kbsync.engine import (
 )
 from kbsync.errors import ConfigError, KbsyncError, ParameterError, StoreError
 from kbsync.extract import Extractor
-from kbsync.extract.registry import SUPPORTED_MEDIA_TYPES, extractor_for
+from kbsync.extract.registry import extractor_for
 from kbsync.report import DocumentChange, SourceResult, SyncResult
 from kbsync.sources.kinds import source_kind
-from kbsync.store import DocumentText, Hit, RunRecord
+from kbsync.store import DocumentText, RunRecord
 from kbsync.store.filters import Filters, filters_from
 from kbsync.store.guard import READ_ONLY
 from kbsync.store.sqlite import (
@@ -80,10 +81,8 @@ from kbsync.store.sqlite import (
 )
 from kbsync.sync import (
     Progress,
-    SourceTally,
     SyncOptions,
     WorkQueue,
-    backfill,
     drain,
     is_key_hash,
     release_source,
@@ -94,7 +93,6 @@ from kbsync.sync import (
     utc_now,
 )
 from kbsync.sync.mirror import Reconciliation
-from kbsync.sync.observe import derivation
 from kbsync.sync.vector_index import VectorIndex, index_for
 
 __all__ = [
@@ -112,6 +110,7 @@ __all__ = [
     "Rebuilt",
     "RunSummary",
     "SearchMode",
+    "SearchResults",
     "SourceResult",
     "Status",
     "SyncResult",
@@ -127,9 +126,11 @@ class KnowledgeBase:
 
     Open one with :meth:`open` or make one with :meth:`create`, and close it (or use
     it as a context manager). Reading (``plan``, ``search``, ``status``, ``diff``,
-    ``verify``) never writes: a store that does not exist yet reads as empty.
+    ``verify``) never writes: a store that does not exist yet reads as empty (only
+    damage a read finds is noted, beside the store: see :attr:`damage`).
     Writing (``sync``, ``erase``, ``gc``) creates the store and holds the writer
-    lock while it runs, so one process writes at a time.
+    lock while it runs, so one process writes at a time; a store known to be
+    damaged takes no write until ``verify(repair=True)`` or :meth:`rebuild` mends it.
 
     The attributes ``config``, ``embedder``, ``sources`` and ``store`` are the
     configured components, for inspection and tests.
@@ -217,18 +218,37 @@ class KnowledgeBase:
             self._created = True
 
     @contextlib.contextmanager
-    def _writing(self, wait: bool, on_wait: Callable[[str], None] | None) -> Iterator[None]:
+    def _writing(self, wait: bool, on_wait: Callable[[str], None] | None, *,
+                 mending: bool = False) -> Iterator[None]:
         """Within, the writer lock, with the store created first if it was not yet.
 
-        Holding the lock, no rebuild runs, so what a killed one left is removed here.
+        A store known to be damaged takes no write but those that mend it (``mending``:
+        a repair, a rebuild): writing into a damaged file can spread the damage, and
+        what is written may be lost with it. Holding the lock, no rebuild runs, so what
+        a killed one left is removed here.
         """
         if getattr(self.store, "read_only", False):
             raise StoreError(f"{self.config.store_location}: {READ_ONLY}")
         self._create_store()
+        if not mending:
+            self._refuse_if_damaged()
         with writer_lock(self.config, wait=wait, on_wait=on_wait):
             if self.config.store_kind.capabilities.rebuild:
                 remove_rebuild_leftovers(Path(self.config.store_location))
             yield
+
+    def _refuse_if_damaged(self) -> None:
+        reason = self.store.known_damage()
+        if reason is not None:
+            raise StoreError(damage_said(self.config, reason, writing=True))
+
+    @property
+    def damage(self) -> str | None:
+        """The one-line warning that the store is known to be damaged (a check failed, or
+        the database said so during a command), or None: reads go on, writes wait for
+        ``kbsync verify --repair`` or ``kbsync rebuild``."""
+        reason = self.store.known_damage()
+        return None if reason is None else damage_said(self.config, reason, writing=False)
 
     # -- syncing ----------------------------------------------------------------------
 
@@ -280,6 +300,8 @@ class KnowledgeBase:
                               "yet: sync without --workers")
         self._progress = progress
         with self._writing(wait, on_wait):
+            if verify:
+                self._check_file()
             options = self._options(verify=verify, allow_mass_delete=allow_mass_delete,
                                     accept_replacements=accept_replacements, due=due)
             if workers:
@@ -295,6 +317,12 @@ class KnowledgeBase:
             return sync_sources(
                 self.sources, self.store, self.embedder, self._extractor_for, self.config.chunker,
                 options, progress=progress, index=self.vector_index)
+
+    def _check_file(self) -> None:
+        """Before a full revalidation writes, SQLite's quick_check of every page: too dear
+        for every sync (see docs/reliability.md), cheap beside reading every document."""
+        if isinstance(self.store, SqliteStore) and self.store.quick_check() is not None:
+            self._refuse_if_damaged()
 
     def _confirm_above(self) -> int | None:
         """``[index] confirm_above_tokens``; 0 turns the question off."""
@@ -323,6 +351,7 @@ class KnowledgeBase:
         source folders at the same paths) as the process that started the sync.
         """
         self._create_store()
+        self._refuse_if_damaged()
         queue = self._queue()
         stop = stop or threading.Event()
         done = 0
@@ -397,9 +426,14 @@ class KnowledgeBase:
     def search(self, query: str, k: int = 5, mode: SearchMode | None = None,
                context_tokens: int | None = None,
                query_vector: npt.NDArray[np.float32] | None = None,
-               filters: Filters | Mapping[str, str | Sequence[str]] | None = None) -> list[Hit]:
+               filters: Filters | Mapping[str, str | Sequence[str]] | None = None,
+               ) -> SearchResults:
         """The chunks of the current documents that best match ``query``, best first,
         each with its ``rank`` (from 1) and ``relevance`` in [0, 1] (see :mod:`kbsync.app.fusion`).
+
+        The results are a list of :class:`Hit`, with ``warnings``: a line that says, once,
+        that chunks whose vector is damaged were left out (never ranked), or else that the
+        store is known to be damaged.
 
         Args:
             query: what to look for, in words.
@@ -422,9 +456,16 @@ class KnowledgeBase:
         """
         if context_tokens is None:
             context_tokens = self.config.search.context_tokens
-        return self._searcher().search(query, k, mode or self.config.default_search_mode,
-                                       context_tokens, query_vector,
-                                       filters_from(filters))
+        known = self.damage
+        results = self._searcher().search(query, k, mode or self.config.default_search_mode,
+                                          context_tokens, query_vector, filters_from(filters))
+        if results.unsound and known is None:
+            # Found damage is known damage: the next write waits for a repair.
+            self.store.remember_damage(f"a search found {results.unsound:,} chunks with a "
+                                       "damaged vector")
+        # One line: what this search left out says the most; else what is known.
+        return SearchResults(results, results.warnings or ([known] if known else []),
+                             results.unsound)
 
     def query_vector(self, query: str) -> npt.NDArray[np.float32]:
         """The vector a search compares chunks with: the embedder's vector of the
@@ -503,36 +544,6 @@ class KnowledgeBase:
                           for r in change.removed_regions),
             moved_from=doc.moved_from, moved=doc.moved)
 
-    def _embed_missing(self) -> tuple[str, ...]:
-        """Embed the current chunks that lost their vector (a damaged or pruned cache), as
-        a sync would; what was done, as a line for a person.
-
-        Only for the embedder the store was last synced with: vectors of another one
-        (a new model, another dimension) are a sync's to make, with its checks, as is
-        a bill over ``[index] confirm_above_tokens``.
-        """
-        if self.store.get_meta("embedder") != self.embedder.identity:
-            return ("the embedder changed since the last sync: `kbsync sync` embeds the "
-                    "chunks for it",)
-        sources = sorted(self.store.status().by_source)
-        try:
-            missing = {s: self.store.unembedded(s, self.embedder.identity) for s in sources}
-            tokens = sum(sum(self.embedder.count_tokens(list(texts.values())))
-                         for texts in missing.values() if texts)
-            limit = self._confirm_above()
-            if limit is not None and tokens > limit:
-                chunks = sum(len(texts) for texts in missing.values())
-                return (f"{chunks:,} chunks ({tokens:,} tokens) have no vector, more than "
-                        "[index] confirm_above_tokens: `kbsync sync --yes` embeds them",)
-            embedded = 0
-            for source in sources:
-                out = SourceTally(source=source)
-                backfill(source, self.store, self.embedder, out)
-                embedded += out.embeddings_backfill
-        except StoreError as exc:
-            return (f"could not embed the chunks without a vector: {exc}",)
-        return (f"embedded {embedded} chunks that had no vector",) if embedded else ()
-
     def status(self) -> Status:
         """Counts of documents, chunks, embeddings and runs, the last run, and the process
         writing now (a sync in progress), if any."""
@@ -548,7 +559,7 @@ class KnowledgeBase:
                 failures=tuple((s.source, key, message) for s in last.sources
                                for key, message in s.failures),
                 unlisted=tuple(s.source for s in last.sources if not s.listing_complete)),
-            writer=writer_lock(self.config, wait=False).holder())
+            writer=writer_lock(self.config, wait=False).holder(), damage=self.damage)
 
     def runs(self, limit: int = 50) -> list[RunRecord]:
         """The latest recorded syncs, newest first, each with its report
@@ -586,37 +597,49 @@ class KnowledgeBase:
         amcheck), recompute and check every invariant of the store (chunk identities
         included), then compare the external vector store, if any, with the records.
 
-        With ``repair`` (under the writer lock) a SQLite store rebuilds what it holds
-        twice (indexes, the full-text index, chunk texts), chunks without a vector are
-        embedded, the vector store is made to match the records, and both are checked
-        again: ``problems`` are those
-        found before repairing, ``remaining`` those the repair could not fix (damage
-        to the tables themselves needs :meth:`rebuild`; other problems of the
+        Stored values are checked against what they commit to: chunk texts against their
+        digests, kept texts against their checksums, vectors finite and of the embedder's
+        norm (see :mod:`kbsync.store.values`). Damage found is remembered: writes wait
+        until a repair or a rebuild mends it, and reads warn.
+
+        With ``repair`` (under the writer lock) damaged values are discarded and made
+        again (vectors embedded, chunk texts cut again from their document's text, a
+        damaged current text read again from its source by a sync; a damaged previous
+        text is lost), a SQLite store rebuilds what it holds twice (indexes, the
+        full-text index, chunk texts), chunks without a vector are embedded, the vector
+        store is made to match the records, and both are checked again: ``problems``
+        are those found before repairing, ``remaining`` those the repair could not fix
+        (damage to the tables themselves needs :meth:`rebuild`; other problems of the
         store, a sync or an erasure).
         """
-        chunker = self.config.chunker.text_chunker()
-        # Documents made with other settings are chunked again by the next sync.
-        current = {derivation(self.config.chunker, e.identity) for e in
-                   (self._extractor_for(t) for t in SUPPORTED_MEDIA_TYPES) if e is not None}
-        in_store = tuple(self.store.verify(self.embedder.identity, chunker.identity, current))
+        mending = self._mending()
+        found = mending.check()
         repaired: tuple[str, ...] = ()
-        if repair and in_store:
-            with self._writing(wait, None):
-                if isinstance(self.store, SqliteStore):
-                    repaired = tuple(self.store.repair(
-                        lambda text: {c.identity: c.text for c in chunker.chunk(text).chunks}))
-                repaired += self._embed_missing()
-            after = tuple(self.store.verify(self.embedder.identity, chunker.identity, current))
-        else:
-            after = in_store
+        after = found
+        if repair and found:
+            with self._writing(wait, None, mending=True):
+                repaired = mending.repair()
+            after = mending.check()
 
         def in_mirror(repair: bool) -> tuple[str, ...]:
             found = self.reconcile(repair=repair, wait=wait)
             return () if found is None else tuple(found.problems())
 
-        problems = in_store + in_mirror(repair)
+        problems = found + in_mirror(repair)
         return Verification(problems, after + in_mirror(False) if repair else problems,
                             repaired)
+
+    def _mending(self) -> Mending:
+        """What checks and mends the store (:mod:`kbsync.app.mending`); its sync reads the
+        sources as :meth:`sync` does."""
+        def sync() -> SyncResult:
+            return sync_sources(
+                self.sources, self.store, self.embedder, self._extractor_for,
+                self.config.chunker, self._options(confirm_above_tokens=self._confirm_above()),
+                index=self.vector_index)
+
+        return Mending(self.store, self.embedder, self.config.chunker, self._extractor_for, sync,
+                       self._confirm_above())
 
     def rebuild(self, *, progress: Progress | None = None, wait: bool = True) -> Rebuilt:
         """Build a fresh store from the sources and put it in place of the current one.
@@ -637,7 +660,7 @@ class KnowledgeBase:
         fresh = rebuild_file(live)
         backup = live.with_name(live.name + ".before-rebuild")
         self._progress = progress
-        with self._writing(wait, None):  # which removes what a killed rebuild left
+        with self._writing(wait, None, mending=True):  # which removes what a killed rebuild left
             new = SqliteStore(fresh)
             old = self.store
             try:
@@ -661,6 +684,7 @@ class KnowledgeBase:
             old.close()
             swap_in(fresh, live, backup)
             self.store = SqliteStore(live)
+            self.store.remember_damage(None)  # the damage was the old file's
         reused = sum(s.embeddings_reused for s in result.sources)
         return Rebuilt(result, salvaged, reused, backup)
 
@@ -672,7 +696,8 @@ class KnowledgeBase:
         identity, dimension = self.embedder.identity, self.embedder.dimension
         if not repair:
             return index.reconcile(identity, dimension)
-        with self._writing(wait, None):
+        # It mends the vector store from the records (the store's own writes are its outbox).
+        with self._writing(wait, None, mending=True):
             return index.reconcile(identity, dimension, repair=True)
 
     # -- maintenance ------------------------------------------------------------------

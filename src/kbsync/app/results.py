@@ -76,6 +76,9 @@ class Status:
     last_run: RunSummary | None
     writer: str | None = None
     """The process writing to the knowledge base now (a sync, say: ``"pid 123"``), if any."""
+    damage: str | None = None
+    """Why the store is known to be damaged (a check failed, or the database said so), if it
+    is: writes wait for ``kbsync verify --repair`` or ``kbsync rebuild``."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data."""
@@ -83,6 +86,7 @@ class Status:
             "config": str(self.config), "sources": list(self.sources), "embedder": self.embedder,
             "documents": self.documents, "chunks": self.chunks, "embeddings": self.embeddings,
             "runs": self.runs, "by_source": dict(self.by_source), "writer": self.writer,
+            "damage": self.damage,
             "last_run": None if self.last_run is None else {
                 "started": self.last_run.started, "finished": self.last_run.finished,
                 "documents": dict(self.last_run.documents),

@@ -7,6 +7,7 @@ made for one call: :class:`~kbsync.app.knowledge_base.KnowledgeBase` may swap it
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -14,14 +15,35 @@ import numpy.typing as npt
 
 from kbsync.app.fusion import fuse, ranked, text_relevance, vector_relevance
 from kbsync.core.normalize import normalize
-from kbsync.embed import Embedder
+from kbsync.embed import Embedder, norm_of
 from kbsync.errors import ParameterError
 from kbsync.model import SEARCH_MODES, SearchMode
-from kbsync.store import Hit, SearchIndex
+from kbsync.store import Hit, Nearest, SearchIndex
 from kbsync.store.filters import Filters
 from kbsync.sync.vector_index import VectorIndex
 
-__all__ = ["SEARCH_MODES", "SearchMode", "Searcher", "distinct"]
+__all__ = ["SEARCH_MODES", "SearchMode", "SearchResults", "Searcher", "distinct",
+           "unsound_warning"]
+
+
+class SearchResults(list[Hit]):
+    """A search's hits, best first (a list, as searches always returned), and what the
+    search warns of: ``warnings``, each one line (damaged vectors left out, a store known
+    to be damaged), said once per search however many chunks it concerns."""
+
+    def __init__(self, hits: Iterable[Hit] = (), warnings: Sequence[str] = (),
+                 unsound: int = 0) -> None:
+        super().__init__(hits)
+        self.warnings: tuple[str, ...] = tuple(warnings)
+        #: How many chunks the search left out because their vector is damaged.
+        self.unsound = unsound
+
+
+def unsound_warning(count: int) -> str:
+    """The warning of a search that left out ``count`` chunks whose vector is damaged."""
+    chunks = "1 chunk whose vector is" if count == 1 else f"{count:,} chunks whose vectors are"
+    return (f"left out {chunks} damaged (not finite, or not of the embedder's norm): "
+            "`kbsync verify --repair` embeds them again")
 
 
 @dataclass(frozen=True)
@@ -35,9 +57,10 @@ class Searcher:
 
     def search(self, query: str, k: int, mode: SearchMode, context_tokens: int,
                vector: npt.NDArray[np.float32] | None = None,
-               filters: Filters | None = None) -> list[Hit]:
+               filters: Filters | None = None) -> SearchResults:
         """The best ``k`` hits, ranked; with ``context_tokens``, each grown into its window
-        (see :meth:`kbsync.app.knowledge_base.KnowledgeBase.search`)."""
+        (see :meth:`kbsync.app.knowledge_base.KnowledgeBase.search`). Damaged vectors are never
+        ranked: the results warn, once, of how many were left out."""
         if k < 1:
             raise ParameterError(f"k must be at least 1, not {k}")
         if mode not in SEARCH_MODES:
@@ -45,16 +68,17 @@ class Searcher:
         if not context_tokens:
             wanted = k
             while True:  # while a document repeats a passage, rank more
-                hits = self.ranked(query, wanted, mode, vector, filters)
-                kept = distinct(hits)
-                if len(kept) >= k or len(hits) < wanted:
-                    return ranked(kept[:k])
+                found = self.ranked(query, wanted, mode, vector, filters)
+                kept = distinct(found.hits)
+                if len(kept) >= k or len(found.hits) < wanted:
+                    return _results(ranked(kept[:k]), found.unsound)
                 wanted *= 4
         results: list[Hit] = []
         taken: dict[tuple[str, str], set[int]] = {}  # chunks in the windows returned
         # Hits that fall into a window already returned are merged, and a window does not
         # grow into another (it would repeat its text): rank a few spare hits.
-        for hit in self.ranked(query, 3 * k, mode, vector, filters):
+        found = self.ranked(query, 3 * k, mode, vector, filters)
+        for hit in found.hits:
             held = taken.setdefault((hit.source, hit.key), set())
             if hit.index in held:
                 continue
@@ -64,22 +88,26 @@ class Searcher:
                                    first=window.first, last=window.last))
             if len(results) == k:
                 break
-        return ranked(results)
+        return _results(ranked(results), found.unsound)
 
     def ranked(self, query: str, k: int, mode: SearchMode,
                vector: npt.NDArray[np.float32] | None = None,
-               filters: Filters | None = None) -> list[Hit]:
-        """The best ``k`` chunks in ``mode``, each with its relevance, before windows."""
+               filters: Filters | None = None) -> Nearest:
+        """The best ``k`` chunks in ``mode``, each with its relevance, before windows, and
+        how many chunks the vector search left out because their vector is damaged."""
         query = normalize(query).text  # the same form as the indexed chunk texts
         if mode == "text":
-            return text_relevance(self.store.search_text(query, k, filters))
+            return Nearest(text_relevance(self.store.search_text(query, k, filters)))
         if vector is None:
             vector = self.query_vector(query)
         if mode == "vector":
-            return vector_relevance(self.nearest(vector, k, filters))
+            near = self.nearest(vector, k, filters)
+            return Nearest(vector_relevance(near.hits), near.unsound)
         pool = max(k * 4, 20)
-        return fuse((vector_relevance(self.nearest(vector, pool, filters)),
-                     text_relevance(self.store.search_text(query, pool, filters))), k)
+        near = self.nearest(vector, pool, filters)
+        return Nearest(fuse((vector_relevance(near.hits),
+                             text_relevance(self.store.search_text(query, pool, filters))), k),
+                       near.unsound)
 
     def query_vector(self, query: str) -> npt.NDArray[np.float32]:
         """The embedder's vector of the normalized query."""
@@ -87,9 +115,15 @@ class Searcher:
         return vector
 
     def nearest(self, vector: npt.NDArray[np.float32], k: int,
-                filters: Filters | None = None) -> list[Hit]:
-        """Vector hits, from the vector index (an external store's when configured)."""
-        return self.index.nearest(self.embedder.identity, vector, k, filters)
+                filters: Filters | None = None) -> Nearest:
+        """Vector hits, from the vector index (an external store's when configured),
+        without the vectors that cannot be right for the embedder's norm."""
+        return self.index.nearest(self.embedder.identity, vector, k, filters,
+                                  norm_of(self.embedder))
+
+
+def _results(hits: list[Hit], unsound: int) -> SearchResults:
+    return SearchResults(hits, [unsound_warning(unsound)] if unsound else [], unsound)
 
 
 def distinct(hits: list[Hit]) -> list[Hit]:

@@ -4,6 +4,7 @@ options, errors as one line, JSON output."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -30,6 +31,7 @@ __all__ = [
     "one_line",
     "sources_app",
     "state",
+    "warn",
 ]
 
 EXIT_ERROR = 1
@@ -130,3 +132,11 @@ def interrupted_exit(exc: KeyboardInterrupt) -> typer.Exit:
 
 def one_line(text: str) -> str:
     return printable(text, one_line=True)
+
+
+def warn(lines: Iterable[str | None]) -> None:
+    """Each of ``lines`` (None skipped) as one ``warning:`` line on stderr, in every output
+    mode: what a read says of a store known to be damaged, or of damaged values it left out."""
+    for line in lines:
+        if line:
+            typer.echo(one_line(f"warning: {line}"), err=True)

@@ -13,7 +13,16 @@ from rich.text import Text
 from kbsync.app.chunk_files import chunk_files
 from kbsync.app.knowledge_base import KnowledgeBase, SearchMode
 from kbsync.app.served import served_query_vector
-from kbsync.cli.app import EXIT_ERROR, EXIT_USAGE, ConfigOption, Errors, JsonOption, app, emit
+from kbsync.cli.app import (
+    EXIT_ERROR,
+    EXIT_USAGE,
+    ConfigOption,
+    Errors,
+    JsonOption,
+    app,
+    emit,
+    warn,
+)
 from kbsync.cli.render import (
     chunks_table,
     diagnostics_table,
@@ -98,7 +107,9 @@ def chunk(
 def status(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
     """Documents, chunks, embeddings and the last run."""
     with Errors(as_json), KnowledgeBase.open(config) as kb:
-        data = kb.status().to_dict()
+        found = kb.status()
+        data = found.to_dict()
+    warn([found.damage])
     if as_json:
         emit(data)
     else:
@@ -208,8 +219,9 @@ def search(
         unknown = [] if hits else _unknown_sources(filters, kb.store.source_names())
     for name in unknown:  # a misspelled source filters everything out without a word
         typer.echo(printable(f"note: no source is named {name!r}"), err=True)
+    warn(hits.warnings)
     if as_json:
-        emit([hit_dict(h) for h in hits])
+        emit({"hits": [hit_dict(h) for h in hits], "warnings": list(hits.warnings)})
     else:
         Console().print(hit_blocks(hits))
 
@@ -225,8 +237,10 @@ def diff(
     """The last change of a document: verdict, similarity and the changed regions."""
     with Errors(as_json), KnowledgeBase.open(config) as kb:
         change = kb.diff(key, source)
+        damage = kb.damage
+    warn([damage])
     if as_json:
-        emit(change.to_dict())
+        emit({**change.to_dict(), "warnings": [damage] if damage else []})
         return
     console = Console()
     moved = "" if change.moved_from is None else \

@@ -18,14 +18,19 @@ __all__ = ["erase", "gc", "rebuild", "verify"]
 def verify(
     config: ConfigOption = Path("."),
     as_json: JsonOption = False,
-    repair: Annotated[bool, typer.Option("--repair", help="Rebuild what the store holds twice "
-                                         "(indexes, full text, chunk texts) and make the "
-                                         "external vector store match the records.")
+    repair: Annotated[bool, typer.Option("--repair", help="Make damaged values again (vectors "
+                                         "embedded, chunk texts cut from their document, "
+                                         "texts read from their source), rebuild what the "
+                                         "store holds twice (indexes, full text, chunk "
+                                         "texts) and make the external vector store match "
+                                         "the records.")
                       ] = False,
 ) -> None:
     """Check the store file (SQLite's integrity and full-text checks), every invariant of the
-    store and the vector store; exit 4 with the problems found (with --repair, 4 only for
-    problems that remain)."""
+    store, every stored value (texts against their digests and checksums, vectors finite and
+    of the embedder's norm) and the vector store; exit 4 with the problems found (with
+    --repair, 4 only for problems that remain). Damage found is remembered: writes wait for
+    a repair or a rebuild."""
     with Errors(as_json), KnowledgeBase.open(config) as kb:
         checked = kb.verify(repair=repair)
     if as_json:

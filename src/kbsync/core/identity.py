@@ -24,6 +24,7 @@ __all__ = [
     "digest",
     "embedder_params_hash",
     "embedding_text_key",
+    "embedding_text_key_of",
     "embedding_text_key_sql",
     "erased_key_hash",
     "normalized_pieces_hash",
@@ -143,6 +144,24 @@ def embedding_text_key(text: str) -> bytes:
     h = _TEXT_KEY.copy()
     h.update(b"s" + len(payload).to_bytes(8, "big"))
     h.update(payload)
+    return h.digest()[:EMBEDDING_TEXT_KEY_SIZE]
+
+
+def embedding_text_key_of(parts: Iterable[bytes], size: int | None = None) -> bytes:
+    """:func:`embedding_text_key` of the text whose UTF-8 encoding is ``parts`` joined, of
+    ``size`` bytes in all (given, the parts are hashed as they come: a big text need not
+    be encoded whole).
+
+    The stores also keep it beside each kept document text, as the checksum that
+    ``verify`` compares the text with.
+    """
+    if size is None:
+        parts = list(parts)
+        size = sum(map(len, parts))
+    h = _TEXT_KEY.copy()
+    h.update(b"s" + size.to_bytes(8, "big"))
+    for part in parts:
+        h.update(part)
     return h.digest()[:EMBEDDING_TEXT_KEY_SIZE]
 
 

@@ -25,7 +25,8 @@ import numpy as np
 import numpy.typing as npt
 
 from kbsync.core.plan import DocumentPlan
-from kbsync.store import Hit, RecordStore
+from kbsync.model import VectorNorm
+from kbsync.store import Nearest, RecordStore
 from kbsync.store.filters import Filters
 from kbsync.sync.mirror import (
     IndexWrite,
@@ -89,8 +90,9 @@ class VectorIndex(Protocol):
         ...
 
     def nearest(self, embedder: str, vector: npt.NDArray[np.float32], k: int,
-                filters: Filters | None = None) -> list[Hit]:
-        """The ``k`` current chunks nearest ``vector``, of documents meeting ``filters``."""
+                filters: Filters | None = None, norm: VectorNorm | None = None) -> Nearest:
+        """The ``k`` current chunks nearest ``vector``, of documents meeting ``filters``;
+        vectors that cannot be right for ``norm`` (damaged) are left out and counted."""
         ...
 
     def reconcile(self, embedder: str, dimension: int, *,
@@ -134,8 +136,8 @@ class EmbeddedIndex:
         pass
 
     def nearest(self, embedder: str, vector: npt.NDArray[np.float32], k: int,
-                filters: Filters | None = None) -> list[Hit]:
-        return self.store.search_vector(embedder, vector, k, filters)
+                filters: Filters | None = None, norm: VectorNorm | None = None) -> Nearest:
+        return self.store.search_vector(embedder, vector, k, filters, norm)
 
     def reconcile(self, embedder: str, dimension: int, *,
                   repair: bool = False) -> Reconciliation | None:
@@ -176,9 +178,12 @@ class MirroredIndex:
             reconcile(self.store, self.sink, embedder, dimension, repair=True)
 
     def nearest(self, embedder: str, vector: npt.NDArray[np.float32], k: int,
-                filters: Filters | None = None) -> list[Hit]:
+                filters: Filters | None = None, norm: VectorNorm | None = None) -> Nearest:
         """Ranked by the sink; filtered, it is handed the ids of the matching documents'
-        points and ranks among those only (the records hold the metadata)."""
+        points and ranks among those only (the records hold the metadata).
+
+        The sink's vectors are its own: they are checked against the records by
+        :meth:`reconcile`, not here (``norm`` is not used)."""
         if filters:
             ids = set(payloads(self.store.indexed_chunks(filters=filters), embedder))
             near = self.sink.search(vector, k + _SPARE_HITS, ids)
@@ -186,7 +191,7 @@ class MirroredIndex:
             near = self.sink.search(vector, k + _SPARE_HITS)
         found = [(h.payload, h.score) for h in near if h.payload is not None]
         refs = [(p.source, p.key, p.index, p.digest) for p, _ in found]
-        return self.store.hits_at(refs, [score for _, score in found])[:k]
+        return Nearest(self.store.hits_at(refs, [score for _, score in found])[:k])
 
     def reconcile(self, embedder: str, dimension: int, *,
                   repair: bool = False) -> Reconciliation | None:

@@ -27,6 +27,7 @@ from kbsync.embed import Vectors
 from kbsync.embed.providers.onnx_int8 import RECIPE, OnnxInt8Model, pooling_of
 from kbsync.embed.tokenizer import TOKENIZER_PREFIX
 from kbsync.errors import ConfigError, DependencyMissingError, EmbeddingError
+from kbsync.model import ANY_NORM, UNIT_NORM, VectorNorm
 
 __all__ = ["BACKENDS", "DEFAULT_MODEL", "LocalEmbedder", "default_model_installed"]
 
@@ -98,6 +99,13 @@ class LocalEmbedder:
     @property
     def dimension(self) -> int:
         return self._dimension
+
+    @property
+    def norm(self) -> VectorNorm:
+        """Unit length when normalizing (or the ONNX export's layout ends with a Normalize
+        module); a raw model's norms vary."""
+        normalized = self.normalize or (self._onnx is not None and self._onnx.pooling.normalize)
+        return UNIT_NORM if normalized else ANY_NORM
 
     @property
     def max_input_tokens(self) -> int:

@@ -8,6 +8,7 @@ from dataclasses import replace
 import numpy as np
 import numpy.typing as npt
 
+from kbsync.core.identity import embedding_text_key
 from kbsync.core.plan import ChunkDraft, DocumentPlan, StoredDocument
 from kbsync.crashpoints import crashpoint
 from kbsync.model import PageSchedule
@@ -165,10 +166,12 @@ class DocumentTables(EmbeddingTables, PlanWrites):
         self._queue("DELETE FROM chunks c USING documents d WHERE d.source = %s AND d.key = %s "
                     "AND c.doc_id = d.id AND c.generation < d.generation - 1", this)
         crashpoint("store.write_text")
+        # The text's checksum, which verify compares it with, moves along with it.
         self._queue(
-            "INSERT INTO texts (doc_id, text) SELECT id, %s FROM documents "
+            "INSERT INTO texts (doc_id, text, text_key) SELECT id, %s, %s FROM documents "
             "WHERE source = %s AND key = %s ON CONFLICT (doc_id) DO UPDATE "
-            "SET previous = texts.text, text = excluded.text", (version.text, *this))
+            "SET previous = texts.text, previous_key = texts.text_key, text = excluded.text, "
+            "text_key = excluded.text_key", (version.text, embedding_text_key(version.text), *this))
         self._write_chunks(source, doc.key, version.chunks)
 
     def _rechunk(self, source: str, doc: DocumentPlan, now: str) -> None:

@@ -10,6 +10,7 @@ from dataclasses import replace
 import numpy as np
 import numpy.typing as npt
 
+from kbsync.core.identity import embedding_text_key, embedding_text_key_of
 from kbsync.core.plan import ChunkDraft, DocumentPlan, StoredDocument
 from kbsync.crashpoints import crashpoint
 from kbsync.model import PageSchedule
@@ -356,16 +357,20 @@ def _write_text(db: sqlite3.Connection, doc_id: int, generation: int, text: str)
     megabyte at a time: bound whole, SQLite would copy it and build its row from the
     copy (twice the text, and the UTF-8 form of a non-ASCII ``str`` besides). Such a
     value is a BLOB of UTF-8 bytes; every reader takes ``CAST(text AS TEXT)``, which
-    reads either kind as the same string.
+    reads either kind as the same string. Its checksum (``text_key``, which verify
+    compares it with) is written with it.
     """
-    sql = "INSERT INTO versions (doc_id, generation, text) VALUES (?, ?, {})"
+    sql = "INSERT INTO versions (doc_id, generation, text_key, text) VALUES (?, ?, ?, {})"
     if len(text) <= BIG_TEXT:
-        db.execute(sql.format("?"), (doc_id, generation, text))
+        db.execute(sql.format("?"), (doc_id, generation, embedding_text_key(text), text))
         return
     pieces = range(0, len(text), _TEXT_PIECE)
     size = len(text) if text.isascii() else sum(
         len(text[i : i + _TEXT_PIECE].encode("utf-8")) for i in pieces)
-    row = db.execute(sql.format("zeroblob(?)"), (doc_id, generation, size)).lastrowid
+    key = embedding_text_key_of((text[i : i + _TEXT_PIECE].encode("utf-8") for i in pieces),
+                                size)
+    # The zeroblob is the row's last column: SQLite then never builds its bytes in memory.
+    row = db.execute(sql.format("zeroblob(?)"), (doc_id, generation, key, size)).lastrowid
     assert row is not None
     with db.blobopen("versions", "text", row) as blob:
         for i in pieces:

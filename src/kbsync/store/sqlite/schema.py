@@ -187,6 +187,24 @@ MIGRATIONS: tuple[str, ...] = (
         SELECT '{DIMENSION_PREFIX}' || embedder, CAST(max(dimension) AS TEXT) FROM embeddings
         GROUP BY embedder;
     """,
+    # 14: each kept version's text has its checksum beside it
+    # (kbsync.core.identity.embedding_text_key of the text), which verify compares the
+    # text with: damage inside a text breaks no link. (The table is copied, not altered,
+    # as in 12; the text stays the last column, as a big text's zeroblob must be for
+    # SQLite not to build it in memory.)
+    """
+    CREATE TABLE versions_keyed (
+        doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+        generation INTEGER NOT NULL,
+        text_key BLOB,
+        text TEXT NOT NULL,
+        PRIMARY KEY (doc_id, generation)
+    );
+    INSERT INTO versions_keyed (doc_id, generation, text_key, text)
+        SELECT doc_id, generation, kbsync_text_key(CAST(text AS TEXT)), text FROM versions;
+    DROP TABLE versions;
+    ALTER TABLE versions_keyed RENAME TO versions;
+    """,
 )
 
 # bm25 weights of the full-text columns (text, heading): a word of the section's
