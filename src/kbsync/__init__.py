@@ -28,6 +28,7 @@ from kbsync.knowledge_base import (
 from kbsync.model import (
     Boundary,
     ByteChunk,
+    ChangeKind,
     ChangeReport,
     Chunk,
     ChunkingDiagnostics,
@@ -46,6 +47,7 @@ __all__ = [
     "Boundary",
     "ByteChunk",
     "ByteParams",
+    "ChangeKind",
     "ChangeReport",
     "Chunk",
     "ChunkingDiagnostics",

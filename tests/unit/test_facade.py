@@ -6,6 +6,7 @@ PUBLIC = [
     "Boundary",
     "ByteChunk",
     "ByteParams",
+    "ChangeKind",
     "ChangeReport",
     "Chunk",
     "ChunkingDiagnostics",
