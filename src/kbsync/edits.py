@@ -293,8 +293,8 @@ class _Layout:
     def _previous_line(self, start: int) -> str | None:
         if start == 0:
             return None
-        return self.text[self.text.rfind("\n", max(0, start - 1 - LINE_REACH), start - 1) + 1:
-                         start - 1]
+        floor = max(0, start - 1 - LINE_REACH)
+        return self.text[max(floor, self.text.rfind("\n", floor, start - 1) + 1):start - 1]
 
 
 def _leading_fields(lines: Sequence[str]) -> tuple[int, list[tuple[int, str]]]:
@@ -327,8 +327,8 @@ class _Scan:
     added: int = 0
     removed: int = 0
     replaced: int = 0
-    old_words: int = 0  # words of the old text replaced, removed or respelled
-    new_words: int = 0
+    old_words: int = 0  # words of the old text replaced or removed (spelling fixes aside)
+    new_words: int = 0  # words of the new text that replace them or were added
     first_words: tuple[Sequence[str], Sequence[str]] | None = None
     spelling: list[tuple[str, str]] = field(default_factory=list)
     cosmetic: set[str] = field(default_factory=set)
@@ -440,10 +440,11 @@ class _Scan:
         if self.first_words is None:
             self.first_words = (old, new)
         if not self.specific:
+            self.specific = self._context(hunk, a[:1], b[:1])
+        if not self.specific and small:
             code = any(self.old.in_code(hunk.old_at[i]) for i in a[:1]) or \
                 any(self.new.in_code(hunk.new_at[j]) for j in b[:1])
-            self.specific = self._context(hunk, a[:1], b[:1]) or (
-                self._decisive(hunk, old, new, None, None, code=code) if small else "")
+            self._decisive(hunk, old, new, None, None, code=code)
 
     def _decisive(self, hunk: Hunk, old: Sequence[str], new: Sequence[str],
                   i: int | None, j: int | None, *, code: bool = False,
