@@ -5,13 +5,15 @@ new files are extracted as a sync would and compared with :func:`kbsync.compare`
 verdict *before* is the similarity rule that kinds replaced (cosmetic when similarity
 >= 0.98); *after* is the verdict of today's compare(). Printed:
 
-1. The labelled sample (``benchmarks/edit_labels.tsv``): 260 edits, each labelled
+1. The labelled sample (``benchmarks/edit_labels.tsv``): 310 edits, each labelled
    cosmetic or substantive by reading its word diff (``--show`` prints them). Stratum
    ``random``: 90 edits of django-docs, 40 of fastapi-docs-2023 and 50 of fastapi-docs,
    drawn with ``random.Random("37:<history>").sample``. Stratum ``small``: 80 edits
    drawn with ``random.Random("37:small").sample`` from the others where at most 6
    words changed as written (:mod:`edit_oracle`), because a random draw holds few
-   candidates for cosmetic. The confusion tables, before and after.
+   candidates for cosmetic. Stratum ``heldout``, labelled after the classifier was
+   written: 25 edits drawn from all the others and 25 from the other small ones, with
+   one ``random.Random("38:heldout")``. The confusion tables, before and after.
 2. The oracle's rules over every edit: edits that change a number, or 10 or more
    words, that were called cosmetic; edits of whitespace, punctuation or case only that
    were called cosmetic or unchanged.
@@ -49,6 +51,7 @@ LABELS = Path(__file__).resolve().parent / "edit_labels.tsv"
 SEED = 37
 RANDOM_DRAW = {"django-docs": 90, "fastapi-docs-2023": 40, "fastapi-docs": 50}
 SMALL_DRAW = 80
+HELDOUT_DRAW = 25
 SMALL_WORDS = 6
 OLD_COSMETIC = 0.98
 REWRITE = 0.3
@@ -151,8 +154,16 @@ def draw(edits: dict[str, list[Edit]]) -> list[tuple[str, Edit]]:
             taken.add((history, i))
     pool = [e for history in RANDOM_DRAW for e in edits[history]
             if e.oracle.raw_words <= SMALL_WORDS and (history, e.index) not in taken]
-    picked += [("small", e) for e in random.Random(f"{SEED}:small").sample(pool, SMALL_DRAW)]
-    return picked
+    small = random.Random(f"{SEED}:small").sample(pool, SMALL_DRAW)
+    picked += [("small", e) for e in small]
+    taken |= {(e.history, e.index) for e in small}
+    rest = [e for history in RANDOM_DRAW for e in edits[history]
+            if (e.history, e.index) not in taken]
+    rng = random.Random(f"{SEED + 1}:heldout")
+    heldout = rng.sample(rest, HELDOUT_DRAW)
+    rest_small = [e for e in rest if e.oracle.raw_words <= SMALL_WORDS and e not in heldout]
+    heldout += rng.sample(rest_small, HELDOUT_DRAW)
+    return picked + [("heldout", e) for e in heldout]
 
 
 def read_labels(path: Path) -> dict[tuple[str, str, str], tuple[str, str]]:
@@ -194,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpora", type=Path, default=CORPORA)
     parser.add_argument("--labels", type=Path, default=LABELS)
-    parser.add_argument("--show", choices=("random", "small"),
+    parser.add_argument("--show", choices=("random", "small", "heldout"),
                         help="print the word diffs of one stratum of the sample and stop")
     args = parser.parse_args(argv)
     if not all(p.is_file() for p in histories(args.corpora)):
@@ -213,8 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     for stratum, e in sample:
         label, _ = labels[(e.history, e.commit, e.path)]
         rows.append((stratum, label, e))
-    for name, chosen in (("all", rows), ("random", [r for r in rows if r[0] == "random"]),
-                         ("small", [r for r in rows if r[0] == "small"])):
+    for name, chosen in [("all", rows)] + [(stratum, [r for r in rows if r[0] == stratum])
+                                           for stratum in ("random", "small", "heldout")]:
         print(f" {name}: {len(chosen)} edits, {sum(r[1] == 'cosmetic' for r in chosen)} "
               "labelled cosmetic")
         confusion([(label, called(e.before)) for _, label, e in chosen], "before")
