@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from kbsync.model import (
         Boundary,
         ByteChunk,
+        ChangeKind,
         ChangeReport,
         Chunk,
         ChunkingDiagnostics,
@@ -78,6 +79,7 @@ _HOMES = {
     "Verification": "kbsync.app.knowledge_base",
     "Boundary": "kbsync.model",
     "ByteChunk": "kbsync.model",
+    "ChangeKind": "kbsync.model",
     "ChangeReport": "kbsync.model",
     "Chunk": "kbsync.model",
     "ChunkingDiagnostics": "kbsync.model",
@@ -106,6 +108,7 @@ __all__ = [
     "Boundary",
     "ByteChunk",
     "ByteParams",
+    "ChangeKind",
     "ChangeReport",
     "ChangedRegion",
     "Chunk",

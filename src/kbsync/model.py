@@ -17,6 +17,7 @@ __all__ = [
     "UNIT_NORM",
     "Boundary",
     "ByteChunk",
+    "ChangeKind",
     "ChangeReport",
     "Chunk",
     "ChunkingDiagnostics",
@@ -144,16 +145,28 @@ class Region:
         return self.offset + self.length
 
 
+class ChangeKind(StrEnum):
+    """What an edit is, by what changed (see :mod:`kbsync.core.edits`)."""
+
+    UNCHANGED = "unchanged"
+    COSMETIC = "cosmetic"
+    """Only whitespace, punctuation, case, re-wrapping or a few spelling fixes."""
+    SUBSTANTIVE = "substantive"
+    """Anything else: words, or a number, date, version, negation, modal word, metadata
+    field, heading or identifier, however small."""
+
+
 class Verdict(StrEnum):
     """How a change should be routed."""
 
     UNCHANGED = "unchanged"
     COSMETIC = "cosmetic"
-    """Similarity ≥ 0.98: a typo fix or whitespace-level edit."""
+    """A cosmetic edit (:attr:`ChangeKind.COSMETIC`): whitespace, punctuation, case or a
+    few spelling fixes, whatever its similarity."""
     REPROCESS = "reprocess"
-    """An ordinary edit: re-derive the changed chunks."""
+    """A substantive edit: re-derive the changed chunks."""
     REEXAMINE_EXTRACTION = "reexamine-extraction"
-    """Similarity ≤ 0.05 and less than half of the old text kept: probably a different page
+    """Similarity ≤ 0.1 and less than half of the old text kept: probably a different page
     at the same address, or broken extraction."""
 
 
@@ -168,6 +181,10 @@ class ChangeReport:
     those of the old version not found in the new one, in the units of the
     input as given (characters for text, whole words; bytes for bytes).
     ``added`` and ``removed`` are the byte-CDC chunks of the normalized texts.
+    ``kind`` says what the edit is by what changed, and ``reason`` names the first
+    change that decides it (``number 950 → 975``, ``negation: added "not"``,
+    ``12 words changed``; for a cosmetic edit what changed: ``punctuation, case``);
+    ``kind`` is None in a report stored before edits were classified.
     """
 
     changed: bool
@@ -179,6 +196,8 @@ class ChangeReport:
     regions: tuple[Region, ...]
     verdict: Verdict
     removed_regions: tuple[Region, ...] = ()
+    kind: ChangeKind | None = None
+    reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)

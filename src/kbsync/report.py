@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from kbsync.model import ChangeReport, Chunk, ChunkingDiagnostics, Region, Verdict
+from kbsync.model import ChangeKind, ChangeReport, Chunk, ChunkingDiagnostics, Region, Verdict
 from kbsync.store import Hit
 
 __all__ = [
@@ -36,13 +36,15 @@ class DocumentChange:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data: the action (a move with the key it came from), and for an edit
-        its verdict, similarity, the regions of the new text that are new and the regions
-        of the old text that are gone (character offsets into each version)."""
+        its verdict, kind and reason, similarity, the regions of the new text that are new
+        and the regions of the old text that are gone (character offsets into each version)."""
         out: dict[str, Any] = {"key": self.key, "action": self.action}
         if self.moved_from is not None:
             out["from"] = self.moved_from
         if self.change is not None:
             out |= {"verdict": str(self.change.verdict),
+                    "kind": None if self.change.kind is None else str(self.change.kind),
+                    "reason": self.change.reason,
                     "similarity": round(self.change.similarity, 4),
                     "regions": _regions(self.change.regions),
                     "removed_regions": _regions(self.change.removed_regions)}
@@ -50,12 +52,16 @@ class DocumentChange:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> DocumentChange:
-        """The change :meth:`to_dict` made (an edit's report without the chunks it came from)."""
+        """The change :meth:`to_dict` made (an edit's report without the chunks it came from).
+
+        A report stored before edits were classified has no kind (None) and no reason."""
         change = None
         if "verdict" in data:
             change = ChangeReport(
                 changed=True, similarity=float(data["similarity"]), added=(), removed=(),
                 kept=0, moved=0, verdict=Verdict(data["verdict"]),
+                kind=ChangeKind(data["kind"]) if data.get("kind") else None,
+                reason=str(data.get("reason") or ""),
                 regions=_parse_regions(data.get("regions", ())),
                 removed_regions=_parse_regions(data.get("removed_regions", ())))
         return cls(str(data["key"]), str(data["action"]), change, data.get("from"))

@@ -115,7 +115,8 @@ def test_diff_shows_the_changed_region_of_the_last_change(kb: Path) -> None:
     data = json.loads(out)
     assert code == 0
     assert data["first_version"] is False
-    assert data["verdict"] in ("cosmetic", "reprocess")
+    assert (data["verdict"], data["kind"], data["reason"]) == \
+        ("reprocess", "substantive", "7 words added")
     assert any("lighthouse keepers" in r["text"] for r in data["regions"])
     code, out = _run("diff", path.name, "-c", c)
     assert "lighthouse keepers" in out
@@ -134,7 +135,8 @@ def test_diff_shows_removed_text_marked_when_piped(kb: Path) -> None:
     assert (code, data["regions"]) == (0, [])
     assert [r["text"] for r in data["removed"]] == ["A paragraph that will not stay for long."]
     code, out = _run("diff", path.name, "-c", c)
-    assert "0 region(s) added, 1 removed" in out
+    assert "reprocess (substantive: 8 words removed)" in " ".join(out.split())
+    assert "0 region(s) added, 1 removed" in " ".join(out.split())
     assert "[-A paragraph that will not stay for long.-]" in " ".join(out.split())
 
 

@@ -130,7 +130,8 @@ def test_a_run_shows_its_report_its_failures_with_reasons_and_its_changes(
 def test_a_document_shows_its_last_change_highlighted_and_its_history(
         client: TestClient, kb: KnowledgeBaseOnDisk) -> None:
     doc = _get(client, f"/api/document?key={kb.changed}&source=docs")
-    assert doc["verdict"] in ("cosmetic", "reprocess")
+    assert doc["verdict"] == "reprocess"
+    assert (doc["kind"], doc["reason"].split()[1:]) == ("substantive", ["words", "added"])
     assert 0.0 < doc["similarity"] < 1.0
     assert not doc["first_version"]
     marked = next(r["text"] for r in doc["added"] if ADDED in r["text"])
@@ -138,8 +139,8 @@ def test_a_document_shows_its_last_change_highlighted_and_its_history(
     assert all(doc["text"][r["offset"]: r["offset"] + r["length"]] == r["text"]
                for r in doc["added"])
     assert ADDED not in doc["previous"]
-    assert [(h["action"], h["verdict"] is None) for h in doc["history"]] == [
-        ("modified", False), ("new", True)]
+    assert [(h["action"], h["verdict"] is None, h["kind"]) for h in doc["history"]] == [
+        ("modified", False, "substantive"), ("new", True, None)]
     untouched = _get(client, "/api/document?key=a-harbormaster-cli.md")
     assert untouched["first_version"]
     assert untouched["verdict"] is None

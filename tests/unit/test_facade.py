@@ -20,6 +20,7 @@ PUBLIC = [
     "Boundary",
     "ByteChunk",
     "ByteParams",
+    "ChangeKind",
     "ChangeReport",
     "Chunk",
     "ChunkingDiagnostics",

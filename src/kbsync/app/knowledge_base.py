@@ -522,7 +522,8 @@ class KnowledgeBase:
         return doc
 
     def diff(self, key: str, source: str | None = None) -> DocumentDiff:
-        """The last change of a document: verdict, similarity and the changed regions.
+        """The last change of a document: verdict, kind and reason, similarity and the changed
+        regions.
 
         A document with one version only comes back with ``first_version`` true; one
         that was renamed names the key it had before its last move (``moved_from``).
@@ -536,7 +537,8 @@ class KnowledgeBase:
         change = compare(doc.previous, doc.text)
         return DocumentDiff(
             source=doc.source, key=doc.key, title=doc.title, last_changed=doc.last_changed,
-            verdict=change.verdict, similarity=change.similarity,
+            verdict=change.verdict, similarity=change.similarity, kind=change.kind,
+            reason=change.reason,
             regions=tuple(ChangedRegion(r.offset, r.length, doc.text[r.offset:r.end])
                           for r in change.regions),
             text=doc.text, previous=doc.previous, change=change,
@@ -587,7 +589,9 @@ class KnowledgeBase:
                         run=record.id, finished=record.finished, source=s.source,
                         action=change.action, verdict=None if edit is None else str(edit.verdict),
                         similarity=None if edit is None else round(edit.similarity, 4),
-                        regions=0 if edit is None else len(edit.regions)))
+                        regions=0 if edit is None else len(edit.regions),
+                        kind=None if edit is None or edit.kind is None else str(edit.kind),
+                        reason="" if edit is None else edit.reason))
                     if len(found) == limit:
                         return found
         return found

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kbsync.model import ChangeReport, Verdict
+from kbsync.model import ChangeKind, ChangeReport, Verdict
 from kbsync.report import SyncResult
 
 __all__ = [
@@ -111,11 +111,15 @@ class DocumentDiff:
     """The last change of a document: its current and previous text and how they differ.
 
     ``verdict`` routes the change (cosmetic, an ordinary edit, or a text so different
-    that the extraction deserves a look); ``similarity`` is in [0, 1]; ``regions`` are
+    that the extraction deserves a look); ``kind`` says what the edit is (cosmetic or
+    substantive) and ``reason`` the change that decides it (``number 950 → 975``);
+    ``similarity`` is in [0, 1]; ``regions`` are
     the runs of the current text the change made and ``removed`` the runs of the
     previous text it took out. A document known in one version only has nothing to
-    compare with: ``first_version`` is true, ``previous``, ``verdict``, ``similarity``
-    and ``change`` are ``None`` and there are no regions.
+    compare with: ``first_version`` is true, ``previous``, ``verdict``, ``kind``,
+    ``similarity`` and ``change`` are ``None`` and there are no regions. The texts are
+    compared: a change of the document's metadata shows in the run's report (and
+    :meth:`~kbsync.app.knowledge_base.KnowledgeBase.history`), not here.
     """
 
     source: str
@@ -136,6 +140,8 @@ class DocumentDiff:
     """The key the document had before its last move (a rename), if it ever moved."""
     moved: str | None = None
     """When it last moved."""
+    kind: ChangeKind | None = None
+    reason: str = ""
 
     @property
     def first_version(self) -> bool:
@@ -147,6 +153,8 @@ class DocumentDiff:
         return {"key": self.key, "source": self.source, "title": self.title,
                 "last_changed": self.last_changed, "first_version": self.first_version,
                 "verdict": None if self.verdict is None else str(self.verdict),
+                "kind": None if self.kind is None else str(self.kind),
+                "reason": self.reason,
                 "similarity": self.similarity,
                 "regions": [{"offset": r.offset, "length": r.length, "text": r.text}
                             for r in self.regions],
@@ -219,6 +227,9 @@ class HistoryEntry:
     verdict: str | None
     similarity: float | None
     regions: int
+    kind: str | None = None
+    """``cosmetic`` or ``substantive``; None for a run recorded before edits were classified."""
+    reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,9 +27,9 @@ from kbsync.cli.render import (
     chunks_table,
     diagnostics_table,
     diff_heading,
+    edit_summary,
     highlighted,
     hit_blocks,
-    rounded_down,
 )
 from kbsync.core.chunking import make_params
 from kbsync.errors import KbsyncError, ParameterError
@@ -234,7 +234,8 @@ def diff(
     config: ConfigOption = Path("."),
     as_json: JsonOption = False,
 ) -> None:
-    """The last change of a document: verdict, similarity and the changed regions."""
+    """The last change of a document: verdict, kind and reason, similarity and the changed
+    regions."""
     with Errors(as_json), KnowledgeBase.open(config) as kb:
         change = kb.diff(key, source)
         damage = kb.damage
@@ -250,10 +251,8 @@ def diff(
                                    f"{change.last_changed}: no earlier text to compare with"))
         return
     console.print(diff_heading(change.key, change.source,
-                               f"{moved}changed {change.last_changed}: {change.verdict}, "
-                               f"similarity {rounded_down(change.change.similarity, 3)}, "
-                               f"{len(change.regions)} region(s) added, "
-                               f"{len(change.removed)} removed"))
+                               f"{moved}changed {change.last_changed}: "
+                               f"{edit_summary(change.change)}"))
     plain = not console.is_terminal or console.no_color  # marks where colour is not shown
     if change.regions:
         console.print(Text("added, in the current text:", style="bold"))

@@ -22,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kbsync.core.plan import Action
-from kbsync.model import Chunk, ChunkingDiagnostics, Region
+from kbsync.model import ChangeReport, Chunk, ChunkingDiagnostics, Region
 from kbsync.report import SourceResult, SyncResult
 from kbsync.store import Hit
 from kbsync.terminal import printable
@@ -33,6 +33,7 @@ __all__ = [
     "chunks_table",
     "diagnostics_table",
     "diff_heading",
+    "edit_summary",
     "highlighted",
     "hit_blocks",
     "rounded_down",
@@ -213,7 +214,8 @@ _BULK = ("new", "rechunked")
 
 def change_lines(report: SyncResult) -> list[Text]:
     """One line per document a run changed: ``action key (source)``, and for an edit its
-    verdict, similarity and regions; new documents are named when there are few."""
+    verdict, kind and reason, similarity and regions; new documents are named when there
+    are few."""
     lines: list[Text] = []
     for s in report.sources:
         many = Counter(c.action for c in s.changes if c.action in _BULK)
@@ -225,10 +227,8 @@ def change_lines(report: SyncResult) -> list[Text]:
             if c.moved_from is not None:
                 line.append_text(Text.assemble(", from ", safe(c.moved_from, one_line=True)))
             if c.change is not None:
-                line.append(f": {c.change.verdict}, similarity "
-                            f"{rounded_down(c.change.similarity, 3)}, "
-                            f"{len(c.change.regions)} region(s) added, "
-                            f"{len(c.change.removed_regions)} removed")
+                line.append(": ")
+                line.append_text(safe(edit_summary(c.change), one_line=True))
             lines.append(line)
         for action, count in many.items():
             if count > NEW_LISTED:
@@ -366,6 +366,15 @@ class _Indented:
             yield from line.render(console)
             yield Segment.line()
         yield Segment.line()
+
+
+def edit_summary(change: ChangeReport) -> str:
+    """An edit in a line: ``reprocess (substantive: number 950 → 975), similarity 0.998,
+    1 region(s) added, 1 removed`` (no kind for a run recorded before edits had one)."""
+    kind = "" if change.kind is None else f" ({change.kind}" + (
+        f": {change.reason})" if change.reason else ")")
+    return (f"{change.verdict}{kind}, similarity {rounded_down(change.similarity, 3)}, "
+            f"{len(change.regions)} region(s) added, {len(change.removed_regions)} removed")
 
 
 def diff_heading(key: str, source: str, summary: str) -> Text:

@@ -2,8 +2,8 @@
 
 ``kbsync mcp -c <folder>`` serves over stdio with the official ``mcp`` SDK (extra
 ``mcp``). Tools: ``search`` (passages with key, heading, score and text),
-``status``, ``diff`` (verdict, similarity, changed regions of a document's last
-change) and ``sync``, which refuses unless the server was started with
+``status``, ``diff`` (verdict, kind and reason, similarity, changed regions of a
+document's last change) and ``sync``, which refuses unless the server was started with
 ``--allow-sync``: an agent may read a knowledge base by default, not rewrite it.
 Every document is a resource, ``kbsync://document/<key>``, holding its current text;
 ``resources/list`` names them a page at a time.
@@ -106,9 +106,11 @@ def build_server(kb: KnowledgeBase, *, allow_sync: bool = False,
         with lock, _errors():
             return _clean(kb.status().to_dict())
 
-    @server.tool(description="The last change of a document (by key): verdict, similarity "
-                             "and the changed regions of its current text; first_version is "
-                             "true, with no verdict, when there is no earlier version.")
+    @server.tool(description="The last change of a document (by key): verdict, kind "
+                             "(cosmetic or substantive) and reason (the change that decides "
+                             "it, e.g. 'number 950 → 975'), similarity and the changed "
+                             "regions of its current text; first_version is true, with no "
+                             "verdict, when there is no earlier version.")
     def diff(key: str) -> dict[str, Any]:
         with lock, _errors():
             return _clean(kb.diff(key).to_dict())

@@ -110,9 +110,10 @@ def run_detail(record: RunRecord) -> dict[str, Any]:
 
 
 def document_view(kb: KnowledgeBase, key: str, source: str | None = None) -> dict[str, Any]:
-    """A document's texts, its last change (verdict, similarity, regions) and its history.
+    """A document's texts, its last change (verdict, kind and reason, similarity, regions)
+    and its history.
 
-    Verdict, similarity and regions come from one :func:`~kbsync.core.compare.compare`
+    Verdict, kind, similarity and regions come from one :func:`~kbsync.core.compare.compare`
     of the two texts: the words added to the new text and those removed from the
     old one, for the side-by-side view. A first version has no regions.
 
@@ -131,6 +132,8 @@ def document_view(kb: KnowledgeBase, key: str, source: str | None = None) -> dic
         "last_changed": doc.last_changed,
         "first_version": doc.first_version,
         "verdict": None if doc.verdict is None else str(doc.verdict),
+        "kind": None if doc.kind is None else str(doc.kind),
+        "reason": doc.reason,
         "similarity": None if doc.similarity is None else round(doc.similarity, 4),
         "added": _regions(doc.text, added),
         "removed": _regions(previous, removed),
@@ -200,6 +203,8 @@ def _regions(text: str, regions: Sequence[Region]) -> list[dict[str, Any]]:
 def _changes(result: SyncResult) -> list[dict[str, Any]]:
     return [{"source": s.source, "key": c.key, "action": c.action,
              "verdict": None if c.change is None else str(c.change.verdict),
+             "kind": None if c.change is None or c.change.kind is None else str(c.change.kind),
+             "reason": "" if c.change is None else c.change.reason,
              "similarity": None if c.change is None else round(c.change.similarity, 4),
              "from": c.moved_from}
             for s in result.sources for c in s.changes]

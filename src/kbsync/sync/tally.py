@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from kbsync.core.plan import Action
-from kbsync.model import ChangeReport, ChunkingDiagnostics, Region, Verdict
+from kbsync.model import ChangeKind, ChangeReport, ChunkingDiagnostics, Region, Verdict
 from kbsync.report import DocumentChange, SourceResult, SyncResult
 
 __all__ = ["REPORT_LIMIT", "Capped", "Clock", "Progress", "SourceTally", "SyncReport", "utc_now"]
@@ -188,6 +188,7 @@ _LISTS = ("failures", "warnings", "actions", "unsupported")
 def _change_dict(change: ChangeReport) -> dict[str, Any]:
     """What a tally keeps of a document's change report: what the run's report shows."""
     return {"verdict": str(change.verdict), "similarity": change.similarity,
+            "kind": None if change.kind is None else str(change.kind), "reason": change.reason,
             "regions": [(r.offset, r.length) for r in change.regions],
             "removed_regions": [(r.offset, r.length) for r in change.removed_regions]}
 
@@ -197,6 +198,8 @@ def _change_of(sent: Mapping[str, Any]) -> ChangeReport:
     return ChangeReport(changed=True, similarity=sent["similarity"], added=(), removed=(),
                         kept=0, moved=0, regions=tuple(Region(o, n) for o, n in sent["regions"]),
                         verdict=Verdict(sent["verdict"]),
+                        kind=None if sent.get("kind") is None else ChangeKind(sent["kind"]),
+                        reason=sent.get("reason", ""),
                         removed_regions=tuple(Region(o, n) for o, n in sent["removed_regions"]))
 
 
