@@ -18,7 +18,7 @@ from kbsync.normalize import normalize
 if TYPE_CHECKING:
     from kbsync.chunking import ByteParams, LocalParams, TTTDParams, chunk_stream, chunk_text
     from kbsync.chunking.bytecdc import byte_chunks
-    from kbsync.costs import EmbeddingCost
+    from kbsync.costs import BillBound, EmbeddingCost
     from kbsync.errors import KbsyncError, ParameterError
     from kbsync.identity import IDENTITY_SCHEMA_VERSION
     from kbsync.knowledge_base import (
@@ -87,6 +87,7 @@ _HOMES = {
     "DocumentText": "kbsync.store",
     "Hit": "kbsync.store",
     "RunRecord": "kbsync.store",
+    "BillBound": "kbsync.costs",
     "EmbeddingCost": "kbsync.costs",
     "Reconciliation": "kbsync.mirror",
     "DocumentChange": "kbsync.report",
@@ -101,6 +102,7 @@ __version__ = "0.1.0"
 __all__ = [
     "IDENTITY_SCHEMA_VERSION",
     "NORMALIZER_VERSION",
+    "BillBound",
     "Boundary",
     "ByteChunk",
     "ByteParams",

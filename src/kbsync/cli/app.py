@@ -4,6 +4,7 @@ options, errors as one line, JSON output."""
 from __future__ import annotations
 
 import json
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,10 +21,14 @@ __all__ = [
     "EXIT_PROBLEMS",
     "EXIT_TERMINATED",
     "EXIT_USAGE",
+    "HELP",
     "ConfigOption",
     "EndpointOption",
     "Errors",
+    "FailOn",
+    "FailOnOption",
     "JsonOption",
+    "QuietOption",
     "app",
     "emit",
     "interrupted_exit",
@@ -51,8 +56,13 @@ EXIT_TERMINATED = 143
 """SIGTERM stopped the command (cleanly): 128 + 15, as shells report a process it killed."""
 
 
+HELP = {"help_option_names": ["-h", "--help"]}
+"""Every command and group takes ``-h`` as ``--help``."""
+
+
 app = typer.Typer(
     help="Keep a retrieval knowledge base in sync with changing sources.",
+    context_settings=HELP,
     no_args_is_help=True,
     add_completion=False,
     # Help text names kbsync.toml tables ("[index] confirm_above_tokens"): not Rich markup.
@@ -105,12 +115,33 @@ ConfigOption = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
+QuietOption = Annotated[bool, typer.Option(
+    "--quiet", "-q", help="Print nothing when all goes well (problems still go to stderr; "
+    "--json output is whole).")]
+
+
+class FailOn(StrEnum):
+    """Which problems of a sync make it exit 4."""
+
+    NEW = "new"
+    """Problems this run met first: a document that failed as it is for the first time, an
+    incomplete listing, blocked deletions. A document still failing as it did is not."""
+    ANY = "any"
+    """Every problem, documents still failing included."""
+
+
+FailOnOption = Annotated[FailOn, typer.Option(
+    help="Exit 4 for new problems only (a document still failing as it did in an earlier "
+    "sync is reported, and exits 0), or for any problem.")]
+
+
 EndpointOption = Annotated[str | None, typer.Option(
     "--endpoint-url", help="The server of the s3:// sources when it is not AWS (MinIO, Ceph, "
     "R2...), written as their storage_options endpoint_url.")]
 
 
-sources_app = typer.Typer(help="Add or remove sources of the knowledge base.", no_args_is_help=True)
+sources_app = typer.Typer(help="Add or remove sources of the knowledge base.",
+                          context_settings=HELP, no_args_is_help=True)
 
 
 app.add_typer(sources_app, name="sources")
