@@ -8,14 +8,13 @@ from its module, but only these are promised.
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
-# Two functions share their names with their modules: imported now, they take the place
-# the import of their module gives that module in this package.
-from kbsync.compare import compare
-from kbsync.normalize import normalize
-
 if TYPE_CHECKING:
+    from kbsync.compare import compare
+    from kbsync.normalize import normalize
     from kbsync.chunking import ByteParams, LocalParams, TTTDParams, chunk_stream, chunk_text
     from kbsync.chunking.bytecdc import byte_chunks
     from kbsync.costs import BillBound, EmbeddingCost
@@ -54,6 +53,8 @@ if TYPE_CHECKING:
 # of kbsync (``kbsync.sync``, ``kbsync.chunking``) or starting a command that needs
 # little loads only what it uses.
 _HOMES = {
+    "compare": "kbsync.compare",
+    "normalize": "kbsync.normalize",
     "ByteParams": "kbsync.chunking",
     "LocalParams": "kbsync.chunking",
     "TTTDParams": "kbsync.chunking",
@@ -159,3 +160,21 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(__all__)
+
+
+_SHADOWED = frozenset({"compare", "normalize"})
+"""Functions that share their names with their modules: ``kbsync.compare`` is the function."""
+
+
+class _Facade(types.ModuleType):
+    """The package, whose attributes ``compare`` and ``normalize`` stay the functions when
+    their modules are imported (which would set the attribute to the module), so
+    neither needs importing, with NumPy, before it is used."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _SHADOWED and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Facade

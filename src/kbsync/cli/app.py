@@ -1,18 +1,25 @@
 """The Typer application every command registers on, and what the commands share: exit codes,
-options, errors as one line, JSON output."""
+options, errors as one line, JSON output.
+
+A command imports what it needs when it runs (:func:`open_kb`, the renderers): starting
+``kbsync status`` must not pay for NumPy, the sync or the extractors."""
 
 from __future__ import annotations
 
 import json
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from kbsync.engine import CONFIG_NAME
 from kbsync.errors import KbsyncError, LockedError, Terminated
 from kbsync.terminal import json_escaped, printable
+
+if TYPE_CHECKING:
+    from kbsync.knowledge_base import KnowledgeBase
+
+CONFIG_NAME = "kbsync.toml"  # kbsync.engine's, which the start of every command would import
 
 __all__ = [
     "EXIT_ERROR",
@@ -33,6 +40,7 @@ __all__ = [
     "emit",
     "interrupted_exit",
     "one_line",
+    "open_kb",
     "sources_app",
     "state",
 ]
@@ -161,3 +169,11 @@ def interrupted_exit(exc: KeyboardInterrupt) -> typer.Exit:
 
 def one_line(text: str) -> str:
     return printable(text, one_line=True)
+
+
+def open_kb(config: Path | str) -> KnowledgeBase:
+    """The knowledge base of ``config`` (:meth:`KnowledgeBase.open`), imported when a
+    command first needs it."""
+    from kbsync.knowledge_base import KnowledgeBase
+
+    return KnowledgeBase.open(config)

@@ -6,7 +6,7 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -23,18 +23,13 @@ from kbsync.cli.app import (
     app,
     emit,
     interrupted_exit,
+    open_kb,
 )
 from kbsync.errors import ConfirmationRequiredError
-from kbsync.knowledge_base import KnowledgeBase, Progress, SyncResult
-from kbsync.render import (
-    change_lines,
-    diagnostics_table,
-    no_op_line,
-    nothing_changed,
-    still_failing_lines,
-    sync_tables,
-)
 from kbsync.terminal import json_escaped, printable
+
+if TYPE_CHECKING:
+    from kbsync.knowledge_base import Progress, SyncResult
 
 __all__ = ["plan", "print_problems", "print_report", "progress_run", "sync", "watch", "worker"]
 
@@ -70,6 +65,15 @@ def print_report(report: SyncResult, as_json: bool, quiet: bool = False) -> None
     if quiet:
         print_problems(report, warnings=False)
         return
+    from kbsync.render import (
+        change_lines,
+        diagnostics_table,
+        no_op_line,
+        nothing_changed,
+        still_failing_lines,
+        sync_tables,
+    )
+
     if not report.dry_run and nothing_changed(report):
         typer.echo(no_op_line(report))
         return
@@ -105,7 +109,7 @@ def print_problems(report: SyncResult, warnings: bool = True) -> None:
 @app.command()
 def plan(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
     """Show what a sync would do (documents, chunks to embed, embedding tokens); write nothing."""
-    with Errors(as_json), KnowledgeBase.open(config) as kb:
+    with Errors(as_json), open_kb(config) as kb:
         report = progress_run(lambda tick: kb.plan(progress=tick), as_json)
         cost = kb.estimate(report)
     if as_json:
@@ -146,7 +150,7 @@ def sync(
     Prints one line when nothing changed, else the report's tables. Exits 0, or 4 when
     the run met a new problem (--fail-on any: also for documents still failing).
     """
-    with Errors(as_json), KnowledgeBase.open(config) as kb:
+    with Errors(as_json), open_kb(config) as kb:
         def run(tick: Progress | None, confirmed: bool) -> SyncResult:
             return kb.sync(verify=verify, allow_mass_delete=allow_mass_delete, progress=tick,
                            wait=wait, on_wait=lambda message: typer.echo(message, err=True),
@@ -189,7 +193,7 @@ def worker(
                                         "the sync reports what they did).")] = False,
 ) -> None:
     """Process documents of syncs in progress on a shared PostgreSQL store (`sync --workers`)."""
-    with Errors(), KnowledgeBase.open(config) as kb:
+    with Errors(), open_kb(config) as kb:
         done = kb.work(run=run, follow=follow, poll=poll)
     if not quiet:
         typer.echo(f"{done} documents processed", err=True)
@@ -228,7 +232,7 @@ def watch(
             typer.echo(f"{report.finished} {reason}: {counts or 'nothing to do'}")
             print_problems(report)
 
-    with Errors(as_json), KnowledgeBase.open(config) as kb:
+    with Errors(as_json), open_kb(config) as kb:
         try:
             kb.watch(interval=every, full_every=full, on_report=show, yes=yes)
         except KeyboardInterrupt:
