@@ -77,7 +77,8 @@ class FailureMemory:
 
     def settle(self, out: SourceTally) -> None:
         """Sort the read failures of ``out``: one met before at the same stat and
-        derivation moves from ``failures`` to ``still_failing``; each is remembered."""
+        derivation moves from ``failures`` (and from the failed documents and the
+        changes) to ``still_failing``, as if it had been skipped; each is remembered."""
         old = set()
         for key, (stat, derivation, message) in out.unreadable.items():
             known = self.known.get(key)
@@ -96,6 +97,10 @@ class FailureMemory:
                                  if key in old)
         out.failures.clear()
         out.failures.extend(failures)
+        out.documents["failed"] -= len(old)
+        actions = [a for a in out.actions if not (a[1] == "failed" and a[0] in old)]
+        out.actions.clear()
+        out.actions.extend(actions)
 
     def save(self, store: Meta) -> None:
         """Remember the failures of this sync (those skipped, and those met), forgetting
