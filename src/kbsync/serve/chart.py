@@ -143,8 +143,9 @@ def _number(value: float) -> str:
 
 def _keys(parts: Sequence[tuple[str, str]]) -> str:
     items = []
-    for i, (label, colour) in enumerate(parts):
-        x = _LEFT + i * 90
+    for i, (field, colour) in enumerate(parts):
+        x = _LEFT + i * 130
+        label = field.replace("tokens_", "").replace("_", " ")
         items.append(f'<rect x="{x}" y="8" width="12" height="12" fill="{colour}"/>'
                      f'<text x="{x + 17}" y="18" class="tick">{escape(label)}</text>')
     return "".join(items)
