@@ -13,10 +13,9 @@ import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kbsync.compare import compare
-    from kbsync.normalize import normalize
     from kbsync.chunking import ByteParams, LocalParams, TTTDParams, chunk_stream, chunk_text
     from kbsync.chunking.bytecdc import byte_chunks
+    from kbsync.compare import compare
     from kbsync.costs import BillBound, EmbeddingCost
     from kbsync.errors import KbsyncError, ParameterError
     from kbsync.identity import IDENTITY_SCHEMA_VERSION
@@ -44,7 +43,7 @@ if TYPE_CHECKING:
         Region,
         Verdict,
     )
-    from kbsync.normalize import NORMALIZER_VERSION, NormalizedText
+    from kbsync.normalize import NORMALIZER_VERSION, NormalizedText, normalize
     from kbsync.report import DocumentChange, SourceResult
     from kbsync.results import ChangedRegion, Rebuilt, RunSummary
     from kbsync.store import DocumentText, Hit, RunRecord
