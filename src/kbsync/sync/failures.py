@@ -61,7 +61,8 @@ class FailureMemory:
     def __init__(self, store: Meta, source: str, listed_ns: int) -> None:
         self._source = source
         self._listed_ns = listed_ns
-        self.known = _decode(store.get_meta(failures_meta_name(source)))
+        self._stored = store.get_meta(failures_meta_name(source))
+        self.known = _decode(self._stored)
         self._kept: dict[str, KnownFailure] = {}
 
     def skip(self, item: SourceItem, made_with: str, out: SourceTally) -> bool:
@@ -84,9 +85,11 @@ class FailureMemory:
             known = self.known.get(key)
             if known is not None and known.stat == stat and known.derivation == derivation:
                 old.add(key)
-                # Met again at the same stat: remembered from the first listing that met
-                # it unless that one was racy, so a stat trusted once stays trusted.
-                listed = known.listed_ns if known.trusted() else self._listed_ns
+                # Met again at the same stat: from this listing only if that makes the stat
+                # trusted (it was racy before), so an unchanged failure writes nothing.
+                fresh = KnownFailure(stat, derivation, message, self._listed_ns)
+                listed = fresh.listed_ns if fresh.trusted() and not known.trusted() \
+                    else known.listed_ns
             else:
                 listed = self._listed_ns
             self._kept[key] = KnownFailure(stat, derivation, message, listed)
@@ -105,8 +108,9 @@ class FailureMemory:
     def save(self, store: Meta) -> None:
         """Remember the failures of this sync (those skipped, and those met), forgetting
         the rest: a document read well, changed, or gone."""
-        if self._kept or self.known:
-            store.set_meta(failures_meta_name(self._source), _encode(self._kept))
+        value = _encode(self._kept)
+        if (self._kept or self.known) and value != self._stored:
+            store.set_meta(failures_meta_name(self._source), value)
 
 
 def _encode(failures: Mapping[str, KnownFailure]) -> str:
