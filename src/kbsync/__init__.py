@@ -10,11 +10,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-# Two functions share their names with their modules: imported now, they take the place
-# the import of their module gives that module in this package.
-from kbsync.core.compare import compare
-from kbsync.core.normalize import normalize
-
 if TYPE_CHECKING:
     from kbsync.app.knowledge_base import (
         Collected,
@@ -33,9 +28,10 @@ if TYPE_CHECKING:
     from kbsync.app.results import ChangedRegion, Rebuilt, RunSummary
     from kbsync.core.chunking import ByteParams, LocalParams, TTTDParams, chunk_stream, chunk_text
     from kbsync.core.chunking.bytecdc import byte_chunks
-    from kbsync.core.costs import EmbeddingCost
+    from kbsync.core.compare import compare
+    from kbsync.core.costs import BillBound, EmbeddingCost
     from kbsync.core.identity import IDENTITY_SCHEMA_VERSION
-    from kbsync.core.normalize import NORMALIZER_VERSION, NormalizedText
+    from kbsync.core.normalize import NORMALIZER_VERSION, NormalizedText, normalize
     from kbsync.errors import KbsyncError, ParameterError
     from kbsync.model import (
         Boundary,
@@ -56,6 +52,8 @@ if TYPE_CHECKING:
 # of kbsync (``kbsync.sync``, ``kbsync.core.chunking``) or starting a command that needs
 # little loads only what it uses.
 _HOMES = {
+    "compare": "kbsync.core.compare",
+    "normalize": "kbsync.core.normalize",
     "ByteParams": "kbsync.core.chunking",
     "LocalParams": "kbsync.core.chunking",
     "TTTDParams": "kbsync.core.chunking",
@@ -91,6 +89,7 @@ _HOMES = {
     "DocumentText": "kbsync.store",
     "Hit": "kbsync.store",
     "RunRecord": "kbsync.store",
+    "BillBound": "kbsync.core.costs",
     "EmbeddingCost": "kbsync.core.costs",
     "Reconciliation": "kbsync.sync.mirror",
     "DocumentChange": "kbsync.report",
@@ -105,6 +104,7 @@ __version__ = "0.1.0"
 __all__ = [
     "IDENTITY_SCHEMA_VERSION",
     "NORMALIZER_VERSION",
+    "BillBound",
     "Boundary",
     "ByteChunk",
     "ByteParams",

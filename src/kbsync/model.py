@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:  # the values of this module need no NumPy: a command that starts loads none
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = [
     "ANY_NORM",
@@ -367,6 +368,8 @@ class VectorNorm:
     def unsound(self, norms: npt.NDArray[np.floating]) -> npt.NDArray[np.bool_]:
         """Which of the vectors whose L2 ``norms`` are given cannot be right (a non-finite
         component makes a non-finite norm)."""
+        import numpy as np
+
         norms = np.asarray(norms, dtype=np.float64)
         right = np.isfinite(norms)
         if self.length is not None:

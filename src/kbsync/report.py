@@ -136,6 +136,9 @@ class SourceResult:
     unsupported: tuple[str, ...] = ()
     """Keys of the listed items of a type no extractor reads, skipped (as many as
     ``failures``; ``skipped_unsupported`` counts them all)."""
+    still_failing: tuple[tuple[str, str], ...] = ()
+    """``(key, message)`` of each document that failed before as it is now: skipped
+    unread (:mod:`kbsync.sync.failures`), and no new problem."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data, as stored in the run's report."""
@@ -147,6 +150,7 @@ class SourceResult:
             "listing_complete": self.listing_complete,
             "deletions_blocked": self.deletions_blocked,
             "failures": [{"key": k, "message": m} for k, m in self.failures],
+            "still_failing": [{"key": k, "message": m} for k, m in self.still_failing],
             "warnings": list(self.warnings),
             "unsupported": list(self.unsupported),
             "changes": [c.to_dict() for c in self.changes],
@@ -166,6 +170,8 @@ class SourceResult:
             deletions_blocked=bool(data.get("deletions_blocked", False)),
             failures=tuple((str(f.get("key", "")), str(f.get("message", "")))
                            for f in data.get("failures", ())),
+            still_failing=tuple((str(f.get("key", "")), str(f.get("message", "")))
+                                for f in data.get("still_failing", ())),
             warnings=tuple(str(w) for w in data.get("warnings", ())),
             unsupported=tuple(str(k) for k in data.get("unsupported", ())),
             changes=tuple(DocumentChange.from_dict(c) for c in data.get("changes", ())),
@@ -201,9 +207,15 @@ class SyncResult:
 
     @property
     def failed(self) -> bool:
-        """Whether a document failed, a listing was incomplete or deletions were blocked."""
+        """Whether a document failed, a listing was incomplete or deletions were blocked:
+        new problems (documents still failing as before are not)."""
         return any(s.failures or s.deletions_blocked or not s.listing_complete
                    for s in self.sources)
+
+    @property
+    def still_failing(self) -> int:
+        """How many documents failed as they did in an earlier sync (skipped unread)."""
+        return sum(len(s.still_failing) for s in self.sources)
 
     def total(self, action: str) -> int:
         """How many documents took ``action`` (e.g. ``"new"``), over every source."""

@@ -17,6 +17,7 @@ PUBLIC = [
     "EmbeddingCost",
     "DocumentChange",
     "ChangedRegion",
+    "BillBound",
     "Boundary",
     "ByteChunk",
     "ByteParams",

@@ -47,7 +47,8 @@ from kbsync.app.results import (
 from kbsync.app.searching import SEARCH_MODES, Searcher, SearchMode, SearchResults
 from kbsync.app.watch import watch
 from kbsync.core.compare import compare
-from kbsync.core.costs import EmbeddingCost, estimate
+from kbsync.core.costs import BillBound, EmbeddingCost, bill_bound, estimate, rate_of
+from kbsync.embed.kinds import embedder_kind
 from kbsync.engine import (
     Config,
     add_source,
@@ -266,7 +267,7 @@ class KnowledgeBase:
              allow_mass_delete: bool = False, wait: bool = True,
              on_wait: Callable[[str], None] | None = None, workers: int = 0,
              accept_replacements: bool = False, yes: bool = False,
-             due: bool = False) -> SyncResult:
+             due: bool = False, sources: Sequence[str] | None = None) -> SyncResult:
         """Bring the store in step with the sources, doing the least work that is correct.
 
         Args:
@@ -281,13 +282,15 @@ class KnowledgeBase:
             accept_replacements: apply a new text that shares almost nothing with the
                 stored one at once, instead of keeping the stored version until the
                 next sync confirms it (a login wall or an error page would replace it).
-            yes: embed however much there is; otherwise a source whose chunks to embed
-                come to more than ``[index] confirm_above_tokens`` tokens (2,000,000 by
-                default) raises :class:`~kbsync.errors.ConfirmationRequiredError`
-                before any of it is embedded.
+            yes: embed however much there is; otherwise a source whose embedding costs
+                more than the bound of its embedder (:meth:`bill_bound`) raises
+                :class:`~kbsync.errors.ConfirmationRequiredError` before any of it is
+                embedded.
             due: check only the web pages whose revisit schedule says they are due
                 (``min_interval``/``max_interval`` of the source); the others count as
                 unchanged, never as gone. Folders are synced as always.
+            sources: sync only the sources of these names (every one when None); the
+                others are left as they are. A name not configured is a ``ConfigError``.
         """
         if workers and not self.config.store_kind.capabilities.workers:
             raise ConfigError("--workers needs a PostgreSQL store ([store] url in kbsync.toml): "
@@ -298,18 +301,23 @@ class KnowledgeBase:
         if workers and self.config.vectors:
             raise ConfigError("--workers does not drive an external vector store ([vectors]) "
                               "yet: sync without --workers")
+        only = None if sources is None else self._named(sources)
         self._progress = progress
         with self._writing(wait, on_wait):
             if verify:
                 self._check_file()
             options = self._options(verify=verify, allow_mass_delete=allow_mass_delete,
                                     accept_replacements=accept_replacements, due=due)
+            options = replace(options, only=only)
             if workers:
                 return sync_parallel(
                     self.sources, self._queue(), self.embedder, self._extractor_for,
                     self.config.chunker, options, workers=workers, spawn=self._spawn,
                     progress=progress)
-            options = replace(options, confirm_above_tokens=None if yes else self._confirm_above())
+            bound = None if yes else self.bill_bound()
+            options = replace(options,
+                              confirm_above_tokens=None if bound is None else bound.tokens,
+                              bound_setting="" if bound is None else bound.setting)
             if isinstance(self.store, WorkQueue):
                 # Holding the writer lock, no parallel run is in progress: a queue left by a
                 # killed one would be served, out of date, by a `kbsync worker` started later.
@@ -327,6 +335,27 @@ class KnowledgeBase:
     def _confirm_above(self) -> int | None:
         """``[index] confirm_above_tokens``; 0 turns the question off."""
         return self.config.index.confirm_above_tokens or None
+    def _named(self, names: Sequence[str]) -> frozenset[str]:
+        """The configured sources ``names`` names; ConfigError naming one that is not."""
+        configured = [s.name for s in self.config.sources]
+        unknown = [n for n in names if n not in configured]
+        if unknown:
+            raise ConfigError(f"{self.config.file}: no source named {unknown[0]!r} "
+                              f"(sources: {', '.join(configured) or 'none'})")
+        return frozenset(names)
+
+    def bill_bound(self) -> BillBound | None:
+        """Above what a sync asks before embedding, after what embedding costs with this
+        embedder: ``[index] confirm_above_tokens`` for a priced service, ``[index]
+        confirm_above_seconds`` at the measured rate for a local model, never for the
+        hashing embedder (None)."""
+        embedder = self.config.embedder
+        rate, _ = rate_of(self.embedder.identity, embedder.kind,
+                          (r.report for r in self.store.runs(20)))
+        return bill_bound(embedder_kind(embedder.kind).bill,
+                          confirm_above_tokens=self.config.index.confirm_above_tokens,
+                          confirm_above_seconds=self.config.index.confirm_above_seconds,
+                          tokens_per_second=rate)
 
     def estimate(self, plan: SyncResult) -> EmbeddingCost:
         """The embedding bill of a plan (:meth:`plan`): chunks and tokens to embed, the
@@ -339,7 +368,7 @@ class KnowledgeBase:
             embedder=self.embedder.identity, kind=self.config.embedder.kind,
             reports=(r.report for r in self.store.runs(20)),
             price_per_million_tokens=None if price is None else float(price),
-            confirm_above_tokens=self._confirm_above())
+            bound=self.bill_bound())
 
     def work(self, *, run: str | None = None, follow: bool = False, poll: float = 2.0,
              stop: threading.Event | None = None) -> int:
@@ -636,14 +665,17 @@ class KnowledgeBase:
     def _mending(self) -> Mending:
         """What checks and mends the store (:mod:`kbsync.app.mending`); its sync reads the
         sources as :meth:`sync` does."""
+        bound = self.bill_bound()
+
         def sync() -> SyncResult:
             return sync_sources(
                 self.sources, self.store, self.embedder, self._extractor_for,
-                self.config.chunker, self._options(confirm_above_tokens=self._confirm_above()),
+                self.config.chunker,
+                self._options(confirm_above_tokens=None if bound is None else bound.tokens),
                 index=self.vector_index)
 
         return Mending(self.store, self.embedder, self.config.chunker, self._extractor_for, sync,
-                       self._confirm_above())
+                       bound)
 
     def rebuild(self, *, progress: Progress | None = None, wait: bool = True) -> Rebuilt:
         """Build a fresh store from the sources and put it in place of the current one.

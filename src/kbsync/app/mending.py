@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from kbsync.core.costs import BillBound
 from kbsync.embed import Embedder, norm_of
 from kbsync.engine import Config
 from kbsync.errors import KbsyncError, StoreError
@@ -52,14 +53,14 @@ class Mending:
     """What checking and mending one store needs: the store, the embedder whose vectors it
     must hold, the chunker and extractors whose digests and derivations it holds, a sync
     of the sources (to read a damaged text again) and the bound on what a repair embeds
-    without asking (``[index] confirm_above_tokens``)."""
+    without asking (:meth:`~kbsync.app.knowledge_base.KnowledgeBase.bill_bound`)."""
 
     store: RecordStore
     embedder: Embedder
     chunker: Chunker
     extractor_for: ExtractorFor
     sync: Callable[[], SyncResult]
-    confirm_above: int | None
+    bound: BillBound | None
 
     def check(self) -> tuple[str, ...]:
         """Every invariant and stored value checked; the problems found."""
@@ -125,7 +126,7 @@ class Mending:
 
         Only for the embedder the store was last synced with: vectors of another one
         (a new model, another dimension) are a sync's to make, with its checks, as is
-        a bill over ``[index] confirm_above_tokens``.
+        a bill over the embedder's bound.
         """
         store, embedder = self.store, self.embedder
         if store.get_meta("embedder") != embedder.identity:
@@ -136,10 +137,10 @@ class Mending:
             missing = {s: store.unembedded(s, embedder.identity) for s in sources}
             tokens = sum(sum(embedder.count_tokens(list(texts.values())))
                          for texts in missing.values() if texts)
-            if self.confirm_above is not None and tokens > self.confirm_above:
+            if self.bound is not None and tokens > self.bound.tokens:
                 chunks = sum(len(texts) for texts in missing.values())
                 return (f"{chunks:,} chunks ({tokens:,} tokens) have no vector, more than "
-                        "[index] confirm_above_tokens: `kbsync sync --yes` embeds them",)
+                        f"{self.bound.setting}: `kbsync sync --yes` embeds them",)
             embedded = 0
             for source in sources:
                 out = SourceTally(source=source)

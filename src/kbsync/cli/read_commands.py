@@ -4,15 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
-from kbsync.app.chunk_files import chunk_files
-from kbsync.app.knowledge_base import KnowledgeBase, SearchMode
-from kbsync.app.served import served_query_vector
 from kbsync.cli.app import (
     EXIT_ERROR,
     EXIT_USAGE,
@@ -21,27 +18,23 @@ from kbsync.cli.app import (
     JsonOption,
     app,
     emit,
+    open_kb,
     warn,
 )
-from kbsync.cli.render import (
-    chunks_table,
-    diagnostics_table,
-    diff_heading,
-    edit_summary,
-    highlighted,
-    hit_blocks,
-)
-from kbsync.core.chunking import make_params
 from kbsync.errors import KbsyncError, ParameterError
-from kbsync.report import hit_dict
-from kbsync.store.filters import Filters, matches, parse_where
+from kbsync.model import SearchMode
 from kbsync.terminal import printable
+
+if TYPE_CHECKING:
+    from kbsync.store.filters import Filters
 
 __all__ = ["chunk", "diff", "search", "status"]
 
 def _strategy_name(value: str | None) -> str | None:
     """A ``--strategy`` checked as the command line is read: a wrong name is a usage error."""
     if value is not None:
+        from kbsync.core.chunking import make_params
+
         try:
             make_params(value)
         except ParameterError as exc:
@@ -70,9 +63,12 @@ def chunk(
                                "the options above override its [chunker].")] = None,
 ) -> None:
     """Print the chunks of files (offsets, tokens, boundary kind, identity) and diagnostics."""
+    from kbsync.app.chunk_files import chunk_files
+    from kbsync.cli.render import chunks_table, diagnostics_table
+
     params: dict[str, Any] = {}
     if config is not None:
-        with Errors(as_json), KnowledgeBase.open(config) as kb:
+        with Errors(as_json), open_kb(config) as kb:
             params = kb.config.chunker.settings()  # token_counter = "embedder" resolved
             strategy = strategy or kb.config.chunker.strategy
     if min_tokens is not None:
@@ -106,7 +102,7 @@ def chunk(
 @app.command()
 def status(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
     """Documents, chunks, embeddings and the last run."""
-    with Errors(as_json), KnowledgeBase.open(config) as kb:
+    with Errors(as_json), open_kb(config) as kb:
         found = kb.status()
         data = found.to_dict()
     warn([found.damage])
@@ -170,6 +166,8 @@ def _count(n: int, noun: str) -> str:
 
 def _unknown_sources(filters: Filters, stored: Collection[str]) -> list[str]:
     """The values of a ``source=`` filter that match no source the store holds."""
+    from kbsync.store.filters import Filters, matches
+
     wanted = dict(filters.conditions).get("source", ())
     return [v for v in wanted
             if not any(matches(Filters((("source", (v,)),)), s, "", {}) for s in stored)]
@@ -198,6 +196,11 @@ def search(
 
     Each hit shows its rank and a relevance from 0 to 1 (`--json` also gives the raw score).
     """
+    from kbsync.app.served import served_query_vector
+    from kbsync.cli.render import hit_blocks
+    from kbsync.report import hit_dict
+    from kbsync.store.filters import parse_where
+
     if not query.strip():
         typer.echo("error: the query is empty: give the words to look for", err=True)
         raise typer.Exit(EXIT_USAGE)
@@ -206,7 +209,7 @@ def search(
     except KbsyncError as exc:  # a malformed --where, named
         typer.echo(printable(f"error: --where: {exc}"), err=True)
         raise typer.Exit(EXIT_USAGE) from None
-    with Errors(as_json), KnowledgeBase.open(config) as kb:
+    with Errors(as_json), open_kb(config) as kb:
         mode = mode or kb.config.default_search_mode
         vector = None
         if mode != "text" and kb.config.embedder.kind == "local":
@@ -236,7 +239,9 @@ def diff(
 ) -> None:
     """The last change of a document: verdict, kind and reason, similarity and the changed
     regions."""
-    with Errors(as_json), KnowledgeBase.open(config) as kb:
+    from kbsync.cli.render import diff_heading, edit_summary, highlighted
+
+    with Errors(as_json), open_kb(config) as kb:
         change = kb.diff(key, source)
         damage = kb.damage
     warn([damage])

@@ -36,8 +36,11 @@ __all__ = [
     "edit_summary",
     "highlighted",
     "hit_blocks",
+    "no_op_line",
+    "nothing_changed",
     "rounded_down",
     "safe",
+    "still_failing_lines",
     "sync_tables",
 ]
 
@@ -182,6 +185,46 @@ def sync_tables(report: SyncResult) -> list[RenderableType]:
     for stage, seconds in report.seconds.items():
         times.add_row(*_cells(stage, f"{seconds:.3f}"))
     return [_Fitting(docs), _Fitting(work), times, *notes]
+
+
+def nothing_changed(report: SyncResult) -> bool:
+    """Whether a run changed nothing and met no new problem: every document listed was
+    unchanged (or still failing as before), nothing was embedded, written or warned of."""
+    if any(n for action, n in report.documents.items() if action != Action.UNCHANGED.value):
+        return False
+    return not any(
+        s.failures or s.warnings or not s.listing_complete or s.deletions_blocked
+        or s.embeddings_computed or s.embeddings_backfill or s.vectors_upserted
+        or s.vectors_deleted or any(s.chunks.values()) for s in report.sources)
+
+
+STILL_FAILING_NAMED = 3
+"""Documents still failing that the line of a run that changed nothing names."""
+
+
+def no_op_line(report: SyncResult) -> str:
+    """The one line of a run that changed nothing (:func:`nothing_changed`)."""
+    unchanged = report.total(Action.UNCHANGED.value)
+    sources = len(report.sources)
+    seconds = sum(report.seconds.values())
+    line = (f"nothing changed: {unchanged:,} document{'' if unchanged == 1 else 's'} "
+            f"unchanged in {sources} source{'' if sources == 1 else 's'} ({seconds:.2f} s)")
+    failing = [key for s in report.sources for key, _ in s.still_failing]
+    if failing:
+        named = ", ".join(failing[:STILL_FAILING_NAMED])
+        more = len(failing) - STILL_FAILING_NAMED
+        line += (f"; {len(failing):,} still failing as before, not read: {named}"
+                 f"{f' and {more:,} more' if more > 0 else ''} (`kbsync sync --verify` "
+                 "reads them again)")
+    return printable(line, one_line=True)
+
+
+def still_failing_lines(report: SyncResult) -> list[Text]:
+    """One line per document that failed as it is in an earlier sync, not read again."""
+    return [Text.assemble("still failing (not read, unchanged since): ",
+                          safe(f"{s.source}:{key}", "bold", one_line=True), ": ",
+                          safe(message, one_line=True))
+            for s in report.sources for key, message in s.still_failing]
 
 
 UNSUPPORTED_NAMED = 5

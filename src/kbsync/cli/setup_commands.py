@@ -8,10 +8,16 @@ from typing import Annotated, Any
 import typer
 
 from kbsync import __version__
-from kbsync.app.knowledge_base import KnowledgeBase
-from kbsync.cli.app import ConfigOption, EndpointOption, Errors, JsonOption, app, emit, sources_app
-from kbsync.core import native
-from kbsync.engine import init_config, init_embedder, refuse_missing_folders
+from kbsync.cli.app import (
+    ConfigOption,
+    EndpointOption,
+    Errors,
+    JsonOption,
+    app,
+    emit,
+    open_kb,
+    sources_app,
+)
 
 __all__ = ["init", "sources_add", "sources_remove", "version", "version_info"]
 
@@ -27,6 +33,8 @@ def version(as_json: Annotated[bool, typer.Option("--json", help="Print JSON: th
     else:
         typer.echo(__version__)
         if verbose:
+            from kbsync import native
+
             typer.echo(native.describe())
 
 
@@ -47,6 +55,8 @@ def version_info() -> dict[str, Any]:
     installed (found, not imported: a broken install shows when the feature is used)."""
     import importlib.util
     import platform
+
+    from kbsync import native
 
     def found(module: str) -> bool:
         try:
@@ -81,6 +91,8 @@ def init(
     hashing embedder (lexical search), with a warning.
     """
     with Errors(as_json):
+        from kbsync.engine import init_config, init_embedder, refuse_missing_folders
+
         refuse_missing_folders(folder, sources or [])
         embedder, warning = init_embedder(embedder_kind)
         config = init_config(folder, sources or [], embedder=embedder,
@@ -105,7 +117,7 @@ def sources_add(
     as_json: JsonOption = False,
 ) -> None:
     """Add a source: a folder, a website, a git repository or an object store."""
-    with Errors(as_json), KnowledgeBase.open(config) as kb:
+    with Errors(as_json), open_kb(config) as kb:
         kb.add_source(path, name, endpoint_url=endpoint_url)
         updated = kb.config
     if as_json:
@@ -121,7 +133,7 @@ def sources_remove(
     as_json: JsonOption = False,
 ) -> None:
     """Remove a source (its documents are deleted by the next sync)."""
-    with Errors(as_json), KnowledgeBase.open(config) as kb:
+    with Errors(as_json), open_kb(config) as kb:
         kb.remove_source(name)
         updated = kb.config
     if as_json:

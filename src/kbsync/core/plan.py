@@ -148,11 +148,15 @@ class Failed:
     """The document could not be read or extracted; its stored version stays as it is.
 
     ``missing`` marks an absence to be confirmed by a later check (an HTTP 404).
+    A document read and found unreadable carries the ``stat`` and ``derivation`` it
+    was read at, so the next sync can skip it while they are the same.
     """
 
     key: str
     message: str
     missing: bool = False
+    stat: SourceStat | None = None
+    derivation: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ __all__ = [
     "CHART_RUNS",
     "document_view",
     "hit_view",
+    "moved_to",
     "overview",
     "run_detail",
     "run_summary",
@@ -60,8 +61,27 @@ def overview(kb: KnowledgeBase) -> dict[str, Any]:
 
 
 def _embeddings(record: RunRecord) -> dict[str, Any]:
-    return {"run": record.id, "finished": record.finished,
-            **_vectors(SyncResult.from_dict(record.report).sources)}
+    """What the overview's plots show of a run: embeddings computed, reused and kept,
+    documents changed, tokens embedded and those a full re-embed would have spent on the
+    chunks the run reused or kept (at the run's tokens per embedded chunk, else its
+    chunks' mean), the seconds that saved at the run's embedding rate (None when it
+    embedded nothing to measure one from), and seconds per stage."""
+    result = SyncResult.from_dict(record.report)
+    vectors = _vectors(result.sources)
+    tokens = sum(s.embedding_tokens for s in result.sources)
+    d = result.diagnostics
+    per_chunk = (tokens / vectors["computed"] if vectors["computed"]
+                 else d.tokens_mean if d is not None and d.chunk_count else 0.0)
+    saved = round((vectors["reused"] + vectors["kept"]) * per_chunk)
+    embedding = result.seconds.get("embed", 0.0)
+    return {"run": record.id, "finished": record.finished, **vectors,
+            "changed": sum(n for action, n in result.documents.items()
+                           if action not in ("unchanged", "failed")),
+            "failed": result.documents.get("failed", 0),
+            "tokens_embedded": tokens, "tokens_saved": saved,
+            "seconds_saved": round(saved * embedding / tokens, 3) if tokens and embedding
+            else None,
+            "seconds": {stage: round(v, 3) for stage, v in result.seconds.items()}}
 
 
 def _vectors(sources: Sequence[SourceResult]) -> dict[str, int]:
@@ -87,6 +107,7 @@ def _summary(record: RunRecord, result: SyncResult) -> dict[str, Any]:
         "documents": {k: v for k, v in result.documents.items() if v},
         "embeddings": _vectors(result.sources),
         "failures": sum(len(s.failures) for s in result.sources),
+        "still_failing": result.still_failing,
     }
 
 
@@ -98,6 +119,8 @@ def run_detail(record: RunRecord) -> dict[str, Any]:
         **_summary(record, result),
         "failure_list": [{"source": s.source, "key": key, "message": message}
                          for s in sources for key, message in s.failures],
+        "still_failing_list": [{"source": s.source, "key": key, "message": message}
+                               for s in sources for key, message in s.still_failing],
         "changes": _changes(result),
         "changes_omitted": sum(s.omitted.get("changes", 0) for s in sources),
         "sources": [{"source": s.source, "documents": dict(s.documents),
@@ -143,6 +166,29 @@ def document_view(kb: KnowledgeBase, key: str, source: str | None = None) -> dic
         "moved": doc.moved,
         "history": [asdict(h) for h in kb.history(doc.key, doc.source)],
     }
+
+
+def moved_to(kb: KnowledgeBase, key: str, source: str | None = None,
+             runs: int = 200) -> tuple[str, str] | None:
+    """Where the document once at ``key`` is now, by the moves the latest ``runs`` runs
+    recorded (followed through each later move): ``(source, key)``, or None when it
+    never moved, so that a link in an old run's report still leads to it."""
+    moves: dict[tuple[str, str], str] = {}
+    for record in reversed(kb.runs(runs)):  # oldest first: a later move of a key wins
+        for s in SyncResult.from_dict(record.report).sources:
+            for change in s.changes:
+                if change.action == "moved" and change.moved_from is not None:
+                    moves[(s.source, change.moved_from)] = change.key
+    found = None
+    seen: set[tuple[str, str]] = set()
+    for (where, origin) in moves:
+        if origin == key and (source is None or where == source):
+            current = (where, key)
+            while current in moves and current not in seen:
+                seen.add(current)
+                current = (where, moves[current])
+            found = current
+    return found
 
 
 def hit_view(hit: Hit) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from kbsync.core.chunking import ChunkShape, shape_of
 from kbsync.core.plan import (
     Action,
     DocumentVersion,
+    Failed,
     Observation,
     Plan,
     StoredDocument,
@@ -35,7 +36,7 @@ from kbsync.sync.observe import ExtractorFor
 from kbsync.sync.options import SyncOptions
 from kbsync.sync.replacements import compare_stored, reports_change, screen
 from kbsync.sync.scratch import Scratch
-from kbsync.sync.tally import Clock, Progress, SourceTally
+from kbsync.sync.tally import REPORT_LIMIT, Clock, Progress, SourceTally
 from kbsync.sync.vector_index import VectorIndex
 
 __all__ = ["Added", "Batch", "Counted", "Pipeline", "Run", "plan_batch"]
@@ -123,6 +124,10 @@ def plan_batch(run: Run, source: str, batch: Batch, scratch: Scratch, skip: froz
     """
     store = run.store
     olds = {old.key: old for _, old in batch if old is not None}
+    for seen, _ in batch:
+        if isinstance(seen, Failed) and seen.stat is not None \
+                and len(out.unreadable) < REPORT_LIMIT:
+            out.unreadable[seen.key] = (seen.stat, seen.derivation, seen.message)
     observations, changes = _screen(run, source, [o for o, _ in batch], olds, shared, out)
     versions = [o for o in observations if isinstance(o, DocumentVersion)]
     # Batches go in key order, as one plan of the source takes moves: a new document

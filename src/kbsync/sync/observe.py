@@ -109,9 +109,10 @@ def observe(
     try:
         data = source.read(item)
     except DocumentError as exc:
-        return Failed(item.key, exc.reason)
+        return Failed(item.key, exc.reason, stat=item.stat, derivation=derivation)
     except Exception as exc:  # a bug or an unforeseen error must not stop the run
-        return Failed(item.key, f"cannot be read: {type(exc).__name__}: {exc}")
+        return Failed(item.key, f"cannot be read: {type(exc).__name__}: {exc}",
+                      stat=item.stat, derivation=derivation)
     out.bytes_read += len(data)
     bytes_hash = source_bytes_hash(data)
     same_derivation = old is not None and old.derivation == derivation
@@ -122,9 +123,10 @@ def observe(
     try:
         record = extractor.extract(data, locator=item.locator, media_type=item.media_type)
     except DocumentError as exc:
-        return Failed(item.key, exc.reason)
+        return Failed(item.key, exc.reason, stat=item.stat, derivation=derivation)
     except Exception as exc:  # a bug or an unforeseen error must not stop the run
-        return Failed(item.key, f"cannot be extracted: {type(exc).__name__}: {exc}")
+        return Failed(item.key, f"cannot be extracted: {type(exc).__name__}: {exc}",
+                      stat=item.stat, derivation=derivation)
     out.warnings.extend(f"{item.key}: {warning}" for warning in record.warnings)
     del data  # the extracted text replaces the bytes: never both copies and the chunks
     text = record.text

@@ -47,7 +47,8 @@ class SyncOptions:
     - ``accept_replacements``: apply at once a new text that shares almost nothing
       with the stored one (else it waits for a second sync to see it).
     - ``confirm_above_tokens``: refuse, before embedding anything of a source, a bill
-      over this many tokens (None: no bound; the single-process driver only).
+      over this many tokens (None: no bound; the single-process driver only);
+      ``bound_setting`` names the setting it comes from, for the refusal's message.
     - ``boilerplate_share``, ``index_boilerplate``: chunks in more than this share of
       a host's documents are boilerplate, neither embedded nor searched unless indexed.
     - ``batch``: how many documents are planned, embedded and applied together.
@@ -56,6 +57,8 @@ class SyncOptions:
       :data:`~kbsync.sync.reading.POOL_MIN_DOCUMENTS` to read and can be forked.
     - ``scratch_dir``: where documents read wait for their batch (the system's
       temporary directory when None).
+    - ``only``: sync only the sources of these names (None: every source); the others,
+      and sources no longer configured, are left as they are.
     """
 
     dry_run: bool = False
@@ -64,8 +67,10 @@ class SyncOptions:
     allow_mass_delete: bool = False
     accept_replacements: bool = False
     confirm_above_tokens: int | None = None
+    bound_setting: str = ""
     boilerplate_share: float = BOILERPLATE_SHARE
     index_boilerplate: bool = False
     batch: BatchLimits = field(default_factory=BatchLimits)
     read_workers: int = 0
     scratch_dir: Path | None = None
+    only: frozenset[str] | None = None

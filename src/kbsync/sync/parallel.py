@@ -61,7 +61,7 @@ from kbsync.sync.observe import (
     unchanged_observation,
 )
 from kbsync.sync.options import BatchLimits, SyncOptions
-from kbsync.sync.removed import RemovedSource, forget_released, keep_removed, removed_sources
+from kbsync.sync.removed import RemovedSource, forget_released, keep_removed, sources_to_sync
 from kbsync.sync.scratch import Scratch
 from kbsync.sync.tally import Clock, Progress, SourceTally, SyncReport, utc_now
 from kbsync.sync.vector_index import EmbeddedIndex
@@ -109,7 +109,8 @@ def sync_parallel(
     run = _Coordinator(f"{report.started}/{uuid.uuid4().hex[:12]}", store, embedder,
                        extractor_for, chunker, options)
     clock = Clock(report)
-    removed, released = removed_sources(store, sources, options.allow_mass_delete)
+    sources, removed, released = sources_to_sync(store, sources, options.allow_mass_delete,
+                                                 options.only)
     everything: list[Source] = [*sources, *(s for s in removed if s.name in released)]
     listed = [_enqueue(run, source, report) for source in everything]
     clock.lap("list")
