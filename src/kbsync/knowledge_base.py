@@ -235,7 +235,7 @@ class KnowledgeBase:
              allow_mass_delete: bool = False, wait: bool = True,
              on_wait: Callable[[str], None] | None = None, workers: int = 0,
              accept_replacements: bool = False, yes: bool = False,
-             due: bool = False) -> SyncResult:
+             due: bool = False, accept_root: bool = False) -> SyncResult:
         """Bring the store in step with the sources, doing the least work that is correct.
 
         Args:
@@ -257,6 +257,10 @@ class KnowledgeBase:
             due: check only the web pages whose revisit schedule says they are due
                 (``min_interval``/``max_interval`` of the source); the others count as
                 unchanged, never as gone. Folders are synced as always.
+            accept_root: take a folder whose root is on another device than at the last
+                sync as moved there on purpose; otherwise, when it lacks documents, its
+                listing counts as incomplete (an unmounted disk looks like an emptied
+                folder) and nothing of it is deleted.
         """
         if workers and not self.config.store_url:
             raise ConfigError("--workers needs a PostgreSQL store ([store] url in kbsync.toml): "
@@ -270,7 +274,8 @@ class KnowledgeBase:
         self._progress = progress
         with self._writing(wait, on_wait):
             options = self._options(verify=verify, allow_mass_delete=allow_mass_delete,
-                                    accept_replacements=accept_replacements, due=due)
+                                    accept_replacements=accept_replacements, due=due,
+                                    accept_root=accept_root)
             if workers:
                 return sync_parallel(
                     self.sources, self._queue(), self.embedder, self._extractor_for,

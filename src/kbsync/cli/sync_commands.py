@@ -115,6 +115,9 @@ def sync(
                                       "confirm_above_tokens tokens.")] = False,
     due: Annotated[bool, typer.Option("--due", help="Check only the web pages that are due "
                                       "for a revisit; the others count as unchanged.")] = False,
+    accept_root: Annotated[bool, typer.Option(
+        "--accept-root", help="Take a folder whose root is on another device than at the "
+                              "last sync as moved there on purpose.")] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Bring the knowledge base in step with its sources."""
@@ -123,7 +126,7 @@ def sync(
             return kb.sync(verify=verify, allow_mass_delete=allow_mass_delete, progress=tick,
                            wait=wait, on_wait=lambda message: typer.echo(message, err=True),
                            workers=workers, yes=confirmed, due=due,
-                           accept_replacements=accept_replacements)
+                           accept_replacements=accept_replacements, accept_root=accept_root)
 
         try:
             try:

@@ -181,7 +181,8 @@ def _sync_source_steps(run: Run, source: Source, allow_mass_delete: bool,
     with Scratch(run.options.scratch_dir) as scratch:
         derive = deriver(run.extractor_for, run.chunker)
         listed = list_source(source, store, derive, run.options.verify, scratch, out,
-                             dry_run=dry_run, due=run.options.due and not run.options.verify)
+                             dry_run=dry_run, due=run.options.due and not run.options.verify,
+                             accept_root=run.options.accept_root)
         run.clock.lap("list")
         stored = scratch.stored_count()
         _observe_source(run, source, scratch, derive, out)

@@ -155,6 +155,12 @@ MIGRATIONS: tuple[str, ...] = (
         SELECT '{DIMENSION_PREFIX}' || embedder, max(dimension)::text FROM embeddings
         GROUP BY embedder ON CONFLICT DO NOTHING;
     """,
+    # 11: whether a document's stat was taken too close to its listing to be trusted
+    # (kbsync.model.SourceStat.racy): the next sync compares its bytes. Stats recorded
+    # before are trusted as they were (`sync --verify` reads every file once).
+    """
+    ALTER TABLE documents ADD COLUMN IF NOT EXISTS racy BOOLEAN NOT NULL DEFAULT false;
+    """,
 )
 
 
