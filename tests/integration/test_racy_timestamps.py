@@ -272,3 +272,28 @@ def test_a_file_changed_after_the_listing_keeps_its_stored_version_until_the_nex
     clock.now = START + 300 * SECOND
     assert _sync(source, sqlite_store).documents["modified"] == 1
     assert _found(sqlite_store, "truncat")
+
+
+def test_a_held_replacement_stays_held_through_a_sync_that_found_the_file_changing(
+        docs: Path, sqlite_store: SqliteStore) -> None:
+    clock = Clock()
+    source = _Rewritten(docs, clock)
+    note = docs / "note.md"
+    _write(note, "alpha", START)
+    clock.now = START + 60 * SECOND
+    _sync(source, sqlite_store)
+    wall = b"Sign-in required: session expired. Log in again, please."
+    note.write_bytes(wall)  # a login wall where the note was: held until seen twice
+    os.utime(note, ns=(START + 100 * SECOND, START + 100 * SECOND))
+    clock.now = START + 200 * SECOND
+    assert _sync(source, sqlite_store).documents["held"] == 1
+    source.rewrites["note.md"] = wall  # written again (the same bytes) after the listing
+    clock.now = START + 300 * SECOND
+    changing = _sync(source, sqlite_store)
+    assert changing.documents["held"] == 1
+    assert any("changed after it was listed" in w for w in changing.warnings)
+    clock.now = START + 400 * SECOND
+    # The second sync to read the wall confirms it: the one that could not read it
+    # did not forget that it had been seen once.
+    assert _sync(source, sqlite_store).documents["modified"] == 1
+    assert _found(sqlite_store, "session")
