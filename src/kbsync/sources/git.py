@@ -20,10 +20,8 @@ Policies, each a promise the rest of kbsync relies on:
   submodule is another repository).
 - The stat gate is the blob id: an item's ``SourceStat`` is (blob size, 0, the
   first 60 bits of the blob id) and its validators' ``etag`` the whole blob id,
-  so an unchanged file is never read and a changed one always is. Being a hash of
-  the content and not a time, it is never racy (:class:`~kbsync.model.SourceStat`):
-  a commit made in the very second of a sync is gated like any other, and since
-  only committed trees are listed there is no working-tree stat to distrust.
+  so an unchanged file is never read and a changed one always is. A hash of the
+  content, not a time, it is never racy (:class:`~kbsync.model.SourceStat`).
 - A local path is read in place (a clone or a bare repository); anything else
   (``https://``, ``ssh://``, ``file://``, ``user@host:path``) is fetched into a
   bare mirror under the state folder, ``.kbsync/git/``.
