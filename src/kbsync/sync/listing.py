@@ -21,7 +21,7 @@ from kbsync.sync.scratch import Scratch
 from kbsync.sync.tally import SourceTally
 
 __all__ = ["ROOT_PREFIX", "Listed", "Revisited", "check_root", "keep_schedules", "list_source",
-           "next_frontier", "recorded_root", "root_meta_name"]
+           "next_frontier", "record_root", "recorded_root", "root_meta_name"]
 
 
 _MANIFEST_PAGE = 1000
@@ -144,8 +144,14 @@ def check_root(store: Meta, source: str, root: RootIdentity, complete: bool,
                 f"moved on purpose, run `kbsync sync --accept-root` once")))
             return False
     if complete and write and before != root:
-        store.set_meta(root_meta_name(source), f"{root.device}:{root.inode}")
+        record_root(store, source, root)
     return complete
+
+
+def record_root(store: Meta, source: str, root: RootIdentity) -> None:
+    """Record ``root`` as the one ``source`` was last listed at (what :func:`recorded_root`
+    reads back)."""
+    store.set_meta(root_meta_name(source), f"{root.device}:{root.inode}")
 
 
 def recorded_root(store: Meta, source: str) -> RootIdentity | None:
