@@ -19,7 +19,7 @@ from kbsync.cli import app
 from kbsync.errors import ConfigError
 from kbsync.model import ItemError, Listing, RootIdentity, SourceItem
 from kbsync.sources.files import FilesystemSource
-from kbsync.sync.listing import recorded_root
+from kbsync.sync.listing import record_root, recorded_root
 
 runner = CliRunner()
 
@@ -446,10 +446,22 @@ def test_a_dry_run_records_no_root(kb: Path) -> None:
         assert recorded_root(opened.store, "docs") is None
 
 
-def test_sync_takes_accept_root_on_the_command_line(kb: Path) -> None:
-    code, data = _json("sync", "-c", str(kb), "--accept-root")
+def test_an_emptied_mount_point_on_the_command_line_keeps_everything_until_accept_root(
+        kb: Path) -> None:
+    recorded = _recorded(kb)
+    assert recorded is not None
+    with KnowledgeBase.open(kb) as opened:  # as if the last sync had listed another disk
+        record_root(opened.store, "docs", RootIdentity(recorded.device + 7, recorded.inode))
+    _unmount(kb)
+    code, out = _run("sync", "-c", str(kb), "--allow-mass-delete")
+    assert code == 4
+    assert "its 12 documents are kept" in " ".join(out.split())
+    assert "--accept-root" in out
+    assert _documents(kb) == 12
+    code, data = _json("sync", "-c", str(kb), "--accept-root", "--allow-mass-delete")
     assert code == 0, data
-    assert data["documents"]["unchanged"] == 12
+    assert data["documents"]["deleted"] == 12
+    assert _recorded(kb) == RootIdentity(recorded.device, (kb / "docs").stat().st_ino)
 
 
 # -- concurrent edits of kbsync.toml -------------------------------------------------------

@@ -27,6 +27,7 @@ from kbsync import crashpoints
 from kbsync.engine import init_config
 from kbsync.knowledge_base import KnowledgeBase
 from kbsync.model import RootIdentity
+from kbsync.store import Meta
 from kbsync.store.sqlite import SqliteStore
 from kbsync.sync.listing import record_root, recorded_root
 
@@ -41,6 +42,7 @@ __all__ = [
     "dump",
     "killed",
     "make_kb",
+    "own_root",
     "record_scenario",
     "recover",
     "save_result",
@@ -336,11 +338,17 @@ def clone(src: Path, dst: Path) -> None:
     if store_path.exists():
         store = SqliteStore(store_path)
         try:
-            if recorded_root(store, "docs") is not None:
-                st = (dst / "docs").stat()
-                record_root(store, "docs", RootIdentity(st.st_dev, st.st_ino))
+            own_root(store, dst)
         finally:
             store.close()
+
+
+def own_root(store: Meta, root: Path) -> None:
+    """Record ``root``'s folder of documents as the one its store's last listing found, if
+    that store recorded one (a copy of a knowledge base took the original's)."""
+    if recorded_root(store, "docs") is not None:
+        st = (root / "docs").stat()
+        record_root(store, "docs", RootIdentity(st.st_dev, st.st_ino))
 
 
 def crash_in_child(work: Callable[[], None], *, crash_at: int = 0, record: str | None = None,
