@@ -14,6 +14,7 @@ if TYPE_CHECKING:  # the values of this module need no NumPy: a command that sta
 __all__ = [
     "ANY_NORM",
     "NORM_TOLERANCE",
+    "RACY_WINDOW_NS",
     "SEARCH_MODES",
     "UNIT_NORM",
     "Boundary",
@@ -29,6 +30,7 @@ __all__ = [
     "PageSchedule",
     "Record",
     "Region",
+    "RootIdentity",
     "SearchMode",
     "Section",
     "SourceItem",
@@ -237,13 +239,41 @@ class Record:
         return "\n\n".join(parts)
 
 
+RACY_WINDOW_NS = 3_000_000_000
+"""How much older than its listing a modification time must be for its stat to be trusted.
+
+A write after the listing is stamped no earlier than the listing's time, rounded down
+to the file system's granularity (2 s on FAT, 1 s on ext2/ext3 with small inodes,
+HFS+ and many network mounts), or earlier still by a clock on the file server that
+runs behind this machine's. So a modification time within this window of the listing
+(or after it, from a server clock that runs ahead) may be shared by a later write
+of the same size: git's "racily clean" entries. 2 s of granularity and 1 s of clock
+difference."""
+
+
 @dataclass(frozen=True, slots=True)
 class SourceStat:
-    """What the stat gate compares: unchanged size, mtime and inode mean "not read at all"."""
+    """What the stat gate compares: unchanged size, mtime and inode mean "not read at all".
+
+    ``racy`` marks a stat whose modification time was not safely older than the
+    listing that took it (:data:`RACY_WINDOW_NS`): a later write within the same
+    timestamp tick leaves it as it is, so the next sync must not skip the document
+    on it and compares its bytes instead. A stat recorded once it is no longer racy
+    is trusted again. A stat made of content ids (a git blob, an object's ETag) is
+    never racy.
+    """
 
     size: int
     mtime_ns: int
     inode: int
+    racy: bool = False
+
+    @classmethod
+    def listed(cls, size: int, mtime_ns: int, inode: int, listed_at_ns: int) -> SourceStat:
+        """The stat of a file whose modification time a listing begun at ``listed_at_ns``
+        (nanoseconds since the epoch, on this machine's clock) found; racy when that time
+        is not at least :data:`RACY_WINDOW_NS` older than the listing."""
+        return cls(size, mtime_ns, inode, racy=mtime_ns > listed_at_ns - RACY_WINDOW_NS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,6 +358,19 @@ class ItemError:
 
 
 @dataclass(frozen=True, slots=True)
+class RootIdentity:
+    """The directory a folder source's listing walked: its device and inode.
+
+    Recorded with each listing, so that a root on another device than last time (a
+    disk unmounted before the sync, its empty mount point left behind) is not taken
+    for a folder whose documents were all deleted.
+    """
+
+    device: int
+    inode: int
+
+
+@dataclass(frozen=True, slots=True)
 class Listing:
     """A source's listing. ``complete`` is false when it may have missed documents
     (root missing, permission denied): then nothing may be deleted."""
@@ -339,6 +382,8 @@ class Listing:
     # The version of the source that was listed, when it has one (a git commit and its
     # author date); the run's report says it.
     revision: str = ""
+    # The directory listed, for a source that walks one on this machine.
+    root: RootIdentity | None = None
 
 
 NORM_TOLERANCE = 1e-3

@@ -267,7 +267,8 @@ class KnowledgeBase:
              allow_mass_delete: bool = False, wait: bool = True,
              on_wait: Callable[[str], None] | None = None, workers: int = 0,
              accept_replacements: bool = False, yes: bool = False,
-             due: bool = False, sources: Sequence[str] | None = None) -> SyncResult:
+             due: bool = False, sources: Sequence[str] | None = None,
+             accept_root: bool = False) -> SyncResult:
         """Bring the store in step with the sources, doing the least work that is correct.
 
         Args:
@@ -291,6 +292,10 @@ class KnowledgeBase:
                 unchanged, never as gone. Folders are synced as always.
             sources: sync only the sources of these names (every one when None); the
                 others are left as they are. A name not configured is a ``ConfigError``.
+            accept_root: take a folder whose root is on another device than at the last
+                sync as moved there on purpose; otherwise, when it lacks documents, its
+                listing counts as incomplete (an unmounted disk looks like an emptied
+                folder) and nothing of it is deleted.
         """
         if workers and not self.config.store_kind.capabilities.workers:
             raise ConfigError("--workers needs a PostgreSQL store ([store] url in kbsync.toml): "
@@ -307,7 +312,8 @@ class KnowledgeBase:
             if verify:
                 self._check_file()
             options = self._options(verify=verify, allow_mass_delete=allow_mass_delete,
-                                    accept_replacements=accept_replacements, due=due)
+                                    accept_replacements=accept_replacements, due=due,
+                                    accept_root=accept_root)
             options = replace(options, only=only)
             if workers:
                 return sync_parallel(

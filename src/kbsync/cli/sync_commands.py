@@ -143,6 +143,9 @@ def sync(
                                       "for a revisit; the others count as unchanged.")] = False,
     fail_on: FailOnOption = FailOn.NEW,
     quiet: QuietOption = False,
+    accept_root: Annotated[bool, typer.Option(
+        "--accept-root", help="Take a folder whose root is on another device than at the "
+                              "last sync as moved there on purpose.")] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Bring the knowledge base in step with its sources.
@@ -155,7 +158,8 @@ def sync(
             return kb.sync(verify=verify, allow_mass_delete=allow_mass_delete, progress=tick,
                            wait=wait, on_wait=lambda message: typer.echo(message, err=True),
                            workers=workers, yes=confirmed, due=due,
-                           accept_replacements=accept_replacements, sources=names or None)
+                           accept_replacements=accept_replacements, sources=names or None,
+                           accept_root=accept_root)
 
         try:
             try:

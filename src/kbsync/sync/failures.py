@@ -7,11 +7,12 @@ was read with (a new extractor may read it) and its message, and the next sync
 skips the file while all three are the same, reporting it as still failing
 rather than as a new failure; ``--verify`` reads it again.
 
-A stat is trusted only when its mtime lies well before the listing that met the
-failure: a file written again within the file system's time granularity of that
-moment could keep its size and mtime, and would then be skipped with new bytes
-(the "racy" stat of git's index). Such a file is read again, and a failure with
-the same stat counts as still failing, not as new.
+A racy stat (:class:`~kbsync.model.SourceStat`: its mtime not safely older than the
+listing that met the failure) is never trusted: a file written again within the file
+system's time granularity could keep its size and mtime, and would then be skipped
+with new bytes. Such a file is read again, and a failure of the same file counts as
+still failing, not as new; its stat, listed again once it is no longer racy, is then
+trusted.
 
 The memory is one value of the store's :class:`~kbsync.store.Meta` role per
 source, as small as the set of broken files; a source without failures has none.
@@ -27,26 +28,22 @@ from kbsync.model import SourceItem, SourceStat
 from kbsync.store import Meta
 from kbsync.sync.tally import SourceTally
 
-__all__ = ["RACY_NS", "FailureMemory", "KnownFailure", "failures_meta_name"]
-
-RACY_NS = 2_000_000_000
-"""How long before the listing a file's mtime must lie for its stat to be trusted: the
-coarsest common granularity of file times (FAT's two seconds)."""
+__all__ = ["FailureMemory", "KnownFailure", "failures_meta_name"]
 
 
 @dataclass(frozen=True, slots=True)
 class KnownFailure:
-    """A failure a sync met: the stat and derivation it was met at, its message, and
-    when the listing that met it started (nanoseconds since the epoch)."""
+    """A failure a sync met: the stat (racy or not) and derivation it was met at, and its
+    message."""
 
     stat: SourceStat
     derivation: str
     message: str
-    listed_ns: int
 
-    def trusted(self) -> bool:
-        """Whether the stat alone says the file is as it was when it failed."""
-        return self.stat.mtime_ns < self.listed_ns - RACY_NS
+
+def _same_file(a: SourceStat, b: SourceStat) -> bool:
+    """Whether two stats describe the same file as it was, racy or not."""
+    return (a.size, a.mtime_ns, a.inode) == (b.size, b.mtime_ns, b.inode)
 
 
 def failures_meta_name(source: str) -> str:
@@ -58,9 +55,8 @@ class FailureMemory:
     """The remembered failures of one source during a sync: which documents to skip, which
     failures are old, and what the next sync remembers (:meth:`save`)."""
 
-    def __init__(self, store: Meta, source: str, listed_ns: int) -> None:
+    def __init__(self, store: Meta, source: str) -> None:
         self._source = source
-        self._listed_ns = listed_ns
         self._stored = store.get_meta(failures_meta_name(source))
         self.known = _decode(self._stored)
         self._kept: dict[str, KnownFailure] = {}
@@ -69,8 +65,10 @@ class FailureMemory:
         """Whether ``item`` failed before as it is now, so is not read: then it is
         counted in ``out`` as still failing."""
         known = self.known.get(item.key)
-        if known is None or item.stat != known.stat or known.derivation != made_with \
-                or not known.trusted():
+        # Equal stats, neither racy: a racy one is recorded racy, and differs from one
+        # listed once it is no longer racy (which is then trusted).
+        if known is None or item.stat is None or item.stat != known.stat \
+                or item.stat.racy or known.derivation != made_with:
             return False
         self._kept[item.key] = known
         out.still_failing.append((item.key, known.message))
@@ -83,16 +81,10 @@ class FailureMemory:
         old = set()
         for key, (stat, derivation, message) in out.unreadable.items():
             known = self.known.get(key)
-            if known is not None and known.stat == stat and known.derivation == derivation:
+            if known is not None and _same_file(known.stat, stat) \
+                    and known.derivation == derivation:
                 old.add(key)
-                # Met again at the same stat: from this listing only if that makes the stat
-                # trusted (it was racy before), so an unchanged failure writes nothing.
-                fresh = KnownFailure(stat, derivation, message, self._listed_ns)
-                listed = fresh.listed_ns if fresh.trusted() and not known.trusted() \
-                    else known.listed_ns
-            else:
-                listed = self._listed_ns
-            self._kept[key] = KnownFailure(stat, derivation, message, listed)
+            self._kept[key] = KnownFailure(stat, derivation, message)
         if not old:
             return
         failures = [(key, message) for key, message in out.failures if key not in old]
@@ -114,8 +106,8 @@ class FailureMemory:
 
 
 def _encode(failures: Mapping[str, KnownFailure]) -> str:
-    return json.dumps({key: [f.stat.size, f.stat.mtime_ns, f.stat.inode, f.derivation,
-                             f.message, f.listed_ns] for key, f in sorted(failures.items())},
+    return json.dumps({key: [f.stat.size, f.stat.mtime_ns, f.stat.inode, f.stat.racy,
+                             f.derivation, f.message] for key, f in sorted(failures.items())},
                       ensure_ascii=False)
 
 
@@ -125,9 +117,10 @@ def _decode(value: str | None) -> dict[str, KnownFailure]:
     if not value:
         return {}
     try:
-        return {str(key): KnownFailure(SourceStat(int(size), int(mtime), int(inode)),
-                                       str(derivation), str(message), int(listed))
-                for key, (size, mtime, inode, derivation, message, listed)
+        return {str(key): KnownFailure(SourceStat(int(size), int(mtime), int(inode),
+                                                  racy=bool(racy)),
+                                       str(derivation), str(message))
+                for key, (size, mtime, inode, racy, derivation, message)
                 in json.loads(value).items()}
     except (ValueError, TypeError, AttributeError):
         return {}

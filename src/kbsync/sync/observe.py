@@ -21,12 +21,13 @@ from kbsync.core.plan import (
     ChunkDraft,
     DocumentVersion,
     Failed,
+    Held,
     Observation,
     Refreshed,
     StoredDocument,
     Unchanged,
 )
-from kbsync.errors import DocumentError
+from kbsync.errors import DocumentChangingError, DocumentError
 from kbsync.extract import Extractor
 from kbsync.model import Chunk, Record, SourceItem
 from kbsync.sources import Source
@@ -73,9 +74,16 @@ def derivation(chunker: Chunker, extractor_identity: str) -> str:
 
 def stat_gate_passes(item: SourceItem, old: StoredDocument | None, made_with: str) -> bool:
     """Gate 1: the stored version was made the same way and the source says it is the same
-    (its stat, or an HTTP 304), so the document is not read at all."""
+    (its stat, or an HTTP 304), so the document is not read at all.
+
+    A racy stat (:class:`~kbsync.model.SourceStat`) passes nothing: one recorded as
+    racy may be shared by a later write within its timestamp tick, so its bytes are
+    compared until a stat is recorded that is no longer racy. (The scratch file's
+    ``UNCHANGED`` query takes the same decision in SQL.)
+    """
     return old is not None and old.derivation == made_with and (
-        item.not_modified or (item.stat is not None and old.stat == item.stat))
+        item.not_modified or (item.stat is not None and not item.stat.racy
+                              and old.stat == item.stat))
 
 
 def count_unchanged(scratch: Scratch, verify: bool, out: SourceTally) -> int:
@@ -108,6 +116,10 @@ def observe(
     """
     try:
         data = source.read(item)
+    except DocumentChangingError as exc:
+        # Being written to is not a failure: the stored version stays, the next sync reads it.
+        out.warnings.append(f"{item.key}: {exc.reason}")
+        return Held(item.key)
     except DocumentError as exc:
         return Failed(item.key, exc.reason, stat=item.stat, derivation=derivation)
     except Exception as exc:  # a bug or an unforeseen error must not stop the run

@@ -41,6 +41,9 @@ class SyncOptions:
     - ``verify``: read every document even when the source says it is unchanged.
     - ``allow_mass_delete``: delete more than half of a source's documents at once
       (else those deletions wait for consent, :func:`kbsync.core.plan.mass_deletion`).
+    - ``accept_root``: take a folder source whose root is on another device than at
+      the last sync as moved there on purpose (else its listing counts as incomplete
+      when it lacks documents: :func:`kbsync.sync.listing.check_root`).
     - ``due``: a revisiting source (a website) checks only the pages whose revisit
       schedule says they are due (:mod:`kbsync.core.schedule`); the others are unchanged,
       never deleted for not being checked (the single-process driver only).
@@ -65,6 +68,7 @@ class SyncOptions:
     verify: bool = False
     due: bool = False
     allow_mass_delete: bool = False
+    accept_root: bool = False
     accept_replacements: bool = False
     confirm_above_tokens: int | None = None
     bound_setting: str = ""

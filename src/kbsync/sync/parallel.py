@@ -221,7 +221,8 @@ def _enqueue(run: _Coordinator, source: Source, report: SyncReport) -> _Listed:
     store, embedder, verify = run.store, run.embedder, run.options.verify
     derive = deriver(run.extractor_for, run.chunker)
     with Scratch(run.options.scratch_dir) as scratch:
-        listing = list_source(source, store, derive, verify, scratch, out)
+        listing = list_source(source, store, derive, verify, scratch, out,
+                              accept_root=run.options.accept_root)
         complete = listing.complete
         # Vanished documents first: a worker already serving the run may take one as the
         # origin of a move as soon as the documents that need reading arrive.

@@ -50,8 +50,10 @@ def screen(store: _Texts, source: str, observation: Observation, old: StoredDocu
     if change is not None and isinstance(observation, DocumentVersion):
         return Screened(route_replacement(store, source, observation, change, out,
                                           accept=accept, write=write), change)
-    if old is not None and not isinstance(observation, Failed) and write:
-        forget_held(store, source, observation.key)  # read again: it has its stored text
+    # Read again and found with its stored text; not one left unread (failed, or held
+    # because it changed while it was read): that says nothing of its text.
+    if old is not None and not isinstance(observation, Failed | Held) and write:
+        forget_held(store, source, observation.key)
     return Screened(observation, change)
 
 

@@ -44,6 +44,7 @@ from kbsync.sync.scratch_rows import (
     LISTED,
     SCHEMA,
     STORED,
+    STORED_COLUMNS,
     UNCHANGED,
     listed_entry,
     listed_row,
@@ -180,13 +181,14 @@ class Scratch:
             "validated = excluded.validated, etag = excluded.etag, "
             "last_modified = excluded.last_modified, not_modified = excluded.not_modified, "
             "derivation = excluded.derivation, message = NULL, missing = NULL, "
-            "source_metadata = excluded.source_metadata, renamed_from = excluded.renamed_from "
-            "WHERE excluded.item",
+            "source_metadata = excluded.source_metadata, renamed_from = excluded.renamed_from, "
+            "racy = excluded.racy WHERE excluded.item",
             (listed_row(entry, derivation) for entry, derivation in entries))
 
     def add_stored(self, docs: Iterable[StoredDocument]) -> None:
         """Note documents of the store's manifest."""
-        self._db.executemany(f"INSERT OR REPLACE INTO stored VALUES ({', '.join('?' * 15)})",
+        self._db.executemany(
+            f"INSERT OR REPLACE INTO stored VALUES ({', '.join('?' * STORED_COLUMNS)})",
                              (stored_row(d) for d in docs))
 
     def listed_count(self) -> int:

@@ -12,7 +12,6 @@ import contextlib
 import os
 import signal
 import threading
-import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 
@@ -182,11 +181,12 @@ def _sync_source_steps(run: Run, source: Source, allow_mass_delete: bool,
     document. Returns whether the vectors of documents left alone changed.
     """
     store, dry_run = run.store, run.options.dry_run
-    memory = FailureMemory(store, source.name, time.time_ns())
+    memory = FailureMemory(store, source.name)
     with Scratch(run.options.scratch_dir) as scratch:
         derive = deriver(run.extractor_for, run.chunker)
         listed = list_source(source, store, derive, run.options.verify, scratch, out,
-                             dry_run=dry_run, due=run.options.due and not run.options.verify)
+                             dry_run=dry_run, due=run.options.due and not run.options.verify,
+                             accept_root=run.options.accept_root)
         run.clock.lap("list")
         stored = scratch.stored_count()
         _observe_source(run, source, scratch, derive, memory, out)

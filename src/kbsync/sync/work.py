@@ -153,7 +153,7 @@ def job_data(item: SourceItem, derivation: str, embedder: str,
     validators = item.validators
     return {
         "locator": item.locator, "media_type": item.media_type,
-        "stat": None if stat is None else [stat.size, stat.mtime_ns, stat.inode],
+        "stat": None if stat is None else [stat.size, stat.mtime_ns, stat.inode, stat.racy],
         "validators": None if validators is None
         else [validators.etag, validators.last_modified],
         "not_modified": item.not_modified, "derivation": derivation, "embedder": embedder,

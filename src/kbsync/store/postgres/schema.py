@@ -155,13 +155,19 @@ MIGRATIONS: tuple[str, ...] = (
         SELECT '{DIMENSION_PREFIX}' || embedder, max(dimension)::text FROM embeddings
         GROUP BY embedder ON CONFLICT DO NOTHING;
     """,
-    # 11: each kept text has its checksum beside it (kbsync.core.identity.embedding_text_key of the
-    # text), which verify compares the text with: damage inside a text breaks no link.
+    # 11: each kept text has its checksum beside it (kbsync.core.identity.embedding_text_key
+    # of the text), which verify compares the text with: damage inside a text breaks no link.
     f"""
     ALTER TABLE texts ADD COLUMN text_key BYTEA, ADD COLUMN previous_key BYTEA;
     UPDATE texts SET text_key = {embedding_text_key_sql("text")},
         previous_key = CASE WHEN previous IS NULL THEN NULL
                             ELSE {embedding_text_key_sql("previous")} END;
+    """,
+    # 12: whether a document's stat was taken too close to its listing to be trusted
+    # (kbsync.model.SourceStat.racy): the next sync compares its bytes. Stats recorded
+    # before are trusted as they were (`sync --verify` reads every file once).
+    """
+    ALTER TABLE documents ADD COLUMN IF NOT EXISTS racy BOOLEAN NOT NULL DEFAULT false;
     """,
 )
 

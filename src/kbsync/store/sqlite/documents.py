@@ -18,6 +18,7 @@ from kbsync.store import DocumentText
 from kbsync.store.rows import (
     CURRENT,
     MANIFEST_COLUMNS,
+    STAT_SET,
     held_meta_name,
     stat_row,
     stored_document,
@@ -119,8 +120,8 @@ class DocumentTables(EmbeddingTables, PlanWrites):
             return
         # The same text: last_changed stays that of the text.
         self._db.execute(
-            "UPDATE documents SET key = ?, locator = ?, media_type = ?, size = ?, mtime_ns = ?, "
-            "inode = ?, etag = ?, last_modified = ?, bytes_hash = ?, title = ?, metadata = ?, "
+            f"UPDATE documents SET key = ?, locator = ?, media_type = ?, {STAT_SET}, "
+            "etag = ?, last_modified = ?, bytes_hash = ?, title = ?, metadata = ?, "
             "missing = 0, last_seen = ? WHERE id = ?",
             (doc.key, version.locator, version.media_type, *stat_row(version.stat),
              *validator_row(version.validators), version.bytes_hash, version.title,
@@ -136,13 +137,13 @@ class DocumentTables(EmbeddingTables, PlanWrites):
         crashpoint("store.refresh_document")
         if version is None:  # gate 2 or a 304: same content, new stat or validators
             self._db.execute(
-                "UPDATE documents SET size = ?, mtime_ns = ?, inode = ?, etag = ?, "
+                f"UPDATE documents SET {STAT_SET}, etag = ?, "
                 "last_modified = ?, missing = 0 WHERE id = ?",
                 (*stat_row(doc.stat), *validator_row(doc.validators), found[0]),
             )
             return
         self._db.execute(
-            "UPDATE documents SET locator = ?, media_type = ?, size = ?, mtime_ns = ?, inode = ?, "
+            f"UPDATE documents SET locator = ?, media_type = ?, {STAT_SET}, "
             "etag = ?, last_modified = ?, bytes_hash = ?, title = ?, metadata = ?, missing = 0, "
             "last_seen = ? WHERE id = ?",
             (version.locator, version.media_type, *stat_row(version.stat),
@@ -174,9 +175,9 @@ class DocumentTables(EmbeddingTables, PlanWrites):
             generation = 1
             cursor = db.execute(
                 "INSERT INTO documents (source, key, locator, media_type, size, mtime_ns, inode, "
-                "etag, last_modified, bytes_hash, text_hash, derivation, title, metadata, "
+                "racy, etag, last_modified, bytes_hash, text_hash, derivation, title, metadata, "
                 "generation, first_seen, last_seen, last_changed) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (source, doc.key, *row, generation, now, now, now),
             )
             doc_id = int(cursor.lastrowid or 0)
@@ -187,8 +188,8 @@ class DocumentTables(EmbeddingTables, PlanWrites):
             generation = old_generation + 1
             self._drop_fts(doc_id, old_generation)
             db.execute(
-                "UPDATE documents SET locator = ?, media_type = ?, size = ?, mtime_ns = ?, "
-                "inode = ?, etag = ?, last_modified = ?, bytes_hash = ?, text_hash = ?, "
+                f"UPDATE documents SET locator = ?, media_type = ?, {STAT_SET}, "
+                "etag = ?, last_modified = ?, bytes_hash = ?, text_hash = ?, "
                 "derivation = ?, title = ?, metadata = ?, generation = ?, missing = 0, "
                 "last_seen = ?, last_changed = ? WHERE id = ?",
                 (*row, generation, now, now, doc_id),
@@ -215,7 +216,7 @@ class DocumentTables(EmbeddingTables, PlanWrites):
         self._drop_fts(doc_id, generation)
         crashpoint("store.write_document")
         self._db.execute(
-            "UPDATE documents SET locator = ?, media_type = ?, size = ?, mtime_ns = ?, inode = ?, "
+            f"UPDATE documents SET locator = ?, media_type = ?, {STAT_SET}, "
             "etag = ?, last_modified = ?, bytes_hash = ?, derivation = ?, title = ?, "
             "metadata = ?, missing = 0, last_seen = ? WHERE id = ?",
             (version.locator, version.media_type, *stat_row(version.stat),

@@ -205,6 +205,12 @@ MIGRATIONS: tuple[str, ...] = (
     DROP TABLE versions;
     ALTER TABLE versions_keyed RENAME TO versions;
     """,
+    # 15: whether a document's stat was taken too close to its listing to be trusted
+    # (kbsync.model.SourceStat.racy): the next sync compares its bytes. Stats recorded
+    # before are trusted as they were (`sync --verify` reads every file once).
+    """
+    ALTER TABLE documents ADD COLUMN racy INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 
 # bm25 weights of the full-text columns (text, heading): a word of the section's
