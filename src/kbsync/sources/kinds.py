@@ -277,8 +277,9 @@ class WarcKind:
     _PREFIX = "warc+"
 
     def claims(self, argument: str) -> bool:
-        return argument.startswith(self._PREFIX) or argument.lower().rstrip("/").endswith(
-            (".warc", ".warc.gz"))
+        tail = argument.rstrip("/").rsplit("/", 1)[-1].lower()
+        return argument.startswith(self._PREFIX) or tail.endswith((".warc", ".warc.gz")) or (
+            ".warc" in tail and is_glob(tail))
 
     def from_argument(self, root: Path, argument: str, name: str | None) -> SourceConfig:
         path = argument.removeprefix(self._PREFIX)

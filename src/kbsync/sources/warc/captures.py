@@ -230,11 +230,12 @@ def _unresolved(revisit: Capture, media_types: frozenset[str] | None,
     if stored is None:
         return None
     stat = stored.stat
-    if revisit.digest and stat is not None and stat.inode == payload_signature(revisit.digest):
-        media_type = _media_type(revisit, revisit)
-        if not _accepted(media_type, media_types):
+    # Without its Content-Type the type is unknown (a guess by the path could drop it).
+    if revisit.digest and revisit.media_type and stat is not None \
+            and stat.inode == payload_signature(revisit.digest):
+        if not _accepted(revisit.media_type, media_types):
             return None
-        return SourceItem(revisit.key, revisit.key, media_type, stat,
+        return SourceItem(revisit.key, revisit.key, revisit.media_type, stat,
                           _validators(revisit, revisit))
     return ItemError(revisit.key, f"{revisit.where()} is a revisit of a capture that no "
                                   "file of the source holds; the stored version is kept")

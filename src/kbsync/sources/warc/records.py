@@ -70,6 +70,7 @@ def scan_file(stream: IO[bytes], file: str) -> ShardScan:
         try:
             for record in iterator:
                 offset = iterator.offset
+                _check(record)
                 capture, truncated = _capture(record, file, offset, skipped)
                 iterator.get_record_length()  # to the record's end: counts a bad length
                 if truncated:
@@ -138,6 +139,20 @@ def read_payload(stream: IO[bytes], offset: int, record_id: str, cap: int,
     if _drain(record, None)[1]:
         raise DocumentError(locator, f"{where}: the file ends inside the record")
     return bytes(data)
+
+
+class MalformedRecord(Exception):
+    """A record warcio parsed that is no WARC record (no type, no length)."""
+
+
+def _check(record: Any) -> None:
+    """MalformedRecord unless the record has a WARC-Type and a Content-Length: warcio takes
+    a header block without them as a record that runs to the end of the file."""
+    headers = record.rec_headers
+    length = (headers.get_header("Content-Length") or "").strip()
+    if record.format == "warc" and (not headers.get_header("WARC-Type")
+                                    or not length.isdigit()):
+        raise MalformedRecord(f"no WARC-Type or Content-Length after {headers.protocol!r}")
 
 
 def _capture(record: Any, file: str, offset: int,
