@@ -86,7 +86,8 @@ def kb(tmp_path: Path) -> Path:
                                  "--embedder", "hashing"])
     assert result.exit_code == 0, result.output
     text = (tmp_path / "kbsync.toml").read_text()
-    assert 'kind = "warc"' in text and 'paths = ["crawl/*.warc*"]' in text
+    assert 'kind = "warc"' in text
+    assert 'paths = ["crawl/*.warc*"]' in text
     return tmp_path
 
 
@@ -104,7 +105,8 @@ def test_a_crawl_syncs_then_its_second_crawl_edits_and_deletes(kb: Path) -> None
     assert _counts(first) == {"new": 6}
     assert _source(first)["listing_complete"]
     hits = _search(kb, "spring tides new moon")
-    assert hits and hits[0]["key"] == f"{SITE}/tides"
+    assert hits
+    assert hits[0]["key"] == f"{SITE}/tides"
     assert not _search(kb, "lagoons")  # the earlier capture of tides lost to the later
     assert any("harbour master" in h["text"] for h in _search(kb, "harbour master berth"))
 
@@ -119,7 +121,8 @@ def test_a_crawl_syncs_then_its_second_crawl_edits_and_deletes(kb: Path) -> None
     assert source["bytes_read"] == len(page_html(
         "Fog", "A fog horn sounds three times every minute in thick weather."))
     [failure] = source["failures"]
-    assert failure["key"] == f"{SITE}/storm" and "HTTP 404" in failure["message"]
+    assert failure["key"] == f"{SITE}/storm"
+    assert "HTTP 404" in failure["message"]
     assert _search(kb, "three times every minute")[0]["key"] == f"{SITE}/fog"
     assert not _search(kb, "paraffin wick")
     assert _search(kb, "cones hoisted quay")[0]["key"] == f"{SITE}/storm"  # kept
@@ -163,7 +166,8 @@ def test_a_page_no_file_captures_any_more_is_deleted(tmp_path: Path) -> None:
         assert kb.sync().sources[0].documents["deleted"] == 1
         (crawl / "a.warc.gz").unlink()  # no file at all: incomplete, nothing deleted
         result = kb.sync().sources[0]
-        assert not result.listing_complete and result.documents["deleted"] == 0
+        assert not result.listing_complete
+        assert result.documents["deleted"] == 0
         assert kb.status().documents == 1
 
 

@@ -62,8 +62,10 @@ def test_a_410_or_a_permanent_redirect_deletes_the_page() -> None:
 
 def test_a_lone_404_keeps_a_stored_page_until_a_later_capture_confirms_it() -> None:
     lone = _only(_merge(_page(1), _page(2, status=404), stored=True))
-    assert isinstance(lone, ItemError) and lone.missing
-    assert "HTTP 404" in lone.message and "a.warc.gz" in lone.message
+    assert isinstance(lone, ItemError)
+    assert lone.missing
+    assert "HTTP 404" in lone.message
+    assert "a.warc.gz" in lone.message
     assert _only(_merge(_page(1), _page(2, status=404))) is None  # never stored: absent
     confirmed = _merge(_page(1), _page(2, status=404), _page(3, status=404), stored=True)
     assert confirmed == Listing(items=())
@@ -98,9 +100,12 @@ def test_a_not_modified_answer_reads_the_capture_it_refers_to() -> None:
 def test_a_revisit_of_a_payload_no_file_holds_is_unchanged_only_if_stored_alike() -> None:
     stat = SourceStat(100, 0, payload_signature("sha1:A"))
     same = _only(_merge(_revisit(3, "sha1:A"), stored=True, stat=stat))
-    assert isinstance(same, SourceItem) and same.stat == stat and not same.metadata
+    assert isinstance(same, SourceItem)
+    assert same.stat == stat
+    assert not same.metadata
     other = _only(_merge(_revisit(3, "sha1:C"), stored=True, stat=stat))
-    assert isinstance(other, ItemError) and not other.missing
+    assert isinstance(other, ItemError)
+    assert not other.missing
     assert "no file of the source holds" in other.message
     assert _only(_merge(_revisit(3, "sha1:A"))) is None
     untyped = _only(_merge(_revisit(3, "sha1:A", media=""), stored=True, stat=stat))
@@ -110,15 +115,18 @@ def test_a_revisit_of_a_payload_no_file_holds_is_unchanged_only_if_stored_alike(
 def test_a_page_of_a_type_outside_media_types_is_absent() -> None:
     assert _only(_merge(_page(1), _page(2, "sha1:B", media="image/png"), stored=True)) is None
     item = _only(_merge(_page(1, media="text/html; charset=iso-8859-1")))
-    assert isinstance(item, SourceItem) and item.media_type == "text/html; charset=iso-8859-1"
+    assert isinstance(item, SourceItem)
+    assert item.media_type == "text/html; charset=iso-8859-1"
 
 
 def test_a_stored_page_no_capture_decides_is_kept_with_the_reason() -> None:
     unusable = Capture(URL, 2 * DAY, "a.warc.gz", 5, RecordKind.UNUSABLE,
                        note="has no valid WARC-Date")
     kept = _only(_merge(_page(1, status=503), unusable, stored=True))
-    assert isinstance(kept, ItemError) and not kept.missing
-    assert "has no valid WARC-Date" in kept.message and "stored version is kept" in kept.message
+    assert isinstance(kept, ItemError)
+    assert not kept.missing
+    assert "has no valid WARC-Date" in kept.message
+    assert "stored version is kept" in kept.message
     assert _only(_merge(_page(1, status=503), unusable)) is None
     assert _offset(_only(_merge(_page(1, offset=3), unusable))) == 3
 

@@ -39,9 +39,12 @@ def test_every_page_is_read_back_from_its_own_offset(tmp_path: Path, gzipped: bo
     bodies = _three_pages(path, gzipped=gzipped)
     source = WarcSource([str(path)])
     listing = source.list()
-    assert listing.complete and not listing.errors
+    assert listing.complete
+    assert not listing.errors
     offsets = [int(dict(i.metadata)["warc_offset"]) for i in listing.items]
-    assert offsets[0] == 0 and offsets == sorted(offsets) and len(set(offsets)) == 3
+    assert offsets[0] == 0
+    assert offsets == sorted(offsets)
+    assert len(set(offsets)) == 3
     assert _read_all(source) == {f"https://example.com/p{n}": b for n, b in enumerate(bodies)}
     assert {i.media_type for i in listing.items} == {"text/html; charset=utf-8"}
     assert {dict(i.metadata)["warc_file"] for i in listing.items} == {path.as_uri()}
@@ -61,7 +64,8 @@ def test_records_about_no_page_are_passed_over(tmp_path: Path) -> None:
         w.page("https://example.com/p", page_html("P", "The only page."), DAY1)
     listing = WarcSource([str(path)]).list()
     assert [i.key for i in listing.items] == ["https://example.com/p"]
-    assert listing.complete and not listing.warnings
+    assert listing.complete
+    assert not listing.warnings
 
 
 def test_a_resource_record_is_a_page_with_the_records_content_type(tmp_path: Path) -> None:
@@ -108,6 +112,21 @@ def test_a_wrong_content_length_in_a_plain_warc_distrusts_that_record_and_goes_o
     assert any("offset 0" in e.message for e in listing.errors)
     # p0 swallowed the start of p1; p2 is found again after them.
     assert _read_all(source) == {"https://example.com/p2": bodies[2]}
+
+
+def test_a_header_block_without_type_or_length_does_not_hide_the_records_after_it(
+        tmp_path: Path) -> None:
+    """warcio reads such a block as one record running to the end of the file."""
+    path = tmp_path / "crawl.warc"
+    body = page_html("After", "The page after the broken block.")
+    with WarcFile(path, gzip=False) as w:
+        w.raw(b"WARC/1.0 but no header follows\r\n\r\nnor a record\r\n\r\n")
+        w.page("https://example.com/after", body, DAY1)
+    source = WarcSource([str(path)])
+    listing = source.list()
+    assert not listing.complete
+    assert "a malformed record at offset 0" in listing.errors[0].message
+    assert _read_all(source) == {"https://example.com/after": body}
 
 
 @pytest.mark.parametrize("gzipped", [True, False], ids=["warc.gz", "warc"])
@@ -211,7 +230,8 @@ def test_a_target_that_is_not_a_valid_url_is_a_warning_naming_the_file(
     assert [i.key for i in listing.items] == ["https://example.com/q"]
     assert listing.complete
     [warning] = listing.warnings
-    assert path.as_uri() in warning and "'https://example.com:99999/p'" in warning
+    assert path.as_uri() in warning
+    assert "'https://example.com:99999/p'" in warning
 
 
 def test_a_record_with_no_valid_date_leaves_the_decision_to_an_earlier_capture(
@@ -234,9 +254,8 @@ def test_warc_files_on_an_fsspec_filesystem_are_listed_and_read() -> None:
     root = f"/warc-test-{os.getpid()}"
     body = page_html("Remote", "A page in a bucket.")
     try:
-        with fs.open(f"{root}/crawl/a.warc.gz", "wb") as stream:
-            with WarcFile(stream=stream) as w:
-                w.page("https://example.com/remote", body, DAY2)
+        with fs.open(f"{root}/crawl/a.warc.gz", "wb") as stream, WarcFile(stream=stream) as w:
+            w.page("https://example.com/remote", body, DAY2)
         source = WarcSource([f"memory://{root}/crawl/*.warc.gz"])
         [item] = source.list().items
         assert dict(item.metadata)["warc_file"] == f"memory://{root}/crawl/a.warc.gz"

@@ -141,18 +141,19 @@ def read_payload(stream: IO[bytes], offset: int, record_id: str, cap: int,
     return bytes(data)
 
 
-class MalformedRecord(Exception):
+class _MalformedRecordError(Exception):
     """A record warcio parsed that is no WARC record (no type, no length)."""
 
 
 def _check(record: Any) -> None:
-    """MalformedRecord unless the record has a WARC-Type and a Content-Length: warcio takes
-    a header block without them as a record that runs to the end of the file."""
+    """Refuse a record without a WARC-Type or a Content-Length: warcio takes such a header
+    block for a record that runs to the end of the file, hiding every record after it."""
     headers = record.rec_headers
     length = (headers.get_header("Content-Length") or "").strip()
     if record.format == "warc" and (not headers.get_header("WARC-Type")
                                     or not length.isdigit()):
-        raise MalformedRecord(f"no WARC-Type or Content-Length after {headers.protocol!r}")
+        raise _MalformedRecordError(
+            f"no WARC-Type or Content-Length after {headers.protocol!r}")
 
 
 def _capture(record: Any, file: str, offset: int,
