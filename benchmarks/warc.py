@@ -6,10 +6,11 @@ fresh SQLite knowledge base (hashing embedder); then a no-op re-sync of the same
 files. A second crawl is then added as F more files: 1% of the pages edited, 1%
 answering 410, the rest unchanged (``revisit`` records, as a deduplicating crawler
 writes them); it is synced, then re-synced with nothing new. For each run it prints
-the files and records, the time of the listing alone (every file scanned and the
-captures merged), the payload bytes read, the embeddings computed, the wall time of
-the whole sync, and the documents per action (the times depend on the machine; the
-counts do not).
+the files and records, the time of a listing made just before the sync (a file not
+seen before is scanned, an unchanged one comes from the kept scans of
+``.kbsync/warc-index``), the payload bytes read, the embeddings computed, the wall
+time of the whole sync, and the documents per action (the times depend on the
+machine; the counts do not). ``--no-index`` scans every file at every listing.
 
     python benchmarks/warc.py                  # 10,000 pages
     python benchmarks/warc.py --pages 1000 --files 4
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
 import random
 import tempfile
 import time
@@ -46,7 +48,8 @@ def _page(rng: random.Random, n: int, extra: str = "") -> bytes:
 
 
 def _write(path: Path, records: list[tuple[str, str, bytes | str]], date: str) -> int:
-    """Write records (URL, status or "revisit", body or digest) into one gzip WARC file."""
+    """Write records (URL, status or "revisit", body or digest) into one gzip WARC file,
+    dated a minute ago (a file its crawler closed)."""
     with path.open("wb") as f:
         writer = WARCWriter(f, gzip=True)
         for url, status, data in records:
@@ -62,6 +65,8 @@ def _write(path: Path, records: list[tuple[str, str, bytes | str]], date: str) -
                     url, "response", payload=io.BytesIO(bytes(data)), http_headers=headers,
                     warc_headers_dict={"WARC-Date": date})
             writer.write_record(record)
+    closed = time.time() - 60
+    os.utime(path, (closed, closed))
     return len(records)
 
 
@@ -69,6 +74,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pages", type=int, default=10_000)
     parser.add_argument("--files", type=int, default=10)
+    parser.add_argument("--no-index", action="store_true",
+                        help="keep no scans between listings")
     args = parser.parse_args()
     rng = random.Random(35)
     urls = [f"https://docs.example.org/section{n % 50}/page{n:05}" for n in range(args.pages)]
@@ -94,7 +101,10 @@ def main() -> None:
                 for record in ArchiveIterator(stream):
                     digests[record.rec_headers.get_header("WARC-Target-URI")] = (
                         record.rec_headers.get_header("WARC-Payload-Digest"))
-        source = WarcSource([str(crawl / "*.warc.gz")], name="crawl")
+        (Path(tmp) / ".kbsync").mkdir()
+        source = WarcSource([str(crawl / "*.warc.gz")], name="crawl",
+                            index_dir=None if args.no_index
+                            else Path(tmp) / ".kbsync" / "warc-index")
         store = SqliteStore(Path(tmp) / "kb.db")
         embedder = HashingEmbedder(384)
 

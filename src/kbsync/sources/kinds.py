@@ -296,7 +296,8 @@ class WarcKind:
         paths = [p if "://" in p else str(root / p) for p in settings.paths]
         return WarcSource(paths, name=config.name, media_types=settings.media_types,
                           max_bytes=settings.max_bytes,
-                          storage_options=settings.resolved_options(os.environ))
+                          storage_options=settings.resolved_options(os.environ),
+                          index_dir=root / ".kbsync" / "warc-index")
 
     def location(self, config: SourceConfig) -> str:
         return ", ".join(str(p) for p in config.options.get("paths", ()))

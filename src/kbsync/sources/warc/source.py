@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kbsync.errors import ConfigError, DependencyMissingError, DocumentError, ParameterError
 from kbsync.model import KnownItem, Listing, SourceItem
 from kbsync.sources.warc.captures import ShardScan, merge
+from kbsync.sources.warc.index import ScanIndex, signature_of
 from kbsync.sources.warc.records import read_payload, scan_file
 from kbsync.sources.warc.settings import DEFAULT_MAX_BYTES, WARC_SUFFIXES, is_glob
 from kbsync.sources.web.config import DEFAULT_MEDIA_TYPES
@@ -44,7 +46,8 @@ class WarcSource:
     are taken as they are (the ``warc`` kind makes them relative to ``kbsync.toml``).
     ``media_types`` (None: all) and ``max_bytes`` are as the settings say;
     ``storage_options`` go to fsspec; ``filesystem`` reads every path through a
-    filesystem already made (tests), instead of the one each URL names.
+    filesystem already made (tests), instead of the one each URL names;
+    ``index_dir`` keeps each file's scan there between listings (:mod:`.index`).
     """
 
     def __init__(
@@ -56,6 +59,7 @@ class WarcSource:
         max_bytes: int = DEFAULT_MAX_BYTES,
         storage_options: Mapping[str, Any] | None = None,
         filesystem: AbstractFileSystem | None = None,
+        index_dir: Path | None = None,
     ) -> None:
         self.paths = (paths,) if isinstance(paths, str) else tuple(paths)
         if not self.paths or not all(self.paths):
@@ -70,6 +74,7 @@ class WarcSource:
         self.max_bytes = max_bytes
         self._options = dict(storage_options or {})
         self._filesystem = filesystem
+        self._index = None if index_dir is None else ScanIndex(index_dir)
 
     @property
     def name(self) -> str:
@@ -99,11 +104,21 @@ class WarcSource:
 
     def scan_shard(self, file: str) -> ShardScan:
         """The captures of one WARC file (a URL :meth:`shards` named); an error in the scan
-        when it cannot be read, never an exception."""
+        when it cannot be read, never an exception. With an ``index_dir``, the kept scan
+        of a file whose size and time are unchanged (:mod:`.index`)."""
         try:
             fs, path = self._resolve(file)
+            info = fs.info(path) if self._index is not None else {}
+            signature = signature_of(info) if self._index is not None else None
+            if self._index is not None and signature is not None:
+                kept = self._index.get(file, signature)
+                if kept is not None:
+                    return kept
             with fs.open(path, "rb") as stream:
-                return scan_file(stream, file)
+                scan = scan_file(stream, file)
+            if self._index is not None and signature is not None:
+                self._index.put(scan, signature, info)
+            return scan
         except (DependencyMissingError, ConfigError):
             raise
         except Exception as exc:  # the file vanished, permission, network
