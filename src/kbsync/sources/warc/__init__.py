@@ -7,6 +7,8 @@ The modules, each holding one concern:
   merge of every capture into a listing (which capture wins, what deletes): pure;
 - :mod:`.records`: reading WARC files (``warcio``): the captures of one file, and the
   payload of one record found again by its offset;
+- :mod:`.index`: each file's scan kept between listings, so an unchanged file is not
+  scanned again;
 - :mod:`.source`: :class:`WarcSource`, the Source protocol over a set of WARC files,
   split by file (:meth:`~.source.WarcSource.shards`) for drivers that spread the work.
 
