@@ -120,6 +120,7 @@ CASES: dict[str, tuple[str, Callable[..., object]]] = {
     "fsspec": ("fsspec", _fsspec),
     "serve": ("starlette", _module("kbsync.serve")),
     "web": ("protego", _module("kbsync.sources.web.source")),
+    "warc": ("warcio", _module("kbsync.sources.warc.records")),
     "mcp": ("mcp", _module("kbsync.mcp.server")),
     "langchain": ("langchain_core", _module("kbsync.adapters.langchain")),
     "llamaindex": ("llama_index", _module("kbsync.adapters.llamaindex")),
@@ -134,7 +135,8 @@ def test_an_extra_that_fails_to_import_shows_the_import_error(
     for name in [n for n in sys.modules if n.startswith(module + ".")]:
         monkeypatch.setitem(sys.modules, name, None)
     monkeypatch.setitem(sys.modules, module, None)
-    for name in ("kbsync.serve", "kbsync.sources.web.source", "kbsync.mcp.server",
+    for name in ("kbsync.serve", "kbsync.sources.web.source", "kbsync.sources.warc.records",
+                 "kbsync.mcp.server",
                  "kbsync.adapters.langchain", "kbsync.adapters.llamaindex"):
         if name in sys.modules:  # put back as it was, whatever the fresh import did
             monkeypatch.setitem(sys.modules, name, sys.modules[name])

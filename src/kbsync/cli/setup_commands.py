@@ -46,6 +46,7 @@ _EXTRAS = {
     "serve": ("starlette", "jinja2", "uvicorn"), "postgres": ("psycopg", "pgvector"),
     "office": ("docx", "pptx", "openpyxl", "ebooklib", "lxml", "striprtf"),
     "onnx": ("onnxruntime", "onnx"), "fsspec": ("fsspec",), "s3": ("fsspec", "s3fs"),
+    "warc": ("warcio", "fsspec"),
 }
 """The modules each optional extra brings (those of pyproject.toml's extras)."""
 
@@ -75,7 +76,7 @@ def version_info() -> dict[str, Any]:
 def init(
     sources: Annotated[list[str] | None, typer.Argument(
         help="Sources to keep in sync: folders, http(s) URLs, git+REPOSITORY, s3:// or "
-             "other fsspec URLs.")] = None,
+             "other fsspec URLs, WARC files (crawl/*.warc.gz, warc+FOLDER).")] = None,
     folder: Annotated[Path, typer.Option(help="Where to write the configuration.")] = Path("."),
     allow_private: Annotated[list[str] | None, typer.Option(
         "--allow-private", help="Let the websites be crawled at this loopback or private "
@@ -110,7 +111,8 @@ def init(
 @sources_app.command("add")
 def sources_add(
     path: Annotated[str, typer.Argument(
-        help="A folder, an http(s) URL, git+REPOSITORY, or an s3:// or other fsspec URL.")],
+        help="A folder, an http(s) URL, git+REPOSITORY, an s3:// or other fsspec URL, or "
+             "WARC files (crawl/*.warc.gz, warc+FOLDER).")],
     name: Annotated[str | None, typer.Option(help="Its name in the knowledge base.")] = None,
     endpoint_url: EndpointOption = None,
     config: ConfigOption = Path("."),

@@ -32,6 +32,7 @@ __all__ = [
     "object_signature",
     "page_digest",
     "params_hash",
+    "payload_signature",
     "source_bytes_hash",
     "tokenizer_hash",
     "vector_id",
@@ -216,6 +217,14 @@ def object_signature(*parts: str) -> int:
     for part in parts:
         data = part.encode("utf-8", "surrogatepass")
         h.update(len(data).to_bytes(8, "big") + data)
+    return int.from_bytes(h.digest(), "big") >> 1
+
+
+def payload_signature(payload_digest: str) -> int:
+    """A 63-bit digest of a WARC record's payload digest (``sha1:...``), kept in the stat
+    gate's inode column: the same payload under a new capture passes the gate unread."""
+    h = hashlib.blake2b(payload_digest.encode("utf-8", "surrogatepass"), digest_size=8,
+                        person=b"kbsync-warc")
     return int.from_bytes(h.digest(), "big") >> 1
 
 
