@@ -25,8 +25,6 @@ from kbsync.extract.registry import SUPPORTED_MEDIA_TYPES
 from kbsync.report import SyncResult
 from kbsync.store import Discarded, RecordStore
 from kbsync.store.guard import REPAIR
-from kbsync.store.postgres import PostgresStore
-from kbsync.store.sqlite import SqliteStore
 from kbsync.sync import Chunker, SourceTally, backfill
 from kbsync.sync.embedding import embedded_meta_name
 from kbsync.sync.observe import ExtractorFor, derivation
@@ -105,9 +103,7 @@ class Mending:
     def _repair_file(self, rechunk: Callable[[str], Mapping[str, str]]) -> tuple[str, ...]:
         """Rebuild what the store holds twice (SQLite: indexes, full text, chunk texts, a
         damaged embedding cache's readable vectors; PostgreSQL: chunk texts)."""
-        if isinstance(self.store, SqliteStore | PostgresStore):
-            return tuple(self.store.repair(rechunk))
-        return ()
+        return tuple(self.store.repair(rechunk))
 
     def _read_again(self, documents: int) -> tuple[str, ...]:
         """Sync, so that the documents whose damaged text was discarded are read from their

@@ -478,6 +478,18 @@ class Maintenance(Protocol):
         must leave no key behind); None forgets it."""
         ...
 
+    def check_pages(self) -> str | None:
+        """The database's own check of every page (SQLite's quick_check), where it has one
+        cheap enough to run before a full revalidation writes: what it found (then also
+        remembered as damage), or None when it found nothing or has no such check."""
+        ...
+
+    def repair(self, rechunk: Callable[[str], Mapping[str, str]]) -> list[str]:
+        """Rebuild what the store holds twice (its indexes, the full-text index, chunk texts
+        cut again from their document's text by ``rechunk``, which maps a text to the
+        digests and texts of its chunks); what was done, as lines for a person."""
+        ...
+
     def gc(self) -> dict[str, int]:
         """Drop unreferenced cache entries and texts, and compact the file."""
         ...

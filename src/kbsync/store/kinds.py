@@ -14,9 +14,9 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
-from kbsync.errors import ConfigError, ParameterError
+from kbsync.errors import ConfigError, ParameterError, StoreError
 from kbsync.settings import parse_settings, shown
 from kbsync.store import RecordStore
 
@@ -24,6 +24,7 @@ __all__ = [
     "STORE_KINDS",
     "Capabilities",
     "PostgresSettings",
+    "Rebuilding",
     "SqliteSettings",
     "StoreConfig",
     "StoreKind",
@@ -32,6 +33,7 @@ __all__ = [
 ]
 
 S = TypeVar("S")
+T = TypeVar("T")
 
 
 class WriterLockLike(AbstractContextManager[Any], Protocol):
@@ -51,6 +53,17 @@ class Capabilities:
     """It can mend what it holds twice (indexes, full text) in place (``verify --repair``)."""
     workers: bool = False
     """Several processes or machines can sync into it at once (``--workers``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rebuilding(Generic[T]):
+    """What a rebuild made: what filling the fresh store returned, the vectors carried over
+    from the old one, where the old one is kept, and the new store, open where it was."""
+
+    value: T
+    salvaged: int
+    backup: Path
+    store: RecordStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +160,19 @@ class StoreKind(Protocol[S]):
         """The store in a few words, for messages (a file's path, a URL)."""
         ...
 
+    def tidy(self, settings: S, root: Path) -> None:
+        """Remove what a killed rebuild left; called holding the writer lock, so no rebuild
+        is running."""
+        ...
+
+    def rebuild(self, settings: S, root: Path, old: RecordStore,
+                fill: Callable[[RecordStore], T]) -> Rebuilding[T]:
+        """A fresh store, with the erasures and every readable vector of ``old``, filled by
+        ``fill`` (a sync), then put in place of ``old`` (closed then), which is kept beside
+        it. If ``fill`` fails, nothing is swapped and ``old`` stays open and as it was.
+        StoreError for a kind that cannot (:attr:`Capabilities.rebuild`)."""
+        ...
+
 
 class _Sqlite:
     name = "sqlite"
@@ -174,6 +200,40 @@ class _Sqlite:
 
     def describe(self, settings: SqliteSettings, root: Path) -> str:
         return str(root / settings.path)
+
+    def tidy(self, settings: SqliteSettings, root: Path) -> None:
+        from kbsync.store.sqlite import remove_rebuild_leftovers
+
+        remove_rebuild_leftovers(root / settings.path)
+
+    def rebuild(self, settings: SqliteSettings, root: Path, old: RecordStore,
+                fill: Callable[[RecordStore], T]) -> Rebuilding[T]:
+        from kbsync.store.sqlite import (
+            SqliteStore,
+            carry_erasures,
+            rebuild_file,
+            salvage_embeddings,
+            swap_in,
+        )
+
+        live = root / settings.path
+        fresh = rebuild_file(live)
+        backup = live.with_name(live.name + ".before-rebuild")
+        new = SqliteStore(fresh)
+        try:
+            carry_erasures(live, new)
+            salvaged = salvage_embeddings(live, new)
+            value = fill(new)
+        except BaseException:
+            new.close()
+            fresh.unlink(missing_ok=True)
+            raise
+        new.close()
+        old.close()
+        swap_in(fresh, live, backup)
+        store = SqliteStore(live)
+        store.remember_damage(None)  # the damage was the old file's
+        return Rebuilding(value, salvaged, backup, store)
 
 
 class _Postgres:
@@ -211,6 +271,14 @@ class _Postgres:
 
     def describe(self, settings: PostgresSettings, root: Path) -> str:
         return settings.url
+
+    def tidy(self, settings: PostgresSettings, root: Path) -> None:
+        return None  # no rebuild leaves anything behind
+
+    def rebuild(self, settings: PostgresSettings, root: Path, old: RecordStore,
+                fill: Callable[[RecordStore], T]) -> Rebuilding[T]:
+        raise StoreError("kbsync rebuild makes a fresh SQLite store; a PostgreSQL store is "
+                         "repaired with the database's own tools (REINDEX, a restore)")
 
 
 STORE_KINDS: dict[str, StoreKind[Any]] = {kind.name: kind for kind in (_Sqlite(), _Postgres())}

@@ -528,6 +528,12 @@ class MemoryStore(PlanWrites):
         return Discarded(vectors=len(damage.vectors), chunk_texts=len(damage.chunk_texts),
                          previous=len(damage.texts) - current, current=current)
 
+    def check_pages(self) -> str | None:
+        return None  # no pages: nothing of it can be damaged below its values
+
+    def repair(self, rechunk: Callable[[str], Mapping[str, str]]) -> list[str]:
+        return []  # it holds nothing twice
+
     def known_damage(self) -> str | None:
         return self._s.meta.get(_DAMAGE)
 

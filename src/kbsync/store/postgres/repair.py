@@ -50,6 +50,10 @@ class RepairTables(ValueChecks):
             self.remember_damage(None)  # sound now (repaired, or restored)
         return damage + problems + lines(values, norm or ANY_NORM)
 
+    def check_pages(self) -> str | None:
+        """None: the server checks its own pages (checksums, amcheck), not a client's sync."""
+        return None
+
     def repair(self, rechunk: Callable[[str], Mapping[str, str]]) -> list[str]:
         """Restore the chunk texts that are missing (a damaged one discarded), cut again
         from their document's current or previous text (``rechunk`` maps a text to the

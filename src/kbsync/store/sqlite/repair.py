@@ -71,7 +71,7 @@ class RepairTables(ValueChecks):
             self.remember_damage(None)  # sound now (repaired, or a good copy put back)
         return damage + problems + lines(values, norm or ANY_NORM)
 
-    def quick_check(self) -> str | None:
+    def check_pages(self) -> str | None:
         """SQLite's quick_check of every page of the file (not its indexes against their
         tables: integrity_check's extra, about twice the time): what it found, which is
         remembered as damage, or None when the file is sound."""
