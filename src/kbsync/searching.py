@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
-from kbsync.embed import Embedder
+from kbsync.embed import Embedder, QueryEmbedder
 from kbsync.errors import ParameterError
 from kbsync.fusion import fuse, ranked, text_relevance, vector_relevance
 from kbsync.model import SEARCH_MODES, SearchMode
@@ -82,8 +82,12 @@ class Searcher:
                      text_relevance(self.store.search_text(query, pool, filters))), k)
 
     def query_vector(self, query: str) -> npt.NDArray[np.float32]:
-        """The embedder's vector of the normalized query."""
-        vector: npt.NDArray[np.float32] = self.embedder.embed([normalize(query).text])[0]
+        """The embedder's vector of the normalized query (by its query encoder, if it has one)."""
+        texts = [normalize(query).text]
+        if isinstance(self.embedder, QueryEmbedder):
+            vector: npt.NDArray[np.float32] = self.embedder.embed_query(texts)[0]
+        else:
+            vector = self.embedder.embed(texts)[0]
         return vector
 
     def nearest(self, vector: npt.NDArray[np.float32], k: int,

@@ -8,7 +8,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Embedder", "Vectors"]
+__all__ = ["Embedder", "QueryEmbedder", "Vectors"]
 
 Vectors = npt.NDArray[np.float32]
 
@@ -47,4 +47,15 @@ class Embedder(Protocol):
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         """One L2-normalized row per text, in order."""
+        ...
+
+
+@runtime_checkable
+class QueryEmbedder(Protocol):
+    """An embedder with a faster way to embed search queries than :meth:`Embedder.embed`
+    (the local model's fp32 ONNX export, where ``embed`` runs torch): the same vectors
+    within the tolerance it states, so they compare with the stored ones."""
+
+    def embed_query(self, texts: Sequence[str]) -> Vectors:
+        """One L2-normalized row per query, in order."""
         ...
