@@ -9,7 +9,6 @@ from typing import Literal, TypeAlias, get_args
 
 __all__ = [
     "SEARCH_MODES",
-    "MetadataValue",
     "Boundary",
     "ByteChunk",
     "ChangeReport",
@@ -19,6 +18,7 @@ __all__ = [
     "ItemError",
     "KnownItem",
     "Listing",
+    "MetadataValue",
     "PageSchedule",
     "Record",
     "Region",

@@ -69,7 +69,7 @@ def test_a_sync_exports_the_query_encoder_and_a_one_shot_search_imports_no_torch
     assert done.returncode == 0, done.stderr
     assert done.stderr.strip().splitlines()[-1] == "False False", done.stderr
     assert "loading the local model" not in done.stderr
-    assert [h.key for h in in_process][0] in done.stdout
+    assert in_process[0].key in done.stdout
 
 
 def test_a_digest_is_computed_again_when_its_file_is_rewritten_with_the_same_stat(

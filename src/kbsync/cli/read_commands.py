@@ -25,7 +25,7 @@ from kbsync.render import (
 )
 from kbsync.report import hit_dict
 from kbsync.served import served_query_vector
-from kbsync.store.filters import Filters, matches, parse_where
+from kbsync.store.filters import Condition, Filters, matches, parse_where
 from kbsync.terminal import printable
 
 __all__ = ["chunk", "diff", "search", "status"]
@@ -159,9 +159,9 @@ def _count(n: int, noun: str) -> str:
 
 def _unknown_sources(filters: Filters, stored: Collection[str]) -> list[str]:
     """The values of a ``source=`` filter that match no source the store holds."""
-    wanted = dict(filters.conditions).get("source", ())
-    return [v for v in wanted
-            if not any(matches(Filters((("source", (v,)),)), s, "", {}) for s in stored)]
+    wanted = filters.values_of("source")
+    return [v for v in wanted if not any(
+        matches(Filters((Condition("source", "=", (v,)),)), s, "", {}) for s in stored)]
 
 
 @app.command()
@@ -177,9 +177,11 @@ def search(
     where: Annotated[list[str] | None, typer.Option(
         "--where", metavar="NAME=VALUE",
         help="Only documents whose NAME is VALUE: source, path (the document's key), title or a "
-             "metadata key (front matter, HTML meta, PDF info). A VALUE with * or ? is a glob "
-             "(* spans /). Repeat it: different names must all match, the same name twice "
-             "matches either value. An unknown name matches nothing.")] = None,
+             "metadata key (front matter, HTML meta, PDF info); a list matches when one item "
+             "does. A VALUE with * or ? is a glob (* spans /). NAME!=VALUE excludes; "
+             "NAME<VALUE, <=, >, >= compare numbers and dates (date>=2024-01-01). Repeat it: "
+             "all must hold, except the same NAME=… twice, which matches either value. An "
+             "unknown name matches nothing.")] = None,
     config: ConfigOption = Path("."),
     as_json: JsonOption = False,
 ) -> None:
@@ -198,11 +200,14 @@ def search(
     with Errors(as_json), KnowledgeBase.open(config) as kb:
         mode = mode or kb.config.default_search_mode
         vector = None
-        if mode != "text" and kb.config.embedder.kind == "local":
+        # The local model embeds a query without torch once its ONNX export is cached (a
+        # sync makes it); until then a running `kbsync serve` that holds it loaded answers.
+        if mode != "text" and kb.config.embedder.kind == "local" \
+                and not getattr(kb.embedder, "queries_ready", False):
             vector = served_query_vector(kb.config, kb.embedder.identity, query)
             if vector is None:
-                typer.echo("loading the local model (a running `kbsync serve` keeps it "
-                           "loaded, and searches then ask it)", err=True)
+                typer.echo("loading the local model once (its query encoder is exported "
+                           "for the next searches)", err=True)
         hits = kb.search(query, k=k, mode=mode, context_tokens=context, query_vector=vector,
                          filters=filters)
         unknown = [] if hits else _unknown_sources(filters, kb.store.source_names())

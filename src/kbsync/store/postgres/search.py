@@ -56,7 +56,7 @@ class SearchTables(PostgresBase):
         n = int(query.shape[0])
         typed = f"vector::vector({n})" if n <= HNSW_MAX_DIMENSION else "vector"
         cast = f"::vector({n})" if n <= HNSW_MAX_DIMENSION else "::vector"
-        where, args = "TRUE", list[str]()
+        where, args = "TRUE", list[object]()
         if filters:
             where, args = postgres_condition(filters)
             matching = scalar(self._conn, f"SELECT count(*) FROM documents d JOIN chunks c "
@@ -94,7 +94,7 @@ class SearchTables(PostgresBase):
         return [as_hit(r, score=-float(r[10])) for r in rows]
 
     def _filtered_nearest(self, embedder: str, query: npt.NDArray[np.float32], k: int,
-                          where: str, args: Sequence[str], typed: str, cast: str) -> list[Hit]:
+                          where: str, args: Sequence[object], typed: str, cast: str) -> list[Hit]:
         """The nearest vectors among the chunks of documents meeting ``where``, exactly.
 
         The matching documents are found first and only their chunks' vectors are
@@ -131,7 +131,7 @@ class SearchTables(PostgresBase):
                        filters: Filters | None = None) -> Iterator[ChunkRef]:
         sql = (f"SELECT d.source, d.key, c.idx, c.digest, c.heading, c.start, c.\"end\" "
                f"FROM documents d JOIN chunks c ON {CURRENT} WHERE {INDEXED}")
-        args: list[str] = []
+        args: list[object] = []
         for column, value in (("source", source), ("key", key)):
             if value is not None:
                 sql += f" AND d.{column} = %s"

@@ -27,7 +27,7 @@ class SearchTables(SqliteBase):
         if not terms:
             return []
         match = " OR ".join(f'"{t}"' for t in terms)
-        restrict, args = "", list[str]()
+        restrict, args = "", list[object]()
         if filters:
             # Only the matching documents' indexed chunks are ranked, so a filter that
             # matches few documents loses none of their hits to the best of the rest.
@@ -158,7 +158,7 @@ class SearchTables(SqliteBase):
                        filters: Filters | None = None) -> Iterator[ChunkRef]:
         sql = (f"SELECT d.source, d.key, c.idx, c.digest, c.heading, c.start, c.\"end\" "
                f"FROM documents d JOIN chunks c ON {CURRENT} WHERE {INDEXED}")
-        args: list[str] = []
+        args: list[object] = []
         for column, value in (("source", source), ("key", key)):
             if value is not None:
                 sql += f" AND d.{column} = ?"
