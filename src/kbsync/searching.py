@@ -7,7 +7,9 @@ made for one call: :class:`~kbsync.knowledge_base.KnowledgeBase` may swap its st
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -48,7 +50,7 @@ class Searcher:
                 hits = self.ranked(query, wanted, mode, vector, filters)
                 kept = distinct(hits)
                 if len(kept) >= k or len(hits) < wanted:
-                    return ranked(kept[:k])
+                    return self.described(ranked(kept[:k]))
                 wanted *= 4
         results: list[Hit] = []
         taken: dict[tuple[str, str], set[int]] = {}  # chunks in the windows returned
@@ -64,7 +66,16 @@ class Searcher:
                                    first=window.first, last=window.last))
             if len(results) == k:
                 break
-        return ranked(results)
+        return self.described(ranked(results))
+
+    def described(self, hits: list[Hit]) -> list[Hit]:
+        """The hits with their documents' metadata and time of last change."""
+        facts = self.store.document_facts({(h.source, h.key) for h in hits}) if hits else {}
+        out = []
+        for hit in hits:
+            metadata, changed = facts.get((hit.source, hit.key), (None, None))
+            out.append(replace(hit, metadata=_metadata(metadata), changed=changed))
+        return out
 
     def ranked(self, query: str, k: int, mode: SearchMode,
                vector: npt.NDArray[np.float32] | None = None,
@@ -106,3 +117,12 @@ def distinct(hits: list[Hit]) -> list[Hit]:
             seen.add((hit.source, hit.key, hit.text))
             kept.append(hit)
     return kept
+
+
+def _metadata(stored: str | None) -> dict[str, Any]:
+    """A document's stored metadata as a mapping (damaged or missing: none)."""
+    try:
+        value = json.loads(stored) if stored else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
