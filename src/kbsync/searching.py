@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kbsync.embed import Embedder, QueryEmbedder
+from kbsync.embed import Embedder, QueryEmbedder, Reranker
 from kbsync.errors import ParameterError
-from kbsync.fusion import fuse, ranked, text_relevance, vector_relevance
+from kbsync.fusion import fuse, ranked, reranked, text_relevance, vector_relevance
 from kbsync.model import SEARCH_MODES, SearchMode
 from kbsync.normalize import normalize
 from kbsync.store import Hit, SearchIndex
@@ -34,6 +34,9 @@ class Searcher:
     store: SearchIndex
     index: VectorIndex
     embedder: Embedder
+    reranker: Reranker | None = None
+    """Reorders the best ``rerank_candidates`` hits by reading each with the query."""
+    rerank_candidates: int = 20
 
     def search(self, query: str, k: int, mode: SearchMode, context_tokens: int,
                vector: npt.NDArray[np.float32] | None = None,
@@ -44,13 +47,16 @@ class Searcher:
             raise ParameterError(f"k must be at least 1, not {k}")
         if mode not in SEARCH_MODES:
             raise ParameterError(f"unknown search mode {mode!r}: use vector, text or hybrid")
+        final = k
+        if self.reranker is not None:
+            k = max(k, self.rerank_candidates)
         if not context_tokens:
             wanted = k
             while True:  # while a document repeats a passage, rank more
                 hits = self.ranked(query, wanted, mode, vector, filters)
                 kept = distinct(hits)
                 if len(kept) >= k or len(hits) < wanted:
-                    return self.described(ranked(kept[:k]))
+                    return self.described(ranked(self.reranked(query, kept[:k], final)))
                 wanted *= 4
         results: list[Hit] = []
         taken: dict[tuple[str, str], set[int]] = {}  # chunks in the windows returned
@@ -66,7 +72,15 @@ class Searcher:
                                    first=window.first, last=window.last))
             if len(results) == k:
                 break
-        return self.described(ranked(results))
+        return self.described(ranked(self.reranked(query, results, final)))
+
+    def reranked(self, query: str, hits: list[Hit], k: int) -> list[Hit]:
+        """The best ``k`` hits, by the reranker's reading of each hit's context with the
+        query when there is a reranker."""
+        if self.reranker is None or not hits:
+            return hits[:k]
+        scores = self.reranker.score(normalize(query).text, [h.context or h.text for h in hits])
+        return reranked(hits, scores, k)
 
     def described(self, hits: list[Hit]) -> list[Hit]:
         """The hits with their documents' metadata and time of last change."""

@@ -182,6 +182,10 @@ def search(
              "NAME<VALUE, <=, >, >= compare numbers and dates (date>=2024-01-01). Repeat it: "
              "all must hold, except the same NAME=… twice, which matches either value. An "
              "unknown name matches nothing.")] = None,
+    rerank: Annotated[bool | None, typer.Option(
+        "--rerank/--no-rerank",
+        help="Read the best candidates again with the cross-encoder of [search] rerank_model "
+             "(default: [search] rerank).")] = None,
     config: ConfigOption = Path("."),
     as_json: JsonOption = False,
 ) -> None:
@@ -209,7 +213,7 @@ def search(
                 typer.echo("loading the local model once (its query encoder is exported "
                            "for the next searches)", err=True)
         hits = kb.search(query, k=k, mode=mode, context_tokens=context, query_vector=vector,
-                         filters=filters)
+                         filters=filters, rerank=rerank)
         unknown = [] if hits else _unknown_sources(filters, kb.store.source_names())
     for name in unknown:  # a misspelled source filters everything out without a word
         typer.echo(printable(f"note: no source is named {name!r}"), err=True)

@@ -8,7 +8,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Embedder", "QueryEmbedder", "Vectors"]
+__all__ = ["Embedder", "QueryEmbedder", "Reranker", "Vectors"]
 
 Vectors = npt.NDArray[np.float32]
 
@@ -58,4 +58,20 @@ class QueryEmbedder(Protocol):
 
     def embed_query(self, texts: Sequence[str]) -> Vectors:
         """One L2-normalized row per query, in order."""
+        ...
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    """Scores passages for a query by reading both together (a cross-encoder): a second
+    ranking of a search's best candidates."""
+
+    @property
+    def identity(self) -> str:
+        """The model and its parameters."""
+        ...
+
+    def score(self, query: str, passages: Sequence[str]) -> list[float]:
+        """One score per passage, higher for a better answer (a logit: its sigmoid is the
+        passage's relevance)."""
         ...

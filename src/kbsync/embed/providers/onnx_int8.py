@@ -38,14 +38,16 @@ from kbsync.embed import Vectors
 from kbsync.embed.providers.file_digests import remembered
 from kbsync.errors import DependencyMissingError, EmbeddingError, KbsyncError
 
-__all__ = ["FP32_RECIPE", "FP32_TOLERANCE", "RECIPE", "OnnxInt8Model", "Pooling",
-           "cache_folder", "cached_file", "cached_model", "pooling_of"]
+__all__ = ["CLASSIFIER_RECIPE", "FP32_RECIPE", "FP32_TOLERANCE", "RECIPE", "OnnxInt8Model",
+           "Pooling", "cache_folder", "cached_file", "cached_model", "pooling_of"]
 
 # The export recipe: bump it whenever the exported or quantized graph may change
 # (opset, exporter, quantization options); it keys the cache and the identity.
 RECIPE = "int8mm-pc-v1"
 FP32_RECIPE = "fp32-v1"
 """The unquantized export: the torch backend's query encoder (same identity as torch)."""
+CLASSIFIER_RECIPE = "cls-fp32-v1"
+"""The unquantized export of a sequence classifier's scores (a reranker's cross-encoder)."""
 FP32_TOLERANCE = 1e-5
 """How far an fp32 ONNX vector may be from the torch one of the same text, in any of its
 components (unit vectors): the two run the same float32 arithmetic in another order.
@@ -109,9 +111,11 @@ def _digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def cached_model(model: Path, weights: str, folder: Path, *, quantized: bool = True) -> Path:
-    """The int8 ONNX file of these weights (``quantized``; else the fp32 one), exported and
-    quantized now unless cached.
+def cached_model(model: Path, weights: str, folder: Path, *, quantized: bool = True,
+                 classifier: bool = False) -> Path:
+    """The int8 ONNX file of these weights (``quantized``; else the fp32 one; with
+    ``classifier`` the fp32 one of a sequence classifier's scores), exported and quantized
+    now unless cached.
 
     A cached file is named ``<weights>-<recipe>.<digest of its bytes>.onnx`` and used
     only when its bytes still have that digest; anything else under the key (a file
@@ -119,16 +123,17 @@ def cached_model(model: Path, weights: str, folder: Path, *, quantized: bool = T
     private folder beside it and renamed into place, so another process sees the
     whole file or none.
     """
-    found = cached_file(weights, folder, quantized=quantized)
+    quantized = quantized and not classifier
+    found = cached_file(weights, folder, quantized=quantized, classifier=classifier)
     if found is not None:
         return found
-    key = _key(weights, quantized)
+    key = _key(weights, quantized, classifier)
     try:
         folder.mkdir(parents=True, exist_ok=True)
         _remove_stale_exports(folder)
         with tempfile.TemporaryDirectory(dir=folder, prefix=".export-") as work:
             fp32, int8 = Path(work) / "model.onnx", Path(work) / "int8.onnx"
-            _export(model, fp32)
+            _export(model, fp32, classifier=classifier)
             if quantized:
                 _quantize(fp32, int8)
             built = int8 if quantized else fp32
@@ -147,14 +152,16 @@ def cached_model(model: Path, weights: str, folder: Path, *, quantized: bool = T
     return final
 
 
-def _key(weights: str, quantized: bool) -> str:
-    return f"{weights}-{RECIPE if quantized else FP32_RECIPE}"
+def _key(weights: str, quantized: bool, classifier: bool = False) -> str:
+    recipe = CLASSIFIER_RECIPE if classifier else RECIPE if quantized else FP32_RECIPE
+    return f"{weights}-{recipe}"
 
 
-def cached_file(weights: str, folder: Path, *, quantized: bool = True) -> Path | None:
+def cached_file(weights: str, folder: Path, *, quantized: bool = True,
+                classifier: bool = False) -> Path | None:
     """The cached export of these weights whose bytes still have the digest in its name;
     anything else under the key (cut short, overwritten, damaged) is removed."""
-    key = _key(weights, quantized)
+    key = _key(weights, quantized and not classifier, classifier)
     for candidate in sorted(folder.glob(f"{key}.*.onnx")):
         digest = remembered("onnx", [candidate], partial(_digest, candidate), folder)
         if candidate.name == f"{key}.{digest}.onnx":
@@ -173,12 +180,13 @@ def _remove_stale_exports(folder: Path) -> None:
             pass
 
 
-def _export(model: Path, target: Path) -> None:
-    """The model's Transformer (token vectors out) as an fp32 ONNX graph with dynamic
-    batch and length, by the TorchScript exporter (seconds; the dynamo one takes ~5x)."""
+def _export(model: Path, target: Path, *, classifier: bool = False) -> None:
+    """The model's Transformer (token vectors out; with ``classifier``, a sequence
+    classifier's scores) as an fp32 ONNX graph with dynamic batch and length, by the
+    TorchScript exporter (seconds; the dynamo one takes ~5x)."""
     try:
         import torch
-        from transformers import AutoModel
+        from transformers import AutoModel, AutoModelForSequenceClassification
     except ImportError as exc:
         raise DependencyMissingError(_FEATURE, "onnx", "torch", exc) from exc
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
@@ -186,7 +194,8 @@ def _export(model: Path, target: Path) -> None:
 
     transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # a bar per load
     try:
-        network = AutoModel.from_pretrained(str(model)).eval()
+        kind = AutoModelForSequenceClassification if classifier else AutoModel
+        network = kind.from_pretrained(str(model)).eval()
     except Exception as exc:  # the library raises many kinds for an unreadable folder
         raise EmbeddingError(f"{_FEATURE} cannot load the weights in {model}: {exc}") from exc
     names = ["input_ids", "attention_mask", "token_type_ids"]
@@ -199,7 +208,8 @@ def _export(model: Path, target: Path) -> None:
             self.inner = inner
 
         def forward(self, *features: Any) -> Any:
-            return self.inner(**dict(zip(inputs, features, strict=True))).last_hidden_state
+            out = self.inner(**dict(zip(inputs, features, strict=True)))
+            return out.logits if classifier else out.last_hidden_state
 
     sample = torch.ones((2, 8), dtype=torch.long)
     import warnings
@@ -211,7 +221,9 @@ def _export(model: Path, target: Path) -> None:
                                          for n in inputs),
             str(target), dynamo=False, opset_version=_OPSET, input_names=inputs,
             output_names=["token_vectors"],
-            dynamic_axes={n: {0: "batch", 1: "length"} for n in [*inputs, "token_vectors"]})
+            dynamic_axes={**{n: {0: "batch", 1: "length"} for n in inputs},
+                          "token_vectors": {0: "batch"} if classifier
+                          else {0: "batch", 1: "length"}})
 
 
 def _forward_parameters(network: Any) -> set[str]:
