@@ -2,7 +2,7 @@
 
 For every ``modify`` of every commit of each history in ``<repo>/../shared/corpora``
 (``*-history.jsonl.gz``), the old and new files are extracted as a sync would
-(the extractor of their media type), compared with :func:`kbsync.compare`, and
+(the extractor of their media type), compared with :func:`kbsync.core.compare`, and
 scored with :func:`oracle.oracle_similarity`. Printed per history: documents,
 the share with ``|similarity - oracle| <= 0.1``, the mean ``|similarity - oracle|``,
 re-examine verdicts where the oracle says at least half is unchanged, verdict

@@ -3,7 +3,7 @@
 A chunk's identity commits to the chunker and its parameters, so after a change of,
 say, ``max_tokens`` every chunk has a new identity, although most of them have the text
 of a chunk that was embedded before. The embedding cache finds vectors by the text
-(``kbsync.identity.embedding_text_key``), so only chunks whose text is new are embedded.
+(``kbsync.core.identity.embedding_text_key``), so only chunks whose text is new are embedded.
 
 For each change, a copy of a knowledge base synced with the ``kbsync init`` defaults (the
 documentation files of a real history in ``../shared/corpora``, its first snapshot, or
@@ -36,8 +36,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from kbsync.app.knowledge_base import KnowledgeBase
 from kbsync.engine import init_config
-from kbsync.knowledge_base import KnowledgeBase
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CORPORA = REPO_ROOT.parent / "shared" / "corpora"

@@ -32,7 +32,7 @@ The chunking core
     one process. Beside them the physical floors measured in the same run (``str.encode``,
     BLAKE2b over the bytes, one NumPy copy of them), ``normalize()``, byte CDC, and
     ``compare()`` of two 100 KB versions, with the compiled kernel and with the NumPy
-    reference (``kbsync.native``).
+    reference (``kbsync.core.native``).
 
 Run it from the repository root with the peers installed (``benchmarks/requirements.txt``)::
 

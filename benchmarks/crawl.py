@@ -31,8 +31,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from kbsync.app.knowledge_base import KnowledgeBase
 from kbsync.engine import init_config
-from kbsync.knowledge_base import KnowledgeBase
 
 WORDS = (
     "harbour light keeper stairs wick lamp storm ship rock tide quay rope sail chart compass "

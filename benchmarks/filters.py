@@ -30,8 +30,8 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import search
+from kbsync.app.knowledge_base import KnowledgeBase
 from kbsync.engine import init_config
-from kbsync.knowledge_base import KnowledgeBase
 from kbsync.store.filters import Filters, filters_from
 from search import DIMENSION, EXAMPLES, RandomEmbedder
 

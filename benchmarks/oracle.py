@@ -1,7 +1,7 @@
 """The line-diff oracle that change reports are measured against.
 
 ``oracle_similarity(old, new) = 2K / (|old| + |new|)``, sizes in UTF-8 bytes of
-the normalized texts (:func:`kbsync.normalize.normalize`) and ``K`` the bytes of
+the normalized texts (:func:`kbsync.core.normalize.normalize`) and ``K`` the bytes of
 the lines equal in both versions (difflib ``SequenceMatcher`` over lines,
 ``autojunk=False``, its ``equal`` opcodes).
 
@@ -13,7 +13,7 @@ normalizer counts them); blank lines hold no word and vanish. Two lines are
 equal when their normalized words are. A line's size is the bytes of its words
 in the normalized text plus the separator that follows it there, so the lines
 of a text add up to exactly its normalized size and identical texts score 1.
-Unlike :func:`kbsync.compare`, the oracle sees a re-wrapped paragraph as changed
+Unlike :func:`kbsync.core.compare`, the oracle sees a re-wrapped paragraph as changed
 (its lines differ), as a line diff does.
 """
 
@@ -24,7 +24,7 @@ from difflib import SequenceMatcher
 
 import numpy as np
 
-from kbsync.normalize import canonical_text, scan_words
+from kbsync.core.normalize import canonical_text, scan_words
 
 __all__ = ["oracle_lines", "oracle_similarity"]
 

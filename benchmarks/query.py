@@ -104,8 +104,8 @@ def main() -> None:
         server = subprocess.Popen(_kbsync("serve", "--port", str(port), *c),
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
+            from kbsync.app.served import notice_path
             from kbsync.engine import load_config
-            from kbsync.served import notice_path
 
             notice = notice_path(load_config(kb))
             for _ in range(600):

@@ -154,7 +154,7 @@ def measure(docs: Path, config: str, url: str, dimension: int) -> dict[str, floa
 
 def child(kb: Path, workers: int, phase: str) -> None:
     """A first sync, or a no-op re-sync; prints its time and peak memory as JSON."""
-    from kbsync.knowledge_base import KnowledgeBase
+    from kbsync.app.knowledge_base import KnowledgeBase
 
     with KnowledgeBase.open(kb) as engine:
         started = time.perf_counter()

@@ -23,11 +23,11 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from kbsync.app.knowledge_base import KnowledgeBase
+from kbsync.core.identity import digest, embedding_text_key
+from kbsync.core.plan import Action, ChunkDraft, ChunkOps, DocumentPlan, DocumentVersion
 from kbsync.embed import Vectors
 from kbsync.engine import init_config
-from kbsync.identity import digest, embedding_text_key
-from kbsync.knowledge_base import KnowledgeBase
-from kbsync.plan import Action, ChunkDraft, ChunkOps, DocumentPlan, DocumentVersion
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "corpus"
 DIMENSION = 384

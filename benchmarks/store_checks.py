@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kbsync.knowledge_base import KnowledgeBase
+from kbsync.app.knowledge_base import KnowledgeBase
 
 WORDS = "harbour light keeper stairs wick night storm ship lamp rock tide rope gull fog".split()
 

@@ -79,9 +79,9 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from corpus import DATA_DIR, generated_text
+from kbsync.app.knowledge_base import KnowledgeBase
 from kbsync.embed.hashing import HashingEmbedder
 from kbsync.engine import init_config
-from kbsync.knowledge_base import KnowledgeBase
 
 FILE_BYTES = 5_000
 FOLDERS = 10  # top-level folders, each with FOLDERS subfolders: FOLDERS**2 leaf folders

@@ -25,8 +25,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from kbsync.core.normalize import normalize
 from kbsync.engine import DEFAULT_CHUNKER
-from kbsync.normalize import normalize
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CORPORA = REPO_ROOT.parent / "shared" / "corpora"

@@ -1,6 +1,6 @@
 """Plain per-word Python reference implementations of the vectorized chunkers.
 
-They share no code with ``kbsync.chunking`` beyond the parameter classes, so a
+They share no code with ``kbsync.core.chunking`` beyond the parameter classes, so a
 test that compares the two catches a slip in either.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import unicodedata
 
-from kbsync.chunking.params import TTTDParams
+from kbsync.core.chunking.params import TTTDParams
 
 M64 = (1 << 64) - 1
 WORD_BASE = 0x100000001B3

@@ -31,9 +31,9 @@ from functools import lru_cache
 import numpy as np
 import numpy.typing as npt
 
-from kbsync.chunking.tokens import EstimatingCounter
+from kbsync.core.chunking.tokens import EstimatingCounter
+from kbsync.core.normalize import normalize, scan_words
 from kbsync.embed import Embedder, Vectors
-from kbsync.normalize import normalize, scan_words
 from kbsync.store.rows import query_terms, window_span
 
 __all__ = ["EMBED_BATCH", "CachingEmbedder", "K", "PeerIndex", "embed_texts", "tokens"]

@@ -19,7 +19,7 @@ What is measured
     the top 10). "Context tokens per hit" is the mean size of one returned result's context
     (over every result returned for every question): what a RAG prompt pays per result.
     Tokens are counted everywhere with kbsync's ``EstimatingCounter`` over
-    ``kbsync.normalize.scan_words`` (a cl100k-like estimate).
+    ``kbsync.core.normalize.scan_words`` (a cl100k-like estimate).
 
     "Re-embedded token share" is measured on an edit set: N random single-sentence edits
     (insert, delete or replace a sentence; ``make_edits`` from ``benchmarks/chunking.py``)
@@ -88,13 +88,13 @@ from peer_index import PeerIndex  # noqa: E402
 from toml_tables import set_table  # noqa: E402
 
 from chunking import make_edits  # noqa: E402
-from kbsync.chunking.tokens import EstimatingCounter  # noqa: E402
+from kbsync.app.knowledge_base import KnowledgeBase  # noqa: E402
+from kbsync.core.chunking.tokens import EstimatingCounter  # noqa: E402
+from kbsync.core.normalize import scan_words  # noqa: E402
 from kbsync.embed import Embedder  # noqa: E402
 from kbsync.engine import init_config, make_embedder  # noqa: E402
 from kbsync.errors import ConfigError, KbsyncError  # noqa: E402
 from kbsync.extract.registry import extractor_for, media_type_for  # noqa: E402
-from kbsync.knowledge_base import KnowledgeBase  # noqa: E402
-from kbsync.normalize import scan_words  # noqa: E402
 from kbsync.sync import Chunker  # noqa: E402
 
 Mode = str

@@ -82,7 +82,9 @@ sys.path[:0] = [str(HERE), str(HERE.parent)]
 from peer_index import CachingEmbedder, K, PeerIndex, tokens  # noqa: E402
 from toml_tables import set_table  # noqa: E402
 
-from kbsync.chunking import make_params  # noqa: E402
+from kbsync.app.knowledge_base import KnowledgeBase  # noqa: E402
+from kbsync.core.chunking import make_params  # noqa: E402
+from kbsync.core.normalize import normalize  # noqa: E402
 from kbsync.engine import (  # noqa: E402
     DEFAULT_CHUNKER,
     MODEL_TAIL_ABOVE,
@@ -92,8 +94,6 @@ from kbsync.engine import (  # noqa: E402
 from kbsync.errors import ConfigError, KbsyncError  # noqa: E402
 from kbsync.extract.registry import extractor_for, media_type_for  # noqa: E402
 from kbsync.extract.text import first_line_title  # noqa: E402
-from kbsync.knowledge_base import KnowledgeBase  # noqa: E402
-from kbsync.normalize import normalize  # noqa: E402
 from kbsync.sync import Chunker  # noqa: E402
 from replay import changed_spans  # noqa: E402
 

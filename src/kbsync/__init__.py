@@ -10,18 +10,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-# Two functions share their names with their modules: imported now, they take the place
-# the import of their module gives that module in this package.
-from kbsync.compare import compare
-from kbsync.normalize import normalize
-
 if TYPE_CHECKING:
-    from kbsync.chunking import ByteParams, LocalParams, TTTDParams, chunk_stream, chunk_text
-    from kbsync.chunking.bytecdc import byte_chunks
-    from kbsync.costs import EmbeddingCost
-    from kbsync.errors import KbsyncError, ParameterError
-    from kbsync.identity import IDENTITY_SCHEMA_VERSION
-    from kbsync.knowledge_base import (
+    from kbsync.app.knowledge_base import (
         Collected,
         DocumentDiff,
         DocumentRef,
@@ -30,14 +20,23 @@ if TYPE_CHECKING:
         HistoryEntry,
         KnowledgeBase,
         SearchMode,
+        SearchResults,
         Status,
         SyncResult,
         Verification,
     )
-    from kbsync.mirror import Reconciliation
+    from kbsync.app.results import ChangedRegion, Rebuilt, RunSummary
+    from kbsync.core.chunking import ByteParams, LocalParams, TTTDParams, chunk_stream, chunk_text
+    from kbsync.core.chunking.bytecdc import byte_chunks
+    from kbsync.core.compare import compare
+    from kbsync.core.costs import BillBound, EmbeddingCost
+    from kbsync.core.identity import IDENTITY_SCHEMA_VERSION
+    from kbsync.core.normalize import NORMALIZER_VERSION, NormalizedText, normalize
+    from kbsync.errors import KbsyncError, ParameterError
     from kbsync.model import (
         Boundary,
         ByteChunk,
+        ChangeKind,
         ChangeReport,
         Chunk,
         ChunkingDiagnostics,
@@ -45,55 +44,59 @@ if TYPE_CHECKING:
         Region,
         Verdict,
     )
-    from kbsync.normalize import NORMALIZER_VERSION, NormalizedText
     from kbsync.report import DocumentChange, SourceResult
-    from kbsync.results import ChangedRegion, Rebuilt, RunSummary
     from kbsync.store import DocumentText, Hit, RunRecord
+    from kbsync.sync.mirror import Reconciliation
 
 # Where each public name lives: imported when first asked for, so that importing a part
-# of kbsync (``kbsync.sync``, ``kbsync.chunking``) or starting a command that needs
+# of kbsync (``kbsync.sync``, ``kbsync.core.chunking``) or starting a command that needs
 # little loads only what it uses.
 _HOMES = {
-    "ByteParams": "kbsync.chunking",
-    "LocalParams": "kbsync.chunking",
-    "TTTDParams": "kbsync.chunking",
-    "chunk_stream": "kbsync.chunking",
-    "chunk_text": "kbsync.chunking",
-    "byte_chunks": "kbsync.chunking.bytecdc",
+    "compare": "kbsync.core.compare",
+    "normalize": "kbsync.core.normalize",
+    "ByteParams": "kbsync.core.chunking",
+    "LocalParams": "kbsync.core.chunking",
+    "TTTDParams": "kbsync.core.chunking",
+    "chunk_stream": "kbsync.core.chunking",
+    "chunk_text": "kbsync.core.chunking",
+    "byte_chunks": "kbsync.core.chunking.bytecdc",
     "KbsyncError": "kbsync.errors",
     "ParameterError": "kbsync.errors",
-    "IDENTITY_SCHEMA_VERSION": "kbsync.identity",
-    "Collected": "kbsync.knowledge_base",
-    "DocumentDiff": "kbsync.knowledge_base",
-    "DocumentRef": "kbsync.knowledge_base",
-    "Erased": "kbsync.knowledge_base",
-    "Erasure": "kbsync.knowledge_base",
-    "HistoryEntry": "kbsync.knowledge_base",
-    "KnowledgeBase": "kbsync.knowledge_base",
-    "SearchMode": "kbsync.knowledge_base",
-    "Status": "kbsync.knowledge_base",
-    "SyncResult": "kbsync.knowledge_base",
-    "Verification": "kbsync.knowledge_base",
+    "IDENTITY_SCHEMA_VERSION": "kbsync.core.identity",
+    "Collected": "kbsync.app.knowledge_base",
+    "DocumentDiff": "kbsync.app.knowledge_base",
+    "DocumentRef": "kbsync.app.knowledge_base",
+    "Erased": "kbsync.app.knowledge_base",
+    "Erasure": "kbsync.app.knowledge_base",
+    "HistoryEntry": "kbsync.app.knowledge_base",
+    "KnowledgeBase": "kbsync.app.knowledge_base",
+    "SearchMode": "kbsync.app.knowledge_base",
+    "SearchResults": "kbsync.app.knowledge_base",
+    "Status": "kbsync.app.knowledge_base",
+    "SyncResult": "kbsync.app.knowledge_base",
+    "Verification": "kbsync.app.knowledge_base",
     "Boundary": "kbsync.model",
     "ByteChunk": "kbsync.model",
+    "ChangeKind": "kbsync.model",
     "ChangeReport": "kbsync.model",
     "Chunk": "kbsync.model",
     "ChunkingDiagnostics": "kbsync.model",
     "ChunkingResult": "kbsync.model",
     "Region": "kbsync.model",
     "Verdict": "kbsync.model",
-    "NORMALIZER_VERSION": "kbsync.normalize",
-    "NormalizedText": "kbsync.normalize",
+    "NORMALIZER_VERSION": "kbsync.core.normalize",
+    "NormalizedText": "kbsync.core.normalize",
     "DocumentText": "kbsync.store",
     "Hit": "kbsync.store",
     "RunRecord": "kbsync.store",
-    "EmbeddingCost": "kbsync.costs",
-    "Reconciliation": "kbsync.mirror",
+    "BillBound": "kbsync.core.costs",
+    "EmbeddingCost": "kbsync.core.costs",
+    "Reconciliation": "kbsync.sync.mirror",
     "DocumentChange": "kbsync.report",
     "SourceResult": "kbsync.report",
-    "ChangedRegion": "kbsync.results",
-    "Rebuilt": "kbsync.results",
-    "RunSummary": "kbsync.results",
+    "ChangedRegion": "kbsync.app.results",
+    "Rebuilt": "kbsync.app.results",
+    "RunSummary": "kbsync.app.results",
 }
 
 __version__ = "0.1.0"
@@ -101,9 +104,11 @@ __version__ = "0.1.0"
 __all__ = [
     "IDENTITY_SCHEMA_VERSION",
     "NORMALIZER_VERSION",
+    "BillBound",
     "Boundary",
     "ByteChunk",
     "ByteParams",
+    "ChangeKind",
     "ChangeReport",
     "ChangedRegion",
     "Chunk",
@@ -130,6 +135,7 @@ __all__ = [
     "RunRecord",
     "RunSummary",
     "SearchMode",
+    "SearchResults",
     "SourceResult",
     "Status",
     "SyncResult",

@@ -60,7 +60,7 @@ static PyMethodDef kernel_methods[] = {
 static struct PyModuleDef kernel_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "kbsync._kernel",
-    .m_doc = "The compiled hot path of kbsync's normalizer and chunkers (see kbsync.native).",
+    .m_doc = "The compiled hot path of kbsync's normalizer and chunkers (see kbsync.core.native).",
     .m_size = -1,
     .m_methods = kernel_methods,
 };

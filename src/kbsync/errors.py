@@ -12,6 +12,7 @@ __all__ = [
     "ConfigError",
     "ConfirmationRequiredError",
     "DependencyMissingError",
+    "DocumentChangingError",
     "DocumentError",
     "EmbeddingError",
     "ExtractionError",
@@ -62,6 +63,11 @@ class DocumentError(KbsyncError):
         super().__init__(f"{locator}: {message}")
         self.locator = locator
         self.reason = message
+
+
+class DocumentChangingError(DocumentError):
+    """A document changed while it was read, or since it was listed: it is left for the
+    next sync, which reads it whole. Its stored version, if any, stays as it is."""
 
 
 class ExtractionError(DocumentError):

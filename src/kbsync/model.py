@@ -5,12 +5,21 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Literal, TypeAlias, get_args
+from typing import TYPE_CHECKING, Literal, TypeAlias, get_args
+
+if TYPE_CHECKING:  # the values of this module need no NumPy: a command that starts loads none
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = [
+    "ANY_NORM",
+    "NORM_TOLERANCE",
+    "RACY_WINDOW_NS",
     "SEARCH_MODES",
+    "UNIT_NORM",
     "Boundary",
     "ByteChunk",
+    "ChangeKind",
     "ChangeReport",
     "Chunk",
     "ChunkingDiagnostics",
@@ -22,11 +31,13 @@ __all__ = [
     "PageSchedule",
     "Record",
     "Region",
+    "RootIdentity",
     "SearchMode",
     "Section",
     "SourceItem",
     "SourceStat",
     "Validators",
+    "VectorNorm",
     "Verdict",
 ]
 
@@ -138,30 +149,46 @@ class Region:
         return self.offset + self.length
 
 
+class ChangeKind(StrEnum):
+    """What an edit is, by what changed (see :mod:`kbsync.core.edits`)."""
+
+    UNCHANGED = "unchanged"
+    COSMETIC = "cosmetic"
+    """Only whitespace, punctuation, case, re-wrapping or a few spelling fixes."""
+    SUBSTANTIVE = "substantive"
+    """Anything else: words, or a number, date, version, negation, modal word, metadata
+    field, heading or identifier, however small."""
+
+
 class Verdict(StrEnum):
     """How a change should be routed."""
 
     UNCHANGED = "unchanged"
     COSMETIC = "cosmetic"
-    """Similarity ≥ 0.98: a typo fix or whitespace-level edit."""
+    """A cosmetic edit (:attr:`ChangeKind.COSMETIC`): whitespace, punctuation, case or a
+    few spelling fixes, whatever its similarity."""
     REPROCESS = "reprocess"
-    """An ordinary edit: re-derive the changed chunks."""
+    """A substantive edit: re-derive the changed chunks."""
     REEXAMINE_EXTRACTION = "reexamine-extraction"
-    """Similarity ≤ 0.05 and less than half of the old text kept: probably a different page
+    """Similarity ≤ 0.1 and less than half of the old text kept: probably a different page
     at the same address, or broken extraction."""
 
 
 @dataclass(frozen=True, slots=True)
 class ChangeReport:
-    """What changed between two versions of one document (see :func:`kbsync.compare`).
+    """What changed between two versions of one document (see :func:`kbsync.core.compare`).
 
     ``similarity`` is the share of the document that is unchanged (for text: the
     normalized bytes of both versions outside the words added and removed, over
-    the bytes of both; see :func:`kbsync.compare`). ``regions`` are the
+    the bytes of both; see :func:`kbsync.core.compare`). ``regions`` are the
     runs of the new version not found in the old one and ``removed_regions``
     those of the old version not found in the new one, in the units of the
     input as given (characters for text, whole words; bytes for bytes).
     ``added`` and ``removed`` are the byte-CDC chunks of the normalized texts.
+    ``kind`` says what the edit is by what changed, and ``reason`` names the first
+    change that decides it (``number 950 → 975``, ``negation: added "not"``,
+    ``12 words changed``; for a cosmetic edit what changed: ``punctuation, case``);
+    ``kind`` is None in a report stored before edits were classified.
     """
 
     changed: bool
@@ -173,6 +200,8 @@ class ChangeReport:
     regions: tuple[Region, ...]
     verdict: Verdict
     removed_regions: tuple[Region, ...] = ()
+    kind: ChangeKind | None = None
+    reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,13 +246,41 @@ class Record:
         return "\n\n".join(parts)
 
 
+RACY_WINDOW_NS = 3_000_000_000
+"""How much older than its listing a modification time must be for its stat to be trusted.
+
+A write after the listing is stamped no earlier than the listing's time, rounded down
+to the file system's granularity (2 s on FAT, 1 s on ext2/ext3 with small inodes,
+HFS+ and many network mounts), or earlier still by a clock on the file server that
+runs behind this machine's. So a modification time within this window of the listing
+(or after it, from a server clock that runs ahead) may be shared by a later write
+of the same size: git's "racily clean" entries. 2 s of granularity and 1 s of clock
+difference."""
+
+
 @dataclass(frozen=True, slots=True)
 class SourceStat:
-    """What the stat gate compares: unchanged size, mtime and inode mean "not read at all"."""
+    """What the stat gate compares: unchanged size, mtime and inode mean "not read at all".
+
+    ``racy`` marks a stat whose modification time was not safely older than the
+    listing that took it (:data:`RACY_WINDOW_NS`): a later write within the same
+    timestamp tick leaves it as it is, so the next sync must not skip the document
+    on it and compares its bytes instead. A stat recorded once it is no longer racy
+    is trusted again. A stat made of content ids (a git blob, an object's ETag) is
+    never racy.
+    """
 
     size: int
     mtime_ns: int
     inode: int
+    racy: bool = False
+
+    @classmethod
+    def listed(cls, size: int, mtime_ns: int, inode: int, listed_at_ns: int) -> SourceStat:
+        """The stat of a file whose modification time a listing begun at ``listed_at_ns``
+        (nanoseconds since the epoch, on this machine's clock) found; racy when that time
+        is not at least :data:`RACY_WINDOW_NS` older than the listing."""
+        return cls(size, mtime_ns, inode, racy=mtime_ns > listed_at_ns - RACY_WINDOW_NS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,7 +320,7 @@ class PageSchedule:
     """When a page was last checked and seen changed, and how long until its next check.
 
     Times are seconds since the epoch, ``interval`` in seconds (see
-    :mod:`kbsync.schedule`). ``digest`` is a hash of the body last downloaded,
+    :mod:`kbsync.core.schedule`). ``digest`` is a hash of the body last downloaded,
     so a 200 with the same bytes counts as unchanged; ``media_type`` is the one
     last answered, so a page left unchecked is listed as it was.
     """
@@ -308,6 +365,19 @@ class ItemError:
 
 
 @dataclass(frozen=True, slots=True)
+class RootIdentity:
+    """The directory a folder source's listing walked: its device and inode.
+
+    Recorded with each listing, so that a root on another device than last time (a
+    disk unmounted before the sync, its empty mount point left behind) is not taken
+    for a folder whose documents were all deleted.
+    """
+
+    device: int
+    inode: int
+
+
+@dataclass(frozen=True, slots=True)
 class Listing:
     """A source's listing. ``complete`` is false when it may have missed documents
     (root missing, permission denied): then nothing may be deleted."""
@@ -319,3 +389,56 @@ class Listing:
     # The version of the source that was listed, when it has one (a git commit and its
     # author date); the run's report says it.
     revision: str = ""
+    # The directory listed, for a source that walks one on this machine.
+    root: RootIdentity | None = None
+
+
+NORM_TOLERANCE = 1e-3
+"""How far, relative to it, a stored vector's L2 norm may be from its embedder's before
+``verify`` calls it damaged and search leaves it out.
+
+A vector normalized in float32 is within about 1e-6 of unit length (rounding of its
+components), so a thousand times that leaves room for any model's arithmetic, while
+damage that changes a norm by a tenth of a percent or more is caught. (Damage that
+keeps the norm, a few low bits of a component, moves a score by as little.)
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class VectorNorm:
+    """The L2 norm of every vector an embedder makes: what a stored vector of it must have.
+
+    ``length`` None means the norm varies from text to text (a model that does not
+    normalize): then only finiteness can be checked. ``zero`` allows the all-zero
+    vector too (the hashing embedder's for a text with no word to hash). Whatever the
+    norm, a vector with a NaN or infinite component cannot be right.
+    """
+
+    length: float | None = 1.0
+    zero: bool = False
+
+    def unsound(self, norms: npt.NDArray[np.floating]) -> npt.NDArray[np.bool_]:
+        """Which of the vectors whose L2 ``norms`` are given cannot be right (a non-finite
+        component makes a non-finite norm)."""
+        import numpy as np
+
+        norms = np.asarray(norms, dtype=np.float64)
+        right = np.isfinite(norms)
+        if self.length is not None:
+            near = np.abs(norms - self.length) <= NORM_TOLERANCE * self.length
+            right &= near | (norms == 0) if self.zero else near
+        unsound: npt.NDArray[np.bool_] = ~right
+        return unsound
+
+    def describe(self) -> str:
+        """The norm in words, for messages: "1", "1 (or 0)", or "any finite"."""
+        if self.length is None:
+            return "any finite"
+        return f"{self.length:g}" + (" (or 0)" if self.zero else "")
+
+
+UNIT_NORM = VectorNorm(1.0)
+"""The norm of a normalizing model's vectors."""
+
+ANY_NORM = VectorNorm(None)
+"""What is known of an embedder that does not say: its vectors are finite."""

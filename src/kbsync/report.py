@@ -1,5 +1,5 @@
 """The report of a run, and JSON-ready dictionaries of results (people's renderings are in
-:mod:`kbsync.render`).
+:mod:`kbsync.cli.render`).
 
 :class:`SyncResult` is the one form of a sync's (or plan's) report: what the
 API returns, what ``--json`` prints and what the store keeps for the run.
@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from kbsync.model import ChangeReport, Chunk, ChunkingDiagnostics, Region, Verdict
+from kbsync.model import ChangeKind, ChangeReport, Chunk, ChunkingDiagnostics, Region, Verdict
 from kbsync.store import Hit
 
 __all__ = [
@@ -36,13 +36,15 @@ class DocumentChange:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data: the action (a move with the key it came from), and for an edit
-        its verdict, similarity, the regions of the new text that are new and the regions
-        of the old text that are gone (character offsets into each version)."""
+        its verdict, kind and reason, similarity, the regions of the new text that are new
+        and the regions of the old text that are gone (character offsets into each version)."""
         out: dict[str, Any] = {"key": self.key, "action": self.action}
         if self.moved_from is not None:
             out["from"] = self.moved_from
         if self.change is not None:
             out |= {"verdict": str(self.change.verdict),
+                    "kind": None if self.change.kind is None else str(self.change.kind),
+                    "reason": self.change.reason,
                     "similarity": round(self.change.similarity, 4),
                     "regions": _regions(self.change.regions),
                     "removed_regions": _regions(self.change.removed_regions)}
@@ -50,12 +52,16 @@ class DocumentChange:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> DocumentChange:
-        """The change :meth:`to_dict` made (an edit's report without the chunks it came from)."""
+        """The change :meth:`to_dict` made (an edit's report without the chunks it came from).
+
+        A report stored before edits were classified has no kind (None) and no reason."""
         change = None
         if "verdict" in data:
             change = ChangeReport(
                 changed=True, similarity=float(data["similarity"]), added=(), removed=(),
                 kept=0, moved=0, verdict=Verdict(data["verdict"]),
+                kind=ChangeKind(data["kind"]) if data.get("kind") else None,
+                reason=str(data.get("reason") or ""),
                 regions=_parse_regions(data.get("regions", ())),
                 removed_regions=_parse_regions(data.get("removed_regions", ())))
         return cls(str(data["key"]), str(data["action"]), change, data.get("from"))
@@ -130,6 +136,9 @@ class SourceResult:
     unsupported: tuple[str, ...] = ()
     """Keys of the listed items of a type no extractor reads, skipped (as many as
     ``failures``; ``skipped_unsupported`` counts them all)."""
+    still_failing: tuple[tuple[str, str], ...] = ()
+    """``(key, message)`` of each document that failed before as it is now: skipped
+    unread (:mod:`kbsync.sync.failures`), and no new problem."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data, as stored in the run's report."""
@@ -141,6 +150,7 @@ class SourceResult:
             "listing_complete": self.listing_complete,
             "deletions_blocked": self.deletions_blocked,
             "failures": [{"key": k, "message": m} for k, m in self.failures],
+            "still_failing": [{"key": k, "message": m} for k, m in self.still_failing],
             "warnings": list(self.warnings),
             "unsupported": list(self.unsupported),
             "changes": [c.to_dict() for c in self.changes],
@@ -160,6 +170,8 @@ class SourceResult:
             deletions_blocked=bool(data.get("deletions_blocked", False)),
             failures=tuple((str(f.get("key", "")), str(f.get("message", "")))
                            for f in data.get("failures", ())),
+            still_failing=tuple((str(f.get("key", "")), str(f.get("message", "")))
+                                for f in data.get("still_failing", ())),
             warnings=tuple(str(w) for w in data.get("warnings", ())),
             unsupported=tuple(str(k) for k in data.get("unsupported", ())),
             changes=tuple(DocumentChange.from_dict(c) for c in data.get("changes", ())),
@@ -195,9 +207,15 @@ class SyncResult:
 
     @property
     def failed(self) -> bool:
-        """Whether a document failed, a listing was incomplete or deletions were blocked."""
+        """Whether a document failed, a listing was incomplete or deletions were blocked:
+        new problems (documents still failing as before are not)."""
         return any(s.failures or s.deletions_blocked or not s.listing_complete
                    for s in self.sources)
+
+    @property
+    def still_failing(self) -> int:
+        """How many documents failed as they did in an earlier sync (skipped unread)."""
+        return sum(len(s.still_failing) for s in self.sources)
 
     def total(self, action: str) -> int:
         """How many documents took ``action`` (e.g. ``"new"``), over every source."""

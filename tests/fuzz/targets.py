@@ -13,13 +13,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from kbsync.core.normalize import normalize
 from kbsync.errors import KbsyncError
 from kbsync.extract.html import HtmlExtractor
 from kbsync.extract.markdown import MarkdownExtractor
 from kbsync.extract.pdf import PdfExtractor
 from kbsync.extract.text import TextExtractor
 from kbsync.model import Record
-from kbsync.normalize import normalize
 from kbsync.sources.web.addresses import AddressPolicy
 from kbsync.sources.web.robots import MAX_CRAWL_DELAY, RobotsPolicy
 from kbsync.sources.web.sitemaps import MAX_ENTRIES, parse_sitemap

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from kbsync import chunk_text
-from kbsync.identity import (
+from kbsync.core.identity import (
     canonical_bytes,
     derivation_hash,
     embedder_params_hash,
@@ -16,6 +16,7 @@ from kbsync.identity import (
     normalized_text_hash,
     object_signature,
     page_digest,
+    payload_signature,
     source_bytes_hash,
     tokenizer_hash,
     vector_id,
@@ -71,6 +72,7 @@ def domains() -> dict[str, Any]:
         "weights": weights_hash([b"weights-block-1", b"weights-block-2"]),
         "tokenizer": tokenizer_hash(b'{"model": 1}'),
         "page": page_digest(b"<p>page</p>"),
+        "payload_signature": payload_signature("sha1:XDQ7IHKDAMJFU6WNBH3RNMGFXBMEEUDM"),
     }
 
 

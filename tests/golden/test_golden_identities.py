@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from kbsync.identity import canonical_bytes, digest
+from kbsync.core.identity import canonical_bytes, digest
 from tests.golden.make_golden import CASES, golden
 
 PINNED = json.loads((Path(__file__).parent / "identities.json").read_text())

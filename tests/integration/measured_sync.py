@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kbsync.knowledge_base import KnowledgeBase
+from kbsync.app.knowledge_base import KnowledgeBase
 
 CASE_SECONDS = 120
 ROOT = Path(__file__).resolve().parents[2]

@@ -80,7 +80,7 @@ def test_syncing_a_big_text_file_allocates_a_small_multiple_of_its_size(tmp_path
 def _compare_an_insertion(tmp_path: Path) -> tuple[ChangeReport, int, str]:
     """The report of a 2 MB text and the same with a few words inserted in its middle,
     the peak of Python's allocations while it was made, and the new text."""
-    from kbsync.compare import compare
+    from kbsync.core.compare import compare
 
     _prose(tmp_path / "old.txt", 2_000_000)
     old = (tmp_path / "old.txt").read_text(encoding="utf-8")
@@ -110,7 +110,7 @@ def test_a_very_long_text_is_compared_by_its_chunks_in_a_small_multiple_of_it(
     import sys
 
     # (the package's `compare` is the function; the module is in sys.modules)
-    monkeypatch.setattr(sys.modules["kbsync.compare"], "WORD_REGIONS_LIMIT", 1_000_000)
+    monkeypatch.setattr(sys.modules["kbsync.core.compare"], "WORD_REGIONS_LIMIT", 1_000_000)
     report, peak, new = _compare_an_insertion(tmp_path)
     assert report.changed
     assert report.similarity > 0.99

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kbsync import KnowledgeBase
-from kbsync.chunk_files import chunk_files
+from kbsync.app.chunk_files import chunk_files
 from kbsync.errors import KbsyncError, ParameterError
 from tests.conftest import CORPUS
 

@@ -65,8 +65,8 @@ def test_the_installed_command_runs() -> None:
 
 
 def test_chunk_with_a_knowledge_base_chunks_as_its_sync_does(tmp_path: Path) -> None:
+    from kbsync.app.knowledge_base import KnowledgeBase
     from kbsync.engine import init_config
-    from kbsync.knowledge_base import KnowledgeBase
 
     (tmp_path / "docs").mkdir()
     essay = CORPUS / "a-essay-lighthouses.txt"

@@ -48,9 +48,10 @@ def test_init_plan_sync_status_search_in_json(kb: Path) -> None:
     code, out = _run("status", "-c", c, "--json")
     assert json.loads(out)["documents"] == 6
     code, out = _run("search", "retry backoff", "-k", "3", "-c", c, "--json")
-    hits = json.loads(out)
+    hits = json.loads(out)["hits"]
     assert code == 0
     assert len(hits) == 3
+    assert json.loads(out)["warnings"] == []
     assert {"key", "heading", "score", "text"} <= set(hits[0])
 
 
@@ -114,7 +115,8 @@ def test_diff_shows_the_changed_region_of_the_last_change(kb: Path) -> None:
     data = json.loads(out)
     assert code == 0
     assert data["first_version"] is False
-    assert data["verdict"] in ("cosmetic", "reprocess")
+    assert (data["verdict"], data["kind"], data["reason"]) == \
+        ("reprocess", "substantive", "7 words added")
     assert any("lighthouse keepers" in r["text"] for r in data["regions"])
     code, out = _run("diff", path.name, "-c", c)
     assert "lighthouse keepers" in out
@@ -133,7 +135,8 @@ def test_diff_shows_removed_text_marked_when_piped(kb: Path) -> None:
     assert (code, data["regions"]) == (0, [])
     assert [r["text"] for r in data["removed"]] == ["A paragraph that will not stay for long."]
     code, out = _run("diff", path.name, "-c", c)
-    assert "0 region(s) added, 1 removed" in out
+    assert "reprocess (substantive: 8 words removed)" in " ".join(out.split())
+    assert "0 region(s) added, 1 removed" in " ".join(out.split())
     assert "[-A paragraph that will not stay for long.-]" in " ".join(out.split())
 
 
@@ -260,7 +263,7 @@ def test_search_where_filters_by_path_and_shows_rank_and_relevance(kb: Path) -> 
     code, out = _run("search", "retry backoff", "-k", "5", "-c", c, "--json",
                      "--where", f"path={one[:-4]}*", "--where", "source=docs")
     assert code == 0
-    hits = json.loads(out)
+    hits = json.loads(out)["hits"]
     assert hits
     assert {h["key"] for h in hits} == {one}
     assert [h["rank"] for h in hits] == list(range(1, len(hits) + 1))
@@ -286,7 +289,7 @@ def test_a_where_with_spaces_a_capitalised_field_or_an_unknown_source_says_so(kb
     assert _run("sync", "-c", c)[0] == 0
     code, out = _run("search", "retry backoff", "-c", c, "--json", "--where", "source = docs")
     assert code == 0
-    assert json.loads(out)  # the spaces around '=' are not part of the value
+    assert json.loads(out)["hits"]  # the spaces around '=' are not part of the value
     result = runner.invoke(app, ["search", "retry", "-c", c, "--where", "Path=docs/*"])
     assert result.exit_code == 2
     assert "lower case: path=" in result.stderr

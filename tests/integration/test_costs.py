@@ -11,7 +11,17 @@ from typer.testing import CliRunner
 
 from kbsync import KnowledgeBase
 from kbsync.cli import app
-from kbsync.costs import DEFAULT_TOKENS_PER_SECOND, estimate, measured_rate
+from kbsync.core.costs import (
+    DEFAULT_TOKENS_PER_SECOND,
+    BillBasis,
+    BillBound,
+    bill_bound,
+    estimate,
+    measured_rate,
+)
+from kbsync.embed import Embedder
+from kbsync.embed.hashing import HashingEmbedder
+from kbsync.embed.kinds import EMBEDDER_KINDS, HashingSettings
 from kbsync.engine import DEFAULT_CHUNKER
 from kbsync.errors import ConfirmationRequiredError
 from kbsync.extract.registry import extractor_for
@@ -23,13 +33,38 @@ from tests.conftest import CORPUS
 runner = CliRunner()
 
 
+class _Billed:
+    """An embedder kind that costs what ``bill`` says (the hashing embedder underneath),
+    standing for a priced service or a local model, which need a network or a model."""
+
+    settings_type = HashingSettings
+
+    def __init__(self, name: str, bill: BillBasis) -> None:
+        self.name = name
+        self.bill = bill
+
+    def build(self, settings: HashingSettings) -> Embedder:
+        return HashingEmbedder(settings.dimension)
+
+
 @pytest.fixture
-def home(tmp_path: Path) -> Path:
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A knowledge base of five documents whose embedder is priced like a remote service."""
+    monkeypatch.setitem(EMBEDDER_KINDS, "priced", _Billed("priced", "money"))
+    return _home(tmp_path, "priced")
+
+
+@pytest.fixture
+def hashing_home(tmp_path: Path) -> Path:
+    return _home(tmp_path, "hashing")
+
+
+def _home(tmp_path: Path, kind: str) -> Path:
     docs = tmp_path / "docs"
     docs.mkdir()
     for path in sorted(CORPUS.glob("a-harbormaster-*.md"))[:5]:
         shutil.copy(path, docs / path.name)
-    KnowledgeBase.create(tmp_path, sources=["docs"]).close()
+    KnowledgeBase.create(tmp_path, sources=["docs"], embedder={"kind": kind}).close()
     return tmp_path
 
 
@@ -71,7 +106,50 @@ def test_plan_prints_the_chunks_and_tokens_to_embed_and_an_estimate(home: Path) 
     assert "to embed" in result.output
     assert (f"to embed: {source.embeddings_to_compute:,} chunks, "
             f"{source.embedding_tokens:,} tokens") in result.output
-    assert "rough default for the hashing embedder" in result.output
+
+
+def test_the_hashing_embedder_never_asks_however_much_it_embeds(hashing_home: Path) -> None:
+    _bound(hashing_home, 1)
+    planned = runner.invoke(app, ["plan", "-c", str(hashing_home)])
+    assert "rough default for the hashing embedder" in planned.output
+    assert "--yes" not in planned.output
+    with KnowledgeBase.open(hashing_home) as kb:
+        assert kb.bill_bound() is None
+        cost = kb.estimate(kb.plan())
+        assert cost.tokens > 1
+        assert not cost.needs_confirmation
+        assert kb.sync().total("new") == 5
+
+
+def test_a_local_model_asks_above_the_time_its_embedding_is_estimated_to_take(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(EMBEDDER_KINDS, "local", _Billed("local", "time"))
+    home = _home(tmp_path, "local")
+    with (home / "kbsync.toml").open("a", encoding="utf-8") as f:
+        f.write("\n[index]\nconfirm_above_seconds = 1\nconfirm_above_tokens = 0\n")
+    with KnowledgeBase.open(home) as kb:
+        bound = kb.bill_bound()
+        # At the local default of 1,000 tokens a second, one second is 1,000 tokens.
+        assert bound == BillBound(1000, "[index] confirm_above_seconds = 1 "
+                                        "(1,000 tokens at 1,000 tokens/s)")
+        with pytest.raises(ConfirmationRequiredError, match="confirm_above_seconds = 1 "):
+            kb.sync()
+        assert kb.sync(yes=True).total("new") == 5
+
+
+def test_what_a_sync_asks_before_it_embeds_follows_what_embedding_costs() -> None:
+    def bound(basis: BillBasis, rate: float | None = 500.0) -> BillBound | None:
+        return bill_bound(basis, confirm_above_tokens=2000, confirm_above_seconds=60,
+                          tokens_per_second=rate)
+
+    assert bound("free") is None
+    assert bound("money") == BillBound(2000, "[index] confirm_above_tokens = 2,000")
+    timed = bound("time")
+    assert timed is not None
+    assert timed.tokens == 30_000
+    assert bound("time", rate=None) == bound("money")  # no rate known: the tokens' bound
+    assert bill_bound("money", confirm_above_tokens=0, confirm_above_seconds=60,
+                      tokens_per_second=1.0) is None
 
 
 def test_a_sync_over_the_bound_refuses_before_embedding_anything(home: Path) -> None:
@@ -120,7 +198,8 @@ def test_the_rate_is_measured_from_the_last_syncs_with_the_same_embedder() -> No
     ]
     assert measured_rate(reports, "e") == (1000.0, 2)
     cost = estimate(10, 5000, embedder="e", kind="openai", reports=reports,
-                    price_per_million_tokens=0.02, confirm_above_tokens=4000)
+                    price_per_million_tokens=0.02,
+                    bound=BillBound(4000, "[index] confirm_above_tokens = 4,000"))
     assert (cost.seconds, cost.basis) == (5.0, "measured over the last 2 syncs")
     assert cost.price == pytest.approx(0.0001)
     assert cost.needs_confirmation
@@ -133,8 +212,8 @@ def test_the_rate_is_measured_from_the_last_syncs_with_the_same_embedder() -> No
 def test_a_configured_price_is_in_the_plan_and_the_embedder_ignores_it(home: Path) -> None:
     config = home / "kbsync.toml"
     text = config.read_text(encoding="utf-8")
-    config.write_text(text.replace('kind = "hashing"',
-                                   'kind = "hashing"\nprice_per_million_tokens = 0.5'),
+    config.write_text(text.replace('kind = "priced"',
+                                   'kind = "priced"\nprice_per_million_tokens = 0.5'),
                       encoding="utf-8")
     result = runner.invoke(app, ["plan", "-c", str(home), "--json"])
     assert result.exit_code == 0, result.output

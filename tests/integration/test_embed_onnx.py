@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from kbsync.app.knowledge_base import KnowledgeBase
 from kbsync.embed.providers.local import LocalEmbedder
 from kbsync.engine import make_embedder
 from kbsync.errors import ConfigError
-from kbsync.knowledge_base import KnowledgeBase
 from tests.integration.test_embedders import _kb
 
 pytest.importorskip("sentence_transformers")
@@ -124,7 +124,7 @@ def test_commands_that_embed_nothing_import_neither_onnxruntime_nor_torch(
         import sys
         from typer.testing import CliRunner
         from kbsync.cli import app
-        from kbsync.knowledge_base import KnowledgeBase
+        from kbsync.app.knowledge_base import KnowledgeBase
         for args in (["status"], ["plan"], ["search", "retry", "--mode", "text"]):
             result = CliRunner().invoke(app, [*args, "-c", sys.argv[1]])
             assert result.exit_code in (0, 4), (args, result.output)

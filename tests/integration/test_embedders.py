@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from kbsync.app.knowledge_base import KnowledgeBase
 from kbsync.embed import Vectors
 from kbsync.engine import init_config
 from kbsync.errors import ConfigError
 from kbsync.extract.registry import extractor_for
-from kbsync.knowledge_base import KnowledgeBase
 from kbsync.sync import Chunker, sync_sources
 from kbsync.testing import CountingEmbedder, MemorySource, MemoryStore
 from tests.conftest import CORPUS
@@ -170,7 +170,7 @@ def test_the_tokenizer_counter_counts_exactly_what_the_model_reads() -> None:
     pytest.importorskip("sentence_transformers")
     from tokenizers import Tokenizer
 
-    from kbsync.chunking import TextChunker
+    from kbsync.core.chunking import TextChunker
     from kbsync.embed.providers.local import LocalEmbedder
     from kbsync.embed.tokenizer import TokenizerCounter
 

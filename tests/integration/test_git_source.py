@@ -227,6 +227,19 @@ def test_an_unchanged_blob_is_never_read(repo: Repo, kb_dir: Path) -> None:
     assert _counts(again) == {"unchanged": 4}
 
 
+def test_a_blob_id_is_never_racy_so_a_same_size_edit_is_seen_whenever_committed(
+        repo: Repo, kb_dir: Path) -> None:
+    source = _source(kb_dir, repo.path)
+    stats = [item.stat for item in source.list().items]
+    assert stats
+    assert all(s is not None and s.mtime_ns == 0 and not s.racy for s in stats)
+    _sync(kb_dir, source)
+    body = (repo.path / "faq.txt").read_text(encoding="utf-8")
+    repo.commit({"faq.txt": body.replace("faq", "FAQ", 1)})  # the same size
+    assert _counts(_sync(kb_dir, source)) == {"modified": 1, "unchanged": 3}
+    assert _sync(kb_dir, source)["bytes_read"] == 0  # and nothing read on trust
+
+
 def test_the_tree_is_patched_from_git_diff_tree_once_a_commit_is_remembered(
         repo: Repo, kb_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     source = _source(kb_dir, repo.path)

@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 
 from kbsync import KnowledgeBase
 from kbsync.cli import app
-from kbsync.mcp_server import build_server, document_uri
+from kbsync.mcp.server import build_server, document_uri
 from kbsync.serve import create_app
 from kbsync.terminal import UNSAFE, json_escaped, printable, strip_controls
 
@@ -136,7 +136,7 @@ def test_search_shows_bracketed_text_and_escapes_control_characters(
 @pytest.mark.parametrize("mode", ["hybrid", "text", "vector"])
 def test_search_json_keeps_the_text_exactly(kb: dict[str, Any], mode: str) -> None:
     hits = json.loads(_clean(_kbsync(kb["home"], "search", QUERY, "-k", "10", "--mode", mode,
-                                     "--context", "0", "--json")))
+                                     "--context", "0", "--json")))["hits"]
     texts = "\n".join(h["text"] for h in hits)
     assert "[/usr/bin]" in texts
     assert mode == "text" or LINK in texts or "\u202egnp.exe" in texts

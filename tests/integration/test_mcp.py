@@ -15,7 +15,7 @@ from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
 from kbsync import KnowledgeBase
-from kbsync.mcp_server import build_server, document_uri
+from kbsync.mcp.server import build_server, document_uri
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
@@ -87,7 +87,7 @@ def test_a_real_client_searches_reads_and_diffs_but_may_not_sync(synced_corpus: 
 
         change = _data(await client.call_tool("diff", {"key": "a-harbormaster-cli.md"}))
         assert change["key"] == "a-harbormaster-cli.md"
-        assert {"verdict", "similarity", "regions"} <= set(change)
+        assert {"verdict", "kind", "reason", "similarity", "regions"} <= set(change)
         missing = await client.call_tool("diff", {"key": "nope.md"})
         assert missing.is_error
         assert "no such document" in missing.content[0].text

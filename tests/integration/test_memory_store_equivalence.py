@@ -71,7 +71,8 @@ def _logical(store: RecordStore, embedder: str, universe: set[str]) -> dict[str,
         texts[(s, key)] = (text.title, text.text, text.previous, text.generation,
                            text.moved_from, "".join(store.text_pieces(s, key)))
     status = store.status()
-    hits = store.search_vector(embedder, CountingEmbedder(16).embed(["harbour light"])[0], 1000)
+    hits = store.search_vector(embedder, CountingEmbedder(16).embed(["harbour light"])[0],
+                               1000).hits
     return {
         "documents": docs,
         "texts": texts,

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Generator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +17,9 @@ from typer.testing import CliRunner
 from kbsync import KnowledgeBase
 from kbsync.cli import app
 from kbsync.errors import ConfigError
-from kbsync.model import ItemError, Listing, SourceItem
+from kbsync.model import ItemError, Listing, RootIdentity, SourceItem
 from kbsync.sources.files import FilesystemSource
+from kbsync.sync.listing import record_root, recorded_root
 
 runner = CliRunner()
 
@@ -237,10 +240,10 @@ def test_status_says_a_source_the_last_sync_could_not_list_keeps_its_documents(
     assert _json("status", "-c", str(kb))[1]["last_run"]["unlisted"] == []
 
 
-def _sync_with(kb: Path, source: FilesystemSource) -> dict[str, object]:
+def _sync_with(kb: Path, source: FilesystemSource, **options: bool) -> dict[str, object]:
     with KnowledgeBase.open(kb) as opened:
         opened.sources = [source]
-        return opened.sync().sources[0].to_dict()
+        return opened.sync(**options).sources[0].to_dict()
 
 
 def test_a_source_root_renamed_during_the_listing_deletes_nothing(kb: Path) -> None:
@@ -332,13 +335,13 @@ def test_a_subfolder_removed_while_its_parent_stays_is_deleted_as_usual(kb: Path
     assert _documents(kb) == 9
 
 
-def test_the_scan_of_a_root_renamed_between_directory_reads_is_incomplete(
+def test_the_scan_of_a_root_renamed_between_directory_reads_is_incomplete_in_one_error(
         tmp_path: Path) -> None:
     _folder(tmp_path / "docs", folders=6)
     source = FilesystemSource(tmp_path / "docs")
     entries = source.scan()
     first = next(entries)
-    os.rename(tmp_path / "docs", tmp_path / "gone")
+    os.rename(tmp_path / "docs", tmp_path / "gone")  # as a lazy unmount takes the folders away
     rest = []
     try:
         while True:
@@ -347,7 +350,118 @@ def test_the_scan_of_a_root_renamed_between_directory_reads_is_incomplete(
         summary: Listing = stop.value
     assert isinstance(first, SourceItem)
     assert summary.complete is False
-    assert any(isinstance(e, ItemError) and "vanished" in e.message for e in rest)
+    errors = [e for e in rest if isinstance(e, ItemError)]
+    # One line for the source, not one for each of the five folders left to scan.
+    assert [(e.key, "moved, replaced or unmounted" in e.message) for e in errors] == [("", True)]
+
+
+# -- a folder on another device than at the last sync ---------------------------------------
+
+
+class _OnDevice(FilesystemSource):
+    """The folder source as it would list its root on another device (``device``): what a
+    disk unmounted before the sync leaves, its mount point, lies on the disk above it."""
+
+    def __init__(self, root: Path, device: int) -> None:
+        super().__init__(root, name="docs")
+        self._device = device
+
+    def scan(self) -> Generator[SourceItem | ItemError, None, Listing]:
+        listing = yield from super().scan()
+        assert listing.root is not None
+        return replace(listing, root=RootIdentity(self._device, listing.root.inode))
+
+
+def _recorded(kb: Path) -> RootIdentity | None:
+    with KnowledgeBase.open(kb) as opened:
+        return recorded_root(opened.store, "docs")
+
+
+def _unmount(kb: Path) -> None:
+    """What an unmounted disk looks like: its mount point is an empty folder."""
+    shutil.rmtree(kb / "docs")
+    (kb / "docs").mkdir()
+
+
+def test_the_first_sync_records_the_device_and_inode_of_the_root(kb: Path) -> None:
+    st = (kb / "docs").stat()
+    assert _recorded(kb) == RootIdentity(st.st_dev, st.st_ino)
+
+
+def test_a_folder_unmounted_before_the_sync_deletes_nothing_even_with_allow_mass_delete(
+        kb: Path) -> None:
+    recorded = _recorded(kb)
+    assert recorded is not None
+    _unmount(kb)
+    other = recorded.device + 1
+    for _ in range(2):  # and the next sync the same: the old root stays the one recorded
+        report = _sync_with(kb, _OnDevice(kb / "docs", other), allow_mass_delete=True)
+        assert report["listing_complete"] is False
+        assert report["documents"].get("deleted", 0) == 0  # type: ignore[attr-defined]
+        assert report["deletions_held"] == 12
+        failures = report["failures"]
+        assert isinstance(failures, list)
+        assert len(failures) == 1
+        message = failures[0]["message"]
+        assert "on another device than at the last sync" in message
+        assert f"now {os.major(other)}:{os.minor(other)}" in message
+        assert "--accept-root" in message
+        assert _documents(kb) == 12
+        assert _recorded(kb) == recorded
+
+
+def test_a_folder_moved_to_another_device_on_purpose_is_taken_with_accept_root(
+        kb: Path) -> None:
+    recorded = _recorded(kb)
+    assert recorded is not None
+    shutil.rmtree(kb / "docs" / "part0")  # moved without the three documents of part0
+    other = recorded.device + 1
+    refused = _sync_with(kb, _OnDevice(kb / "docs", other))
+    assert refused["listing_complete"] is False
+    assert _documents(kb) == 12
+    taken = _sync_with(kb, _OnDevice(kb / "docs", other), accept_root=True)
+    assert taken["listing_complete"] is True
+    assert taken["documents"]["deleted"] == 3  # type: ignore[index]
+    assert _documents(kb) == 9
+    assert _recorded(kb) == RootIdentity(other, recorded.inode)
+    again = _sync_with(kb, _OnDevice(kb / "docs", other))  # the new root is the one now
+    assert again["listing_complete"] is True
+    assert again["failures"] == []
+
+
+def test_a_root_on_another_device_that_lacks_no_document_is_taken_as_it_is(kb: Path) -> None:
+    recorded = _recorded(kb)
+    assert recorded is not None
+    other = recorded.device + 1  # a share mounted again under another device number
+    report = _sync_with(kb, _OnDevice(kb / "docs", other))
+    assert report["listing_complete"] is True
+    assert report["failures"] == []
+    assert _recorded(kb) == RootIdentity(other, recorded.inode)
+
+
+def test_a_dry_run_records_no_root(kb: Path) -> None:
+    with KnowledgeBase.open(kb) as opened:
+        opened.store.set_meta("root docs", "")
+        opened.plan()
+        assert recorded_root(opened.store, "docs") is None
+
+
+def test_an_emptied_mount_point_on_the_command_line_keeps_everything_until_accept_root(
+        kb: Path) -> None:
+    recorded = _recorded(kb)
+    assert recorded is not None
+    with KnowledgeBase.open(kb) as opened:  # as if the last sync had listed another disk
+        record_root(opened.store, "docs", RootIdentity(recorded.device + 7, recorded.inode))
+    _unmount(kb)
+    code, out = _run("sync", "-c", str(kb), "--allow-mass-delete")
+    assert code == 4
+    assert "its 12 documents are kept" in " ".join(out.split())
+    assert "--accept-root" in out
+    assert _documents(kb) == 12
+    code, data = _json("sync", "-c", str(kb), "--accept-root", "--allow-mass-delete")
+    assert code == 0, data
+    assert data["documents"]["deleted"] == 12
+    assert _recorded(kb) == RootIdentity(recorded.device, (kb / "docs").stat().st_ino)
 
 
 # -- concurrent edits of kbsync.toml -------------------------------------------------------

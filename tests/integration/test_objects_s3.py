@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from kbsync.app.knowledge_base import KnowledgeBase
 from kbsync.cli import app
 from kbsync.engine import load_config
 from kbsync.extract.registry import extractor_for
-from kbsync.knowledge_base import KnowledgeBase
 from kbsync.report import SourceResult
 from kbsync.sources.objects import ObjectStoreSource
 from kbsync.store.sqlite import SqliteStore

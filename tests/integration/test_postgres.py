@@ -10,11 +10,11 @@ import numpy as np
 import psycopg
 import pytest
 
+from kbsync.app.knowledge_base import KnowledgeBase
+from kbsync.core.identity import embedding_text_key, embedding_text_key_sql
 from kbsync.engine import init_config, load_config, open_store
 from kbsync.errors import ConfigError, LockedError, SchemaError, StoreError
 from kbsync.extract.registry import extractor_for
-from kbsync.identity import embedding_text_key, embedding_text_key_sql
-from kbsync.knowledge_base import KnowledgeBase
 from kbsync.store import RecordStore
 from kbsync.store.postgres import PostgresStore
 from kbsync.store.postgres import schema as pg_schema
@@ -181,13 +181,13 @@ def test_vectors_of_two_dimensions_coexist_each_with_its_own_hnsw_index(
         "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()")}
     assert {"embeddings_hnsw_16", "embeddings_hnsw_48"} <= indexes
     query = embedder.embed(["harbour stairs wick"])[0]
-    hits = store.search_vector(embedder.identity, query, 3)
+    hits = store.search_vector(embedder.identity, query, 3).hits
     best = max(float(np.dot(query, v)) for v in embedder.embed([h.text for h in hits]))
     assert hits[0].score == pytest.approx(best, abs=1e-4)
-    wide_hits = store.search_vector("another-model:48", wide[0], 1)
+    wide_hits = store.search_vector("another-model:48", wide[0], 1).hits
     assert [h.digest for h in wide_hits] == [digests[0]]
     assert wide_hits[0].score == pytest.approx(1.0, abs=1e-4)
-    assert store.search_vector("another-model:48", query, 3) == []  # a wrong dimension
+    assert store.search_vector("another-model:48", query, 3).hits == []  # a wrong dimension
     assert store.verify(embedder.identity, None) == []
     store.close()
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from kbsync.app.knowledge_base import KnowledgeBase
 from kbsync.embed.providers.file_digests import remembered
 from kbsync.embed.providers.local import LocalEmbedder
 from kbsync.embed.providers.onnx_int8 import FP32_TOLERANCE, cached_file
-from kbsync.knowledge_base import KnowledgeBase
 from tests.integration.test_embedders import _kb
 
 QUERIES = [

@@ -84,7 +84,7 @@ def test_the_search_command_uses_the_default_mode_and_takes_another(folder: Path
         result = CliRunner().invoke(app, ["search", "failed task", "-k", "3", "-c", str(folder),
                                           "--json", "--context", "0", *args])
         assert result.exit_code == 0, result.output
-        return [h["key"] for h in json.loads(result.stdout)]
+        return [h["key"] for h in json.loads(result.stdout)["hits"]]
 
     with KnowledgeBase.open(folder) as kb:
         text = [h.key for h in kb.search("failed task", k=3, mode="text", context_tokens=0)]

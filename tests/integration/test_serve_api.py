@@ -106,8 +106,9 @@ def test_runs_are_listed_newest_first_with_counts_and_failures(
     assert [r["id"] for r in runs] == sorted((r["id"] for r in runs), reverse=True)
     newest, oldest = runs
     assert oldest["documents"] == {"new": kb.documents, "failed": 1}
-    assert newest["documents"] == {"modified": 1, "unchanged": kb.documents - 1, "failed": 1}
-    assert newest["failures"] == 1
+    # The file that failed before failed the same way again: still failing, no new failure.
+    assert newest["documents"] == {"modified": 1, "unchanged": kb.documents - 1}
+    assert (newest["failures"], newest["still_failing"]) == (0, 1)
     assert newest["embeddings"]["computed"] < newest["embeddings"]["kept"]
     assert oldest["embeddings"] == {"computed": oldest["embeddings"]["computed"], "reused": 0,
                                     "kept": 0}
@@ -119,10 +120,11 @@ def test_a_run_shows_its_report_its_failures_with_reasons_and_its_changes(
         client: TestClient, kb: KnowledgeBaseOnDisk) -> None:
     newest = _get(client, "/api/runs")[0]["id"]
     run = _get(client, f"/api/runs/{newest}")
-    assert [(f["source"], f["key"]) for f in run["failure_list"]] == [("docs", kb.failing)]
-    assert "binary" in run["failure_list"][0]["message"]
-    assert [(c["key"], c["action"]) for c in run["changes"]] == [
-        (kb.changed, "modified"), (kb.failing, "failed")]
+    assert run["failure_list"] == []  # it failed as it did in the run before
+    assert [(f["source"], f["key"]) for f in run["still_failing_list"]] == [
+        ("docs", kb.failing)]
+    assert "binary" in run["still_failing_list"][0]["message"]
+    assert [(c["key"], c["action"]) for c in run["changes"]] == [(kb.changed, "modified")]
     assert run["report"]["sources"][0]["source"] == "docs"
     assert _get(client, "/api/runs/9999", 404) == {"error": "no run 9999"}
 
@@ -130,7 +132,8 @@ def test_a_run_shows_its_report_its_failures_with_reasons_and_its_changes(
 def test_a_document_shows_its_last_change_highlighted_and_its_history(
         client: TestClient, kb: KnowledgeBaseOnDisk) -> None:
     doc = _get(client, f"/api/document?key={kb.changed}&source=docs")
-    assert doc["verdict"] in ("cosmetic", "reprocess")
+    assert doc["verdict"] == "reprocess"
+    assert (doc["kind"], doc["reason"].split()[1:]) == ("substantive", ["words", "added"])
     assert 0.0 < doc["similarity"] < 1.0
     assert not doc["first_version"]
     marked = next(r["text"] for r in doc["added"] if ADDED in r["text"])
@@ -138,8 +141,8 @@ def test_a_document_shows_its_last_change_highlighted_and_its_history(
     assert all(doc["text"][r["offset"]: r["offset"] + r["length"]] == r["text"]
                for r in doc["added"])
     assert ADDED not in doc["previous"]
-    assert [(h["action"], h["verdict"] is None) for h in doc["history"]] == [
-        ("modified", False), ("new", True)]
+    assert [(h["action"], h["verdict"] is None, h["kind"]) for h in doc["history"]] == [
+        ("modified", False, "substantive"), ("new", True, None)]
     untouched = _get(client, "/api/document?key=a-harbormaster-cli.md")
     assert untouched["first_version"]
     assert untouched["verdict"] is None

@@ -20,9 +20,9 @@ import pytest
 import uvicorn
 
 from kbsync import KnowledgeBase
+from kbsync.app.served import announced, notice_path, served_query_vector
 from kbsync.engine import init_config
 from kbsync.serve import create_app
-from kbsync.served import announced, notice_path, served_query_vector
 from tests.conftest import CORPUS
 
 
@@ -119,4 +119,4 @@ def test_the_search_command_asks_a_running_server_and_never_loads_the_model(
                                   capture_output=True, text=True, check=True, timeout=300)
     answer = json.loads(done.stdout)
     assert answer["loaded"] is False, done.stderr
-    assert [h["key"] for h in json.loads(answer["output"])] == [h.key for h in expected]
+    assert [h["key"] for h in json.loads(answer["output"])["hits"]] == [h.key for h in expected]

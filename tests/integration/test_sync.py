@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from kbsync.app.knowledge_base import KnowledgeBase
 from kbsync.cli import app
+from kbsync.core.identity import embedding_text_key
+from kbsync.core.plan import Action
 from kbsync.embed import Vectors
 from kbsync.engine import init_config, load_config, writer_lock
 from kbsync.errors import LockedError
 from kbsync.extract.registry import extractor_for
-from kbsync.identity import embedding_text_key
-from kbsync.knowledge_base import KnowledgeBase
-from kbsync.plan import Action
 from kbsync.store.postgres import PostgresStore
 from kbsync.store.sqlite import SqliteStore
 from kbsync.sync import Chunker, SyncOptions, sync_sources
@@ -33,13 +33,22 @@ Store = SqliteStore | PostgresStore
 SENTENCE = " A new sentence about the night shift and the harbour lights."
 
 
+HOUR_NS = 3600 * 10**9
+
+
 @pytest.fixture
 def kb(tmp_path: Path, backend: Backend) -> Path:
-    """A knowledge base of 12 files, on each kind of store."""
+    """A knowledge base of 12 files, on each kind of store.
+
+    The files were last written an hour ago: a stat as new as the sync that takes it
+    is racy, and the next sync reads the file again rather than trust it.
+    """
     docs = tmp_path / "docs"
     docs.mkdir()
+    an_hour_ago = time.time_ns() - HOUR_NS
     for path in sorted(CORPUS.iterdir())[:12]:
         shutil.copy(path, docs / path.name)
+        os.utime(docs / path.name, ns=(an_hour_ago, an_hour_ago))
     init_config(tmp_path, ["docs"])
     backend.configure(tmp_path)
     return tmp_path
@@ -100,7 +109,8 @@ def test_a_touched_file_is_unchanged_and_its_stat_refreshed(kb: Path) -> None:
     path = kb / "docs" / "a-essay-lighthouses.txt"
     with _engine(kb) as engine:
         documents = engine.sync().total("new")
-        os.utime(path, ns=(time.time_ns(), time.time_ns() + 5_000_000_000))
+        touched = path.stat().st_mtime_ns + 5_000_000_000  # a touch, long enough ago
+        os.utime(path, ns=(touched, touched))
         report = engine.sync()
         assert report.total("metadata-only") == 0
         assert report.total("unchanged") == documents
@@ -486,7 +496,8 @@ def test_a_chunker_setting_change_embeds_only_the_chunks_whose_text_is_new(store
     assert set(embedder.seen).isdisjoint(first)
     assert tally.embeddings_computed == len(embedder.seen)
     assert store.verify(embedder.identity, None) == []
-    hits = store.search_vector(embedder.identity, embedder.embed(["harbour light tide"])[0], 3)
+    hits = store.search_vector(embedder.identity, embedder.embed(["harbour light tide"])[0],
+                               3).hits
     assert len(hits) == 3
 
 

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from kbsync import KnowledgeBase
-from kbsync.chunking import STRATEGY_PARAMS
 from kbsync.cli import app
+from kbsync.core.chunking import STRATEGY_PARAMS
 from kbsync.embed.kinds import EMBEDDER_KINDS
 from kbsync.engine import IndexSettings, SearchSettings
 from kbsync.errors import ConfigError
@@ -31,7 +31,8 @@ runner = CliRunner()
 # A valid table of each kind, to which one wrong key is added.
 _SOURCE_BASES = {"folder": {"path": "docs"}, "web": {"urls": ["https://example.com/"]},
                  "git": {"repository": "repo"}, "s3": {"url": "s3://bucket/docs"},
-                 "fsspec": {"url": "memory://bucket/docs"}}
+                 "fsspec": {"url": "memory://bucket/docs"},
+                 "warc": {"paths": ["crawl/*.warc.gz"]}}
 _EMBEDDER_BASES = {"openai": {"model": "text-embedding-3-small"}}
 _STORE_BASES = {"postgres": {"url": "postgresql://127.0.0.1/kb"}}
 _SINK_BASES = {"qdrant": {"path": "qdrant"}, "lancedb": {"path": "lancedb"}}

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from kbsync import KnowledgeBase
 from kbsync.cli import app
+from kbsync.cli.render import UNSUPPORTED_NAMED
 from kbsync.engine import init_config
-from kbsync.render import UNSUPPORTED_NAMED
 from kbsync.serve import create_app
 
 # A PNG signature: a type kbsync reads no text from.

@@ -20,16 +20,16 @@ from typer.testing import CliRunner
 
 from kbsync import DocumentRef, KnowledgeBase
 from kbsync.cli import app
+from kbsync.core.identity import IDENTITY_SCHEMA_VERSION, canonical_bytes, vector_id
 from kbsync.engine import init_config, load_config
 from kbsync.errors import ConfigError, DependencyMissingError
 from kbsync.extract.registry import extractor_for
-from kbsync.identity import IDENTITY_SCHEMA_VERSION, canonical_bytes, vector_id
-from kbsync.mirror import expected_points, reconcile
 from kbsync.store.postgres import PostgresStore
 from kbsync.store.sqlite import SqliteStore
 from kbsync.sync import Chunker, SyncOptions, sync_sources
+from kbsync.sync.mirror import expected_points, reconcile
+from kbsync.sync.vector_index import MirroredIndex
 from kbsync.testing import CountingEmbedder, MemorySink, MemorySource
-from kbsync.vector_index import MirroredIndex
 from kbsync.vectors import Payload, SinkHit, SinkPoint, VectorPoint, VectorSink
 from tests.conftest import CORPUS
 
@@ -140,7 +140,7 @@ def test_search_through_a_sink_gives_the_same_results_as_the_store(kb: Knowledge
             # vector pool that hybrid search fuses (24 hits for k = 6).
             vector = plain.embedder.embed([query])[0]
             pool = [h.score for h in plain.store.search_vector(plain.embedder.identity,
-                                                               vector, 25)]
+                                                               vector, 25).hits]
             assert len({round(score, 5) for score in pool}) == len(pool)
             for mode in ("vector", "hybrid"):
                 ours = kb.search(query, k=6, mode=mode, context_tokens=0)

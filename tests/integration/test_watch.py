@@ -4,9 +4,9 @@ import threading
 import time
 from pathlib import Path
 
+from kbsync.app.knowledge_base import KnowledgeBase, SyncResult
+from kbsync.app.watch import watch
 from kbsync.engine import init_config
-from kbsync.knowledge_base import KnowledgeBase, SyncResult
-from kbsync.watch import watch
 
 
 def test_a_file_change_triggers_a_sync_and_the_schedule_runs_a_full_revalidation(

@@ -14,9 +14,9 @@ pytest.importorskip("pytest_httpserver")
 from pytest_httpserver import HTTPServer
 from typer.testing import CliRunner
 
+from kbsync.app.knowledge_base import KnowledgeBase
 from kbsync.cli import app
 from kbsync.engine import init_config
-from kbsync.knowledge_base import KnowledgeBase
 from kbsync.model import PageSchedule
 from kbsync.store import Schedules
 from kbsync.store.postgres import PostgresStore

@@ -13,8 +13,8 @@ pytest_httpserver = pytest.importorskip("pytest_httpserver")
 from pytest_httpserver import HTTPServer  # noqa: E402
 from werkzeug import Request, Response  # noqa: E402
 
+from kbsync.app.knowledge_base import KnowledgeBase  # noqa: E402
 from kbsync.engine import init_config  # noqa: E402
-from kbsync.knowledge_base import KnowledgeBase  # noqa: E402
 from kbsync.store import Frontier, RecordStore  # noqa: E402
 
 PARAGRAPHS = {

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
+from kbsync.app.knowledge_base import KnowledgeBase
 from kbsync.engine import init_config
 from kbsync.errors import ConfigError
 from kbsync.extract.registry import extractor_for
-from kbsync.knowledge_base import KnowledgeBase
 from kbsync.model import SourceItem
 from kbsync.store.postgres import PostgresStore
 from kbsync.sync.observe import derivation
@@ -136,7 +136,7 @@ def test_a_killed_worker_loses_nothing(
     marker = tmp_path / "claimed"
     # A worker that stops for good after writing its first document, before it commits.
     doomed = ("import sys, time\n"
-              "from kbsync.knowledge_base import KnowledgeBase\n"
+              "from kbsync.app.knowledge_base import KnowledgeBase\n"
               "from kbsync.store.postgres import PostgresStore\n"
               "def stuck(store, claim, result):\n"
               "    open(sys.argv[2], 'w').write(claim.key)\n"
@@ -223,13 +223,20 @@ def test_a_file_touched_or_rewritten_with_the_same_text_is_unchanged_for_workers
 ) -> None:
     docs = tmp_path / "docs"
     _corpus(docs, 6)
+    # Written long before the syncs, as a touch is below: a stat as new as the sync that
+    # takes it is racy, and the next sync reads the file again rather than trust it.
+    an_hour_ago = time.time_ns() - 3600 * 10**9
+    for path in docs.iterdir():
+        os.utime(path, ns=(an_hour_ago, an_hour_ago))
     kb = _kb(tmp_path, docs, pg)
     with KnowledgeBase.open(kb) as engine:
         engine.sync(workers=2)
         touched, respaced = docs / "log-00001.txt", docs / "log-00002.txt"
-        os.utime(touched, ns=(time.time_ns(), time.time_ns() + 5_000_000_000))
+        later = an_hour_ago + 5_000_000_000
+        os.utime(touched, ns=(later, later))
         title, body = respaced.read_text().split("\n\n", 1)
         respaced.write_text(title + "\n\n" + body.replace(" ", "  ", 3))  # the title kept
+        os.utime(respaced, ns=(later, later))
         report = engine.sync(workers=2)
         assert [(c.key, c.action) for c in report.sources[0].changes] == []
         assert report.total("metadata-only") == 0

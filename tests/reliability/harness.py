@@ -16,6 +16,7 @@ import shutil
 import signal
 import sqlite3
 import sys
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,8 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from kbsync import crashpoints
+from kbsync.app.knowledge_base import KnowledgeBase
 from kbsync.engine import init_config
-from kbsync.knowledge_base import KnowledgeBase
+from kbsync.model import RootIdentity
+from kbsync.store import Meta
+from kbsync.store.sqlite import SqliteStore
+from kbsync.sync.listing import record_root, recorded_root
 
 __all__ = [
     "LANCEDB",
@@ -37,9 +42,11 @@ __all__ = [
     "dump",
     "killed",
     "make_kb",
+    "own_root",
     "record_scenario",
     "recover",
     "save_result",
+    "settle",
     "sink_points",
     "text_of",
 ]
@@ -65,6 +72,19 @@ def text_of(seed: int, words: int = 160) -> str:
     return f"Document {seed}\n\n" + "\n\n".join(paragraphs) + "\n"
 
 
+def settle(path: Path) -> None:
+    """Give a file just written a modification time an hour before now.
+
+    A stat as new as the sync that takes it is racy (``SourceStat.racy``): the next sync
+    reads the file again and records the stat as trusted, a write whose timing depends
+    on the machine's speed. The scenarios check that one more sync writes nothing but its
+    run report, so they meet their files settled, as a sync usually does. A later write
+    settles at a later time: the stat gate still sees every change.
+    """
+    when = time.time_ns() - 3600 * 10**9
+    os.utime(path, ns=(when, when))
+
+
 def make_kb(root: Path, documents: int, *, dimension: int = 64, words: int = 160,
             vectors: str | None = None) -> Path:
     """A knowledge base in ``root`` over ``root/docs`` with ``documents`` generated files.
@@ -75,6 +95,7 @@ def make_kb(root: Path, documents: int, *, dimension: int = 64, words: int = 160
     docs.mkdir(parents=True)
     for i in range(documents):
         (docs / f"doc-{i:03d}.txt").write_text(text_of(i, words), encoding="utf-8")
+        settle(docs / f"doc-{i:03d}.txt")
     init_config(root, ["docs"])
     config = root / "kbsync.toml"
     body = config.read_text(encoding="utf-8")
@@ -163,11 +184,13 @@ class Scenario:
             temp = path.with_name(path.name + ".new")
             temp.write_text(body[:at] + f" A new sentence about shift {i} at the pier."
                             + body[at:], encoding="utf-8")
+            settle(temp)
             temp.replace(path)
         for i in deleted:
             _doc(root, i).unlink()
         for i in range(self.documents, self.documents + self.adds):
             _doc(root, i).write_text(text_of(i), encoding="utf-8")
+            settle(_doc(root, i))
         for i in renamed:
             _doc(root, i).rename(root / "docs" / f"renamed-{i:03d}.txt")
 
@@ -300,7 +323,9 @@ def clone(src: Path, dst: Path) -> None:
     """A copy of a knowledge base whose source files are hard links: same inode, same mtime.
 
     So the copy's stat gate decides exactly as the original's did, and a run on the
-    copy reaches the same crash points. (kbsync never writes its source files.)
+    copy reaches the same crash points. (kbsync never writes its source files.) The
+    folder above them cannot be linked: the copy's store records the copy's folder as
+    the root its last listing found, as the original's records the original's.
     """
     def link_or_copy(a: str, b: str) -> None:
         if Path(a).is_relative_to(src / "docs"):
@@ -309,6 +334,21 @@ def clone(src: Path, dst: Path) -> None:
             shutil.copy2(a, b)
 
     shutil.copytree(src, dst, copy_function=link_or_copy)
+    store_path = dst / ".kbsync" / "kbsync.db"
+    if store_path.exists():
+        store = SqliteStore(store_path)
+        try:
+            own_root(store, dst)
+        finally:
+            store.close()
+
+
+def own_root(store: Meta, root: Path) -> None:
+    """Record ``root``'s folder of documents as the one its store's last listing found, if
+    that store recorded one (a copy of a knowledge base took the original's)."""
+    if recorded_root(store, "docs") is not None:
+        st = (root / "docs").stat()
+        record_root(store, "docs", RootIdentity(st.st_dev, st.st_ino))
 
 
 def crash_in_child(work: Callable[[], None], *, crash_at: int = 0, record: str | None = None,

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from kbsync import crashpoints
-from kbsync.knowledge_base import KnowledgeBase
+from kbsync.app.knowledge_base import KnowledgeBase
 from tests.reliability.harness import killed
 from tests.reliability.parallel_harness import (
     PARALLEL,

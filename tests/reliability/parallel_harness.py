@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from kbsync.knowledge_base import KnowledgeBase
-from tests.reliability.harness import Scenario, clone
+from kbsync.app.knowledge_base import KnowledgeBase
+from kbsync.store.postgres import PostgresStore
+from kbsync.sync.listing import ROOT_PREFIX
+from tests.reliability.harness import Scenario, clone, own_root
 
 __all__ = [
     "PARALLEL",
@@ -88,7 +90,13 @@ class Databases:
 def clone_kb(src: Path, dst: Path, databases: Databases, src_db: str, dst_db: str) -> None:
     """A copy of a knowledge base and of its database (its source files hard links)."""
     clone(src, dst)
-    use_database(dst, databases.create(dst_db, template=src_db))
+    url = databases.create(dst_db, template=src_db)
+    use_database(dst, url)
+    store = PostgresStore(url, schema=SCHEMA)
+    try:
+        own_root(store, dst)
+    finally:
+        store.close()
 
 
 def _sync(root: Path) -> None:
@@ -144,7 +152,7 @@ def logical_dump(url: str) -> dict[str, Any]:
                           _query(url, "SELECT digest, embedder, dimension, vector::text "
                                       "FROM embeddings")),
         "boilerplate": sorted(_query(url, "SELECT source, digest FROM boilerplate")),
-        "meta": sorted(_query(url, "SELECT name, value FROM meta")),
+        "meta": _meta(url),
         "erasures": sorted(_query(url, "SELECT pattern FROM erasures")),
         "outbox": sorted(_query(url, "SELECT vector_id FROM outbox")),
         "frontier": sorted(_query(url, "SELECT source, key FROM frontier")),
@@ -180,9 +188,15 @@ def content(url: str) -> dict[str, Any]:
             f"SELECT DISTINCT e.digest, e.embedder, e.dimension, e.vector::text "
             f"FROM documents d {current} JOIN embeddings e ON e.digest = c.digest")),
         "boilerplate": sorted(_query(url, "SELECT source, digest FROM boilerplate")),
-        "meta": sorted(_query(url, "SELECT name, value FROM meta")),
+        "meta": _meta(url),
         "work": sorted(_query(url, "SELECT run, source, key, state FROM work")),
     }
+
+
+def _meta(url: str) -> list[tuple[Any, ...]]:
+    """The meta entries but the roots' device and inode (a copy's folder is another inode)."""
+    return sorted(r for r in _query(url, "SELECT name, value FROM meta")
+                  if not r[0].startswith(ROOT_PREFIX))
 
 
 def remove(root: Path) -> None:

@@ -10,8 +10,8 @@ import sys
 import threading
 from pathlib import Path
 
+from kbsync.app.knowledge_base import KnowledgeBase
 from kbsync.crashpoints import ENV_RECORD
-from kbsync.knowledge_base import KnowledgeBase
 from kbsync.store.sqlite import SqliteStore
 from tests.reliability.harness import make_kb
 

@@ -1,11 +1,15 @@
 """Damaged store files: found by verify, told in one line, repaired or rebuilt.
 
 The damage is real: bytes of a copy of a real store are overwritten at a page
-found from ``PRAGMA page_size`` and the b-tree's pages in ``dbstat``.
+found from ``PRAGMA page_size`` and the b-tree's pages in ``dbstat``: a page made
+malformed, or a value inside a well-formed page (a vector, a chunk text, a kept text),
+which breaks no link and only the checks of stored values find.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import shutil
@@ -15,15 +19,17 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from kbsync.app.knowledge_base import KnowledgeBase
 from kbsync.cli import app
 from kbsync.crashpoints import ENV_CRASH_AT, ENV_RECORD
 from kbsync.engine import writer_lock
-from kbsync.errors import LockedError
-from kbsync.knowledge_base import KnowledgeBase
+from kbsync.errors import LockedError, StoreError
 from tests.reliability.harness import make_kb
 
 
@@ -318,3 +324,250 @@ def test_a_store_whose_header_is_gone_says_how_to_start_again(
     run = _kbsync(root, "status")
     assert run.returncode == 1
     assert "move it away and run `kbsync sync`" in _one_line_error(run, root)
+
+
+# -- damage inside stored values: no page is malformed, a value is wrong ------------------
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _one(root: Path, sql: str, *args: object) -> tuple[Any, ...]:
+    db = sqlite3.connect(_db(root))
+    try:
+        row = db.execute(sql, args).fetchone()
+    finally:
+        db.close()
+    assert row is not None
+    return tuple(row)
+
+
+def _overwrite_in(root: Path, table: str, old: bytes, new: bytes) -> None:
+    """Overwrite the bytes ``old`` where they lie in a page of ``table``'s b-tree, in place:
+    the page stays well formed, only the value is wrong (as a bit flip leaves it)."""
+    assert len(old) == len(new)
+    size, pages = _pages(root, table)
+    data = _db(root).read_bytes()
+    for page, _ in pages:
+        at = data.find(old, (page - 1) * size, page * size)
+        if at >= 0:
+            with open(_db(root), "r+b") as f:
+                f.seek(at)
+                f.write(new)
+            return
+    raise AssertionError(f"the value is in no page of {table}")
+
+
+_FIRST_CHUNK = ("SELECT c.digest FROM chunks c JOIN documents d ON c.doc_id = d.id "
+                "AND c.generation = d.generation ORDER BY d.key, c.idx LIMIT 1")
+
+
+def _overwrite_a_vector(root: Path, value: float) -> str:
+    """Overwrite the vector of the first document's first chunk with ``value`` everywhere;
+    its digest."""
+    (digest,) = _one(root, _FIRST_CHUNK)
+    (vector,) = _one(root, "SELECT vector FROM embeddings WHERE digest = ?", digest)
+    damaged = np.full(len(vector) // 4, value, dtype=np.float32).tobytes()
+    _overwrite_in(root, "embeddings", vector, damaged)
+    return str(digest)
+
+
+def _lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def test_a_vector_overwritten_with_1000s_fails_verify_is_never_ranked_and_is_embedded_again(
+        pristine: Path, tmp_path: Path) -> None:
+    root = _copy(pristine, tmp_path)
+    digest = _overwrite_a_vector(root, 1000.0)
+    # Before anything checked the store: the damaged vector (norm 8,000, scoring in the
+    # thousands) is left out of every vector search, which says so in one line.
+    for mode in ("vector", "hybrid"):
+        run = _kbsync(root, "search", "harbour light keeper", "--mode", mode, "--json")
+        assert run.returncode == 0, run.stderr
+        found = json.loads(run.stdout)
+        assert digest not in {h["digest"] for h in found["hits"]}
+        assert all(h["score"] < 100 for h in found["hits"])
+        assert len(found["warnings"]) == 1
+        assert "left out 1 chunk whose vector is damaged" in found["warnings"][0]
+        assert _lines(run.stderr) == [f"warning: {found['warnings'][0]}"]
+    verify = _kbsync(root, "verify")
+    assert verify.returncode == 4
+    assert _lines(verify.stdout) == [
+        f"vector of chunk {digest[:12]} (hashing-v1:stemmed-unigram+bigram:log-tf:64): "
+        "norm 8000, where the embedder's is 1 (or 0) (damaged)"]
+    # Known damage: writes wait for the repair, reads warn in one line.
+    before = _digest(_db(root).read_bytes())
+    (root / "docs" / "doc-000.txt").write_text("A new first line.\n", encoding="utf-8")
+    sync = _kbsync(root, "sync")
+    assert sync.returncode == 1
+    error = _one_line_error(sync, root)
+    assert "known to be damaged" in error
+    assert "kbsync verify --repair" in error
+    assert _digest(_db(root).read_bytes()) == before
+    status = _kbsync(root, "status", "--json")
+    assert "known to be damaged" in json.loads(status.stdout)["damage"]
+    assert len(_lines(status.stderr)) == 1
+    repair = _kbsync(root, "verify", "--repair")
+    assert repair.returncode == 0, repair.stdout
+    assert "repair: discarded 1 damaged vectors (embedded again below)" in repair.stdout
+    assert "repair: embedded 1 chunks that had no vector" in repair.stdout
+    assert _kbsync(root, "verify").stdout.strip() == "ok: every invariant holds"
+    assert _kbsync(root, "sync").returncode == 0
+    again = _kbsync(root, "search", "harbour light keeper", "--mode", "vector", "--json")
+    assert json.loads(again.stdout)["warnings"] == []
+    assert not again.stderr.strip()
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), 0.5])
+def test_a_vector_that_is_not_finite_or_not_of_unit_length_fails_verify(
+        pristine: Path, tmp_path: Path, value: float) -> None:
+    root = _copy(pristine, tmp_path)
+    digest = _overwrite_a_vector(root, value)
+    with KnowledgeBase.open(root) as kb:
+        found = kb.verify().problems
+        assert len(found) == 1
+        assert f"vector of chunk {digest[:12]}" in found[0]
+        assert ("not finite" in found[0]) == (value != 0.5)
+        hits = kb.search("harbour light keeper", k=200, mode="vector", context_tokens=0)
+        assert digest not in {h.digest for h in hits}
+        assert kb.verify(repair=True).ok
+
+
+def test_a_chunk_text_overwritten_fails_verify_and_repair_cuts_it_again(
+        pristine: Path, tmp_path: Path) -> None:
+    root = _copy(pristine, tmp_path)
+    (digest,) = _one(root, _FIRST_CHUNK)
+    (text,) = _one(root, "SELECT text FROM chunk_texts WHERE digest = ?", digest)
+    original = text.encode()
+    _overwrite_in(root, "chunk_texts", original, original[:20] + b"X" * 8 + original[28:])
+    with KnowledgeBase.open(root) as kb:
+        found = kb.verify()
+        assert found.problems == (f"chunk {digest[:12]}: its digest does not match its text "
+                                  "(damaged)",)
+        assert kb.damage is not None
+        with pytest.raises(StoreError, match="known to be damaged"):
+            kb.sync()
+        repaired = kb.verify(repair=True)
+        assert repaired.ok, repaired.remaining
+        assert "discarded 1 damaged chunk texts (cut again from their documents' text)" in \
+            repaired.repaired
+        assert "rebuilt the chunk texts (1 restored from the documents' text)" in \
+            repaired.repaired
+        assert kb.damage is None
+        assert kb.verify().ok
+        # Its full-text row is made again from the restored text.
+        words = " ".join(text.split()[2:8])
+        assert [h.text for h in kb.search(words, k=500, mode="text", context_tokens=0)
+                if h.digest == digest] == [text]
+        assert kb.sync().total("modified") == 0
+
+
+def test_a_current_text_overwritten_fails_verify_and_repair_reads_it_again(
+        pristine: Path, tmp_path: Path) -> None:
+    root = _copy(pristine, tmp_path)
+    key = "doc-007.txt"
+    (text,) = _one(root, "SELECT CAST(v.text AS TEXT) FROM versions v JOIN documents d "
+                         "ON d.id = v.doc_id AND v.generation = d.generation WHERE d.key = ?",
+                   key)
+    original = text.encode()
+    damaged = original[:40] + b"Z" * 8 + original[48:]
+    _overwrite_in(root, "versions", original, damaged)
+    found = _kbsync(root, "verify")
+    assert found.returncode == 4
+    assert _lines(found.stdout) == [
+        f"docs:{key}: the text of its current version (generation 1) does not match its "
+        "checksum (damaged)"]
+    diff = _kbsync(root, "diff", key)
+    assert diff.returncode == 0
+    assert len(_lines(diff.stderr)) == 1
+    assert "known to be damaged" in diff.stderr
+    with KnowledgeBase.open(root) as kb:
+        repaired = kb.verify(repair=True)
+        assert repaired.ok, repaired.remaining
+        assert "discarded 1 damaged current texts (read again from their sources)" in \
+            repaired.repaired
+        assert kb.verify().ok
+        assert kb.document(key).text == text
+        assert kb.sync().total("modified") == 0
+
+
+def test_a_previous_text_overwritten_fails_verify_and_repair_lets_it_go(
+        pristine: Path, tmp_path: Path) -> None:
+    root = _copy(pristine, tmp_path)
+    key = "doc-003.txt"
+    path = root / "docs" / key
+    old = path.read_text(encoding="utf-8")
+    path.write_text(old + "\nOne more line about the harbour.\n", encoding="utf-8")
+    with KnowledgeBase.open(root) as kb:
+        assert kb.sync().total("modified") == 1
+    (text,) = _one(root, "SELECT CAST(v.text AS TEXT) FROM versions v JOIN documents d "
+                         "ON d.id = v.doc_id AND v.generation = d.generation - 1 "
+                         "WHERE d.key = ?", key)
+    original = text.encode()
+    _overwrite_in(root, "versions", original, b"Q" * 8 + original[8:])
+    with KnowledgeBase.open(root) as kb:
+        assert kb.verify().problems == (
+            f"docs:{key}: the text of its previous version (generation 1) does not match "
+            "its checksum (damaged)",)
+        repaired = kb.verify(repair=True)
+        assert repaired.ok, repaired.remaining
+        assert kb.diff(key).previous is None
+        assert kb.sync().total("modified") == 0
+
+
+def test_a_damaged_page_of_the_embeddings_keeps_the_readable_vectors_and_embeds_the_rest(
+        pristine: Path, tmp_path: Path) -> None:
+    root = _copy(pristine, tmp_path)
+    with KnowledgeBase.open(root) as kb:
+        total = kb.store.status().embeddings
+    _zero_a_leaf(root, "embeddings")
+    # A vector search reads every vector: SQLite reports the damage, which is remembered.
+    search = _kbsync(root, "search", "harbour light", "--mode", "vector")
+    assert search.returncode == 1
+    assert "malformed" in _one_line_error(search, root)
+    before = _digest(_db(root).read_bytes())
+    sync = _kbsync(root, "sync")
+    assert sync.returncode == 1
+    assert "known to be damaged (the database reported damage" in _one_line_error(sync, root)
+    assert _digest(_db(root).read_bytes()) == before
+    with KnowledgeBase.open(root) as kb:
+        assert any("store file is damaged" in line for line in kb.verify().problems)
+        repaired = kb.verify(repair=True)
+        assert repaired.ok, repaired.remaining
+        embedded = [line for line in repaired.repaired if line.startswith("embedded ")]
+        assert len(embedded) == 1
+        assert kb.verify().ok
+        assert kb.store.status().embeddings == total
+        assert kb.search("harbour light", mode="vector")
+        assert kb.sync().total("new") == 0
+
+
+def test_a_full_revalidation_checks_the_file_before_it_writes(
+        pristine: Path, tmp_path: Path) -> None:
+    root = _copy(pristine, tmp_path)
+    _zero_a_leaf(root, "embeddings")  # a page no plain sync of unchanged files reads
+    (root / "docs" / "doc-001.txt").write_text("An edit of the second file.\n",
+                                               encoding="utf-8")
+    before = _digest(_db(root).read_bytes())
+    run = _kbsync(root, "sync", "--verify")
+    assert run.returncode == 1
+    error = _one_line_error(run, root)
+    assert "quick_check found the store file is damaged" in error
+    assert _digest(_db(root).read_bytes()) == before
+    assert _kbsync(root, "sync").returncode == 1  # remembered: no plain sync writes either
+
+
+def test_a_note_of_damage_beside_a_store_that_was_moved_away_is_forgotten(
+        pristine: Path, tmp_path: Path) -> None:
+    root = _copy(pristine, tmp_path)
+    _overwrite_a_vector(root, 1000.0)
+    assert _kbsync(root, "verify").returncode == 4
+    note = _db(root).with_name("kbsync.db.damaged")
+    assert note.exists()
+    assert "verify found damaged values: 1 vectors" in note.read_text(encoding="utf-8")
+    for path in _db(root).parent.glob("kbsync.db*"):
+        if path.name != "kbsync.db.damaged" and not path.name.endswith(".lock"):
+            path.rename(tmp_path / path.name)
+    assert _kbsync(root, "sync").returncode == 0  # a new store, which nothing is known of
+    assert not note.exists()

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from kbsync.app.knowledge_base import DocumentRef, KnowledgeBase
 from kbsync.errors import StoreError
-from kbsync.knowledge_base import DocumentRef, KnowledgeBase
 from tests.reliability.harness import make_kb
 
 CANARY = "Quuxwobble Zarfnik Plover"

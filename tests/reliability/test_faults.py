@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from kbsync import crashpoints
+from kbsync.app.knowledge_base import KnowledgeBase
 from kbsync.engine import add_source, load_config
 from kbsync.errors import ConfigError, StoreError
-from kbsync.knowledge_base import KnowledgeBase
 from tests.reliability.harness import (
     clone,
     dump,

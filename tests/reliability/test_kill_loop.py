@@ -18,8 +18,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from kbsync.app.knowledge_base import KnowledgeBase
 from kbsync.crashpoints import ENV_RECORD
-from kbsync.knowledge_base import KnowledgeBase
 from kbsync.store.lock import WriterLock
 from tests.reliability.harness import clone, make_kb, save_result, text_of
 

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from kbsync.app.knowledge_base import KnowledgeBase
 from kbsync.crashpoints import ENV_RECORD
-from kbsync.knowledge_base import KnowledgeBase
 from kbsync.store.postgres import AdvisoryLock
 from tests.reliability.harness import clone, make_kb, save_result
 from tests.reliability.parallel_harness import SCHEMA, Databases, content, use_database

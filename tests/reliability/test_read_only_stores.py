@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from kbsync.app.knowledge_base import KnowledgeBase
 from kbsync.cli import app
 from kbsync.errors import StoreError
-from kbsync.knowledge_base import KnowledgeBase
 from kbsync.store.sqlite import SqliteStore
 from tests.reliability.harness import make_kb
 

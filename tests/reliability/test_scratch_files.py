@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from kbsync.app.knowledge_base import KnowledgeBase
 from kbsync.errors import StoreError
-from kbsync.knowledge_base import KnowledgeBase
 from kbsync.sync import scratch as scratch_module
 from kbsync.sync.scratch import Scratch, remove_stale
 from tests.reliability.harness import make_kb, text_of

@@ -10,8 +10,8 @@ import random
 import sys
 from pathlib import Path
 
+from kbsync.app.knowledge_base import KnowledgeBase
 from kbsync.errors import ParameterError
-from kbsync.knowledge_base import KnowledgeBase
 from tests.reliability.harness import WORDS
 
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kbsync import Verdict, compare, normalize
-from kbsync.chunking import bytecdc
+from kbsync.core.chunking import bytecdc
 from kbsync.model import Region
 
 ASYNC_TESTS = """\
@@ -112,6 +112,52 @@ def test_regions_point_into_the_text_as_given_not_the_normalized_one() -> None:
     new = old.replace("words", "terms")
     (region,) = compare(old, new).regions
     assert new[region.offset:region.end] == "terms"
+
+
+def long_page(paragraphs: int) -> str:
+    return "Harbour ledgers\n\n" + "\n\n".join(
+        f"Paragraph {n} tells how the harbour keeps its ledgers in order, how the clerks copy "
+        "every entry twice and why the night shift checks the totals before dawn."
+        for n in range(paragraphs)) + "\n"
+
+
+def test_a_changed_number_in_a_long_page_is_never_cosmetic() -> None:
+    page = long_page(40)
+    report = compare(page, page.replace("Paragraph 17 ", "Paragraph 18 "))
+    assert report.similarity > 0.99
+    assert report.verdict is Verdict.REPROCESS
+
+
+def test_a_paragraph_removed_from_a_long_page_is_never_cosmetic() -> None:
+    paragraphs = long_page(80).split("\n\n")
+    report = compare("\n\n".join(paragraphs), "\n\n".join(paragraphs[:30] + paragraphs[31:]))
+    assert report.similarity > 0.98
+    assert report.verdict is Verdict.REPROCESS
+
+
+def test_a_short_page_replaced_by_an_error_page_that_shares_a_few_words_is_reexamined() -> None:
+    page = ("Harbour ledgers\n\nThe clerks copy every entry twice.\n\n"
+            "The night shift checks the totals.\n")
+    report = compare(page, "404 Not Found\n\nThe page you requested could not be found.")
+    assert 0.05 < report.similarity <= 0.1
+    assert report.verdict is Verdict.REEXAMINE_EXTRACTION
+
+
+def test_a_mark_added_at_the_end_of_a_word_changes_that_word_in_both_versions() -> None:
+    old = "of each the the each address"
+    new = old + "."
+    report = compare(old, new)
+    assert texts(report.regions, new) == ["address."]
+    assert texts(report.removed_regions, old) == ["address"]
+
+
+def test_a_word_whose_case_changed_is_paired_with_itself() -> None:
+    old = "the the the the the"
+    new = "the the the THE the"
+    report = compare(old, new)
+    assert texts(report.regions, new) == ["THE"]
+    assert report.removed_regions == (Region(12, 3),)
+    assert report.verdict is Verdict.COSMETIC
 
 
 def test_a_login_wall_in_place_of_a_page_is_reexamined() -> None:
@@ -219,8 +265,8 @@ def test_similarity_is_nearly_symmetric(pair: tuple[str, str]) -> None:
 @given(st.lists(st.integers(min_value=0, max_value=400_000), max_size=12))
 def test_long_texts_compared_in_pieces_get_the_report_of_the_whole_texts(
         cuts: list[int]) -> None:
-    from kbsync.compare import compare_long
-    from kbsync.normalize import BLOCK_CHARS
+    from kbsync.core.compare import compare_long
+    from kbsync.core.normalize import BLOCK_CHARS
 
     words = "harbour crane tide lantern café Straße quay ledger".split()
     old = " ".join(random.Random(5).choices(words, k=50_000))

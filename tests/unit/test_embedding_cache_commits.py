@@ -9,9 +9,9 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from kbsync.identity import embedding_text_key
+from kbsync.core.identity import embedding_text_key
+from kbsync.core.plan import ChunkDraft, DocumentVersion, Plan, plan
 from kbsync.model import SourceStat
-from kbsync.plan import ChunkDraft, DocumentVersion, Plan, plan
 from kbsync.sync.collect import CACHE_BYTES
 from kbsync.sync.embedding import EMBED_BATCH, embed_plan
 from kbsync.sync.tally import SourceTally

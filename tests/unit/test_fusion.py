@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from kbsync.fusion import fuse, ranked, text_relevance, vector_relevance
+from kbsync.app.fusion import fuse, ranked, text_relevance, vector_relevance
 from kbsync.store import Hit
 
 

@@ -1,6 +1,6 @@
 """The compiled kernel and the NumPy reference give identical output, on random and real text.
 
-Each check runs the same call twice, once with ``kbsync.native.kernel`` as loaded and
+Each check runs the same call twice, once with ``kbsync.core.native.kernel`` as loaded and
 once with it set to None (the reference), and requires equal results: WordScan arrays,
 normalize(), WordBlocks, chunks (text, offsets, boundary kinds, token counts,
 identities, snapped flags) and byte-CDC cuts.
@@ -21,16 +21,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kbsync import byte_chunks, chunk_stream, chunk_text, native, normalize
-from kbsync.chunking import EstimatingCounter, TextChunker, TTTDParams, compiled
-from kbsync.chunking.bytecdc import rolling_hashes
-from kbsync.chunking.local import KINDS, cut_positions, local_chunks, select_cuts
-from kbsync.chunking.params import LocalParams, SentenceParams
-from kbsync.chunking.sentences import sentence_chunks
-from kbsync.chunking.stream import word_blocks
-from kbsync.chunking.tttd import tttd_chunks
+from kbsync import byte_chunks, chunk_stream, chunk_text, normalize
+from kbsync.core import native
+from kbsync.core.chunking import EstimatingCounter, TextChunker, TTTDParams, compiled
+from kbsync.core.chunking.bytecdc import rolling_hashes
+from kbsync.core.chunking.local import KINDS, cut_positions, local_chunks, select_cuts
+from kbsync.core.chunking.params import LocalParams, SentenceParams
+from kbsync.core.chunking.sentences import sentence_chunks
+from kbsync.core.chunking.stream import word_blocks
+from kbsync.core.chunking.tttd import tttd_chunks
+from kbsync.core.normalize import canonical_pieces, scan_words
 from kbsync.errors import ChunkingError
-from kbsync.normalize import canonical_pieces, scan_words
 from tests.conftest import corpora_file
 
 T = TypeVar("T")
@@ -165,7 +166,7 @@ def test_byte_cdc_hashes_and_cuts_are_the_same(data: bytes, window: int) -> None
         np.frombuffer(KERNEL.rolling_hashes(data, window), dtype=np.int64)  # type: ignore[union-attr]
         if len(data) else compiled, reference)
     params = {"window_bytes": window, "min_size": 8, "avg_size": 32, "max_size": 128}
-    from kbsync.chunking import ByteParams
+    from kbsync.core.chunking import ByteParams
 
     chunks = both(lambda: byte_chunks(data, ByteParams(**params)))
     assert chunks[0] == chunks[1]
@@ -411,8 +412,8 @@ def test_local_cut_selection_by_the_kernel_is_that_of_the_reference(
 def test_byte_chunks_made_by_the_kernel_are_the_same_however_the_bytes_are_split(
     pieces: list[bytes], sizes: tuple[int, int, int, int] | None
 ) -> None:
-    from kbsync.chunking import ByteParams
-    from kbsync.chunking.bytecdc import iter_byte_chunks
+    from kbsync.core.chunking import ByteParams
+    from kbsync.core.chunking.bytecdc import iter_byte_chunks
 
     params = None if sizes is None else ByteParams(*sizes)
     compiled_chunks, reference = both(lambda: list(iter_byte_chunks(pieces, params)))
@@ -424,7 +425,7 @@ def test_byte_chunks_made_by_the_kernel_are_the_same_however_the_bytes_are_split
 @given(texts, texts)
 def test_compare_reads_the_same_words_from_the_kernel(old: str, new: str) -> None:
     from kbsync import compare
-    from kbsync.compare import _Side
+    from kbsync.core.compare import _Side
 
     sides = both(lambda: _Side.of(new))
     same_arrays(*sides)

@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kbsync import Boundary, LocalParams, ParameterError, chunk_text
-from kbsync.chunking.fingerprint import mix64
-from kbsync.chunking.local import _SECOND_HASH, cut_positions
+from kbsync.core.chunking.fingerprint import mix64
+from kbsync.core.chunking.local import _SECOND_HASH, cut_positions
 from tests.regions import interior_chunks
 
 PARAMS = {"min_tokens": 6, "max_tokens": 30, "window_words": 3}

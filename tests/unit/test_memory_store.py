@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from kbsync.core.plan import Action, DocumentPlan
 from kbsync.extract.registry import extractor_for
-from kbsync.plan import Action, DocumentPlan
 from kbsync.store import (
     EmbeddingCache,
     Erasures,
@@ -119,6 +119,7 @@ def test_a_context_window_grows_within_the_section_up_to_the_budget() -> None:
     assert store.window(hit, 0).text == hit.text
 
 
-def test_verify_says_it_is_not_implemented() -> None:
-    with pytest.raises(NotImplementedError, match="SqliteStore"):
-        MemoryStore().verify("e", None)
+def test_verify_of_a_sound_memory_store_finds_nothing() -> None:
+    store, embedder = _synced()
+    assert MemoryStore().verify("e", None) == []
+    assert store.verify(embedder.identity, CHUNKER.text_chunker().identity) == []

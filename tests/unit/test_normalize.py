@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kbsync import NORMALIZER_VERSION, normalize
-from kbsync.normalize import _scan_dirty, _scan_word_by_word, scan_words
+from kbsync.core.normalize import _scan_dirty, _scan_word_by_word, scan_words
 from tests import reference
 
 PIECES = [*list("ab c.\n\r\t\x00\x0c"), "\xa0", "\u2029", "\u2028", "é", "é", "�", "日"]
@@ -86,15 +86,15 @@ def test_a_text_scanned_in_two_pieces_keeps_its_paragraph_marks(text: str, at: i
 
 @given(TEXT, st.integers(min_value=1, max_value=12))
 def test_the_canonical_text_in_blocks_is_the_canonical_text(text: str, block: int) -> None:
-    from kbsync.normalize import canonical_pieces
+    from kbsync.core.normalize import canonical_pieces
 
     assert "".join(canonical_pieces([text], block_chars=block)) == normalize(text).text
 
 
 @given(TEXT, st.integers(min_value=1, max_value=12))
 def test_the_text_hash_of_pieces_is_the_text_hash_of_their_join(text: str, block: int) -> None:
-    from kbsync.identity import normalized_pieces_hash, normalized_text_hash
-    from kbsync.normalize import canonical_pieces
+    from kbsync.core.identity import normalized_pieces_hash, normalized_text_hash
+    from kbsync.core.normalize import canonical_pieces
 
     whole = normalized_text_hash(normalize(text).text, NORMALIZER_VERSION, "text-v1")
     pieces = normalized_pieces_hash(canonical_pieces([text], block_chars=block),

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from kbsync.app.knowledge_base import KnowledgeBase
 from kbsync.engine import load_config
 from kbsync.errors import ConfigError
-from kbsync.knowledge_base import KnowledgeBase
 from kbsync.sources.kinds import SourceConfig, kind_for_argument, source_kind
 from kbsync.sources.objects import ObjectStoreSettings, _stat, secret_option
 
@@ -70,27 +70,45 @@ def test_option_names_that_hold_credentials_are_told_apart() -> None:
         assert not secret_option(name), name
 
 
+# When the listings below begin: a day after any time they list.
+LISTED = int(datetime(2026, 1, 3, tzinfo=UTC).timestamp()) * 10**9
+
+
 def test_the_etag_is_the_stat_and_a_new_last_modified_alone_changes_nothing() -> None:
     when = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
     base = {"size": 10, "ETag": '"abc"', "LastModified": when, "type": "file"}
-    first = _stat(base)
+    first = _stat(base, LISTED)
     assert first is not None
     assert first.size == 10
-    assert _stat({**base, "LastModified": when + timedelta(hours=1)}) == first
-    assert _stat({**base, "ETag": '"abd"'}) != first
-    assert _stat({**base, "VersionId": "v2"}) != first
-    assert _stat({**base, "size": 11}) != first
+    assert _stat({**base, "LastModified": when + timedelta(hours=1)}, LISTED) == first
+    assert _stat({**base, "ETag": '"abd"'}, LISTED) != first
+    assert _stat({**base, "VersionId": "v2"}, LISTED) != first
+    assert _stat({**base, "size": 11}, LISTED) != first
     assert 0 <= first.inode < 2**63
 
 
 def test_without_an_etag_the_modification_time_is_the_stat() -> None:
-    local = _stat({"size": 5, "mtime": 1_700_000_000.5, "ino": 42})
+    local = _stat({"size": 5, "mtime": 1_700_000_000.5, "ino": 42}, LISTED)
     assert local is not None
     assert (local.size, local.mtime_ns, local.inode) == (5, 1_700_000_000_500_000_000, 42)
-    iso = _stat({"size": 5, "last_modified": "2026-01-02T03:04:05Z"})
+    iso = _stat({"size": 5, "last_modified": "2026-01-02T03:04:05Z"}, LISTED)
     assert iso is not None
     assert iso.mtime_ns == int(datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC).timestamp()) * 10**9
-    assert _stat({"size": 5}) is None  # nothing to compare: read, and let the bytes decide
+    assert _stat({"size": 5}, LISTED) is None  # nothing to compare: let the bytes decide
+
+
+def test_a_time_as_new_as_the_listing_is_racy_and_an_etag_never_is() -> None:
+    when = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)  # 1-second resolution, as S3 gives it
+    listed_at = int(when.timestamp()) * 10**9 + 400_000_000  # within that second
+    timed = _stat({"size": 5, "LastModified": when}, listed_at)
+    assert timed is not None
+    assert timed.racy
+    later = _stat({"size": 5, "LastModified": when}, listed_at + 60 * 10**9)
+    assert later is not None
+    assert not later.racy
+    tagged = _stat({"size": 5, "LastModified": when, "ETag": '"abc"'}, listed_at)
+    assert tagged is not None
+    assert not tagged.racy
 
 
 def test_init_arguments_of_object_stores_pick_their_kind() -> None:

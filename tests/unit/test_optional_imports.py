@@ -30,13 +30,13 @@ def _pdf() -> object:
 
 
 def _watch() -> object:
-    from kbsync.watch import _watchdog
+    from kbsync.app.watch import _watchdog
 
     return _watchdog()
 
 
 def _tiktoken() -> object:
-    from kbsync.chunking.tokens import TiktokenCounter
+    from kbsync.core.chunking.tokens import TiktokenCounter
 
     return TiktokenCounter()
 
@@ -120,7 +120,8 @@ CASES: dict[str, tuple[str, Callable[..., object]]] = {
     "fsspec": ("fsspec", _fsspec),
     "serve": ("starlette", _module("kbsync.serve")),
     "web": ("protego", _module("kbsync.sources.web.source")),
-    "mcp": ("mcp", _module("kbsync.mcp_server")),
+    "warc": ("warcio", _module("kbsync.sources.warc.records")),
+    "mcp": ("mcp", _module("kbsync.mcp.server")),
     "langchain": ("langchain_core", _module("kbsync.adapters.langchain")),
     "llamaindex": ("llama_index", _module("kbsync.adapters.llamaindex")),
 }
@@ -134,7 +135,8 @@ def test_an_extra_that_fails_to_import_shows_the_import_error(
     for name in [n for n in sys.modules if n.startswith(module + ".")]:
         monkeypatch.setitem(sys.modules, name, None)
     monkeypatch.setitem(sys.modules, module, None)
-    for name in ("kbsync.serve", "kbsync.sources.web.source", "kbsync.mcp_server",
+    for name in ("kbsync.serve", "kbsync.sources.web.source", "kbsync.sources.warc.records",
+                 "kbsync.mcp.server",
                  "kbsync.adapters.langchain", "kbsync.adapters.llamaindex"):
         if name in sys.modules:  # put back as it was, whatever the fresh import did
             monkeypatch.setitem(sys.modules, name, sys.modules[name])

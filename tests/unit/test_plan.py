@@ -3,9 +3,8 @@ from __future__ import annotations
 import dataclasses
 import pickle
 
-from kbsync.identity import embedding_text_key
-from kbsync.model import SourceStat
-from kbsync.plan import (
+from kbsync.core.identity import embedding_text_key
+from kbsync.core.plan import (
     Action,
     ChunkDraft,
     DocumentVersion,
@@ -16,6 +15,7 @@ from kbsync.plan import (
     chunk_ops,
     plan,
 )
+from kbsync.model import SourceStat
 
 STAT = SourceStat(10, 1, 1)
 
@@ -138,7 +138,7 @@ def test_a_plan_of_unchanged_documents_writes_nothing() -> None:
 
 
 def test_boilerplate_is_what_too_many_documents_of_one_host_share() -> None:
-    from kbsync.plan import boilerplate
+    from kbsync.core.plan import boilerplate
 
     docs = {f"https://a.test/{i}": {f"u{i}", "footer"} for i in range(40)}
     docs |= {f"https://b.test/{i}": {f"v{i}", "footer-b" if i < 2 else f"w{i}"}

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from kbsync.cli.render import highlighted
 from kbsync.model import Region
-from kbsync.render import highlighted
 
 
 def _plain(text: str, regions: list[Region], context: int = 200, limit: int = 20) -> str:
@@ -69,7 +69,7 @@ def test_regions_given_out_of_order_are_each_shown_once() -> None:
 def test_search_results_from_several_sources_say_which_source_each_is_from() -> None:
     from rich.console import Console
 
-    from kbsync.render import hit_blocks
+    from kbsync.cli.render import hit_blocks
     from kbsync.store import Hit
 
     def hit(source: str, rank: int) -> Hit:
@@ -88,7 +88,7 @@ def test_a_hits_relevance_stays_whole_in_a_narrow_terminal_and_the_rank_with_its
 ) -> None:
     from rich.console import Console
 
-    from kbsync.render import hit_blocks
+    from kbsync.cli.render import hit_blocks
     from kbsync.store import Hit
 
     long_heading = "A heading long enough to wrap in a narrow terminal window"
@@ -106,7 +106,7 @@ def test_a_hits_relevance_stays_whole_in_a_narrow_terminal_and_the_rank_with_its
 def test_only_a_hit_as_relevant_as_the_best_shows_a_relevance_of_one() -> None:
     from rich.console import Console
 
-    from kbsync.render import hit_blocks
+    from kbsync.cli.render import hit_blocks
     from kbsync.store import Hit
 
     def hit(rank: int, relevance: float) -> Hit:
@@ -125,7 +125,7 @@ def test_only_a_hit_as_relevant_as_the_best_shows_a_relevance_of_one() -> None:
 def test_a_long_key_folds_onto_more_lines_after_a_slash_and_is_never_cut() -> None:
     from rich.console import Console
 
-    from kbsync.render import hit_blocks
+    from kbsync.cli.render import hit_blocks
     from kbsync.store import Hit
 
     key = "https://docs.example.com/en/stable/reference/configuration/advanced/" + "x" * 30
@@ -142,7 +142,7 @@ def test_a_long_key_folds_onto_more_lines_after_a_slash_and_is_never_cut() -> No
 
 
 def test_a_near_identical_text_never_reads_as_similarity_one() -> None:
-    from kbsync.render import rounded_down
+    from kbsync.cli.render import rounded_down
 
     assert rounded_down(0.9995, 3) == "0.999"  # five new lines in a 700 KB file
     assert rounded_down(1.0, 3) == "1.000"

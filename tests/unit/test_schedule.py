@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kbsync.core.schedule import Cadence, after_check, due_at, is_due
 from kbsync.errors import ParameterError
 from kbsync.model import PageSchedule
-from kbsync.schedule import Cadence, after_check, due_at, is_due
 from kbsync.sources.web.sitemaps import lastmod_seconds
 
 HOUR = 3_600.0

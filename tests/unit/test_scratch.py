@@ -9,9 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kbsync.identity import embedding_text_key
-from kbsync.model import ItemError, SourceItem, SourceStat, Validators
-from kbsync.plan import (
+from kbsync.core.identity import embedding_text_key
+from kbsync.core.plan import (
     ChunkDraft,
     DocumentVersion,
     Failed,
@@ -19,7 +18,8 @@ from kbsync.plan import (
     Unchanged,
     boilerplate,
 )
-from kbsync.sync.observe import unchanged_observation
+from kbsync.model import ItemError, SourceItem, SourceStat, Validators
+from kbsync.sync.observe import stat_gate_passes, unchanged_observation
 from kbsync.sync.scratch import Scratch
 
 
@@ -146,7 +146,7 @@ def test_boilerplate_counted_on_disk_equals_the_pure_rule(
 
 
 _STATS = st.sampled_from([None, SourceStat(1, 1, 1), SourceStat(1, 2, 1), SourceStat(2, 1, 1),
-                          SourceStat(1, 1, 3)])
+                          SourceStat(1, 1, 3), SourceStat(1, 1, 1, racy=True)])
 _VALIDATORS = st.sampled_from([None, Validators(None, None), Validators("e1", None),
                                Validators("e2", "Mon"), Validators(None, "Mon")])
 
@@ -166,9 +166,8 @@ def test_the_stat_gate_in_sql_decides_as_the_python_gate(
         old_v = None
     old = dataclasses.replace(_stored("k"), stat=old_stat, validators=old_v, missing=missing)
     derivation = "d" if same_derivation else "other"
-    python = listed_item and stored and old.derivation == derivation and (
-        item.not_modified or (item.stat is not None and old.stat == item.stat)
-    ) and isinstance(unchanged_observation(item, old), Unchanged)
+    python = listed_item and stored and stat_gate_passes(item, old, derivation) \
+        and isinstance(unchanged_observation(item, old), Unchanged)
     with Scratch(tmp_path_factory.mktemp("gate")) as scratch:
         scratch.add_listed([(item if listed_item else ItemError("k", "no"), derivation)])
         if stored:
@@ -178,3 +177,18 @@ def test_the_stat_gate_in_sql_decides_as_the_python_gate(
         assert rest == ([] if python else [item if listed_item else ItemError("k", "no")])
         [(_, back)] = list(scratch.listing(skip_unchanged=False))
         assert back == (old if stored else None)
+
+
+def test_a_racy_stat_on_either_side_passes_neither_gate(tmp_path: Path) -> None:
+    trusted, racy = SourceStat(5, 7_000_000_000, 9), SourceStat(5, 7_000_000_000, 9, racy=True)
+    for listed, recorded, passes in ((trusted, trusted, True), (racy, trusted, False),
+                                     (trusted, racy, False), (racy, racy, False)):
+        item = SourceItem("k", "k", "text/plain", listed)
+        old = dataclasses.replace(_stored("k"), stat=recorded)
+        assert stat_gate_passes(item, old, "d") is passes
+        with Scratch(tmp_path) as scratch:
+            scratch.add_listed([(item, "d")])
+            scratch.add_stored([old])
+            assert scratch.unchanged()[0] == int(passes)
+            [(back_item, back_old)] = list(scratch.listing(skip_unchanged=False))
+            assert (back_item, back_old) == (item, old)  # the racy marks survive the file

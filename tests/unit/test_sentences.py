@@ -11,12 +11,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kbsync import Boundary, ParameterError, chunk_text, normalize
-from kbsync.chunking import EstimatingCounter, LocalParams, SentenceParams
-from kbsync.chunking.fingerprint import mix64
-from kbsync.chunking.local import _SECOND_HASH, local_chunks, select_cuts
-from kbsync.chunking.sentences import WORD, sentence_chunks
-from kbsync.chunking.stream import WordBlock, word_blocks
-from kbsync.identity import ChunkIdentity
+from kbsync.core.chunking import EstimatingCounter, LocalParams, SentenceParams
+from kbsync.core.chunking.fingerprint import mix64
+from kbsync.core.chunking.local import _SECOND_HASH, local_chunks, select_cuts
+from kbsync.core.chunking.sentences import WORD, sentence_chunks
+from kbsync.core.chunking.stream import WordBlock, word_blocks
+from kbsync.core.identity import ChunkIdentity
 from tests.regions import interior_chunks
 
 PARAMS = {"min_tokens": 6, "max_tokens": 24, "window_words": 3}
@@ -145,7 +145,7 @@ def test_the_locality_bound_is_not_vacuous(prose: str) -> None:
 
 def _naive_cuts(f: list[int], f2: list[int], tok: list[int], rank: list[int], mn: int,
                 mx: int) -> list[int]:
-    """The rules of kbsync.chunking.sentences, position by position."""
+    """The rules of kbsync.core.chunking.sentences, position by position."""
     n = len(f)
     t = list(itertools.accumulate(tok))
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from kbsync.app.knowledge_base import KnowledgeBase
 from kbsync.engine import add_source, init_config, load_config
 from kbsync.errors import ConfigError
-from kbsync.knowledge_base import KnowledgeBase
 from kbsync.sources.files import FilesystemSource
 from kbsync.sources.kinds import SOURCE_KINDS, SourceConfig, kind_for_argument, source_kind
 
@@ -123,3 +123,19 @@ def test_a_source_its_kind_cannot_build_is_an_error_that_names_the_file(tmp_path
         '[embedder]\nkind = "hashing"\n\n[[sources]]\nname = "office"\nkind = "folder"\n')
     with pytest.raises(ConfigError, match=r"kbsync\.toml: \[\[sources\]\] 'office' needs `path`"):
         KnowledgeBase.open(tmp_path)
+
+
+@pytest.mark.parametrize(("argument", "name", "paths"), [
+    ("crawl.warc.gz", "crawl", ["crawl.warc.gz"]),
+    ("crawl/*.warc*", "crawl", ["crawl/*.warc*"]),
+    ("warc+crawls/", "crawls", ["crawls/"]),
+    ("s3://bucket/cc/2024/*.warc.gz", "2024", ["s3://bucket/cc/2024/*.warc.gz"]),
+])
+def test_warc_files_globs_and_warc_plus_folders_are_warc_sources(
+        tmp_path: Path, argument: str, name: str, paths: list[str]) -> None:
+    kind = kind_for_argument(argument)
+    assert kind.name == "warc"
+    config = kind.from_argument(tmp_path, argument, None)
+    assert (config.name, config.options) == (name, {"paths": paths})
+    assert config.settings.paths == tuple(paths)
+    assert kind_for_argument("crawls").name == "folder"  # a folder stays a folder

@@ -55,3 +55,43 @@ def test_every_public_method_of_the_sqlite_store_is_guarded_wherever_it_is_defin
     assert len(public) > 30
     for name in public:
         assert hasattr(getattr(SqliteStore, name), "__wrapped__"), name
+
+
+class _CorruptedError(Exception):
+    """A driver's error that carries a SQLSTATE, as psycopg's do."""
+
+    sqlstate = "XX001"
+
+
+class _Noting:
+    def __init__(self) -> None:
+        self.noted: list[str | None] = []
+
+    def remember_damage(self, reason: str | None) -> None:
+        self.noted.append(reason)
+
+    def read(self) -> int:
+        raise sqlite3.DatabaseError("database disk image is malformed")
+
+    def fetch(self) -> int:
+        raise _CorruptedError("invalid page in block 7 of relation base/1/2")
+
+    def write(self) -> int:
+        raise sqlite3.OperationalError("disk I/O error")
+
+
+def test_a_driver_error_that_says_the_store_is_damaged_is_remembered() -> None:
+    @guarded(lambda store: "the store", lambda exc: isinstance(exc, Exception))
+    class Store(_Noting):
+        pass
+
+    store = Store()
+    with pytest.raises(StoreError, match="malformed; the store is damaged"):
+        store.read()
+    with pytest.raises(StoreError, match=r"block 7.*; the store is damaged"):
+        store.fetch()
+    with pytest.raises(StoreError, match="disk I/O error"):
+        store.write()  # no damage: nothing to remember
+    assert store.noted == [
+        "the database reported damage: database disk image is malformed",
+        "the database reported damage: invalid page in block 7 of relation base/1/2"]

@@ -6,16 +6,16 @@ from typing import Any
 
 import pytest
 
+from kbsync.core.plan import DocumentPlan, StoredDocument
 from kbsync.errors import ConfirmationRequiredError, StoreError
 from kbsync.extract.registry import extractor_for
-from kbsync.mirror import reconcile
 from kbsync.model import ItemError
-from kbsync.plan import DocumentPlan, StoredDocument
 from kbsync.report import SyncResult
 from kbsync.sync import Chunker, SyncOptions, release_source, sync_sources
+from kbsync.sync.mirror import reconcile
 from kbsync.sync.options import BatchLimits
+from kbsync.sync.vector_index import MirroredIndex
 from kbsync.testing import CountingEmbedder, MemorySink, MemorySource, MemoryStore
-from kbsync.vector_index import MirroredIndex
 
 CHUNKER = Chunker("tttd", {"min_tokens": 8, "max_tokens": 32, "primary_bits": 3,
                            "backup_bits": 2})
@@ -61,7 +61,7 @@ def test_a_first_sync_stores_every_document_and_embeds_each_distinct_chunk_once(
     assert store.document("doc3.txt") is not None
     assert store.search_text("keeper3x1", 3)[0].key == "doc3.txt"
     query = embedder.embed([store.search_text("keeper3x1", 1)[0].text])[0]
-    assert store.search_vector(embedder.identity, query, 1)[0].key == "doc3.txt"
+    assert store.search_vector(embedder.identity, query, 1).hits[0].key == "doc3.txt"
     assert [r.report["documents"]["new"] for r in store.runs()] == [6]
 
 

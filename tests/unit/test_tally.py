@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from kbsync.model import ChangeReport, Region, Verdict
+from kbsync.model import ChangeKind, ChangeReport, Region, Verdict
 from kbsync.report import SourceResult, SyncResult
 from kbsync.sync import SourceTally
 from kbsync.sync.tally import SyncReport
@@ -13,7 +13,8 @@ from kbsync.sync.tally import SyncReport
 def _edit(similarity: float) -> ChangeReport:
     return ChangeReport(changed=True, similarity=similarity, added=(), removed=(), kept=0,
                         moved=0, regions=(Region(3, 5),), verdict=Verdict.REPROCESS,
-                        removed_regions=(Region(1, 2),))
+                        removed_regions=(Region(1, 2),), kind=ChangeKind.SUBSTANTIVE,
+                        reason="number 950 → 975")
 
 
 def _tally(n: int) -> SourceTally:
@@ -37,6 +38,8 @@ def test_a_tally_comes_back_from_its_dict_as_it_was() -> None:
     back = SourceTally.from_dict(tally.to_dict())
     assert back.to_dict() == tally.to_dict()
     assert back.result().to_dict() == tally.result().to_dict()
+    change = back.changes["doc-1.md"]
+    assert (change.kind, change.reason) == (ChangeKind.SUBSTANTIVE, "number 950 → 975")
 
 
 def test_merging_adds_every_count_and_keeps_every_list() -> None:

@@ -3,9 +3,9 @@ from __future__ import annotations
 import pytest
 
 from kbsync import chunk_text, normalize
-from kbsync.chunking.tokens import EstimatingCounter, TiktokenCounter, token_counter
+from kbsync.core.chunking.tokens import EstimatingCounter, TiktokenCounter, token_counter
+from kbsync.core.normalize import scan_words
 from kbsync.errors import ParameterError
-from kbsync.normalize import scan_words
 from tests.conftest import CORPUS, ROOT
 
 tiktoken = pytest.importorskip("tiktoken")

@@ -15,10 +15,10 @@ from kbsync import (
     chunk_text,
     normalize,
 )
-from kbsync.chunking.stream import word_blocks
-from kbsync.chunking.tokens import EstimatingCounter
-from kbsync.chunking.tttd import tttd_chunks
-from kbsync.identity import ChunkIdentity
+from kbsync.core.chunking.stream import word_blocks
+from kbsync.core.chunking.tokens import EstimatingCounter
+from kbsync.core.chunking.tttd import tttd_chunks
+from kbsync.core.identity import ChunkIdentity
 from tests import reference
 from tests.conftest import corpus_text
 

@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from kbsync.adapters.metadata import chunk_metadata, hit_metadata
-from kbsync.chunking import TextChunker
+from kbsync.app.knowledge_base import KnowledgeBase, SearchMode
+from kbsync.core.chunking import TextChunker
 from kbsync.errors import DependencyMissingError, ParameterError
-from kbsync.knowledge_base import KnowledgeBase, SearchMode
 
 try:
     from langchain_core.callbacks import CallbackManagerForRetrieverRun

@@ -14,9 +14,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kbsync.adapters.metadata import CHUNK_KEYS, HIT_KEYS, chunk_metadata, hit_metadata
-from kbsync.chunking import TextChunker
+from kbsync.app.knowledge_base import KnowledgeBase, SearchMode
+from kbsync.core.chunking import TextChunker
 from kbsync.errors import DependencyMissingError, ParameterError
-from kbsync.knowledge_base import KnowledgeBase, SearchMode
 from kbsync.store.filters import filters_from
 
 try:

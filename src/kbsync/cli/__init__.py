@@ -2,8 +2,10 @@
 
 Exit codes: 0 success; 1 an error kbsync reports (one line on stderr, the
 traceback only with ``--debug``); 2 a usage error; 3 another process holds the
-writer lock (with ``--no-wait``); 4 the command finished but found problems
-(documents that failed, blocked deletions, ``verify`` findings); 130 Ctrl-C and 143
+writer lock (with ``--no-wait``); 4 the command finished but found new problems
+(documents that failed for the first time as they are, blocked deletions, incomplete
+listings, ``verify`` findings; a sync's documents still failing as before only with
+``--fail-on any``); 130 Ctrl-C and 143
 SIGTERM stopped the command (128 + the signal's number; a sync is recorded as
 interrupted, and its embeddings are kept).
 

@@ -1,17 +1,26 @@
 """The Typer application every command registers on, and what the commands share: exit codes,
-options, errors as one line, JSON output."""
+options, errors as one line, JSON output.
+
+A command imports what it needs when it runs (:func:`open_kb`, the renderers): starting
+``kbsync status`` must not pay for NumPy, the sync or the extractors."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
+from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from kbsync.engine import CONFIG_NAME
 from kbsync.errors import KbsyncError, LockedError, Terminated
 from kbsync.terminal import json_escaped, printable
+
+if TYPE_CHECKING:
+    from kbsync.app.knowledge_base import KnowledgeBase
+
+CONFIG_NAME = "kbsync.toml"  # kbsync.engine's, which the start of every command would import
 
 __all__ = [
     "EXIT_ERROR",
@@ -20,16 +29,22 @@ __all__ = [
     "EXIT_PROBLEMS",
     "EXIT_TERMINATED",
     "EXIT_USAGE",
+    "HELP",
     "ConfigOption",
     "EndpointOption",
     "Errors",
+    "FailOn",
+    "FailOnOption",
     "JsonOption",
+    "QuietOption",
     "app",
     "emit",
     "interrupted_exit",
     "one_line",
+    "open_kb",
     "sources_app",
     "state",
+    "warn",
 ]
 
 EXIT_ERROR = 1
@@ -51,8 +66,13 @@ EXIT_TERMINATED = 143
 """SIGTERM stopped the command (cleanly): 128 + 15, as shells report a process it killed."""
 
 
+HELP = {"help_option_names": ["-h", "--help"]}
+"""Every command and group takes ``-h`` as ``--help``."""
+
+
 app = typer.Typer(
     help="Keep a retrieval knowledge base in sync with changing sources.",
+    context_settings=HELP,
     no_args_is_help=True,
     add_completion=False,
     # Help text names kbsync.toml tables ("[index] confirm_above_tokens"): not Rich markup.
@@ -105,12 +125,33 @@ ConfigOption = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
+QuietOption = Annotated[bool, typer.Option(
+    "--quiet", "-q", help="Print nothing when all goes well (problems still go to stderr; "
+    "--json output is whole).")]
+
+
+class FailOn(StrEnum):
+    """Which problems of a sync make it exit 4."""
+
+    NEW = "new"
+    """Problems this run met first: a document that failed as it is for the first time, an
+    incomplete listing, blocked deletions. A document still failing as it did is not."""
+    ANY = "any"
+    """Every problem, documents still failing included."""
+
+
+FailOnOption = Annotated[FailOn, typer.Option(
+    help="Exit 4 for new problems only (a document still failing as it did in an earlier "
+    "sync is reported, and exits 0), or for any problem.")]
+
+
 EndpointOption = Annotated[str | None, typer.Option(
     "--endpoint-url", help="The server of the s3:// sources when it is not AWS (MinIO, Ceph, "
     "R2...), written as their storage_options endpoint_url.")]
 
 
-sources_app = typer.Typer(help="Add or remove sources of the knowledge base.", no_args_is_help=True)
+sources_app = typer.Typer(help="Add or remove sources of the knowledge base.",
+                          context_settings=HELP, no_args_is_help=True)
 
 
 app.add_typer(sources_app, name="sources")
@@ -130,3 +171,17 @@ def interrupted_exit(exc: KeyboardInterrupt) -> typer.Exit:
 
 def one_line(text: str) -> str:
     return printable(text, one_line=True)
+
+
+def warn(lines: Iterable[str | None]) -> None:
+    """Each of ``lines`` (None skipped) as one ``warning:`` line on stderr, in every output
+    mode: what a read says of a store known to be damaged, or of damaged values it left out."""
+    for line in lines:
+        if line:
+            typer.echo(one_line(f"warning: {line}"), err=True)
+def open_kb(config: Path | str) -> KnowledgeBase:
+    """The knowledge base of ``config`` (:meth:`KnowledgeBase.open`), imported when a
+    command first needs it."""
+    from kbsync.app.knowledge_base import KnowledgeBase
+
+    return KnowledgeBase.open(config)

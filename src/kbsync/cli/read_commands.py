@@ -4,35 +4,37 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
-from kbsync.chunk_files import chunk_files
-from kbsync.chunking import make_params
-from kbsync.cli.app import EXIT_ERROR, EXIT_USAGE, ConfigOption, Errors, JsonOption, app, emit
-from kbsync.errors import KbsyncError, ParameterError
-from kbsync.knowledge_base import KnowledgeBase, SearchMode
-from kbsync.render import (
-    chunks_table,
-    diagnostics_table,
-    diff_heading,
-    highlighted,
-    hit_blocks,
-    rounded_down,
+from kbsync.cli.app import (
+    EXIT_ERROR,
+    EXIT_USAGE,
+    ConfigOption,
+    Errors,
+    JsonOption,
+    app,
+    emit,
+    open_kb,
+    warn,
 )
-from kbsync.report import hit_dict
-from kbsync.served import served_query_vector
-from kbsync.store.filters import Condition, Filters, matches, parse_where
+from kbsync.errors import KbsyncError, ParameterError
+from kbsync.model import SearchMode
 from kbsync.terminal import printable
+
+if TYPE_CHECKING:
+    from kbsync.store.filters import Filters
 
 __all__ = ["chunk", "diff", "search", "status"]
 
 def _strategy_name(value: str | None) -> str | None:
     """A ``--strategy`` checked as the command line is read: a wrong name is a usage error."""
     if value is not None:
+        from kbsync.core.chunking import make_params
+
         try:
             make_params(value)
         except ParameterError as exc:
@@ -61,9 +63,12 @@ def chunk(
                                "the options above override its [chunker].")] = None,
 ) -> None:
     """Print the chunks of files (offsets, tokens, boundary kind, identity) and diagnostics."""
+    from kbsync.app.chunk_files import chunk_files
+    from kbsync.cli.render import chunks_table, diagnostics_table
+
     params: dict[str, Any] = {}
     if config is not None:
-        with Errors(as_json), KnowledgeBase.open(config) as kb:
+        with Errors(as_json), open_kb(config) as kb:
             params = kb.config.chunker.settings()  # token_counter = "embedder" resolved
             strategy = strategy or kb.config.chunker.strategy
     if min_tokens is not None:
@@ -97,8 +102,10 @@ def chunk(
 @app.command()
 def status(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
     """Documents, chunks, embeddings and the last run."""
-    with Errors(as_json), KnowledgeBase.open(config) as kb:
-        data = kb.status().to_dict()
+    with Errors(as_json), open_kb(config) as kb:
+        found = kb.status()
+        data = found.to_dict()
+    warn([found.damage])
     if as_json:
         emit(data)
     else:
@@ -159,6 +166,8 @@ def _count(n: int, noun: str) -> str:
 
 def _unknown_sources(filters: Filters, stored: Collection[str]) -> list[str]:
     """The values of a ``source=`` filter that match no source the store holds."""
+    from kbsync.store.filters import Condition, Filters, matches
+
     wanted = filters.values_of("source")
     return [v for v in wanted if not any(
         matches(Filters((Condition("source", "=", (v,)),)), s, "", {}) for s in stored)]
@@ -193,6 +202,11 @@ def search(
 
     Each hit shows its rank and a relevance from 0 to 1 (`--json` also gives the raw score).
     """
+    from kbsync.app.served import served_query_vector
+    from kbsync.cli.render import hit_blocks
+    from kbsync.report import hit_dict
+    from kbsync.store.filters import parse_where
+
     if not query.strip():
         typer.echo("error: the query is empty: give the words to look for", err=True)
         raise typer.Exit(EXIT_USAGE)
@@ -201,7 +215,7 @@ def search(
     except KbsyncError as exc:  # a malformed --where, named
         typer.echo(printable(f"error: --where: {exc}"), err=True)
         raise typer.Exit(EXIT_USAGE) from None
-    with Errors(as_json), KnowledgeBase.open(config) as kb:
+    with Errors(as_json), open_kb(config) as kb:
         mode = mode or kb.config.default_search_mode
         vector = None
         # The local model embeds a query without torch once its ONNX export is cached (a
@@ -217,8 +231,9 @@ def search(
         unknown = [] if hits else _unknown_sources(filters, kb.store.source_names())
     for name in unknown:  # a misspelled source filters everything out without a word
         typer.echo(printable(f"note: no source is named {name!r}"), err=True)
+    warn(hits.warnings)
     if as_json:
-        emit([hit_dict(h) for h in hits])
+        emit({"hits": [hit_dict(h) for h in hits], "warnings": list(hits.warnings)})
     else:
         Console().print(hit_blocks(hits))
 
@@ -231,11 +246,16 @@ def diff(
     config: ConfigOption = Path("."),
     as_json: JsonOption = False,
 ) -> None:
-    """The last change of a document: verdict, similarity and the changed regions."""
-    with Errors(as_json), KnowledgeBase.open(config) as kb:
+    """The last change of a document: verdict, kind and reason, similarity and the changed
+    regions."""
+    from kbsync.cli.render import diff_heading, edit_summary, highlighted
+
+    with Errors(as_json), open_kb(config) as kb:
         change = kb.diff(key, source)
+        damage = kb.damage
+    warn([damage])
     if as_json:
-        emit(change.to_dict())
+        emit({**change.to_dict(), "warnings": [damage] if damage else []})
         return
     console = Console()
     moved = "" if change.moved_from is None else \
@@ -245,10 +265,8 @@ def diff(
                                    f"{change.last_changed}: no earlier text to compare with"))
         return
     console.print(diff_heading(change.key, change.source,
-                               f"{moved}changed {change.last_changed}: {change.verdict}, "
-                               f"similarity {rounded_down(change.change.similarity, 3)}, "
-                               f"{len(change.regions)} region(s) added, "
-                               f"{len(change.removed)} removed"))
+                               f"{moved}changed {change.last_changed}: "
+                               f"{edit_summary(change.change)}"))
     plain = not console.is_terminal or console.no_color  # marks where colour is not shown
     if change.regions:
         console.print(Text("added, in the current text:", style="bold"))

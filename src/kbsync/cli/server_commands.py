@@ -7,8 +7,7 @@ from typing import Annotated
 
 import typer
 
-from kbsync.cli.app import ConfigOption, Errors, app
-from kbsync.knowledge_base import KnowledgeBase
+from kbsync.cli.app import ConfigOption, Errors, app, open_kb
 
 __all__ = ["mcp", "serve_command"]
 
@@ -20,9 +19,9 @@ def mcp(
 ) -> None:
     """Serve the knowledge base over the Model Context Protocol on stdio (extra `mcp`)."""
     with Errors():
-        from kbsync.mcp_server import serve  # needs the `mcp` extra
+        from kbsync.mcp.server import serve  # needs the `mcp` extra
 
-        with KnowledgeBase.open(config) as kb:
+        with open_kb(config) as kb:
             serve(kb, allow_sync=allow_sync)
 
 
@@ -42,7 +41,7 @@ def serve_command(
             typer.echo(f"warning: {host} is reachable from other machines; the dashboard "
                        "has no login, so anyone who can reach it can read the knowledge base"
                        + (" and run its actions" if allow_actions else ""), err=True)
-        with KnowledgeBase.open(config) as kb:
+        with open_kb(config) as kb:
             if kb.config.embedder.kind == "local":
                 typer.echo("loading the local model (searches, here and from `kbsync "
                            "search`, then use it at once)", err=True)

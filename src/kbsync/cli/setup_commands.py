@@ -7,10 +7,17 @@ from typing import Annotated, Any
 
 import typer
 
-from kbsync import __version__, native
-from kbsync.cli.app import ConfigOption, EndpointOption, Errors, JsonOption, app, emit, sources_app
-from kbsync.engine import init_config, init_embedder, refuse_missing_folders
-from kbsync.knowledge_base import KnowledgeBase
+from kbsync import __version__
+from kbsync.cli.app import (
+    ConfigOption,
+    EndpointOption,
+    Errors,
+    JsonOption,
+    app,
+    emit,
+    open_kb,
+    sources_app,
+)
 
 __all__ = ["init", "sources_add", "sources_remove", "version", "version_info"]
 
@@ -26,6 +33,8 @@ def version(as_json: Annotated[bool, typer.Option("--json", help="Print JSON: th
     else:
         typer.echo(__version__)
         if verbose:
+            from kbsync import native
+
             typer.echo(native.describe())
 
 
@@ -37,6 +46,7 @@ _EXTRAS = {
     "serve": ("starlette", "jinja2", "uvicorn"), "postgres": ("psycopg", "pgvector"),
     "office": ("docx", "pptx", "openpyxl", "ebooklib", "lxml", "striprtf"),
     "onnx": ("onnxruntime", "onnx"), "fsspec": ("fsspec",), "s3": ("fsspec", "s3fs"),
+    "warc": ("warcio", "fsspec"),
 }
 """The modules each optional extra brings (those of pyproject.toml's extras)."""
 
@@ -46,6 +56,8 @@ def version_info() -> dict[str, Any]:
     installed (found, not imported: a broken install shows when the feature is used)."""
     import importlib.util
     import platform
+
+    from kbsync import native
 
     def found(module: str) -> bool:
         try:
@@ -64,7 +76,7 @@ def version_info() -> dict[str, Any]:
 def init(
     sources: Annotated[list[str] | None, typer.Argument(
         help="Sources to keep in sync: folders, http(s) URLs, git+REPOSITORY, s3:// or "
-             "other fsspec URLs.")] = None,
+             "other fsspec URLs, WARC files (crawl/*.warc.gz, warc+FOLDER).")] = None,
     folder: Annotated[Path, typer.Option(help="Where to write the configuration.")] = Path("."),
     allow_private: Annotated[list[str] | None, typer.Option(
         "--allow-private", help="Let the websites be crawled at this loopback or private "
@@ -80,6 +92,8 @@ def init(
     hashing embedder (lexical search), with a warning.
     """
     with Errors(as_json):
+        from kbsync.engine import init_config, init_embedder, refuse_missing_folders
+
         refuse_missing_folders(folder, sources or [])
         embedder, warning = init_embedder(embedder_kind)
         config = init_config(folder, sources or [], embedder=embedder,
@@ -97,14 +111,15 @@ def init(
 @sources_app.command("add")
 def sources_add(
     path: Annotated[str, typer.Argument(
-        help="A folder, an http(s) URL, git+REPOSITORY, or an s3:// or other fsspec URL.")],
+        help="A folder, an http(s) URL, git+REPOSITORY, an s3:// or other fsspec URL, or "
+             "WARC files (crawl/*.warc.gz, warc+FOLDER).")],
     name: Annotated[str | None, typer.Option(help="Its name in the knowledge base.")] = None,
     endpoint_url: EndpointOption = None,
     config: ConfigOption = Path("."),
     as_json: JsonOption = False,
 ) -> None:
     """Add a source: a folder, a website, a git repository or an object store."""
-    with Errors(as_json), KnowledgeBase.open(config) as kb:
+    with Errors(as_json), open_kb(config) as kb:
         kb.add_source(path, name, endpoint_url=endpoint_url)
         updated = kb.config
     if as_json:
@@ -120,7 +135,7 @@ def sources_remove(
     as_json: JsonOption = False,
 ) -> None:
     """Remove a source (its documents are deleted by the next sync)."""
-    with Errors(as_json), KnowledgeBase.open(config) as kb:
+    with Errors(as_json), open_kb(config) as kb:
         kb.remove_source(name)
         updated = kb.config
     if as_json:

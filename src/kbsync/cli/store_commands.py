@@ -3,14 +3,25 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kbsync.cli.app import EXIT_PROBLEMS, ConfigOption, Errors, JsonOption, app, emit, one_line
+from kbsync.cli.app import (
+    EXIT_PROBLEMS,
+    ConfigOption,
+    Errors,
+    JsonOption,
+    app,
+    emit,
+    one_line,
+    open_kb,
+)
 from kbsync.cli.sync_commands import print_report, progress_run
-from kbsync.knowledge_base import KnowledgeBase, Progress, Rebuilt, SyncResult
 from kbsync.terminal import printable
+
+if TYPE_CHECKING:
+    from kbsync.app.knowledge_base import Progress, Rebuilt, SyncResult
 
 __all__ = ["erase", "gc", "rebuild", "verify"]
 
@@ -18,15 +29,20 @@ __all__ = ["erase", "gc", "rebuild", "verify"]
 def verify(
     config: ConfigOption = Path("."),
     as_json: JsonOption = False,
-    repair: Annotated[bool, typer.Option("--repair", help="Rebuild what the store holds twice "
-                                         "(indexes, full text, chunk texts) and make the "
-                                         "external vector store match the records.")
+    repair: Annotated[bool, typer.Option("--repair", help="Make damaged values again (vectors "
+                                         "embedded, chunk texts cut from their document, "
+                                         "texts read from their source), rebuild what the "
+                                         "store holds twice (indexes, full text, chunk "
+                                         "texts) and make the external vector store match "
+                                         "the records.")
                       ] = False,
 ) -> None:
     """Check the store file (SQLite's integrity and full-text checks), every invariant of the
-    store and the vector store; exit 4 with the problems found (with --repair, 4 only for
-    problems that remain)."""
-    with Errors(as_json), KnowledgeBase.open(config) as kb:
+    store, every stored value (texts against their digests and checksums, vectors finite and
+    of the embedder's norm) and the vector store; exit 4 with the problems found (with
+    --repair, 4 only for problems that remain). Damage found is remembered: writes wait for
+    a repair or a rebuild."""
+    with Errors(as_json), open_kb(config) as kb:
         checked = kb.verify(repair=repair)
     if as_json:
         emit({"ok": checked.ok, "problems": list(checked.problems),
@@ -63,7 +79,7 @@ def erase(
     so that later syncs skip them (see --list and --undo)."""
     if list_erasures == (pattern is not None) or (undo and pattern is None):
         raise typer.BadParameter("give a PATTERN (with --undo to forget one), or --list")
-    with Errors(as_json), KnowledgeBase.open(config) as kb:
+    with Errors(as_json), open_kb(config) as kb:
         if list_erasures:
             kept = kb.erasures()
             if as_json:
@@ -102,7 +118,7 @@ def rebuild(config: ConfigOption = Path("."), as_json: JsonOption = False) -> No
         done.append(kb.rebuild(progress=tick))
         return done[0].result
 
-    with Errors(as_json), KnowledgeBase.open(config) as kb:
+    with Errors(as_json), open_kb(config) as kb:
         report = progress_run(run, as_json)
     rebuilt = done[0]
     computed = sum(s.embeddings_computed for s in report.sources)
@@ -120,7 +136,7 @@ def rebuild(config: ConfigOption = Path("."), as_json: JsonOption = False) -> No
 @app.command()
 def gc(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
     """Drop cache entries and texts nothing refers to, and compact the store."""
-    with Errors(as_json), KnowledgeBase.open(config) as kb:
+    with Errors(as_json), open_kb(config) as kb:
         removed = dict(kb.gc().removed)
     if as_json:
         emit(removed)

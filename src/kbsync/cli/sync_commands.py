@@ -6,7 +6,7 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -16,15 +16,20 @@ from kbsync.cli.app import (
     EXIT_PROBLEMS,
     ConfigOption,
     Errors,
+    FailOn,
+    FailOnOption,
     JsonOption,
+    QuietOption,
     app,
     emit,
     interrupted_exit,
+    open_kb,
 )
 from kbsync.errors import ConfirmationRequiredError
-from kbsync.knowledge_base import KnowledgeBase, Progress, SyncResult
-from kbsync.render import change_lines, diagnostics_table, sync_tables
 from kbsync.terminal import json_escaped, printable
+
+if TYPE_CHECKING:
+    from kbsync.app.knowledge_base import Progress, SyncResult
 
 __all__ = ["plan", "print_problems", "print_report", "progress_run", "sync", "watch", "worker"]
 
@@ -48,11 +53,29 @@ def progress_run(run: Callable[[Progress | None], SyncResult], quiet: bool) -> S
         return run(tick)
 
 
-def print_report(report: SyncResult, as_json: bool) -> None:
-    """The report on stdout (as JSON, or as tables and lines); its problems on stderr."""
+def print_report(report: SyncResult, as_json: bool, quiet: bool = False) -> None:
+    """The report on stdout (as JSON, or as tables and lines); its problems on stderr.
+
+    A sync that changed nothing is one line; ``quiet`` prints only the errors.
+    """
     if as_json:
         emit(report.to_dict())
         print_problems(report)
+        return
+    if quiet:
+        print_problems(report, warnings=False)
+        return
+    from kbsync.cli.render import (
+        change_lines,
+        diagnostics_table,
+        no_op_line,
+        nothing_changed,
+        still_failing_lines,
+        sync_tables,
+    )
+
+    if not report.dry_run and nothing_changed(report):
+        typer.echo(no_op_line(report))
         return
     console = Console()
     for table in sync_tables(report):
@@ -68,25 +91,25 @@ def print_report(report: SyncResult, as_json: bool) -> None:
         if s.pages_not_due:
             typer.echo(f"{printable(s.source, one_line=True)}: {s.pages_checked} pages checked, "
                        f"{s.pages_not_due} not due (unchanged)")
-    for line in change_lines(report):
+    for line in change_lines(report) + still_failing_lines(report):
         console.print(line, highlight=False)
     print_problems(report)
 
 
-def print_problems(report: SyncResult) -> None:
-    """Failures and warnings of a run, one line each on stderr."""
+def print_problems(report: SyncResult, warnings: bool = True) -> None:
+    """Failures and (unless not ``warnings``) warnings of a run, one line each on stderr."""
     for s in report.sources:
         for key, message in s.failures:
             typer.echo(printable(f"error: {s.source}:{key}: {message}" if key
                                  else f"error: {s.source}: {message}"), err=True)
-        for warning in s.warnings:
+        for warning in s.warnings if warnings else ():
             typer.echo(printable(f"warning: {s.source}: {warning}"), err=True)
 
 
 @app.command()
 def plan(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
     """Show what a sync would do (documents, chunks to embed, embedding tokens); write nothing."""
-    with Errors(as_json), KnowledgeBase.open(config) as kb:
+    with Errors(as_json), open_kb(config) as kb:
         report = progress_run(lambda tick: kb.plan(progress=tick), as_json)
         cost = kb.estimate(report)
     if as_json:
@@ -100,6 +123,9 @@ def plan(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
 
 @app.command()
 def sync(
+    names: Annotated[list[str] | None, typer.Argument(
+        metavar="[SOURCE]...", help="Sync only these sources (by name); all when none.",
+        show_default=False)] = None,
     config: ConfigOption = Path("."),
     verify: Annotated[bool, typer.Option("--verify", help="Read every file, even when its "
                                          "stat is unchanged.")] = False,
@@ -115,33 +141,48 @@ def sync(
                                       "confirm_above_tokens tokens.")] = False,
     due: Annotated[bool, typer.Option("--due", help="Check only the web pages that are due "
                                       "for a revisit; the others count as unchanged.")] = False,
+    fail_on: FailOnOption = FailOn.NEW,
+    quiet: QuietOption = False,
+    accept_root: Annotated[bool, typer.Option(
+        "--accept-root", help="Take a folder whose root is on another device than at the "
+                              "last sync as moved there on purpose.")] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Bring the knowledge base in step with its sources."""
-    with Errors(as_json), KnowledgeBase.open(config) as kb:
+    """Bring the knowledge base in step with its sources.
+
+    Prints one line when nothing changed, else the report's tables. Exits 0, or 4 when
+    the run met a new problem (--fail-on any: also for documents still failing).
+    """
+    with Errors(as_json), open_kb(config) as kb:
         def run(tick: Progress | None, confirmed: bool) -> SyncResult:
             return kb.sync(verify=verify, allow_mass_delete=allow_mass_delete, progress=tick,
                            wait=wait, on_wait=lambda message: typer.echo(message, err=True),
                            workers=workers, yes=confirmed, due=due,
-                           accept_replacements=accept_replacements)
+                           accept_replacements=accept_replacements, sources=names or None,
+                           accept_root=accept_root)
 
         try:
             try:
-                report = progress_run(lambda tick: run(tick, yes), as_json)
+                report = progress_run(lambda tick: run(tick, yes), as_json or quiet)
             except ConfirmationRequiredError as exc:
                 if as_json or not sys.stdin.isatty():
                     raise
                 typer.echo(str(exc), err=True)
                 if not typer.confirm("Embed it all the same?", err=True):
                     raise typer.Exit(EXIT_ERROR) from None
-                report = progress_run(lambda tick: run(tick, True), as_json)
+                report = progress_run(lambda tick: run(tick, True), as_json or quiet)
         except KeyboardInterrupt as exc:
             # Ctrl-C or SIGTERM: the run is recorded as interrupted, every embedding kept.
             typer.echo("interrupted: what was applied stays, and every embedding computed is "
                        "cached; `kbsync sync` again finishes the rest", err=True)
             raise interrupted_exit(exc) from None
-    print_report(report, as_json)
-    if report.failed:
+    print_report(report, as_json, quiet)
+    if report.failed or (fail_on is FailOn.ANY and report.still_failing):
+        if quiet and fail_on is FailOn.ANY:  # say why it exits 4
+            for s in report.sources:
+                for key, message in s.still_failing:
+                    typer.echo(printable(f"error: {s.source}:{key}: still failing: "
+                                         f"{message}"), err=True)
         raise typer.Exit(EXIT_PROBLEMS)
 
 
@@ -156,7 +197,7 @@ def worker(
                                         "the sync reports what they did).")] = False,
 ) -> None:
     """Process documents of syncs in progress on a shared PostgreSQL store (`sync --workers`)."""
-    with Errors(), KnowledgeBase.open(config) as kb:
+    with Errors(), open_kb(config) as kb:
         done = kb.work(run=run, follow=follow, poll=poll)
     if not quiet:
         typer.echo(f"{done} documents processed", err=True)
@@ -195,7 +236,7 @@ def watch(
             typer.echo(f"{report.finished} {reason}: {counts or 'nothing to do'}")
             print_problems(report)
 
-    with Errors(as_json), KnowledgeBase.open(config) as kb:
+    with Errors(as_json), open_kb(config) as kb:
         try:
             kb.watch(interval=every, full_every=full, on_report=show, yes=yes)
         except KeyboardInterrupt:

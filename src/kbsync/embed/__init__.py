@@ -8,7 +8,9 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Embedder", "QueryEmbedder", "Reranker", "Vectors"]
+from kbsync.model import ANY_NORM, VectorNorm
+
+__all__ = ["Embedder", "QueryEmbedder", "Reranker", "Vectors", "norm_of"]
 
 Vectors = npt.NDArray[np.float32]
 
@@ -21,6 +23,11 @@ class Embedder(Protocol):
     An embedder whose work holds the interpreter lock (pure Python or NumPy on small
     arrays) may say so with a class attribute ``holds_gil = True``; it then embeds in
     turn with the writes, which is faster than both contending for the lock.
+
+    An embedder should say what norm its vectors have, as an attribute ``norm`` (a
+    :class:`~kbsync.model.VectorNorm`; see :func:`norm_of`): ``verify`` then takes a
+    stored vector of another norm for damage, and search leaves it out. One that does
+    not say is held to finite vectors only.
     """
 
     @property
@@ -48,6 +55,12 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> Vectors:
         """One L2-normalized row per text, in order."""
         ...
+
+
+def norm_of(embedder: object) -> VectorNorm:
+    """The norm of ``embedder``'s vectors: its ``norm`` attribute, else only "finite"."""
+    norm = getattr(embedder, "norm", None)
+    return norm if isinstance(norm, VectorNorm) else ANY_NORM
 
 
 @runtime_checkable

@@ -17,10 +17,11 @@ from itertools import pairwise
 import numpy as np
 import numpy.typing as npt
 
-from kbsync import native
+from kbsync.core import native
+from kbsync.core.stopwords import STOPWORDS
 from kbsync.embed import Vectors
 from kbsync.errors import ParameterError
-from kbsync.stopwords import STOPWORDS
+from kbsync.model import VectorNorm
 
 __all__ = ["HashingEmbedder", "python_term_keys", "term_keys"]
 
@@ -55,6 +56,9 @@ class HashingEmbedder:
     #: Its NumPy and Python steps hold the interpreter lock: a sync embeds with it in turn
     #: with the store's writes rather than in a thread beside them (measured slower).
     holds_gil = True
+    #: Rows are L2-normalized; a text with no word to hash (none, or stopwords only) is
+    #: the zero vector.
+    norm = VectorNorm(1.0, zero=True)
 
     def __init__(self, dimension: int = 1024) -> None:
         if dimension < 8:

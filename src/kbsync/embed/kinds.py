@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal, Protocol, TypeVar
 
 from msgspec import Meta
 
+from kbsync.core.costs import BillBasis
 from kbsync.embed import Embedder
 from kbsync.embed.providers.local import DEFAULT_MODEL
 from kbsync.embed.providers.openai_settings import OpenAISettings
@@ -95,6 +96,10 @@ class EmbedderKind(Protocol[S]):
 
     name: str
     settings_type: type[S]
+    bill: BillBasis
+    """What embedding costs, so what a sync asks before it embeds much
+    (:func:`kbsync.core.costs.bill_bound`): nothing (computed here for free), the time of a
+    local model, or the money of a priced remote service."""
 
     def build(self, settings: S) -> Embedder:
         """The embedder; DependencyMissingError naming the extra when it is not installed."""
@@ -104,6 +109,7 @@ class EmbedderKind(Protocol[S]):
 class _Hashing:
     name = "hashing"
     settings_type = HashingSettings
+    bill: BillBasis = "free"  # a million tokens a second: nothing worth asking about
 
     def build(self, settings: HashingSettings) -> Embedder:
         from kbsync.embed.hashing import HashingEmbedder
@@ -114,6 +120,7 @@ class _Hashing:
 class _Local:
     name = "local"
     settings_type = LocalSettings
+    bill: BillBasis = "time"
 
     def build(self, settings: LocalSettings) -> Embedder:
         from kbsync.embed.providers.local import LocalEmbedder  # needs the `local` extra
@@ -124,6 +131,7 @@ class _Local:
 class _OpenAI:
     name = "openai"
     settings_type = OpenAISettings
+    bill: BillBasis = "money"
 
     def build(self, settings: OpenAISettings) -> Embedder:
         from kbsync.embed.providers.openai import OpenAIEmbedder  # needs the `openai` extra

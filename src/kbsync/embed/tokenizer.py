@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from kbsync.chunking import TokenCounter
+from kbsync.core.chunking import TokenCounter
+from kbsync.core.identity import tokenizer_hash
+from kbsync.core.normalize import IntArray, WordScan
 from kbsync.errors import DependencyMissingError, ParameterError
-from kbsync.identity import tokenizer_hash
-from kbsync.normalize import IntArray, WordScan
 
 __all__ = ["TOKENIZER_PREFIX", "TokenizerCounter", "counter_for"]
 

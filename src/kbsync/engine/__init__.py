@@ -4,7 +4,7 @@ A knowledge base is a ``kbsync.toml`` file; every path in it is relative to the
 file's folder. The engine reads it (:mod:`~kbsync.engine.loading`) and writes it
 (:mod:`~kbsync.engine.writing`) as a :class:`~kbsync.engine.config.Config`, and builds
 the sources, the store and the embedder it names (:mod:`~kbsync.engine.components`);
-:class:`kbsync.knowledge_base.KnowledgeBase` receives them as protocols.
+:class:`kbsync.app.knowledge_base.KnowledgeBase` receives them as protocols.
 """
 
 from __future__ import annotations

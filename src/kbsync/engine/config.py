@@ -9,11 +9,11 @@ from typing import Annotated, Any
 
 from msgspec import Meta
 
-from kbsync.costs import DEFAULT_CONFIRM_ABOVE_TOKENS
+from kbsync.core.costs import DEFAULT_CONFIRM_ABOVE_SECONDS, DEFAULT_CONFIRM_ABOVE_TOKENS
+from kbsync.core.plan import BOILERPLATE_SHARE
 from kbsync.embed.kinds import EmbedderConfig
 from kbsync.errors import ParameterError
 from kbsync.model import SearchMode
-from kbsync.plan import BOILERPLATE_SHARE
 from kbsync.sources.kinds import SourceConfig
 from kbsync.store.kinds import StoreConfig, StoreKind, store_kind
 from kbsync.sync import Chunker
@@ -61,7 +61,11 @@ class IndexSettings:
     strict_decoding: bool = False
     """Refuse a text file with bytes invalid in its encoding instead of replacing them."""
     confirm_above_tokens: Annotated[int, Meta(ge=0)] = DEFAULT_CONFIRM_ABOVE_TOKENS
-    """A source whose chunks to embed come to more tokens asks first; 0 never asks."""
+    """With a priced service, a source whose chunks to embed come to more tokens asks
+    first; 0 never asks."""
+    confirm_above_seconds: Annotated[int, Meta(ge=0)] = DEFAULT_CONFIRM_ABOVE_SECONDS
+    """With a local model, a source whose embedding is estimated to take longer asks
+    first; 0 never asks. The hashing embedder never asks."""
     read_workers: Annotated[int, Meta(ge=0)] = 0
     """Processes reading, extracting and chunking documents; 0 is one per core, at most 8."""
 

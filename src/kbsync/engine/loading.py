@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from kbsync.chunking import STRATEGY_PARAMS
+from kbsync.core.chunking import STRATEGY_PARAMS
 from kbsync.embed.kinds import EmbedderConfig
 from kbsync.engine.config import CONFIG_NAME, Config, IndexSettings, SearchSettings
 from kbsync.errors import ConfigError, KbsyncError

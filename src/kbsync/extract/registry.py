@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kbsync.core.media import OCTET_STREAM, media_type_for
 from kbsync.extract.epub import EpubExtractor
 from kbsync.extract.html import HtmlExtractor
 from kbsync.extract.markdown import MarkdownExtractor
@@ -12,7 +13,6 @@ from kbsync.extract.office import DocxExtractor, PptxExtractor, XlsxExtractor
 from kbsync.extract.pdf import PdfExtractor
 from kbsync.extract.rtf import RtfExtractor
 from kbsync.extract.text import TextExtractor
-from kbsync.media import OCTET_STREAM, media_type_for
 
 if TYPE_CHECKING:
     from kbsync.extract import Extractor

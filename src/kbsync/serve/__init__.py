@@ -23,10 +23,10 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
 
 from urllib.parse import urlencode
 
-from kbsync.knowledge_base import KnowledgeBase
+from kbsync.app.knowledge_base import KnowledgeBase
+from kbsync.app.served import announced
 from kbsync.serve.app import create_app
 from kbsync.serve.guard import LOGIN_PARAMETER, Guard, is_loopback
-from kbsync.served import announced
 
 __all__ = ["Guard", "create_app", "is_loopback", "serve", "sign_in_address"]
 

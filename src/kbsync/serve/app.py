@@ -32,14 +32,24 @@ from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kbsync import __version__
+from kbsync.app.knowledge_base import KnowledgeBase, SearchMode
 from kbsync.errors import KbsyncError, LockedError, ParameterError
-from kbsync.knowledge_base import KnowledgeBase, SearchMode
-from kbsync.serve.chart import COMPUTED_COLOUR, REUSED_COLOUR, embeddings_chart
+from kbsync.report import SyncResult
+from kbsync.serve.chart import (
+    COMPUTED_COLOUR,
+    REUSED_COLOUR,
+    STAGE_COLOURS,
+    embeddings_chart,
+    stacked_chart,
+)
 from kbsync.serve.guard import LOGIN_PARAMETER, TOKEN_FIELD, TOKEN_HEADER, Guard
+from kbsync.serve.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from kbsync.serve.metrics import metrics_text
 from kbsync.serve.openapi import openapi
 from kbsync.serve.views import (
     document_view,
     hit_view,
+    moved_to,
     overview,
     run_detail,
     run_summary,
@@ -52,6 +62,8 @@ __all__ = ["create_app"]
 
 T = TypeVar("T")
 _MODES = ("hybrid", "vector", "text")
+FAILED_COLOUR = "#c0392b"
+SAVED_COLOUR = "#8fb08a"
 _READ_ONLY = "read-only dashboard: start `kbsync serve` with --allow-actions to sync or erase"
 
 
@@ -216,8 +228,23 @@ class _Dashboard:
 
     async def overview_page(self, request: Request) -> Response:
         data = await self._call(overview, self.kb)
-        chart = Markup(embeddings_chart(data["embeddings_per_run"]))  # every value in it is escaped
-        return self._page(request, "overview.html", o=data, chart=chart)
+        series = data["embeddings_per_run"]
+        stages = list(dict.fromkeys(stage for p in series for stage in p["seconds"]))
+        timed = [{"run": p["run"], **p["seconds"]} for p in series]
+        # Every value in the charts is a number or escaped.
+        charts = {
+            "embeddings": embeddings_chart(series),
+            "changed": stacked_chart(series, [("changed", REUSED_COLOUR),
+                                              ("failed", FAILED_COLOUR)],
+                                     "Documents changed per run"),
+            "tokens": stacked_chart(series, [("tokens_embedded", COMPUTED_COLOUR),
+                                             ("tokens_saved", SAVED_COLOUR)],
+                                    "Tokens embedded and saved per run", " tokens"),
+            "stages": stacked_chart(timed, list(zip(stages, STAGE_COLOURS * 3, strict=False)),
+                                    "Sync time by stage", " s"),
+        }
+        return self._page(request, "overview.html", o=data,
+                          charts={k: Markup(v) for k, v in charts.items()})
 
     async def runs_page(self, request: Request) -> Response:
         limit = _int(request.query_params.get("limit"), 50, 1, 500)
@@ -231,7 +258,35 @@ class _Dashboard:
         return self._page(request, "run.html", run=run_detail(record))
 
     async def document_page(self, request: Request) -> Response:
+        moved = await self._moved(request)
+        if moved is not None:
+            return moved
         return self._page(request, "document.html", doc=await self._document(request))
+
+    async def _moved(self, request: Request) -> Response | None:
+        """A redirect to where a document that is not at ``key`` any more moved, if it did
+        (an old run's link); None otherwise."""
+        key = request.query_params.get("key")
+        source = request.query_params.get("source") or None
+        if not key:
+            return None
+        try:
+            await self._call(self.kb.diff, key, source)
+            return None
+        except KbsyncError:
+            found = await self._call(moved_to, self.kb, key, source)
+        if found is None:
+            return None
+        query = urlencode({"key": found[1], "source": found[0]})
+        return RedirectResponse(f"{request.url.path}?{query}", 307)
+
+    async def metrics(self, request: Request) -> Response:
+        def figures() -> bytes:
+            records = self.kb.runs(1)
+            last = SyncResult.from_dict(records[0].report) if records else None
+            return metrics_text(overview(self.kb), last)
+
+        return Response(await self._call(figures), media_type=METRICS_CONTENT_TYPE)
 
     async def search_page(self, request: Request) -> Response:
         query, k, mode = self._search_args(request)
@@ -267,6 +322,9 @@ class _Dashboard:
         return JSONResponse(run_detail(record))
 
     async def api_document(self, request: Request) -> Response:
+        moved = await self._moved(request)
+        if moved is not None:
+            return moved
         return JSONResponse(await self._document(request))
 
     async def api_search(self, request: Request) -> Response:
@@ -400,6 +458,7 @@ def create_app(kb: KnowledgeBase, *, allow_actions: bool = False,
         Route("/api/sync", d.api_sync, methods=["POST"]),
         Route("/api/erase", d.api_erase, methods=["POST"]),
         Route("/api/openapi.json", d.api_openapi),
+        Route("/metrics", d.metrics),
         Mount("/static", StaticFiles(directory=Path(__file__).with_name("static")),
               name="static"),
     ]

@@ -12,6 +12,9 @@ _NUM = {"type": "number"}
 _OPT_STR = {"type": ["string", "null"]}
 _OPT_NUM = {"type": ["number", "null"]}
 _COUNTS = {"type": "object", "additionalProperties": _INT}
+_KIND = {"enum": ["unchanged", "cosmetic", "substantive", None],
+         "description": "What the edit is, by what changed; None for a first version or a "
+                        "run recorded before edits were classified"}
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -41,7 +44,8 @@ _SCHEMAS: dict[str, Any] = {
     "Source": _obj({"name": _STR, "kind": {"enum": ["folder", "web", "removed"]},
                     "location": _STR, "documents": _INT}),
     "Change": _obj({"source": _STR, "key": _STR, "action": _STR},
-                   verdict=_OPT_STR, similarity=_OPT_NUM, run=_INT, finished=_STR,
+                   verdict=_OPT_STR, kind=_KIND, reason=_STR, similarity=_OPT_NUM, run=_INT,
+                   finished=_STR,
                    **{"from": _OPT_STR}),
     "Overview": _obj({
         "documents": _INT, "chunks": _INT, "embeddings": _INT, "runs": _INT,
@@ -78,6 +82,11 @@ _SCHEMAS: dict[str, Any] = {
         "last_changed": _STR, "first_version": {"type": "boolean"},
         "verdict": {"enum": ["unchanged", "cosmetic", "reprocess", "reexamine-extraction",
                              None], "description": "None for a first version"},
+        "kind": _KIND,
+        "reason": {"type": "string", "description": "The change that decides the kind: "
+                   "the first substantive one (`number 950 → 975`, `heading \"Install\" → "
+                   "\"Installation\"`, `12 words changed`), or what a cosmetic edit changed "
+                   "(`punctuation, case`)"},
         "similarity": _OPT_NUM,
         "added": {"type": "array", "items": _ref("Region"),
                   "description": "Regions of the current text not in the previous one "
@@ -90,7 +99,8 @@ _SCHEMAS: dict[str, Any] = {
         "moved": _OPT_STR,
         "history": {"type": "array", "items": _obj({
             "run": _INT, "finished": _STR, "source": _STR, "action": _STR,
-            "verdict": _OPT_STR, "similarity": _OPT_NUM, "regions": _INT})},
+            "verdict": _OPT_STR, "kind": _KIND, "reason": _STR, "similarity": _OPT_NUM,
+            "regions": _INT})},
     }),
     "Hit": _obj({"source": _STR, "key": _STR, "title": _OPT_STR, "heading": _OPT_STR,
                  "index": _INT,

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from kbsync.knowledge_base import KnowledgeBase
+from kbsync.app.knowledge_base import KnowledgeBase
 from kbsync.model import Region
 from kbsync.report import SourceResult, SyncResult
 from kbsync.store import Hit, RunRecord
@@ -19,6 +19,7 @@ __all__ = [
     "CHART_RUNS",
     "document_view",
     "hit_view",
+    "moved_to",
     "overview",
     "run_detail",
     "run_summary",
@@ -60,8 +61,27 @@ def overview(kb: KnowledgeBase) -> dict[str, Any]:
 
 
 def _embeddings(record: RunRecord) -> dict[str, Any]:
-    return {"run": record.id, "finished": record.finished,
-            **_vectors(SyncResult.from_dict(record.report).sources)}
+    """What the overview's plots show of a run: embeddings computed, reused and kept,
+    documents changed, tokens embedded and those a full re-embed would have spent on the
+    chunks the run reused or kept (at the run's tokens per embedded chunk, else its
+    chunks' mean), the seconds that saved at the run's embedding rate (None when it
+    embedded nothing to measure one from), and seconds per stage."""
+    result = SyncResult.from_dict(record.report)
+    vectors = _vectors(result.sources)
+    tokens = sum(s.embedding_tokens for s in result.sources)
+    d = result.diagnostics
+    per_chunk = (tokens / vectors["computed"] if vectors["computed"]
+                 else d.tokens_mean if d is not None and d.chunk_count else 0.0)
+    saved = round((vectors["reused"] + vectors["kept"]) * per_chunk)
+    embedding = result.seconds.get("embed", 0.0)
+    return {"run": record.id, "finished": record.finished, **vectors,
+            "changed": sum(n for action, n in result.documents.items()
+                           if action not in ("unchanged", "failed")),
+            "failed": result.documents.get("failed", 0),
+            "tokens_embedded": tokens, "tokens_saved": saved,
+            "seconds_saved": round(saved * embedding / tokens, 3) if tokens and embedding
+            else None,
+            "seconds": {stage: round(v, 3) for stage, v in result.seconds.items()}}
 
 
 def _vectors(sources: Sequence[SourceResult]) -> dict[str, int]:
@@ -87,6 +107,7 @@ def _summary(record: RunRecord, result: SyncResult) -> dict[str, Any]:
         "documents": {k: v for k, v in result.documents.items() if v},
         "embeddings": _vectors(result.sources),
         "failures": sum(len(s.failures) for s in result.sources),
+        "still_failing": result.still_failing,
     }
 
 
@@ -98,6 +119,8 @@ def run_detail(record: RunRecord) -> dict[str, Any]:
         **_summary(record, result),
         "failure_list": [{"source": s.source, "key": key, "message": message}
                          for s in sources for key, message in s.failures],
+        "still_failing_list": [{"source": s.source, "key": key, "message": message}
+                               for s in sources for key, message in s.still_failing],
         "changes": _changes(result),
         "changes_omitted": sum(s.omitted.get("changes", 0) for s in sources),
         "sources": [{"source": s.source, "documents": dict(s.documents),
@@ -110,9 +133,10 @@ def run_detail(record: RunRecord) -> dict[str, Any]:
 
 
 def document_view(kb: KnowledgeBase, key: str, source: str | None = None) -> dict[str, Any]:
-    """A document's texts, its last change (verdict, similarity, regions) and its history.
+    """A document's texts, its last change (verdict, kind and reason, similarity, regions)
+    and its history.
 
-    Verdict, similarity and regions come from one :func:`~kbsync.compare.compare`
+    Verdict, kind, similarity and regions come from one :func:`~kbsync.core.compare.compare`
     of the two texts: the words added to the new text and those removed from the
     old one, for the side-by-side view. A first version has no regions.
 
@@ -131,6 +155,8 @@ def document_view(kb: KnowledgeBase, key: str, source: str | None = None) -> dic
         "last_changed": doc.last_changed,
         "first_version": doc.first_version,
         "verdict": None if doc.verdict is None else str(doc.verdict),
+        "kind": None if doc.kind is None else str(doc.kind),
+        "reason": doc.reason,
         "similarity": None if doc.similarity is None else round(doc.similarity, 4),
         "added": _regions(doc.text, added),
         "removed": _regions(previous, removed),
@@ -140,6 +166,29 @@ def document_view(kb: KnowledgeBase, key: str, source: str | None = None) -> dic
         "moved": doc.moved,
         "history": [asdict(h) for h in kb.history(doc.key, doc.source)],
     }
+
+
+def moved_to(kb: KnowledgeBase, key: str, source: str | None = None,
+             runs: int = 200) -> tuple[str, str] | None:
+    """Where the document once at ``key`` is now, by the moves the latest ``runs`` runs
+    recorded (followed through each later move): ``(source, key)``, or None when it
+    never moved, so that a link in an old run's report still leads to it."""
+    moves: dict[tuple[str, str], str] = {}
+    for record in reversed(kb.runs(runs)):  # oldest first: a later move of a key wins
+        for s in SyncResult.from_dict(record.report).sources:
+            for change in s.changes:
+                if change.action == "moved" and change.moved_from is not None:
+                    moves[(s.source, change.moved_from)] = change.key
+    found = None
+    seen: set[tuple[str, str]] = set()
+    for (where, origin) in moves:
+        if origin == key and (source is None or where == source):
+            current = (where, key)
+            while current in moves and current not in seen:
+                seen.add(current)
+                current = (where, moves[current])
+            found = current
+    return found
 
 
 def hit_view(hit: Hit) -> dict[str, Any]:
@@ -200,6 +249,8 @@ def _regions(text: str, regions: Sequence[Region]) -> list[dict[str, Any]]:
 def _changes(result: SyncResult) -> list[dict[str, Any]]:
     return [{"source": s.source, "key": c.key, "action": c.action,
              "verdict": None if c.change is None else str(c.change.verdict),
+             "kind": None if c.change is None or c.change.kind is None else str(c.change.kind),
+             "reason": "" if c.change is None else c.change.reason,
              "similarity": None if c.change is None else round(c.change.similarity, 4),
              "from": c.moved_from}
             for s in result.sources for c in s.changes]

@@ -65,7 +65,7 @@ def listing_of(entries: Entries) -> Listing:
     return Listing(items=tuple(sorted(items, key=lambda i: i.key)), complete=summary.complete,
                    errors=tuple(sorted([*errors, *summary.errors],
                                        key=lambda e: (e.key, e.message))),
-                   warnings=summary.warnings, revision=summary.revision)
+                   warnings=summary.warnings, revision=summary.revision, root=summary.root)
 
 
 @runtime_checkable

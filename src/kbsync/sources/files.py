@@ -29,7 +29,11 @@ Policies (DESIGN.md §6), each one a promise the rest of kbsync relies on:
   warning, and a directory already on the current path is never entered
   again, so walking always ends.
 - Listing never opens a file: the stat gate's ``SourceStat(size, mtime_ns,
-  inode)`` comes from the directory scan (one ``lstat`` per entry).
+  inode)`` comes from the directory scan (one ``lstat`` per entry). A stat whose
+  modification time is not safely older than the start of the listing is marked
+  ``racy`` (:meth:`~kbsync.model.SourceStat.listed`): on a file system with
+  1-second (or FAT's 2-second) timestamps a rewrite of the same size within the
+  same tick leaves the stat as it was, so the next sync compares its bytes.
 - A file over ``max_bytes`` is reported in ``Listing.errors`` with its size and
   the cap, and not listed as an item.
 - A file that vanishes while the listing runs is simply absent. A directory
@@ -39,31 +43,52 @@ Policies (DESIGN.md §6), each one a promise the rest of kbsync relies on:
   only if its parent is still the directory it was found in and the root is
   still the same directory (device and inode) after the walk; otherwise (a
   folder renamed, a file system unmounted under the walk) the listing is
-  incomplete. Listing never raises for those: a failed listing must not look
-  like an empty folder.
+  incomplete. A root that is no longer the directory the walk began in makes one
+  error for the whole source and ends the walk (a lazy unmount would otherwise
+  report every folder left to scan). Listing never raises for those: a failed
+  listing must not look like an empty folder. The listing names the root's
+  device and inode (``Listing.root``), so the sync can tell a root on another
+  device than last time (an unmounted disk's empty mount point).
 - ``read()`` checks again that the locator is a regular file inside the root
   and under the cap, opening each path component without following links,
   and raises :class:`~kbsync.errors.DocumentError` naming the file otherwise.
+- ``read()`` returns only bytes that the listed stat describes, since that stat
+  is what gets recorded with them: the open file's stat before and after the
+  read must both be the listed one. A file that changed since the listing or
+  while it was read, or that is empty with a racy stat (a file caught between
+  its truncation and its write), raises
+  :class:`~kbsync.errors.DocumentChangingError`: it is left for the next sync,
+  which lists its new stat, and never stored half-written. Reading it again at
+  once would not help: a file that changed never has its listed stat again.
 """
 
 from __future__ import annotations
 
 import errno
 import os
-import re
 import stat
+import time
 import unicodedata
 from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
+from typing import IO
 
-from kbsync.errors import DocumentError, ParameterError
-from kbsync.media import media_type_for
-from kbsync.model import ItemError, KnownItem, Listing, SourceItem, SourceStat
+from kbsync.core.media import media_type_for
+from kbsync.errors import DocumentChangingError, DocumentError, ParameterError
+from kbsync.model import ItemError, KnownItem, Listing, RootIdentity, SourceItem, SourceStat
 from kbsync.sources import listing_of
+from kbsync.sources.globs import (
+    compile_globs,
+    glob_directory,
+    glob_patterns,
+    glob_regex,
+    match_glob,
+)
 
 __all__ = ["FilesystemSource", "glob_regex", "guess_media_type", "match_glob"]
 
 DEFAULT_MAX_BYTES = 50_000_000
+
 
 _O_NOFOLLOW: int = getattr(os, "O_NOFOLLOW", 0)
 _O_DIRECTORY: int = getattr(os, "O_DIRECTORY", 0)
@@ -76,102 +101,6 @@ _O_BINARY: int = getattr(os, "O_BINARY", 0)
 guess_media_type = media_type_for
 """Media type from the key's extension (case-insensitive); unknown ones are octet-stream."""
 
-
-def _segment_regex(segment: str) -> str:
-    """Regex for one path segment of a glob: ``*``, ``?`` and ``[...]`` never match ``/``."""
-    out: list[str] = []
-    i, n = 0, len(segment)
-    while i < n:
-        c = segment[i]
-        i += 1
-        if c == "*":
-            while i < n and segment[i] == "*":
-                i += 1
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[":
-            j = i
-            if j < n and segment[j] in "!^":
-                j += 1
-            if j < n and segment[j] == "]":
-                j += 1
-            while j < n and segment[j] != "]":
-                j += 1
-            if j >= n:
-                out.append(re.escape(c))
-                continue
-            body = segment[i:j]
-            i = j + 1
-            negate = body[:1] in ("!", "^")
-            if negate:
-                body = body[1:]
-            # Escape what re would read as syntax or set operations; keep "-" for ranges.
-            body = "".join("\\" + ch if ch in "\\[]^&~|" else ch for ch in body)
-            out.append(f"(?!/)[{'^' if negate else ''}{body}]")
-        else:
-            out.append(re.escape(c))
-    return "".join(out)
-
-
-def glob_regex(pattern: str) -> str:
-    """Translate a key glob (see the module docstring) to a regex for ``re.fullmatch``.
-
-    Why not ``fnmatch``: its ``*`` crosses ``/``, and ``**`` has no meaning there;
-    ``PurePosixPath.full_match`` would do, but only exists from Python 3.13.
-    """
-    p = unicodedata.normalize("NFC", pattern)
-    while p.startswith("./"):
-        p = p[2:]
-    p = p.lstrip("/")
-    if p.endswith("/"):
-        p += "**"
-    if not p:
-        raise ParameterError(f"empty glob pattern: {pattern!r}")
-    segments = [s for s in p.split("/") if s]
-    # Consecutive "**" segments mean the same as one, and would backtrack badly.
-    collapsed: list[str] = []
-    for s in segments:
-        if not (s == "**" and collapsed and collapsed[-1] == "**"):
-            collapsed.append(s)
-    parts: list[str] = []
-    last = len(collapsed) - 1
-    for i, s in enumerate(collapsed):
-        if s == "**":
-            parts.append(".*" if i == last else "(?:.*/)?")
-        else:
-            parts.append(_segment_regex(s) + ("" if i == last else "/"))
-    return "".join(parts)
-
-
-def match_glob(pattern: str, key: str) -> bool:
-    """Whether ``key`` matches the glob ``pattern`` (see the module docstring)."""
-    return re.fullmatch(glob_regex(pattern), key, re.DOTALL) is not None
-
-
-def _patterns(patterns: Iterable[str] | str, what: str) -> tuple[str, ...]:
-    """The globs as a tuple; a lone string is one glob, not a sequence of one-letter globs."""
-    items = (patterns,) if isinstance(patterns, str) else tuple(patterns)
-    for p in items:
-        if not isinstance(p, str):
-            raise ParameterError(f"{what} patterns must be strings, got {p!r}")
-    return items
-
-
-def _compile(patterns: Iterable[str]) -> re.Pattern[str] | None:
-    """One regex for a set of globs, ``None`` when there are none."""
-    regexes = [f"(?:{glob_regex(p)})" for p in patterns]
-    return re.compile("|".join(regexes), re.DOTALL) if regexes else None
-
-
-def _directory_of(pattern: str) -> str | None:
-    """The directory a glob means in full (``build/**``, ``build/`` -> ``build``), if any."""
-    p = pattern.rstrip("/")
-    if pattern.endswith("/"):
-        return p or None
-    if p.endswith("/**"):
-        return p[:-3].rstrip("/") or None
-    return None
 
 
 def _kind(mode: int) -> str:
@@ -232,15 +161,22 @@ def _same_directory(path: str, ident: tuple[int, int]) -> bool:
 
 
 class _Walk:
-    """One listing run: the state of an iterative walk below a resolved root."""
+    """One listing run: the state of an iterative walk below a resolved root.
 
-    def __init__(self, source: FilesystemSource, root: str, root_st: os.stat_result) -> None:
+    ``listed_at`` is when the listing began (nanoseconds since the epoch): the time
+    each stat's racy mark is measured against.
+    """
+
+    def __init__(self, source: FilesystemSource, root: str, root_st: os.stat_result,
+                 listed_at: int) -> None:
         self.source = source
         self.root = root
+        self.listed_at = listed_at
         self.found: list[SourceItem | ItemError] = []
         self.warnings: list[str] = []
         self.complete = True
         self.root_ident = (root_st.st_dev, root_st.st_ino)
+        self.root_lost = False
         self.stack = [_Dir(root, "", frozenset({self.root_ident}), ident=self.root_ident)]
         self.taken: dict[str, str] = {}
 
@@ -255,12 +191,28 @@ class _Walk:
             self._scan(self.stack.pop())
             yield from self.found
             self.found.clear()
-        if self.complete and not _same_directory(self.root, self.root_ident):
-            self._incomplete("", f"source root {_shown(self.root)} was moved, replaced or "
-                                 "unmounted during the listing; nothing will be deleted")
-            yield from self.found
-            self.found.clear()
-        return Listing(items=(), complete=self.complete, warnings=tuple(sorted(self.warnings)))
+        self._root_moved()
+        yield from self.found
+        self.found.clear()
+        return Listing(items=(), complete=self.complete, warnings=tuple(sorted(self.warnings)),
+                       root=RootIdentity(*self.root_ident))
+
+    def _root_moved(self) -> bool:
+        """Whether the root is no longer the directory the walk began in (device and inode).
+
+        Said once, as an error of the whole source, and the walk ends there: below a
+        root unmounted (``umount -l``) or moved away, every folder left to scan would
+        be "vanished", a line each, and none of them tells more than the first.
+        """
+        if self.root_lost:
+            return True
+        if _same_directory(self.root, self.root_ident):
+            return False
+        self.root_lost = True
+        self.stack.clear()
+        self._incomplete("", f"source root {_shown(self.root)} was moved, replaced or "
+                             "unmounted during the listing; nothing will be deleted")
+        return True
 
     def _scan(self, d: _Dir) -> None:
         """List one directory's entries; an unreadable directory makes the listing incomplete."""
@@ -269,12 +221,14 @@ class _Walk:
                 entries = list(it)
         except (FileNotFoundError, NotADirectoryError):
             if not d.prefix:  # the root itself went away: we know nothing
+                self.root_lost = True
                 self._incomplete("", f"source root {_shown(d.path)} vanished during the "
                                      "listing; nothing will be deleted")
-            elif d.parent is None or not _same_directory(*d.parent) \
-                    or not _same_directory(self.root, self.root_ident):
-                # Its parent (or the root) went too: a folder moved or unmounted, not
-                # a directory removed from a folder that is still there.
+            elif self._root_moved():
+                pass
+            elif d.parent is None or not _same_directory(*d.parent):
+                # Its parent went too: a folder moved, not a directory removed from a
+                # folder that is still there.
                 self._incomplete(d.prefix.rstrip("/"),
                                  f"directory {_shown(d.path)} vanished during the listing "
                                  "with the folder above it; the listing is incomplete, so "
@@ -289,9 +243,10 @@ class _Walk:
             return
         if d.ident is not None and not _same_directory(d.path, d.ident):
             # The path now names another directory (the root remounted, a folder swapped).
-            self._incomplete(d.prefix.rstrip("/"),
-                             f"directory {_shown(d.path)} was replaced during the listing; "
-                             "the listing is incomplete, so nothing will be deleted")
+            if not self._root_moved():
+                self._incomplete(d.prefix.rstrip("/"),
+                                 f"directory {_shown(d.path)} was replaced during the listing; "
+                                 "the listing is incomplete, so nothing will be deleted")
             return
         # Twins (names equal after NFC) meet only within one directory: the first raw
         # name in code-point order takes the key.
@@ -379,7 +334,8 @@ class _Walk:
             )
             return
         self.found.append(SourceItem(key, locator, self.source.media_type(key),
-                                     SourceStat(st.st_size, st.st_mtime_ns, st.st_ino)))
+                                     SourceStat.listed(st.st_size, st.st_mtime_ns, st.st_ino,
+                                                       self.listed_at)))
 
     def _link(self, d: _Dir, entry: os.DirEntry[str], key: str) -> None:
         """Follow a symbolic link only when its resolved target is inside the root."""
@@ -431,22 +387,26 @@ class FilesystemSource:
         max_bytes: int = DEFAULT_MAX_BYTES,
         include_hidden: bool = False,
         media_type: Callable[[str], str] = guess_media_type,
+        clock: Callable[[], int] = time.time_ns,
     ) -> None:
         if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes <= 0:
             raise ParameterError(f"max_bytes must be a positive integer, got {max_bytes!r}")
         if name is not None and not name:
             raise ParameterError("name must not be empty")
         self._root = os.path.abspath(os.fspath(root))
-        excludes = _patterns(exclude, "exclude")
-        self._include = _compile(_patterns(include, "include"))
-        self._exclude = _compile(excludes)
+        excludes = glob_patterns(exclude, "exclude")
+        self._include = compile_globs(glob_patterns(include, "include"))
+        self._exclude = compile_globs(excludes)
         # A directory is not scanned when an exclude glob matches it or means all of it.
-        dirs = tuple(d for d in map(_directory_of, excludes) if d is not None)
-        self._prune = _compile(excludes + dirs)
+        dirs = tuple(d for d in map(glob_directory, excludes) if d is not None)
+        self._prune = compile_globs(excludes + dirs)
         self._name = name if name is not None else os.path.realpath(self._root)
         self.max_bytes = max_bytes
         self.include_hidden = include_hidden
         self.media_type = media_type
+        #: Nanoseconds since the epoch, as the file system stamps times: what each
+        #: listing measures the racy stats against.
+        self.clock = clock
 
     @property
     def name(self) -> str:
@@ -490,6 +450,8 @@ class FilesystemSource:
         :class:`Listing` without items that says whether the walk was complete
         and what it warns about. A sync uses this to hold no whole listing.
         """
+        # Before any stat is taken, so every read of this listing's files comes later.
+        listed_at = self.clock()
         root = self.root
         try:
             st = os.stat(root)
@@ -497,13 +459,15 @@ class FilesystemSource:
             return _failed(f"source root {_shown(root)} cannot be read ({_reason(exc)})")
         if not stat.S_ISDIR(st.st_mode):
             return _failed(f"source root {_shown(root)} is not a directory")
-        return (yield from _Walk(self, root, st).entries())
+        return (yield from _Walk(self, root, st, listed_at).entries())
 
     def read(self, item: SourceItem) -> bytes:
         """The bytes of a listed file, after checking again that it may be read.
 
         Raises DocumentError when the file vanished, is no longer a regular
-        file, resolves outside the root, is over the cap or cannot be read.
+        file, resolves outside the root, is over the cap or cannot be read, and
+        DocumentChangingError when it is not the version listed (see the module
+        docstring).
         """
         locator = item.locator
         root = self.root
@@ -514,7 +478,7 @@ class FilesystemSource:
             )
         parts = tuple(os.path.relpath(real, root).split(os.sep))
         try:
-            return self._read_within(root, parts, locator)
+            return self._read_within(root, parts, locator, item.stat)
         except (FileNotFoundError, NotADirectoryError) as exc:
             raise DocumentError(
                 locator, "no longer exists: it was removed or renamed after the listing"
@@ -528,11 +492,13 @@ class FilesystemSource:
                 ) from exc
             raise DocumentError(locator, f"cannot be read ({_reason(exc)})") from exc
 
-    def _read_within(self, root: str, parts: tuple[str, ...], locator: str) -> bytes:
+    def _read_within(self, root: str, parts: tuple[str, ...], locator: str,
+                     listed: SourceStat | None) -> bytes:
         """Open ``root/parts...`` one component at a time, never following a link, and read it.
 
         Why component by component: a directory swapped for a link between the
-        check and the open must not lead the read out of the root.
+        check and the open must not lead the read out of the root. ``listed`` is
+        the stat the listing found, which the bytes returned must have.
         """
         cap = self.max_bytes
         dir_flags = os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC
@@ -560,16 +526,49 @@ class FilesystemSource:
             now = os.fstat(f.fileno())
             if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
                 raise DocumentError(locator, "was replaced while being opened; not read")
-            # Sized by the file, not the cap: a read of n bytes allocates n up front.
-            expected = min(cap, now.st_size) + 1
-            data = f.read(expected)
-            if len(data) == expected:  # it grew since the stat: read on, up to the cap
-                data += f.read(cap + 1 - expected)
-        if len(data) > cap:
+            _check_listed(locator, listed, now)
+            data = _read_capped(f, now.st_size, cap)
+            if _version(os.fstat(f.fileno())) != _version(now):
+                # Written to while it was read: the bytes may be half old, half new.
+                raise DocumentChangingError(locator, "changed while it was read; left for the "
+                                                     "next sync")
+        if len(data) > cap:  # a file system whose sizes say less than the file holds
             raise DocumentError(
                 locator, f"grew past the cap of {cap:,} bytes (max_bytes) while being read"
             )
+        if not data and listed is not None and listed.racy:
+            # What a file looks like between its truncation and its write: stored, it
+            # would make its real text, one sync later, look like a collapse.
+            raise DocumentChangingError(locator, "is empty and was modified just before the "
+                                                 "listing (a write may be under way); left "
+                                                 "for the next sync")
         return data
+
+
+def _read_capped(f: IO[bytes], size: int, cap: int) -> bytes:
+    """The file's bytes from where it stands, at most ``cap + 1`` of them (more than the cap
+    says it is over)."""
+    # Sized by the file, not the cap: a read of n bytes allocates n up front.
+    expected = min(cap, size) + 1
+    data = f.read(expected)
+    if len(data) == expected:  # it grew since the stat: read on, up to the cap
+        data += f.read(cap + 1 - expected)
+    return data
+
+
+def _version(st: os.stat_result) -> tuple[int, int, int]:
+    """What changes when a file is written to: its size, modification and change times."""
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _check_listed(locator: str, listed: SourceStat | None, now: os.stat_result) -> None:
+    """Raise DocumentChangingError unless the open file (``now``) is the version the listing
+    found (``listed``): that stat is what gets recorded with the bytes, and it must not
+    describe a version it never saw."""
+    if listed is not None and (now.st_size, now.st_mtime_ns, now.st_ino) != (
+            listed.size, listed.mtime_ns, listed.inode):
+        raise DocumentChangingError(locator, "changed after it was listed; left for the next "
+                                             "sync, which lists it anew")
 
 
 def _failed(message: str) -> Listing:

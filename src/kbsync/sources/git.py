@@ -20,7 +20,8 @@ Policies, each a promise the rest of kbsync relies on:
   submodule is another repository).
 - The stat gate is the blob id: an item's ``SourceStat`` is (blob size, 0, the
   first 60 bits of the blob id) and its validators' ``etag`` the whole blob id,
-  so an unchanged file is never read and a changed one always is.
+  so an unchanged file is never read and a changed one always is. A hash of the
+  content, not a time, it is never racy (:class:`~kbsync.model.SourceStat`).
 - A local path is read in place (a clone or a bare repository); anything else
   (``https://``, ``ssh://``, ``file://``, ``user@host:path``) is fetched into a
   bare mirror under the state folder, ``.kbsync/git/``.
@@ -56,11 +57,12 @@ from hashlib import blake2b
 from pathlib import Path
 from typing import IO
 
+from kbsync.core.media import media_type_for
 from kbsync.errors import DocumentError, ParameterError, SourceError
-from kbsync.media import media_type_for
 from kbsync.model import ItemError, KnownItem, Listing, SourceItem, SourceStat, Validators
 from kbsync.sources import listing_of
-from kbsync.sources.files import DEFAULT_MAX_BYTES, glob_regex
+from kbsync.sources.files import DEFAULT_MAX_BYTES
+from kbsync.sources.globs import glob_regex
 
 __all__ = ["GitError", "GitSettings", "GitSource", "is_remote"]
 

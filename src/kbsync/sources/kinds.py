@@ -24,6 +24,7 @@ from kbsync.sources import Source
 from kbsync.sources.files import glob_regex
 from kbsync.sources.git import GitSettings
 from kbsync.sources.objects import ObjectStoreSettings
+from kbsync.sources.warc.settings import WarcSettings, is_glob
 from kbsync.sources.web.config import WebSettings
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "ObjectStoreKind",
     "SourceConfig",
     "SourceKind",
+    "WarcKind",
     "WebKind",
     "infer_kind",
     "kind_for_argument",
@@ -266,10 +268,48 @@ class GitKind:
         return None
 
 
+class WarcKind:
+    """The WARC files of a crawl (``paths``: files, folders or globs, local or fsspec URLs);
+    ``kbsync init crawl.warc.gz``, ``'crawl/*.warc.gz'`` or ``warc+FOLDER``."""
+
+    name = "warc"
+    settings_type = WarcSettings
+    _PREFIX = "warc+"
+
+    def claims(self, argument: str) -> bool:
+        tail = argument.rstrip("/").rsplit("/", 1)[-1].lower()
+        return argument.startswith(self._PREFIX) or tail.endswith((".warc", ".warc.gz")) or (
+            ".warc" in tail and is_glob(tail))
+
+    def from_argument(self, root: Path, argument: str, name: str | None) -> SourceConfig:
+        path = argument.removeprefix(self._PREFIX)
+        # The last part that is no glob, without its suffix: `crawl/*.warc.gz` is "crawl".
+        parts = [p for p in path.split("://", 1)[-1].split("/") if p and not is_glob(p)]
+        shown = parts[-1].removesuffix(".gz").removesuffix(".warc") if parts else ""
+        return SourceConfig(name=name or shown or "crawl", kind=self.name,
+                            options={"paths": [path]})
+
+    def build(self, config: SourceConfig, root: Path, progress: CrawlProgress) -> Source:
+        from kbsync.sources.warc.source import WarcSource  # needs the `warc` extra
+
+        settings: WarcSettings = config.settings
+        paths = [p if "://" in p else str(root / p) for p in settings.paths]
+        return WarcSource(paths, name=config.name, media_types=settings.media_types,
+                          max_bytes=settings.max_bytes,
+                          storage_options=settings.resolved_options(os.environ),
+                          index_dir=root / ".kbsync" / "warc-index")
+
+    def location(self, config: SourceConfig) -> str:
+        return ", ".join(str(p) for p in config.options.get("paths", ()))
+
+    def watched_folder(self, config: SourceConfig, root: Path) -> Path | None:
+        return None  # a crawler writes files as it goes: checked on the interval
+
+
 _KINDS: tuple[SourceKind, ...] = (
-    # git first: its claim is the narrowest (a `git+` prefix), and a `git+` local path
-    # would otherwise be taken for a folder.
-    GitKind(), FolderKind(), WebKind(),
+    # git and warc first: their claims are the narrowest (a `git+` prefix, a WARC file's
+    # name), and a local path would otherwise be taken for a folder.
+    GitKind(), WarcKind(), FolderKind(), WebKind(),
     ObjectStoreKind("s3", ("s3", "s3a"), S3Settings),
     ObjectStoreKind("fsspec", ("gs", "gcs", "az", "abfs", "abfss", "memory", "file"),
                     ObjectStoreSettings))

@@ -17,6 +17,14 @@ Policies, each one a promise the rest of kbsync relies on:
   modification time (and inode, for local files) stands in, as for a
   folder. With nothing but a size (no filesystem that fsspec ships) there
   is no stat and every object is read, so the bytes gate decides.
+- A modification time that stands in for the version is racy when it is not
+  safely older than the listing (:meth:`~kbsync.model.SourceStat.listed`):
+  a store whose times have 1-second resolution (``Last-Modified``, SFTP, FTP)
+  gives a rewrite of the same size within that second the same stat, so the
+  next sync compares the object's bytes rather than trust it. ETags and
+  version ids change with the bytes: a stat made of them is never racy.
+- A ``file://`` root names its device and inode with the listing
+  (``Listing.root``), as a folder source does.
 - ``validators`` carry the ETag and last-modified time, for the record.
 - Renames: an object at a new key is read once, and the sync matches it by
   its text to the object that vanished, so the same bytes at a new key are a
@@ -39,19 +47,29 @@ Policies, each one a promise the rest of kbsync relies on:
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
-from collections.abc import Generator, Iterable, Mapping
+import time
+from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from kbsync.core.identity import object_signature
+from kbsync.core.media import media_type_for
 from kbsync.errors import ConfigError, DependencyMissingError, DocumentError, ParameterError
-from kbsync.identity import object_signature
-from kbsync.media import media_type_for
-from kbsync.model import ItemError, KnownItem, Listing, SourceItem, SourceStat, Validators
+from kbsync.model import (
+    ItemError,
+    KnownItem,
+    Listing,
+    RootIdentity,
+    SourceItem,
+    SourceStat,
+    Validators,
+)
 from kbsync.sources import listing_of
-from kbsync.sources.files import glob_regex
+from kbsync.sources.globs import glob_regex
 
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
@@ -154,6 +172,8 @@ class ObjectStoreSource:
     anything; the configuration file refuses secrets, see
     :class:`ObjectStoreSettings`). ``filesystem`` uses a filesystem already
     made instead of the one the URL names (then the URL only gives the root).
+    ``clock`` gives the time a listing begins, in nanoseconds since the epoch (what
+    its racy stats are measured against).
     """
 
     def __init__(
@@ -167,6 +187,7 @@ class ObjectStoreSource:
         max_bytes: int = DEFAULT_MAX_BYTES,
         include_hidden: bool = False,
         filesystem: AbstractFileSystem | None = None,
+        clock: Callable[[], int] = time.time_ns,
     ) -> None:
         if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes <= 0:
             raise ParameterError(f"max_bytes must be a positive integer, got {max_bytes!r}")
@@ -181,6 +202,7 @@ class ObjectStoreSource:
         self.include_hidden = include_hidden
         self._fs, root = _filesystem(url, dict(storage_options or {}), filesystem)
         self._root = root.rstrip("/")
+        self.clock = clock
 
     @property
     def name(self) -> str:
@@ -221,6 +243,9 @@ class ObjectStoreSource:
         over: a listing that fails part way must not look like a shorter one.
         """
         fs, root = self._fs, self._root
+        # Before any object's time is listed, so every read of this listing's objects comes later.
+        listed_at = self.clock()
+        where = self._root_identity()
         try:
             fs.invalidate_cache()
             found: dict[str, dict[str, Any]] = fs.find(root, withdirs=False, detail=True)
@@ -250,8 +275,9 @@ class ObjectStoreSource:
                 yield ItemError(key, f"{locator} is {size:,} bytes, over the cap of "
                                      f"{self.max_bytes:,} bytes (max_bytes); not listed")
                 continue
-            yield SourceItem(key, locator, media_type_for(key), _stat(info), _validators(info))
-        return Listing(items=())
+            yield SourceItem(key, locator, media_type_for(key), _stat(info, listed_at),
+                             _validators(info))
+        return Listing(items=(), root=where)
 
     def read(self, item: SourceItem) -> bytes:
         """The object's bytes, streamed and stopped past ``max_bytes``.
@@ -280,6 +306,18 @@ class ObjectStoreSource:
         except Exception as exc:  # whatever the filesystem's client raises
             raise DocumentError(locator, f"cannot be read ({_reason(exc)})") from exc
         return bytes(data)
+
+    def _root_identity(self) -> RootIdentity | None:
+        """The device and inode of a ``file://`` root (None for a remote store, or a root
+        that cannot be read: the listing says why)."""
+        local = self.local_root
+        if local is None:
+            return None
+        try:
+            st = os.stat(local or "/")
+        except OSError:
+            return None
+        return RootIdentity(st.st_dev, st.st_ino)
 
     def _locator(self, path: str) -> str:
         """The object's URL, as errors and search results show it."""
@@ -342,8 +380,9 @@ def _mtime_ns(value: Any) -> int | None:
     return None
 
 
-def _stat(info: Mapping[str, Any]) -> SourceStat | None:
-    """What the stat gate compares for one listed object (see the module docstring)."""
+def _stat(info: Mapping[str, Any], listed_at: int) -> SourceStat | None:
+    """What the stat gate compares for one listed object (see the module docstring);
+    ``listed_at`` is when the listing began, in nanoseconds since the epoch."""
     size = info.get("size")
     if not isinstance(size, int):
         return None
@@ -355,7 +394,7 @@ def _stat(info: Mapping[str, Any]) -> SourceStat | None:
     if mtime is None:
         return None
     inode = info.get("ino")
-    return SourceStat(size, mtime, inode if isinstance(inode, int) else 0)
+    return SourceStat.listed(size, mtime, inode if isinstance(inode, int) else 0, listed_at)
 
 
 def _validators(info: Mapping[str, Any]) -> Validators | None:

@@ -16,12 +16,13 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from kbsync.model import PageSchedule
-from kbsync.plan import DocumentPlan, StoredDocument
+from kbsync.core.plan import DocumentPlan, StoredDocument
+from kbsync.model import PageSchedule, VectorNorm
 from kbsync.store.filters import Filters
 
 __all__ = [
     "ChunkRef",
+    "Discarded",
     "DocumentText",
     "EmbeddingCache",
     "Erasures",
@@ -31,6 +32,7 @@ __all__ = [
     "Manifest",
     "Meta",
     "Mirror",
+    "Nearest",
     "RecordStore",
     "RunLog",
     "RunRecord",
@@ -49,7 +51,7 @@ class Hit:
     on, the chunk and its neighbours in the same section (``first``..``last``).
     ``score`` is the ranking's raw value (cosine, BM25 or reciprocal rank fusion);
     a search's results carry their 1-based ``rank`` and a ``relevance`` in [0, 1]
-    (see :mod:`kbsync.fusion`).
+    (see :mod:`kbsync.app.fusion`).
     """
 
     source: str
@@ -128,6 +130,50 @@ class StoreStatus:
 
 
 @dataclass(frozen=True, slots=True)
+class Nearest:
+    """A vector search's hits, best first, and how many chunks it left out because their
+    stored vector cannot be right (not finite, or not of the embedder's norm: damaged)."""
+
+    hits: list[Hit]
+    unsound: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Discarded:
+    """What :meth:`Maintenance.discard_damaged` removed so that it can be made again.
+
+    ``vectors`` and ``chunk_texts`` are made again from the texts (embedded, cut from
+    the document's text); a damaged ``previous`` text is history that nothing can
+    restore; a damaged ``current`` text is read again from its source by the next
+    sync, whose gates were told that the document is unknown (``reread``).
+    """
+
+    vectors: int = 0
+    chunk_texts: int = 0
+    previous: int = 0
+    current: int = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.vectors or self.chunk_texts or self.previous or self.current)
+
+    def lines(self) -> list[str]:
+        """What was done, one line per kind, for a person."""
+        done = []
+        if self.vectors:
+            done.append(f"discarded {self.vectors} damaged vectors (embedded again below)")
+        if self.chunk_texts:
+            done.append(f"discarded {self.chunk_texts} damaged chunk texts (cut again from "
+                        "their documents' text)")
+        if self.previous:
+            done.append(f"discarded {self.previous} damaged previous versions' texts (their "
+                        "documents' diffs start again from the current text)")
+        if self.current:
+            done.append(f"discarded {self.current} damaged current texts (read again from "
+                        "their sources)")
+        return done
+
+
+@dataclass(frozen=True, slots=True)
 class RunRecord:
     """One recorded sync: when it ran and its report (the shape of ``report_dict``)."""
 
@@ -157,7 +203,7 @@ class Frontier(Protocol):
 
 @runtime_checkable
 class Schedules(Protocol):
-    """The revisit schedule of each page of a source (see :mod:`kbsync.schedule`).
+    """The revisit schedule of each page of a source (see :mod:`kbsync.core.schedule`).
 
     Hints, not records: a lost or stale schedule makes a page due sooner or later,
     never deletes or changes a document.
@@ -255,7 +301,7 @@ class EmbeddingCache(Protocol):
     def adopt_by_text(self, embedder: str, text_keys: Mapping[str, bytes], *,
                       write: bool = True) -> set[str]:
         """Of ``text_keys`` (digests without a vector -> the
-        :func:`~kbsync.identity.embedding_text_key` of their text), those whose text has a
+        :func:`~kbsync.core.identity.embedding_text_key` of their text), those whose text has a
         vector for ``embedder`` under another digest; with ``write`` that vector is cached
         under their digest too.
 
@@ -296,8 +342,14 @@ class SearchIndex(Protocol):
         ...
 
     def search_vector(self, embedder: str, vector: npt.NDArray[np.float32], k: int,
-                      filters: Filters | None = None) -> list[Hit]:
-        """The ``k`` nearest chunks, of documents meeting ``filters`` when given."""
+                      filters: Filters | None = None, norm: VectorNorm | None = None,
+                      ) -> Nearest:
+        """The ``k`` nearest chunks, of documents meeting ``filters`` when given.
+
+        A stored vector that cannot be right (not finite, or not of ``norm``, the
+        embedder's, when given) is left out and counted, never ranked: a damaged vector
+        of huge norm would otherwise top every search.
+        """
         ...
 
     def window(self, hit: Hit, budget: int, taken: Collection[int] = ()) -> Window:
@@ -314,7 +366,8 @@ class SearchIndex(Protocol):
 
 @runtime_checkable
 class Mirror(Protocol):
-    """What keeping an external vector store a mirror of the records needs (:mod:`kbsync.mirror`).
+    """What keeping an external vector store a mirror of the records needs
+    (:mod:`kbsync.sync.mirror`).
 
     The outbox of vector ids to delete, the indexed chunks as points, their cached vectors.
     """
@@ -398,14 +451,41 @@ class Maintenance(Protocol):
         ...
 
     def verify(self, embedder: str, identity: Callable[[str], str] | None,
-               derivations: Collection[str] | None = None) -> list[str]:
-        """Every invariant checked; the problems found (empty when the store is sound).
+               derivations: Collection[str] | None = None,
+               norm: VectorNorm | None = None) -> list[str]:
+        """Every invariant and every stored value checked; the problems found (empty when
+        the store is sound).
 
         ``identity`` gives a chunk text's identity under the current chunker; with
         ``derivations`` (what the current settings make documents with) only the chunks of
         documents made with one of them are checked against it: after a settings change,
         the others wait for the next sync to be chunked again, and are not damage.
+        ``norm`` is ``embedder``'s (:class:`~kbsync.model.VectorNorm`; without it its
+        vectors need only be finite). Damage found (to the file or to a value, see
+        :mod:`kbsync.store.values`) is remembered (:meth:`known_damage`); a verify that
+        finds none forgets what a verify remembered.
         """
+        ...
+
+    def discard_damaged(self, embedder: str, identity: Callable[[str], str] | None,
+                        derivations: Collection[str] | None = None,
+                        norm: VectorNorm | None = None) -> Discarded:
+        """Remove the values that :meth:`verify` finds damaged, so that they are made again:
+        vectors (to be embedded again), chunk texts (to be cut again from their
+        document's text), previous texts (lost), current texts (their documents are
+        forgotten by the gates, so the next sync reads them again)."""
+        ...
+
+    def known_damage(self) -> str | None:
+        """Why the store is known to be damaged (a check failed, or the database said so
+        during any command), or None. It outlives the process, beside the damaged data
+        (a file beside a SQLite store, a row in PostgreSQL), until
+        :meth:`remember_damage` forgets it (a repair or a rebuild that worked)."""
+        ...
+
+    def remember_damage(self, reason: str | None) -> None:
+        """Remember that the store is damaged, and why (naming no document: an erasure
+        must leave no key behind); None forgets it."""
         ...
 
     def gc(self) -> dict[str, int]:

@@ -9,6 +9,7 @@ every public method (generators included) turns a driver or I/O error into a
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import inspect
@@ -18,8 +19,8 @@ from typing import Any, TypeVar
 
 from kbsync.errors import KbsyncError, StoreError
 
-__all__ = ["DAMAGED", "READ_ONLY", "REPAIR", "advice", "guarded", "is_damage", "sqlite_or_os_error",
-           "store_error"]
+__all__ = ["DAMAGED", "READ_ONLY", "REPAIR", "advice", "guarded", "is_damage", "reported_damage",
+           "sqlite_or_os_error", "store_error"]
 
 T = TypeVar("T")
 
@@ -37,9 +38,19 @@ _DAMAGE_WORDS = ("malformed", "not a database", "corrupt", "invalid page", "data
 
 
 def is_damage(exc: BaseException) -> bool:
-    """Whether a driver error says the store file itself is damaged."""
+    """Whether a driver error says the store itself is damaged: SQLite's words for a
+    malformed file, or PostgreSQL's SQLSTATE class XX (data or an index corrupted, or an
+    internal error, which a damaged page or TOAST chunk gives too)."""
+    if str(getattr(exc, "sqlstate", "") or "").startswith("XX"):
+        return True
     text = str(exc).lower()
     return any(word in text for word in _DAMAGE_WORDS)
+
+
+def reported_damage(exc: BaseException) -> str:
+    """Why a store is known to be damaged when its database said so (what
+    :meth:`~kbsync.store.Maintenance.remember_damage` is told)."""
+    return f"the database reported damage: {' '.join(str(exc).split())}"
 
 
 def advice(exc: BaseException) -> str:
@@ -84,7 +95,18 @@ def guarded(where: Callable[[Any], str],
             named = where(self)
         except AttributeError:  # failed before the instance knew its store
             named = type(self).__name__
+        if is_damage(exc):
+            remember(self, exc)
         return store_error(named, exc)
+
+    def remember(self: Any, exc: Exception) -> None:
+        """Note that the database said the store is damaged, so that writes wait for a
+        repair and reads warn, in this process and the next ones."""
+        note = getattr(self, "remember_damage", None)
+        if note is not None:
+            # The error in hand is the one to tell: failing to note it must not hide it.
+            with contextlib.suppress(Exception):
+                note(reported_damage(exc))
 
     def wrap(function: Callable[..., Any]) -> Callable[..., Any]:
         if inspect.isgeneratorfunction(function):

@@ -8,7 +8,7 @@ table drifting from the chunks) it checks itself.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from kbsync.store.rows import CURRENT, INDEXED
@@ -19,16 +19,14 @@ __all__ = ["Query", "problems"]
 Query = Callable[[str, Sequence[Any]], Iterable[Sequence[Any]]]
 
 
-def problems(query: Query, embedder: str, identity: Callable[[str], str] | None, *,
-             mark: str, bad_vectors: str, derivations: Collection[str] | None = None,
-             ) -> list[str]:
+def problems(query: Query, embedder: str, *, mark: str, bad_vectors: str) -> list[str]:
     """Every shared invariant checked; the problems found, as lines for a person to read.
 
     ``mark`` is the driver's parameter marker (``?`` or ``%s``); ``bad_vectors``
     is the store's query counting vectors whose size is not their recorded
-    dimension (how a vector's size is read differs between the stores).
-    ``derivations``, when given, limits the check of chunk identities against
-    ``identity`` to the documents made with one of them (see :meth:`RecordStore.verify`).
+    dimension (how a vector's size is read differs between the stores). What the rows
+    hold (texts against their digests, vectors against their norm) is checked by
+    :mod:`kbsync.store.values`.
     """
     found: list[str] = []
     for source, key, generation, gens, max_gen in query(
@@ -52,15 +50,6 @@ def problems(query: Query, embedder: str, identity: Callable[[str], str] | None,
         "WHERE t.digest IS NULL", ()
     ):
         found.append(f"chunk {digest[:12]}: text missing")
-    if identity is not None and (derivations is None or derivations):
-        made = () if derivations is None else tuple(sorted(derivations))
-        where = f" WHERE d.derivation IN ({', '.join([mark] * len(made))})" if made else ""
-        for digest, text in query(
-            f"SELECT DISTINCT t.digest, t.text FROM chunk_texts t JOIN chunks c "
-            f"ON c.digest = t.digest JOIN documents d ON {CURRENT}{where}", made
-        ):
-            if identity(text) != digest:
-                found.append(f"chunk {digest[:12]}: digest does not match its text")
     for source, key, digest in query(
         f"SELECT d.source, d.key, c.digest FROM documents d JOIN chunks c ON {CURRENT} "
         f"LEFT JOIN embeddings e ON e.digest = c.digest AND e.embedder = {mark} "

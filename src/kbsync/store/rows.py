@@ -13,9 +13,9 @@ import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
+from kbsync.core.plan import StoredDocument
+from kbsync.core.stopwords import STOPWORDS
 from kbsync.model import SourceStat, Validators
-from kbsync.plan import StoredDocument
-from kbsync.stopwords import STOPWORDS
 from kbsync.store import Hit, RunRecord
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "HIT_COLUMNS",
     "INDEXED",
     "MANIFEST_COLUMNS",
+    "STAT_SET",
     "as_hit",
     "by_text_key",
     "erased",
@@ -61,7 +62,9 @@ INDEXED = (
 )
 # The columns :func:`stored_document` reads, in its order (from ``documents``).
 MANIFEST_COLUMNS = ("key, size, mtime_ns, inode, bytes_hash, text_hash, derivation, title, "
-                    "metadata, generation, etag, last_modified, missing")
+                    "metadata, generation, etag, last_modified, missing, racy")
+# The stat columns of ``documents`` that :func:`stat_row` fills, as an UPDATE sets them.
+STAT_SET = "size = ?, mtime_ns = ?, inode = ?, racy = ?"
 # The columns :func:`hit` reads, in its order (``t``: chunk_texts).
 HIT_COLUMNS = ('d.source, d.key, d.title, c.heading, c.idx, c.start, c."end", c.digest, t.text, '
                "c.tokens")
@@ -69,7 +72,7 @@ HIT_COLUMNS = ('d.source, d.key, d.title, c.heading, c.idx, c.start, c."end", c.
 
 def stored_document(r: Sequence[Any]) -> StoredDocument:
     """A document as stored, from a row of :data:`MANIFEST_COLUMNS`, without chunk digests."""
-    stat = None if r[1] is None else SourceStat(r[1], r[2], r[3])
+    stat = None if r[1] is None else SourceStat(r[1], r[2], r[3], bool(r[13]))
     validators = None if r[10] is None and r[11] is None else Validators(r[10], r[11])
     return StoredDocument(key=r[0], stat=stat, bytes_hash=r[4], text_hash=r[5],
                           derivation=r[6], title=r[7], metadata=r[8], generation=r[9],
@@ -83,11 +86,15 @@ def validator_row(validators: Validators | None) -> tuple[str | None, str | None
     return (validators.etag, validators.last_modified)
 
 
-def stat_row(stat: SourceStat | None) -> tuple[int | None, int | None, int | None]:
-    """The ``size``, ``mtime_ns`` and ``inode`` columns of ``stat``."""
+def stat_row(stat: SourceStat | None) -> tuple[int | None, int | None, int | None, bool]:
+    """The ``size``, ``mtime_ns``, ``inode`` and ``racy`` columns of ``stat``.
+
+    ``racy`` is what keeps a stat taken too close to its listing from letting the
+    next sync skip the document (:class:`~kbsync.model.SourceStat`).
+    """
     if stat is None:
-        return (None, None, None)
-    return (stat.size, stat.mtime_ns, stat.inode)
+        return (None, None, None, False)
+    return (stat.size, stat.mtime_ns, stat.inode, stat.racy)
 
 
 def run_record(r: Sequence[Any]) -> RunRecord:

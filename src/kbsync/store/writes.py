@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from kbsync.plan import Action, DocumentPlan
+from kbsync.core.plan import Action, DocumentPlan
 
 __all__ = ["PlanWrites"]
 

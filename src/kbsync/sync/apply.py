@@ -7,21 +7,21 @@ from collections.abc import Collection, Mapping
 import numpy as np
 import numpy.typing as npt
 
+from kbsync.core.plan import Action, DocumentPlan, Plan, StoredDocument, mass_deletion, plan
 from kbsync.embed import Embedder
 from kbsync.errors import VectorStoreError
-from kbsync.mirror import IndexWrite
-from kbsync.plan import Action, DocumentPlan, Plan, StoredDocument, mass_deletion, plan
 from kbsync.store import RecordStore
 from kbsync.sync.collect import save_held
+from kbsync.sync.mirror import IndexWrite
 from kbsync.sync.tally import Progress, SourceTally, utc_now
-from kbsync.vector_index import VectorIndex
+from kbsync.sync.vector_index import VectorIndex
 
 __all__ = ["apply_plan", "count_plan", "delete_documents", "mass_deletion_message",
            "refuse_mass_deletion"]
 
 
 def mass_deletion_message(gone: int, stored: int) -> str:
-    """Why a source's deletions wait for consent (:func:`kbsync.plan.mass_deletion`)."""
+    """Why a source's deletions wait for consent (:func:`kbsync.core.plan.mass_deletion`)."""
     return (f"{gone:,} of this source's {stored:,} documents are gone, more than half: none "
             "was deleted, all are kept (use --allow-mass-delete)")
 
@@ -75,7 +75,7 @@ def apply_plan(
     A document whose new vectors failed, or were refused, keeps its previous version
     and counts as failed. The documents are written in the index's transaction: one
     for the lot on the store's own index, one per document when an external vector
-    store is mirrored (see :mod:`kbsync.vector_index`). ``held`` vectors (not yet in
+    store is mirrored (see :mod:`kbsync.sync.vector_index`). ``held`` vectors (not yet in
     the embedding cache, see :func:`~kbsync.sync.embedding.embed_plan`) go into the
     cache in that transaction, or in one of their own should it fail.
     """

@@ -15,10 +15,19 @@ from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from kbsync.chunking import ChunkShape, shape_of
+from kbsync.core.chunking import ChunkShape, shape_of
+from kbsync.core.plan import (
+    Action,
+    DocumentVersion,
+    Failed,
+    Observation,
+    Plan,
+    StoredDocument,
+    plan,
+    text_key,
+)
 from kbsync.embed import Embedder
 from kbsync.model import ChangeReport, Chunk
-from kbsync.plan import Action, DocumentVersion, Observation, Plan, StoredDocument, plan, text_key
 from kbsync.store import RecordStore
 from kbsync.sync.apply import apply_plan, count_plan
 from kbsync.sync.chunker import Chunker
@@ -27,8 +36,8 @@ from kbsync.sync.observe import ExtractorFor
 from kbsync.sync.options import SyncOptions
 from kbsync.sync.replacements import compare_stored, reports_change, screen
 from kbsync.sync.scratch import Scratch
-from kbsync.sync.tally import Clock, Progress, SourceTally
-from kbsync.vector_index import VectorIndex
+from kbsync.sync.tally import REPORT_LIMIT, Clock, Progress, SourceTally
+from kbsync.sync.vector_index import VectorIndex
 
 __all__ = ["Added", "Batch", "Counted", "Pipeline", "Run", "plan_batch"]
 
@@ -115,6 +124,10 @@ def plan_batch(run: Run, source: str, batch: Batch, scratch: Scratch, skip: froz
     """
     store = run.store
     olds = {old.key: old for _, old in batch if old is not None}
+    for seen, _ in batch:
+        if isinstance(seen, Failed) and seen.stat is not None \
+                and len(out.unreadable) < REPORT_LIMIT:
+            out.unreadable[seen.key] = (seen.stat, seen.derivation, seen.message)
     observations, changes = _screen(run, source, [o for o, _ in batch], olds, shared, out)
     versions = [o for o in observations if isinstance(o, DocumentVersion)]
     # Batches go in key order, as one plan of the source takes moves: a new document
@@ -155,7 +168,7 @@ def _screen(
     shared: frozenset[str], out: SourceTally,
 ) -> tuple[list[Observation], dict[str, ChangeReport]]:
     """Every observation screened (:func:`~kbsync.sync.replacements.screen`): those to plan
-    (a held document becomes :class:`~kbsync.plan.Held`) and the change report of each one
+    (a held document becomes :class:`~kbsync.core.plan.Held`) and the change report of each one
     compared."""
     screened: list[Observation] = []
     changes: dict[str, ChangeReport] = {}

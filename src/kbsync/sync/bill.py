@@ -11,7 +11,8 @@ __all__ = ["confirm_bill"]
 
 
 def confirm_bill(store: EmbeddingCache, embedder: Embedder, source: str, scratch: Scratch,
-                 skip: frozenset[str], limit: int, *, embedded: bool) -> None:
+                 skip: frozenset[str], limit: int, *, embedded: bool,
+                 setting: str = "") -> None:
     """Refuse, before anything of the source is embedded, a bill over ``limit`` tokens.
 
     The bill is the tokens of the chunks read in this run that are neither cached
@@ -19,7 +20,8 @@ def confirm_bill(store: EmbeddingCache, embedder: Embedder, source: str, scratch
     and of the stored chunks that have no vector for this embedder (a new embedder
     re-embeds every document); the cache is asked about the first only when all of
     them together may exceed it. ``embedded`` says the stored chunks all have their
-    vector (:func:`~kbsync.sync.embedding.embedded_meta_name`).
+    vector (:func:`~kbsync.sync.embedding.embedded_meta_name`). ``setting`` names where
+    the bound comes from (``[index] confirm_above_tokens = {limit}`` when empty).
     """
     identity = embedder.identity
     missing = {} if embedded else store.unembedded(source, identity)
@@ -37,7 +39,8 @@ def confirm_bill(store: EmbeddingCache, embedder: Embedder, source: str, scratch
                 chunks += 1
                 tokens += n
     if tokens > limit:
+        bound = setting or f"[index] confirm_above_tokens = {limit:,}"
         raise ConfirmationRequiredError(
             f"source {source}: this sync would embed {chunks:,} chunks ({tokens:,} tokens), "
-            f"over [index] confirm_above_tokens = {limit:,}; nothing of it was embedded or "
-            "written. See what with `kbsync plan`, or sync with --yes")
+            f"over {bound}; nothing of it was embedded or written. See what with "
+            "`kbsync plan`, or sync with --yes")

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
-from kbsync.chunking import TextChunker
+from kbsync.core.chunking import TextChunker
 from kbsync.embed.tokenizer import counter_for
 from kbsync.errors import ConfigError
 from kbsync.model import Chunk

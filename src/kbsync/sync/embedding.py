@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kbsync.core.plan import ChunkDraft, Plan
 from kbsync.embed import Embedder
 from kbsync.errors import ConfigError
-from kbsync.plan import ChunkDraft, Plan
 from kbsync.store import EmbeddingCache
 from kbsync.sync.collect import CACHE_BYTES, CacheWriter, Collector, Done, Vectors
 from kbsync.sync.options import CACHE_SECONDS

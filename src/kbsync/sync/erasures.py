@@ -6,7 +6,7 @@ import fnmatch
 import re
 from collections.abc import Callable, Iterable
 
-from kbsync.identity import erased_key_hash
+from kbsync.core.identity import erased_key_hash
 
 __all__ = ["erasure_matcher", "is_key_hash", "tombstone"]
 

@@ -1,26 +1,39 @@
 """List a source beside the store's manifest of it, into a scratch file.
 
 A source that can scan hands its listing over piece by piece; one that needs what
-the store knows (HTTP validators, the crawl's frontier) is given it.
+the store knows (HTTP validators, the crawl's frontier) is given it. A listing that
+names its root directory (a folder) is checked against the root recorded by the last
+one (:func:`check_root`).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 
-from kbsync.model import ItemError, KnownItem, Listing, PageSchedule, SourceItem
+from kbsync.model import ItemError, KnownItem, Listing, PageSchedule, RootIdentity, SourceItem
 from kbsync.sources import Entries, Revisiting, Revisits, Scan, ScanningSource, Source
-from kbsync.store import Frontier, RecordStore, Schedules
+from kbsync.store import Frontier, Meta, RecordStore, Schedules
 from kbsync.sync.erasures import erasure_matcher
 from kbsync.sync.observe import Derive
 from kbsync.sync.scratch import Scratch
 from kbsync.sync.tally import SourceTally
 
-__all__ = ["Listed", "Revisited", "keep_schedules", "list_source", "next_frontier"]
+__all__ = ["ROOT_PREFIX", "Listed", "Revisited", "check_root", "keep_schedules", "list_source",
+           "next_frontier", "record_root", "recorded_root", "root_meta_name"]
 
 
 _MANIFEST_PAGE = 1000
+
+ROOT_PREFIX = "root "
+"""Prefix of the store's meta entries that hold the device and inode of each folder
+source's root, as its last complete listing found them."""
+
+
+def root_meta_name(source: str) -> str:
+    """The store's meta entry holding the root that ``source`` was last listed at."""
+    return ROOT_PREFIX + source
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +56,7 @@ class Listed:
 
 def list_source(source: Source, store: RecordStore, derive: Derive, verify: bool,
                 scratch: Scratch, out: SourceTally, *, dry_run: bool = False,
-                due: bool = False) -> Listed:
+                due: bool = False, accept_root: bool = False) -> Listed:
     """Put the source's listing and the store's manifest of it in ``scratch``.
 
     An item no extractor reads is not a document of the knowledge base (a page that
@@ -52,7 +65,9 @@ def list_source(source: Source, store: RecordStore, derive: Derive, verify: bool
     ``out.skipped_erased`` and never read, so a sync does not bring it back. A
     :class:`~kbsync.sources.Revisiting` source is handed each page's schedule,
     and with ``due`` lists only the pages due. An incomplete listing counts the
-    stored documents it lacks in ``out.deletions_held``: they are kept.
+    stored documents it lacks in ``out.deletions_held``: they are kept. So is a
+    listing of a root on another device than the last one (:func:`check_root`),
+    unless ``accept_root``.
     """
     erased = erasure_matcher(store.erasures())
     revisited = None
@@ -81,7 +96,6 @@ def list_source(source: Source, store: RecordStore, derive: Derive, verify: bool
             page.clear()
     scratch.add_listed(page)
     summary = scan.summary
-    out.listing_complete = summary.complete
     out.revision = summary.revision
     out.warnings.extend(summary.warnings)
     out.failures.extend(("", e.message) for e in summary.errors)
@@ -89,9 +103,70 @@ def list_source(source: Source, store: RecordStore, derive: Derive, verify: bool
     while page_of_stored := store.manifest(source.name, after, _MANIFEST_PAGE):
         scratch.add_stored(page_of_stored.values())
         after = next(reversed(page_of_stored))
-    if not summary.complete:  # it cannot tell what is gone: what it lacks is kept
+    complete = summary.complete
+    if summary.root is not None:
+        complete = check_root(store, source.name, summary.root, complete,
+                              scratch.unlisted_count, out, accept=accept_root,
+                              write=not dry_run)
+    out.listing_complete = complete
+    if not complete:  # it cannot tell what is gone: what it lacks is kept
         out.deletions_held += scratch.unlisted_count()
-    return Listed(summary.complete, revisited)
+    return Listed(complete, revisited)
+
+
+def check_root(store: Meta, source: str, root: RootIdentity, complete: bool,
+               unlisted: Callable[[], int], out: SourceTally, *, accept: bool,
+               write: bool) -> bool:
+    """Whether a listing of ``root`` may count as complete; a complete one records its root.
+
+    A root on another device than the one recorded by the last complete listing is
+    most likely a disk unmounted before the sync, its empty mount point left behind
+    (or a network share not mounted yet): its listing lacks documents that were never
+    deleted. So when it lacks any (``unlisted()``: stored documents it does not list),
+    it is incomplete, with one error naming the source and both devices, and the root
+    recorded stays the old one. A root moved on purpose is taken with ``accept``
+    (``kbsync sync --accept-root``); one whose listing lacks nothing is taken as it is
+    (nothing could be deleted: a share remounted under another device number). The
+    first listing of a source has nothing to compare: it records its root. An inode
+    changed on the same device is a folder replaced in place (a checkout made anew),
+    not a disk gone: it is recorded without a word. ``write`` false (a dry run)
+    records nothing.
+    """
+    before = recorded_root(store, source)
+    if before is not None and before.device != root.device and not accept and complete:
+        lacking = unlisted()
+        if lacking:
+            out.failures.append(("", (
+                f"the source root is on another device than at the last sync (device "
+                f"{_device(before.device)}, now {_device(root.device)}): an unmounted disk or "
+                f"share looks like an emptied folder, so the listing counts as incomplete and "
+                f"none of the {lacking:,} documents it lacks is deleted; if the folder was "
+                f"moved on purpose, run `kbsync sync --accept-root` once")))
+            return False
+    if complete and write and before != root:
+        record_root(store, source, root)
+    return complete
+
+
+def record_root(store: Meta, source: str, root: RootIdentity) -> None:
+    """Record ``root`` as the one ``source`` was last listed at (what :func:`recorded_root`
+    reads back)."""
+    store.set_meta(root_meta_name(source), f"{root.device}:{root.inode}")
+
+
+def recorded_root(store: Meta, source: str) -> RootIdentity | None:
+    """The root the last complete listing of ``source`` recorded (None: none, or unreadable)."""
+    value = store.get_meta(root_meta_name(source)) or ""
+    device, _, inode = value.partition(":")
+    try:
+        return RootIdentity(int(device), int(inode))
+    except ValueError:
+        return None
+
+
+def _device(number: int) -> str:
+    """A device number as ``stat`` and ``/proc/self/mountinfo`` show it (major:minor)."""
+    return f"{os.major(number)}:{os.minor(number)}"
 
 
 def _list_known(source: Source, store: RecordStore, verify: bool, out: SourceTally,
@@ -161,4 +236,4 @@ def _entries(listing: Listing) -> Entries:
     """A whole listing handed over as :data:`~kbsync.sources.Entries`."""
     yield from listing.items
     yield from listing.errors
-    return Listing((), listing.complete, (), listing.warnings, listing.revision)
+    return Listing((), listing.complete, (), listing.warnings, listing.revision, listing.root)

@@ -1,5 +1,5 @@
 """What a listed document comes to: the stat gate, else a read, the bytes and text gates and
-chunks (an :class:`~kbsync.plan.Observation`)."""
+chunks (an :class:`~kbsync.core.plan.Observation`)."""
 
 from __future__ import annotations
 
@@ -9,26 +9,27 @@ from bisect import bisect_right
 from collections.abc import Callable
 from functools import cache
 
-from kbsync.errors import DocumentError
-from kbsync.extract import Extractor
-from kbsync.identity import (
+from kbsync.core.identity import (
     derivation_hash,
     embedding_text_key,
     normalized_pieces_hash,
     source_bytes_hash,
 )
-from kbsync.model import Chunk, Record, SourceItem
-from kbsync.normalize import NORMALIZER_VERSION, canonical_pieces
-from kbsync.plan import (
+from kbsync.core.normalize import NORMALIZER_VERSION, canonical_pieces
+from kbsync.core.plan import (
     Action,
     ChunkDraft,
     DocumentVersion,
     Failed,
+    Held,
     Observation,
     Refreshed,
     StoredDocument,
     Unchanged,
 )
+from kbsync.errors import DocumentChangingError, DocumentError
+from kbsync.extract import Extractor
+from kbsync.model import Chunk, Record, SourceItem
 from kbsync.sources import Source
 from kbsync.sync.chunker import Chunker
 from kbsync.sync.scratch import Scratch
@@ -73,9 +74,16 @@ def derivation(chunker: Chunker, extractor_identity: str) -> str:
 
 def stat_gate_passes(item: SourceItem, old: StoredDocument | None, made_with: str) -> bool:
     """Gate 1: the stored version was made the same way and the source says it is the same
-    (its stat, or an HTTP 304), so the document is not read at all."""
+    (its stat, or an HTTP 304), so the document is not read at all.
+
+    A racy stat (:class:`~kbsync.model.SourceStat`) passes nothing: one recorded as
+    racy may be shared by a later write within its timestamp tick, so its bytes are
+    compared until a stat is recorded that is no longer racy. (The scratch file's
+    ``UNCHANGED`` query takes the same decision in SQL.)
+    """
     return old is not None and old.derivation == made_with and (
-        item.not_modified or (item.stat is not None and old.stat == item.stat))
+        item.not_modified or (item.stat is not None and not item.stat.racy
+                              and old.stat == item.stat))
 
 
 def count_unchanged(scratch: Scratch, verify: bool, out: SourceTally) -> int:
@@ -108,10 +116,15 @@ def observe(
     """
     try:
         data = source.read(item)
+    except DocumentChangingError as exc:
+        # Being written to is not a failure: the stored version stays, the next sync reads it.
+        out.warnings.append(f"{item.key}: {exc.reason}")
+        return Held(item.key)
     except DocumentError as exc:
-        return Failed(item.key, exc.reason)
+        return Failed(item.key, exc.reason, stat=item.stat, derivation=derivation)
     except Exception as exc:  # a bug or an unforeseen error must not stop the run
-        return Failed(item.key, f"cannot be read: {type(exc).__name__}: {exc}")
+        return Failed(item.key, f"cannot be read: {type(exc).__name__}: {exc}",
+                      stat=item.stat, derivation=derivation)
     out.bytes_read += len(data)
     bytes_hash = source_bytes_hash(data)
     same_derivation = old is not None and old.derivation == derivation
@@ -122,9 +135,10 @@ def observe(
     try:
         record = extractor.extract(data, locator=item.locator, media_type=item.media_type)
     except DocumentError as exc:
-        return Failed(item.key, exc.reason)
+        return Failed(item.key, exc.reason, stat=item.stat, derivation=derivation)
     except Exception as exc:  # a bug or an unforeseen error must not stop the run
-        return Failed(item.key, f"cannot be extracted: {type(exc).__name__}: {exc}")
+        return Failed(item.key, f"cannot be extracted: {type(exc).__name__}: {exc}",
+                      stat=item.stat, derivation=derivation)
     out.warnings.extend(f"{item.key}: {warning}" for warning in record.warnings)
     del data  # the extracted text replaces the bytes: never both copies and the chunks
     text = record.text

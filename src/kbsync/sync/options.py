@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kbsync.plan import BOILERPLATE_SHARE
+from kbsync.core.plan import BOILERPLATE_SHARE
 
 __all__ = ["CACHE_SECONDS", "BatchLimits", "SyncOptions"]
 
@@ -40,14 +40,18 @@ class SyncOptions:
     - ``dry_run``: only plan (what :meth:`KnowledgeBase.plan` reports); write nothing.
     - ``verify``: read every document even when the source says it is unchanged.
     - ``allow_mass_delete``: delete more than half of a source's documents at once
-      (else those deletions wait for consent, :func:`kbsync.plan.mass_deletion`).
+      (else those deletions wait for consent, :func:`kbsync.core.plan.mass_deletion`).
+    - ``accept_root``: take a folder source whose root is on another device than at
+      the last sync as moved there on purpose (else its listing counts as incomplete
+      when it lacks documents: :func:`kbsync.sync.listing.check_root`).
     - ``due``: a revisiting source (a website) checks only the pages whose revisit
-      schedule says they are due (:mod:`kbsync.schedule`); the others are unchanged,
+      schedule says they are due (:mod:`kbsync.core.schedule`); the others are unchanged,
       never deleted for not being checked (the single-process driver only).
     - ``accept_replacements``: apply at once a new text that shares almost nothing
       with the stored one (else it waits for a second sync to see it).
     - ``confirm_above_tokens``: refuse, before embedding anything of a source, a bill
-      over this many tokens (None: no bound; the single-process driver only).
+      over this many tokens (None: no bound; the single-process driver only);
+      ``bound_setting`` names the setting it comes from, for the refusal's message.
     - ``boilerplate_share``, ``index_boilerplate``: chunks in more than this share of
       a host's documents are boilerplate, neither embedded nor searched unless indexed.
     - ``batch``: how many documents are planned, embedded and applied together.
@@ -56,16 +60,21 @@ class SyncOptions:
       :data:`~kbsync.sync.reading.POOL_MIN_DOCUMENTS` to read and can be forked.
     - ``scratch_dir``: where documents read wait for their batch (the system's
       temporary directory when None).
+    - ``only``: sync only the sources of these names (None: every source); the others,
+      and sources no longer configured, are left as they are.
     """
 
     dry_run: bool = False
     verify: bool = False
     due: bool = False
     allow_mass_delete: bool = False
+    accept_root: bool = False
     accept_replacements: bool = False
     confirm_above_tokens: int | None = None
+    bound_setting: str = ""
     boilerplate_share: float = BOILERPLATE_SHARE
     index_boilerplate: bool = False
     batch: BatchLimits = field(default_factory=BatchLimits)
     read_workers: int = 0
     scratch_dir: Path | None = None
+    only: frozenset[str] | None = None

@@ -30,17 +30,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kbsync.core.plan import (
+    Failed,
+    Observation,
+    StoredDocument,
+    plan,
+)
 from kbsync.embed import Embedder
 from kbsync.errors import ConfigError
 from kbsync.model import (
     ItemError,
     SourceItem,
-)
-from kbsync.plan import (
-    Failed,
-    Observation,
-    StoredDocument,
-    plan,
 )
 from kbsync.report import SyncResult
 from kbsync.sources import Source
@@ -61,11 +61,11 @@ from kbsync.sync.observe import (
     unchanged_observation,
 )
 from kbsync.sync.options import BatchLimits, SyncOptions
-from kbsync.sync.removed import RemovedSource, forget_released, keep_removed, removed_sources
+from kbsync.sync.removed import RemovedSource, forget_released, keep_removed, sources_to_sync
 from kbsync.sync.scratch import Scratch
 from kbsync.sync.tally import Clock, Progress, SourceTally, SyncReport, utc_now
+from kbsync.sync.vector_index import EmbeddedIndex
 from kbsync.sync.work import WorkQueue, drain, job_data
-from kbsync.vector_index import EmbeddedIndex
 
 __all__ = ["sync_parallel"]
 
@@ -109,7 +109,8 @@ def sync_parallel(
     run = _Coordinator(f"{report.started}/{uuid.uuid4().hex[:12]}", store, embedder,
                        extractor_for, chunker, options)
     clock = Clock(report)
-    removed, released = removed_sources(store, sources, options.allow_mass_delete)
+    sources, removed, released = sources_to_sync(store, sources, options.allow_mass_delete,
+                                                 options.only)
     everything: list[Source] = [*sources, *(s for s in removed if s.name in released)]
     listed = [_enqueue(run, source, report) for source in everything]
     clock.lap("list")
@@ -220,7 +221,8 @@ def _enqueue(run: _Coordinator, source: Source, report: SyncReport) -> _Listed:
     store, embedder, verify = run.store, run.embedder, run.options.verify
     derive = deriver(run.extractor_for, run.chunker)
     with Scratch(run.options.scratch_dir) as scratch:
-        listing = list_source(source, store, derive, verify, scratch, out)
+        listing = list_source(source, store, derive, verify, scratch, out,
+                              accept_root=run.options.accept_root)
         complete = listing.complete
         # Vanished documents first: a worker already serving the run may take one as the
         # origin of a move as soon as the documents that need reading arrive.

@@ -26,9 +26,9 @@ from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 
-from kbsync.chunking import ChunkShape, shape_of
+from kbsync.core.chunking import ChunkShape, shape_of
+from kbsync.core.plan import StoredDocument, Unchanged
 from kbsync.model import Chunk, SourceItem
-from kbsync.plan import StoredDocument, Unchanged
 from kbsync.sources import Source
 from kbsync.sync.chunker import Chunker
 from kbsync.sync.observe import ExtractorFor, observe

@@ -23,6 +23,7 @@ __all__ = [
     "release_source",
     "released_sources",
     "removed_sources",
+    "sources_to_sync",
 ]
 
 
@@ -45,6 +46,17 @@ def removed_sources(store: RecordStore, sources: Sequence[Source], allow_mass_de
     if allow_mass_delete:
         return removed, frozenset(names)
     return removed, frozenset(released_sources(store)) - configured
+
+
+def sources_to_sync(store: RecordStore, sources: Sequence[Source], allow_mass_delete: bool,
+                    only: Collection[str] | None,
+                    ) -> tuple[Sequence[Source], list[RemovedSource], frozenset[str]]:
+    """The configured sources a sync goes through (those of ``only``, when given), the
+    stored ones no longer configured and those of them whose documents may go
+    (:func:`removed_sources`); a sync of some sources leaves every other one as it is."""
+    if only is not None:
+        return [s for s in sources if s.name in only], [], frozenset()
+    return (sources, *removed_sources(store, sources, allow_mass_delete))
 
 
 def released_sources(store: Meta) -> list[str]:

@@ -3,12 +3,12 @@ with it until a second sync sees the same text."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection
 from typing import NamedTuple, Protocol
 
-from kbsync.compare import WORD_REGIONS_LIMIT, compare, compare_long
-from kbsync.model import ChangeReport, Verdict
-from kbsync.plan import (
+from kbsync.core.compare import WORD_REGIONS_LIMIT, compare, compare_long, with_metadata
+from kbsync.core.plan import (
     Action,
     DocumentPlan,
     DocumentVersion,
@@ -17,6 +17,7 @@ from kbsync.plan import (
     Observation,
     StoredDocument,
 )
+from kbsync.model import ChangeReport, Verdict
 from kbsync.store import Manifest, Meta
 from kbsync.store.rows import held_meta_name
 from kbsync.sync.tally import SourceTally
@@ -49,36 +50,54 @@ def screen(store: _Texts, source: str, observation: Observation, old: StoredDocu
     if change is not None and isinstance(observation, DocumentVersion):
         return Screened(route_replacement(store, source, observation, change, out,
                                           accept=accept, write=write), change)
-    if old is not None and not isinstance(observation, Failed) and write:
-        forget_held(store, source, observation.key)  # read again: it has its stored text
+    # Read again and found with its stored text; not one left unread (failed, or held
+    # because it changed while it was read): that says nothing of its text.
+    if old is not None and not isinstance(observation, Failed | Held) and write:
+        forget_held(store, source, observation.key)
     return Screened(observation, change)
 
 
 def compare_stored(store: Manifest, source: str, observation: Observation,
                    old: StoredDocument | None, shared: Collection[str]) -> ChangeReport | None:
-    """The change report of a document whose text changed against its stored text, else None.
+    """The change report of a document whose text or metadata changed against its stored
+    record, else None.
 
     ``old`` is the stored record it replaces: at its own key, or a move's origin.
-
-    Chunks in ``shared`` (the source's boilerplate) do not count in the similarity.
+    Chunks in ``shared`` (the source's boilerplate) do not count in the similarity. A
+    changed metadata field makes the change substantive
+    (:func:`~kbsync.core.compare.with_metadata`), and makes a report of a metadata-only
+    change.
     """
-    if not isinstance(observation, DocumentVersion) or old is None \
-            or observation.text_hash == old.text_hash:
+    if not isinstance(observation, DocumentVersion) or old is None:
         return None
-    # The stored text is looked up by the old record's key: a move's differs from its new one.
-    if len(observation.text) > WORD_REGIONS_LIMIT:
-        return compare_long(store.text_pieces(source, old.key), [observation.text])
-    before = store.document(old.key, source, previous=False)
-    if before is None:
-        return None
-    noise = {c.text for c in observation.chunks if c.digest in shared}
-    return compare(before.text, observation.text, ignore=noise)
+    report = None
+    if observation.text_hash != old.text_hash:
+        # The stored text is looked up by the old record's key: a move's differs from its new one.
+        if len(observation.text) > WORD_REGIONS_LIMIT:
+            report = compare_long(store.text_pieces(source, old.key), [observation.text])
+        else:
+            before = store.document(old.key, source, previous=False)
+            if before is None:
+                return None
+            noise = {c.text for c in observation.chunks if c.digest in shared}
+            report = compare(before.text, observation.text, ignore=noise)
+    return with_metadata(report, _fields(old.metadata), _fields(observation.metadata))
+
+
+def _fields(metadata: str) -> dict[str, str]:
+    """A document's metadata as stored (a JSON object), as names and text values."""
+    try:
+        data = json.loads(metadata) if metadata else {}
+    except ValueError:
+        return {}
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
 
 def reports_change(doc: DocumentPlan) -> bool:
     """Whether a sync's report keeps the change report of this planned document: an edit,
-    a held replacement (what it would have become), or a move with edits."""
-    return doc.action in (Action.MODIFIED, Action.HELD) or doc.edited
+    a metadata change, a held replacement (what it would have become), or a move with
+    edits."""
+    return doc.action in (Action.MODIFIED, Action.METADATA, Action.HELD) or doc.edited
 
 
 def forget_held(store: Meta, source: str, key: str) -> None:

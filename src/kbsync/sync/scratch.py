@@ -30,8 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from kbsync.model import ItemError, SourceItem
-from kbsync.plan import (
+from kbsync.core.plan import (
     DocumentVersion,
     Observation,
     StoredDocument,
@@ -39,11 +38,13 @@ from kbsync.plan import (
     host_group,
     text_key,
 )
+from kbsync.model import ItemError, SourceItem
 from kbsync.store.guard import guarded, sqlite_or_os_error
 from kbsync.sync.scratch_rows import (
     LISTED,
     SCHEMA,
     STORED,
+    STORED_COLUMNS,
     UNCHANGED,
     listed_entry,
     listed_row,
@@ -180,13 +181,14 @@ class Scratch:
             "validated = excluded.validated, etag = excluded.etag, "
             "last_modified = excluded.last_modified, not_modified = excluded.not_modified, "
             "derivation = excluded.derivation, message = NULL, missing = NULL, "
-            "source_metadata = excluded.source_metadata, renamed_from = excluded.renamed_from "
-            "WHERE excluded.item",
+            "source_metadata = excluded.source_metadata, renamed_from = excluded.renamed_from, "
+            "racy = excluded.racy WHERE excluded.item",
             (listed_row(entry, derivation) for entry, derivation in entries))
 
     def add_stored(self, docs: Iterable[StoredDocument]) -> None:
         """Note documents of the store's manifest."""
-        self._db.executemany(f"INSERT OR REPLACE INTO stored VALUES ({', '.join('?' * 15)})",
+        self._db.executemany(
+            f"INSERT OR REPLACE INTO stored VALUES ({', '.join('?' * STORED_COLUMNS)})",
                              (stored_row(d) for d in docs))
 
     def listed_count(self) -> int:
@@ -302,7 +304,7 @@ class Scratch:
                          "SELECT grp, key FROM occurrences WHERE NOT fresh")
 
     def boilerplate(self, share: float) -> frozenset[str]:
-        """:func:`kbsync.plan.boilerplate` of every counted document."""
+        """:func:`kbsync.core.plan.boilerplate` of every counted document."""
         members = dict(self._db.execute("SELECT grp, count(*) FROM members GROUP BY grp"))
         counts = self._db.execute("SELECT grp, digest, count(*) FROM occurrences "
                                   "GROUP BY digest, grp HAVING count(*) > 1")

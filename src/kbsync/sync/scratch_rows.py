@@ -7,24 +7,24 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from kbsync.core.plan import StoredDocument, text_key
 from kbsync.model import ItemError, SourceItem, SourceStat, Validators
-from kbsync.plan import StoredDocument, text_key
 
-__all__ = ["LISTED", "SCHEMA", "STORED", "UNCHANGED", "listed_entry", "listed_row",
-           "stored_doc", "stored_row"]
+__all__ = ["LISTED", "SCHEMA", "STORED", "STORED_COLUMNS", "UNCHANGED", "listed_entry",
+           "listed_row", "stored_doc", "stored_row"]
 
-LISTED = 16
+LISTED = 17
 """Columns of the ``listed`` table."""
 SCHEMA = """
 CREATE TABLE listed (key TEXT PRIMARY KEY, item INTEGER NOT NULL, locator TEXT,
                      media_type TEXT, size INTEGER, mtime_ns INTEGER, inode INTEGER,
                      validated INTEGER, etag TEXT, last_modified TEXT, not_modified INTEGER,
                      derivation TEXT, message TEXT, missing INTEGER,
-                     source_metadata TEXT, renamed_from TEXT) WITHOUT ROWID;
+                     source_metadata TEXT, renamed_from TEXT, racy INTEGER) WITHOUT ROWID;
 CREATE TABLE stored (key TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, inode INTEGER,
                      bytes_hash TEXT, text_hash TEXT, derivation TEXT, title TEXT,
                      metadata TEXT, generation INTEGER, etag TEXT, last_modified TEXT,
-                     missing INTEGER, text_key TEXT NOT NULL,
+                     missing INTEGER, text_key TEXT NOT NULL, racy INTEGER,
                      gone INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
 CREATE TABLE origins (text_key TEXT, key TEXT, PRIMARY KEY (text_key, key)) WITHOUT ROWID;
 CREATE TABLE observed (key TEXT PRIMARY KEY, size INTEGER NOT NULL,
@@ -38,16 +38,20 @@ CREATE TABLE occurrences (digest TEXT, grp TEXT, key TEXT, fresh INTEGER NOT NUL
 """
 
 
-# A listed item the stat gate passes (same derivation, and a 304 or the same stat) and
-# that brings nothing new (its validators, if any, are the stored ones; no missing
-# count to clear). Never NULL, so that NOT of it is what it says.
+# A listed item the stat gate passes (same derivation, and a 304 or the same stat, racy
+# on neither side: kbsync.sync.observe.stat_gate_passes) and that brings nothing new
+# (its validators, if any, are the stored ones; no missing count to clear). Never NULL,
+# so that NOT of it is what it says.
 UNCHANGED = """coalesce(l.item AND s.derivation = l.derivation AND s.missing = 0
-    AND (l.not_modified OR (l.size = s.size AND l.mtime_ns = s.mtime_ns AND l.inode IS s.inode))
+    AND (l.not_modified OR (l.size = s.size AND l.mtime_ns = s.mtime_ns AND l.inode IS s.inode
+                            AND NOT l.racy AND NOT s.racy))
     AND (NOT l.validated OR ((s.etag IS NOT NULL OR s.last_modified IS NOT NULL)
                              AND s.etag IS l.etag AND s.last_modified IS l.last_modified)),
     0)"""
 STORED = ("s.key, s.size, s.mtime_ns, s.inode, s.bytes_hash, s.text_hash, s.derivation, "
-           "s.title, s.metadata, s.generation, s.etag, s.last_modified, s.missing")
+           "s.title, s.metadata, s.generation, s.etag, s.last_modified, s.missing, s.racy")
+STORED_COLUMNS = 16
+"""Columns of the ``stored`` table."""
 
 
 def stored_row(d: StoredDocument) -> tuple[Any, ...]:
@@ -56,13 +60,13 @@ def stored_row(d: StoredDocument) -> tuple[Any, ...]:
                                                               stat.inode)),
             d.bytes_hash, d.text_hash, d.derivation, d.title, d.metadata, d.generation,
             *((None, None) if v is None else (v.etag, v.last_modified)), d.missing,
-            text_key(d), 0)
+            text_key(d), None if stat is None else stat.racy, 0)
 
 
 def stored_doc(r: Sequence[Any]) -> StoredDocument:
     """A stored document from the columns of :data:`STORED`."""
     return StoredDocument(
-        key=r[0], stat=None if r[1] is None else SourceStat(r[1], r[2], r[3]),
+        key=r[0], stat=None if r[1] is None else SourceStat(r[1], r[2], r[3], bool(r[13])),
         bytes_hash=r[4], text_hash=r[5], derivation=r[6], title=r[7], metadata=r[8],
         generation=r[9], chunk_digests=(),
         validators=None if r[10] is None and r[11] is None else Validators(r[10], r[11]),
@@ -71,13 +75,14 @@ def stored_doc(r: Sequence[Any]) -> StoredDocument:
 
 def listed_row(entry: SourceItem | ItemError, derivation: str) -> tuple[Any, ...]:
     if isinstance(entry, ItemError):
-        return (entry.key, 0, *(None,) * 10, entry.message, entry.missing, None, None)
+        return (entry.key, 0, *(None,) * 10, entry.message, entry.missing, None, None, None)
     stat, v = entry.stat, entry.validators
     return (entry.key, 1, entry.locator, entry.media_type,
             *((None, None, None) if stat is None else (stat.size, stat.mtime_ns, stat.inode)),
             v is not None, *((None, None) if v is None else (v.etag, v.last_modified)),
             entry.not_modified, derivation, None, None,
-            json.dumps(entry.metadata) if entry.metadata else None, entry.renamed_from)
+            json.dumps(entry.metadata) if entry.metadata else None, entry.renamed_from,
+            None if stat is None else stat.racy)
 
 
 def listed_entry(r: Sequence[Any]) -> SourceItem | ItemError:
@@ -85,7 +90,7 @@ def listed_entry(r: Sequence[Any]) -> SourceItem | ItemError:
     if not r[1]:
         return ItemError(r[0], r[12], missing=bool(r[13]))
     return SourceItem(key=r[0], locator=r[2], media_type=r[3],
-                      stat=None if r[4] is None else SourceStat(r[4], r[5], r[6]),
+                      stat=None if r[4] is None else SourceStat(r[4], r[5], r[6], bool(r[16])),
                       validators=Validators(r[8], r[9]) if r[7] else None,
                       not_modified=bool(r[10]),
                       metadata=tuple((str(k), str(v)) for k, v in json.loads(r[14]))

@@ -15,16 +15,16 @@ import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 
-from kbsync.embed import Embedder
-from kbsync.errors import Terminated
-from kbsync.model import ItemError, SourceItem
-from kbsync.plan import (
+from kbsync.core.plan import (
     Action,
     Failed,
     Observation,
     StoredDocument,
     Unchanged,
 )
+from kbsync.embed import Embedder
+from kbsync.errors import Terminated
+from kbsync.model import ItemError, SourceItem
 from kbsync.report import SyncResult
 from kbsync.sources import Source
 from kbsync.store import RecordStore, RunLog
@@ -38,6 +38,7 @@ from kbsync.sync.embedding import (
     embedded_meta_name,
     refuse_dimension_change,
 )
+from kbsync.sync.failures import FailureMemory
 from kbsync.sync.listing import keep_schedules, list_source
 from kbsync.sync.observe import (
     Derive,
@@ -50,10 +51,10 @@ from kbsync.sync.observe import (
 )
 from kbsync.sync.options import SyncOptions
 from kbsync.sync.reading import POOL_MIN_DOCUMENTS, Read, Readers, read_workers
-from kbsync.sync.removed import RemovedSource, forget_released, keep_removed, removed_sources
+from kbsync.sync.removed import RemovedSource, forget_released, keep_removed, sources_to_sync
 from kbsync.sync.scratch import Scratch
 from kbsync.sync.tally import Clock, Progress, SourceTally, SyncReport, utc_now
-from kbsync.vector_index import EmbeddedIndex, VectorIndex
+from kbsync.sync.vector_index import EmbeddedIndex, VectorIndex
 
 __all__ = ["sync_sources"]
 
@@ -78,7 +79,7 @@ def sync_sources(
     embedding computed is in the cache already.
 
     The vectors go to ``index`` (the store's own by default; an external vector
-    store's through :class:`~kbsync.vector_index.MirroredIndex`).
+    store's through :class:`~kbsync.sync.vector_index.MirroredIndex`).
     Documents are planned, embedded and applied a batch at a time, so memory does
     not grow with the size of a source (see :func:`_sync_source_steps`), a batch's
     embedding running while the one before it is applied. A new
@@ -97,7 +98,8 @@ def sync_sources(
     rewrite = False if dry_run else index.begin(embedder.dimension)
     run = Run(store, embedder, extractor_for, chunker, options, progress=progress, index=index,
               clock=Clock(report), tally=Counter())
-    removed, released = removed_sources(store, sources, options.allow_mass_delete)
+    sources, removed, released = sources_to_sync(store, sources, options.allow_mass_delete,
+                                                 options.only)
     for source in [*sources, *removed]:
         tally = SourceTally(source=source.name)
         report.sources.append(tally)
@@ -179,13 +181,15 @@ def _sync_source_steps(run: Run, source: Source, allow_mass_delete: bool,
     document. Returns whether the vectors of documents left alone changed.
     """
     store, dry_run = run.store, run.options.dry_run
+    memory = FailureMemory(store, source.name)
     with Scratch(run.options.scratch_dir) as scratch:
         derive = deriver(run.extractor_for, run.chunker)
         listed = list_source(source, store, derive, run.options.verify, scratch, out,
-                             dry_run=dry_run, due=run.options.due and not run.options.verify)
+                             dry_run=dry_run, due=run.options.due and not run.options.verify,
+                             accept_root=run.options.accept_root)
         run.clock.lap("list")
         stored = scratch.stored_count()
-        _observe_source(run, source, scratch, derive, out)
+        _observe_source(run, source, scratch, derive, memory, out)
         vanished = scratch.vanish() if listed.complete else 0
         shared = _boilerplate(run, source.name, scratch, vanished, out)
         skip = frozenset() if run.options.index_boilerplate else shared
@@ -204,11 +208,14 @@ def _sync_source_steps(run: Run, source: Source, allow_mass_delete: bool,
             limit = run.options.confirm_above_tokens
             if limit is not None:
                 confirm_bill(store, run.embedder, source.name, scratch, skip, limit,
-                             embedded=embedded)
+                             embedded=embedded, setting=run.options.bound_setting)
             _write_batches(run, source.name, batches, scratch, skip, shared, out)
         _delete_vanished(run, source.name, scratch, stored, allow_mass_delete, out)
+        memory.settle(out)
         if not dry_run:
             keep_schedules(store, source.name, listed.revisited, out)
+            if listed.complete:  # else failures of unlisted documents would be forgotten
+                memory.save(store)
     if dry_run:
         if not embedded:
             out.embeddings_backfill = len(store.unembedded(source.name, run.embedder.identity))
@@ -234,13 +241,14 @@ def _boilerplate(run: Run, source: str, scratch: Scratch, vanished: int,
 
 
 def _observe_source(run: Run, source: Source, scratch: Scratch, derive: Derive,
-                    out: SourceTally) -> None:
+                    memory: FailureMemory, out: SourceTally) -> None:
     """Gate every listed document; keep in ``scratch`` what each one came to, unless unchanged.
 
     What the stat gate passes with nothing to refresh is only counted, in one query.
     A listing error with a key means the document exists but cannot be taken now:
     it fails (and keeps its stored version). Documents to read go to a pool of
     reading processes when there are enough of them (:mod:`kbsync.sync.reading`).
+    A document that failed before as it is now is skipped (``memory``).
     """
     total = scratch.listed_count() - count_unchanged(scratch, run.options.verify, out)
     workers = read_workers(run.options.read_workers)
@@ -262,7 +270,7 @@ def _observe_source(run: Run, source: Source, scratch: Scratch, derive: Derive,
             if isinstance(entry, ItemError):
                 scratch.observe(Failed(entry.key, entry.message, missing=entry.missing), old)
             else:
-                _gate(run, source, entry, old, derive, out, scratch, readers)
+                _gate(run, source, entry, old, derive, memory, out, scratch, readers)
             if run.progress is not None:
                 run.progress("read", n, total)
         if readers is not None:
@@ -271,15 +279,20 @@ def _observe_source(run: Run, source: Source, scratch: Scratch, derive: Derive,
 
 
 def _gate(run: Run, source: Source, item: SourceItem, old: StoredDocument | None,
-          derive: Derive, out: SourceTally, scratch: Scratch, readers: Readers | None) -> None:
+          derive: Derive, memory: FailureMemory, out: SourceTally, scratch: Scratch,
+          readers: Readers | None) -> None:
     """One listed document: the stat gate here, else a read and gates 2 and 3 (by a reading
-    process when there are ``readers``); what it comes to goes to ``scratch``."""
+    process when there are ``readers``); what it comes to goes to ``scratch``. One that
+    failed before as it is now is not read: its stored version, if any, stays."""
     made_with = derive(item.media_type)
     assert made_with is not None
     if not run.options.verify and stat_gate_passes(item, old, made_with):
         assert old is not None
         out.bytes_skipped += item.stat.size if item.stat else 0
         _keep(unchanged_observation(item, old), old, scratch, out)
+        return
+    if not run.options.verify and memory.skip(item, made_with, out):
+        out.bytes_skipped += item.stat.size if item.stat else 0
         return
     if readers is not None:
         readers.read(item, old, made_with)

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from kbsync.model import ChangeReport, ChunkingDiagnostics, Region, Verdict
-from kbsync.plan import Action
+from kbsync.core.plan import Action
+from kbsync.model import ChangeKind, ChangeReport, ChunkingDiagnostics, Region, SourceStat, Verdict
 from kbsync.report import DocumentChange, SourceResult, SyncResult
 
 __all__ = ["REPORT_LIMIT", "Capped", "Clock", "Progress", "SourceTally", "SyncReport", "utc_now"]
@@ -79,6 +79,12 @@ class SourceTally:
     vectors_deleted: int = 0
     documents_applied: int = 0
     failures: Capped[tuple[str, str]] = field(default_factory=Capped)
+    still_failing: Capped[tuple[str, str]] = field(default_factory=Capped)
+    """``(key, message)`` of documents that failed as they are in an earlier sync
+    (:mod:`kbsync.sync.failures`): not read again, not new problems."""
+    unreadable: dict[str, tuple[SourceStat, str, str]] = field(default_factory=dict)
+    """The documents read and found unreadable, with the stat, derivation and message
+    they failed with: what the next sync remembers (not part of the report)."""
     warnings: Capped[str] = field(default_factory=Capped)
     unsupported: Capped[str] = field(default_factory=Capped)
     """Keys of the listed items no extractor reads (``skipped_unsupported`` counts them)."""
@@ -170,24 +176,27 @@ class SourceTally:
             source=self.source, documents=Counter(self.documents), chunks=Counter(self.chunks),
             **{name: getattr(self, name) for name in _COUNTS},
             listing_complete=self.listing_complete, deletions_blocked=self.deletions_blocked,
-            failures=tuple(self.failures), warnings=tuple(self.warnings) + self._truncation(),
+            failures=tuple(self.failures), still_failing=tuple(self.still_failing),
+            warnings=tuple(self.warnings) + self._truncation(),
             unsupported=tuple(self.unsupported),
             changes=tuple(DocumentChange(k, a, self.changes.get(k), origin)
                           for k, a, origin in self.actions),
             omitted={name: n for name, n in (("changes", self.actions.omitted),
                                               ("failures", self.failures.omitted),
+                                              ("still_failing", self.still_failing.omitted),
                                               ("warnings", self.warnings.omitted),
                                               ("unsupported", self.unsupported.omitted)) if n},
             revision=self.revision, pages_checked=self.pages_checked)
 
 
 _COUNTS = tuple(f.name for f in fields(SourceTally) if f.type == "int")
-_LISTS = ("failures", "warnings", "actions", "unsupported")
+_LISTS = ("failures", "still_failing", "warnings", "actions", "unsupported")
 
 
 def _change_dict(change: ChangeReport) -> dict[str, Any]:
     """What a tally keeps of a document's change report: what the run's report shows."""
     return {"verdict": str(change.verdict), "similarity": change.similarity,
+            "kind": None if change.kind is None else str(change.kind), "reason": change.reason,
             "regions": [(r.offset, r.length) for r in change.regions],
             "removed_regions": [(r.offset, r.length) for r in change.removed_regions]}
 
@@ -197,6 +206,8 @@ def _change_of(sent: Mapping[str, Any]) -> ChangeReport:
     return ChangeReport(changed=True, similarity=sent["similarity"], added=(), removed=(),
                         kept=0, moved=0, regions=tuple(Region(o, n) for o, n in sent["regions"]),
                         verdict=Verdict(sent["verdict"]),
+                        kind=None if sent.get("kind") is None else ChangeKind(sent["kind"]),
+                        reason=sent.get("reason", ""),
                         removed_regions=tuple(Region(o, n) for o, n in sent["removed_regions"]))
 
 

@@ -11,10 +11,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
+from kbsync.core.plan import DocumentVersion, StoredDocument, plan
 from kbsync.embed import Embedder
 from kbsync.errors import ConfigError
 from kbsync.model import SourceItem, SourceStat, Validators
-from kbsync.plan import DocumentVersion, StoredDocument, plan
 from kbsync.sources import Source
 from kbsync.store import RecordStore
 from kbsync.sync.apply import apply_plan, count_plan
@@ -23,7 +23,7 @@ from kbsync.sync.embedding import cached_vectors, embed_plan
 from kbsync.sync.observe import ExtractorFor, derivation, observe
 from kbsync.sync.replacements import compare_stored, reports_change, screen
 from kbsync.sync.tally import Progress, SourceTally
-from kbsync.vector_index import EmbeddedIndex
+from kbsync.sync.vector_index import EmbeddedIndex
 
 __all__ = ["ClaimedDocument", "WorkQueue", "drain", "job_data", "job_item", "process"]
 
@@ -153,7 +153,7 @@ def job_data(item: SourceItem, derivation: str, embedder: str,
     validators = item.validators
     return {
         "locator": item.locator, "media_type": item.media_type,
-        "stat": None if stat is None else [stat.size, stat.mtime_ns, stat.inode],
+        "stat": None if stat is None else [stat.size, stat.mtime_ns, stat.inode, stat.racy],
         "validators": None if validators is None
         else [validators.etag, validators.last_modified],
         "not_modified": item.not_modified, "derivation": derivation, "embedder": embedder,

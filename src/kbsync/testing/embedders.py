@@ -8,6 +8,7 @@ import numpy as np
 
 from kbsync.embed import Vectors
 from kbsync.embed.hashing import HashingEmbedder
+from kbsync.model import VectorNorm
 
 __all__ = ["CountingEmbedder", "WordReranker"]
 
@@ -35,6 +36,10 @@ class CountingEmbedder:
     @property
     def max_input_tokens(self) -> int | None:
         return self.window
+
+    @property
+    def norm(self) -> VectorNorm:
+        return self._inner.norm
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         return self._inner.count_tokens(texts)

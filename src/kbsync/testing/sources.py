@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from kbsync.core.identity import source_bytes_hash
 from kbsync.errors import DocumentError
-from kbsync.identity import source_bytes_hash
 from kbsync.model import ItemError, KnownItem, Listing, SourceItem, SourceStat, Validators
 
 __all__ = ["MemorySource"]

@@ -18,14 +18,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from kbsync.identity import embedding_text_key
-from kbsync.model import SourceStat, Validators
-from kbsync.plan import ChunkDraft, DocumentPlan, StoredDocument
+from kbsync.core.identity import embedding_text_key
+from kbsync.core.plan import ChunkDraft, DocumentPlan, StoredDocument
+from kbsync.model import ANY_NORM, SourceStat, Validators, VectorNorm
 from kbsync.store import (
     ChunkRef,
+    Discarded,
     DocumentText,
     Frontier,
     Hit,
+    Nearest,
     RecordStore,
     RunRecord,
     StoreStatus,
@@ -33,6 +35,14 @@ from kbsync.store import (
 )
 from kbsync.store.filters import Filters, matches
 from kbsync.store.rows import as_hit, erased, held_meta_name, query_terms, run_record, window_span
+from kbsync.store.values import (
+    Damage,
+    damaged_chunk_texts,
+    damaged_texts,
+    damaged_vectors,
+    lines,
+    summary,
+)
 from kbsync.store.writes import PlanWrites
 
 __all__ = ["MemoryStore"]
@@ -42,11 +52,13 @@ __all__ = ["MemoryStore"]
 
 
 class _Version:
-    """One kept version of a document: its text and its chunks (a document keeps two)."""
+    """One kept version of a document: its text and its chunks (a document keeps two), and
+    the checksum of the text written with it (as the SQL stores keep one)."""
 
     generation: int
     text: str
     chunks: tuple[ChunkDraft, ...]
+    key: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +110,7 @@ class _State:
     runs: dict[int, tuple[str, str, str]] = field(default_factory=dict)  # started, finished, json
     erasures: dict[str, str] = field(default_factory=dict)
     outbox: dict[str, None] = field(default_factory=dict)
+    text_keys: dict[str, bytes] = field(default_factory=dict)  # chunk digest -> its text's key
 
     def copy(self) -> _State:
         return _State(*(dict(getattr(self, f.name)) for f in fields(self)))
@@ -112,8 +125,8 @@ class MemoryStore(PlanWrites):
     frontier and the outbox. :meth:`batch` (and each :meth:`apply`) is a
     transaction: an exception inside leaves the store as it was. Its text search
     is naive (a chunk's count of the query's words, heading and title counted
-    twice; no stemming) and its vector search brute force. :meth:`verify` is not
-    implemented: the invariants are those of a stored file.
+    twice; no stemming) and its vector search brute force. :meth:`verify` checks the
+    stored values only (the links of its dicts of frozen values cannot break).
     """
 
     def __init__(self) -> None:
@@ -253,8 +266,7 @@ class MemoryStore(PlanWrites):
         if found is None:
             self._write_version(source, doc, now)
             return
-        for c in v.chunks:
-            self._s.texts.setdefault(c.digest, c.text)
+        self._keep_texts(v.chunks)
         self._s.documents[(source, doc.key)] = replace(  # the same text: its versions stay
             found, locator=v.locator, media_type=v.media_type, stat=v.stat,
             validators=v.validators, bytes_hash=v.bytes_hash, derivation=v.derivation,
@@ -266,16 +278,22 @@ class MemoryStore(PlanWrites):
         assert v is not None
         old = self._s.documents.get((source, doc.key))
         generation = 1 if old is None else old.current.generation + 1
-        for c in v.chunks:
-            self._s.texts.setdefault(c.digest, c.text)
+        self._keep_texts(v.chunks)
         self._s.documents[(source, doc.key)] = _Document(
             v.locator, v.media_type, v.stat, v.validators, v.bytes_hash, v.text_hash,
             v.derivation, v.title, v.metadata, missing=0,
             first_seen=now if old is None else old.first_seen, last_seen=now, last_changed=now,
-            current=_Version(generation, v.text, v.chunks),
-            previous=None if old is None else old.current,
+            current=_Version(generation, v.text, v.chunks, embedding_text_key(v.text)),
+            previous=None if old is None or not old.text_hash else old.current,
             moved_from=None if old is None else old.moved_from,
             moved=None if old is None else old.moved)
+
+    def _keep_texts(self, chunks: Sequence[ChunkDraft]) -> None:
+        """Keep the chunks' texts, with their keys (a text already kept stays as it is)."""
+        for c in chunks:
+            if c.digest not in self._s.texts:
+                self._s.texts[c.digest] = c.text
+                self._s.text_keys[c.digest] = c.embedding_key
 
     # -- the embedding cache -----------------------------------------------------------
 
@@ -349,19 +367,23 @@ class MemoryStore(PlanWrites):
         return sorted(scored, key=lambda h: -h.score)[:k]
 
     def search_vector(self, embedder: str, vector: npt.NDArray[np.float32], k: int,
-                      filters: Filters | None = None) -> list[Hit]:
+                      filters: Filters | None = None, norm: VectorNorm | None = None,
+                      ) -> Nearest:
         rows = [r for r in self._indexed(filters=filters)
                 if (r[4].digest, embedder) in self._s.vectors]
         if not rows:
-            return []
+            return Nearest([])
         matrix = np.vstack([self._s.vectors[(r[4].digest, embedder)] for r in rows])
-        scores = matrix @ np.asarray(vector, dtype=np.float32)
-        order = np.argsort(-scores, kind="stable")[:k].tolist()
+        with np.errstate(over="ignore", invalid="ignore"):
+            wrong = (norm or ANY_NORM).unsound(np.linalg.norm(matrix.astype(np.float64), axis=1))
+        with np.errstate(over="ignore", invalid="ignore"):
+            scores = matrix @ np.asarray(vector, dtype=np.float32)
+        order = [n for n in np.argsort(-scores, kind="stable").tolist() if not wrong[n]][:k]
         out = []
         for n in order:
             s, key, doc, i, c = rows[n]
             out.append(self._hit(s, key, doc, i, c, float(scores[n])))
-        return out
+        return Nearest(out, int(wrong.sum()))
 
     def hits_at(self, refs: Sequence[tuple[str, str, int, str]],
                 scores: Sequence[float]) -> list[Hit]:
@@ -444,6 +466,7 @@ class MemoryStore(PlanWrites):
         vectors = [k for k in self._s.vectors if k[0] not in used]
         for d in texts:
             del self._s.texts[d]
+            self._s.text_keys.pop(d, None)
         for k in vectors:
             del self._s.vectors[k]
         return {"chunk_texts": len(texts), "embeddings": len(vectors)}
@@ -458,12 +481,70 @@ class MemoryStore(PlanWrites):
             last_run=last[0].report if last else None)
 
     def verify(self, embedder: str, identity: Callable[[str], str] | None,
-               derivations: Collection[str] | None = None) -> list[str]:
-        raise NotImplementedError("MemoryStore does not check invariants: they are those of "
-                                  "a stored file (verify a SqliteStore)")
+               derivations: Collection[str] | None = None,
+               norm: VectorNorm | None = None) -> list[str]:
+        """The stored values checked as the SQL stores check them (chunk texts, kept texts,
+        vectors); how rows are linked is not: dicts of frozen values cannot break a link."""
+        damage = self._value_damage(embedder, identity, derivations, norm)
+        if damage:
+            self.remember_damage(summary(damage))
+        else:
+            self.remember_damage(None)
+        return lines(damage, norm or ANY_NORM)
+
+    def _value_damage(self, embedder: str, identity: Callable[[str], str] | None,
+                      derivations: Collection[str] | None, norm: VectorNorm | None) -> Damage:
+        current = {c.digest for d in self._s.documents.values()
+                   if derivations is None or d.derivation in derivations
+                   for c in d.current.chunks}
+        chunk_texts = tuple(damaged_chunk_texts(
+            ((digest, text, self._s.text_keys.get(digest), digest in current)
+             for digest, text in self._s.texts.items()), identity))
+        texts = tuple(damaged_texts(
+            (s, k, v.generation, v is d.current, v.text, v.key or None)
+            for (s, k), d in sorted(self._s.documents.items())
+            for v in (d.current, d.previous) if v is not None))
+        vectors = tuple(damaged_vectors(
+            ((digest, owner, len(v), np.asarray(v, dtype=np.float32).tobytes())
+             for (digest, owner), v in self._s.vectors.items()), embedder, norm or ANY_NORM))
+        return Damage(chunk_texts, texts, vectors)
+
+    def discard_damaged(self, embedder: str, identity: Callable[[str], str] | None,
+                        derivations: Collection[str] | None = None,
+                        norm: VectorNorm | None = None) -> Discarded:
+        damage = self._value_damage(embedder, identity, derivations, norm)
+        for v in damage.vectors:
+            self._s.vectors.pop((v.digest, v.embedder), None)
+        for digest in damage.chunk_texts:
+            self._s.texts.pop(digest, None)
+            self._s.text_keys.pop(digest, None)
+        for t in damage.texts:
+            found = self._s.documents[(t.source, t.key)]
+            if not t.current:
+                self._s.documents[(t.source, t.key)] = replace(found, previous=None)
+                continue
+            # Unknown to the gates, the document is read and written again by the next sync;
+            # until then its text is empty, as a SQL store's is missing (and it keeps no
+            # previous text afterwards, as theirs keeps none).
+            self._s.documents[(t.source, t.key)] = replace(
+                found, stat=None, validators=None, bytes_hash="", text_hash="", previous=None,
+                current=replace(found.current, text="", key=embedding_text_key("")))
+        current = sum(t.current for t in damage.texts)
+        return Discarded(vectors=len(damage.vectors), chunk_texts=len(damage.chunk_texts),
+                         previous=len(damage.texts) - current, current=current)
+
+    def known_damage(self) -> str | None:
+        return self._s.meta.get(_DAMAGE)
+
+    def remember_damage(self, reason: str | None) -> None:
+        self.set_meta(_DAMAGE, reason or "")
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+# The meta entry that remembers why the store is known to be damaged (a row, as PostgreSQL's).
+_DAMAGE = "damage"
 
 
 if TYPE_CHECKING:  # mypy holds MemoryStore to every role of the protocol

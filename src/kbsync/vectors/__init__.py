@@ -1,7 +1,7 @@
 """External vector stores ("sinks"): a mirror of the current chunks' vectors outside the store.
 
 The record store stays the source of truth; a sink holds one point per indexed
-current chunk, under a deterministic id (:func:`kbsync.identity.vector_id`), so
+current chunk, under a deterministic id (:func:`kbsync.core.identity.vector_id`), so
 writing a point twice is harmless and the sink can always be reconciled
 against the records.
 """

@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from kbsync.core.identity import weights_hash
 from kbsync.embed.providers.file_digests import remembered
 from kbsync.embed.providers.onnx_int8 import cache_folder, cached_model
 from kbsync.errors import DependencyMissingError, EmbeddingError
-from kbsync.identity import weights_hash
 
 __all__ = ["CrossEncoderReranker"]
 

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from kbsync.core.identity import weights_hash
 from kbsync.embed import Vectors
 from kbsync.embed.providers.file_digests import remembered
 from kbsync.embed.providers.onnx_int8 import (
@@ -40,7 +41,7 @@ from kbsync.embed.providers.onnx_int8 import (
 )
 from kbsync.embed.tokenizer import TOKENIZER_PREFIX
 from kbsync.errors import ConfigError, DependencyMissingError, EmbeddingError
-from kbsync.identity import weights_hash
+from kbsync.model import ANY_NORM, UNIT_NORM, VectorNorm
 
 __all__ = ["BACKENDS", "DEFAULT_MODEL", "LocalEmbedder", "default_model_installed"]
 
@@ -114,6 +115,13 @@ class LocalEmbedder:
     @property
     def dimension(self) -> int:
         return self._dimension
+
+    @property
+    def norm(self) -> VectorNorm:
+        """Unit length when normalizing (or the ONNX export's layout ends with a Normalize
+        module); a raw model's norms vary."""
+        normalized = self.normalize or (self._onnx is not None and self._onnx.pooling.normalize)
+        return UNIT_NORM if normalized else ANY_NORM
 
     @property
     def max_input_tokens(self) -> int:

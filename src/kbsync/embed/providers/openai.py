@@ -33,12 +33,13 @@ from urllib.parse import urlsplit
 import numpy as np
 import numpy.typing as npt
 
-from kbsync.chunking.tokens import EstimatingCounter
+from kbsync.core.chunking.tokens import EstimatingCounter
+from kbsync.core.identity import embedder_params_hash
+from kbsync.core.normalize import scan_words
 from kbsync.embed import Vectors
 from kbsync.embed.providers.openai_settings import OpenAISettings, safe_url
 from kbsync.errors import DependencyMissingError, EmbeddingError
-from kbsync.identity import embedder_params_hash
-from kbsync.normalize import scan_words
+from kbsync.model import ANY_NORM, UNIT_NORM, VectorNorm
 
 if TYPE_CHECKING:
     import httpx
@@ -123,6 +124,12 @@ class OpenAIEmbedder:
         server gives the same vectors, while the same name on another server may not.
         """
         return f"openai:{self.settings.model}@{self._host}:{self._params_hash}:{self.dimension}"
+
+    @property
+    def norm(self) -> VectorNorm:
+        """Unit length with ``normalize`` (kbsync normalizes each row itself); else the
+        server's vectors, whose norms it does not promise."""
+        return UNIT_NORM if self.settings.normalize else ANY_NORM
 
     @property
     def token_counter(self) -> str | None:

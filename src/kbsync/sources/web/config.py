@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
 
+from kbsync.core.schedule import DEFAULT_MAX_INTERVAL, DEFAULT_MIN_INTERVAL, Cadence
 from kbsync.errors import ParameterError
-from kbsync.schedule import DEFAULT_MAX_INTERVAL, DEFAULT_MIN_INTERVAL, Cadence
 from kbsync.sources.web.addresses import AddressPolicy
 from kbsync.sources.web.urls import Scope, UrlError, canonicalize, host_of, port_of
 
@@ -135,7 +135,7 @@ class WebSettings:
     - ``media_types``: answers of other types are skipped unread (None: all).
     - ``use_robots_sitemaps``: also read the sitemaps robots.txt of the seeds' origins names.
     - ``min_interval``/``max_interval`` (seconds, default 1 hour / 7 days): the bounds
-      of each page's revisit interval (:mod:`kbsync.schedule`), which ``list_due`` obeys.
+      of each page's revisit interval (:mod:`kbsync.core.schedule`), which ``list_due`` obeys.
 
     The collections are tuples (a table's lists); a lone string is one URL, host or prefix.
     """

@@ -39,7 +39,7 @@ while the pages that link to it answer 304. When no request of
 the crawl got any HTTP answer (the site is down, the network is out), the
 listing is incomplete (``complete=False``) and nothing is deleted.
 
-Every page that answers moves on its revisit schedule (:mod:`kbsync.schedule`):
+Every page that answers moves on its revisit schedule (:mod:`kbsync.core.schedule`):
 a 304, or a 200 whose bytes hash as before, is an unchanged check; other 200s
 are changes. With ``due_only`` a known page that is not due (and that no
 sitemap ``<lastmod>`` after its last check names) is not requested at all:
@@ -61,10 +61,10 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from kbsync.core.identity import page_digest
+from kbsync.core.schedule import after_check, is_due
 from kbsync.errors import DocumentError
-from kbsync.identity import page_digest
 from kbsync.model import ItemError, KnownItem, Listing, PageSchedule, SourceItem, Validators
-from kbsync.schedule import after_check, is_due
 from kbsync.sources.web.config import WebConfig
 from kbsync.sources.web.fetch import (
     REDIRECT_STATUSES,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kbsync.normalize import normalize
+from kbsync.core.normalize import normalize
 
 __all__ = ["PROBE_PREFIX", "SIMILARITY", "Fingerprint", "fingerprint"]
 

@@ -18,9 +18,14 @@ if TYPE_CHECKING:
     import psycopg
 
 __all__ = [
-    "AdvisoryLock", "PostgresBase", "connect", "ident", "is_driver_error", "load_psycopg", "scalar",
-    "shown",
+    "DAMAGE_META", "AdvisoryLock", "PostgresBase", "connect", "ident", "is_driver_error",
+    "load_psycopg", "scalar", "shown",
 ]
+
+
+DAMAGE_META = "damage"
+"""The meta row that remembers why the store is known to be damaged (see
+:meth:`~kbsync.store.Maintenance.known_damage`)."""
 
 
 def load_psycopg() -> Any:
@@ -96,6 +101,7 @@ class PostgresBase:
         self._queued: list[psycopg.Cursor[Any]] = []
         self._indexed_dimensions: set[int] = set()
         self._deferred_dimensions: set[int] = set()
+        self._damage: str | None = None  # damage this process could not write down
         try:
             self._open(create)
         except BaseException:
@@ -215,6 +221,32 @@ class PostgresBase:
     def get_meta(self, name: str) -> str | None:
         row = self._conn.execute("SELECT value FROM meta WHERE name = %s", (name,)).fetchone()
         return None if row is None else str(row[0])
+
+    def known_damage(self) -> str | None:
+        driver, _ = load_psycopg()
+        try:
+            row = self._conn.execute("SELECT value FROM meta WHERE name = %s",
+                                     (DAMAGE_META,)).fetchone()
+        except driver.Error:  # inside a transaction the damage aborted
+            return self._damage
+        return self._damage if row is None else str(row[0])
+
+    def remember_damage(self, reason: str | None) -> None:
+        """Written through a connection of its own: the damage may have aborted a transaction
+        of this one (a batch), and the note must outlive it."""
+        said = None if reason is None else " ".join(reason.split())
+        driver, _ = load_psycopg()
+        try:
+            with connect(self.url, self._password, self.schema, create=False) as conn:
+                if said is None:
+                    conn.execute("DELETE FROM meta WHERE name = %s", (DAMAGE_META,))
+                else:
+                    conn.execute("INSERT INTO meta (name, value) VALUES (%s, %s) ON CONFLICT "
+                                 "(name) DO UPDATE SET value = excluded.value",
+                                 (DAMAGE_META, said))
+            self._damage = None
+        except (driver.Error, StoreError):
+            self._damage = said  # not written: this process still knows (and says so)
 
     def set_meta(self, name: str, value: str) -> None:
         if value == "":

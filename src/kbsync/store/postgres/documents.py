@@ -8,9 +8,10 @@ from dataclasses import replace
 import numpy as np
 import numpy.typing as npt
 
+from kbsync.core.identity import embedding_text_key
+from kbsync.core.plan import ChunkDraft, DocumentPlan, StoredDocument
 from kbsync.crashpoints import crashpoint
 from kbsync.model import PageSchedule
-from kbsync.plan import ChunkDraft, DocumentPlan, StoredDocument
 from kbsync.store import DocumentText
 from kbsync.store.postgres.embeddings import EmbeddingTables
 from kbsync.store.rows import (
@@ -101,7 +102,7 @@ class DocumentTables(EmbeddingTables, PlanWrites):
         crashpoint("store.move_document")
         moved = self._conn.execute(
             "UPDATE documents SET key = %s, locator = %s, media_type = %s, size = %s, "
-            "mtime_ns = %s, inode = %s, etag = %s, last_modified = %s, bytes_hash = %s, "
+            "mtime_ns = %s, inode = %s, racy = %s, etag = %s, last_modified = %s, bytes_hash = %s, "
             "title = %s, metadata = %s, missing = 0, last_seen = %s "
             "WHERE source = %s AND key = %s RETURNING id",
             (doc.key, version.locator, version.media_type, *stat_row(version.stat),
@@ -121,15 +122,16 @@ class DocumentTables(EmbeddingTables, PlanWrites):
         crashpoint("store.refresh_document")
         if version is None:  # gate 2 or a 304: same content, new stat or validators
             self._queue(
-                "UPDATE documents SET size = %s, mtime_ns = %s, inode = %s, etag = %s, "
-                "last_modified = %s, missing = 0 WHERE source = %s AND key = %s",
+                "UPDATE documents SET size = %s, mtime_ns = %s, inode = %s, racy = %s, "
+                "etag = %s, last_modified = %s, missing = 0 WHERE source = %s AND key = %s",
                 (*stat_row(doc.stat), *validator_row(doc.validators), source, doc.key),
             )
             return
         self._queue(
             "UPDATE documents SET locator = %s, media_type = %s, size = %s, mtime_ns = %s, "
-            "inode = %s, etag = %s, last_modified = %s, bytes_hash = %s, title = %s, "
-            "metadata = %s, missing = 0, last_seen = %s WHERE source = %s AND key = %s",
+            "inode = %s, racy = %s, etag = %s, last_modified = %s, bytes_hash = %s, "
+            "title = %s, metadata = %s, missing = 0, last_seen = %s "
+            "WHERE source = %s AND key = %s",
             (version.locator, version.media_type, *stat_row(version.stat),
              *validator_row(version.validators), version.bytes_hash, version.title,
              version.metadata, now, source, doc.key),
@@ -146,12 +148,13 @@ class DocumentTables(EmbeddingTables, PlanWrites):
         # keeps its first_seen.
         self._queue(
             "INSERT INTO documents (source, key, locator, media_type, size, mtime_ns, inode, "
-            "etag, last_modified, bytes_hash, text_hash, derivation, title, metadata, "
+            "racy, etag, last_modified, bytes_hash, text_hash, derivation, title, metadata, "
             "generation, first_seen, last_seen, last_changed) VALUES "
-            "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 1, %s, %s, %s) "
+            "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 1, %s, %s, %s) "
             "ON CONFLICT (source, key) DO UPDATE SET locator = excluded.locator, "
             "media_type = excluded.media_type, size = excluded.size, "
-            "mtime_ns = excluded.mtime_ns, inode = excluded.inode, etag = excluded.etag, "
+            "mtime_ns = excluded.mtime_ns, inode = excluded.inode, racy = excluded.racy, "
+            "etag = excluded.etag, "
             "last_modified = excluded.last_modified, bytes_hash = excluded.bytes_hash, "
             "text_hash = excluded.text_hash, derivation = excluded.derivation, "
             "title = excluded.title, metadata = excluded.metadata, "
@@ -165,10 +168,12 @@ class DocumentTables(EmbeddingTables, PlanWrites):
         self._queue("DELETE FROM chunks c USING documents d WHERE d.source = %s AND d.key = %s "
                     "AND c.doc_id = d.id AND c.generation < d.generation - 1", this)
         crashpoint("store.write_text")
+        # The text's checksum, which verify compares it with, moves along with it.
         self._queue(
-            "INSERT INTO texts (doc_id, text) SELECT id, %s FROM documents "
+            "INSERT INTO texts (doc_id, text, text_key) SELECT id, %s, %s FROM documents "
             "WHERE source = %s AND key = %s ON CONFLICT (doc_id) DO UPDATE "
-            "SET previous = texts.text, text = excluded.text", (version.text, *this))
+            "SET previous = texts.text, previous_key = texts.text_key, text = excluded.text, "
+            "text_key = excluded.text_key", (version.text, embedding_text_key(version.text), *this))
         self._write_chunks(source, doc.key, version.chunks)
 
     def _rechunk(self, source: str, doc: DocumentPlan, now: str) -> None:
@@ -179,8 +184,8 @@ class DocumentTables(EmbeddingTables, PlanWrites):
         crashpoint("store.write_document")
         self._queue(
             "UPDATE documents SET locator = %s, media_type = %s, size = %s, mtime_ns = %s, "
-            "inode = %s, etag = %s, last_modified = %s, bytes_hash = %s, derivation = %s, "
-            "title = %s, metadata = %s, missing = 0, last_seen = %s "
+            "inode = %s, racy = %s, etag = %s, last_modified = %s, bytes_hash = %s, "
+            "derivation = %s, title = %s, metadata = %s, missing = 0, last_seen = %s "
             "WHERE source = %s AND key = %s",
             (version.locator, version.media_type, *stat_row(version.stat),
              *validator_row(version.validators), version.bytes_hash, version.derivation,

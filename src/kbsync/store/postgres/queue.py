@@ -8,8 +8,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from kbsync.core.plan import StoredDocument
 from kbsync.crashpoints import crashpoint
-from kbsync.plan import StoredDocument
 from kbsync.store.postgres.connection import scalar
 from kbsync.store.postgres.documents import DocumentTables
 

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 
+from kbsync.core.identity import embedding_text_key
+from kbsync.model import ANY_NORM, VectorNorm
 from kbsync.store import StoreStatus, invariants
-from kbsync.store.postgres.connection import PostgresBase, load_psycopg, scalar, shown
+from kbsync.store.postgres.checks import ValueChecks
+from kbsync.store.postgres.connection import load_psycopg, scalar, shown
 from kbsync.store.rows import CURRENT
+from kbsync.store.values import lines, summary
 
 __all__ = ["RepairTables"]
 
 
-class RepairTables(PostgresBase):
+class RepairTables(ValueChecks):
     """The :class:`~kbsync.store.Maintenance` role of the PostgreSQL store."""
 
     def status(self) -> StoreStatus:
@@ -31,10 +35,46 @@ class RepairTables(PostgresBase):
         )
 
     def verify(self, embedder: str, identity: Callable[[str], str] | None,
-               derivations: Collection[str] | None = None) -> list[str]:
-        return self.damage() + invariants.problems(
-            self._conn.execute, embedder, identity, mark="%s", derivations=derivations,
+               derivations: Collection[str] | None = None,
+               norm: VectorNorm | None = None) -> list[str]:
+        damage = self.damage()
+        problems = invariants.problems(
+            self._stream, embedder, mark="%s",
             bad_vectors="SELECT count(*) FROM embeddings WHERE vector_dims(vector) != dimension")
+        values = self._value_damage(embedder, identity, derivations, norm)
+        if damage or values:
+            self.remember_damage("; ".join(
+                [*(["verify found damaged indexes"] if damage else []),
+                 *([summary(values)] if values else [])]))
+        elif self.known_damage() is not None:
+            self.remember_damage(None)  # sound now (repaired, or restored)
+        return damage + problems + lines(values, norm or ANY_NORM)
+
+    def repair(self, rechunk: Callable[[str], Mapping[str, str]]) -> list[str]:
+        """Restore the chunk texts that are missing (a damaged one discarded), cut again
+        from their document's current or previous text (``rechunk`` maps a text to the
+        digests and texts of its chunks); what was done, as lines for a person.
+
+        The rest of what SQLite's repair rebuilds is the server's own: its indexes are
+        mended with REINDEX, and full text is a column of each chunk text's row.
+        """
+        missing = self._conn.execute(
+            "SELECT c.doc_id, array_agg(DISTINCT c.digest) FROM chunks c LEFT JOIN chunk_texts t "
+            "ON t.digest = c.digest WHERE t.digest IS NULL GROUP BY c.doc_id").fetchall()
+        restored = 0
+        for doc_id, digests in missing:
+            row = self._conn.execute("SELECT text, previous FROM texts WHERE doc_id = %s",
+                                     (doc_id,)).fetchone()
+            cut = {d: t for text in (row or ()) if text is not None
+                   for d, t in rechunk(text).items()}
+            found = sorted((d, cut[d]) for d in digests if d in cut)
+            with self._transaction():
+                self._write_many("INSERT INTO chunk_texts (digest, text, text_key) "
+                                 "VALUES (%s, %s, %s) ON CONFLICT (digest) DO NOTHING",
+                                 [(d, t, embedding_text_key(t)) for d, t in found])
+            restored += len(found)
+        return [f"rebuilt the chunk texts ({restored} restored from the documents' text)"
+                ] if restored else []
 
     def damage(self) -> list[str]:
         """What ``amcheck``'s ``bt_index_check`` finds wrong with kbsync's b-tree indexes.

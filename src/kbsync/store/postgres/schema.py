@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kbsync.identity import embedding_text_key_sql
+from kbsync.core.identity import embedding_text_key_sql
 from kbsync.store.rows import DIMENSION_PREFIX
 
 __all__ = ["HEADING_WEIGHT", "HNSW_MAX_DIMENSION", "MIGRATIONS", "SCHEMA_VERSION"]
@@ -119,7 +119,7 @@ MIGRATIONS: tuple[str, ...] = (
         ADD COLUMN tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', text)) STORED;
     CREATE INDEX chunk_texts_tsv ON chunk_texts USING gin (tsv);
     """,
-    # 7: revisit schedules of web pages (kbsync.schedule): when each page was last
+    # 7: revisit schedules of web pages (kbsync.core.schedule): when each page was last
     # checked and seen changed, its interval, and the hash and type of its last body.
     """
     CREATE TABLE schedules (
@@ -141,7 +141,7 @@ MIGRATIONS: tuple[str, ...] = (
         moved TEXT NOT NULL
     );
     """,
-    # 9: each chunk text's embedding key (kbsync.identity.embedding_text_key), so a chunk
+    # 9: each chunk text's embedding key (kbsync.core.identity.embedding_text_key), so a chunk
     # whose identity changed but whose text did not finds its vector by the text.
     f"""
     ALTER TABLE chunk_texts ADD COLUMN text_key BYTEA;
@@ -154,6 +154,20 @@ MIGRATIONS: tuple[str, ...] = (
     INSERT INTO meta (name, value)
         SELECT '{DIMENSION_PREFIX}' || embedder, max(dimension)::text FROM embeddings
         GROUP BY embedder ON CONFLICT DO NOTHING;
+    """,
+    # 11: each kept text has its checksum beside it (kbsync.core.identity.embedding_text_key
+    # of the text), which verify compares the text with: damage inside a text breaks no link.
+    f"""
+    ALTER TABLE texts ADD COLUMN text_key BYTEA, ADD COLUMN previous_key BYTEA;
+    UPDATE texts SET text_key = {embedding_text_key_sql("text")},
+        previous_key = CASE WHEN previous IS NULL THEN NULL
+                            ELSE {embedding_text_key_sql("previous")} END;
+    """,
+    # 12: whether a document's stat was taken too close to its listing to be trusted
+    # (kbsync.model.SourceStat.racy): the next sync compares its bytes. Stats recorded
+    # before are trusted as they were (`sync --verify` reads every file once).
+    """
+    ALTER TABLE documents ADD COLUMN IF NOT EXISTS racy BOOLEAN NOT NULL DEFAULT false;
     """,
 )
 

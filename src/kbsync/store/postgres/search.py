@@ -7,11 +7,13 @@ from collections.abc import Collection, Iterator, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from kbsync.store import ChunkRef, Hit, Window
+from kbsync.model import ANY_NORM, VectorNorm
+from kbsync.store import ChunkRef, Hit, Nearest, Window
 from kbsync.store.filters import Filters, postgres_condition
 from kbsync.store.postgres.connection import PostgresBase, scalar
 from kbsync.store.postgres.schema import HEADING_WEIGHT, HNSW_MAX_DIMENSION
 from kbsync.store.rows import CURRENT, HIT_COLUMNS, INDEXED, as_hit, query_terms, window_span
+from kbsync.store.values import sound_sql
 
 __all__ = ["SearchTables"]
 
@@ -45,14 +47,16 @@ class SearchTables(PostgresBase):
         return [as_hit(r, score=float(r[10])) for r in rows]
 
     def search_vector(self, embedder: str, vector: npt.NDArray[np.float32], k: int,
-                      filters: Filters | None = None) -> list[Hit]:
+                      filters: Filters | None = None, norm: VectorNorm | None = None,
+                      ) -> Nearest:
         # One vector's dimension stands for the embedder's (verify checks they agree).
         dims = self._conn.execute(
             "SELECT dimension FROM embeddings WHERE embedder = %s LIMIT 1", (embedder,)
         ).fetchall()
         query = np.asarray(vector, dtype=np.float32)
         if [r[0] for r in dims] != [query.shape[0]]:
-            return []
+            return Nearest([])
+        norm = norm or ANY_NORM
         n = int(query.shape[0])
         typed = f"vector::vector({n})" if n <= HNSW_MAX_DIMENSION else "vector"
         cast = f"::vector({n})" if n <= HNSW_MAX_DIMENSION else "::vector"
@@ -62,56 +66,67 @@ class SearchTables(PostgresBase):
             matching = scalar(self._conn, f"SELECT count(*) FROM documents d JOIN chunks c "
                                f"ON {CURRENT} WHERE {where}", args)
             if matching <= _EXACT_FILTERED_CHUNKS:
-                return self._filtered_nearest(embedder, query, k, where, args, typed, cast)
+                return self._filtered_nearest(embedder, query, k, where, args, typed, cast,
+                                              norm)
         # Nearest cached vectors first, from the index alone (a join would hide the index
         # from the planner); then the chunks they belong to, if current and not
         # boilerplate (and, filtered, of a matching document). Cache entries of no such
         # chunk can crowd the candidates out, so too few hits means asking again for
-        # more, up to every vector (exact).
+        # more, up to every vector (exact). A damaged vector (not of the embedder's norm)
+        # is among the candidates when it would rank, and is left out of the hits then:
+        # its norm is computed for the candidates only, not for every vector.
         candidates = 4 * k + 40
+        sound = sound_sql(norm, "e.norm")
         while True:
             with self._transaction():
                 self._conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
                 self._conn.execute(f"SET LOCAL hnsw.ef_search = {min(1000, candidates)}")
                 rows = self._conn.execute(
-                    f"WITH near AS MATERIALIZED (SELECT digest, {typed} <#> %s{cast} AS distance "
+                    f"WITH near AS MATERIALIZED (SELECT digest, {typed} <#> %s{cast} AS distance, "
+                    "vector_norm(vector) AS norm "
                     f"FROM embeddings WHERE embedder = %s AND dimension = {n} "
                     "ORDER BY distance LIMIT %s) "
-                    f"SELECT {HIT_COLUMNS}, e.distance FROM near e "
+                    f"SELECT {HIT_COLUMNS}, e.distance, {sound} AS sound, "
+                    f"count(*) FILTER (WHERE NOT {sound}) OVER () FROM near e "
                     "JOIN chunks c ON c.digest = e.digest "
                     f"JOIN documents d ON {CURRENT} JOIN chunk_texts t ON t.digest = c.digest "
                     f"WHERE {INDEXED} AND {where} "
-                    "ORDER BY e.distance, d.source, d.key, c.idx LIMIT %s",
+                    "ORDER BY sound DESC, e.distance, d.source, d.key, c.idx LIMIT %s",
                     (query, embedder, candidates, *args, k),
                 ).fetchall()
-                total = len(rows) >= k or scalar(
+                hits = [as_hit(r, score=-float(r[10])) for r in rows if r[11]]
+                total = len(hits) >= k or scalar(
                     self._conn, "SELECT count(*) <= %s FROM embeddings WHERE embedder = %s",
                     (candidates, embedder))
             if total:
                 break
             candidates *= 4
         # <#> is the negated inner product; the score is the inner product, as SQLite's.
-        return [as_hit(r, score=-float(r[10])) for r in rows]
+        return Nearest(hits, int(rows[0][12]) if rows else 0)
 
     def _filtered_nearest(self, embedder: str, query: npt.NDArray[np.float32], k: int,
-                          where: str, args: Sequence[object], typed: str, cast: str) -> list[Hit]:
+                          where: str, args: Sequence[object], typed: str, cast: str,
+                          norm: VectorNorm) -> Nearest:
         """The nearest vectors among the chunks of documents meeting ``where``, exactly.
 
         The matching documents are found first and only their chunks' vectors are
         compared, so a narrow filter loses nothing to the best of the others (an
-        index scan then filtered would) and costs a scan of those chunks only.
+        index scan then filtered would) and costs a scan of those chunks only. Damaged
+        vectors (not of the embedder's norm) sort last, and are counted.
         """
         n = int(query.shape[0])
+        sound = sound_sql(norm, "vector_norm(e.vector)")
         rows = self._conn.execute(
-            f"SELECT {HIT_COLUMNS}, e.{typed} <#> %s{cast} "
-            "AS distance FROM documents d "
+            f"SELECT {HIT_COLUMNS}, e.{typed} <#> %s{cast} AS distance, {sound} AS sound, "
+            f"count(*) FILTER (WHERE NOT {sound}) OVER () FROM documents d "
             f"JOIN chunks c ON {CURRENT} JOIN embeddings e ON e.digest = c.digest "
             f"AND e.embedder = %s AND e.dimension = {n} "
             f"JOIN chunk_texts t ON t.digest = c.digest WHERE {INDEXED} AND {where} "
-            "ORDER BY distance, d.source, d.key, c.idx LIMIT %s",
+            "ORDER BY sound DESC, distance, d.source, d.key, c.idx LIMIT %s",
             (query, embedder, *args, k),
         ).fetchall()
-        return [as_hit(r, score=-float(r[10])) for r in rows]
+        return Nearest([as_hit(r, score=-float(r[10])) for r in rows if r[11]],
+                       int(rows[0][12]) if rows else 0)
 
     def hits_at(self, refs: Sequence[tuple[str, str, int, str]],
                 scores: Sequence[float]) -> list[Hit]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -11,14 +12,19 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from kbsync.core.identity import embedding_text_key
 from kbsync.crashpoints import crashpoint
 from kbsync.errors import SchemaError, StoreError
-from kbsync.identity import embedding_text_key
-from kbsync.store.guard import READ_ONLY, store_error
+from kbsync.model import VectorNorm
+from kbsync.store.guard import READ_ONLY, is_damage, reported_damage, store_error
 from kbsync.store.sqlite.files import prepare_state, writable
 from kbsync.store.sqlite.schema import MIGRATIONS, PAGE_SIZE, SCHEMA_VERSION, WAL_BYTES
 
-__all__ = ["SqliteBase"]
+__all__ = ["DAMAGE_SUFFIX", "SqliteBase"]
+
+DAMAGE_SUFFIX = ".damaged"
+"""The suffix of the file beside a store that remembers it is damaged (see
+:meth:`~kbsync.store.Maintenance.known_damage`)."""
 
 BUSY_SECONDS = 30.0
 """How long opening or writing the store waits for another process's lock."""
@@ -33,8 +39,13 @@ class SqliteBase:
         #: Whether the store is open for reading only (writes fail with a StoreError).
         self.read_only = read_only or (not memory and self.path.exists()
                                        and not writable(self.path))
+        self._memory = memory
+        self._damage: str | None = None  # a store in memory remembers damage here
         if not memory and not self.read_only:
+            new = not self.path.exists()
             prepare_state(self.path)
+            if new:  # a note beside a file moved away (or rebuilt) is not this file's
+                self.remember_damage(None)
         self._batched = False
         self._db = self._connect()
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
@@ -53,6 +64,9 @@ class SqliteBase:
             self._migrate(version)
         self._vectors: dict[str, tuple[npt.NDArray[np.float32], list[int]]] = {}
         self._vector_orders: dict[str, tuple[list[int], npt.NDArray[np.intp]]] = {}
+        # The norm each cached matrix was checked against, and the sorted chunk ids of
+        # the vectors it left out as unsound (see SearchTables._vector_matrix).
+        self._unsound: dict[str, tuple[VectorNorm, npt.NDArray[np.int64]]] = {}
         self._data_version = -1
 
     def _connect(self) -> sqlite3.Connection:
@@ -139,7 +153,7 @@ class SqliteBase:
             for step in range(version, SCHEMA_VERSION):
                 for statement in MIGRATIONS[step].split(";"):
                     if statement.strip():
-                        self._db.execute(statement)
+                        _execute_step(self._db, statement)
             self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     @contextmanager
@@ -175,11 +189,44 @@ class SqliteBase:
             if self._db.in_transaction:  # SQLite may have rolled back already (SQLITE_FULL)
                 self._db.execute("ROLLBACK")
             if isinstance(exc, sqlite3.Error | OSError):
+                if is_damage(exc):  # as the guard does for the errors it turns into words
+                    self.remember_damage(reported_damage(exc))
                 raise store_error(str(self.path), exc, "cannot write the store") from exc
             raise
 
     def close(self) -> None:
         self._db.close()
+
+    @property
+    def _damage_note(self) -> Path:
+        """The file beside the store that says it is damaged: a file of its own, since a
+        damaged store may not take a write, nor give back what it was told."""
+        return self.path.with_name(self.path.name + DAMAGE_SUFFIX)
+
+    def known_damage(self) -> str | None:
+        if self._memory:
+            return self._damage
+        try:
+            note = self._damage_note.read_text(encoding="utf-8").strip()
+        except OSError:  # none (or unreadable: then nothing is known)
+            return None
+        return note or "damage was found"
+
+    def remember_damage(self, reason: str | None) -> None:
+        if self._memory:
+            self._damage = reason
+            return
+        note = self._damage_note
+        try:
+            if reason is None:
+                note.unlink(missing_ok=True)
+                return
+            # Owner-only, as every file of the state directory.
+            fd = os.open(note, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(" ".join(reason.split()) + "\n")
+        except OSError:
+            pass  # a read-only store cannot remember; its reads still fail where damaged
 
     @property
     def total_changes(self) -> int:
@@ -202,3 +249,16 @@ class SqliteBase:
                     "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
                     (name, value),
                 )
+
+
+def _execute_step(db: sqlite3.Connection, statement: str) -> None:
+    """One statement of a migration; a column it adds that the table has already is kept.
+
+    Why: SQLite has no ``ADD COLUMN IF NOT EXISTS``, and a store rewound to an older
+    version (as tests do, to check a migration) has the columns added since.
+    """
+    try:
+        db.execute(statement)
+    except sqlite3.OperationalError as exc:
+        if "duplicate column name" not in str(exc):
+            raise

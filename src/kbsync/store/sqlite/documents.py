@@ -10,13 +10,15 @@ from dataclasses import replace
 import numpy as np
 import numpy.typing as npt
 
+from kbsync.core.identity import embedding_text_key, embedding_text_key_of
+from kbsync.core.plan import ChunkDraft, DocumentPlan, StoredDocument
 from kbsync.crashpoints import crashpoint
 from kbsync.model import PageSchedule
-from kbsync.plan import ChunkDraft, DocumentPlan, StoredDocument
 from kbsync.store import DocumentText
 from kbsync.store.rows import (
     CURRENT,
     MANIFEST_COLUMNS,
+    STAT_SET,
     held_meta_name,
     stat_row,
     stored_document,
@@ -118,8 +120,8 @@ class DocumentTables(EmbeddingTables, PlanWrites):
             return
         # The same text: last_changed stays that of the text.
         self._db.execute(
-            "UPDATE documents SET key = ?, locator = ?, media_type = ?, size = ?, mtime_ns = ?, "
-            "inode = ?, etag = ?, last_modified = ?, bytes_hash = ?, title = ?, metadata = ?, "
+            f"UPDATE documents SET key = ?, locator = ?, media_type = ?, {STAT_SET}, "
+            "etag = ?, last_modified = ?, bytes_hash = ?, title = ?, metadata = ?, "
             "missing = 0, last_seen = ? WHERE id = ?",
             (doc.key, version.locator, version.media_type, *stat_row(version.stat),
              *validator_row(version.validators), version.bytes_hash, version.title,
@@ -135,13 +137,13 @@ class DocumentTables(EmbeddingTables, PlanWrites):
         crashpoint("store.refresh_document")
         if version is None:  # gate 2 or a 304: same content, new stat or validators
             self._db.execute(
-                "UPDATE documents SET size = ?, mtime_ns = ?, inode = ?, etag = ?, "
+                f"UPDATE documents SET {STAT_SET}, etag = ?, "
                 "last_modified = ?, missing = 0 WHERE id = ?",
                 (*stat_row(doc.stat), *validator_row(doc.validators), found[0]),
             )
             return
         self._db.execute(
-            "UPDATE documents SET locator = ?, media_type = ?, size = ?, mtime_ns = ?, inode = ?, "
+            f"UPDATE documents SET locator = ?, media_type = ?, {STAT_SET}, "
             "etag = ?, last_modified = ?, bytes_hash = ?, title = ?, metadata = ?, missing = 0, "
             "last_seen = ? WHERE id = ?",
             (version.locator, version.media_type, *stat_row(version.stat),
@@ -173,9 +175,9 @@ class DocumentTables(EmbeddingTables, PlanWrites):
             generation = 1
             cursor = db.execute(
                 "INSERT INTO documents (source, key, locator, media_type, size, mtime_ns, inode, "
-                "etag, last_modified, bytes_hash, text_hash, derivation, title, metadata, "
+                "racy, etag, last_modified, bytes_hash, text_hash, derivation, title, metadata, "
                 "generation, first_seen, last_seen, last_changed) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (source, doc.key, *row, generation, now, now, now),
             )
             doc_id = int(cursor.lastrowid or 0)
@@ -186,8 +188,8 @@ class DocumentTables(EmbeddingTables, PlanWrites):
             generation = old_generation + 1
             self._drop_fts(doc_id, old_generation)
             db.execute(
-                "UPDATE documents SET locator = ?, media_type = ?, size = ?, mtime_ns = ?, "
-                "inode = ?, etag = ?, last_modified = ?, bytes_hash = ?, text_hash = ?, "
+                f"UPDATE documents SET locator = ?, media_type = ?, {STAT_SET}, "
+                "etag = ?, last_modified = ?, bytes_hash = ?, text_hash = ?, "
                 "derivation = ?, title = ?, metadata = ?, generation = ?, missing = 0, "
                 "last_seen = ?, last_changed = ? WHERE id = ?",
                 (*row, generation, now, now, doc_id),
@@ -214,7 +216,7 @@ class DocumentTables(EmbeddingTables, PlanWrites):
         self._drop_fts(doc_id, generation)
         crashpoint("store.write_document")
         self._db.execute(
-            "UPDATE documents SET locator = ?, media_type = ?, size = ?, mtime_ns = ?, inode = ?, "
+            f"UPDATE documents SET locator = ?, media_type = ?, {STAT_SET}, "
             "etag = ?, last_modified = ?, bytes_hash = ?, derivation = ?, title = ?, "
             "metadata = ?, missing = 0, last_seen = ? WHERE id = ?",
             (version.locator, version.media_type, *stat_row(version.stat),
@@ -356,16 +358,20 @@ def _write_text(db: sqlite3.Connection, doc_id: int, generation: int, text: str)
     megabyte at a time: bound whole, SQLite would copy it and build its row from the
     copy (twice the text, and the UTF-8 form of a non-ASCII ``str`` besides). Such a
     value is a BLOB of UTF-8 bytes; every reader takes ``CAST(text AS TEXT)``, which
-    reads either kind as the same string.
+    reads either kind as the same string. Its checksum (``text_key``, which verify
+    compares it with) is written with it.
     """
-    sql = "INSERT INTO versions (doc_id, generation, text) VALUES (?, ?, {})"
+    sql = "INSERT INTO versions (doc_id, generation, text_key, text) VALUES (?, ?, ?, {})"
     if len(text) <= BIG_TEXT:
-        db.execute(sql.format("?"), (doc_id, generation, text))
+        db.execute(sql.format("?"), (doc_id, generation, embedding_text_key(text), text))
         return
     pieces = range(0, len(text), _TEXT_PIECE)
     size = len(text) if text.isascii() else sum(
         len(text[i : i + _TEXT_PIECE].encode("utf-8")) for i in pieces)
-    row = db.execute(sql.format("zeroblob(?)"), (doc_id, generation, size)).lastrowid
+    key = embedding_text_key_of((text[i : i + _TEXT_PIECE].encode("utf-8") for i in pieces),
+                                size)
+    # The zeroblob is the row's last column: SQLite then never builds its bytes in memory.
+    row = db.execute(sql.format("zeroblob(?)"), (doc_id, generation, key, size)).lastrowid
     assert row is not None
     with db.blobopen("versions", "text", row) as blob:
         for i in pieces:

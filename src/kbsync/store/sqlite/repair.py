@@ -9,21 +9,26 @@ import sqlite3
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
+from kbsync.core.identity import embedding_text_key
 from kbsync.errors import StoreError
-from kbsync.identity import embedding_text_key
+from kbsync.model import ANY_NORM, VectorNorm
 from kbsync.store import StoreStatus, invariants
 from kbsync.store.guard import REPAIR
 from kbsync.store.rows import CURRENT
-from kbsync.store.sqlite.connection import SqliteBase
+from kbsync.store.sqlite.checks import ValueChecks
 from kbsync.store.sqlite.schema import FTS_HEADING, FTS_TABLE
+from kbsync.store.values import lines, summary
 
 __all__ = ["RepairTables"]
+
+# Where a repair keeps the readable vectors of a damaged embedding cache meanwhile.
+_SALVAGED = "embeddings_salvaged"
 
 # The largest read-only store whose full-text index verify checks on a copy in memory.
 _READ_ONLY_FTS_CHECK_LIMIT = 1 << 30
 
 
-class RepairTables(SqliteBase):
+class RepairTables(ValueChecks):
     """The :class:`~kbsync.store.Maintenance` role of the SQLite store."""
 
     def status(self) -> StoreStatus:
@@ -41,23 +46,61 @@ class RepairTables(SqliteBase):
         )
 
     def verify(self, embedder: str, identity: Callable[[str], str] | None,
-               derivations: Collection[str] | None = None) -> list[str]:
+               derivations: Collection[str] | None = None,
+               norm: VectorNorm | None = None) -> list[str]:
         # SQLite's own checks of the file come first: on a damaged file the logical
         # checks below may fail or mislead. (integrity_check reads every page of a
         # 100 MB store in under a second, so it always runs; see docs/reliability.md.)
-        damage = self.damage()
+        findings = self._file_findings()
+        damage = [self._advised(finding) for finding in findings]
         try:
             # One read transaction: a sync committing meanwhile must not look like damage.
             with self._snapshot():
-                return damage + self._verify(embedder, identity, derivations)
+                problems = self._verify(embedder, derivations)
+                values = self._value_damage(embedder, identity, derivations, norm)
         except sqlite3.DatabaseError:
             if damage:
+                self.remember_damage("verify found " + "; ".join(findings))
                 return damage
             raise
+        if findings or values:
+            self.remember_damage("; ".join(
+                [*(f"verify found {finding}" for finding in findings),
+                 *([summary(values)] if values else [])]))
+        elif self.known_damage() is not None:
+            self.remember_damage(None)  # sound now (repaired, or a good copy put back)
+        return damage + problems + lines(values, norm or ANY_NORM)
+
+    def quick_check(self) -> str | None:
+        """SQLite's quick_check of every page of the file (not its indexes against their
+        tables: integrity_check's extra, about twice the time): what it found, which is
+        remembered as damage, or None when the file is sound."""
+        try:
+            rows = [str(r[0]) for r in self._db.execute("PRAGMA quick_check(20)")]
+        except sqlite3.DatabaseError as exc:
+            rows = [str(exc)]
+        if rows == ["ok"]:
+            return None
+        said = [line.strip() for row in rows for line in row.splitlines() if line.strip()]
+        finding = f"the store file is damaged ({said[0]})"
+        self.remember_damage(f"a sync's quick_check found {finding}")
+        return finding
 
     def damage(self) -> list[str]:
         """What SQLite finds wrong with the file and with the full-text index, as one
         line each that says what to do (empty when both are sound)."""
+        return [self._advised(finding) for finding in self._file_findings()]
+
+    def _advised(self, finding: str) -> str:
+        """A finding of :meth:`_file_findings` as verify says it: the store, what to do."""
+        if finding.startswith("the full-text index"):
+            return (f"{self.path}: {finding}; run `kbsync verify --repair` to rebuild it "
+                    "from the chunks")
+        return f"{self.path}: {finding}; {REPAIR}"
+
+    def _file_findings(self) -> list[str]:
+        """What SQLite finds wrong with the file and with the full-text index, in a few
+        words each (no document named)."""
         found = []
         rows = ["ok"]
         # quick_check names the bad page where integrity_check can give up with a
@@ -70,15 +113,13 @@ class RepairTables(SqliteBase):
             if rows != ["ok"]:
                 break
         if rows != ["ok"]:
-            lines = [line.strip() for row in rows for line in row.splitlines()
-                     if line.strip() and not line.startswith("***")]
-            more = f" and {len(lines) - 1} more" if len(lines) > 1 else ""
-            found.append(f"{self.path}: the store file is damaged ({lines[0]}{more}); "
-                         f"{REPAIR}")
+            said = [line.strip() for row in rows for line in row.splitlines()
+                    if line.strip() and not line.startswith("***")]
+            more = f" and {len(said) - 1} more" if len(said) > 1 else ""
+            found.append(f"the store file is damaged ({said[0]}{more})")
         fts = self._fts_damage()
         if fts:
-            found.append(f"{self.path}: the full-text index is damaged ({fts}); run "
-                         "`kbsync verify --repair` to rebuild it from the chunks")
+            found.append(f"the full-text index is damaged ({fts})")
         return found
 
     def _fts_damage(self) -> str | None:
@@ -118,11 +159,10 @@ class RepairTables(SqliteBase):
         finally:
             self._db.execute("ROLLBACK")
 
-    def _verify(self, embedder: str, identity: Callable[[str], str] | None,
-                derivations: Collection[str] | None) -> list[str]:
+    def _verify(self, embedder: str, derivations: Collection[str] | None) -> list[str]:
         db = self._db
         problems = invariants.problems(
-            db.execute, embedder, identity, mark="?", derivations=derivations,
+            db.execute, embedder, mark="?",
             bad_vectors="SELECT count(*) FROM embeddings WHERE length(vector) != 4 * dimension")
         return problems + self._version_problems() + self._fts_drift()
 
@@ -186,15 +226,60 @@ class RepairTables(SqliteBase):
             if not derived:
                 raise StoreError(f"{self.path}: the damage is in tables that only the sources "
                                  f"can fill again ({damage[0]})")
+            if "embeddings" in derived:
+                self._salvage_vectors()
             self._forget(derived)
+            if "embeddings" in derived:
+                with self._transaction() as db:
+                    db.execute(f"INSERT INTO embeddings SELECT * FROM {_SALVAGED}")
+                    db.execute(f"DROP TABLE {_SALVAGED}")
         return 1
+
+    def _salvage_vectors(self) -> None:
+        """Copy every readable row of the damaged embedding cache into a table beside it,
+        which :meth:`_reindex` moves back once the damaged table is gone.
+
+        Rows are read in rowid order; where a damaged page stops the reading, the rest
+        is read from the other end, so one bad page costs only its rows (embedded again
+        by the repair, as any chunk without a vector is). A batch at a time: a big cache
+        is never held in memory, and no read that fails shares a transaction with a
+        write (SQLite then refuses to commit it).
+        """
+        with self._transaction() as db:
+            db.execute(f"DROP TABLE IF EXISTS {_SALVAGED}")
+            db.execute(f"CREATE TABLE {_SALVAGED} (digest TEXT NOT NULL, embedder TEXT NOT NULL, "
+                       "dimension INTEGER NOT NULL, vector BLOB NOT NULL, "
+                       "PRIMARY KEY (digest, embedder))")
+        read = ("SELECT rowid, digest, embedder, dimension, vector FROM embeddings "
+                "WHERE rowid > ? AND rowid < ? ORDER BY rowid {} LIMIT 1000")
+        low, high = 0, 1 << 62
+        for order in ("ASC", "DESC"):
+            damaged = False
+            while not damaged:
+                rows: list[tuple[object, ...]] = []
+                try:
+                    for row in self._db.execute(read.format(order), (low, high)):
+                        rows.append(tuple(row))
+                except sqlite3.DatabaseError:
+                    damaged = True  # the rest is read from the other end (or lost)
+                if not rows:
+                    break
+                with self._transaction() as db:
+                    db.executemany(f"INSERT OR IGNORE INTO {_SALVAGED} VALUES (?, ?, ?, ?)",
+                                   (row[1:] for row in rows))
+                last = rows[-1][0]
+                assert isinstance(last, int)
+                low, high = (last, high) if order == "ASC" else (low, last)
+            if not damaged:
+                return
 
     def _file_damage(self) -> list[str]:
         return [line for line in self.damage() if "store file is damaged" in line]
 
     def _damaged_derived(self, damage: Sequence[str]) -> dict[str, str | None]:
         """Name -> SQL of the derived structures that hold damage: explicit indexes, the
-        full-text table and the chunk texts (cut again from the documents' text).
+        full-text table, the chunk texts (cut again from the documents' text) and the
+        embedding cache (its readable vectors kept, the others embedded again).
 
         Empty when a table that only the sources can fill is damaged too. The owners
         are the b-trees of the pages the report names or, where it names none, the
@@ -232,6 +317,10 @@ class RepairTables(SqliteBase):
                 for index in texts_indexes:  # made again after the table they index
                     derived.pop(index, None)
                     derived[index] = schema[index][1]
+            elif name in ("embeddings", "sqlite_autoindex_embeddings_1"):
+                # The embedding cache: its readable vectors are kept, the rest embedded again.
+                derived["sqlite_autoindex_embeddings_1"] = None
+                derived["embeddings"] = schema["embeddings"][1]
             elif kind == "index" and sql is not None and name not in derived:
                 derived[name] = sql
             else:

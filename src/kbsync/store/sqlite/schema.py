@@ -147,7 +147,7 @@ MIGRATIONS: tuple[str, ...] = (
         FROM documents d JOIN chunks c ON c.doc_id = d.id AND c.generation = d.generation
         JOIN chunk_texts t ON t.digest = c.digest;
     """,
-    # 10: revisit schedules of web pages (kbsync.schedule): when each page was last
+    # 10: revisit schedules of web pages (kbsync.core.schedule): when each page was last
     # checked and seen changed, its interval, and the hash and type of its last body.
     # (IF NOT EXISTS: a store rewound to an older version, as tests do, keeps its table.)
     """
@@ -170,7 +170,7 @@ MIGRATIONS: tuple[str, ...] = (
         moved TEXT NOT NULL
     );
     """,
-    # 12: each chunk text's embedding key (kbsync.identity.embedding_text_key), so a chunk
+    # 12: each chunk text's embedding key (kbsync.core.identity.embedding_text_key), so a chunk
     # whose identity changed but whose text did not finds its vector by the text. (The
     # table is copied, not altered: a store rewound to an older version has the column.)
     """
@@ -186,6 +186,30 @@ MIGRATIONS: tuple[str, ...] = (
     INSERT OR IGNORE INTO meta (name, value)
         SELECT '{DIMENSION_PREFIX}' || embedder, CAST(max(dimension) AS TEXT) FROM embeddings
         GROUP BY embedder;
+    """,
+    # 14: each kept version's text has its checksum beside it
+    # (kbsync.core.identity.embedding_text_key of the text), which verify compares the
+    # text with: damage inside a text breaks no link. (The table is copied, not altered,
+    # as in 12; the text stays the last column, as a big text's zeroblob must be for
+    # SQLite not to build it in memory.)
+    """
+    CREATE TABLE versions_keyed (
+        doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+        generation INTEGER NOT NULL,
+        text_key BLOB,
+        text TEXT NOT NULL,
+        PRIMARY KEY (doc_id, generation)
+    );
+    INSERT INTO versions_keyed (doc_id, generation, text_key, text)
+        SELECT doc_id, generation, kbsync_text_key(CAST(text AS TEXT)), text FROM versions;
+    DROP TABLE versions;
+    ALTER TABLE versions_keyed RENAME TO versions;
+    """,
+    # 15: whether a document's stat was taken too close to its listing to be trusted
+    # (kbsync.model.SourceStat.racy): the next sync compares its bytes. Stats recorded
+    # before are trusted as they were (`sync --verify` reads every file once).
+    """
+    ALTER TABLE documents ADD COLUMN racy INTEGER NOT NULL DEFAULT 0;
     """,
 )
 

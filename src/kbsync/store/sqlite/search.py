@@ -7,7 +7,8 @@ from collections.abc import Collection, Iterator, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from kbsync.store import ChunkRef, Hit, Window
+from kbsync.model import ANY_NORM, VectorNorm
+from kbsync.store import ChunkRef, Hit, Nearest, Window
 from kbsync.store.filters import Filters, sqlite_condition
 from kbsync.store.rows import CURRENT, HIT_COLUMNS, INDEXED, as_hit, query_terms, window_span
 from kbsync.store.sqlite.connection import SqliteBase
@@ -46,43 +47,71 @@ class SearchTables(SqliteBase):
         # bm25() is lower-is-better and negative; report its negation as the score.
         return [as_hit(r, score=-float(r[10])) for r in rows]
 
-    def _vector_matrix(self, embedder: str) -> tuple[npt.NDArray[np.float32], list[int]]:
+    def _vector_matrix(self, embedder: str,
+                       norm: VectorNorm) -> tuple[npt.NDArray[np.float32], list[int]]:
+        """The sound vectors of the current, indexed chunks, and their chunk ids.
+
+        The ids of the chunks whose vector cannot be right (its size not its dimension,
+        not finite, or not of ``norm``: damaged) are kept aside (:attr:`_unsound`): a
+        vector search never ranks them. Checking costs one more pass over the matrix
+        when it is read, not one per search.
+        """
         # data_version changes when another connection commits; our own writes clear the cache.
         version = self._db.execute("PRAGMA data_version").fetchone()[0]
         if version != self._data_version:
             self._vectors.clear()
             self._data_version = version
         cached = self._vectors.get(embedder)
-        if cached is not None:
+        if cached is not None and self._unsound.get(embedder, (None,))[0] == norm:
             return cached
         rows = self._db.execute(
-            f"SELECT c.id, e.vector FROM documents d JOIN chunks c ON {CURRENT} "
+            f"SELECT c.id, e.vector, e.dimension FROM documents d JOIN chunks c ON {CURRENT} "
             f"JOIN embeddings e ON e.digest = c.digest AND e.embedder = ? WHERE {INDEXED}",
             (embedder,),
         ).fetchall()
-        ids = [int(r[0]) for r in rows]
-        if not rows:
+        sized = [r for r in rows if len(r[1]) == 4 * r[2]]
+        dims = {r[2] for r in sized}
+        if len(dims) > 1:  # verify says so; the vectors of the query's dimension are meant
+            common = max(dims, key=lambda d: sum(r[2] == d for r in sized))
+            sized = [r for r in sized if r[2] == common]
+        if not sized:
             matrix = np.zeros((0, 0), dtype=np.float32)
         else:
-            matrix = np.vstack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
+            matrix = np.vstack([np.frombuffer(r[1], dtype=np.float32) for r in sized])
+        with np.errstate(over="ignore", invalid="ignore"):
+            wrong = norm.unsound(np.sqrt(np.einsum("ij,ij->i", matrix, matrix,
+                                                   dtype=np.float64)))
+        unsound = {int(r[0]) for r in rows} - {int(r[0]) for r in sized}
+        if wrong.any():
+            unsound |= {int(sized[i][0]) for i in np.flatnonzero(wrong).tolist()}
+            matrix = matrix[~wrong]
+            sized = [r for r, bad in zip(sized, wrong.tolist(), strict=True) if not bad]
+        ids = [int(r[0]) for r in sized]
         self._vectors[embedder] = (matrix, ids)
+        self._unsound[embedder] = (norm, np.fromiter(sorted(unsound), dtype=np.int64))
         return matrix, ids
 
-    def _filtered_rows(self, embedder: str, filters: Filters) -> npt.NDArray[np.intp]:
-        """Rows of the vector matrix that belong to documents meeting ``filters``."""
-        ids = self._vector_matrix(embedder)[1]
-        if not ids:
-            return np.zeros(0, dtype=np.intp)
+    def _filtered_rows(self, embedder: str, filters: Filters,
+                       norm: VectorNorm) -> tuple[npt.NDArray[np.intp], int]:
+        """Rows of the vector matrix that belong to documents meeting ``filters``, and how
+        many of those documents' chunks have an unsound vector."""
+        ids = self._vector_matrix(embedder, norm)[1]
+        unsound = self._unsound[embedder][1]
+        if not ids and not len(unsound):
+            return np.zeros(0, dtype=np.intp), 0
         where, args = sqlite_condition(filters)
         wanted = np.fromiter((r[0] for r in self._db.execute(
             f"{MATCHING_CHUNKS} WHERE {where}", args)), dtype=np.int64)
+        left_out = int(np.isin(unsound, wanted).sum())
+        if not ids:
+            return np.zeros(0, dtype=np.intp), left_out
         order = self._vector_order(embedder, ids)
         sorted_ids = np.asarray(ids, dtype=np.int64)[order]
         at = np.searchsorted(sorted_ids, wanted)
         found = at < len(sorted_ids)
         found[found] = sorted_ids[at[found]] == wanted[found]
         rows: npt.NDArray[np.intp] = np.sort(order[at[found]])
-        return rows
+        return rows, left_out
 
     def _vector_order(self, embedder: str, ids: list[int]) -> npt.NDArray[np.intp]:
         # The sort of the matrix's chunk ids, kept beside it (the matrix is rebuilt, and
@@ -94,16 +123,17 @@ class SearchTables(SqliteBase):
         return cached[1]
 
     def search_vector(self, embedder: str, vector: npt.NDArray[np.float32], k: int,
-                      filters: Filters | None = None) -> list[Hit]:
-        matrix, ids = self._vector_matrix(embedder)
-        if not ids:
-            return []
+                      filters: Filters | None = None, norm: VectorNorm | None = None,
+                      ) -> Nearest:
+        norm = norm or ANY_NORM
+        matrix, ids = self._vector_matrix(embedder, norm)
+        unsound = len(self._unsound[embedder][1])
         if filters:
             # Exact over the matching documents' vectors only: no top-k of all, then filtered.
-            chosen = self._filtered_rows(embedder, filters)
+            chosen, unsound = self._filtered_rows(embedder, filters, norm)
             matrix, ids = matrix[chosen], [ids[i] for i in chosen.tolist()]
-            if not ids:
-                return []
+        if not ids:
+            return Nearest([], unsound)
         scores = matrix @ np.asarray(vector, dtype=np.float32)
         if k < len(scores):  # select the best k in linear time, then order only those
             best = np.argpartition(-scores, k)[:k]
@@ -115,8 +145,8 @@ class SearchTables(SqliteBase):
         rows = {r["id"]: r for r in self._db.execute(
             self._HIT.replace("SELECT ", "SELECT c.id AS id, ", 1) + f"WHERE c.id IN ({marks})",
             wanted)}
-        return [as_hit(tuple(rows[ids[i]])[1:], score=float(scores[i]))
-                for i in top.tolist() if ids[i] in rows]
+        return Nearest([as_hit(tuple(rows[ids[i]])[1:], score=float(scores[i]))
+                        for i in top.tolist() if ids[i] in rows], unsound)
 
     def hits_at(self, refs: Sequence[tuple[str, str, int, str]],
                 scores: Sequence[float]) -> list[Hit]:

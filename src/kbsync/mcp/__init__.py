@@ -1,0 +1,1 @@
+"""The Model Context Protocol front end (``kbsync mcp``): :mod:`.server`."""

@@ -1,0 +1,87 @@
+"""The command line in daily use: one line when nothing changed, nothing with -q, -h
+everywhere, and a sync of the sources named."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from kbsync.cli import app
+from tests.conftest import CORPUS
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def kb(tmp_path: Path) -> Path:
+    for name, count in (("docs", 3), ("notes", 2)):
+        folder = tmp_path / name
+        folder.mkdir()
+        for path in sorted(CORPUS.glob("a-harbormaster-*.md"))[:count]:
+            shutil.copy(path, folder / path.name)
+    result = runner.invoke(app, ["init", "docs", "notes", "--folder", str(tmp_path),
+                                 "--embedder", "hashing"])
+    assert result.exit_code == 0, result.output
+    return tmp_path
+
+
+def test_a_sync_that_changes_nothing_prints_one_line(kb: Path) -> None:
+    first = runner.invoke(app, ["sync", "-c", str(kb)])
+    assert first.exit_code == 0
+    assert first.stdout.count("\n") > 10  # the tables of what it did
+    again = runner.invoke(app, ["sync", "-c", str(kb)])
+    assert again.exit_code == 0
+    assert again.stdout.startswith("nothing changed: 5 documents unchanged in 2 sources (")
+    assert again.stdout.count("\n") == 1
+    assert again.stderr == ""
+
+
+def test_quiet_prints_nothing_on_success_and_json_stays_whole(kb: Path) -> None:
+    quiet = runner.invoke(app, ["sync", "-q", "-c", str(kb)])
+    assert (quiet.exit_code, quiet.stdout, quiet.stderr) == (0, "", "")
+    (kb / "docs" / "new.md").write_text("# New\n\nA page about tides.\n", encoding="utf-8")
+    still = runner.invoke(app, ["sync", "--quiet", "--json", "-c", str(kb)])
+    assert json.loads(still.stdout)["documents"]["new"] == 1
+
+
+def test_a_sync_of_named_sources_leaves_the_others_alone(kb: Path) -> None:
+    result = runner.invoke(app, ["sync", "notes", "-c", str(kb), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert [s["source"] for s in report["sources"]] == ["notes"]
+    assert report["documents"]["new"] == 2
+    rest = json.loads(runner.invoke(app, ["sync", "-c", str(kb), "--json"]).stdout)
+    assert {s["source"]: s["documents"].get("new", 0) for s in rest["sources"]} == {
+        "docs": 3, "notes": 0}
+
+
+def test_a_sync_of_a_source_not_configured_names_it(kb: Path) -> None:
+    result = runner.invoke(app, ["sync", "nots", "-c", str(kb)])
+    assert result.exit_code == 1
+    assert "no source named 'nots' (sources: docs, notes)" in result.stderr
+
+
+def _commands(group: Any, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    found = [path]
+    for name, command in group.commands.items():
+        if hasattr(command, "commands"):  # a group (typer carries its own click)
+            found += _commands(command, (*path, name))
+        else:
+            found.append((*path, name))
+    return found
+
+
+def test_every_command_and_group_takes_h_for_help() -> None:
+    commands = _commands(typer.main.get_group(app))
+    assert ("sources", "add") in commands
+    assert ("sync",) in commands
+    for path in commands:
+        result = runner.invoke(app, [*path, "-h"])
+        assert result.exit_code == 0, (path, result.output)
+        assert "Usage:" in result.stdout, path
