@@ -48,6 +48,7 @@ from kbsync.app.searching import SEARCH_MODES, Searcher, SearchMode, SearchResul
 from kbsync.app.watch import watch
 from kbsync.core.compare import compare
 from kbsync.core.costs import BillBound, EmbeddingCost, bill_bound, estimate, rate_of
+from kbsync.embed import Reranker
 from kbsync.embed.kinds import embedder_kind
 from kbsync.engine import (
     Config,
@@ -57,6 +58,7 @@ from kbsync.engine import (
     init_config,
     load_config,
     make_embedder,
+    make_reranker,
     make_sink,
     make_sources,
     open_store,
@@ -153,6 +155,7 @@ class KnowledgeBase:
         self.store = open_store(config, create=False)
         self.sink = make_sink(config.vectors, config.root) if self._created else None
         self._progress: Progress | None = None
+        self._reranker: Reranker | None = None
         self.sources = make_sources(config, self._crawled)
         folder = self._state_dir()
         if folder is not None:
@@ -461,8 +464,8 @@ class KnowledgeBase:
     def search(self, query: str, k: int = 5, mode: SearchMode | None = None,
                context_tokens: int | None = None,
                query_vector: npt.NDArray[np.float32] | None = None,
-               filters: Filters | Mapping[str, str | Sequence[str]] | None = None,
-               ) -> SearchResults:
+               filters: Filters | Mapping[str, Any] | None = None,
+               rerank: bool | None = None) -> SearchResults:
         """The chunks of the current documents that best match ``query``, best first,
         each with its ``rank`` (from 1) and ``relevance`` in [0, 1] (see :mod:`kbsync.app.fusion`).
 
@@ -484,16 +487,20 @@ class KnowledgeBase:
             query_vector: the query's vector, when the caller has it from this
                 knowledge base's embedder (a running ``kbsync serve`` that holds the
                 model loaded); by default the embedder embeds the query.
-            filters: only chunks of documents meeting these: name -> value, or a list
-                of values any one of which may match (``source`` and ``path`` are the
-                store's fields, other names keys of the document's metadata; values
-                with ``*`` or ``?`` are globs; see :mod:`kbsync.store.filters`).
+            filters: only chunks of documents meeting these: name -> value, a list
+                of values any one of which may match, or {operator: value} (``source``,
+                ``path`` and ``title`` are the store's fields, other names keys of the
+                document's metadata; see :mod:`kbsync.store.filters`).
+            rerank: read the best ``[search] rerank_candidates`` hits again with the
+                cross-encoder ``[search] rerank_model`` (default: ``[search] rerank``).
         """
         if context_tokens is None:
             context_tokens = self.config.search.context_tokens
         known = self.damage
-        results = self._searcher().search(query, k, mode or self.config.default_search_mode,
-                                          context_tokens, query_vector, filters_from(filters))
+        results = self._searcher(rerank).search(query, k,
+                                                mode or self.config.default_search_mode,
+                                                context_tokens, query_vector,
+                                                filters_from(filters))
         if results.unsound and known is None:
             # Found damage is known damage: the next write waits for a repair.
             self.store.remember_damage(f"a search found {results.unsound:,} chunks with a "
@@ -507,8 +514,14 @@ class KnowledgeBase:
         normalized query."""
         return self._searcher().query_vector(query)
 
-    def _searcher(self) -> Searcher:
-        return Searcher(self.store, self.vector_index, self.embedder)
+    def _searcher(self, rerank: bool | None = None) -> Searcher:
+        reranker = None
+        if self.config.search.rerank if rerank is None else rerank:
+            if self._reranker is None:  # made once, by the first search that reranks
+                self._reranker = make_reranker(self.config)
+            reranker = self._reranker
+        return Searcher(self.store, self.vector_index, self.embedder, reranker,
+                        self.config.search.rerank_candidates)
 
     def documents(self, *, after: DocumentRef | None = None,
                   limit: int | None = None) -> tuple[DocumentRef, ...]:
