@@ -1,21 +1,26 @@
-"""Query latency with the local model: one-shot ``kbsync search`` with and without a running
-``kbsync serve``, and in-process searches.
+"""Query latency with the local model: one-shot ``kbsync search`` in each mode, with and
+without a running ``kbsync serve``, and in-process searches.
 
 What is measured
     A knowledge base of the sample corpus (``examples/corpus``) in a temporary folder, with
-    ``[embedder] kind = "local"`` (all-MiniLM-L6-v2), synced once. Then, each timed as wall
-    seconds around the whole command (interpreter start, imports, model load, search):
+    ``[embedder] kind = "local"`` (all-MiniLM-L6-v2), synced once (the sync also exports
+    the model's fp32 ONNX query encoder into the user's cache). Then, each timed as wall
+    seconds around the whole command (interpreter start, imports, query encoder, search):
 
-    ``search, no server``       ``kbsync search --mode vector`` loads the model itself;
-    ``search, text mode``       ``kbsync search --mode text``: never loads it (reference);
+    ``search, text mode``       ``kbsync search --mode text``: no model (the reference);
+    ``search, vector mode``     ``kbsync search --mode vector``: the query is embedded by
+                                the ONNX export, without importing torch;
+    ``search, hybrid mode``     ``kbsync search --mode hybrid`` (the default mode);
     ``serve: first search``     the first ``kbsync search --mode vector`` after
-                                ``kbsync serve`` started: the server loads the model on
-                                this first query;
-    ``serve: next searches``    later searches: the server has the model loaded;
-    ``in process: first/next``  ``KnowledgeBase.search`` in one process: the first call
-                                loads the model, the next ones only embed the query.
+                                ``kbsync serve`` started (the kept-alive process
+                                alternative: a server that holds the model);
+    ``serve: next searches``    later searches through that server;
+    ``in process: first/next``  ``KnowledgeBase.search`` in one process, vector and
+                                hybrid: the first call loads the query encoder.
 
     Each row is the median of ``--repeat`` runs (the first-search rows of one run each).
+    The last lines say whether a one-shot search imported torch (``python -X importtime``)
+    and the cold hybrid search's time over the cold text search's.
 
 Run it from the repository root (needs the ``local`` and ``serve`` extras)::
 
@@ -88,8 +93,13 @@ def main() -> None:
             return [_timed(_kbsync("search", QUERIES[i % len(QUERIES)], "--mode", mode, *c))
                     for i in range(args.repeat)]
 
-        rows.append(("search, no server", statistics.median(searches("vector"))))
-        rows.append(("search, text mode", statistics.median(searches("text"))))
+        for mode in ("text", "vector", "hybrid"):
+            rows.append((f"search, {mode} mode", statistics.median(searches(mode))))
+        imported = subprocess.run(
+            [sys.executable, "-X", "importtime", "-m", "kbsync", "search", QUERIES[0], *c],
+            capture_output=True, text=True, check=True).stderr
+        torch = any(line.rstrip().endswith((" torch", " sentence_transformers"))
+                    for line in imported.splitlines())
         port = _free_port()
         server = subprocess.Popen(_kbsync("serve", "--port", str(port), *c),
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -116,20 +126,26 @@ def main() -> None:
             server.wait(timeout=60)
         from kbsync import KnowledgeBase
 
-        with KnowledgeBase.open(kb) as opened:
-            start = time.perf_counter()
-            opened.search(QUERIES[0], mode="vector")
-            rows.append(("in process: first search", time.perf_counter() - start))
-            times = []
-            for i in range(args.repeat):
+        for mode in ("vector", "hybrid"):
+            with KnowledgeBase.open(kb) as opened:
                 start = time.perf_counter()
-                opened.search(QUERIES[(i + 1) % len(QUERIES)], mode="vector")
-                times.append(time.perf_counter() - start)
-            rows.append(("in process: next searches", statistics.median(times)))
+                opened.search(QUERIES[0], mode=mode)  # type: ignore[arg-type]
+                rows.append((f"in process: first search, {mode}", time.perf_counter() - start))
+                times = []
+                for i in range(args.repeat):
+                    start = time.perf_counter()
+                    query = QUERIES[(i + 1) % len(QUERIES)]
+                    opened.search(query, mode=mode)  # type: ignore[arg-type]
+                    times.append(time.perf_counter() - start)
+                rows.append((f"in process: next searches, {mode}", statistics.median(times)))
     width = max(len(name) for name, _ in rows)
     print(f"{'':{width}}  seconds (median of {args.repeat})")
     for name, seconds in rows:
         print(f"{name:{width}}  {seconds:7.3f}")
+    times = dict(rows)
+    print(f"torch imported by a one-shot search: {'yes' if torch else 'no'}")
+    ratio = times["search, hybrid mode"] / times["search, text mode"]
+    print(f"cold hybrid / cold text: {ratio:.2f}x")
     print(json.dumps({name: round(s, 4) for name, s in rows}))
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Literal, get_args
+from typing import TYPE_CHECKING, Literal, TypeAlias, get_args
 
 if TYPE_CHECKING:  # the values of this module need no NumPy: a command that starts loads none
     import numpy as np
@@ -27,6 +27,7 @@ __all__ = [
     "ItemError",
     "KnownItem",
     "Listing",
+    "MetadataValue",
     "PageSchedule",
     "Record",
     "Region",
@@ -212,18 +213,24 @@ class Section:
     level: int = 0
 
 
+MetadataValue: TypeAlias = "str | int | float | bool | tuple[MetadataValue, ...]"
+"""A metadata value as its document has it: text, a number, a boolean, a date or time (its
+ISO 8601 text, ``2024-05-01``), or a list of those (a tuple, stored as a JSON list)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Record:
     """What an extractor makes of a document's bytes.
 
     ``metadata`` is a sorted tuple of (name, value) pairs so the record stays
-    hashable and its serialization canonical.
+    hashable and its serialization canonical; values keep their types
+    (:data:`MetadataValue`), so filters compare numbers and dates as such.
     """
 
     title: str | None
     description: str | None
     sections: tuple[Section, ...]
-    metadata: tuple[tuple[str, str], ...] = ()
+    metadata: tuple[tuple[str, MetadataValue], ...] = ()
     # What the extraction had to repair, one line each (the sync reports them per document).
     warnings: tuple[str, ...] = ()
 

@@ -12,6 +12,7 @@ from llama_index.core.schema import NodeRelationship
 from kbsync import KnowledgeBase, chunk_text
 from kbsync.adapters import langchain as lc
 from kbsync.adapters import llamaindex as li
+from kbsync.errors import ParameterError
 from tests.conftest import CORPUS
 
 PARAMS = {"min_tokens": 48, "max_tokens": 192}
@@ -95,7 +96,89 @@ def test_the_llamaindex_retriever_returns_nodes_with_scores_in_order(synced_corp
         hits = kb.search(QUERY, k=3, mode="text", context_tokens=0)
         results = li.KbsyncRetriever(kb, k=3, mode="text", context_tokens=0).retrieve(QUERY)
     assert [r.node.metadata["key"] for r in results] == [h.key for h in hits]
-    assert [r.score for r in results] == [h.score for h in hits]
+    assert [r.score for r in results] == [h.relevance for h in hits]
+    assert results[0].score == 1.0  # the best text hit is the measure of the others
     assert [r.node.get_content() for r in results] == [h.text for h in hits]
     assert results[0].node.node_id == f"{hits[0].source}:{hits[0].key}#{hits[0].index}"
     assert results[0].node.metadata["chunk_identity"] == hits[0].digest
+
+
+@pytest.fixture(scope="module")
+def typed_kb(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Six pages about retries whose front matter has a date, a number and a list of tags."""
+    home = tmp_path_factory.mktemp("typed")
+    for n in range(6):
+        page = home / "docs" / f"page-{n}.md"
+        page.parent.mkdir(parents=True, exist_ok=True)
+        page.write_text(f"---\ndate: 2024-0{n + 1}-10\nversion: {n}\n"
+                        f"tags: [{'intro' if n % 2 else 'api'}, retries]\nlang: en\n---\n"
+                        f"# Page {n}\n\nRetry the request with exponential backoff, page {n}.\n")
+    with KnowledgeBase.create(home, sources=["docs"], embedder={"kind": "hashing"}) as kb:
+        assert not kb.sync().failed
+    return home
+
+
+def test_the_langchain_retriever_filters_and_carries_relevance_and_document_metadata(
+        typed_kb: Path) -> None:
+    with KnowledgeBase.open(typed_kb) as kb:
+        retriever = lc.KbsyncRetriever(knowledge_base=kb, k=6, mode="text", search_kwargs={
+            "filter": {"tags": "intro", "date": {"$gte": "2024-03-01"}}})
+        docs = retriever.invoke("retry backoff")
+        assert sorted(d.metadata["key"] for d in docs) == ["page-3.md", "page-5.md"]
+        for doc in docs:
+            assert 0.0 < doc.metadata["score"] <= 1.0
+            assert doc.metadata["score"] == doc.metadata["relevance"]
+            assert doc.metadata["raw_score"] > 0
+            assert doc.metadata["tags"] == ["intro", "retries"]
+            assert doc.metadata["version"] in (3, 5)
+            assert doc.metadata["date"].startswith("2024-0")
+            assert doc.metadata["changed"]
+            assert doc.metadata["rank"] in (1, 2)
+        fewer = lc.KbsyncRetriever(knowledge_base=kb, k=6, mode="text").invoke(
+            "retry backoff", filter={"version": {"$lt": 2}})
+        assert sorted(d.metadata["key"] for d in fewer) == ["page-0.md", "page-1.md"]
+        kept = lc.KbsyncRetriever(knowledge_base=kb, k=6, mode="text",
+                                  search_kwargs={"score_threshold": 1.0}).invoke("retry backoff")
+        assert kept
+        assert all(d.metadata["score"] == 1.0 for d in kept)
+
+
+def test_the_llamaindex_retriever_takes_metadata_filters_and_its_scores_pass_a_cutoff(
+        typed_kb: Path) -> None:
+    from llama_index.core.postprocessor import SimilarityPostprocessor
+    from llama_index.core.vector_stores.types import (
+        FilterCondition,
+        FilterOperator,
+        MetadataFilter,
+        MetadataFilters,
+    )
+
+    def keys(filters: MetadataFilters) -> list[str]:
+        with KnowledgeBase.open(typed_kb) as kb:
+            found = li.KbsyncRetriever(kb, k=6, mode="text", filters=filters).retrieve("retry")
+        return sorted(r.node.metadata["key"] for r in found)
+
+    assert keys(MetadataFilters(filters=[
+        MetadataFilter(key="tags", value="intro", operator=FilterOperator.CONTAINS),
+        MetadataFilter(key="version", value=3, operator=FilterOperator.GTE)])) == [
+        "page-3.md", "page-5.md"]
+    assert keys(MetadataFilters(filters=[
+        MetadataFilter(key="date", value="2024-02-10", operator=FilterOperator.LTE),
+        MetadataFilter(key="version", value=0, operator=FilterOperator.NE)])) == ["page-1.md"]
+    assert keys(MetadataFilters(filters=[
+        MetadataFilter(key="version", value=1), MetadataFilter(key="version", value=4)],
+        condition=FilterCondition.OR)) == ["page-1.md", "page-4.md"]
+    with pytest.raises(ParameterError, match="OR"):
+        keys(MetadataFilters(filters=[MetadataFilter(key="version", value=1),
+                                      MetadataFilter(key="lang", value="en")],
+                             condition=FilterCondition.OR))
+    with pytest.raises(ParameterError, match="text_match"):
+        keys(MetadataFilters(filters=[MetadataFilter(
+            key="lang", value="e", operator=FilterOperator.TEXT_MATCH)]))
+    with KnowledgeBase.open(typed_kb) as kb:
+        found = li.KbsyncRetriever(kb, k=4, mode="hybrid").retrieve("retry the request")
+    assert found
+    assert all(0.0 < r.score <= 1.0 for r in found)
+    assert found[0].node.metadata["tags"]
+    kept = SimilarityPostprocessor(similarity_cutoff=0.5).postprocess_nodes(found)
+    assert len(kept) == sum(r.score >= 0.5 for r in found) >= 1

@@ -64,6 +64,18 @@ def test_a_real_client_searches_reads_and_diffs_but_may_not_sync(synced_corpus: 
         assert {p["key"] for p in filtered["passages"]} == {"a-harbormaster-cli.md"}
         malformed = await client.call_tool("search", {"query": "x", "where": {"a b": "c"}})
         assert malformed.is_error
+        others = _data(await client.call_tool("search", {
+            "query": "retry backoff jitter", "k": 5,
+            "where": {"path": {"$ne": "a-harbormaster-cli.md"}, "version": {"<": 9}}}))
+        assert others["passages"] == []  # no document has a version number
+        others = _data(await client.call_tool("search", {
+            "query": "retry backoff jitter", "k": 5,
+            "where": {"path": {"!=": "a-harbormaster-cli.md"}}}))
+        assert others["passages"]
+        assert "a-harbormaster-cli.md" not in {p["key"] for p in others["passages"]}
+        bad_bound = await client.call_tool("search", {"query": "x",
+                                                      "where": {"date": {">": "soon"}}})
+        assert bad_bound.is_error
         text_only = _data(await client.call_tool("search", {"query": "harbor", "mode": "text"}))
         assert text_only["passages"]
         bad = await client.call_tool("search", {"query": "x", "mode": "fuzzy"})

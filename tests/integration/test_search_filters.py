@@ -23,10 +23,12 @@ from kbsync.engine import init_config
 from kbsync.store import Hit
 from kbsync.store.filters import matches, parse_where, postgres_condition
 from tests.conftest import Backend
-from tests.unit.test_search_filters import NAMES, VALUES, metadata_values, patterns
+from tests.unit.test_search_filters import VALUES, conditions, metadata_values
 
 WORDS = ["retry", "backoff", "token", "cache", "index", "queue", "schema", "deploy"]
 LANGS = ["en", "de", "fr"]
+TAGS = ["intro", "install", "api"]
+METADATA_NAMES = ["lang", "tags", "n", "flag", "missing"]
 
 
 def _page(n: int) -> tuple[str, str]:
@@ -37,8 +39,9 @@ def _page(n: int) -> tuple[str, str]:
                                                        + ["and", "more", "text", str(n)])
                        for j in range(3))
     return (f"{folder}/page-{n:02d}.md",
-            f"---\nlang: {LANGS[n % len(LANGS)]}\naudience: {'ops' if n % 4 else 'dev'}\n---\n"
-            f"# Page {n}\n\n{body}\n")
+            f"---\nlang: {LANGS[n % len(LANGS)]}\naudience: {'ops' if n % 4 else 'dev'}\n"
+            f"version: {n % 5}\ndate: 2024-{1 + n % 9:02d}-15\ntags: [{TAGS[n % 3]}, all]\n"
+            f"---\n# Page {n}\n\n{body}\n")
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
@@ -119,13 +122,24 @@ def test_hits_carry_their_rank_and_a_relevance_between_zero_and_one(kb: Knowledg
     assert [h.relevance for h in vector] == [max(0.0, min(1.0, h.score)) for h in vector]
 
 
+def _equal(name: str, values: list[str]) -> st.SearchStrategy[tuple[str, str, str]]:
+    return st.tuples(st.just(name), st.just("="), st.sampled_from(values))
+
+
 wheres = st.lists(st.one_of(
-    st.tuples(st.just("source"), st.sampled_from(["docs", "notes", "n*", "nope"])),
-    st.tuples(st.just("path"), st.sampled_from(["guide/*", "api/page-0?.md", "*-1*",
-                                                 "blog/page-02.md"])),
-    st.tuples(st.just("lang"), st.sampled_from([*LANGS, "e*", "xx"])),
-    st.tuples(st.just("audience"), st.sampled_from(["ops", "dev", "*"])),
-    st.tuples(st.just("unknown"), st.just("x")),
+    _equal("source", ["docs", "notes", "n*", "nope"]),
+    _equal("path", ["guide/*", "api/page-0?.md", "*-1*", "blog/page-02.md"]),
+    _equal("lang", [*LANGS, "e*", "xx"]),
+    _equal("audience", ["ops", "dev", "*"]),
+    _equal("unknown", ["x"]),
+    _equal("tags", [*TAGS, "all", "in*", "none"]),
+    _equal("version", ["0", "3", "3.0"]),
+    st.tuples(st.sampled_from(["lang", "tags", "source", "path", "unknown", "version"]),
+              st.just("!="), st.sampled_from(["en", "intro", "docs", "guide/*", "x", "2"])),
+    st.tuples(st.just("version"), st.sampled_from(["<", "<=", ">", ">="]),
+              st.sampled_from(["0", "2", "3.5", "4"])),
+    st.tuples(st.just("date"), st.sampled_from(["<", "<=", ">", ">="]),
+              st.sampled_from(["2024-01-15", "2024-05-15", "2024-05-15T12:00", "2024-09-30"])),
 ), max_size=4)
 
 
@@ -134,9 +148,9 @@ wheres = st.lists(st.one_of(
 @given(where=wheres, query=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3),
        mode=st.sampled_from(["vector", "text"]), k=st.integers(1, 12))
 def test_a_filtered_search_is_the_exhaustive_ranking_restricted_to_the_matching_documents(
-        kb: KnowledgeBase, where: list[tuple[str, str]], query: list[str], mode: str,
+        kb: KnowledgeBase, where: list[tuple[str, str, str]], query: list[str], mode: str,
         k: int) -> None:
-    filters = parse_where(f"{name}={value}" for name, value in where)
+    filters = parse_where(f"{name}{op}{value}" for name, op, value in where)
     text = " ".join(query)
     every = kb.search(text, k=10_000, mode=mode, context_tokens=0)  # type: ignore[arg-type]
     expected = [h for h in every if matches(filters, h.source, h.key, _metadata(kb, h))][:k]
@@ -187,12 +201,12 @@ def pg(postgres_url: str) -> Iterator[Any]:
 @settings(max_examples=150, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(source=st.sampled_from(VALUES), key=st.sampled_from(VALUES),
-       metadata=st.dictionaries(st.sampled_from(NAMES[2:]), metadata_values, max_size=4),
-       where=st.lists(st.tuples(st.sampled_from(NAMES), patterns), max_size=4))
+       metadata=st.dictionaries(st.sampled_from(METADATA_NAMES), metadata_values, max_size=4),
+       where=st.lists(conditions, max_size=4))
 def test_the_postgres_condition_decides_as_the_rules_do(pg: Any, source: str, key: str,
                                                         metadata: dict[str, Any],
-                                                        where: list[tuple[str, str]]) -> None:
-    filters = parse_where(f"{name}={value}" for name, value in where)
+                                                        where: list[tuple[str, str, str]]) -> None:
+    filters = parse_where(f"{name}{op}{value}" for name, op, value in where)
     pg.execute("DELETE FROM documents")
     pg.execute("INSERT INTO documents VALUES (1, %s, %s, %s)",
                (source, key, json.dumps(metadata)))

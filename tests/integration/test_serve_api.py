@@ -186,6 +186,19 @@ def test_search_where_parameters_filter_and_a_malformed_one_is_400(client: TestC
     assert "relevance" in page.text
 
 
+def test_search_where_parameters_take_inequalities_and_ranges(client: TestClient) -> None:
+    everything = _get(client, "/api/search?q=retry+backoff&k=20&mode=text")
+    one = everything[0]["key"]
+    others = _get(client, f"/api/search?q=retry+backoff&k=20&mode=text&where=path!={one}")
+    assert others
+    assert one not in {h["key"] for h in others}
+    assert {h["key"] for h in others} == {h["key"] for h in everything} - {one}
+    assert _get(client, "/api/search?q=retry&where=version%3E1") == []  # no such number
+    error = _get(client, "/api/search?q=retry&where=date%3E%3Dsoon", 400)["error"]
+    assert "'date>=soon'" in error
+    assert "number or a date" in error
+
+
 def test_the_openapi_description_is_valid_and_covers_every_api_route(
         client: TestClient) -> None:
     spec = _get(client, "/api/openapi.json")

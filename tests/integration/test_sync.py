@@ -135,6 +135,32 @@ def test_a_changed_title_alone_is_metadata_only(kb: Path) -> None:
         assert engine.document("retitled.md").title == "Old lighthouses"
 
 
+def test_a_new_extractor_version_that_drops_markup_rechunks_and_modifies_nothing(
+        kb: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kbsync.extract import markdown
+
+    path = kb / "docs" / "traits.md"
+    path.write_text("# Traits\n\nA [trait object][objects] points to an instance of a type "
+                    "that implements a trait.\n\n[objects]: https://example.org/trait-objects\n")
+    with monkeypatch.context() as old:  # the extractor before it dropped markup
+        old.setattr(markdown, "strip_noise", lambda lines, tokens, env: lines)
+        old.setattr(markdown.MarkdownExtractor, "identity", property(lambda self: "markdown-v2"))
+        with _engine(kb) as engine:
+            engine.sync()
+            assert "https://example.org" in engine.document("traits.md").text
+    with _engine(kb) as engine:
+        report = engine.sync()
+        assert report.total("modified") == 0
+        assert report.total("rechunked") >= 1
+        assert "https://example.org" not in engine.document("traits.md").text
+        hits = engine.search("trait object instance", k=3, mode="text")
+        assert hits
+        assert hits[0].key == "traits.md"
+        assert "example.org" not in hits[0].context
+        assert "A trait object points to an instance" in hits[0].context
+        assert engine.verify().problems == ()
+
+
 def test_whitespace_only_edits_pass_the_bytes_gate_but_not_the_text_gate(kb: Path) -> None:
     path = kb / "docs" / "a-essay-lighthouses.txt"
     with _engine(kb) as engine:

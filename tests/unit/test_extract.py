@@ -225,8 +225,76 @@ Body.
     assert record.description == "Feeding, storing and reviving."
     assert record.metadata == (("author", "Ada Baker"),
                                ("description", "Feeding, storing and reviving."),
-                               ("tags", "bread, fermentation"))
+                               ("tags", ("bread", "fermentation")))
     assert record.sections == (Section(heading="A different heading", text="Body.", level=1),)
+    assert record.warnings == ()
+
+
+def test_markdown_front_matter_values_keep_their_types() -> None:
+    data = b"""\
+---
+title: 2024
+tags: [intro, install]
+date: 2024-05-01
+updated: 2024-05-01 10:30:00
+version: 3
+weight: 1.5
+draft: false
+empty:
+ratio: .nan
+nested: {a: 1}
+lists: [[1, 2], 3]
+---
+Body.
+"""
+    record = MarkdownExtractor().extract(data, locator="guide.md")
+    assert record.title == "2024"
+    assert dict(record.metadata) == {
+        "tags": ("intro", "install"), "date": "2024-05-01", "updated": "2024-05-01T10:30:00",
+        "version": 3, "weight": 1.5, "draft": False, "ratio": "nan", "lists": (3,)}
+
+
+def test_front_matter_that_is_not_yaml_is_read_as_pairs_with_a_warning_naming_the_line() -> None:
+    data = b"---\ntitle: Colons: everywhere\ntags: [open\n---\nBody.\n"
+    record = MarkdownExtractor().extract(data, locator="guide.md")
+    assert record.title == "Colons: everywhere"
+    assert dict(record.metadata) == {"tags": "[open"}
+    (warning,) = record.warnings
+    assert warning.startswith("front matter is not YAML (line 2): ")
+
+
+def test_markdown_link_definitions_comments_and_reference_link_labels_are_not_text() -> None:
+    data = b"""\
+# Trait objects
+
+A [trait object][trait-objects] points to an instance; see [the book][] and [Rust].
+<!-- TODO: rewrite this paragraph -->
+Text with <!-- an inline note --> a comment, `[kept][trait-objects]` and [undefined][nope].
+
+<!--
+a comment block
+-->
+
+```markdown
+[kept]: https://example.org
+<!-- kept in code -->
+```
+
+- an item with ![a picture][rust]
+
+[trait-objects]: https://doc.rust-lang.org/book/ch18-02-trait-objects.html
+[the book]: https://doc.rust-lang.org/book/
+[Rust]: https://www.rust-lang.org "Rust"
+"""
+    text = MarkdownExtractor().extract(data, locator="traits.md").text
+    for noise in ("https://doc.rust-lang.org", "https://www.rust-lang.org", "TODO",
+                  "an inline note", "a comment block", "][trait-objects]", "[the book]",
+                  "[Rust]", "![a picture]"):
+        assert noise not in text.replace("`[kept][trait-objects]`", ""), noise
+    for kept in ("A trait object points to an instance; see the book and Rust.",
+                 "`[kept][trait-objects]`", "[undefined][nope]", "[kept]: https://example.org",
+                 "<!-- kept in code -->", "- an item with a picture"):
+        assert kept in text, kept
 
 
 def test_markdown_without_headings_or_h1_has_no_title() -> None:
@@ -478,7 +546,7 @@ def test_every_supported_media_type_has_an_extractor_with_its_own_identity() -> 
     extractors = [extractor_for(media_type) for media_type in SUPPORTED_MEDIA_TYPES]
     assert all(isinstance(e, Extractor) for e in extractors)
     identities = {e.identity for e in extractors if e is not None}
-    assert identities == {"text-v3", "markdown-v2", "html-trafilatura-v2", "pdf-pypdf-v1",
+    assert identities == {"text-v3", "markdown-v3", "html-trafilatura-v2", "pdf-pypdf-v1",
                           "docx-python-docx-v1", "pptx-python-pptx-v1", "xlsx-openpyxl-v2",
                           "epub-ebooklib-v1", "odt-lxml-v1", "rtf-striprtf-v1"}
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from kbsync.extract.markdown import _ATTRIBUTES, split_sections
+from kbsync.extract.markdown import _ATTRIBUTES, split_sections, strip_noise
 from kbsync.extract.sections import Heading, sections_at, source_lines
 from kbsync.model import Section
 from tests.conftest import corpora_file
@@ -19,8 +19,9 @@ _FULL = MarkdownIt("commonmark")
 
 def _reference(text: str) -> tuple[Section, ...]:
     """The sections as a full parse (inline content of every block) gives them."""
-    lines = source_lines(text)
-    tokens = _FULL.parse(text)
+    env: dict[str, object] = {}
+    tokens = _FULL.parse(text, env)
+    lines = strip_noise(source_lines(text), tokens, env)
     headings: list[Heading] = []
     for i, token in enumerate(tokens):
         if token.type == "heading_open" and token.level == 0 and token.map is not None:

@@ -11,18 +11,20 @@ Needs the ``langchain`` extra (``langchain-core`` and ``langchain-text-splitters
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from typing import Any
 
 from kbsync.adapters.metadata import chunk_metadata, hit_metadata
 from kbsync.app.knowledge_base import KnowledgeBase, SearchMode
 from kbsync.core.chunking import TextChunker
-from kbsync.errors import DependencyMissingError
+from kbsync.errors import DependencyMissingError, ParameterError
 
 try:
     from langchain_core.callbacks import CallbackManagerForRetrieverRun
     from langchain_core.documents import Document
     from langchain_core.retrievers import BaseRetriever
     from langchain_text_splitters import TextSplitter
+    from pydantic import Field
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise DependencyMissingError("the LangChain adapter", "langchain",
                                  exc.name or "langchain-core", exc) from exc
@@ -79,9 +81,14 @@ class KbsyncRetriever(BaseRetriever):
     ``context_tokens`` (embed small, return big).
 
     Documents come best first; ``page_content`` is the context window (the chunk
-    alone when ``context_tokens`` is 0), and the metadata holds ``source``, ``key``,
-    ``title``, ``heading``, the chunk's ``start``/``end`` offsets, ``chunk_index``,
-    ``chunk_identity``, ``score`` and the window's ``context_first``/``context_last``.
+    alone when ``context_tokens`` is 0), and the metadata holds the document's own
+    metadata and :func:`kbsync.adapters.metadata.hit_metadata`: ``score`` is the
+    relevance from 0 to 1, ``raw_score`` the ranking's value.
+
+    Filters as :meth:`kbsync.KnowledgeBase.search` takes them, in the vector stores'
+    style: ``search_kwargs={"k": 4, "filter": {"lang": "en", "date": {"$gte":
+    "2024-01-01"}}, "score_threshold": 0.5}`` (or the ``filter`` field, or
+    ``invoke(query, filter=…)``); ``score_threshold`` drops hits of a lower relevance.
     """
 
     knowledge_base: KnowledgeBase
@@ -90,10 +97,23 @@ class KbsyncRetriever(BaseRetriever):
     """``None`` uses the knowledge base's mode (hybrid with a model)."""
     context_tokens: int | None = None
     """Tokens of context around each hit; ``None`` uses the knowledge base's setting."""
+    filter: Mapping[str, Any] | None = None
+    """Only documents meeting these (see :func:`kbsync.store.filters.filters_from`)."""
+    search_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """``k``, ``filter`` and ``score_threshold``, as LangChain's vector store retrievers take
+    them; they win over the fields of the same name."""
 
     def _get_relevant_documents(self, query: str, *,
-                                run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
-        hits = self.knowledge_base.search(query, k=self.k, mode=self.mode,
-                                          context_tokens=self.context_tokens)
+                                run_manager: CallbackManagerForRetrieverRun,
+                                **kwargs: Any) -> list[Document]:
+        given = {**self.search_kwargs, **kwargs}
+        unknown = set(given) - {"k", "filter", "score_threshold"}
+        if unknown:
+            raise ParameterError(f"KbsyncRetriever: unknown search argument(s) "
+                                 f"{', '.join(sorted(unknown))} (k, filter, score_threshold)")
+        threshold = float(given.get("score_threshold") or 0.0)
+        hits = self.knowledge_base.search(query, k=int(given.get("k", self.k)), mode=self.mode,
+                                          context_tokens=self.context_tokens,
+                                          filters=given.get("filter", self.filter))
         return [Document(page_content=hit.context or hit.text, metadata=hit_metadata(hit))
-                for hit in hits]
+                for hit in hits if hit.relevance >= threshold]

@@ -41,7 +41,6 @@ class Maintaining(Reading):
     """The verbs that maintain (a mixin of :class:`~kbsync.app.knowledge_base.KnowledgeBase`);
     the history of a document (:class:`._reading.Reading`) says what an erasure did."""
 
-
     def verify(self, *, repair: bool = False, wait: bool = True) -> Verification:
         """Check the store file (SQLite's integrity and full-text checks; PostgreSQL's
         amcheck), recompute and check every invariant of the store (chunk identities

@@ -14,6 +14,7 @@ from typing import Any
 
 from kbsync.app.mending import damage_said
 from kbsync.core.costs import BillBound, bill_bound, rate_of
+from kbsync.embed import Reranker
 from kbsync.embed.kinds import embedder_kind
 from kbsync.engine import (
     Config,
@@ -43,7 +44,6 @@ __all__ = ["Parts"]
 class Parts:
     """The components of a knowledge base and what its verbs share."""
 
-
     def __init__(self, config: Config) -> None:
         """Build the components a configuration names (see :meth:`open`)."""
         self.config = config
@@ -60,6 +60,7 @@ class Parts:
         self.store = open_store(config, create=False)
         self.sink = make_sink(config.vectors, config.root) if self._created else None
         self._progress: Progress | None = None
+        self._reranker: Reranker | None = None
         self.sources = make_sources(config, self._crawled)
         folder = self._state_dir()
         if folder is not None:

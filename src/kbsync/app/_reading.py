@@ -3,7 +3,8 @@ history); none of them writes."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -20,6 +21,7 @@ from kbsync.app.results import (
 from kbsync.app.searching import Searcher, SearchMode, SearchResults
 from kbsync.core.compare import compare
 from kbsync.engine import (
+    make_reranker,
     writer_lock,
 )
 from kbsync.errors import KbsyncError, ParameterError
@@ -36,12 +38,11 @@ HISTORY_RUNS = 200
 class Reading(Parts):
     """The verbs that read (a mixin of :class:`~kbsync.app.knowledge_base.KnowledgeBase`)."""
 
-
     def search(self, query: str, k: int = 5, mode: SearchMode | None = None,
                context_tokens: int | None = None,
                query_vector: npt.NDArray[np.float32] | None = None,
-               filters: Filters | Mapping[str, str | Sequence[str]] | None = None,
-               ) -> SearchResults:
+               filters: Filters | Mapping[str, Any] | None = None,
+               rerank: bool | None = None) -> SearchResults:
         """The chunks of the current documents that best match ``query``, best first,
         each with its ``rank`` (from 1) and ``relevance`` in [0, 1] (see :mod:`kbsync.app.fusion`).
 
@@ -63,16 +64,20 @@ class Reading(Parts):
             query_vector: the query's vector, when the caller has it from this
                 knowledge base's embedder (a running ``kbsync serve`` that holds the
                 model loaded); by default the embedder embeds the query.
-            filters: only chunks of documents meeting these: name -> value, or a list
-                of values any one of which may match (``source`` and ``path`` are the
-                store's fields, other names keys of the document's metadata; values
-                with ``*`` or ``?`` are globs; see :mod:`kbsync.store.filters`).
+            filters: only chunks of documents meeting these: name -> value, a list
+                of values any one of which may match, or {operator: value} (``source``,
+                ``path`` and ``title`` are the store's fields, other names keys of the
+                document's metadata; see :mod:`kbsync.store.filters`).
+            rerank: read the best ``[search] rerank_candidates`` hits again with the
+                cross-encoder ``[search] rerank_model`` (default: ``[search] rerank``).
         """
         if context_tokens is None:
             context_tokens = self.config.search.context_tokens
         known = self.damage
-        results = self._searcher().search(query, k, mode or self.config.default_search_mode,
-                                          context_tokens, query_vector, filters_from(filters))
+        results = self._searcher(rerank).search(query, k,
+                                                mode or self.config.default_search_mode,
+                                                context_tokens, query_vector,
+                                                filters_from(filters))
         if results.unsound and known is None:
             # Found damage is known damage: the next write waits for a repair.
             self.store.remember_damage(f"a search found {results.unsound:,} chunks with a "
@@ -86,8 +91,14 @@ class Reading(Parts):
         normalized query."""
         return self._searcher().query_vector(query)
 
-    def _searcher(self) -> Searcher:
-        return Searcher(self.store, self.vector_index, self.embedder)
+    def _searcher(self, rerank: bool | None = None) -> Searcher:
+        reranker = None
+        if self.config.search.rerank if rerank is None else rerank:
+            if self._reranker is None:  # made once, by the first search that reranks
+                self._reranker = make_reranker(self.config)
+            reranker = self._reranker
+        return Searcher(self.store, self.vector_index, self.embedder, reranker,
+                        self.config.search.rerank_candidates)
 
     def documents(self, *, after: DocumentRef | None = None,
                   limit: int | None = None) -> tuple[DocumentRef, ...]:

@@ -1,5 +1,5 @@
 """Syncing: the verbs that bring the store in step with the sources (plan, sync, work,
-watch), and the bill they may ask to confirm."""
+watch)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,6 @@ __all__ = ["Syncing"]
 
 class Syncing(Parts):
     """The verbs that sync (a mixin of :class:`~kbsync.app.knowledge_base.KnowledgeBase`)."""
-
 
     def plan(self, *, progress: Progress | None = None) -> SyncResult:
         """What a sync would do (documents, chunks to embed, tokens), writing nothing.

@@ -21,12 +21,13 @@ unrelated documents look like answers.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import replace
 
 from kbsync.store import Hit
 
-__all__ = ["RRF_K", "fuse", "ranked", "text_relevance", "vector_relevance"]
+__all__ = ["RRF_K", "fuse", "ranked", "reranked", "text_relevance", "vector_relevance"]
 
 RRF_K = 60
 """The rank offset of reciprocal rank fusion (the usual constant of Cormack et al.)."""
@@ -77,6 +78,21 @@ def text_relevance(hits: Sequence[Hit]) -> list[Hit]:
     """Full-text hits with their relevance: the BM25 score over the best of ``hits``."""
     best = max((h.score for h in hits), default=0.0)
     return [replace(h, relevance=_unit(h.score / best) if best > 0 else 0.0) for h in hits]
+
+
+def reranked(hits: Sequence[Hit], scores: Sequence[float], k: int) -> list[Hit]:
+    """The ``k`` best of ``hits`` by a reranker's ``scores`` (logits), each with its score
+    and, as its relevance, the score's sigmoid (a cross-encoder trained on relevant and
+    irrelevant pairs gives about 0.5 where it cannot tell); ties keep the first order."""
+    order = sorted(range(len(hits)), key=lambda i: -scores[i])[:k]
+    return [replace(hits[i], score=scores[i], relevance=_sigmoid(scores[i])) for i in order]
+
+
+def _sigmoid(x: float) -> float:
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    e = math.exp(x)
+    return e / (1.0 + e)
 
 
 def ranked(hits: Sequence[Hit]) -> list[Hit]:

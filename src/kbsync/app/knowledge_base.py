@@ -85,7 +85,6 @@ class KnowledgeBase(Syncing, Maintaining):
     configured components, for inspection and tests.
     """
 
-
     @classmethod
     def open(cls, path_or_config: str | Path | Config = ".") -> KnowledgeBase:
         """Open the knowledge base of a ``kbsync.toml`` file, its folder, or a parsed config."""

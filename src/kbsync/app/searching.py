@@ -7,15 +7,17 @@ made for one call: :class:`~kbsync.app.knowledge_base.KnowledgeBase` may swap it
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from kbsync.app.fusion import fuse, ranked, text_relevance, vector_relevance
+from kbsync.app.fusion import fuse, ranked, reranked, text_relevance, vector_relevance
 from kbsync.core.normalize import normalize
-from kbsync.embed import Embedder, norm_of
+from kbsync.embed import Embedder, QueryEmbedder, Reranker, norm_of
 from kbsync.errors import ParameterError
 from kbsync.model import SEARCH_MODES, SearchMode
 from kbsync.store import Hit, Nearest, SearchIndex
@@ -54,6 +56,9 @@ class Searcher:
     store: SearchIndex
     index: VectorIndex
     embedder: Embedder
+    reranker: Reranker | None = None
+    """Reorders the best ``rerank_candidates`` hits by reading each with the query."""
+    rerank_candidates: int = 20
 
     def search(self, query: str, k: int, mode: SearchMode, context_tokens: int,
                vector: npt.NDArray[np.float32] | None = None,
@@ -65,13 +70,17 @@ class Searcher:
             raise ParameterError(f"k must be at least 1, not {k}")
         if mode not in SEARCH_MODES:
             raise ParameterError(f"unknown search mode {mode!r}: use vector, text or hybrid")
+        final = k
+        if self.reranker is not None:
+            k = max(k, self.rerank_candidates)
         if not context_tokens:
             wanted = k
             while True:  # while a document repeats a passage, rank more
                 found = self.ranked(query, wanted, mode, vector, filters)
                 kept = distinct(found.hits)
                 if len(kept) >= k or len(found.hits) < wanted:
-                    return _results(ranked(kept[:k]), found.unsound)
+                    hits = self.described(ranked(self.reranked(query, kept[:k], final)))
+                    return _results(hits, found.unsound)
                 wanted *= 4
         results: list[Hit] = []
         taken: dict[tuple[str, str], set[int]] = {}  # chunks in the windows returned
@@ -88,7 +97,25 @@ class Searcher:
                                    first=window.first, last=window.last))
             if len(results) == k:
                 break
-        return _results(ranked(results), found.unsound)
+        return _results(self.described(ranked(self.reranked(query, results, final))),
+                        found.unsound)
+
+    def reranked(self, query: str, hits: list[Hit], k: int) -> list[Hit]:
+        """The best ``k`` hits, by the reranker's reading of each hit's context with the
+        query when there is a reranker."""
+        if self.reranker is None or not hits:
+            return hits[:k]
+        scores = self.reranker.score(normalize(query).text, [h.context or h.text for h in hits])
+        return reranked(hits, scores, k)
+
+    def described(self, hits: list[Hit]) -> list[Hit]:
+        """The hits with their documents' metadata and time of last change."""
+        facts = self.store.document_facts({(h.source, h.key) for h in hits}) if hits else {}
+        out = []
+        for hit in hits:
+            metadata, changed = facts.get((hit.source, hit.key), (None, None))
+            out.append(replace(hit, metadata=_metadata(metadata), changed=changed))
+        return out
 
     def ranked(self, query: str, k: int, mode: SearchMode,
                vector: npt.NDArray[np.float32] | None = None,
@@ -110,8 +137,12 @@ class Searcher:
                        near.unsound)
 
     def query_vector(self, query: str) -> npt.NDArray[np.float32]:
-        """The embedder's vector of the normalized query."""
-        vector: npt.NDArray[np.float32] = self.embedder.embed([normalize(query).text])[0]
+        """The embedder's vector of the normalized query (by its query encoder, if it has one)."""
+        texts = [normalize(query).text]
+        if isinstance(self.embedder, QueryEmbedder):
+            vector: npt.NDArray[np.float32] = self.embedder.embed_query(texts)[0]
+        else:
+            vector = self.embedder.embed(texts)[0]
         return vector
 
     def nearest(self, vector: npt.NDArray[np.float32], k: int,
@@ -136,3 +167,12 @@ def distinct(hits: list[Hit]) -> list[Hit]:
             seen.add((hit.source, hit.key, hit.text))
             kept.append(hit)
     return kept
+
+
+def _metadata(stored: str | None) -> dict[str, Any]:
+    """A document's stored metadata as a mapping (damaged or missing: none)."""
+    try:
+        value = json.loads(stored) if stored else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}

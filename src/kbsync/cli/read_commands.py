@@ -166,11 +166,11 @@ def _count(n: int, noun: str) -> str:
 
 def _unknown_sources(filters: Filters, stored: Collection[str]) -> list[str]:
     """The values of a ``source=`` filter that match no source the store holds."""
-    from kbsync.store.filters import Filters, matches
+    from kbsync.store.filters import Condition, Filters, matches
 
-    wanted = dict(filters.conditions).get("source", ())
-    return [v for v in wanted
-            if not any(matches(Filters((("source", (v,)),)), s, "", {}) for s in stored)]
+    wanted = filters.values_of("source")
+    return [v for v in wanted if not any(
+        matches(Filters((Condition("source", "=", (v,)),)), s, "", {}) for s in stored)]
 
 
 @app.command()
@@ -186,9 +186,15 @@ def search(
     where: Annotated[list[str] | None, typer.Option(
         "--where", metavar="NAME=VALUE",
         help="Only documents whose NAME is VALUE: source, path (the document's key), title or a "
-             "metadata key (front matter, HTML meta, PDF info). A VALUE with * or ? is a glob "
-             "(* spans /). Repeat it: different names must all match, the same name twice "
-             "matches either value. An unknown name matches nothing.")] = None,
+             "metadata key (front matter, HTML meta, PDF info); a list matches when one item "
+             "does. A VALUE with * or ? is a glob (* spans /). NAME!=VALUE excludes; "
+             "NAME<VALUE, <=, >, >= compare numbers and dates (date>=2024-01-01). Repeat it: "
+             "all must hold, except the same NAME=… twice, which matches either value. An "
+             "unknown name matches nothing.")] = None,
+    rerank: Annotated[bool | None, typer.Option(
+        "--rerank/--no-rerank",
+        help="Read the best candidates again with the cross-encoder of [search] rerank_model "
+             "(default: [search] rerank).")] = None,
     config: ConfigOption = Path("."),
     as_json: JsonOption = False,
 ) -> None:
@@ -212,13 +218,16 @@ def search(
     with Errors(as_json), open_kb(config) as kb:
         mode = mode or kb.config.default_search_mode
         vector = None
-        if mode != "text" and kb.config.embedder.kind == "local":
+        # The local model embeds a query without torch once its ONNX export is cached (a
+        # sync makes it); until then a running `kbsync serve` that holds it loaded answers.
+        if mode != "text" and kb.config.embedder.kind == "local" \
+                and not getattr(kb.embedder, "queries_ready", False):
             vector = served_query_vector(kb.config, kb.embedder.identity, query)
             if vector is None:
-                typer.echo("loading the local model (a running `kbsync serve` keeps it "
-                           "loaded, and searches then ask it)", err=True)
+                typer.echo("loading the local model once (its query encoder is exported "
+                           "for the next searches)", err=True)
         hits = kb.search(query, k=k, mode=mode, context_tokens=context, query_vector=vector,
-                         filters=filters)
+                         filters=filters, rerank=rerank)
         unknown = [] if hits else _unknown_sources(filters, kb.store.source_names())
     for name in unknown:  # a misspelled source filters everything out without a word
         typer.echo(printable(f"note: no source is named {name!r}"), err=True)

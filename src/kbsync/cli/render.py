@@ -207,8 +207,10 @@ def no_op_line(report: SyncResult) -> str:
     unchanged = report.total(Action.UNCHANGED.value)
     sources = len(report.sources)
     seconds = sum(report.seconds.values())
+    erased = sum(s.skipped_erased for s in report.sources)
     line = (f"nothing changed: {unchanged:,} document{'' if unchanged == 1 else 's'} "
-            f"unchanged in {sources} source{'' if sources == 1 else 's'} ({seconds:.2f} s)")
+            f"unchanged{f', {erased:,} erased, skipped' if erased else ''} in {sources} "
+            f"source{'' if sources == 1 else 's'} ({seconds:.2f} s)")
     failing = [key for s in report.sources for key, _ in s.still_failing]
     if failing:
         named = ", ".join(failing[:STILL_FAILING_NAMED])

@@ -33,7 +33,7 @@ def version(as_json: Annotated[bool, typer.Option("--json", help="Print JSON: th
     else:
         typer.echo(__version__)
         if verbose:
-            from kbsync import native
+            from kbsync.core import native
 
             typer.echo(native.describe())
 
@@ -57,7 +57,7 @@ def version_info() -> dict[str, Any]:
     import importlib.util
     import platform
 
-    from kbsync import native
+    from kbsync.core import native
 
     def found(module: str) -> bool:
         try:

@@ -193,6 +193,10 @@ class DocumentPlan:
     ``edited`` marks a move whose text changed too (a rename the source reported, with
     edits): the document keeps its record under the new key, and its new version is
     written there, reusing the vectors of the chunks it kept.
+
+
+    ``reread`` marks a rechunked document whose text is another although its source's
+    bytes are the same (its extractor changed): its new text is written as a new version.
     """
 
     key: str
@@ -206,6 +210,7 @@ class DocumentPlan:
     missing: bool = False
     refresh: bool = False
     edited: bool = False
+    reread: bool = False
 
     @property
     def writes(self) -> bool:
@@ -347,8 +352,12 @@ def _document_plan(obs: Observation, old: StoredDocument | None,
                             ops=ChunkOps() if same else ChunkOps(kept=len(old.chunk_digests)))
     ops = chunk_ops(old.chunk_digests, (c.digest for c in obs.chunks))
     same_text = obs.text_hash == old.text_hash
-    return DocumentPlan(key, Action.RECHUNKED if same_text else Action.MODIFIED, version=obs,
-                        ops=ops)
+    # The same bytes read by another extractor (a new version that drops markup) make
+    # another text, but nobody edited the document: it is rechunked, with the new text.
+    reread = (not same_text and obs.bytes_hash == old.bytes_hash
+              and obs.derivation != old.derivation)
+    return DocumentPlan(key, Action.RECHUNKED if same_text or reread else Action.MODIFIED,
+                        version=obs, ops=ops, reread=reread)
 
 
 def _new_or_moved(obs: DocumentVersion, origins: _Origins) -> DocumentPlan:

@@ -10,7 +10,7 @@ import numpy.typing as npt
 
 from kbsync.model import ANY_NORM, VectorNorm
 
-__all__ = ["Embedder", "Vectors", "norm_of"]
+__all__ = ["Embedder", "QueryEmbedder", "Reranker", "Vectors", "norm_of"]
 
 Vectors = npt.NDArray[np.float32]
 
@@ -61,3 +61,30 @@ def norm_of(embedder: object) -> VectorNorm:
     """The norm of ``embedder``'s vectors: its ``norm`` attribute, else only "finite"."""
     norm = getattr(embedder, "norm", None)
     return norm if isinstance(norm, VectorNorm) else ANY_NORM
+
+
+@runtime_checkable
+class QueryEmbedder(Protocol):
+    """An embedder with a faster way to embed search queries than :meth:`Embedder.embed`
+    (the local model's fp32 ONNX export, where ``embed`` runs torch): the same vectors
+    within the tolerance it states, so they compare with the stored ones."""
+
+    def embed_query(self, texts: Sequence[str]) -> Vectors:
+        """One L2-normalized row per query, in order."""
+        ...
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    """Scores passages for a query by reading both together (a cross-encoder): a second
+    ranking of a search's best candidates."""
+
+    @property
+    def identity(self) -> str:
+        """The model and its parameters."""
+        ...
+
+    def score(self, query: str, passages: Sequence[str]) -> list[float]:
+        """One score per passage, higher for a better answer (a logit: its sigmoid is the
+        passage's relevance)."""
+        ...

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from kbsync.embed import Embedder
+from kbsync.embed import Embedder, Reranker
 from kbsync.embed.kinds import EmbedderConfig, embedder_kind
 from kbsync.embed.tokenizer import TokenizerCounter
 from kbsync.engine.config import CONFIG_NAME, Config
@@ -25,6 +25,7 @@ __all__ = [
     "embedder_token_counter",
     "init_embedder",
     "make_embedder",
+    "make_reranker",
     "make_sink",
     "make_sources",
     "open_store",
@@ -91,6 +92,20 @@ def make_embedder(config: EmbedderConfig | Mapping[str, Any]) -> Embedder:
         return embedder_kind(config.kind).build(config.settings)
     except ParameterError as exc:
         raise ConfigError(f"[embedder] {config.kind}: {exc}") from exc
+
+
+def make_reranker(config: Config) -> Reranker:
+    """The cross-encoder ``[search] rerank_model`` names (a folder relative to
+    ``kbsync.toml``, or a name in the offline Hugging Face cache)."""
+    model = config.search.rerank_model
+    if not model:
+        raise ConfigError(f"{config.file}: [search] reranking needs rerank_model, the "
+                          "cross-encoder's folder (no cross-encoder's weights come with kbsync)")
+    from kbsync.embed.providers.cross_encoder import CrossEncoderReranker
+
+    folder = config.root / Path(model).expanduser()
+    cache = getattr(config.embedder.settings, "cache_dir", None)
+    return CrossEncoderReranker(str(folder) if folder.is_dir() else model, cache_dir=cache)
 
 
 # Model word pieces per estimated (cl100k-like) token: MiniLM's WordPiece count of

@@ -12,6 +12,7 @@ from msgspec import Meta
 from kbsync.core.costs import DEFAULT_CONFIRM_ABOVE_SECONDS, DEFAULT_CONFIRM_ABOVE_TOKENS
 from kbsync.core.plan import BOILERPLATE_SHARE
 from kbsync.embed.kinds import EmbedderConfig
+from kbsync.errors import ParameterError
 from kbsync.model import SearchMode
 from kbsync.sources.kinds import SourceConfig
 from kbsync.store.kinds import StoreConfig, StoreKind, store_kind
@@ -78,6 +79,19 @@ class SearchSettings:
     mode: SearchMode | None = None
     """How a search ranks when it is not told; none follows the embedder
     (:attr:`Config.default_search_mode`)."""
+    rerank: bool = False
+    """Rerank the best ``rerank_candidates`` hits (their context windows) with the
+    cross-encoder ``rerank_model`` (:mod:`kbsync.embed.providers.cross_encoder`)."""
+    rerank_model: str | None = None
+    """The cross-encoder: a folder (relative to ``kbsync.toml``) or a name in the offline
+    Hugging Face cache."""
+    rerank_candidates: Annotated[int, Meta(ge=1)] = 20
+    """How many hits of the first ranking the cross-encoder reads."""
+
+    def __post_init__(self) -> None:
+        if self.rerank and not self.rerank_model:
+            raise ParameterError("rerank = true needs rerank_model, the cross-encoder's folder "
+                                 "(no cross-encoder's weights come with kbsync)")
 
 
 @dataclass(frozen=True, slots=True)

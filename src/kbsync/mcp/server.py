@@ -86,12 +86,16 @@ def build_server(kb: KnowledgeBase, *, allow_sync: bool = False,
                              "its rank and a relevance from 0 to 1. mode: hybrid, vector or "
                              "text (default: the knowledge base's, hybrid with a model). "
                              "where: only documents whose fields match, e.g. "
-                             '{"source": "docs", "path": "guide/*", "lang": ["en", "de"]}: '
-                             "source, path (the document key) or a metadata key; * and ? are "
-                             "globs; all names must match, a list is any of its values; an "
-                             "unknown name matches nothing.")
+                             '{"source": "docs", "path": "guide/*", "lang": ["en", "de"], '
+                             '"tags": "intro", "date": {">=": "2024-01-01"}, '
+                             '"version": {"<": 3}, "status": {"!=": "draft"}}: '
+                             "source, path (the document key), title or a metadata key; * and "
+                             "? are globs; a metadata list matches when one item does; <, <=, "
+                             ">, >= compare numbers and dates, != excludes; all names must "
+                             "match, a list is any of its values; an unknown name matches "
+                             "nothing.")
     def search(query: str, k: int = 5, mode: SearchMode | None = None,
-               where: dict[str, str | list[str]] | None = None) -> SearchResult:
+               where: dict[str, Any] | None = None) -> SearchResult:
         with lock, _errors():
             hits = kb.search(query, k=k, mode=mode, filters=where)
         return {"passages": [Passage(source=_clean(h.source), key=_clean(h.key),

@@ -171,10 +171,11 @@ def openapi(version: str) -> dict[str, Any]:
                                      "a model",
                                      "schema": {"enum": ["hybrid", "vector", "text"]}},
                                     {"name": "where", "in": "query", "required": False,
-                                     "description": "NAME=VALUE, repeatable (as `kbsync "
-                                     "search --where`): source, path or a metadata key; * and "
-                                     "? are globs; different names all match (AND), the same "
-                                     "name twice either value (OR)",
+                                     "description": "NAME=VALUE, NAME!=VALUE or NAME<VALUE "
+                                     "(<=, >, >= on numbers and dates), repeatable (as `kbsync "
+                                     "search --where`): source, path, title or a metadata key; "
+                                     "* and ? are globs; a list matches when one item does; "
+                                     "all hold (AND), the same NAME=… twice either value (OR)",
                                      "schema": {"type": "array", "items": _STR},
                                      "style": "form", "explode": True})),
             "/api/query-vector": _get(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -70,6 +70,10 @@ class Hit:
     last: int = -1
     rank: int = 0
     relevance: float = 0.0
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    """The document's metadata (front matter, HTML meta, PDF info), values as typed."""
+    changed: str | None = None
+    """When the document's text last changed (the store's UTC time, ISO 8601)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -351,6 +355,12 @@ class SearchIndex(Protocol):
     def window(self, hit: Hit, budget: int, taken: Collection[int] = ()) -> Window:
         """The hit's chunk grown with its section neighbours up to ``budget`` tokens, not
         into the chunks ``taken`` (by the windows of better hits in the document)."""
+        ...
+
+    def document_facts(self, documents: Collection[tuple[str, str]],
+                       ) -> dict[tuple[str, str], tuple[str | None, str | None]]:
+        """The stored metadata (JSON text) and the time of the last change of each of these
+        (source, key) documents that the store holds."""
         ...
 
 

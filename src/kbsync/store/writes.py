@@ -21,7 +21,7 @@ class PlanWrites(ABC):
             self._move(source, doc, now)
         elif doc.action in (Action.METADATA, Action.UNCHANGED):  # same text, same chunks
             self._refresh(source, doc, now)
-        elif doc.action is Action.RECHUNKED:
+        elif doc.action is Action.RECHUNKED and not doc.reread:
             self._rechunk(source, doc, now)
         else:
             self._write_version(source, doc, now)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from kbsync.testing.embedders import CountingEmbedder
+from kbsync.testing.embedders import CountingEmbedder, WordReranker
 from kbsync.testing.sinks import MemorySink
 from kbsync.testing.sources import MemorySource
 from kbsync.testing.store import MemoryStore
 
-__all__ = ["CountingEmbedder", "MemorySink", "MemorySource", "MemoryStore"]
+__all__ = ["CountingEmbedder", "MemorySink", "MemorySource", "MemoryStore", "WordReranker"]

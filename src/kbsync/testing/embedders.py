@@ -10,7 +10,7 @@ from kbsync.embed import Vectors
 from kbsync.embed.hashing import HashingEmbedder
 from kbsync.model import VectorNorm
 
-__all__ = ["CountingEmbedder"]
+__all__ = ["CountingEmbedder", "WordReranker"]
 
 
 class CountingEmbedder:
@@ -52,3 +52,18 @@ class CountingEmbedder:
         self.texts += len(texts)
         out: Vectors = self._inner.embed(texts).astype(np.float32)
         return out
+
+
+class WordReranker:
+    """A reranker (:class:`kbsync.embed.Reranker`) that scores a passage by how many of the
+    query's words it holds, so a test knows which order reranking must give."""
+
+    identity = "words-reranker-v1"
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int]] = []  # (query, passages) of each call
+
+    def score(self, query: str, passages: Sequence[str]) -> list[float]:
+        self.calls.append((query, len(passages)))
+        wanted = set(query.lower().split())
+        return [float(len(wanted & set(p.lower().split()))) for p in passages]

@@ -397,6 +397,11 @@ class MemoryStore(PlanWrites):
                 out.append(self._hit(source, key, doc, index, chunk, score))
         return out
 
+    def document_facts(self, documents: Collection[tuple[str, str]],
+                       ) -> dict[tuple[str, str], tuple[str | None, str | None]]:
+        return {(s, k): (doc.metadata, doc.last_changed) for s, k in documents
+                if (doc := self._s.documents.get((s, k))) is not None}
+
     def window(self, hit: Hit, budget: int, taken: Collection[int] = ()) -> Window:
         doc = self._s.documents.get((hit.source, hit.key))
         chunks = () if doc is None else doc.current.chunks

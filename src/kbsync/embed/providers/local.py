@@ -10,6 +10,12 @@ the weights re-embeds everything.
 ``backend = "onnx-int8"`` (extra ``onnx``) runs the same weights exported to ONNX
 with int8 weight matrices (:mod:`kbsync.embed.providers.onnx_int8`): faster on a
 CPU, vectors close to but not the torch ones, so its identity is another.
+
+With the torch backend, a search's query is embedded by the same weights exported to
+ONNX in fp32 (:meth:`LocalEmbedder.embed_query`): vectors equal to torch's within
+:data:`~kbsync.embed.providers.onnx_int8.FP32_TOLERANCE`, without importing torch,
+which made a one-shot ``kbsync search`` take 11 s. A sync that loaded torch exports it
+once (into the per-user cache), so the first search after it is fast too.
 """
 
 from __future__ import annotations
@@ -24,7 +30,15 @@ import numpy as np
 
 from kbsync.core.identity import weights_hash
 from kbsync.embed import Vectors
-from kbsync.embed.providers.onnx_int8 import RECIPE, OnnxInt8Model, pooling_of
+from kbsync.embed.providers.file_digests import remembered
+from kbsync.embed.providers.onnx_int8 import (
+    RECIPE,
+    OnnxInt8Model,
+    cache_folder,
+    cached_file,
+    cached_model,
+    pooling_of,
+)
 from kbsync.embed.tokenizer import TOKENIZER_PREFIX
 from kbsync.errors import ConfigError, DependencyMissingError, EmbeddingError
 from kbsync.model import ANY_NORM, UNIT_NORM, VectorNorm
@@ -70,9 +84,12 @@ class LocalEmbedder:
         self.backend = backend
         _require_library(backend)
         self._path = _model_path(model)
-        self._weights = _weights_hash(self._path)
+        self._cache_dir = Path(cache_dir).expanduser() if cache_dir else None
+        self._weights = _weights_hash(self._path, self._query_folder())
         self._model: Any = None
         self._onnx: OnnxInt8Model | None = None
+        self._queries: OnnxInt8Model | None = None  # the fp32 query encoder, made on demand
+        self._query_export_tried = False
         described = _described(self._path)
         if backend == "onnx-int8":
             if described is None:
@@ -81,8 +98,7 @@ class LocalEmbedder:
             self._dimension, self._window = described
             self._onnx = OnnxInt8Model(
                 self._path, self._weights, window=self._window, pooling=pooling_of(self._path),
-                normalize=normalize, device=device,
-                cache_dir=Path(cache_dir).expanduser() if cache_dir else None)
+                normalize=normalize, device=device, cache_dir=self._cache_dir)
             return
         if described is None:  # a layout the folder does not describe: ask the model
             self._dimension, self._window = _shape(self._loaded(), model)
@@ -148,7 +164,65 @@ class LocalEmbedder:
                 if self.normalize:
                     vectors = torch.nn.functional.normalize(vectors, p=2, dim=1)
                 out[start : start + len(batch)] = vectors.float().cpu().numpy()
+        self._export_query_encoder()
         return out
+
+    def embed_query(self, texts: Sequence[str]) -> Vectors:
+        """Vectors of search queries: :meth:`embed`'s within
+        :data:`~kbsync.embed.providers.onnx_int8.FP32_TOLERANCE`, made without torch.
+
+        The torch backend runs the fp32 ONNX export of its weights on ONNX Runtime (the
+        export is made now, once, if no sync made it); where that cannot run (no
+        onnxruntime, a layout it does not run) or torch is loaded already, :meth:`embed`.
+        """
+        encoder = self._query_encoder()
+        if encoder is None or not texts:
+            return self.embed(texts)
+        return encoder.embed(texts, self.batch_size)
+
+    @property
+    def queries_ready(self) -> bool:
+        """Whether :meth:`embed_query` answers without loading torch and the weights (seconds):
+        the query encoder's export is cached, this backend never needs torch, or torch is
+        loaded already."""
+        if self._onnx is not None or self._queries is not None or self._model is not None:
+            return True
+        if _query_pooling(self._path) is None \
+                or not all(_installed(n) for n in ("onnxruntime", "tokenizers")):
+            return False
+        return cached_file(self._weights, self._query_folder(), quantized=False) is not None
+
+    def _query_folder(self) -> Path:
+        return self._cache_dir if self._cache_dir is not None else cache_folder()
+
+    def _query_encoder(self) -> OnnxInt8Model | None:
+        """The fp32 ONNX query encoder of the torch backend; None where :meth:`embed` is
+        the one to use (another backend, torch loaded, nothing to run it with)."""
+        if self._queries is not None:
+            return self._queries
+        if self._onnx is not None or self._model is not None:
+            return None
+        pooling = _query_pooling(self._path)
+        if pooling is None or not all(_installed(n) for n in ("onnxruntime", "tokenizers")):
+            return None
+        self._queries = OnnxInt8Model(
+            self._path, self._weights, window=self._window, pooling=pooling,
+            normalize=self.normalize, device="cpu", cache_dir=self._cache_dir, quantized=False)
+        return self._queries
+
+    def _export_query_encoder(self) -> None:
+        """Export the query encoder now that torch is loaded anyway (once per process), so
+        the next search need not load it; a failure only leaves searches slower."""
+        if self._query_export_tried:
+            return
+        self._query_export_tried = True
+        if _query_pooling(self._path) is None or not all(
+                _installed(n) for n in ("onnxruntime", "onnx", "tokenizers")):
+            return
+        try:
+            cached_model(self._path, self._weights, self._query_folder(), quantized=False)
+        except Exception:  # never a sync's failure: searches then export it themselves
+            return
 
     def _loaded(self) -> Any:
         """The model, loaded on first use; it must be what its folder said it is."""
@@ -181,6 +255,14 @@ class LocalEmbedder:
             self._window = window
         self._model = model
         return model
+
+
+def _query_pooling(path: Path) -> Any:
+    """The pooling the query encoder runs, or None for a layout it does not run."""
+    try:
+        return pooling_of(path)
+    except EmbeddingError:
+        return None
 
 
 def _require_library(backend: str = "torch") -> None:
@@ -285,11 +367,14 @@ def _model_path(model: str) -> Path:
         ) from exc
 
 
-def _weights_hash(path: Path) -> str:
-    """A short hash of the weight files, so other weights under the same name are another model."""
+def _weights_hash(path: Path, cache: Path) -> str:
+    """A short hash of the weight files, so other weights under the same name are another
+    model (remembered in ``cache`` by the files' stats: hashing 90 MB took 0.2 s a command)."""
+    files = sorted(path.glob("*.safetensors")) + sorted(path.glob("*.bin"))
+
     def blocks() -> Iterator[bytes]:
-        for weights in sorted(path.glob("*.safetensors")) + sorted(path.glob("*.bin")):
+        for weights in files:
             with weights.open("rb") as f:
                 yield from iter(lambda: f.read(1 << 20), b"")
 
-    return weights_hash(blocks())
+    return remembered("weights", files, lambda: weights_hash(blocks()), cache)

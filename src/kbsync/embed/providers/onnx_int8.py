@@ -9,6 +9,11 @@ and :data:`RECIPE`; texts are tokenized with the model's ``tokenizer.json`` and 
 and normalized as its ``modules.json`` says. Vectors differ slightly from the torch
 backend's, so the embedder's identity names the backend and the recipe.
 
+The same export without the quantization (:data:`FP32_RECIPE`) is the torch backend's
+query encoder: its vectors equal the torch ones within :data:`FP32_TOLERANCE`, so a
+search embeds its query on ONNX Runtime against vectors torch stored, and never
+imports torch (seconds) once the export is cached.
+
 Nothing here imports onnxruntime, onnx or torch until a text is embedded.
 """
 
@@ -23,19 +28,30 @@ import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from kbsync.embed import Vectors
+from kbsync.embed.providers.file_digests import remembered
 from kbsync.errors import DependencyMissingError, EmbeddingError, KbsyncError
 
-__all__ = ["RECIPE", "OnnxInt8Model", "Pooling", "cache_folder", "cached_model", "pooling_of"]
+__all__ = ["CLASSIFIER_RECIPE", "FP32_RECIPE", "FP32_TOLERANCE", "RECIPE", "OnnxInt8Model",
+           "Pooling", "cache_folder", "cached_file", "cached_model", "pooling_of"]
 
 # The export recipe: bump it whenever the exported or quantized graph may change
 # (opset, exporter, quantization options); it keys the cache and the identity.
 RECIPE = "int8mm-pc-v1"
+FP32_RECIPE = "fp32-v1"
+"""The unquantized export: the torch backend's query encoder (same identity as torch)."""
+CLASSIFIER_RECIPE = "cls-fp32-v1"
+"""The unquantized export of a sequence classifier's scores (a reranker's cross-encoder)."""
+FP32_TOLERANCE = 1e-5
+"""How far an fp32 ONNX vector may be from the torch one of the same text, in any of its
+components (unit vectors): the two run the same float32 arithmetic in another order.
+Measured on the default model: at most 2e-7 (``tests/integration/test_embed_onnx.py``)."""
 _OPSET = 17
 _FEATURE = "the local embedder's onnx-int8 backend"
 _STALE_SECONDS = 3600.0  # an export folder this old was left by a process that died
@@ -95,8 +111,11 @@ def _digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def cached_model(model: Path, weights: str, folder: Path) -> Path:
-    """The int8 ONNX file of these weights, exported and quantized now unless cached.
+def cached_model(model: Path, weights: str, folder: Path, *, quantized: bool = True,
+                 classifier: bool = False) -> Path:
+    """The int8 ONNX file of these weights (``quantized``; else the fp32 one; with
+    ``classifier`` the fp32 one of a sequence classifier's scores), exported and quantized
+    now unless cached.
 
     A cached file is named ``<weights>-<recipe>.<digest of its bytes>.onnx`` and used
     only when its bytes still have that digest; anything else under the key (a file
@@ -104,22 +123,24 @@ def cached_model(model: Path, weights: str, folder: Path) -> Path:
     private folder beside it and renamed into place, so another process sees the
     whole file or none.
     """
-    key = f"{weights}-{RECIPE}"
-    for candidate in sorted(folder.glob(f"{key}.*.onnx")):
-        if candidate.name == f"{key}.{_digest(candidate)}.onnx":
-            return candidate
-        candidate.unlink(missing_ok=True)  # not what was written: rebuilt below
+    quantized = quantized and not classifier
+    found = cached_file(weights, folder, quantized=quantized, classifier=classifier)
+    if found is not None:
+        return found
+    key = _key(weights, quantized, classifier)
     try:
         folder.mkdir(parents=True, exist_ok=True)
         _remove_stale_exports(folder)
         with tempfile.TemporaryDirectory(dir=folder, prefix=".export-") as work:
             fp32, int8 = Path(work) / "model.onnx", Path(work) / "int8.onnx"
-            _export(model, fp32)
-            _quantize(fp32, int8)
-            with int8.open("rb") as f:
+            _export(model, fp32, classifier=classifier)
+            if quantized:
+                _quantize(fp32, int8)
+            built = int8 if quantized else fp32
+            with built.open("rb") as f:
                 os.fsync(f.fileno())
-            final = folder / f"{key}.{_digest(int8)}.onnx"
-            os.replace(int8, final)
+            final = folder / f"{key}.{_digest(built)}.onnx"
+            os.replace(built, final)
     except OSError as exc:
         raise EmbeddingError(f"{_FEATURE} cannot write its exported model to {folder}: "
                              f"{exc}") from exc
@@ -129,6 +150,24 @@ def cached_model(model: Path, weights: str, folder: Path) -> Path:
         raise EmbeddingError(f"{_FEATURE} cannot export the model in {model}: "
                              f"{type(exc).__name__}: {exc}") from exc
     return final
+
+
+def _key(weights: str, quantized: bool, classifier: bool = False) -> str:
+    recipe = CLASSIFIER_RECIPE if classifier else RECIPE if quantized else FP32_RECIPE
+    return f"{weights}-{recipe}"
+
+
+def cached_file(weights: str, folder: Path, *, quantized: bool = True,
+                classifier: bool = False) -> Path | None:
+    """The cached export of these weights whose bytes still have the digest in its name;
+    anything else under the key (cut short, overwritten, damaged) is removed."""
+    key = _key(weights, quantized and not classifier, classifier)
+    for candidate in sorted(folder.glob(f"{key}.*.onnx")):
+        digest = remembered("onnx", [candidate], partial(_digest, candidate), folder)
+        if candidate.name == f"{key}.{digest}.onnx":
+            return candidate
+        candidate.unlink(missing_ok=True)  # not what was written: built again when needed
+    return None
 
 
 def _remove_stale_exports(folder: Path) -> None:
@@ -141,12 +180,13 @@ def _remove_stale_exports(folder: Path) -> None:
             pass
 
 
-def _export(model: Path, target: Path) -> None:
-    """The model's Transformer (token vectors out) as an fp32 ONNX graph with dynamic
-    batch and length, by the TorchScript exporter (seconds; the dynamo one takes ~5x)."""
+def _export(model: Path, target: Path, *, classifier: bool = False) -> None:
+    """The model's Transformer (token vectors out; with ``classifier``, a sequence
+    classifier's scores) as an fp32 ONNX graph with dynamic batch and length, by the
+    TorchScript exporter (seconds; the dynamo one takes ~5x)."""
     try:
         import torch
-        from transformers import AutoModel
+        from transformers import AutoModel, AutoModelForSequenceClassification
     except ImportError as exc:
         raise DependencyMissingError(_FEATURE, "onnx", "torch", exc) from exc
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
@@ -154,7 +194,8 @@ def _export(model: Path, target: Path) -> None:
 
     transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # a bar per load
     try:
-        network = AutoModel.from_pretrained(str(model)).eval()
+        kind = AutoModelForSequenceClassification if classifier else AutoModel
+        network = kind.from_pretrained(str(model)).eval()
     except Exception as exc:  # the library raises many kinds for an unreadable folder
         raise EmbeddingError(f"{_FEATURE} cannot load the weights in {model}: {exc}") from exc
     names = ["input_ids", "attention_mask", "token_type_ids"]
@@ -167,7 +208,8 @@ def _export(model: Path, target: Path) -> None:
             self.inner = inner
 
         def forward(self, *features: Any) -> Any:
-            return self.inner(**dict(zip(inputs, features, strict=True))).last_hidden_state
+            out = self.inner(**dict(zip(inputs, features, strict=True)))
+            return out.logits if classifier else out.last_hidden_state
 
     sample = torch.ones((2, 8), dtype=torch.long)
     import warnings
@@ -179,7 +221,9 @@ def _export(model: Path, target: Path) -> None:
                                          for n in inputs),
             str(target), dynamo=False, opset_version=_OPSET, input_names=inputs,
             output_names=["token_vectors"],
-            dynamic_axes={n: {0: "batch", 1: "length"} for n in [*inputs, "token_vectors"]})
+            dynamic_axes={**{n: {0: "batch", 1: "length"} for n in inputs},
+                          "token_vectors": {0: "batch"} if classifier
+                          else {0: "batch", 1: "length"}})
 
 
 def _forward_parameters(network: Any) -> set[str]:
@@ -210,10 +254,12 @@ def _quantize(fp32: Path, int8: Path) -> None:
 
 
 class OnnxInt8Model:
-    """The exported model's ONNX Runtime inference session and tokenizer, made when needed."""
+    """The exported model's ONNX Runtime inference session and tokenizer, made when needed
+    (int8 weights, or with ``quantized=False`` the fp32 export)."""
 
     def __init__(self, model: Path, weights: str, *, window: int, pooling: Pooling,
-                 normalize: bool, device: str, cache_dir: Path | None) -> None:
+                 normalize: bool, device: str, cache_dir: Path | None,
+                 quantized: bool = True) -> None:
         self.model = model
         self.weights = weights
         self.window = window
@@ -221,6 +267,7 @@ class OnnxInt8Model:
         self.normalize = normalize
         self.device = device
         self.folder = cache_dir if cache_dir is not None else cache_folder()
+        self.quantized = quantized
         self.file: Path | None = None
         self._session: Any = None
         self._inputs: list[str] = []
@@ -288,7 +335,8 @@ class OnnxInt8Model:
             raise DependencyMissingError(_FEATURE, "onnx", "onnxruntime", exc) from exc
         providers = self._providers(onnxruntime.get_available_providers())
         for attempt in (1, 2):
-            self.file = cached_model(self.model, self.weights, self.folder)
+            self.file = cached_model(self.model, self.weights, self.folder,
+                                     quantized=self.quantized)
             try:
                 session = onnxruntime.InferenceSession(str(self.file), providers=providers)
                 break

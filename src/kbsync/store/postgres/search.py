@@ -60,7 +60,7 @@ class SearchTables(PostgresBase):
         n = int(query.shape[0])
         typed = f"vector::vector({n})" if n <= HNSW_MAX_DIMENSION else "vector"
         cast = f"::vector({n})" if n <= HNSW_MAX_DIMENSION else "::vector"
-        where, args = "TRUE", list[str]()
+        where, args = "TRUE", list[object]()
         if filters:
             where, args = postgres_condition(filters)
             matching = scalar(self._conn, f"SELECT count(*) FROM documents d JOIN chunks c "
@@ -105,7 +105,7 @@ class SearchTables(PostgresBase):
         return Nearest(hits, int(rows[0][12]) if rows else 0)
 
     def _filtered_nearest(self, embedder: str, query: npt.NDArray[np.float32], k: int,
-                          where: str, args: Sequence[str], typed: str, cast: str,
+                          where: str, args: Sequence[object], typed: str, cast: str,
                           norm: VectorNorm) -> Nearest:
         """The nearest vectors among the chunks of documents meeting ``where``, exactly.
 
@@ -142,11 +142,23 @@ class SearchTables(PostgresBase):
         return [as_hit(rows[ref], score=score) for ref, score in zip(refs, scores, strict=True)
                 if ref in rows]
 
+    def document_facts(self, documents: Collection[tuple[str, str]],
+                       ) -> dict[tuple[str, str], tuple[str | None, str | None]]:
+        wanted = sorted(set(documents))
+        if not wanted:
+            return {}
+        rows = self._conn.execute(
+            "SELECT d.source, d.key, d.metadata, d.last_changed FROM documents d "
+            "JOIN unnest(%s::text[], %s::text[]) w(source, key) "
+            "ON d.source = w.source AND d.key = w.key",
+            ([s for s, _ in wanted], [k for _, k in wanted])).fetchall()
+        return {(r[0], r[1]): (r[2], None if r[3] is None else str(r[3])) for r in rows}
+
     def indexed_chunks(self, source: str | None = None, key: str | None = None,
                        filters: Filters | None = None) -> Iterator[ChunkRef]:
         sql = (f"SELECT d.source, d.key, c.idx, c.digest, c.heading, c.start, c.\"end\" "
                f"FROM documents d JOIN chunks c ON {CURRENT} WHERE {INDEXED}")
-        args: list[str] = []
+        args: list[object] = []
         for column, value in (("source", source), ("key", key)):
             if value is not None:
                 sql += f" AND d.{column} = %s"

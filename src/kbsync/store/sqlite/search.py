@@ -28,7 +28,7 @@ class SearchTables(SqliteBase):
         if not terms:
             return []
         match = " OR ".join(f'"{t}"' for t in terms)
-        restrict, args = "", list[str]()
+        restrict, args = "", list[object]()
         if filters:
             # Only the matching documents' indexed chunks are ranked, so a filter that
             # matches few documents loses none of their hits to the best of the rest.
@@ -184,11 +184,25 @@ class SearchTables(SqliteBase):
             return Window(hit.index, hit.index, hit.text, 0)
         return Window(first, last, text[0], tokens)
 
+    def document_facts(self, documents: Collection[tuple[str, str]],
+                       ) -> dict[tuple[str, str], tuple[str | None, str | None]]:
+        wanted = sorted(set(documents))
+        out: dict[tuple[str, str], tuple[str | None, str | None]] = {}
+        for start in range(0, len(wanted), 200):  # within SQLite's bound parameters
+            part = wanted[start : start + 200]
+            pairs = ", ".join("(?, ?)" for _ in part)
+            for source, key, metadata, changed in self._db.execute(
+                    "SELECT source, key, metadata, last_changed FROM documents "
+                    f"WHERE (source, key) IN (VALUES {pairs})",
+                    [value for pair in part for value in pair]):
+                out[(source, key)] = (metadata, changed)
+        return out
+
     def indexed_chunks(self, source: str | None = None, key: str | None = None,
                        filters: Filters | None = None) -> Iterator[ChunkRef]:
         sql = (f"SELECT d.source, d.key, c.idx, c.digest, c.heading, c.start, c.\"end\" "
                f"FROM documents d JOIN chunks c ON {CURRENT} WHERE {INDEXED}")
-        args: list[str] = []
+        args: list[object] = []
         for column, value in (("source", source), ("key", key)):
             if value is not None:
                 sql += f" AND d.{column} = ?"
