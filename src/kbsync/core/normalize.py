@@ -17,7 +17,8 @@ the original input.
 
 The scanner is vectorized over the UTF-8 bytes: word boundaries, paragraph marks
 and offsets come from NumPy array operations; only text that holds NUL,
-surrogates or non-NFC sequences takes a per-word path.
+surrogates or non-NFC sequences takes a per-word path. The compiled kernel does the
+same scan in C where it is built (:mod:`kbsync.core.kernel_scans`).
 """
 
 from __future__ import annotations
@@ -26,17 +27,26 @@ import re
 import unicodedata
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
-from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from kbsync.core import native
+from kbsync.core.kernel_scans import (
+    CanonicalWords,
+    Words,
+    canonical_words,
+    compiled_words,
+    scan_compiled,
+)
+from kbsync.core.words import BoolArray, ByteArray, IntArray, WordScan, is_paragraph_break
 
 __all__ = [
     "BLOCK_CHARS",
     "NORMALIZER_VERSION",
+    "BoolArray",
+    "ByteArray",
     "CanonicalWords",
+    "IntArray",
     "NormalizedText",
     "WordScan",
     "Words",
@@ -58,10 +68,6 @@ BLOCK_CHARS = 1 << 17
 """Target block size: large enough to amortize array overhead, small enough to stay in cache."""
 
 _MAX_WORD_PROBE = 1 << 20
-
-IntArray = npt.NDArray[np.int64]
-BoolArray = npt.NDArray[np.bool_]
-ByteArray = npt.NDArray[np.uint8]
 
 # Byte classes of the ASCII whitespace after the 1:1 translation below.
 _NOT_SPACE, _SPACE, _LINE, _CR, _PARAGRAPH = 0, 1, 2, 3, 4
@@ -87,37 +93,6 @@ _TRANSLATION = {
 _WORD = re.compile(r"\S+")
 _DIRT = re.compile("[\x00\ud800-\udfff]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_PARAGRAPH_CHARS = "\x0c\x1c\x1d\x1e\u2029"
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class WordScan:
-    """The words of one piece of text, as arrays; the chunker's input.
-
-    ``source`` is the canonical text of the words, which the ``text_*`` offsets
-    index (so the canonical text of words ``i..j`` is one slice); ``data`` and
-    the ``byte_*`` offsets are the UTF-8 bytes the word hashes are computed over;
-    ``input_*`` are character offsets into the scanned input. ``paragraph[i]`` is
-    true when a paragraph mark precedes word ``i`` (for word 0: when the whitespace
-    before it, ``leading_space`` included, is paragraph-sized); ``trailing_space`` is
-    the whitespace after the last word, for the scan of the text that follows.
-    """
-
-    source: str
-    data: ByteArray
-    byte_starts: IntArray
-    byte_ends: IntArray
-    text_starts: IntArray
-    text_ends: IntArray
-    input_starts: IntArray
-    input_ends: IntArray
-    paragraph: BoolArray
-    trailing_space: str
-
-    def __len__(self) -> int:
-        return len(self.byte_starts)
-
-
 @dataclass(frozen=True, slots=True, eq=False)
 class NormalizedText:
     """Canonical text plus, for every word, its character offsets in the original input."""
@@ -299,7 +274,7 @@ def is_clean(text: str) -> bool:
 def _scan_clean(text: str, leading_space: str = "") -> WordScan:
     """Vectorized scan of text that is NFC and holds no NUL or surrogate."""
     if native.kernel is not None:
-        compiled = _scan_compiled(text, leading_space)
+        compiled = scan_compiled(text, leading_space)
         if compiled is not None:
             return compiled
     ascii_only = text.isascii()
@@ -359,143 +334,6 @@ def _scan_clean(text: str, leading_space: str = "") -> WordScan:
     )
 
 
-_WORDS_SCAN = 1  # kernel.scan's mode with what normalize() needs
-_COMPARE_SCAN = 3  # and with what compare() needs
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class Words:
-    """The canonical text of a piece of text and its words' offsets in it: what
-    :func:`normalize` and the chunkers' cutters need of a scan, which the compiled
-    kernel makes without the other arrays of a :class:`WordScan`."""
-
-    source: str
-    input_starts: IntArray
-    input_ends: IntArray
-    paragraph: BoolArray
-    trailing_space: str
-
-
-def _kernel_scan(text: str, mode: int, composed: str | None = None) -> tuple[Any, ...] | None:
-    """``kernel.scan(text)`` in ``mode`` without fingerprints, or None: no kernel, no word,
-    or text that needs cleaning (NUL, surrogates), which the reference handles. Text that
-    is only not NFC is scanned in its NFC form (:func:`_kernel_scan_composed`), which the
-    caller may have made already (``composed``)."""
-    kernel = native.kernel
-    if kernel is None:
-        return None
-    quick = getattr(kernel, "NFC_UNIDATA_VERSION", None) == unicodedata.unidata_version
-    try:
-        got = 0 if composed is not None else kernel.scan(text, 0, b"", quick, mode)
-        if got == 0:  # a code point that might not be NFC: unicodedata decides
-            composed = composed or unicodedata.normalize("NFC", text)
-            got = (kernel.scan(text, 0, b"", False, mode) if composed == text
-                   else _kernel_scan_composed(text, composed, mode))
-    except UnicodeEncodeError:  # a surrogate
-        return None
-    return got if isinstance(got, tuple) else None
-
-
-# Where kernel.scan's result holds the words' input offsets (starts, then ends), by mode;
-# its last item, in every mode, is where the whitespace after the last word starts.
-_INPUT_OFFSETS = {_WORDS_SCAN: 1, _COMPARE_SCAN: 6}
-
-
-def _kernel_scan_composed(text: str, composed: str, mode: int) -> tuple[Any, ...] | None:
-    """``kernel.scan`` of ``text``, which is not NFC, from a scan of ``composed`` (its NFC)
-    and the input offsets of a scan of ``text`` itself, as :func:`_scan_composed` does."""
-    kernel = native.kernel
-    assert kernel is not None
-    raw = kernel.scan(text, 0, b"", False, _WORDS_SCAN)
-    if not isinstance(raw, tuple):  # no words, or a NUL
-        return None
-    got = kernel.scan(composed, 0, b"", False, mode)
-    if not isinstance(got, tuple):  # pragma: no cover - NFC removes no word
-        return None
-    at = _INPUT_OFFSETS[mode]
-    if len(got[at]) != len(raw[1]):  # pragma: no cover - NFC never creates whitespace
-        return None
-    return (*got[:at], raw[1], raw[2], *got[at + 2 : -1], raw[-1])
-
-
-def compiled_words(text: str, leading_space: str, composed: str | None = None) -> Words | None:
-    """The words of ``text`` by the compiled kernel, or None (see :func:`_kernel_scan`):
-    then :func:`scan_words` has them. ``composed`` is the NFC of ``text``, when known."""
-    got = _kernel_scan(text, _WORDS_SCAN, composed)
-    if got is None:
-        return None
-    source, ins, ine, para, trailing = got
-    paragraph = np.frombuffer(para, dtype=np.bool_)
-    input_starts = np.frombuffer(ins, dtype=np.int64)
-    if leading_space:
-        paragraph[0] = is_paragraph_break(leading_space + text[: int(input_starts[0])])
-    return Words(source, input_starts, np.frombuffer(ine, dtype=np.int64), paragraph,
-                  text[trailing:])
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class CanonicalWords:
-    """The canonical text of a whole text, its UTF-8, and every word's offsets there (in
-    characters and in bytes) and in the input: what a comparison of two versions reads."""
-
-    text: str
-    data: bytes
-    starts: IntArray
-    ends: IntArray
-    byte_starts: IntArray
-    byte_ends: IntArray
-    input_starts: IntArray
-    input_ends: IntArray
-
-
-def canonical_words(text: str) -> CanonicalWords | None:
-    """:class:`CanonicalWords` of ``text`` in one pass of the compiled kernel, or None (no
-    kernel, no word, text that needs cleaning, or text past the kernel's whole-text limit):
-    then the caller scans with the reference."""
-    if len(text) > _COMPILED_SCAN_LIMIT:
-        return None
-    got = _kernel_scan(text, _COMPARE_SCAN)
-    if got is None:
-        return None
-    source, data, ts, te, bs, be, ins, ine, _ = got
-    return CanonicalWords(
-        source, data, *(np.frombuffer(a, dtype=np.int64) for a in (ts, te, bs, be, ins, ine))
-    )
-
-
-# Above this many characters a whole-text scan takes the NumPy path: the kernel keeps a
-# record of about 100 bytes per word while it scans (about 40 times the text at its peak,
-# the NumPy path about 18), and the chunkers scan block by block anyway.
-_COMPILED_SCAN_LIMIT = 1 << 20
-
-
-def _scan_compiled(text: str, leading_space: str) -> WordScan | None:
-    """:func:`_scan_clean` by the compiled kernel (one fused pass); None when it has no words
-    or the text is too long for the kernel's working memory."""
-    if len(text) > _COMPILED_SCAN_LIMIT:
-        return None
-    got = native.kernel.scan(text, 0, b"") if native.kernel is not None else None
-    if got is None:
-        return None
-    source, data, bs, be, ts, te, ins, ine, para = got[:9]
-    paragraph = np.frombuffer(para, dtype=np.bool_)
-    input_starts = np.frombuffer(ins, dtype=np.int64)
-    if leading_space:
-        paragraph[0] = is_paragraph_break(leading_space + text[: int(input_starts[0])])
-    return WordScan(
-        source=source,
-        data=np.frombuffer(data, dtype=np.uint8),
-        byte_starts=np.frombuffer(bs, dtype=np.int64),
-        byte_ends=np.frombuffer(be, dtype=np.int64),
-        text_starts=np.frombuffer(ts, dtype=np.int64),
-        text_ends=np.frombuffer(te, dtype=np.int64),
-        input_starts=input_starts,
-        input_ends=np.frombuffer(ine, dtype=np.int64),
-        paragraph=paragraph,
-        trailing_space=text[got[13]:],
-    )
-
-
 def _canonical(
     text: str, b: ByteArray, space: BoolArray, byte_starts: IntArray, byte_ends: IntArray,
     char_starts: IntArray, char_ends: IntArray, paragraph: BoolArray,
@@ -544,19 +382,6 @@ def _line_breaks(b: ByteArray, cls: ByteArray, data: bytes) -> tuple[IntArray, I
     else:
         separators = np.empty(0, dtype=np.int64)
     return breaks, separators
-
-
-def is_paragraph_break(space: str) -> bool:
-    """Whether a whitespace run is a paragraph mark: two line breaks or a separator."""
-    lines = (
-        space.count("\n")
-        + space.count("\r")
-        - space.count("\r\n")
-        + space.count("\x0b")
-        + space.count("\x85")
-        + space.count("\u2028")
-    )
-    return lines >= 2 or any(c in space for c in _PARAGRAPH_CHARS)
 
 
 def _empty_scan(text: str, b: ByteArray, *, trailing: str) -> WordScan:

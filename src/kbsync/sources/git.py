@@ -50,18 +50,17 @@ import subprocess
 import tempfile
 import threading
 import unicodedata
-import weakref
 from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
 from hashlib import blake2b
 from pathlib import Path
-from typing import IO
 
 from kbsync.core.media import media_type_for
 from kbsync.errors import DocumentError, ParameterError, SourceError
 from kbsync.model import ItemError, KnownItem, Listing, SourceItem, SourceStat, Validators
 from kbsync.sources import listing_of
 from kbsync.sources.files import DEFAULT_MAX_BYTES
+from kbsync.sources.git_process import SAFE, Blobs, git_env, last_line
 from kbsync.sources.globs import glob_regex
 
 __all__ = ["GitError", "GitSettings", "GitSource", "is_remote"]
@@ -70,11 +69,6 @@ _TREE_FORMAT = 1
 """Version of the remembered-tree file; another version is ignored (the tree is listed)."""
 
 _REGULAR_MODES = frozenset({"100644", "100755"})
-
-# Variables that would point git at another repository, index or object store than ours.
-_REDIRECTING = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
-                "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE", "GIT_COMMON_DIR",
-                "GIT_CEILING_DIRECTORIES", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT")
 
 _SCP_LIKE = re.compile(r"^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:")
 
@@ -152,30 +146,6 @@ class _Tree:
     """New path to old path of each file git found renamed on the way to this commit."""
 
 
-def _git_env(ceiling: str | None) -> dict[str, str]:
-    """The environment of every git command: never prompts, never redirected elsewhere."""
-    env = {k: v for k, v in os.environ.items() if k not in _REDIRECTING}
-    env["GIT_TERMINAL_PROMPT"] = "0"
-    env["GIT_OPTIONAL_LOCKS"] = "0"  # reading must not take the index lock of a clone
-    env["LC_ALL"] = "C"
-    if ceiling is not None:
-        # A plain folder inside some other repository must not be taken for that one.
-        env["GIT_CEILING_DIRECTORIES"] = ceiling
-    return env
-
-
-# Reading runs no program a repository's configuration names, and takes paths literally.
-_SAFE = ("-c", "core.fsmonitor=false", "-c", f"core.hooksPath={os.devnull}",
-         "--literal-pathspecs")
-
-
-def _last_line(stderr: bytes) -> str:
-    """What git said, on one line, fit for a message."""
-    lines = [ln.strip() for ln in stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
-    text = lines[-1] if lines else "no message"
-    return text.encode("ascii", "backslashreplace").decode("ascii")
-
-
 class GitSource:
     """The files of one ref of a git repository, read from its object store."""
 
@@ -193,7 +163,7 @@ class GitSource:
         self._exclude = re.compile("|".join(exclude), re.DOTALL) if exclude else None
         self.media_type = media_type
         self._git_dir: str | None = None
-        self._blobs: _Blobs | None = None
+        self._blobs: Blobs | None = None
         self._lock = threading.Lock()
 
     @property
@@ -216,14 +186,14 @@ class GitSource:
         clone and the lookup of a local repository); its output, or GitError."""
         args = list(args)
         verb = args[2] if args[0] == "-C" else args[0]  # what a message names
-        argv = ["git", *_SAFE]
+        argv = ["git", *SAFE]
         where = None if bare else git_dir if git_dir is not None else self._git_dir
         if where is not None:
             argv.append(f"--git-dir={where}")
         argv.extend(args)
         try:
             done = subprocess.run(argv, input=stdin, capture_output=True, timeout=timeout,
-                                  env=_git_env(ceiling), check=False)
+                                  env=git_env(ceiling), check=False)
         except FileNotFoundError as exc:
             raise GitError(f"{self._where()}: the git executable is not installed "
                            "(or not on PATH)") from exc
@@ -231,7 +201,7 @@ class GitSource:
             raise GitError(f"{self._where()}: git {verb} took more than "
                            f"{timeout:g} s; stopped") from exc
         if done.returncode != 0:
-            raise GitError(f"{self._where()}: git {verb} failed: {_last_line(done.stderr)}")
+            raise GitError(f"{self._where()}: git {verb} failed: {last_line(done.stderr)}")
         return done.stdout
 
     def _mirror(self) -> Path:
@@ -509,7 +479,7 @@ class GitSource:
                     git_dir = self._located()
                 except GitError as exc:
                     raise DocumentError(item.locator, str(exc)) from exc
-                self._blobs = _Blobs(git_dir, self._where())
+                self._blobs = Blobs(git_dir, self._where())
             return self._blobs.read(blob, item.locator, self.settings.max_bytes)
 
     def close(self) -> None:
@@ -518,93 +488,6 @@ class GitSource:
             if self._blobs is not None:
                 self._blobs.close()
                 self._blobs = None
-
-
-class _Blobs:
-    """One ``git cat-file --batch`` process answering blob reads, one at a time."""
-
-    def __init__(self, git_dir: str, where: str) -> None:
-        self._git_dir = git_dir
-        self._where = where
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._finalizer: weakref.finalize[[subprocess.Popen[bytes]], _Blobs] | None = None
-
-    def _start(self) -> subprocess.Popen[bytes]:
-        if self._proc is None or self._proc.poll() is not None:
-            try:
-                self._proc = subprocess.Popen(
-                    ["git", *_SAFE, f"--git-dir={self._git_dir}", "cat-file", "--batch"],
-                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                    env=_git_env(None))
-            except OSError as exc:
-                raise SourceError(f"{self._where}: git cat-file cannot start: {exc}") from exc
-            self._finalizer = weakref.finalize(self, _stop, self._proc)
-        return self._proc
-
-    def read(self, blob: str, locator: str, cap: int) -> bytes:
-        try:
-            proc = self._start()
-        except SourceError as exc:
-            raise DocumentError(locator, str(exc)) from exc
-        stdin, stdout = proc.stdin, proc.stdout
-        assert stdin is not None
-        assert stdout is not None
-        try:
-            stdin.write(blob.encode("ascii") + b"\n")
-            stdin.flush()
-            header = stdout.readline().split()
-            if len(header) == 2 and header[1] == b"missing":
-                raise DocumentError(locator, f"blob {blob} is missing from {self._where}")
-            if len(header) != 3 or header[1] != b"blob":
-                self.close()
-                raise DocumentError(locator, f"git cat-file answered {header!r} for blob {blob}")
-            size = int(header[2])
-            if size > cap:
-                _skip(stdout, size + 1)
-                raise DocumentError(locator, f"is {size:,} bytes, over the cap of {cap:,} bytes "
-                                             "(max_bytes); not read")
-            data = _read_exactly(stdout, size)
-            stdout.read(1)  # the newline after every object
-        except (OSError, ValueError, EOFError) as exc:
-            self.close()
-            raise DocumentError(locator, f"git cat-file failed reading blob {blob}: "
-                                         f"{type(exc).__name__}: {exc}") from exc
-        return data
-
-    def close(self) -> None:
-        if self._finalizer is not None:
-            self._finalizer()
-        self._proc = None
-        self._finalizer = None
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """End a ``git cat-file --batch`` process: closing its input ends it."""
-    with contextlib.suppress(OSError, ValueError):
-        if proc.stdin is not None:
-            proc.stdin.close()
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    if proc.stdout is not None:
-        proc.stdout.close()
-
-
-def _read_exactly(stream: IO[bytes], size: int) -> bytes:
-    data = stream.read(size)
-    if len(data) != size:
-        raise EOFError(f"git cat-file ended after {len(data)} of {size} bytes")
-    return data
-
-
-def _skip(stream: IO[bytes], size: int) -> None:
-    while size > 0:
-        got = stream.read(min(size, 1 << 20))
-        if not got:
-            raise EOFError("git cat-file ended early")
-        size -= len(got)
 
 
 def _without_password(repository: str) -> str:

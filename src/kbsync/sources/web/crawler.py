@@ -52,7 +52,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import mimetypes
-import secrets
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -75,25 +74,21 @@ from kbsync.sources.web.fetch import (
     Response,
 )
 from kbsync.sources.web.links import HTML_TYPES, decode_text, parse_html, resolve_links
+from kbsync.sources.web.origins import Origins, without_address
 from kbsync.sources.web.politeness import Clock, HostGates
 from kbsync.sources.web.retries import is_transient_status
 from kbsync.sources.web.robots import (
-    ROBOTS_MAX_BYTES,
     RobotsCache,
     RobotsPolicy,
     RobotsState,
     product_token,
 )
-from kbsync.sources.web.sitemaps import SitemapError, SitemapKind, lastmod_seconds, parse_sitemap
-from kbsync.sources.web.soft404 import PROBE_PREFIX, Fingerprint, fingerprint
+from kbsync.sources.web.sitemaps import lastmod_seconds
+from kbsync.sources.web.soft404 import fingerprint
 from kbsync.sources.web.urls import UrlError, canonicalize, host_of, origin_of, port_of
 
-__all__ = ["MAX_SITEMAP_FILES", "MAX_SITEMAP_NESTING", "Crawl", "CrawlResult", "Progress"]
+__all__ = ["Crawl", "CrawlResult", "Progress"]
 
-MAX_SITEMAP_FILES = 100
-"""Sitemap files read per crawl at most (an index may name thousands)."""
-MAX_SITEMAP_NESTING = 2
-"""Levels of sitemap indexes followed below an explicit or robots.txt sitemap."""
 
 Progress = Callable[[str, int, int], None]
 """Called after each page with its URL, the pages checked so far and the pages known to check."""
@@ -179,8 +174,8 @@ class Crawl:
         self._bodies: dict[str, bytes] = {}
         self._lastmod: dict[str, str] = {}
         self._warnings: list[str] = []
-        self._robots: dict[str, asyncio.Task[RobotsPolicy]] = {}
-        self._probes: dict[str, asyncio.Task[Fingerprint | None]] = {}
+        self._origins = Origins(config, self._fetcher, self._gates, robots_cache, self._agent,
+                                self._heard, self._heard_answer)
         self._pages = 0
         self._answered = False
         self._unanswered = False
@@ -215,7 +210,7 @@ class Crawl:
                         worker.cancel()
                     await asyncio.gather(*workers, return_exceptions=True)
             finally:
-                await self._cancel_helpers()
+                await self._origins.cancel()
         # Pages left for later (not due) need no answer: only a request that got none
         # makes the listing incomplete.
         complete = self._answered or (self._not_due > 0 and not self._unanswered)
@@ -242,7 +237,7 @@ class Crawl:
                 url = canonicalize(item.locator)
                 if not self._config.scope.contains(url):
                     raise FetchError(url, "outside the allowed scope", Failure.SCOPE)
-                policy = await self._robots_of(origin_of(url))
+                policy = await self._origins.robots(origin_of(url))
                 if not policy.allows(url, self._agent):
                     raise FetchError(url, _robots_refusal(policy), Failure.ROBOTS)
                 response = await self._fetcher.fetch(url, on_hop=self._check_hop)
@@ -251,7 +246,7 @@ class Crawl:
             except FetchError as exc:
                 raise DocumentError(item.locator, exc.reason) from exc
             finally:
-                await self._cancel_helpers()
+                await self._origins.cancel()
         if response.status not in (200, 203) or response.body is None:
             raise DocumentError(item.locator, f"HTTP {response.status} from {response.url}")
         return response.body
@@ -311,7 +306,7 @@ class Crawl:
             self._not_checked(url)
             return
         origin = origin_of(url)
-        policy = await self._robots_of(origin)
+        policy = await self._origins.robots(origin)
         if policy.state is RobotsState.UNREACHABLE:
             self._robots_unreachable(task, origin, policy)
             return
@@ -336,6 +331,16 @@ class Crawl:
             self._unanswered = True
         else:
             self._answered = True
+
+    def _heard_answer(self) -> None:
+        """Note that a request got an HTTP answer."""
+        self._answered = True
+
+    async def _read_sitemaps(self) -> None:
+        for loc, lastmod in await self._origins.sitemap_entries(self._warnings.append):
+            if lastmod:
+                self._lastmod[loc] = lastmod
+            self._enqueue(loc, 0, _Via.SITEMAP)
 
     def _left_for_later(self, url: str) -> bool:
         """With ``due_only``, list a known page that is not due as unchanged, unrequested.
@@ -404,7 +409,7 @@ class Crawl:
             raise FetchError(
                 target, "a redirect leads here, outside the allowed scope", Failure.SCOPE
             )
-        policy = await self._robots_of(origin_of(target))
+        policy = await self._origins.robots(origin_of(target))
         if not policy.allows(target, self._agent):
             raise FetchError(
                 target, f"a redirect leads here, but {_robots_refusal(policy)}", Failure.ROBOTS
@@ -466,10 +471,10 @@ class Crawl:
         is_html = response.media_type in HTML_TYPES
         page = parse_html(decode_text(body, response.charset)) if is_html else None
         if self._config.soft_404_check and (is_html or response.media_type.startswith("text/")):
-            probe = await self._soft_404_of(origin_of(response.url))
+            probe = await self._origins.soft_404(origin_of(response.url))
             text = page.text if page is not None else decode_text(body, response.charset)
             if probe is not None and probe.matches(
-                fingerprint(_without_address(text, response.url))
+                fingerprint(without_address(text, response.url))
             ):
                 self._missing(
                     task.url,
@@ -547,123 +552,6 @@ class Crawl:
         except Exception as exc:  # the caller's display must not break the crawl
             self._progress = None
             self._warnings.append(f"the progress callback failed and was dropped: {exc!r}")
-
-    # -- robots.txt, soft-404 probes, sitemaps --------------------------------------------------
-
-    async def _robots_of(self, origin: str) -> RobotsPolicy:
-        task = self._robots.get(origin)
-        if task is None:
-            task = self._robots[origin] = asyncio.create_task(self._load_robots(origin))
-        # Shielded: one waiter being cancelled must not cancel the fetch the others await.
-        return await asyncio.shield(task)
-
-    async def _load_robots(self, origin: str) -> RobotsPolicy:
-        policy = self._robots_cache.get(origin, time.monotonic())
-        if policy is None:
-            policy = await self._fetch_robots(origin)
-            self._robots_cache.put(origin, policy, time.monotonic())
-        delay = policy.crawl_delay(self._agent)
-        if delay:
-            self._gates.slow_down(urlsplit(origin).hostname or "", delay)
-        return policy
-
-    async def _fetch_robots(self, origin: str) -> RobotsPolicy:
-        try:
-            response = await self._fetcher.fetch(
-                origin + "/robots.txt", max_bytes=ROBOTS_MAX_BYTES, truncate=True
-            )
-        except FetchError as exc:
-            self._heard(exc)
-            if exc.kind is Failure.REDIRECT:
-                return RobotsPolicy.allow_all(exc.reason)  # RFC 9309 §2.3.1.2
-            return RobotsPolicy.unreachable(exc.reason)
-        self._answered = True
-        return RobotsPolicy.from_response(response.status, response.body or b"")
-
-    async def _soft_404_of(self, origin: str) -> Fingerprint | None:
-        task = self._probes.get(origin)
-        if task is None:
-            task = self._probes[origin] = asyncio.create_task(self._probe(origin))
-        return await asyncio.shield(task)
-
-    async def _probe(self, origin: str) -> Fingerprint | None:
-        """Fingerprint of the answer to an address that cannot exist, if that answer is a 200."""
-        url = origin + PROBE_PREFIX + secrets.token_hex(8)
-        policy = await self._robots_of(origin)
-        if not policy.allows(url, self._agent):
-            return None
-        try:
-            response = await self._fetcher.fetch(
-                url, follow=False, media_types=self._config.media_types
-            )
-        except FetchError:
-            return None
-        if response.status != 200 or response.body is None:
-            return None
-        text = decode_text(response.body, response.charset)
-        if response.media_type in HTML_TYPES:
-            text = parse_html(text).text
-        return fingerprint(_without_address(text, url))
-
-    async def _read_sitemaps(self) -> None:
-        scope = self._config.scope
-        pending: list[tuple[str, int]] = [(u, 0) for u in self._config.sitemaps]
-        if self._config.use_robots_sitemaps:
-            for origin in dict.fromkeys(origin_of(s) for s in self._config.seeds):
-                policy = await self._robots_of(origin)
-                for raw in policy.sitemaps:
-                    try:
-                        url = canonicalize(raw, base=origin + "/")
-                    except UrlError:
-                        continue
-                    if scope.allows_host(host_of(url)):
-                        pending.append((url, 0))
-        done: set[str] = set()
-        while pending and len(done) < MAX_SITEMAP_FILES:
-            url, level = pending.pop(0)
-            if url in done:
-                continue
-            done.add(url)
-            try:
-                response = await self._fetcher.fetch(url)
-            except FetchError as exc:
-                self._heard(exc)
-                self._warnings.append(f"the sitemap {url} could not be read: {exc.reason}")
-                continue
-            self._answered = True
-            if response.status != 200:
-                self._warnings.append(f"the sitemap {url} answered HTTP {response.status}")
-                continue
-            try:
-                sitemap = parse_sitemap(response.body or b"", self._config.max_decompressed_bytes)
-            except SitemapError as exc:
-                self._warnings.append(f"the sitemap {url} was not read: {exc}")
-                continue
-            for entry in sitemap.entries:
-                try:
-                    loc = canonicalize(entry.loc, base=response.url)
-                except UrlError:
-                    continue
-                if sitemap.kind is SitemapKind.INDEX:
-                    if level < MAX_SITEMAP_NESTING and scope.allows_host(host_of(loc)):
-                        pending.append((loc, level + 1))
-                elif scope.contains(loc):
-                    if entry.lastmod:
-                        self._lastmod[loc] = entry.lastmod
-                    self._enqueue(loc, 0, _Via.SITEMAP)
-
-    async def _cancel_helpers(self) -> None:
-        helpers = [*self._robots.values(), *self._probes.values()]
-        for helper in helpers:
-            helper.cancel()
-        await asyncio.gather(*helpers, return_exceptions=True)
-
-
-def _without_address(text: str, url: str) -> str:
-    """The text without the page's own URL or path: error pages often echo what was asked for."""
-    path = urlsplit(url).path
-    text = text.replace(url, " ")
-    return text.replace(path, " ") if len(path) > 1 else text
 
 
 def _robots_refusal(policy: RobotsPolicy) -> str:
