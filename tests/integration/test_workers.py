@@ -134,14 +134,14 @@ def test_a_killed_worker_loses_nothing(
 ) -> None:
     kb = _kb(tmp_path, corpus, pg)
     marker = tmp_path / "claimed"
-    # A worker that stops for good after writing its first document, before it commits.
+    # A worker that stops for good after writing its first batch, before it commits.
     doomed = ("import sys, time\n"
               "from kbsync.app.knowledge_base import KnowledgeBase\n"
               "from kbsync.store.postgres import PostgresStore\n"
-              "def stuck(store, claim, result):\n"
-              "    open(sys.argv[2], 'w').write(claim.key)\n"
+              "def stuck(store, run, source, keys, result):\n"
+              "    open(sys.argv[2], 'w').write(keys[0])\n"
               "    time.sleep(3600)\n"
-              "PostgresStore.finish = stuck\n"
+              "PostgresStore.finish_batch = stuck\n"
               "with KnowledgeBase.open(sys.argv[1]) as engine:\n"
               "    engine.work(run=sys.argv[3])\n")
     killed: list[str] = []
@@ -159,7 +159,7 @@ def test_a_killed_worker_loses_nothing(
             victim.send_signal(signal.SIGKILL)
             victim.wait()
             killed.append(marker.read_text())
-            # Its document was written but not committed: the queue still counts it.
+            # Its batch was written but not committed: the queue still counts it.
             assert engine.store.pending(run) == held
             return others(run, count - 1)
         return start

@@ -310,3 +310,22 @@ def test_every_added_chunk_is_embedded_or_reused_when_documents_share_chunks(
     assert done.embeddings_computed == embedder.texts
     assert done.chunks["added"] == done.embeddings_computed + done.embeddings_reused
     assert done.embeddings_reused > 0
+
+
+def test_embedding_batches_are_cut_by_count_and_by_tokens_in_length_order() -> None:
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from kbsync.sync.embedding import token_batches
+
+    @given(st.lists(st.integers(1, 400), max_size=200), st.integers(1, 70),
+           st.integers(1, 2000))
+    def check(lengths: list[int], count: int, tokens: int) -> None:
+        items = [(i, n) for i, n in enumerate(lengths)]
+        batches = list(token_batches(items, count, tokens))
+        assert [i for b in batches for i in b] == list(range(len(lengths)))  # all, in order
+        for b in batches:
+            assert 1 <= len(b) <= count
+            assert len(b) == 1 or sum(lengths[i] for i in b) <= tokens
+
+    check()

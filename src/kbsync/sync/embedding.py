@@ -30,6 +30,7 @@ from kbsync.sync.tally import Progress, SourceTally, T
 __all__ = [
     "EMBEDDED_PREFIX",
     "EMBED_BATCH",
+    "EMBED_BATCH_TOKENS",
     "Embedding",
     "Vectors",
     "backfill",
@@ -40,10 +41,17 @@ __all__ = [
     "embedded_meta_name",
     "in_background",
     "refuse_dimension_change",
+    "token_batches",
 ]
 
 
 EMBED_BATCH = 64
+"""Texts in one call of the embedder at most."""
+EMBED_BATCH_TOKENS = 8192
+"""Tokens in one call of the embedder at most (a text longer than that goes alone): texts
+go shortest first, so a batch of short chunks holds up to :data:`EMBED_BATCH` of them and
+one of long chunks fewer, and a model padding each batch to its longest text does about
+the same work per call, whatever the lengths (a GPU is fed batches of one size)."""
 _STOP_WAIT = 30.0
 """Seconds a stopping sync waits for the model batch in hand to end (a local model's takes
 a few at most)."""
@@ -65,7 +73,10 @@ def backfill(source: str, store: EmbeddingCache, embedder: Embedder, out: Source
     out.embeddings_to_compute += len(missing)
     collect = Collector(out, None, len(missing),
                          CacheWriter(store, embedder.identity, out), keep=False)
-    collect.all(_batches(embedder, list(missing), missing))
+    digests = list(missing)
+    lengths = embedder.count_tokens([missing[d] for d in digests])
+    collect.all(_batches(embedder, by_length(list(zip(digests, lengths, strict=True)), lengths),
+                         missing))
     _, failed = collect.finish(hold=False)
     out.embeddings_backfill = out.embeddings_computed - before
     return not failed
@@ -290,9 +301,10 @@ class _Misses:
     truncated: int
 
 
-def _misses(the_plan: Plan, embedder: Embedder) -> tuple[list[str], dict[str, str], int]:
-    """The plan's texts to embed, shortest first, with every text by digest and how many of
-    them are over the embedder's input limit (it truncates them)."""
+def _misses(the_plan: Plan, embedder: Embedder,
+            ) -> tuple[list[tuple[str, int]], dict[str, str], int]:
+    """The plan's texts to embed (digest, tokens), shortest first, with every text by digest
+    and how many of them are over the embedder's input limit (it truncates them)."""
     chunks = {c.digest: c for d in the_plan.documents if d.version is not None
               for c in d.version.chunks}
     texts = {digest: c.text for digest, c in chunks.items()}
@@ -304,18 +316,36 @@ def _misses(the_plan: Plan, embedder: Embedder) -> tuple[list[str], dict[str, st
         truncated = sum(n > limit for n in lengths)
     else:
         lengths = [chunks[d].tokens for d in wanted]
-    return by_length(wanted, lengths), texts, truncated
+    return by_length(list(zip(wanted, lengths, strict=True)), lengths), texts, truncated
 
 
-def _batches(embedder: Embedder, wanted: list[str], texts: Mapping[str, str]) -> Iterator[Done]:
-    """The vectors of ``wanted`` digests, a model batch at a time.
+def token_batches(items: Sequence[tuple[T, int]], count: int = EMBED_BATCH,
+                  tokens: int = EMBED_BATCH_TOKENS) -> Iterator[list[T]]:
+    """``items`` (each with its tokens) cut in order into batches of at most ``count`` items
+    and ``tokens`` tokens; an item over ``tokens`` makes a batch of its own."""
+    batch: list[T] = []
+    held = 0
+    for item, n in items:
+        if batch and (len(batch) == count or held + n > tokens):
+            yield batch
+            batch, held = [], 0
+        batch.append(item)
+        held += n
+    if batch:
+        yield batch
+
+
+def _batches(embedder: Embedder, wanted: list[tuple[str, int]],
+             texts: Mapping[str, str]) -> Iterator[Done]:
+    """The vectors of ``wanted`` digests, a model batch at a time (:func:`token_batches`).
 
     A batch that fails is tried again one text at a time, so one bad chunk fails
     only its own document.
     """
-    for start in range(0, len(wanted), EMBED_BATCH):
-        batch = wanted[start : start + EMBED_BATCH]
-        done = Done({}, done=start + len(batch))
+    start = 0
+    for batch in token_batches(wanted):
+        start += len(batch)
+        done = Done({}, done=start)
         try:
             done.vectors.update(_embed_batch(embedder, batch, texts))
         except Exception:  # a provider's failure must not half-apply anything

@@ -201,8 +201,7 @@ def _overall(store: WorkQueue, run: str, total: int,
         return None
 
     def tick(stage: str, done: int, _: int) -> None:
-        if done % 20 == 1:  # counting the queue is a query: not after every document
-            progress(stage, total - store.pending(run), total)
+        progress(stage, total - store.pending(run), total)  # once a batch: one query
 
     return tick
 
@@ -298,7 +297,7 @@ def _boilerplate(store: WorkQueue, source: str, share: float, scratch_dir: Path 
 
 def _collect(run: str, source: str, store: WorkQueue, out: SourceTally) -> None:
     """Add the workers' tallies of one source to its own."""
-    for _, result in store.results(run, source):
+    for result in store.results(run, source):
         out.merge(SourceTally.from_dict(result))
 
 

@@ -70,7 +70,7 @@ class DocumentTables(EmbeddingTables, PlanWrites):
         # transaction waits for the server once, not once per statement. None of them
         # needs an earlier one's result (rows are found by (source, key)), except a move
         # whose origin may be gone.
-        with self._conn.pipeline(), self._transaction():
+        with self._pipelined(), self._transaction():
             self._insert_vectors(embedder, vectors)
             if outbox:
                 crashpoint("store.write_outbox")

@@ -1,17 +1,19 @@
-"""The work queue of parallel workers: documents claimed with FOR UPDATE SKIP LOCKED."""
+"""The work queue of parallel workers: batches of documents claimed with FOR UPDATE SKIP
+LOCKED, and the tallies of the batches done."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kbsync.core.plan import StoredDocument
 from kbsync.crashpoints import crashpoint
 from kbsync.store.postgres.connection import scalar
 from kbsync.store.postgres.documents import DocumentTables
+from kbsync.store.rows import CURRENT, MANIFEST_COLUMNS, stored_document
 
 __all__ = ["Claim", "QueueTables"]
 
@@ -49,6 +51,7 @@ class QueueTables(DocumentTables):
         finishes that one first (the delete waits for its row lock), then finds none.
         """
         crashpoint("queue.abandon_runs")
+        self._write("DELETE FROM work_results")
         return self._write("DELETE FROM work")
 
     def open_runs(self) -> list[str]:
@@ -62,32 +65,51 @@ class QueueTables(DocumentTables):
             "SELECT count(*) FROM work WHERE run = %s AND state = 'todo'", (run,)))
 
     @contextmanager
-    def claim(self, run: str) -> Iterator[Claim | None]:
-        """Lock one waiting document of ``run`` for this worker, in a transaction.
+    def claim_batch(self, run: str, limit: int) -> Iterator[list[Claim]]:
+        """Lock up to ``limit`` waiting documents of ``run``, of one source, in key order, in
+        a transaction: everything the worker writes inside the block commits with the
+        claim, or not at all (a worker that dies releases its rows when the server ends
+        its transaction). Empty when nothing is left that no one holds.
 
-        Everything the worker writes inside the block commits with the claim, or
-        not at all: a worker that dies releases its row when the server ends
-        its transaction. ``None`` when nothing is left that no one holds.
+        One claim per batch, not per document: a claim and its commit are the round trips
+        to the server that a worker of a first sync spends most of its time waiting on.
         """
         # Pipelined: statements whose results nobody reads (the settings, the writes, the
-        # "done" mark, the commit) go to the server with the next one that is read.
-        with self._conn.pipeline(), self._transaction():
-            # A document's records and its "done" mark commit together, so a commit lost in a
-            # server crash loses both and the document is simply processed again: no need
-            # to wait for the disk at every document.
+        # claimed rows' deletion, the commit) go to the server with the next one read.
+        with self._pipelined(), self._transaction():
+            # A batch's records and its rows' deletion commit together, so a commit lost in
+            # a server crash loses both and the batch is simply processed again: no need to
+            # wait for the disk at every batch.
             self._conn.execute("SET LOCAL synchronous_commit = off")
             crashpoint("queue.claim")
-            row = self._conn.execute(
-                "SELECT source, key, item FROM work WHERE run = %s AND state = 'todo' "
+            first = self._conn.execute(
+                "SELECT source FROM work WHERE run = %s AND state = 'todo' "
                 "ORDER BY source, key LIMIT 1 FOR UPDATE SKIP LOCKED", (run,)).fetchone()
-            yield None if row is None else Claim(run, row[0], row[1], row[2])
+            rows = [] if first is None else [(first[0], key, item) for key, item in (
+                self._conn.execute(
+                    "SELECT key, item FROM work WHERE run = %s AND source = %s "
+                    "AND state = 'todo' ORDER BY key LIMIT %s FOR UPDATE SKIP LOCKED",
+                    (run, first[0], limit)))]
+            yield [Claim(run, source, key, item) for source, key, item in rows]
 
-    def finish(self, claim: Claim, result: Mapping[str, Any]) -> None:
-        """Mark a claimed document done with its result (inside the claim's transaction)."""
+    def finish_batch(self, run: str, source: str, keys: Sequence[str],
+                     result: Mapping[str, Any]) -> None:
+        """A claimed batch done (inside the claim's transaction): its rows leave the queue
+        and its tally, one row for the batch, waits for the coordinator."""
         crashpoint("queue.finish")
-        self._conn.execute(
-            "UPDATE work SET state = 'done', result = %s WHERE run = %s AND source = %s "
-            "AND key = %s", (json.dumps(result), claim.run, claim.source, claim.key))
+        self._conn.execute("DELETE FROM work WHERE run = %s AND source = %s AND key = ANY(%s)",
+                           (run, source, list(keys)))
+        self._conn.execute("INSERT INTO work_results (run, source, result) VALUES (%s, %s, %s)",
+                           (run, source, json.dumps(result)))
+
+    def stored_many(self, source: str, keys: Sequence[str]) -> dict[str, StoredDocument]:
+        """The stored documents of ``keys`` that exist, with their chunk digests (what a
+        worker plans a batch against), in one query."""
+        rows = self._conn.execute(
+            f"SELECT {MANIFEST_COLUMNS}, ARRAY(SELECT c.digest FROM chunks c WHERE {CURRENT} "
+            "ORDER BY c.idx) FROM documents d WHERE source = %s AND key = ANY(%s)",
+            (source, list(keys)))
+        return {r[0]: replace(stored_document(r), chunk_digests=tuple(r[-1])) for r in rows}
 
     def claim_vanished(self, run: str, source: str, text_hash: str,
                        derivation: str) -> StoredDocument | None:
@@ -119,15 +141,16 @@ class QueueTables(DocumentTables):
             "SELECT key FROM work WHERE run = %s AND source = %s AND state = 'vanished' "
             "ORDER BY key", (run, source))]
 
-    def results(self, run: str, source: str) -> Iterator[tuple[str, dict[str, Any]]]:
-        """The results of the processed documents of one source of a run, streamed."""
+    def results(self, run: str, source: str) -> Iterator[dict[str, Any]]:
+        """The tallies of the processed batches of one source of a run, streamed."""
         with self._transaction(), self._conn.cursor(name="kbsync_results") as cur:
-            cur.itersize = 2000
-            cur.execute("SELECT key, result FROM work WHERE run = %s AND source = %s AND "
-                        "state = 'done' ORDER BY key", (run, source))
-            yield from ((r[0], r[1]) for r in cur)
+            cur.itersize = 200
+            cur.execute("SELECT result FROM work_results WHERE run = %s AND source = %s "
+                        "ORDER BY id", (run, source))
+            yield from (r[0] for r in cur)
 
     def end_run(self, run: str) -> None:
         """Forget the queue of a finished run."""
         crashpoint("queue.end_run")
         self._conn.execute("DELETE FROM work WHERE run = %s", (run,))
+        self._conn.execute("DELETE FROM work_results WHERE run = %s", (run,))

@@ -169,6 +169,17 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE documents ADD COLUMN IF NOT EXISTS racy BOOLEAN NOT NULL DEFAULT false;
     """,
+    # 13: parallel workers claim documents a batch at a time and delete the claimed rows
+    # when the batch commits; each batch's tally waits here for the coordinator.
+    """
+    CREATE TABLE IF NOT EXISTS work_results (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        run TEXT NOT NULL,
+        source TEXT NOT NULL,
+        result JSONB NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS work_results_run ON work_results (run, source);
+    """,
 )
 
 
