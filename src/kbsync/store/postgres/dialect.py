@@ -29,6 +29,17 @@ def translated(sql: str) -> str:
     return _TOKENS.sub(lambda m: {"?": "%s", "%": "%%"}.get(m.group(), m.group()), sql)
 
 
+def _quoted(names: Sequence[str]) -> str:
+    return ", ".join(f'"{name}"' for name in names)
+
+
+def _arrays(columns: Sequence[Column], rows: Sequence[Row]) -> list[list[Any]]:
+    """The values of each column of ``rows``, as the arrays :meth:`PostgresDialect.each`
+    unnests."""
+    return [list(column) for column in zip(*rows, strict=True)] if rows \
+        else [[] for _ in columns]
+
+
 class PostgresDialect(Dialect):
     """The SQL core's statements on one ``psycopg`` connection.
 
@@ -54,14 +65,56 @@ class PostgresDialect(Dialect):
 
     def each(self, columns: Sequence[Column]) -> str:
         arrays = ", ".join(f"?::{kind}[]" for _, kind in columns)
-        names = ", ".join(f'"{name}"' for name, _ in columns)
-        return f"unnest({arrays}) AS u ({names})"
+        return f"unnest({arrays}) AS u ({_quoted([n for n, _ in columns])})"
 
     def bind_each(self, columns: Sequence[Column], rows: Sequence[Row],
                   before: Sequence[Any] = (), after: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         if not rows:
             return []
-        return [(*before, *(list(column) for column in zip(*rows, strict=True)), *after)]
+        return [(*before, *_arrays(columns, rows), *after)]
+
+    def _rows(self, columns: Sequence[Column],
+              rows: Sequence[Row]) -> tuple[str, tuple[Any, ...]]:
+        """The relation ``u`` of ``rows`` and its arguments: one row of typed values (psycopg
+        adapts an array parameter several times slower than a plain value, and one
+        document's apply is the common case), or the rows unnested from arrays."""
+        if len(rows) == 1:
+            named = ", ".join(f'?::{kind} AS "{name}"' for name, kind in columns)
+            return f"(SELECT {named}) AS u", tuple(rows[0])
+        return self.each(columns), tuple(_arrays(columns, rows))
+
+    def insert(self, table: str, columns: Sequence[Column], rows: Sequence[Row], *,
+               conflict: str = "", order: str = "", source: str = "",
+               document: Sequence[tuple[str, str]] = ()) -> None:
+        if not rows:
+            return
+        names = [n for n, _ in columns]
+        relation, args = self._rows(columns, rows)
+        if document:
+            # Joined with the documents by key: no statement waits for their ids.
+            target = [t for t, _ in document] + names[1:]
+            picked = [f"d.{c}" for _, c in document] + [f'u."{n}"' for n in names[1:]]
+            # The documents named first (an index scan of their keys): joined only by
+            # key, the planner may hash the rows and scan every document of the source.
+            sql = (f"INSERT INTO {table} ({_quoted(target)}) SELECT {', '.join(picked)} "
+                   f"FROM documents d, {relation} WHERE d.source = ? AND d.key = ANY(?) "
+                   "AND d.key = u.key")
+            args = (*args, source, sorted({row[0] for row in rows}))
+        else:
+            sql = f"INSERT INTO {table} ({_quoted(names)}) SELECT * FROM {relation}"
+        if order and len(rows) > 1:
+            sql += f' ORDER BY u."{order}"'
+        self.send(f"{sql} {conflict}", args)
+
+    def update_documents(self, source: str, columns: Sequence[Column], rows: Sequence[Row],
+                         also: str = "", also_args: Sequence[Any] = ()) -> None:
+        if not rows:
+            return
+        relation, args = self._rows(columns, rows)
+        sets = ", ".join([f'"{n}" = u."{n}"' for n, _ in columns[1:]] + ([also] if also else []))
+        self.send(f"UPDATE documents SET {sets} FROM {relation} WHERE documents.source = ? "
+                  "AND documents.key = ANY(?) AND documents.key = u.key",
+                  (*also_args, *args, source, [row[0] for row in rows]))
 
     def starts_with(self, column: str, prefix: str) -> tuple[str, tuple[Any, ...]]:
         return f"starts_with({column}, ?)", (prefix,)

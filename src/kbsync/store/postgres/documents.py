@@ -33,17 +33,15 @@ class DocumentTables(VectorIndexes, SqlDocuments):
             return None
         return replace(stored_document(row), chunk_digests=tuple(row[-1]))
 
-    def _write_texts(self, source: str, texts: Sequence[tuple[str, str]]) -> None:
+    def _write_texts(self, source: str, texts: Sequence[tuple[str, str]],
+                     known: Sequence[str]) -> None:
         # The text before becomes the previous one; its checksum, which verify compares
         # it with, moves along with it.
-        sql = self._dialect
-        sql.send_many(
-            "INSERT INTO texts (doc_id, text, text_key) SELECT d.id, u.text, u.text_key FROM "
-            f"documents d, {sql.each(_TEXT_COLUMNS)} WHERE d.source = ? AND d.key = u.key "
-            "ON CONFLICT (doc_id) DO UPDATE SET previous = texts.text, "
+        self._dialect.insert(
+            "texts", _TEXT_COLUMNS, [(k, t, embedding_text_key(t)) for k, t in texts],
+            conflict="ON CONFLICT (doc_id) DO UPDATE SET previous = texts.text, "
             "previous_key = texts.text_key, text = excluded.text, text_key = excluded.text_key",
-            sql.bind_each(_TEXT_COLUMNS, [(k, t, embedding_text_key(t)) for k, t in texts],
-                          after=(source,)))
+            source=source, document=(("doc_id", "id"),))
 
     def text_pieces(self, source: str, key: str) -> Iterator[str]:
         row = self._conn.execute(

@@ -2,16 +2,20 @@
 
 The core's statements are written with ``?`` for each value and run through a
 :class:`Dialect`: it turns them into its driver's form, binds a list of values
-(``IN``, ``= ANY``) and a set of rows (one statement per row, or arrays unnested
-into one), encodes vectors, streams rows, counts what was written and runs
-transactions. The rest of SQL the core uses is the same in SQLite and PostgreSQL
-(``ON CONFLICT ... DO UPDATE/NOTHING``, ``RETURNING``, row values), and the lock
-order is the core's own: shared rows are written sorted, so concurrent writers
-never wait on each other in a cycle.
+(``IN``, ``= ANY``) and a set of rows (one execution per row of a prepared statement,
+or arrays unnested into one statement), encodes vectors, streams rows, counts what was
+written and runs transactions. The rest of SQL the core uses is the same in SQLite and
+PostgreSQL (``ON CONFLICT ... DO UPDATE/NOTHING``, ``RETURNING``, ``UPDATE ... FROM``,
+row values), and the lock order is the core's own: shared rows are written sorted, so
+concurrent writers never wait on each other in a cycle.
+
+The defaults are those of a database that binds one row at a time (SQLite): a new
+dialect overrides what its database does otherwise.
 """
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -22,12 +26,26 @@ import numpy.typing as npt
 __all__ = ["Column", "Dialect", "Row"]
 
 Row = Sequence[Any]
-"""A row as a driver returns it."""
+"""A row as a driver returns it, or as a set of rows binds it."""
 
 Column = tuple[str, str]
-"""A column of a set of rows bound at once (:meth:`Dialect.each`): its name and its SQL type
-(``text``, ``bigint``, ``integer``, ``boolean``, ``bytea``, ``double precision``), which a
-database that binds arrays needs to type them."""
+"""A column of a set of rows bound at once: its name and its SQL type (``text``, ``bigint``,
+``integer``, ``boolean``, ``bytea``, ``double precision``), which a database that binds
+arrays needs to type them."""
+
+
+def _names(names: Iterable[str], prefix: str = "") -> str:
+    return ", ".join(f'{prefix}"{name}"' for name in names)
+
+
+@functools.lru_cache(maxsize=64)
+def _insert_sql(table: str, columns: tuple[Column, ...], document: tuple[tuple[str, str], ...],
+                conflict: str) -> str:
+    """The statement that inserts one row of ``columns`` (the first standing for the
+    ``document`` columns, when given)."""
+    names = [t for t, _ in document] + [n for n, _ in columns[1 if document else 0:]]
+    marks = ", ".join("?" * len(names))
+    return f"INSERT INTO {table} ({_names(names)}) VALUES ({marks}) {conflict}"
 
 
 class Dialect(ABC):
@@ -38,7 +56,7 @@ class Dialect(ABC):
     """
 
     #: How many values of a list one statement binds at most (:meth:`any_of`).
-    list_limit: int = 1000
+    list_limit: int = 500
 
     # -- statements ----------------------------------------------------------------------
 
@@ -46,21 +64,58 @@ class Dialect(ABC):
         """A statement written with ``?`` marks, as the driver takes it."""
         return text
 
-    @abstractmethod
     def any_of(self, column: str, values: Sequence[Any]) -> Iterator[tuple[str, tuple[Any, ...]]]:
         """Conditions that ``column`` is one of ``values``, each with its arguments: as
         many as the database needs to bind them all (none for no values)."""
+        for i in range(0, len(values), self.list_limit):
+            part = tuple(values[i : i + self.list_limit])
+            yield f"{column} IN ({', '.join('?' * len(part))})", part
 
-    @abstractmethod
     def each(self, columns: Sequence[Column]) -> str:
         """A relation ``u`` with ``columns``, bound from the rows of :meth:`bind_each`: a FROM
-        item for set-based writes, ``INSERT ... SELECT ... FROM {each}``."""
+        item for set-based statements, ``INSERT ... SELECT ... FROM {each} JOIN ...``."""
+        return f"(SELECT {', '.join(f'? AS {_names([n])}' for n, _ in columns)}) AS u"
 
-    @abstractmethod
     def bind_each(self, columns: Sequence[Column], rows: Sequence[Row],
                   before: Sequence[Any] = (), after: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """The arguments of a statement using :meth:`each` (``before`` and ``after`` are those
         of the marks before and after it), one tuple per execution."""
+        return [(*before, *row, *after) for row in rows]
+
+    def insert(self, table: str, columns: Sequence[Column], rows: Sequence[Row], *,
+               conflict: str = "", order: str = "", source: str = "",
+               document: Sequence[tuple[str, str]] = ()) -> None:
+        """Insert ``rows`` of ``columns`` into ``table`` (sent, not waited for), then
+        ``conflict`` (an ``ON CONFLICT`` clause); ``order`` names the column they are
+        sorted by, the order they must be inserted in (rows shared by concurrent writers).
+
+        With ``document``, the first column of each row is the key of a document of
+        ``source``, which stands for that document's values: (table column, column of
+        ``documents``) pairs, such as ``("doc_id", "id")``. A row of no document is left
+        out.
+        """
+        if document:
+            found = self._documents(source, [row[0] for row in rows], [c for _, c in document])
+            rows = [(*found[row[0]], *row[1:]) for row in rows if row[0] in found]
+        self.send_many(_insert_sql(table, tuple(columns), tuple(document), conflict), rows)
+
+    def _documents(self, source: str, keys: Sequence[str],
+                   wanted: Sequence[str]) -> dict[str, tuple[Any, ...]]:
+        """The ``wanted`` columns of the documents of ``source`` at ``keys``, by key."""
+        found = {}
+        for listed, args in self.any_of("key", sorted(set(keys))):
+            for row in self.rows(f"SELECT key, {', '.join(wanted)} FROM documents "
+                                 f"WHERE source = ? AND {listed}", (source, *args)):
+                found[row[0]] = tuple(row[1:])
+        return found
+
+    def update_documents(self, source: str, columns: Sequence[Column], rows: Sequence[Row],
+                         also: str = "", also_args: Sequence[Any] = ()) -> None:
+        """Set ``columns`` (after the first, the key) of the documents of ``source`` that
+        ``rows`` name by key, and ``also`` (more assignments, with ``also_args``)."""
+        sets = ", ".join([f"{_names([n])} = ?" for n, _ in columns[1:]] + ([also] if also else []))
+        self.send_many(f"UPDATE documents SET {sets} WHERE source = ? AND key = ?",
+                       [(*row[1:], *also_args, source, row[0]) for row in rows])
 
     def starts_with(self, column: str, prefix: str) -> tuple[str, tuple[Any, ...]]:
         """A condition that ``column`` starts with ``prefix``, with its arguments.
@@ -146,14 +201,12 @@ class Dialect(ABC):
 
     # -- transactions --------------------------------------------------------------------
 
-    @abstractmethod
     def begin(self) -> None:
         """Start a write transaction."""
+        self.write("BEGIN")
 
-    @abstractmethod
     def commit(self) -> None:
-        ...
+        self.write("COMMIT")
 
-    @abstractmethod
     def rollback(self) -> None:
-        ...
+        self.write("ROLLBACK")

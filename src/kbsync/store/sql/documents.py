@@ -1,11 +1,12 @@
 """The document writes of a plan, grouped by kind, and the kept texts, written once over a dialect.
 
-Every statement names its documents by (source, key), never by an id read back
-first, so a database that pipelines sends a plan's statements together; and every
-write takes a group of documents, bound as a set of rows (:meth:`Dialect.each
-<kbsync.store.sql.dialect.Dialect.each>`): one statement per kind of change for a
-whole batch where the database binds arrays. A document's versions keep their texts
-in ``versions`` (one row per generation) unless the backend keeps them otherwise.
+Every write takes a group of documents, named by (source, key), and binds them as a
+set of rows (:meth:`Dialect.insert <kbsync.store.sql.dialect.Dialect.insert>`,
+:meth:`~kbsync.store.sql.dialect.Dialect.update_documents`): a database that binds
+arrays writes each kind of change of a whole batch in one statement that waits for no
+other's result, one that binds a row at a time (SQLite) runs one prepared statement
+per row. A document's versions keep their texts in ``versions`` (one row per
+generation) unless the backend keeps them otherwise.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kbsync.core.identity import embedding_text_key
-from kbsync.core.plan import DocumentPlan, DocumentVersion
+from kbsync.core.plan import Action, DocumentPlan, DocumentVersion
 from kbsync.crashpoints import crashpoint
 from kbsync.store import DocumentText
 from kbsync.store.rows import held_meta_name, stat_row, validator_row
@@ -39,32 +40,40 @@ CHUNK_COLUMNS: tuple[Column, ...] = (
     ("heading", "text"), ("start", "integer"), ("end", "integer"), ("tokens", "integer"),
     ("boundary", "text"))
 
+_AT = {name: i for i, (name, _) in enumerate(VERSION_COLUMNS)}
+
 _STAT_COLUMNS: tuple[Column, ...] = (
     ("key", "text"), ("size", "bigint"), ("mtime_ns", "bigint"), ("inode", "bigint"),
     ("racy", "boolean"), ("etag", "text"), ("last_modified", "text"))
 
 _TEXT_COLUMNS: tuple[Column, ...] = (("key", "text"), ("text_key", "bytea"), ("text", "text"))
 
+# A new version's row: the version's columns, then its source and times.
+_NEW_COLUMNS: tuple[Column, ...] = (
+    *VERSION_COLUMNS, ("source", "text"), ("generation", "integer"), ("first_seen", "text"),
+    ("last_seen", "text"), ("last_changed", "text"))
+
+# A new version of a known document goes one generation up and keeps its first_seen.
+_NEW_VERSION = ("ON CONFLICT (source, key) DO UPDATE SET "
+                + ", ".join(f'"{n}" = excluded."{n}"' for n, _ in VERSION_COLUMNS[1:])
+                + ", generation = documents.generation + 1, missing = 0, "
+                "last_seen = excluded.last_seen, last_changed = excluded.last_changed")
+
+# A chunk's document (its id and current generation) by the key in front of its row.
+_OF_DOCUMENT = (("doc_id", "id"), ("generation", "generation"))
+
 
 def _rows(columns: Sequence[Column],
           docs: Sequence[tuple[str, DocumentVersion]]) -> list[tuple[object, ...]]:
     """The values of ``columns`` (of :data:`VERSION_COLUMNS`) of each (key, version)."""
-    at = [[name for name, _ in VERSION_COLUMNS].index(name) for name, _ in columns]
+    every = len(columns) == len(VERSION_COLUMNS)
+    at = [_AT[name] for name, _ in columns]
     out: list[tuple[object, ...]] = []
     for key, v in docs:
         row = (key, v.locator, v.media_type, *stat_row(v.stat), *validator_row(v.validators),
                v.bytes_hash, v.text_hash, v.derivation, v.title, v.metadata)
-        out.append(tuple(row[i] for i in at))
+        out.append(row if every else tuple(row[i] for i in at))
     return out
-
-
-def _names(columns: Sequence[Column], prefix: str = "") -> str:
-    return ", ".join(f'{prefix}"{name}"' for name, _ in columns)
-
-
-def _set(columns: Sequence[Column]) -> str:
-    """``name = u.name, ...`` of every column but the key."""
-    return ", ".join(f'"{name}" = u."{name}"' for name, _ in columns[1:])
 
 
 class DocumentTables(EmbeddingTables, PlanWrites):
@@ -86,13 +95,19 @@ class DocumentTables(EmbeddingTables, PlanWrites):
             self._insert_vectors(embedder, vectors)
             if outbox:
                 crashpoint("store.write_outbox")
-                self._dialect.send_many("INSERT INTO outbox (vector_id) VALUES (?) "
-                                        "ON CONFLICT DO NOTHING", [(i,) for i in sorted(outbox)])
+                self._dialect.insert("outbox", (("vector_id", "text"),),
+                                     [(i,) for i in sorted(outbox)],
+                                     conflict="ON CONFLICT DO NOTHING", order="vector_id")
             self._write_plans(source, [d for d in docs if d.writes], now)
 
     def _write_plans(self, source: str, docs: Sequence[DocumentPlan], now: str) -> None:
         """The documents' writes, a kind at a time: moves first (a new version may go to the
         key one frees), deletions last."""
+        if len(docs) == 1:  # one document's apply: its own kind only
+            kind = write_kind(docs[0])
+            if kind is WriteKind.VERSION:
+                self._write_versions(source, docs, now)
+                return
         kinds: dict[WriteKind, list[DocumentPlan]] = {kind: [] for kind in WriteKind}
         for doc in sorted(docs, key=lambda d: d.key):
             kinds[write_kind(doc)].append(doc)
@@ -177,18 +192,13 @@ class DocumentTables(EmbeddingTables, PlanWrites):
         stats = [(d.key, *stat_row(d.stat), *validator_row(d.validators))
                  for d in docs if d.version is None]  # gate 2 or a 304
         if stats:
-            sql.send_many(
-                f"UPDATE documents SET {_set(_STAT_COLUMNS)}, missing = 0 "
-                f"FROM {sql.each(_STAT_COLUMNS)} WHERE documents.source = ? "
-                "AND documents.key = u.key", sql.bind_each(_STAT_COLUMNS, stats, after=(source,)))
+            sql.update_documents(source, _STAT_COLUMNS, stats, "missing = 0")
         versions = [(d.key, d.version) for d in docs if d.version is not None]
         if versions:
             # The same text: its hash, derivation and when it last changed stay.
-            columns = [c for c in VERSION_COLUMNS if c[0] not in ("text_hash", "derivation")]
-            sql.send_many(
-                f"UPDATE documents SET {_set(columns)}, missing = 0, last_seen = ? "
-                f"FROM {sql.each(columns)} WHERE documents.source = ? AND documents.key = u.key",
-                sql.bind_each(columns, _rows(columns, versions), before=(now,), after=(source,)))
+            columns = tuple(c for c in VERSION_COLUMNS if c[0] not in ("text_hash", "derivation"))
+            sql.update_documents(source, columns, _rows(columns, versions),
+                                 "missing = 0, last_seen = ?", (now,))
             self._retitled(source, [key for key, _ in versions])
 
     def _rechunks(self, source: str, docs: Sequence[DocumentPlan], now: str) -> None:
@@ -199,11 +209,9 @@ class DocumentTables(EmbeddingTables, PlanWrites):
         self._dropping_chunks(source, keys)
         crashpoint("store.write_document")
         sql = self._dialect
-        columns = [c for c in VERSION_COLUMNS if c[0] != "text_hash"]
-        sql.send_many(
-            f"UPDATE documents SET {_set(columns)}, missing = 0, last_seen = ? "
-            f"FROM {sql.each(columns)} WHERE documents.source = ? AND documents.key = u.key",
-            sql.bind_each(columns, _rows(columns, versions), before=(now,), after=(source,)))
+        columns = tuple(c for c in VERSION_COLUMNS if c[0] != "text_hash")
+        sql.update_documents(source, columns, _rows(columns, versions),
+                             "missing = 0, last_seen = ?", (now,))
         crashpoint("store.drop_old_chunks")
         for listed, args in sql.any_of("key", keys):
             sql.send("DELETE FROM chunks WHERE (doc_id, generation) IN (SELECT id, generation "
@@ -214,26 +222,22 @@ class DocumentTables(EmbeddingTables, PlanWrites):
         """New versions: a new document starts at generation 1, a known one goes one
         generation up and keeps its first_seen; each keeps two generations."""
         versions = _versions(docs)
-        keys = [key for key, _ in versions]
-        self._dropping_chunks(source, keys)
+        # What a document had before goes (a new one had nothing: no statement looks).
+        known = [d.key for d in docs if d.action is not Action.NEW]
+        if known:
+            self._dropping_chunks(source, known)
         crashpoint("store.write_document")
         sql = self._dialect
-        sql.send_many(
-            f"INSERT INTO documents (source, {_names(VERSION_COLUMNS)}, generation, first_seen, "
-            f"last_seen, last_changed) SELECT ?, {_names(VERSION_COLUMNS, 'u.')}, 1, ?, ?, ? "
-            f"FROM {sql.each(VERSION_COLUMNS)} WHERE true ON CONFLICT (source, key) DO UPDATE SET "
-            + ", ".join(f'"{n}" = excluded."{n}"' for n, _ in VERSION_COLUMNS[1:])
-            + ", generation = documents.generation + 1, missing = 0, "
-            "last_seen = excluded.last_seen, last_changed = excluded.last_changed",
-            sql.bind_each(VERSION_COLUMNS, _rows(VERSION_COLUMNS, versions),
-                          before=(source, now, now, now)))
+        sql.insert("documents", _NEW_COLUMNS,
+                   [(*row, source, 1, now, now, now) for row in _rows(VERSION_COLUMNS, versions)],
+                   conflict=_NEW_VERSION, order="key")
         crashpoint("store.drop_old_chunks")
-        for listed, args in sql.any_of("key", keys):
+        for listed, args in sql.any_of("key", known):
             sql.send(f"DELETE FROM chunks WHERE doc_id IN (SELECT id FROM documents WHERE "
                      f"source = ? AND {listed}) AND generation < (SELECT d.generation - 1 "
                      "FROM documents d WHERE d.id = chunks.doc_id)", (source, *args))
         crashpoint("store.write_text")
-        self._write_texts(source, [(key, v.text) for key, v in versions])
+        self._write_texts(source, [(key, v.text) for key, v in versions], known)
         self._write_chunks(source, versions)
 
     def _write_chunks(self, source: str, versions: Sequence[tuple[str, DocumentVersion]]) -> None:
@@ -244,30 +248,25 @@ class DocumentTables(EmbeddingTables, PlanWrites):
                         for _, v in versions for c in v.chunks}.items())
         if texts:
             crashpoint("store.write_chunk_texts")
-            columns = (("digest", "text"), ("text", "text"), ("text_key", "bytea"))
-            sql.send_many(
-                "INSERT INTO chunk_texts (digest, text, text_key) SELECT u.digest, u.text, "
-                f"u.text_key FROM {sql.each(columns)} ORDER BY u.digest ON CONFLICT DO NOTHING",
-                sql.bind_each(columns, [(d, t, k) for d, (t, k) in texts]))
+            sql.insert("chunk_texts", (("digest", "text"), ("text", "text"), ("text_key", "bytea")),
+                       [(d, t, k) for d, (t, k) in texts], conflict="ON CONFLICT DO NOTHING",
+                       order="digest")
         rows = [(key, i, c.digest, c.section, c.heading, c.start, c.end, c.tokens, c.boundary)
                 for key, v in versions for i, c in enumerate(v.chunks)]
         if rows:
             crashpoint("store.write_chunks")
-            sql.send_many(
-                f"INSERT INTO chunks (doc_id, generation, {_names(CHUNK_COLUMNS[1:])}) "
-                f"SELECT d.id, d.generation, {_names(CHUNK_COLUMNS[1:], 'u.')} FROM documents d, "
-                f"{sql.each(CHUNK_COLUMNS)} WHERE d.source = ? AND d.key = u.key",
-                sql.bind_each(CHUNK_COLUMNS, rows, after=(source,)))
+            sql.insert("chunks", CHUNK_COLUMNS, rows, source=source, document=_OF_DOCUMENT)
         self._chunks_written(source, versions)
 
     # -- kept texts: one row per generation in ``versions`` (a backend may keep them
     # otherwise, and override these) ------------------------------------------------------
 
-    def _write_texts(self, source: str, texts: Sequence[tuple[str, str]]) -> None:
+    def _write_texts(self, source: str, texts: Sequence[tuple[str, str]],
+                     known: Sequence[str]) -> None:
         """Keep the (key, text) of each document's new current version, and no version
-        before its previous one."""
+        before its previous one (of the ``known`` documents: the others are new)."""
         sql = self._dialect
-        for listed, args in sql.any_of("key", [key for key, _ in texts]):
+        for listed, args in sql.any_of("key", known):
             sql.send(f"DELETE FROM versions WHERE doc_id IN (SELECT id FROM documents WHERE "
                      f"source = ? AND {listed}) AND generation < (SELECT d.generation - 1 "
                      "FROM documents d WHERE d.id = versions.doc_id)", (source, *args))
@@ -276,13 +275,9 @@ class DocumentTables(EmbeddingTables, PlanWrites):
     def _insert_texts(self, source: str, texts: Sequence[tuple[str, str]]) -> None:
         """Insert the texts of the documents' current generation, each with its checksum,
         which verify compares it with."""
-        sql = self._dialect
-        sql.send_many(
-            "INSERT INTO versions (doc_id, generation, text_key, text) SELECT d.id, "
-            f"d.generation, u.text_key, u.text FROM documents d, {sql.each(_TEXT_COLUMNS)} "
-            "WHERE d.source = ? AND d.key = u.key",
-            sql.bind_each(_TEXT_COLUMNS, [(k, embedding_text_key(t), t) for k, t in texts],
-                          after=(source,)))
+        self._dialect.insert("versions", _TEXT_COLUMNS,
+                             [(k, embedding_text_key(t), t) for k, t in texts], source=source,
+                             document=_OF_DOCUMENT)
 
     def document(self, key: str, source: str | None = None, *,
                  previous: bool = True) -> DocumentText | None:

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kbsync.store.sql.dialect import Column, Dialect, Row
+from kbsync.store.sql.dialect import Dialect, Row
 
 __all__ = ["SqliteDialect"]
 
@@ -19,8 +19,9 @@ class SqliteDialect(Dialect):
     """The SQL core's statements on one ``sqlite3`` connection (``conn``, which the store
     may replace: a repair opens the file again).
 
-    A set of rows is bound one row per execution of a prepared statement: in-process,
-    an execution costs microseconds, and SQLite has no arrays to unnest.
+    A set of rows is bound one row per execution of a prepared statement (the
+    :class:`~kbsync.store.sql.dialect.Dialect`'s defaults): in-process, an execution
+    costs microseconds, and SQLite has no arrays to unnest.
     """
 
     list_limit = 500  # of the 32,766 marks a statement may have: few, for the statement cache
@@ -35,16 +36,7 @@ class SqliteDialect(Dialect):
             # One statement for any number of texts: json_each unpacks the array.
             yield f"{column} IN (SELECT value FROM json_each(?))", (json.dumps(list(values)),)
         else:  # bytes have no JSON form
-            for i in range(0, len(values), self.list_limit):
-                part = tuple(values[i : i + self.list_limit])
-                yield f"{column} IN ({','.join('?' * len(part))})", part
-
-    def each(self, columns: Sequence[Column]) -> str:
-        return f"(SELECT {', '.join(f'? AS {_quoted(name)}' for name, _ in columns)}) AS u"
-
-    def bind_each(self, columns: Sequence[Column], rows: Sequence[Row],
-                  before: Sequence[Any] = (), after: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        return [(*before, *row, *after) for row in rows]
+            yield from super().any_of(column, values)
 
     def as_text(self, column: str) -> str:
         return f"CAST({column} AS TEXT)"
@@ -94,6 +86,3 @@ class SqliteDialect(Dialect):
         if self.conn.in_transaction:  # SQLite may have rolled back already (SQLITE_FULL)
             self.conn.execute("ROLLBACK")
 
-
-def _quoted(name: str) -> str:
-    return f'"{name}"'

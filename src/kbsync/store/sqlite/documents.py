@@ -38,33 +38,37 @@ class DocumentTables(SqliteBase, SqlDocuments):
 
     def _dropping_chunks(self, source: str, keys: Sequence[str]) -> None:
         crashpoint("store.drop_fts")
+        # By rowid, one at a time: FTS5 scans its whole table for "rowid IN (SELECT ...)".
+        rows = []
         for listed, args in self._dialect.any_of("d.key", keys):
-            self._db.execute(f"DELETE FROM chunk_fts WHERE rowid IN ({_CURRENT_CHUNKS}{listed})",
-                             (source, *args))
+            rows += self._db.execute(f"{_CURRENT_CHUNKS}{listed}", (source, *args)).fetchall()
+        self._db.executemany("DELETE FROM chunk_fts WHERE rowid = ?", rows)
 
     def _chunks_written(self, source: str,
                         versions: Sequence[tuple[str, DocumentVersion]]) -> None:
         # The full-text rows from the texts in hand: selected from a join with chunk_texts
         # and documents, they made a third of a first sync's apply step.
         crashpoint("store.write_fts")
-        chunks = {(key, i): (c, v.title) for key, v in versions for i, c in enumerate(v.chunks)}
-        rows = []
+        ids: dict[str, list[int]] = {}
         for listed, args in self._dialect.any_of("d.key", [key for key, _ in versions]):
-            for row, key, index in self._db.execute(
-                    f"SELECT c.id, d.key, c.idx FROM documents d JOIN chunks c ON {CURRENT} "
-                    f"WHERE d.source = ? AND {listed} ORDER BY c.id", (source, *args)):
-                chunk, title = chunks[(key, index)]
-                rows.append((row, chunk.text, fts_heading(title, chunk.heading)))
-        self._db.executemany("INSERT INTO chunk_fts (rowid, text, heading) VALUES (?, ?, ?)",
-                             rows)
+            for key, row in self._db.execute(
+                    f"SELECT d.key, c.id FROM documents d JOIN chunks c ON {CURRENT} "
+                    f"WHERE d.source = ? AND {listed} ORDER BY d.key, c.idx", (source, *args)):
+                ids.setdefault(key, []).append(row)
+        self._db.executemany(
+            "INSERT INTO chunk_fts (rowid, text, heading) VALUES (?, ?, ?)",
+            [(row, c.text, fts_heading(v.title, c.heading)) for key, v in versions
+             for row, c in zip(ids.get(key, ()), v.chunks, strict=False)])
 
     def _retitled(self, source: str, keys: Sequence[str]) -> None:
         """Give the full-text rows of the documents' current chunks their (maybe new) title."""
+        rows = []
         for listed, args in self._dialect.any_of("d.key", keys):
-            self._db.execute(
-                f"UPDATE chunk_fts SET heading = (SELECT {FTS_HEADING} FROM chunks c "
-                "JOIN documents d ON d.id = c.doc_id WHERE c.id = chunk_fts.rowid) "
-                f"WHERE rowid IN ({_CURRENT_CHUNKS}{listed})", (source, *args))
+            rows += self._db.execute(f"{_CURRENT_CHUNKS}{listed}", (source, *args)).fetchall()
+        self._db.executemany(
+            f"UPDATE chunk_fts SET heading = (SELECT {FTS_HEADING} FROM chunks c "
+            "JOIN documents d ON d.id = c.doc_id WHERE c.id = chunk_fts.rowid) WHERE rowid = ?",
+            rows)
 
     def _discarding_chunk_texts(self, digests: Sequence[str]) -> None:
         # The full-text rows hold copies of the damaged texts: they go too, and the
@@ -112,11 +116,14 @@ def _write_big_text(db: sqlite3.Connection, source: str, key: str, text: str) ->
         len(text[i : i + _TEXT_PIECE].encode("utf-8")) for i in pieces)
     checksum = embedding_text_key_of(
         (text[i : i + _TEXT_PIECE].encode("utf-8") for i in pieces), size)
-    # The zeroblob is the row's last column: SQLite then never builds its bytes in memory.
-    row = db.execute(
-        "INSERT INTO versions (doc_id, generation, text_key, text) SELECT id, generation, ?, "
-        "zeroblob(?) FROM documents WHERE source = ? AND key = ?",
-        (checksum, size, source, key)).lastrowid
+    found = db.execute("SELECT id, generation FROM documents WHERE source = ? AND key = ?",
+                       (source, key)).fetchone()
+    if found is None:
+        return
+    # The zeroblob is the row's last value, of VALUES (a SELECT would make it): SQLite then
+    # never builds its bytes in memory.
+    row = db.execute("INSERT INTO versions (doc_id, generation, text_key, text) "
+                     "VALUES (?, ?, ?, zeroblob(?))", (*found, checksum, size)).lastrowid
     assert row is not None
     with db.blobopen("versions", "text", row) as blob:
         for i in pieces:
