@@ -71,7 +71,7 @@ class QueueTables(DocumentTables):
         """
         # Pipelined: statements whose results nobody reads (the settings, the writes, the
         # "done" mark, the commit) go to the server with the next one that is read.
-        with self._conn.pipeline(), self._transaction():
+        with self._dialect.pipeline(), self._transaction():
             # A document's records and its "done" mark commit together, so a commit lost in a
             # server crash loses both and the document is simply processed again: no need
             # to wait for the disk at every document.
