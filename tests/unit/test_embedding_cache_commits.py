@@ -1,5 +1,7 @@
 """Vectors reach the embedding cache in commits of about a second of embedding, and all of
-them by the time embedding stops, however it stops."""
+them by the time embedding stops, however it stops.
+
+The step uses the embedding cache only, so its fake is the cache alone."""
 
 from __future__ import annotations
 
@@ -15,11 +17,11 @@ from kbsync.model import SourceStat
 from kbsync.sync.collect import CACHE_BYTES
 from kbsync.sync.embedding import EMBED_BATCH, embed_plan
 from kbsync.sync.tally import SourceTally
-from kbsync.testing import CountingEmbedder, MemoryStore
+from kbsync.testing import CountingEmbedder, MemoryEmbeddingCache
 
 
-class Commits(MemoryStore):
-    """A store that remembers the size of each commit to its embedding cache."""
+class Commits(MemoryEmbeddingCache):
+    """An embedding cache that remembers the size of each commit."""
 
     def __init__(self) -> None:
         super().__init__()

@@ -1,7 +1,7 @@
 """Checking a knowledge base's store and mending it: what ``kbsync verify [--repair]`` does
 to the store, and what is said of a store known to be damaged.
 
-A check reads every invariant and every stored value (:meth:`RecordStore.verify`). A
+A check reads every invariant and every stored value (:meth:`~kbsync.store.Maintenance.verify`). A
 repair makes again what the store can make again, in an order where each step can read
 what it needs: the file first (no value can be read through a damaged index), then the
 damaged values are discarded, then what their discarding left is made again (chunk
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from kbsync.core.costs import BillBound
 from kbsync.embed import Embedder, norm_of
@@ -23,13 +24,18 @@ from kbsync.engine import Config
 from kbsync.errors import KbsyncError, StoreError
 from kbsync.extract.registry import SUPPORTED_MEDIA_TYPES
 from kbsync.report import SyncResult
-from kbsync.store import Discarded, RecordStore
+from kbsync.store import Discarded, EmbeddingCache, Maintenance, Manifest, Meta
 from kbsync.store.guard import REPAIR
 from kbsync.sync import Chunker, SourceTally, backfill
 from kbsync.sync.embedding import embedded_meta_name
 from kbsync.sync.observe import ExtractorFor, derivation
 
-__all__ = ["Mending", "damage_said"]
+__all__ = ["Mended", "Mending", "damage_said"]
+
+
+class Mended(Maintenance, Manifest, Meta, EmbeddingCache, Protocol):
+    """What checking and mending a store uses: its checks, its manifest's sources, meta
+    (which sources are fully embedded) and the embedding cache (what lost its vector)."""
 
 
 def damage_said(config: Config, reason: str, *, writing: bool) -> str:
@@ -53,7 +59,7 @@ class Mending:
     of the sources (to read a damaged text again) and the bound on what a repair embeds
     without asking (:meth:`~kbsync.app.knowledge_base.KnowledgeBase.bill_bound`)."""
 
-    store: RecordStore
+    store: Mended
     embedder: Embedder
     chunker: Chunker
     extractor_for: ExtractorFor

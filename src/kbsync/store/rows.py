@@ -25,7 +25,6 @@ __all__ = [
     "HIT_COLUMNS",
     "INDEXED",
     "MANIFEST_COLUMNS",
-    "STAT_SET",
     "as_hit",
     "by_text_key",
     "erased",
@@ -63,8 +62,6 @@ INDEXED = (
 # The columns :func:`stored_document` reads, in its order (from ``documents``).
 MANIFEST_COLUMNS = ("key, size, mtime_ns, inode, bytes_hash, text_hash, derivation, title, "
                     "metadata, generation, etag, last_modified, missing, racy")
-# The stat columns of ``documents`` that :func:`stat_row` fills, as an UPDATE sets them.
-STAT_SET = "size = ?, mtime_ns = ?, inode = ?, racy = ?"
 # The columns :func:`hit` reads, in its order (``t``: chunk_texts).
 HIT_COLUMNS = ('d.source, d.key, d.title, c.heading, c.idx, c.start, c."end", c.digest, t.text, '
                "c.tokens")

@@ -3,10 +3,38 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from enum import Enum
 
 from kbsync.core.plan import Action, DocumentPlan
 
-__all__ = ["PlanWrites"]
+__all__ = ["PlanWrites", "WriteKind", "write_kind"]
+
+
+class WriteKind(Enum):
+    """The kind of write a document's plan asks of a store, in the order a group of plans
+    is written: moves first (a new version may take the key one frees), deletions last."""
+
+    MOVE = 1
+    VERSION = 2
+    """A new document, or the next generation of one."""
+    RECHUNK = 3
+    """The same text in new chunks."""
+    REFRESH = 4
+    """The same text and chunks: a new stat, new validators or new metadata."""
+    DELETE = 5
+
+
+def write_kind(doc: DocumentPlan) -> WriteKind:
+    """The kind of write ``doc``'s plan asks for."""
+    if doc.action is Action.DELETED:
+        return WriteKind.DELETE
+    if doc.action is Action.MOVED:
+        return WriteKind.MOVE
+    if doc.action in (Action.METADATA, Action.UNCHANGED):  # same text, same chunks
+        return WriteKind.REFRESH
+    if doc.action is Action.RECHUNKED and not doc.reread:  # a reread text is a new version
+        return WriteKind.RECHUNK
+    return WriteKind.VERSION
 
 
 class PlanWrites(ABC):
@@ -15,13 +43,14 @@ class PlanWrites(ABC):
     transaction)."""
 
     def _write_plan(self, source: str, doc: DocumentPlan, now: str) -> None:
-        if doc.action is Action.DELETED:
+        kind = write_kind(doc)
+        if kind is WriteKind.DELETE:
             self._delete(source, doc.key)
-        elif doc.action is Action.MOVED:
+        elif kind is WriteKind.MOVE:
             self._move(source, doc, now)
-        elif doc.action in (Action.METADATA, Action.UNCHANGED):  # same text, same chunks
+        elif kind is WriteKind.REFRESH:
             self._refresh(source, doc, now)
-        elif doc.action is Action.RECHUNKED and not doc.reread:
+        elif kind is WriteKind.RECHUNK:
             self._rechunk(source, doc, now)
         else:
             self._write_version(source, doc, now)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -10,14 +11,19 @@ import numpy.typing as npt
 from kbsync.core.plan import Action, DocumentPlan, Plan, StoredDocument, mass_deletion, plan
 from kbsync.embed import Embedder
 from kbsync.errors import VectorStoreError
-from kbsync.store import RecordStore
+from kbsync.store import EmbeddingCache, Manifest
 from kbsync.sync.collect import save_held
 from kbsync.sync.mirror import IndexWrite
 from kbsync.sync.tally import Progress, SourceTally, utc_now
 from kbsync.sync.vector_index import VectorIndex
 
-__all__ = ["apply_plan", "count_plan", "delete_documents", "mass_deletion_message",
+__all__ = ["Applying", "apply_plan", "count_plan", "delete_documents", "mass_deletion_message",
            "refuse_mass_deletion"]
+
+
+class Applying(Manifest, EmbeddingCache, Protocol):
+    """What applying a plan uses of a store: its manifest (missing counts, the digests of
+    documents to delete) and its embedding cache (the vectors held for it)."""
 
 
 def mass_deletion_message(gone: int, stored: int) -> str:
@@ -37,7 +43,7 @@ def refuse_mass_deletion(out: SourceTally, stored: int, gone: int, allowed: bool
     return True
 
 
-def delete_documents(store: RecordStore, index: VectorIndex, source: str,
+def delete_documents(store: Applying, index: VectorIndex, source: str,
                      gone: Collection[StoredDocument], embedder: Embedder, out: SourceTally,
                      progress: Progress | None = None, *, dry_run: bool = False) -> None:
     """Delete the ``gone`` documents of ``source`` (vanished, moved nowhere) and count them."""
@@ -65,7 +71,7 @@ def count_plan(out: SourceTally, docs: Collection[DocumentPlan]) -> None:
 
 def apply_plan(
     the_plan: Plan, vectors: Mapping[str, npt.NDArray[np.float32]], failed: set[str],
-    store: RecordStore, index: VectorIndex, embedder: Embedder, out: SourceTally,
+    store: Applying, index: VectorIndex, embedder: Embedder, out: SourceTally,
     progress: Progress | None, skip: frozenset[str] = frozenset(), *,
     held: Mapping[str, npt.NDArray[np.float32]] | None = None,
 ) -> None:
@@ -90,7 +96,7 @@ def apply_plan(
 
 def _apply(
     the_plan: Plan, vectors: Mapping[str, npt.NDArray[np.float32]], failed: set[str],
-    store: RecordStore, index: VectorIndex, embedder: Embedder, out: SourceTally,
+    store: Applying, index: VectorIndex, embedder: Embedder, out: SourceTally,
     progress: Progress | None, skip: frozenset[str],
     held: Mapping[str, npt.NDArray[np.float32]],
 ) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from kbsync.core.chunking import ChunkShape, shape_of
 from kbsync.core.plan import (
@@ -28,8 +29,8 @@ from kbsync.core.plan import (
 )
 from kbsync.embed import Embedder
 from kbsync.model import ChangeReport, Chunk
-from kbsync.store import RecordStore
-from kbsync.sync.apply import apply_plan, count_plan
+from kbsync.store import Meta
+from kbsync.sync.apply import Applying, apply_plan, count_plan
 from kbsync.sync.chunker import Chunker
 from kbsync.sync.embedding import Embedding, Vectors, cached_vectors
 from kbsync.sync.observe import ExtractorFor
@@ -39,16 +40,21 @@ from kbsync.sync.scratch import Scratch
 from kbsync.sync.tally import REPORT_LIMIT, Clock, Progress, SourceTally
 from kbsync.sync.vector_index import VectorIndex
 
-__all__ = ["Added", "Batch", "Counted", "Pipeline", "Run", "plan_batch"]
+__all__ = ["Added", "Batch", "Batching", "Counted", "Pipeline", "Run", "plan_batch"]
 
 Batch = Sequence[tuple[Observation, StoredDocument | None]]
+
+
+class Batching(Applying, Meta, Protocol):
+    """What a batch's steps use of a store: its manifest (stored digests and texts), its
+    embedding cache, and meta (the replacements held)."""
 
 
 @dataclass(frozen=True)
 class Run:
     """What every step of one sync shares."""
 
-    store: RecordStore
+    store: Batching
     embedder: Embedder
     extractor_for: ExtractorFor
     chunker: Chunker

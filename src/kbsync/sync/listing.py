@@ -11,17 +11,24 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from kbsync.model import ItemError, KnownItem, Listing, PageSchedule, RootIdentity, SourceItem
 from kbsync.sources import Entries, Revisiting, Revisits, Scan, ScanningSource, Source
-from kbsync.store import Frontier, Meta, RecordStore, Schedules
+from kbsync.store import Erasures, Frontier, Manifest, Meta, Schedules
 from kbsync.sync.erasures import erasure_matcher
 from kbsync.sync.observe import Derive
 from kbsync.sync.scratch import Scratch
 from kbsync.sync.tally import SourceTally
 
-__all__ = ["ROOT_PREFIX", "Listed", "Revisited", "check_root", "keep_schedules", "list_source",
-           "next_frontier", "record_root", "recorded_root", "root_meta_name"]
+__all__ = ["ROOT_PREFIX", "Listed", "ListingReads", "Revisited", "check_root", "keep_schedules",
+           "list_source", "next_frontier", "record_root", "recorded_root", "root_meta_name"]
+
+
+class ListingReads(Manifest, Meta, Erasures, Protocol):
+    """What listing a source reads of a store: its manifest, the root it was last listed at
+    (meta), the erasures it skips; and its frontier and schedules, when it keeps them
+    (:class:`~kbsync.store.Frontier`, :class:`~kbsync.store.Schedules`)."""
 
 
 _MANIFEST_PAGE = 1000
@@ -54,7 +61,7 @@ class Listed:
     revisited: Revisited | None = None
 
 
-def list_source(source: Source, store: RecordStore, derive: Derive, verify: bool,
+def list_source(source: Source, store: ListingReads, derive: Derive, verify: bool,
                 scratch: Scratch, out: SourceTally, *, dry_run: bool = False,
                 due: bool = False, accept_root: bool = False) -> Listed:
     """Put the source's listing and the store's manifest of it in ``scratch``.
@@ -169,7 +176,7 @@ def _device(number: int) -> str:
     return f"{os.major(number)}:{os.minor(number)}"
 
 
-def _list_known(source: Source, store: RecordStore, verify: bool, out: SourceTally,
+def _list_known(source: Source, store: Manifest, verify: bool, out: SourceTally,
                 erased: Callable[[str], bool] | None, *, dry_run: bool,
                 due: bool) -> tuple[Listing, Revisited | None]:
     """The listing of a source that is given what the store knows of its items (validators,
@@ -198,9 +205,10 @@ def _list_known(source: Source, store: RecordStore, verify: bool, out: SourceTal
     return listing, Revisited(revisits, before, listing.complete)
 
 
-def keep_schedules(store: RecordStore, source: str, revisited: Revisited | None,
+def keep_schedules(store: object, source: str, revisited: Revisited | None,
                    out: SourceTally) -> None:
-    """Store the revisit schedules of the source's latest listing, once its changes are applied.
+    """Store the revisit schedules of the source's latest listing, once its changes are
+    applied, in a store that keeps schedules (:class:`~kbsync.store.Schedules`).
 
     A page that failed to sync keeps the schedule it had (so it is not left
     alone longer for having failed); an incomplete listing replaces nothing.

@@ -21,6 +21,7 @@ import fnmatch
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -29,11 +30,12 @@ from kbsync.core.identity import vector_id
 from kbsync.core.plan import Action, DocumentPlan
 from kbsync.crashpoints import crashpoint
 from kbsync.errors import VectorStoreError
-from kbsync.store import ChunkRef, RecordStore
+from kbsync.store import ChunkRef, Manifest, Mirror
 from kbsync.vectors import Payload, VectorPoint, VectorSink
 
 __all__ = [
     "IndexWrite",
+    "Mirrored",
     "Reconciliation",
     "erase",
     "expected_points",
@@ -44,6 +46,11 @@ __all__ = [
 ]
 
 _SHOWN_IDS = 10
+
+
+class Mirrored(Manifest, Mirror, Protocol):
+    """What writing a document to the records and the sink uses: the records' writes
+    (:meth:`~kbsync.store.Manifest.apply`) and the mirror's view of them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,12 +123,12 @@ def payloads(refs: Iterable[ChunkRef], embedder: str) -> dict[str, Payload]:
     return out
 
 
-def expected_points(store: RecordStore, embedder: str) -> dict[str, Payload]:
+def expected_points(store: Mirror, embedder: str) -> dict[str, Payload]:
     """Every point the sink should hold, by id."""
     return payloads(store.indexed_chunks(), embedder)
 
 
-def _points(store: RecordStore, embedder: str, wanted: Mapping[str, Payload],
+def _points(store: Mirror, embedder: str, wanted: Mapping[str, Payload],
             fresh: Mapping[str, npt.NDArray[np.float32]]) -> list[VectorPoint]:
     """Points with their vectors: just embedded ones, else the embedding cache's."""
     digests = {p.digest for p in wanted.values()}
@@ -143,7 +150,7 @@ def prepare(sink: VectorSink, dimension: int) -> bool:
     return True
 
 
-def replay_outbox(store: RecordStore, sink: VectorSink) -> int:
+def replay_outbox(store: Mirror, sink: VectorSink) -> int:
     """Delete the vectors whose deletion was committed but maybe not done; how many."""
     pending = store.pending_outbox()
     if pending:
@@ -153,7 +160,7 @@ def replay_outbox(store: RecordStore, sink: VectorSink) -> int:
     return len(pending)
 
 
-def write_document(store: RecordStore, sink: VectorSink, source: str, doc: DocumentPlan,
+def write_document(store: Mirrored, sink: VectorSink, source: str, doc: DocumentPlan,
                    vectors: Mapping[str, npt.NDArray[np.float32]], embedder: str, now: str,
                    skip: Collection[str]) -> IndexWrite:
     """Apply one document's plan to the records and the sink, in the crash-safe order.
@@ -197,7 +204,7 @@ def write_document(store: RecordStore, sink: VectorSink, source: str, doc: Docum
     return IndexWrite(upserted=len(upserts), deleted=len(deletes))
 
 
-def reconcile(store: RecordStore, sink: VectorSink, embedder: str, dimension: int, *,
+def reconcile(store: Mirror, sink: VectorSink, embedder: str, dimension: int, *,
               repair: bool = False) -> Reconciliation:
     """Compare the records with the sink; with ``repair``, make the sink match them.
 
@@ -229,7 +236,7 @@ def reconcile(store: RecordStore, sink: VectorSink, embedder: str, dimension: in
     return replace(found, unrepairable=len(rewrite) - len(points))
 
 
-def erase(store: RecordStore, sink: VectorSink, embedder: str, pattern: str) -> None:
+def erase(store: Mirror, sink: VectorSink, embedder: str, pattern: str) -> None:
     """Delete the sink's points of documents whose key matches ``pattern``.
 
     Both the points the records describe and any stray point whose payload

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Mapping, Sequence
+from typing import Protocol
 
 from kbsync.errors import DocumentError
 from kbsync.model import KnownItem, Listing, SourceItem
 from kbsync.sources import Source
-from kbsync.store import Meta, RecordStore
+from kbsync.store import Maintenance, Manifest, Meta
 from kbsync.sync.tally import SourceTally
 
 __all__ = [
@@ -31,7 +32,12 @@ REMOVED_META = "removed_sources"
 """The store's meta entry naming the sources `kbsync sources remove` released for deletion."""
 
 
-def removed_sources(store: RecordStore, sources: Sequence[Source], allow_mass_delete: bool,
+class _Held(Manifest, Maintenance, Meta, Protocol):
+    """What finding the removed sources reads: the stored sources, their counts of
+    documents, the sources released (meta)."""
+
+
+def removed_sources(store: _Held, sources: Sequence[Source], allow_mass_delete: bool,
                     ) -> tuple[list[RemovedSource], frozenset[str]]:
     """The stored sources no longer configured, and those of them whose documents may go.
 
@@ -48,7 +54,7 @@ def removed_sources(store: RecordStore, sources: Sequence[Source], allow_mass_de
     return removed, frozenset(released_sources(store)) - configured
 
 
-def sources_to_sync(store: RecordStore, sources: Sequence[Source], allow_mass_delete: bool,
+def sources_to_sync(store: _Held, sources: Sequence[Source], allow_mass_delete: bool,
                     only: Collection[str] | None,
                     ) -> tuple[Sequence[Source], list[RemovedSource], frozenset[str]]:
     """The configured sources a sync goes through (those of ``only``, when given), the

@@ -108,7 +108,7 @@ def sync_sources(
                 keep_removed(source, tally)
                 continue
             tally.warnings.append("no longer configured: its documents are deleted")
-        rewrite |= _sync_source(run, source,
+        rewrite |= _sync_source(run, store, source,
                                 options.allow_mass_delete or isinstance(source, RemovedSource),
                                 tally)
     if not dry_run:
@@ -154,20 +154,20 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def _sync_source(run: Run, source: Source, allow_mass_delete: bool,
+def _sync_source(run: Run, store: RecordStore, source: Source, allow_mass_delete: bool,
                  out: SourceTally) -> bool:
     """:func:`_sync_source_steps`, stopped by SIGTERM as by Ctrl-C; a run that stops there
     (either, a refusal, a store error) is recorded as interrupted before the error goes on."""
     try:
         with _sigterm_as_interrupt():
-            return _sync_source_steps(run, source, allow_mass_delete, out)
+            return _sync_source_steps(run, store, source, allow_mass_delete, out)
     except BaseException:
         if not run.options.dry_run:
-            _record_interrupted(run.store, run.clock.report)
+            _record_interrupted(store, run.clock.report)
         raise
 
 
-def _sync_source_steps(run: Run, source: Source, allow_mass_delete: bool,
+def _sync_source_steps(run: Run, store: RecordStore, source: Source, allow_mass_delete: bool,
                        out: SourceTally) -> bool:
     """List, observe, then plan, embed and apply one source a batch at a time.
 
@@ -180,7 +180,7 @@ def _sync_source_steps(run: Run, source: Source, allow_mass_delete: bool,
     source. Deletions wait for the last batch, which may have moved a vanished
     document. Returns whether the vectors of documents left alone changed.
     """
-    store, dry_run = run.store, run.options.dry_run
+    dry_run = run.options.dry_run
     memory = FailureMemory(store, source.name)
     with Scratch(run.options.scratch_dir) as scratch:
         derive = deriver(run.extractor_for, run.chunker)

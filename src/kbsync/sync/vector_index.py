@@ -26,10 +26,11 @@ import numpy.typing as npt
 
 from kbsync.core.plan import DocumentPlan
 from kbsync.model import VectorNorm
-from kbsync.store import Nearest, RecordStore
+from kbsync.store import Manifest, Nearest, SearchIndex
 from kbsync.store.filters import Filters
 from kbsync.sync.mirror import (
     IndexWrite,
+    Mirrored,
     Reconciliation,
     payloads,
     prepare,
@@ -40,10 +41,20 @@ from kbsync.sync.mirror import (
 from kbsync.sync.mirror import erase as erase_points
 from kbsync.vectors import VectorSink
 
-__all__ = ["EmbeddedIndex", "MirroredIndex", "VectorIndex", "index_for"]
+__all__ = ["Embedded", "EmbeddedIndex", "Indexed", "MirroredIndex", "VectorIndex", "index_for"]
 
 # Spare sink hits cover points that are out of step with the records.
 _SPARE_HITS = 10
+
+
+class Embedded(Manifest, SearchIndex, Protocol):
+    """A store that is its own vector index: it applies plans with their vectors and
+    searches them."""
+
+
+class Indexed(Mirrored, SearchIndex, Protocol):
+    """A store whose vectors an external vector store may mirror (:mod:`kbsync.sync.mirror`):
+    it applies plans, keeps the outbox and the mirror's view, and turns points into hits."""
 
 
 class VectorIndex(Protocol):
@@ -117,7 +128,7 @@ class EmbeddedIndex:
     mirrored = False
     keeps_fresh_vectors = False
 
-    def __init__(self, store: RecordStore) -> None:
+    def __init__(self, store: Embedded) -> None:
         self.store = store
 
     def begin(self, dimension: int) -> bool:
@@ -156,7 +167,7 @@ class MirroredIndex:
     mirrored = True
     keeps_fresh_vectors = True
 
-    def __init__(self, store: RecordStore, sink: VectorSink) -> None:
+    def __init__(self, store: Indexed, sink: VectorSink) -> None:
         self.store = store
         self.sink = sink
 
@@ -204,6 +215,6 @@ class MirroredIndex:
         self.sink.close()
 
 
-def index_for(store: RecordStore, sink: VectorSink | None) -> VectorIndex:
+def index_for(store: Indexed, sink: VectorSink | None) -> VectorIndex:
     """The index of a store: mirrored into ``sink`` when one is configured."""
     return EmbeddedIndex(store) if sink is None else MirroredIndex(store, sink)

@@ -1,26 +1,25 @@
 """A record store held in memory: every role of :class:`~kbsync.store.RecordStore`, for the
 sync logic's tests.
 
-One class, because it is one fake of the whole protocol: split by role, its parts
-would share the same few dictionaries.
+Made of the role fakes of :mod:`kbsync.testing.roles` (meta, runs, frontier, erasures,
+the embedding cache) over one state, and the manifest, search, mirror and maintenance
+that need all of it.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from kbsync.core.identity import embedding_text_key
 from kbsync.core.plan import ChunkDraft, DocumentPlan, StoredDocument
-from kbsync.model import ANY_NORM, SourceStat, Validators, VectorNorm
+from kbsync.model import ANY_NORM, VectorNorm
 from kbsync.store import (
     ChunkRef,
     Discarded,
@@ -29,12 +28,11 @@ from kbsync.store import (
     Hit,
     Nearest,
     RecordStore,
-    RunRecord,
     StoreStatus,
     Window,
 )
-from kbsync.store.filters import Filters, matches
-from kbsync.store.rows import as_hit, erased, held_meta_name, query_terms, run_record, window_span
+from kbsync.store.filters import Filters
+from kbsync.store.rows import as_hit, query_terms, window_span
 from kbsync.store.values import (
     Damage,
     damaged_chunk_texts,
@@ -44,82 +42,24 @@ from kbsync.store.values import (
     summary,
 )
 from kbsync.store.writes import PlanWrites
+from kbsync.testing.roles import (
+    MemoryEmbeddingCache,
+    MemoryErasures,
+    MemoryFrontier,
+    MemoryMeta,
+    MemoryRunLog,
+    _Document,
+    _Version,
+)
 
 __all__ = ["MemoryStore"]
 
 
-@dataclass(frozen=True, slots=True)
-
-
-class _Version:
-    """One kept version of a document: its text and its chunks (a document keeps two), and
-    the checksum of the text written with it (as the SQL stores keep one)."""
-
-    generation: int
-    text: str
-    chunks: tuple[ChunkDraft, ...]
-    key: bytes = b""
-
-
-@dataclass(frozen=True, slots=True)
-
-
-class _Document:
-    """A stored document: the row of SqliteStore's ``documents`` and its two versions."""
-
-    locator: str
-    media_type: str
-    stat: SourceStat | None
-    validators: Validators | None
-    bytes_hash: str
-    text_hash: str
-    derivation: str
-    title: str | None
-    metadata: str
-    missing: int
-    first_seen: str
-    last_seen: str
-    last_changed: str
-    current: _Version
-    previous: _Version | None = None
-    moved_from: str | None = None
-    moved: str | None = None
-
-    def stored(self, key: str) -> StoredDocument:
-        """The document as a manifest hands it out (without chunk digests)."""
-        validators = self.validators
-        if validators is not None and validators == Validators():
-            validators = None  # no column set: SqliteStore reads it back as None
-        return StoredDocument(key, self.stat, self.bytes_hash, self.text_hash, self.derivation,
-                              self.title, self.metadata, self.current.generation, (),
-                              validators, self.missing)
-
-
-@dataclass(slots=True)
-
-
-class _State:
-    """Everything a MemoryStore holds, as SqliteStore's tables hold it; copied by a batch."""
-
-    documents: dict[tuple[str, str], _Document] = field(default_factory=dict)
-    texts: dict[str, str] = field(default_factory=dict)  # chunk digest -> text
-    vectors: dict[tuple[str, str], npt.NDArray[np.float32]] = field(default_factory=dict)
-    boilerplate: dict[str, frozenset[str]] = field(default_factory=dict)
-    frontier: dict[str, frozenset[str]] = field(default_factory=dict)
-    meta: dict[str, str] = field(default_factory=dict)
-    runs: dict[int, tuple[str, str, str]] = field(default_factory=dict)  # started, finished, json
-    erasures: dict[str, str] = field(default_factory=dict)
-    outbox: dict[str, None] = field(default_factory=dict)
-    text_keys: dict[str, bytes] = field(default_factory=dict)  # chunk digest -> its text's key
-
-    def copy(self) -> _State:
-        return _State(*(dict(getattr(self, f.name)) for f in fields(self)))
-
-
-class MemoryStore(PlanWrites):
+class MemoryStore(MemoryMeta, MemoryRunLog, MemoryFrontier, MemoryErasures,
+                  MemoryEmbeddingCache, PlanWrites):
     """A :class:`~kbsync.store.RecordStore` in dicts of frozen values, for tests of the sync.
 
-    It keeps what SqliteStore keeps, with the same semantics: a document's current
+    It keeps what the SQL stores keep, with the same semantics: a document's current
     and previous version, chunk texts by digest, the embedding cache keyed by
     (chunk digest, embedder identity), boilerplate, meta, runs, erasures, the
     frontier and the outbox. :meth:`batch` (and each :meth:`apply`) is a
@@ -128,35 +68,6 @@ class MemoryStore(PlanWrites):
     twice; no stemming) and its vector search brute force. :meth:`verify` checks the
     stored values only (the links of its dicts of frozen values cannot break).
     """
-
-    def __init__(self) -> None:
-        self._s = _State()
-        self._saved: _State | None = None
-
-    # -- transactions and meta ---------------------------------------------------------
-
-    @contextmanager
-    def batch(self) -> Iterator[None]:
-        if self._saved is not None:  # already inside one: the outer batch commits
-            yield
-            return
-        self._saved = self._s.copy()
-        try:
-            yield
-        except BaseException:
-            self._s = self._saved
-            raise
-        finally:
-            self._saved = None
-
-    def get_meta(self, name: str) -> str | None:
-        return self._s.meta.get(name)
-
-    def set_meta(self, name: str, value: str) -> None:
-        if value:
-            self._s.meta[name] = value
-        else:
-            self._s.meta.pop(name, None)
 
     # -- the manifest ------------------------------------------------------------------
 
@@ -188,12 +99,6 @@ class MemoryStore(PlanWrites):
     def set_boilerplate(self, source: str, digests: Collection[str]) -> None:
         self._s.boilerplate[source] = frozenset(digests)
 
-    def frontier(self, source: str) -> frozenset[str]:
-        return self._s.frontier.get(source, frozenset())
-
-    def set_frontier(self, source: str, keys: Collection[str]) -> None:
-        self._s.frontier[source] = frozenset(keys)
-
     def mark_missing(self, source: str, key: str) -> None:
         found = self._s.documents.get((source, key))
         if found is not None:
@@ -224,9 +129,7 @@ class MemoryStore(PlanWrites):
             self._write_plan(source, doc, now)
 
     def _delete(self, source: str, key: str) -> None:
-        if self._s.documents.pop((source, key), None) is not None:
-            # A replacement held for it would name a document that is gone.
-            self._s.meta.pop(held_meta_name(source, key), None)
+        self._forget(source, key)
 
     def _move(self, source: str, doc: DocumentPlan, now: str) -> None:
         v = doc.version
@@ -295,60 +198,7 @@ class MemoryStore(PlanWrites):
                 self._s.texts[c.digest] = c.text
                 self._s.text_keys[c.digest] = c.embedding_key
 
-    # -- the embedding cache -----------------------------------------------------------
-
-    def cached(self, embedder: str, digests: Collection[str]) -> set[str]:
-        return {d for d in digests if (d, embedder) in self._s.vectors}
-
-    def adopt_by_text(self, embedder: str, text_keys: Mapping[str, bytes], *,
-                      write: bool = True) -> set[str]:
-        holders = {embedding_text_key(text): digest for digest, text in self._s.texts.items()
-                   if (digest, embedder) in self._s.vectors}
-        found = {digest: holders[key] for digest, key in text_keys.items() if key in holders}
-        if write:
-            for digest, holder in found.items():
-                self._s.vectors.setdefault((digest, embedder), self._s.vectors[(holder, embedder)])
-        return set(found)
-
-    def unembedded(self, source: str, embedder: str) -> dict[str, str]:
-        return {c.digest: self._s.texts[c.digest] for s, _, _, _, c in self._indexed(source)
-                if (c.digest, embedder) not in self._s.vectors and c.digest in self._s.texts}
-
-    def put_vectors(self, embedder: str,
-                    vectors: Mapping[str, npt.NDArray[np.float32]]) -> None:
-        for digest, vector in vectors.items():
-            if (digest, embedder) not in self._s.vectors:  # as INSERT OR IGNORE
-                frozen = np.array(vector, dtype=np.float32)
-                frozen.flags.writeable = False
-                self._s.vectors[(digest, embedder)] = frozen
-
-    def vectors(self, embedder: str,
-                digests: Collection[str]) -> dict[str, npt.NDArray[np.float32]]:
-        return {d: self._s.vectors[(d, embedder)] for d in digests
-                if (d, embedder) in self._s.vectors}
-
-    def embedder_dimensions(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for (_, embedder), vector in self._s.vectors.items():
-            out[embedder] = max(out.get(embedder, 0), int(vector.shape[0]))
-        return out
-
     # -- search and the mirror's view --------------------------------------------------
-
-    def _indexed(self, source: str | None = None, key: str | None = None,
-                 filters: Filters | None = None,
-                 ) -> Iterator[tuple[str, str, _Document, int, ChunkDraft]]:
-        """The current chunks that are not boilerplate, by source, key and index (of
-        documents meeting ``filters``, when given)."""
-        for s, k in sorted(self._s.documents):
-            if source in (None, s) and key in (None, k):
-                doc, skip = self._s.documents[(s, k)], self.boilerplate(s)
-                if filters is not None and not matches(filters, s, k, _metadata(doc.metadata),
-                                                       doc.title):
-                    continue
-                for i, c in enumerate(doc.current.chunks):
-                    if c.digest not in skip:
-                        yield s, k, doc, i, c
 
     def _hit(self, source: str, key: str, doc: _Document, index: int, chunk: ChunkDraft,
              score: float) -> Hit:
@@ -424,52 +274,10 @@ class MemoryStore(PlanWrites):
         for i in ids:
             self._s.outbox.pop(i, None)
 
-    # -- runs, erasures, maintenance ---------------------------------------------------
-
-    def record_run(self, started: str, finished: str, report: Mapping[str, Any]) -> int:
-        run_id = max(self._s.runs, default=0) + 1
-        self._s.runs[run_id] = (started, finished, json.dumps(report, sort_keys=True))
-        return run_id
-
-    def runs(self, limit: int = 50) -> list[RunRecord]:
-        ids = sorted(self._s.runs, reverse=True)[:max(limit, 0)]
-        return [r for r in map(self.run, ids) if r is not None]
-
-    def run(self, run_id: int) -> RunRecord | None:
-        row = self._s.runs.get(run_id)
-        return None if row is None else run_record((run_id, *row))
-
-    def add_erasure(self, pattern: str, created: str) -> None:
-        self._s.erasures.setdefault(pattern, created)
-
-    def erasures(self) -> list[tuple[str, str]]:
-        return sorted(self._s.erasures.items())
-
-    def remove_erasure(self, pattern: str) -> bool:
-        return self._s.erasures.pop(pattern, None) is not None
-
-    def erase(self, pattern: str) -> list[tuple[str, str]]:
-        gone = erased(list(self._s.documents), pattern)
-        with self.batch():
-            for source, key in gone:
-                self._delete(source, key)
-                quoted = json.dumps(key)  # run reports name it too: scrubbed as SqliteStore does
-                self._s.runs = {i: (a, b, r.replace(quoted, '"[erased]"'))
-                                for i, (a, b, r) in self._s.runs.items()}
-            self.gc()
-        return gone
+    # -- maintenance -------------------------------------------------------------------
 
     def gc(self) -> dict[str, int]:
-        used = {c.digest for d in self._s.documents.values()
-                for v in (d.current, d.previous) if v is not None for c in v.chunks}
-        texts = [d for d in self._s.texts if d not in used]
-        vectors = [k for k in self._s.vectors if k[0] not in used]
-        for d in texts:
-            del self._s.texts[d]
-            self._s.text_keys.pop(d, None)
-        for k in vectors:
-            del self._s.vectors[k]
-        return {"chunk_texts": len(texts), "embeddings": len(vectors)}
+        return self._collect()
 
     def status(self) -> StoreStatus:
         by_source = Counter(s for s, _ in self._s.documents)
@@ -557,11 +365,3 @@ if TYPE_CHECKING:  # mypy holds MemoryStore to every role of the protocol
     _RECORDS: type[RecordStore] = MemoryStore
     _FRONTIER: type[Frontier] = MemoryStore
 
-
-def _metadata(stored: str) -> dict[str, Any]:
-    """A version's metadata column as a mapping (a damaged one matches no metadata filter)."""
-    try:
-        value = json.loads(stored)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}

@@ -24,9 +24,11 @@ refused before anything is written. The work queue of parallel workers
 ``FOR UPDATE SKIP LOCKED`` in the transaction that also applies the document,
 so a worker that dies releases its claim and leaves nothing half-written.
 
-The store is one class made of one mixin per role of :class:`~kbsync.store.RecordStore`
-(``documents``, ``embeddings``, ``search``, ``runs``, ``erasure``, ``repair``, and the
-work ``queue``) over the connection of :mod:`~kbsync.store.postgres.connection`; the
+The store is the SQL core (:mod:`kbsync.store.sql`) over PostgreSQL's dialect
+(:mod:`~kbsync.store.postgres.dialect`) and connection
+(:mod:`~kbsync.store.postgres.connection`), with a mixin for each of what is its own: the
+vector indexes (``embeddings``), the kept texts (``documents``), vacuuming after an
+erasure (``erasure``), ``search``, checks and ``repair``, and the work ``queue``; the
 schema is in :mod:`~kbsync.store.postgres.schema`.
 """
 
@@ -37,15 +39,15 @@ from kbsync.store.postgres.connection import AdvisoryLock, is_driver_error, show
 from kbsync.store.postgres.erasure import ErasureTables
 from kbsync.store.postgres.queue import Claim, QueueTables
 from kbsync.store.postgres.repair import RepairTables
-from kbsync.store.postgres.runs import RunTables
 from kbsync.store.postgres.schema import SCHEMA_VERSION
 from kbsync.store.postgres.search import SearchTables
+from kbsync.store.sql import SqlStore
 
 __all__ = ["SCHEMA_VERSION", "AdvisoryLock", "Claim", "PostgresStore"]
 
 
 @guarded(lambda store: shown(store.url), is_driver_error)
-class PostgresStore(QueueTables, ErasureTables, SearchTables, RunTables, RepairTables):
+class PostgresStore(QueueTables, ErasureTables, SearchTables, RepairTables, SqlStore):
     """A :class:`~kbsync.store.RecordStore` in a PostgreSQL database (one schema of it).
 
     ``password`` comes from the caller (an environment variable named in the

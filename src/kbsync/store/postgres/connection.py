@@ -1,4 +1,4 @@
-"""The store's connection: the driver loaded lazily, transactions, meta, the writer lock."""
+"""The store's connection: the driver loaded lazily, transactions, damage, the writer lock."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Any
 from kbsync.crashpoints import crashpoint
 from kbsync.errors import DependencyMissingError, LockedError, SchemaError, StoreError
 from kbsync.store.guard import guarded
+from kbsync.store.postgres.dialect import PostgresDialect
 from kbsync.store.postgres.schema import MIGRATIONS, SCHEMA_VERSION
+from kbsync.store.sql import SqlBase
 
 if TYPE_CHECKING:
     import psycopg
@@ -85,9 +87,12 @@ def _holder(conn: psycopg.Connection[Any], key: str) -> str | None:
     return None if row is None else f"server process {row[0]}"
 
 
-class PostgresBase:
+class PostgresBase(SqlBase):
     """A PostgreSQL database (one schema of it) opened as a store; each role's tables are a
-    mixin over it."""
+    mixin over it, and over the SQL core through its dialect
+    (:class:`~kbsync.store.postgres.dialect.PostgresDialect`)."""
+
+    _dialect: PostgresDialect
 
     def __init__(self, url: str, *, password: str | None = None, schema: str | None = None,
                  create: bool = True, index_memory: str | None = None) -> None:
@@ -95,10 +100,8 @@ class PostgresBase:
         self._password = password
         self.schema = schema
         self.index_memory = index_memory
-        self._conn = connect(url, password, schema, create=create)
-        self._changes = 0
+        self._dialect = PostgresDialect(connect(url, password, schema, create=create))
         self._depth = 0  # nested transactions: only the outermost one commits
-        self._queued: list[psycopg.Cursor[Any]] = []
         self._indexed_dimensions: set[int] = set()
         self._deferred_dimensions: set[int] = set()
         self._damage: str | None = None  # damage this process could not write down
@@ -157,36 +160,28 @@ class PostgresBase:
         finally:
             conn.close()
 
+    @property
+    def _conn(self) -> psycopg.Connection[Any]:
+        return self._dialect.conn
+
     def close(self) -> None:
         self._conn.close()
-
-    @property
-    def total_changes(self) -> int:
-        """Rows inserted, updated or deleted through this store (idempotency tests use it)."""
-        self._count_queued()
-        return self._changes
 
     def _queue(self, sql: str, args: Sequence[Any]) -> None:
         """A write whose row count is only needed later: in a pipeline it does not wait."""
         cur = self._conn.cursor()
         cur.execute(sql, args)
-        self._queued.append(cur)
-
-    def _count_queued(self) -> None:
-        """Count the rows of queued writes (their results have arrived by now)."""
-        for cur in self._queued:
-            self._changes += max(cur.rowcount, 0)
-        self._queued.clear()
+        self._dialect.sent(cur)
 
     def _write(self, sql: str, args: Iterable[Any] | Mapping[str, Any] = ()) -> int:
         count = self._conn.execute(sql, args).rowcount  # type: ignore[arg-type]
-        self._changes += max(count, 0)
+        self._dialect.count(count)
         return int(count)
 
     def _write_many(self, sql: str, rows: Iterable[Iterable[Any]]) -> None:
         with self._conn.cursor() as cur:
             cur.executemany(sql, list(rows))  # type: ignore[arg-type]
-            self._changes += max(cur.rowcount, 0)
+            self._dialect.count(cur.rowcount)
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
@@ -215,28 +210,18 @@ class PostgresBase:
         crashpoint("store.committed")
 
     @contextmanager
-    def _pipelined(self) -> Iterator[None]:
-        """Within, statements whose results nobody reads go to the server together; inside a
-        pipeline already (a claimed batch), the same one, without a sync of its own."""
-        if self._conn._pipeline is not None:
-            yield
-            return
-        with self._conn.pipeline():
-            yield
-
-    @contextmanager
-    def batch(self) -> Iterator[None]:
-        with self._transaction():
+    def _applying(self) -> Iterator[None]:
+        # Pipelined: the statements of a plan go to the server together and its
+        # transaction waits for the server once, not once per statement. None of them
+        # needs an earlier one's result (rows are found by (source, key)), except a move
+        # whose origin may be gone.
+        with self._dialect.pipeline(), self._transaction():
             yield
 
     def lock(self, *, wait: bool = True,
              on_wait: Callable[[str], None] | None = None) -> AdvisoryLock:
         """The writer lock of this knowledge base: an advisory lock on a connection of its own."""
         return AdvisoryLock(self.url, self._password, self.schema, wait=wait, on_wait=on_wait)
-
-    def get_meta(self, name: str) -> str | None:
-        row = self._conn.execute("SELECT value FROM meta WHERE name = %s", (name,)).fetchone()
-        return None if row is None else str(row[0])
 
     def known_damage(self) -> str | None:
         driver, _ = load_psycopg()
@@ -263,16 +248,6 @@ class PostgresBase:
             self._damage = None
         except (driver.Error, StoreError):
             self._damage = said  # not written: this process still knows (and says so)
-
-    def set_meta(self, name: str, value: str) -> None:
-        if value == "":
-            if self.get_meta(name) is not None:
-                crashpoint("store.set_meta")
-                self._write("DELETE FROM meta WHERE name = %s", (name,))
-        elif self.get_meta(name) != value:
-            crashpoint("store.set_meta")
-            self._write("INSERT INTO meta (name, value) VALUES (%s, %s) "
-                        "ON CONFLICT (name) DO UPDATE SET value = excluded.value", (name, value))
 
 
 @guarded(lambda lock: shown(lock.url), is_driver_error)

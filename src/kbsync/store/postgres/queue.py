@@ -76,7 +76,7 @@ class QueueTables(DocumentTables):
         """
         # Pipelined: statements whose results nobody reads (the settings, the writes, the
         # claimed rows' deletion, the commit) go to the server with the next one read.
-        with self._pipelined(), self._transaction():
+        with self._dialect.pipeline(), self._transaction():
             # A batch's records and its rows' deletion commit together, so a commit lost in
             # a server crash loses both and the batch is simply processed again: no need to
             # wait for the disk at every batch.

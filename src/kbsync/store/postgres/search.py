@@ -142,18 +142,6 @@ class SearchTables(PostgresBase):
         return [as_hit(rows[ref], score=score) for ref, score in zip(refs, scores, strict=True)
                 if ref in rows]
 
-    def document_facts(self, documents: Collection[tuple[str, str]],
-                       ) -> dict[tuple[str, str], tuple[str | None, str | None]]:
-        wanted = sorted(set(documents))
-        if not wanted:
-            return {}
-        rows = self._conn.execute(
-            "SELECT d.source, d.key, d.metadata, d.last_changed FROM documents d "
-            "JOIN unnest(%s::text[], %s::text[]) w(source, key) "
-            "ON d.source = w.source AND d.key = w.key",
-            ([s for s, _ in wanted], [k for _, k in wanted])).fetchall()
-        return {(r[0], r[1]): (r[2], None if r[3] is None else str(r[3])) for r in rows}
-
     def indexed_chunks(self, source: str | None = None, key: str | None = None,
                        filters: Filters | None = None) -> Iterator[ChunkRef]:
         sql = (f"SELECT d.source, d.key, c.idx, c.digest, c.heading, c.start, c.\"end\" "

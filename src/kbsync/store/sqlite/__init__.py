@@ -10,16 +10,18 @@ folder) is opened read-only: it can be searched and inspected, and a write
 fails with one line that says so. Every driver error of a public method
 reaches the caller as a one-line :class:`StoreError` (see :mod:`kbsync.store.guard`).
 
-The store is one class made of one mixin per role of :class:`~kbsync.store.RecordStore`
-(``documents``, ``embeddings``, ``search``, ``runs``, ``erasure``, ``repair``) over the
-connection of :mod:`~kbsync.store.sqlite.connection`; the schema is in
-:mod:`~kbsync.store.sqlite.schema` and the file's life on disk in
+The store is the SQL core (:mod:`kbsync.store.sql`) over SQLite's dialect
+(:mod:`~kbsync.store.sqlite.dialect`) and connection (:mod:`~kbsync.store.sqlite.connection`),
+with a mixin for each of what is SQLite's own: its full-text rows and big texts
+(``documents``), compaction (``erasure``), ``search``, and checks and ``repair`` of the
+file; the schema is in :mod:`~kbsync.store.sqlite.schema` and the file's life on disk in
 :mod:`~kbsync.store.sqlite.files`.
 """
 
 from __future__ import annotations
 
 from kbsync.store.guard import guarded, sqlite_or_os_error
+from kbsync.store.sql import SqlStore
 from kbsync.store.sqlite.erasure import ErasureTables
 from kbsync.store.sqlite.files import (
     carry_erasures,
@@ -29,7 +31,6 @@ from kbsync.store.sqlite.files import (
     swap_in,
 )
 from kbsync.store.sqlite.repair import RepairTables
-from kbsync.store.sqlite.runs import RunTables
 from kbsync.store.sqlite.schema import SCHEMA_VERSION
 from kbsync.store.sqlite.search import SearchTables
 
@@ -38,7 +39,7 @@ __all__ = ["SCHEMA_VERSION", "SqliteStore", "carry_erasures", "rebuild_file",
 
 
 @guarded(lambda store: str(store.path), sqlite_or_os_error)
-class SqliteStore(ErasureTables, SearchTables, RunTables, RepairTables):
+class SqliteStore(ErasureTables, SearchTables, RepairTables, SqlStore):
     """A :class:`~kbsync.store.RecordStore` in one SQLite file.
 
     ``read_only`` opens it for reading only; a store whose file or folder cannot

@@ -1,4 +1,4 @@
-"""The store's connection: opening, configuring and migrating the file, transactions, meta."""
+"""The store's connection: opening, configuring and migrating the file, transactions, damage."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from kbsync.crashpoints import crashpoint
 from kbsync.errors import SchemaError, StoreError
 from kbsync.model import VectorNorm
 from kbsync.store.guard import READ_ONLY, is_damage, reported_damage, store_error
+from kbsync.store.sql import SqlBase
+from kbsync.store.sqlite.dialect import SqliteDialect
 from kbsync.store.sqlite.files import prepare_state, writable
 from kbsync.store.sqlite.schema import MIGRATIONS, PAGE_SIZE, SCHEMA_VERSION, WAL_BYTES
 
@@ -30,8 +32,23 @@ BUSY_SECONDS = 30.0
 """How long opening or writing the store waits for another process's lock."""
 
 
-class SqliteBase:
-    """One SQLite file opened as a store; the tables of each role are mixins over it."""
+class SqliteBase(SqlBase):
+    """One SQLite file opened as a store; the tables of each role are mixins over it, and over
+    the SQL core through its dialect (:class:`~kbsync.store.sqlite.dialect.SqliteDialect`)."""
+
+    _dialect: SqliteDialect
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        """The connection (the dialect's: both are replaced together)."""
+        return self._dialect.conn
+
+    @_db.setter
+    def _db(self, conn: sqlite3.Connection) -> None:
+        if "_dialect" in vars(self):
+            self._dialect.conn = conn
+        else:
+            self._dialect = SqliteDialect(conn)
 
     def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
         self.path = Path(path)
@@ -227,28 +244,6 @@ class SqliteBase:
                 f.write(" ".join(reason.split()) + "\n")
         except OSError:
             pass  # a read-only store cannot remember; its reads still fail where damaged
-
-    @property
-    def total_changes(self) -> int:
-        """Rows changed through this connection (tests assert idempotency with it)."""
-        return self._db.total_changes
-
-    def get_meta(self, name: str) -> str | None:
-        row = self._db.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
-        return None if row is None else str(row[0])
-
-    def set_meta(self, name: str, value: str) -> None:
-        if value == "":
-            if self.get_meta(name) is not None:
-                with self._transaction() as db:
-                    db.execute("DELETE FROM meta WHERE name = ?", (name,))
-        elif self.get_meta(name) != value:
-            with self._transaction() as db:
-                db.execute(
-                    "INSERT INTO meta (name, value) VALUES (?, ?) "
-                    "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-                    (name, value),
-                )
 
 
 def _execute_step(db: sqlite3.Connection, statement: str) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from kbsync.store.rows import CURRENT, DIMENSION_PREFIX
 
 __all__ = [
-    "CURRENT_TEXT", "DIMENSIONS", "FTS_HEADING", "FTS_TABLE", "FTS_WEIGHTS", "MATCHING_CHUNKS",
+    "CURRENT_TEXT", "FTS_HEADING", "FTS_TABLE", "FTS_WEIGHTS", "MATCHING_CHUNKS",
     "MIGRATIONS", "PAGE_SIZE", "SCHEMA_VERSION", "WAL_BYTES", "fts_heading",
 ]
 
@@ -18,12 +18,6 @@ def fts_heading(title: str | None, heading: str | None) -> str:
     """The heading column of a chunk's full-text row, as :data:`FTS_HEADING` makes it."""
     return f"{title or ''} {heading or ''}".strip(" ")  # SQL's trim() takes spaces only
 
-
-# Meta entries "dimension <embedder>": the dimension of the embedder's vectors, written
-# with them (a GROUP BY over every vector took 71 ms of a 10,000-file no-op sync); gc drops
-# the entries of embedders it leaves without a vector. A range, so the primary key answers
-# it ("!" follows the prefix's closing space).
-DIMENSIONS = f"name >= '{DIMENSION_PREFIX}' AND name < '{DIMENSION_PREFIX[:-1]}!'"
 
 MIGRATIONS: tuple[str, ...] = (
     """
@@ -180,8 +174,9 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE chunk_texts_keyed RENAME TO chunk_texts;
     CREATE INDEX chunk_texts_key ON chunk_texts (text_key);
     """,
-    # 13: the dimension of each embedder's vectors kept in meta (see DIMENSIONS), where every
-    # sync grouped all the vectors to find it.
+    # 13: the dimension of each embedder's vectors kept in meta, where every sync grouped
+    # all the vectors to find it (71 ms of a 10,000-file no-op sync); the entries are read
+    # as a range of names, which the primary key answers (Dialect.starts_with).
     f"""
     INSERT OR IGNORE INTO meta (name, value)
         SELECT '{DIMENSION_PREFIX}' || embedder, CAST(max(dimension) AS TEXT) FROM embeddings

@@ -184,20 +184,6 @@ class SearchTables(SqliteBase):
             return Window(hit.index, hit.index, hit.text, 0)
         return Window(first, last, text[0], tokens)
 
-    def document_facts(self, documents: Collection[tuple[str, str]],
-                       ) -> dict[tuple[str, str], tuple[str | None, str | None]]:
-        wanted = sorted(set(documents))
-        out: dict[tuple[str, str], tuple[str | None, str | None]] = {}
-        for start in range(0, len(wanted), 200):  # within SQLite's bound parameters
-            part = wanted[start : start + 200]
-            pairs = ", ".join("(?, ?)" for _ in part)
-            for source, key, metadata, changed in self._db.execute(
-                    "SELECT source, key, metadata, last_changed FROM documents "
-                    f"WHERE (source, key) IN (VALUES {pairs})",
-                    [value for pair in part for value in pair]):
-                out[(source, key)] = (metadata, changed)
-        return out
-
     def indexed_chunks(self, source: str | None = None, key: str | None = None,
                        filters: Filters | None = None) -> Iterator[ChunkRef]:
         sql = (f"SELECT d.source, d.key, c.idx, c.digest, c.heading, c.start, c.\"end\" "

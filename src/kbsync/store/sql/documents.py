@@ -1,0 +1,314 @@
+"""The document writes of a plan, grouped by kind, and the kept texts, written once over a dialect.
+
+Every write takes a group of documents, named by (source, key), and binds them as a
+set of rows (:meth:`Dialect.insert <kbsync.store.sql.dialect.Dialect.insert>`,
+:meth:`~kbsync.store.sql.dialect.Dialect.update_documents`): a database that binds
+arrays writes each kind of change of a whole batch in one statement that waits for no
+other's result, one that binds a row at a time (SQLite) runs one prepared statement
+per row. A document's versions keep their texts in ``versions`` (one row per
+generation) unless the backend keeps them otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator, Mapping, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from kbsync.core.identity import embedding_text_key
+from kbsync.core.plan import Action, DocumentPlan, DocumentVersion
+from kbsync.crashpoints import crashpoint
+from kbsync.store import DocumentText
+from kbsync.store.rows import held_meta_name, stat_row, validator_row
+from kbsync.store.sql.dialect import Column
+from kbsync.store.sql.embeddings import EmbeddingTables
+from kbsync.store.writes import PlanWrites, WriteKind, write_kind
+
+__all__ = ["CHUNK_COLUMNS", "VERSION_COLUMNS", "DocumentTables"]
+
+#: The columns of a document that a version sets, its key first.
+VERSION_COLUMNS: tuple[Column, ...] = (
+    ("key", "text"), ("locator", "text"), ("media_type", "text"), ("size", "bigint"),
+    ("mtime_ns", "bigint"), ("inode", "bigint"), ("racy", "boolean"), ("etag", "text"),
+    ("last_modified", "text"), ("bytes_hash", "text"), ("text_hash", "text"),
+    ("derivation", "text"), ("title", "text"), ("metadata", "text"))
+
+#: The columns of a chunk row, with its document's key in front.
+CHUNK_COLUMNS: tuple[Column, ...] = (
+    ("key", "text"), ("idx", "integer"), ("digest", "text"), ("section", "integer"),
+    ("heading", "text"), ("start", "integer"), ("end", "integer"), ("tokens", "integer"),
+    ("boundary", "text"))
+
+_AT = {name: i for i, (name, _) in enumerate(VERSION_COLUMNS)}
+
+_STAT_COLUMNS: tuple[Column, ...] = (
+    ("key", "text"), ("size", "bigint"), ("mtime_ns", "bigint"), ("inode", "bigint"),
+    ("racy", "boolean"), ("etag", "text"), ("last_modified", "text"))
+
+_TEXT_COLUMNS: tuple[Column, ...] = (("key", "text"), ("text_key", "bytea"), ("text", "text"))
+
+# A new version's row: the version's columns, then its source and times.
+_NEW_COLUMNS: tuple[Column, ...] = (
+    *VERSION_COLUMNS, ("source", "text"), ("generation", "integer"), ("first_seen", "text"),
+    ("last_seen", "text"), ("last_changed", "text"))
+
+# A new version of a known document goes one generation up and keeps its first_seen.
+_NEW_VERSION = ("ON CONFLICT (source, key) DO UPDATE SET "
+                + ", ".join(f'"{n}" = excluded."{n}"' for n, _ in VERSION_COLUMNS[1:])
+                + ", generation = documents.generation + 1, missing = 0, "
+                "last_seen = excluded.last_seen, last_changed = excluded.last_changed")
+
+# A chunk's document (its id and current generation) by the key in front of its row.
+_OF_DOCUMENT = (("doc_id", "id"), ("generation", "generation"))
+
+
+def _rows(columns: Sequence[Column],
+          docs: Sequence[tuple[str, DocumentVersion]]) -> list[tuple[object, ...]]:
+    """The values of ``columns`` (of :data:`VERSION_COLUMNS`) of each (key, version)."""
+    every = len(columns) == len(VERSION_COLUMNS)
+    at = [_AT[name] for name, _ in columns]
+    out: list[tuple[object, ...]] = []
+    for key, v in docs:
+        row = (key, v.locator, v.media_type, *stat_row(v.stat), *validator_row(v.validators),
+               v.bytes_hash, v.text_hash, v.derivation, v.title, v.metadata)
+        out.append(row if every else tuple(row[i] for i in at))
+    return out
+
+
+class DocumentTables(EmbeddingTables, PlanWrites):
+    """The writes of :meth:`~kbsync.store.Manifest.apply` and the kept texts."""
+
+    def apply(self, source: str, doc: DocumentPlan,
+              vectors: Mapping[str, npt.NDArray[np.float32]], embedder: str, now: str,
+              outbox: Collection[str] = ()) -> None:
+        if doc.writes:
+            self._apply_documents(source, [doc], vectors, embedder, now, outbox)
+
+    def _apply_documents(self, source: str, docs: Sequence[DocumentPlan],
+                         vectors: Mapping[str, npt.NDArray[np.float32]], embedder: str,
+                         now: str, outbox: Collection[str] = ()) -> None:
+        """Apply the plans of ``docs`` and their new vectors in one transaction (or the
+        batch's); ``outbox`` ids are recorded in it."""
+        self._invalidate()
+        with self._applying():
+            self._insert_vectors(embedder, vectors)
+            if outbox:
+                crashpoint("store.write_outbox")
+                self._dialect.insert("outbox", (("vector_id", "text"),),
+                                     [(i,) for i in sorted(outbox)],
+                                     conflict="ON CONFLICT DO NOTHING", order="vector_id")
+            self._write_plans(source, [d for d in docs if d.writes], now)
+
+    def _write_plans(self, source: str, docs: Sequence[DocumentPlan], now: str) -> None:
+        """The documents' writes, a kind at a time: moves first (a new version may go to the
+        key one frees), deletions last."""
+        if len(docs) == 1:  # one document's apply: its own kind only
+            kind = write_kind(docs[0])
+            if kind is WriteKind.VERSION:
+                self._write_versions(source, docs, now)
+                return
+        kinds: dict[WriteKind, list[DocumentPlan]] = {kind: [] for kind in WriteKind}
+        for doc in sorted(docs, key=lambda d: d.key):
+            kinds[write_kind(doc)].append(doc)
+        versions = self._moves(source, kinds[WriteKind.MOVE], now) + kinds[WriteKind.VERSION]
+        if versions:
+            self._write_versions(source, versions, now)
+        if kinds[WriteKind.RECHUNK]:
+            self._rechunks(source, kinds[WriteKind.RECHUNK], now)
+        if kinds[WriteKind.REFRESH]:
+            self._refreshes(source, kinds[WriteKind.REFRESH], now)
+        if kinds[WriteKind.DELETE]:
+            self._deletes(source, [d.key for d in kinds[WriteKind.DELETE]])
+
+    # The single-document writes of PlanWrites, as groups of one.
+
+    def _delete(self, source: str, key: str) -> None:
+        self._deletes(source, [key])
+
+    def _move(self, source: str, doc: DocumentPlan, now: str) -> None:
+        self._write_plans(source, [doc], now)
+
+    def _refresh(self, source: str, doc: DocumentPlan, now: str) -> None:
+        self._refreshes(source, [doc], now)
+
+    def _rechunk(self, source: str, doc: DocumentPlan, now: str) -> None:
+        self._rechunks(source, [doc], now)
+
+    def _write_version(self, source: str, doc: DocumentPlan, now: str) -> None:
+        self._write_versions(source, [doc], now)
+
+    # -- each kind of change, for a group of documents ------------------------------------
+
+    def _deletes(self, source: str, keys: Sequence[str]) -> None:
+        """Remove the documents, their chunks, texts and held replacements and schedules."""
+        self._dropping_chunks(source, keys)
+        crashpoint("store.delete_document")
+        sql = self._dialect
+        for listed, args in sql.any_of("key", keys):
+            sql.send(f"DELETE FROM documents WHERE source = ? AND {listed}", (source, *args))
+            sql.send(f"DELETE FROM schedules WHERE source = ? AND {listed}", (source, *args))
+        # A replacement held for one would name a document that is gone.
+        for listed, args in sql.any_of("name", [held_meta_name(source, k) for k in keys]):
+            sql.send(f"DELETE FROM meta WHERE {listed}", args)
+
+    def _moves(self, source: str, docs: Sequence[DocumentPlan],
+               now: str) -> list[DocumentPlan]:
+        """Give each record at ``previous_key`` its new key (the same text keeps its
+        last_changed); the documents whose new version is still to be written: those
+        edited, and those whose origin is gone (then they are new)."""
+        versions = []
+        retitled = []
+        for doc in docs:
+            v = doc.version
+            assert v is not None
+            assert doc.previous_key is not None
+            crashpoint("store.move_document")
+            moved = self._dialect.returning(
+                "UPDATE documents SET key = ?, locator = ?, media_type = ?, size = ?, "
+                "mtime_ns = ?, inode = ?, racy = ?, etag = ?, last_modified = ?, "
+                "bytes_hash = ?, title = ?, metadata = ?, missing = 0, last_seen = ? "
+                "WHERE source = ? AND key = ? RETURNING id",
+                (doc.key, v.locator, v.media_type, *stat_row(v.stat),
+                 *validator_row(v.validators), v.bytes_hash, v.title, v.metadata, now,
+                 source, doc.previous_key))
+            if moved is not None:
+                self._dialect.send(
+                    "INSERT INTO moves (doc_id, moved_from, moved) VALUES (?, ?, ?) "
+                    "ON CONFLICT (doc_id) DO UPDATE SET moved_from = excluded.moved_from, "
+                    "moved = excluded.moved", (moved[0], doc.previous_key, now))
+            if moved is None or doc.edited:
+                versions.append(doc)
+            else:
+                retitled.append(doc.key)
+        if retitled:
+            self._retitled(source, retitled)
+        return versions
+
+    def _refreshes(self, source: str, docs: Sequence[DocumentPlan], now: str) -> None:
+        """Refresh the stat, validators and metadata of documents whose text is the same."""
+        crashpoint("store.refresh_document")
+        sql = self._dialect
+        stats = [(d.key, *stat_row(d.stat), *validator_row(d.validators))
+                 for d in docs if d.version is None]  # gate 2 or a 304
+        if stats:
+            sql.update_documents(source, _STAT_COLUMNS, stats, "missing = 0")
+        versions = [(d.key, d.version) for d in docs if d.version is not None]
+        if versions:
+            # The same text: its hash, derivation and when it last changed stay.
+            columns = tuple(c for c in VERSION_COLUMNS if c[0] not in ("text_hash", "derivation"))
+            sql.update_documents(source, columns, _rows(columns, versions),
+                                 "missing = 0, last_seen = ?", (now,))
+            self._retitled(source, [key for key, _ in versions])
+
+    def _rechunks(self, source: str, docs: Sequence[DocumentPlan], now: str) -> None:
+        """The same texts in new chunks: the current generation's chunks are replaced, so
+        the text, the previous text and when it last changed stay as they were."""
+        versions = _versions(docs)
+        keys = [key for key, _ in versions]
+        self._dropping_chunks(source, keys)
+        crashpoint("store.write_document")
+        sql = self._dialect
+        columns = tuple(c for c in VERSION_COLUMNS if c[0] != "text_hash")
+        sql.update_documents(source, columns, _rows(columns, versions),
+                             "missing = 0, last_seen = ?", (now,))
+        crashpoint("store.drop_old_chunks")
+        for listed, args in sql.any_of("key", keys):
+            sql.send("DELETE FROM chunks WHERE (doc_id, generation) IN (SELECT id, generation "
+                     f"FROM documents WHERE source = ? AND {listed})", (source, *args))
+        self._write_chunks(source, versions)
+
+    def _write_versions(self, source: str, docs: Sequence[DocumentPlan], now: str) -> None:
+        """New versions: a new document starts at generation 1, a known one goes one
+        generation up and keeps its first_seen; each keeps two generations."""
+        versions = _versions(docs)
+        # What a document had before goes (a new one had nothing: no statement looks).
+        known = [d.key for d in docs if d.action is not Action.NEW]
+        if known:
+            self._dropping_chunks(source, known)
+        crashpoint("store.write_document")
+        sql = self._dialect
+        sql.insert("documents", _NEW_COLUMNS,
+                   [(*row, source, 1, now, now, now) for row in _rows(VERSION_COLUMNS, versions)],
+                   conflict=_NEW_VERSION, order="key")
+        crashpoint("store.drop_old_chunks")
+        for listed, args in sql.any_of("key", known):
+            sql.send(f"DELETE FROM chunks WHERE doc_id IN (SELECT id FROM documents WHERE "
+                     f"source = ? AND {listed}) AND generation < (SELECT d.generation - 1 "
+                     "FROM documents d WHERE d.id = chunks.doc_id)", (source, *args))
+        crashpoint("store.write_text")
+        self._write_texts(source, [(key, v.text) for key, v in versions], known)
+        self._write_chunks(source, versions)
+
+    def _write_chunks(self, source: str, versions: Sequence[tuple[str, DocumentVersion]]) -> None:
+        """The current generation's chunks of the (key, version) documents, and their texts
+        (shared rows, in digest order)."""
+        sql = self._dialect
+        texts = sorted({c.digest: (c.text, c.embedding_key)
+                        for _, v in versions for c in v.chunks}.items())
+        if texts:
+            crashpoint("store.write_chunk_texts")
+            sql.insert("chunk_texts", (("digest", "text"), ("text", "text"), ("text_key", "bytea")),
+                       [(d, t, k) for d, (t, k) in texts], conflict="ON CONFLICT DO NOTHING",
+                       order="digest")
+        rows = [(key, i, c.digest, c.section, c.heading, c.start, c.end, c.tokens, c.boundary)
+                for key, v in versions for i, c in enumerate(v.chunks)]
+        if rows:
+            crashpoint("store.write_chunks")
+            sql.insert("chunks", CHUNK_COLUMNS, rows, source=source, document=_OF_DOCUMENT)
+        self._chunks_written(source, versions)
+
+    # -- kept texts: one row per generation in ``versions`` (a backend may keep them
+    # otherwise, and override these) ------------------------------------------------------
+
+    def _write_texts(self, source: str, texts: Sequence[tuple[str, str]],
+                     known: Sequence[str]) -> None:
+        """Keep the (key, text) of each document's new current version, and no version
+        before its previous one (of the ``known`` documents: the others are new)."""
+        sql = self._dialect
+        for listed, args in sql.any_of("key", known):
+            sql.send(f"DELETE FROM versions WHERE doc_id IN (SELECT id FROM documents WHERE "
+                     f"source = ? AND {listed}) AND generation < (SELECT d.generation - 1 "
+                     "FROM documents d WHERE d.id = versions.doc_id)", (source, *args))
+        self._insert_texts(source, texts)
+
+    def _insert_texts(self, source: str, texts: Sequence[tuple[str, str]]) -> None:
+        """Insert the texts of the documents' current generation, each with its checksum,
+        which verify compares it with."""
+        self._dialect.insert("versions", _TEXT_COLUMNS,
+                             [(k, embedding_text_key(t), t) for k, t in texts], source=source,
+                             document=_OF_DOCUMENT)
+
+    def document(self, key: str, source: str | None = None, *,
+                 previous: bool = True) -> DocumentText | None:
+        text = self._dialect.as_text
+        before = text("p.text") if previous else "NULL"
+        sql = (f"SELECT d.source, d.key, d.title, {text('t.text')}, {before}, d.generation, "
+               "d.last_changed, m.moved_from, m.moved FROM documents d JOIN versions t "
+               "ON t.doc_id = d.id AND t.generation = d.generation LEFT JOIN versions p "
+               "ON p.doc_id = d.id AND p.generation = d.generation - 1 "
+               "LEFT JOIN moves m ON m.doc_id = d.id WHERE d.key = ?")
+        args: tuple[str, ...] = (key,)
+        if source is not None:
+            sql, args = sql + " AND d.source = ?", (key, source)
+        row = self._dialect.one(sql + " ORDER BY d.id LIMIT 1", args)
+        return None if row is None else DocumentText(*row)
+
+    def text_pieces(self, source: str, key: str) -> Iterator[str]:
+        row = self._dialect.one(
+            f"SELECT {self._dialect.as_text('t.text')} FROM documents d JOIN versions t "
+            "ON t.doc_id = d.id AND t.generation = d.generation WHERE d.source = ? AND d.key = ?",
+            (source, key))
+        if row is not None:
+            yield row[0]
+
+
+
+def _versions(docs: Sequence[DocumentPlan]) -> list[tuple[str, DocumentVersion]]:
+    """The (key, version) of each document: the plan's key (a move's version is written
+    under its new key)."""
+    out = []
+    for d in docs:
+        assert d.version is not None
+        out.append((d.key, d.version))
+    return out
