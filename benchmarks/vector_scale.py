@@ -54,6 +54,34 @@ def _unit(rows: int, rng: np.random.Generator) -> Matrix:
     return out
 
 
+def clustered(rows: int, rng: np.random.Generator, *, spread: float = 0.55,
+              noise: float = 0.95, shared: float = 0.45) -> Matrix:
+    """Unit vectors with the neighbour structure of text embeddings: a direction every
+    vector shares (one model, one language), topics, documents within a topic (about 20
+    chunks each), and each chunk near its document.
+
+    The weights were fitted to 6,317 chunks of the django and fastapi documentation embedded
+    with the local model (all-MiniLM-L6-v2): mean cosine of two random chunks, and of a
+    held-out chunk with its 1st, 10th and 100th nearest (see the README's table)."""
+    topics = max(1, rows // 2_000)
+    documents = max(1, rows // 20)
+    common = _unit(1, rng)[0]
+    topic_at = _unit(topics, rng)
+    document_topic = rng.integers(0, topics, documents)
+    centres = rng.standard_normal((documents, DIMENSION), dtype=np.float32) / np.sqrt(DIMENSION)
+    out = np.empty((rows, DIMENSION), dtype=np.float32)
+    for start in range(0, rows, BLOCK):
+        size = min(BLOCK, rows - start)
+        document = rng.integers(0, documents, size)
+        block = (shared * common + topic_at[document_topic[document]]
+                 + spread * centres[document]
+                 + noise * rng.standard_normal((size, DIMENSION), dtype=np.float32)
+                 / np.sqrt(DIMENSION))
+        block /= np.linalg.norm(block, axis=1, keepdims=True)
+        out[start : start + size] = block
+    return out
+
+
 def _best(scores: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.intp]:
     if k < len(scores):
         best = np.argpartition(-scores, k)[:k]
