@@ -221,10 +221,11 @@ def _store_index(matrix: Matrix, asked: Matrix, truth: list[set[int]],
     row("ivf + re-score", _timed(ivf, asked), memory_mb=memory, build_s=round(built, 1),
         recall_10=_recall(ivf, asked, truth))
     half = np.flatnonzero(rng.random(chunks) < 0.5)
+    half_ids = half.astype(np.int64)
     half_truth = [set(filtered(matrix, half, q).tolist()) for q in asked]
 
     def ivf_half(q: Matrix) -> npt.NDArray[np.intp]:
-        found = indexes.candidates("e", matrix, ids, order, q, 40, half.astype(np.int64))
+        found = indexes.candidates("e", matrix, ids, order, q, 40, half_ids)
         assert found is not None
         return _rescored(matrix, found.astype(np.intp), q)
 

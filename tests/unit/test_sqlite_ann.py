@@ -195,3 +195,15 @@ def test_without_faiss_the_exact_scan_answers_and_a_big_store_hints_once(
 def test_the_threshold_is_a_setting_of_the_store_whose_default_is_the_index_s() -> None:
     assert SqliteSettings().ann_above == ann_module.ANN_ABOVE
     assert SqliteSettings(ann_above=0).ann_above == 0
+
+
+def test_a_first_search_scans_exactly_while_the_index_builds_in_a_thread(
+        synced: tuple[SqliteStore, MemorySource], table: Vectors) -> None:
+    store, _ = synced
+    query = table[CHUNKS]
+    assert _keys(_near(store, query)) == _keys(_exact(store, query))
+    building = store._ann._building.get(TableEmbedder.identity)
+    if building is not None:  # else already built
+        building.join()
+    assert TableEmbedder.identity in store._ann._built
+    assert len(set(_keys(_near(store, query))) & set(_keys(_exact(store, query)))) >= 9

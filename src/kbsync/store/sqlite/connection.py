@@ -82,7 +82,9 @@ class SqliteBase(SqlBase):
         if version < SCHEMA_VERSION:
             self._migrate(version)
         self._vectors: dict[str, tuple[npt.NDArray[np.float32], list[int]]] = {}
-        self._vector_orders: dict[str, tuple[list[int], npt.NDArray[np.intp]]] = {}
+        # Each matrix's chunk ids as an array, their sort, and the ids sorted.
+        self._vector_orders: dict[str, tuple[list[int], npt.NDArray[np.int64],
+                                             npt.NDArray[np.intp], npt.NDArray[np.int64]]] = {}
         # The norm each cached matrix was checked against, and the sorted chunk ids of
         # the vectors it left out as unsound (see SearchTables._vector_matrix).
         self._unsound: dict[str, tuple[VectorNorm, npt.NDArray[np.int64]]] = {}
