@@ -190,6 +190,8 @@ class SearchTables(SqliteBase):
         candidates, and is scanned exactly when fewer than ``k`` of them pass.
         """
         count = len(ids) if chosen is None else len(chosen)
+        if query.shape != matrix.shape[1:]:  # the scan says what is wrong, as before
+            return chosen
         if not self._ann.wanted(count):
             if 0 < self._ann.above <= count and not ann_available():
                 _hint_once(count)
