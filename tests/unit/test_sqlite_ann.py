@@ -207,3 +207,24 @@ def test_a_first_search_scans_exactly_while_the_index_builds_in_a_thread(
         building.join()
     assert TableEmbedder.identity in store._ann._built
     assert len(set(_keys(_near(store, query))) & set(_keys(_exact(store, query)))) >= 9
+
+
+def test_an_index_that_cannot_be_built_leaves_the_exact_scan_and_is_not_tried_again(
+        synced: tuple[SqliteStore, MemorySource], table: Vectors,
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    store, _ = synced
+    tries = []
+
+    def failing(matrix: Vectors, ids: list[int]) -> None:
+        tries.append(len(ids))
+        raise MemoryError("cannot allocate 390 MB")
+
+    monkeypatch.setattr(ann_module, "_train", failing)
+    with caplog.at_level(logging.WARNING, logger="kbsync.store"):
+        assert not store.prepare_vector_index(TableEmbedder.identity, UNIT_NORM)
+        for query in table[CHUNKS:CHUNKS + 3]:
+            assert _keys(_near(store, query)) == _keys(_exact(store, query))
+    assert tries == [CHUNKS]
+    assert [r.getMessage() for r in caplog.records] == [
+        "the approximate vector index could not be built (cannot allocate 390 MB); "
+        "searches scan exactly"]

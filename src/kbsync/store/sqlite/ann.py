@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import logging
 import math
 import threading
 from dataclasses import dataclass
@@ -163,6 +164,8 @@ class AnnIndexes:
                 _bring_in_step(built, matrix, ids, order)
             if built is not None and built.trained_for // 2 <= len(ids) <= 2 * built.trained_for:
                 return built
+            if not self.above:  # a build failed
+                return built
             thread = self._building.get(embedder)
             if thread is None or not thread.is_alive():
                 thread = threading.Thread(target=self._build, args=(embedder, matrix, ids),
@@ -175,12 +178,18 @@ class AnnIndexes:
         return built  # trained for another count: still right after the re-score, meanwhile
 
     def _build(self, embedder: str, matrix: npt.NDArray[np.float32], ids: list[int]) -> None:
-        built = _train(matrix, ids)
+        try:
+            built = _train(matrix, ids)
+        except Exception as exc:  # a thread's error would reach no caller
+            # Out of memory, most likely: the exact scan answers from now on, and the
+            # build is not tried again on every search.
+            logging.getLogger("kbsync.store").warning(
+                "the approximate vector index could not be built (%s); searches scan "
+                "exactly", " ".join(str(exc).split())[:200] or type(exc).__name__)
+            with self._lock:
+                self.above = 0
+                self._building.pop(embedder, None)
+            return
         with self._lock:
             self._built[embedder] = built
             self._building.pop(embedder, None)
-
-    def forget(self) -> None:
-        """Drop every index (the store's file was replaced)."""
-        with self._lock:
-            self._built.clear()
