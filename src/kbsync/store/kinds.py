@@ -68,13 +68,18 @@ class Rebuilding(Generic[T]):
 
 @dataclass(frozen=True, slots=True)
 class SqliteSettings:
-    """One SQLite file (relative to ``kbsync.toml``), the embedded default."""
+    """One SQLite file (relative to ``kbsync.toml``), the embedded default, and the count
+    of one embedder's chunks from which vector search asks an approximate index (the
+    ``ann`` extra; 0: never) and re-scores its candidates exactly."""
 
     path: str = ".kbsync/kbsync.db"
+    ann_above: int = 200_000  # kbsync.store.sqlite.ann.ANN_ABOVE
 
     def __post_init__(self) -> None:
         if not self.path:
             raise ParameterError("path must name the store's file")
+        if self.ann_above < 0:
+            raise ParameterError("ann_above must be 0 (never) or a count of chunks")
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +188,8 @@ class _Sqlite:
         from kbsync.store.sqlite import SqliteStore
 
         path = root / settings.path
-        return SqliteStore(path if create or path.exists() else ":memory:")
+        return SqliteStore(path if create or path.exists() else ":memory:",
+                           ann_above=settings.ann_above)
 
     def exists(self, settings: SqliteSettings, root: Path) -> bool:
         return (root / settings.path).exists()
@@ -231,7 +237,7 @@ class _Sqlite:
         new.close()
         old.close()
         swap_in(fresh, live, backup)
-        store = SqliteStore(live)
+        store = SqliteStore(live, ann_above=settings.ann_above)
         store.remember_damage(None)  # the damage was the old file's
         return Rebuilding(value, salvaged, backup, store)
 

@@ -18,6 +18,7 @@ from kbsync.errors import SchemaError, StoreError
 from kbsync.model import VectorNorm
 from kbsync.store.guard import READ_ONLY, is_damage, reported_damage, store_error
 from kbsync.store.sql import SqlBase
+from kbsync.store.sqlite.ann import ANN_ABOVE, AnnIndexes
 from kbsync.store.sqlite.dialect import SqliteDialect
 from kbsync.store.sqlite.files import prepare_state, writable
 from kbsync.store.sqlite.schema import MIGRATIONS, PAGE_SIZE, SCHEMA_VERSION, WAL_BYTES
@@ -50,7 +51,8 @@ class SqliteBase(SqlBase):
         else:
             self._dialect = SqliteDialect(conn)
 
-    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
+    def __init__(self, path: str | Path, *, read_only: bool = False,
+                 ann_above: int = ANN_ABOVE) -> None:
         self.path = Path(path)
         memory = str(path) == ":memory:"
         #: Whether the store is open for reading only (writes fail with a StoreError).
@@ -80,11 +82,16 @@ class SqliteBase(SqlBase):
         if version < SCHEMA_VERSION:
             self._migrate(version)
         self._vectors: dict[str, tuple[npt.NDArray[np.float32], list[int]]] = {}
-        self._vector_orders: dict[str, tuple[list[int], npt.NDArray[np.intp]]] = {}
+        # Each matrix's chunk ids as an array, their sort, and the ids sorted.
+        self._vector_orders: dict[str, tuple[list[int], npt.NDArray[np.int64],
+                                             npt.NDArray[np.intp], npt.NDArray[np.int64]]] = {}
         # The norm each cached matrix was checked against, and the sorted chunk ids of
         # the vectors it left out as unsound (see SearchTables._vector_matrix).
         self._unsound: dict[str, tuple[VectorNorm, npt.NDArray[np.int64]]] = {}
         self._data_version = -1
+        # The approximate index of each embedder's vectors, derived from the matrix above
+        # ann_above chunks (0: never); see kbsync.store.sqlite.ann.
+        self._ann = AnnIndexes(ann_above)
 
     def _connect(self) -> sqlite3.Connection:
         """The connection, its schema readable; a file that is no SQLite store is refused.

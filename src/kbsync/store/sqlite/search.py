@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection, Iterator, Sequence
 
 import numpy as np
@@ -11,10 +12,28 @@ from kbsync.model import ANY_NORM, VectorNorm
 from kbsync.store import ChunkRef, Hit, Nearest, Window
 from kbsync.store.filters import Filters, sqlite_condition
 from kbsync.store.rows import CURRENT, HIT_COLUMNS, INDEXED, as_hit, query_terms, window_span
+from kbsync.store.sqlite.ann import ANN_ABOVE, ann_available
 from kbsync.store.sqlite.connection import SqliteBase
 from kbsync.store.sqlite.schema import CURRENT_TEXT, FTS_WEIGHTS, MATCHING_CHUNKS
 
 __all__ = ["SearchTables"]
+
+# Candidates asked of the approximate index at least (4k for a bigger k): the re-score
+# picks the best k of them.
+_FETCH = 40
+
+_hinted = False
+
+
+def _hint_once(count: int) -> None:
+    """Say once per process that a big store would search faster with the ``ann`` extra."""
+    global _hinted
+    if not _hinted:
+        _hinted = True
+        logging.getLogger("kbsync.store").warning(
+            "vector search scans all %s chunks exactly; pip install 'kbsync[ann]' for an "
+            "approximate index with an exact re-score (faster above %s chunks)",
+            f"{count:,}", f"{ANN_ABOVE:,}")
 
 
 class SearchTables(SqliteBase):
@@ -105,22 +124,26 @@ class SearchTables(SqliteBase):
         left_out = int(np.isin(unsound, wanted).sum())
         if not ids:
             return np.zeros(0, dtype=np.intp), left_out
-        order = self._vector_order(embedder, ids)
-        sorted_ids = np.asarray(ids, dtype=np.int64)[order]
+        _, order, sorted_ids = self._vector_order(embedder, ids)
         at = np.searchsorted(sorted_ids, wanted)
         found = at < len(sorted_ids)
         found[found] = sorted_ids[at[found]] == wanted[found]
         rows: npt.NDArray[np.intp] = np.sort(order[at[found]])
         return rows, left_out
 
-    def _vector_order(self, embedder: str, ids: list[int]) -> npt.NDArray[np.intp]:
-        # The sort of the matrix's chunk ids, kept beside it (the matrix is rebuilt, and
-        # this forgotten, whenever the store changes).
+    def _vector_order(self, embedder: str, ids: list[int],
+                      ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.intp],
+                                 npt.NDArray[np.int64]]:
+        """The matrix's chunk ids as an array, their sort and the sorted ids, kept beside it
+        (the matrix is rebuilt, and these forgotten, whenever the store changes): made
+        from the list of a million ids, they would cost a search 30 ms."""
         cached = self._vector_orders.get(embedder)
         if cached is None or cached[0] is not ids:
-            cached = (ids, np.argsort(np.asarray(ids, dtype=np.int64), kind="stable"))
+            named = np.asarray(ids, dtype=np.int64)
+            order = np.argsort(named, kind="stable")
+            cached = (ids, named, order, named[order])
             self._vector_orders[embedder] = cached
-        return cached[1]
+        return cached[1:]
 
     def search_vector(self, embedder: str, vector: npt.NDArray[np.float32], k: int,
                       filters: Filters | None = None, norm: VectorNorm | None = None,
@@ -128,25 +151,76 @@ class SearchTables(SqliteBase):
         norm = norm or ANY_NORM
         matrix, ids = self._vector_matrix(embedder, norm)
         unsound = len(self._unsound[embedder][1])
+        chosen: npt.NDArray[np.intp] | None = None
         if filters:
             # Exact over the matching documents' vectors only: no top-k of all, then filtered.
             chosen, unsound = self._filtered_rows(embedder, filters, norm)
-            matrix, ids = matrix[chosen], [ids[i] for i in chosen.tolist()]
-        if not ids:
+        if not ids or (chosen is not None and not len(chosen)):
             return Nearest([], unsound)
-        scores = matrix @ np.asarray(vector, dtype=np.float32)
+        query = np.asarray(vector, dtype=np.float32)
+        rows = self._rows_to_score(embedder, matrix, ids, query, k, chosen)
+        # Every row asked about is scored exactly against the current matrix: what the
+        # approximate index offers is only a shorter list of rows.
+        scores = matrix @ query if rows is None else matrix[rows] @ query
         if k < len(scores):  # select the best k in linear time, then order only those
             best = np.argpartition(-scores, k)[:k]
             top = best[np.argsort(-scores[best], kind="stable")]
         else:
             top = np.argsort(-scores, kind="stable")
-        wanted = [ids[i] for i in top.tolist()]
+        at = top if rows is None else rows[top]
+        wanted = [ids[i] for i in at.tolist()]
         marks = ",".join("?" * len(wanted))
-        rows = {r["id"]: r for r in self._db.execute(
+        found = {r["id"]: r for r in self._db.execute(
             self._HIT.replace("SELECT ", "SELECT c.id AS id, ", 1) + f"WHERE c.id IN ({marks})",
             wanted)}
-        return Nearest([as_hit(tuple(rows[ids[i]])[1:], score=float(scores[i]))
-                        for i in top.tolist() if ids[i] in rows], unsound)
+        return Nearest([as_hit(tuple(found[chunk])[1:], score=float(scores[i]))
+                        for chunk, i in zip(wanted, top.tolist(), strict=True)
+                        if chunk in found], unsound)
+
+    def _rows_to_score(self, embedder: str, matrix: npt.NDArray[np.float32], ids: list[int],
+                       query: npt.NDArray[np.float32], k: int,
+                       chosen: npt.NDArray[np.intp] | None, *,
+                       wait: bool = False) -> npt.NDArray[np.intp] | None:
+        """The matrix rows a search scores exactly: the approximate index's candidates
+        when it has enough of them, else the rows meeting the filter (``chosen``), else
+        None: every row.
+
+        A filter matching fewer rows than the index's threshold is scanned exactly (as
+        fast, and nothing lost); a broader one asks the index for its best matching
+        candidates, and is scanned exactly when fewer than ``k`` of them pass.
+        """
+        count = len(ids) if chosen is None else len(chosen)
+        if query.shape != matrix.shape[1:]:  # the scan says what is wrong, as before
+            return chosen
+        if not self._ann.wanted(count):
+            if 0 < self._ann.above <= count and not ann_available():
+                _hint_once(count)
+            return chosen
+        named, order, sorted_ids = self._vector_order(embedder, ids)
+        allowed = None if chosen is None else named[chosen]
+        found = self._ann.candidates(embedder, matrix, ids, order, query,
+                                     max(4 * k, _FETCH), allowed, wait=wait)
+        if found is None:
+            return chosen
+        at = np.minimum(np.searchsorted(sorted_ids, found), len(sorted_ids) - 1)
+        current = sorted_ids[at] == found  # the matrix's ids are the store's current chunks
+        rows: npt.NDArray[np.intp] = order[at[current]]
+        if len(rows) < min(k, count):
+            return chosen
+        return rows
+
+    def prepare_vector_index(self, embedder: str, norm: VectorNorm | None = None) -> bool:
+        """Build the approximate index of ``embedder``'s vectors now (a search otherwise
+        builds it in a thread and scans meanwhile); whether the store has one.
+
+        Why: a long-running server, a benchmark or a test wants searches that use it
+        from the first one.
+        """
+        matrix, ids = self._vector_matrix(embedder, norm or ANY_NORM)
+        if not ids or not self._ann.wanted(len(ids)):
+            return False
+        query = np.zeros(matrix.shape[1], dtype=np.float32)
+        return self._rows_to_score(embedder, matrix, ids, query, 1, None, wait=True) is not None
 
     def hits_at(self, refs: Sequence[tuple[str, str, int, str]],
                 scores: Sequence[float]) -> list[Hit]:
