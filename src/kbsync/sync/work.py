@@ -133,15 +133,16 @@ def worker_context(store: WorkQueue, embedder: Embedder, extractor_for: Extracto
 
 
 def drain(run: str, sources: Sequence[Source], ctx: Context, *, state: str | None = None,
-          progress: Progress | None = None, batch: int = CLAIM_BATCH) -> int:
+          progress: Progress | None = None, batch: int | None = None) -> int:
     """Claim and process batches of ``run`` (only those in ``state``, when given: the
     coordinator's way through the phases of its run); how many documents.
 
     Without ``state``, documents to observe first, then documents to apply; while others
     hold the rest, or the coordinator has still to decide on it, it waits, until the
     run has nothing left, or its coordinator is gone. With ``state``, until no document
-    is left in that state.
+    is left in that state. ``batch``: documents a claim takes (:data:`CLAIM_BATCH`).
     """
+    batch = batch or CLAIM_BATCH
     store = ctx.store
     assert isinstance(store, WorkQueue)
     by_name = {s.name: s for s in sources}

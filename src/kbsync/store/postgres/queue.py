@@ -4,8 +4,8 @@ time (claimed with FOR UPDATE SKIP LOCKED), and the tallies of the batches done.
 A document's row goes ``todo`` (to read) -> ``observed`` (its observation waits here,
 pickled, with the facts the coordinator decides on) -> ``ready`` (the coordinator has
 decided on its source: the move's origin it takes, if any) -> deleted once applied. The
-coordinator's own row (state ``run``) names its server process, so that a worker waiting
-for a decision stops when the coordinator is gone.
+coordinator holds an advisory lock named after its run while it lives, so that a worker
+waiting for a decision stops when the coordinator is gone.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from kbsync.store.rows import CURRENT, MANIFEST_COLUMNS, stored_document
 __all__ = ["Claim", "QueueTables"]
 
 _PAGE = 5000
+_RUN_LOCKS = 0x6B627275  # the advisory locks' first key that marks a run's coordinator
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,16 +67,17 @@ class QueueTables(DocumentTables):
             [(run, source, key, blob, json.dumps(facts)) for key, blob, facts in rows])
 
     def begin_run(self, run: str) -> None:
-        """Name this connection's server process as the coordinator of ``run``."""
-        self._write("INSERT INTO work (run, source, key, state, item) VALUES "
-                    "(%s, '', '', 'run', jsonb_build_object('pid', pg_backend_pid())) "
-                    "ON CONFLICT DO NOTHING", (run,))
+        """Mark this connection as the coordinator of ``run`` (an advisory lock it holds
+        until :meth:`end_run` or its end): workers waiting for its decisions stop when it
+        is gone."""
+        self._conn.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", (_RUN_LOCKS, run))
 
     def coordinator_alive(self, run: str) -> bool:
         """Whether the coordinator of ``run`` still holds its connection to the server."""
         return bool(scalar(self._conn,
-            "SELECT count(*) FROM work w JOIN pg_stat_activity a "
-            "ON a.pid = (w.item->>'pid')::int WHERE w.run = %s AND w.state = 'run'", (run,)))
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s "
+            "AND objid = hashtext(%s)::oid AND granted",
+            (_RUN_LOCKS, run)))
 
     def abandon_runs(self) -> int:
         """Forget the queue of every run: those of coordinators that died before the end.
@@ -232,3 +234,4 @@ class QueueTables(DocumentTables):
         crashpoint("queue.end_run")
         self._conn.execute("DELETE FROM work WHERE run = %s", (run,))
         self._conn.execute("DELETE FROM work_results WHERE run = %s", (run,))
+        self._conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", (_RUN_LOCKS, run))
