@@ -242,7 +242,13 @@ def _decide(ctx: Context, run: str, one: _Source) -> Decision:
             yield observation
 
     decision = decide(ctx, one.name, one.scratch, one.listed.complete, one.out, observations)
-    store.release(run, one.name, decision.to_dict(), dict(one.scratch.moves()))
+    notes: dict[str, dict[str, Any]] = {}
+    for key, origin in one.scratch.moves():
+        notes.setdefault(key, {})["origin"] = origin
+    for key, digest in one.scratch.shared_fresh():
+        if digest not in decision.skip:
+            notes.setdefault(key, {}).setdefault("shares", []).append(digest)
+    store.release(run, one.name, decision.to_dict(), notes)
     return decision
 
 

@@ -365,6 +365,16 @@ class Scratch:
         return {r[0] for r in self._db.execute(
             "SELECT digest FROM occurrences WHERE fresh GROUP BY digest HAVING count(*) > 1")}
 
+    def shared_fresh(self) -> Iterator[tuple[str, str]]:
+        """``(key, digest)`` of each re-chunked document and each of its digests that
+        another re-chunked document holds too (:meth:`recurring`), by key."""
+        recurring = sorted(self.recurring())
+        for start in range(0, len(recurring), _PAGE):
+            page = recurring[start : start + _PAGE]
+            yield from self._db.execute(
+                "SELECT key, digest FROM occurrences WHERE fresh AND digest IN "
+                f"({', '.join('?' * len(page))})", page)
+
     def rechunked_count(self) -> int:
         return self._count("SELECT count(*) FROM observed WHERE rechunked")
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import pickle
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
@@ -100,7 +100,9 @@ class WorkQueue(RecordStore, Protocol):
     def observations(self, run: str, source: str) -> Iterator[bytes]: ...
 
     def release(self, run: str, source: str, decision: Mapping[str, Any],
-                origins: Mapping[str, str]) -> None: ...
+                notes: Mapping[str, Mapping[str, Any]]) -> None: ...
+
+    def hold_digests(self, digests: Collection[str]) -> None: ...
 
     def decision(self, run: str, source: str) -> dict[str, Any]: ...
 
@@ -221,6 +223,9 @@ def _apply(ctx: Context, run: str, source: Source, jobs: Sequence[ClaimedDocumen
     the moves the coordinator decided."""
     store = ctx.store
     assert isinstance(store, WorkQueue)
+    # A chunk new to several documents of the run is embedded by one batch: the others
+    # wait for it, then find it cached (as one process, batch after batch, does).
+    store.hold_digests({d for j in jobs for d in j.item.get("shares", ())})
     named = [str(j.item["origin"]) for j in jobs if j.item.get("origin")]
     origins = store.stored_many(source.name, named) if named else {}
     batch = []

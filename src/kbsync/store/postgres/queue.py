@@ -11,7 +11,7 @@ waiting for a decision stops when the coordinator is gone.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
@@ -26,6 +26,8 @@ __all__ = ["Claim", "QueueTables"]
 
 _PAGE = 5000
 _RUN_LOCKS = 0x6B627275  # the advisory locks' first key that marks a run's coordinator
+# Advisory locks of chunk digests: 60 bits of the digest, above every int4 key (hashtext's).
+_DIGEST_LOCKS = 1 << 61
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,22 +185,33 @@ class QueueTables(DocumentTables):
             yield bytes(blob)
 
     def release(self, run: str, source: str, decision: Mapping[str, Any],
-                origins: Mapping[str, str]) -> None:
+                notes: Mapping[str, Mapping[str, Any]]) -> None:
         """The coordinator has decided on ``source``: its observed documents are ready to
-        apply, each new one with the origin of the move it is (``origins``, by key)."""
+        apply, each with what the decision says of it (``notes``, by key: the origin of
+        the move it is, the digests it shares with others)."""
         with self._transaction():
             crashpoint("queue.release")
             self._conn.execute(
                 "INSERT INTO work (run, source, key, state, item) VALUES "
                 "(%s, %s, '', 'decision', %s) ON CONFLICT (run, source, key) "
                 "DO UPDATE SET item = excluded.item", (run, source, json.dumps(decision)))
-            if origins:
+            if notes:
                 self._write_many(
-                    "UPDATE work SET item = item || jsonb_build_object('origin', %s::text) "
+                    "UPDATE work SET item = item || %s::jsonb "
                     "WHERE run = %s AND source = %s AND key = %s",
-                    [(origin, run, source, key) for key, origin in origins.items()])
+                    [(json.dumps(note), run, source, key) for key, note in notes.items()])
             self._conn.execute("UPDATE work SET state = 'ready' WHERE run = %s AND source = %s "
                                "AND state = 'observed'", (run, source))
+
+    def hold_digests(self, digests: Collection[str]) -> None:
+        """Hold these chunk digests until the claim's transaction ends, waiting for any
+        other worker that holds one: batches sharing a new chunk embed it one after the
+        other, the later finding it cached, never both. Taken in one order by every
+        worker, before it writes anything, so two never wait on each other."""
+        keys = sorted(_DIGEST_LOCKS | int(d[:15], 16) for d in digests)
+        if keys:
+            self._conn.execute("SELECT count(pg_advisory_xact_lock(k)) FROM unnest(%s::bigint[]) k",
+                               (keys,))
 
     def decision(self, run: str, source: str) -> dict[str, Any]:
         """What the coordinator decided on ``source`` for this run (:meth:`release`)."""
