@@ -166,10 +166,8 @@ def logical_dump(engine: KnowledgeBase) -> dict[str, Any]:
             docs[(source, key)] = (d.stat, d.bytes_hash, d.text_hash, d.derivation, d.title,
                                    d.metadata, d.generation, d.missing, text.text,
                                    text.previous)
-    digests: dict[tuple[str, str], list[str]] = {}
-    for source in sorted(store.source_names()):
-        for key, digest in store.chunk_digests(source):
-            digests.setdefault((source, key), []).append(digest)
+    digests = {(source, d.key): d.chunk_digests for source in sorted(store.source_names())
+               for d in store.with_digests(source, store.manifest(source).values())}
     cached = {d for (d,) in _rows(store, "SELECT digest FROM embeddings")}
     vectors = store.vectors(engine.embedder.identity, cached)
     return {
