@@ -20,6 +20,7 @@ import pickle
 import time
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from typing import Any, Protocol, runtime_checkable
 
 from kbsync.core.plan import StoredDocument, Unchanged
@@ -208,7 +209,9 @@ def _observe(ctx: Context, run: str, source: Source, jobs: Sequence[ClaimedDocum
                               "kbsync version")
         reads.append(ReadJob(item, olds.get(job.key), made_with))
     seen = observe_batch(source, reads, ctx.extractor_for, ctx.chunker)
-    rows = [(o.key, pickle.dumps((o, old), protocol=pickle.HIGHEST_PROTOCOL),
+    # Without its chunk digests, which the plan reads again: the row is smaller.
+    rows = [(o.key, pickle.dumps((o, old if old is None else replace(old, chunk_digests=())),
+                                 protocol=pickle.HIGHEST_PROTOCOL),
              facts_of(o, old).to_dict())
             for o, old in seen.observations if not isinstance(o, Unchanged)]
     store.observed_batch(run, source.name, rows,

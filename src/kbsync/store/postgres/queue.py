@@ -150,10 +150,13 @@ class QueueTables(DocumentTables):
         if unchanged:
             self._conn.execute("DELETE FROM work WHERE run = %s AND source = %s "
                                "AND key = ANY(%s)", (run, source, list(unchanged)))
-        self._write_many(
-            "UPDATE work SET state = 'observed', observation = %s, result = %s "
-            "WHERE run = %s AND source = %s AND key = %s",
-            [(blob, json.dumps(facts), run, source, key) for key, blob, facts in rows])
+        if rows:  # one statement for the batch, not one per row
+            self._conn.execute(
+                "UPDATE work w SET state = 'observed', observation = r.blob, result = r.facts "
+                "FROM unnest(%s::text[], %s::bytea[], %s::jsonb[]) AS r(key, blob, facts) "
+                "WHERE w.run = %s AND w.source = %s AND w.key = r.key",
+                ([key for key, _, _ in rows], [blob for _, blob, _ in rows],
+                 [json.dumps(facts) for _, _, facts in rows], run, source))
         self._result(run, source, 1, first_key, result)
 
     def finish_batch(self, run: str, source: str, keys: Sequence[str],
