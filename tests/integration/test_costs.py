@@ -265,3 +265,23 @@ def test_a_chunker_change_bills_only_the_texts_it_has_no_vector_for(home: Path) 
     with KnowledgeBase.open(home) as kb:
         done = kb.sync().sources[0]
     assert done.embeddings_computed == planned.embeddings_to_compute
+
+
+def test_workers_refuse_a_sync_over_the_bound_before_embedding_anything(
+        home: Path, postgres_url: str) -> None:
+    from tests.conftest import Backend
+
+    backend = Backend("postgres", postgres_url)
+    backend.configure(home)
+    _bound(home, 100)
+    try:
+        with KnowledgeBase.open(home) as kb:
+            with pytest.raises(ConfirmationRequiredError, match="confirm_above_tokens = 100"):
+                kb.sync(workers=1)
+            status = kb.status()
+            assert (status.documents, status.embeddings) == (0, 0)
+            assert status.last_run is not None
+            assert status.last_run.interrupted
+            assert kb.sync(workers=1, yes=True).total("new") == 5
+    finally:
+        backend.drop()

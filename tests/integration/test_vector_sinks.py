@@ -436,3 +436,32 @@ def test_a_missing_client_library_names_the_extra(monkeypatch: pytest.MonkeyPatc
         QdrantSink(path=tmp_path / "q")
     with pytest.raises(DependencyMissingError, match=r"kbsync\[lancedb\]"):
         LanceDBSink(path=tmp_path / "l")
+
+
+@pytest.mark.parametrize("name", sorted(SINKS))
+def test_workers_mirror_the_vectors_into_the_sink_as_one_process_does(
+        tmp_path: Path, postgres_url: str, name: str) -> None:
+    from tests.conftest import Backend
+
+    backend = Backend("postgres", postgres_url)
+    folder = _knowledge_base(tmp_path / "kb", SINKS[name])
+    backend.configure(folder)
+    try:
+        with KnowledgeBase.open(folder) as engine:
+            assert engine.sync(workers=1).total("new") == 5
+            assert engine.verify().problems == ()
+            assert engine.sink is not None
+            expected = expected_points(engine.store, engine.embedder.identity)
+            assert {p.id for p in engine.sink.scan()} == set(expected)
+            doc = sorted((folder / "docs").iterdir())[0]
+            doc.write_text(doc.read_text(encoding="utf-8") + "\n\nA new closing paragraph "
+                           "about the lantern room and its brass.\n", encoding="utf-8")
+            report = engine.sync(workers=1)
+            assert report.total("modified") == 1
+            assert report.sources[0].vectors_upserted > 0
+            assert engine.verify().problems == ()
+            assert engine.store.pending_outbox() == []
+            assert {p.id for p in engine.sink.scan()} == set(
+                expected_points(engine.store, engine.embedder.identity))
+    finally:
+        backend.drop()

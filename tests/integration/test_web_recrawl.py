@@ -118,3 +118,30 @@ def test_an_erased_page_leaves_no_schedule_behind(
         assert again.sources[0].skipped_erased == 1  # found again by its link, and skipped
         assert len(store.schedules(name)) == 2
         assert lights not in store.schedules(name)
+
+
+def test_a_due_sync_with_workers_requests_no_page_that_is_not_due_and_deletes_none(
+    kb: Path, site: Site, httpserver: HTTPServer, postgres_url: str
+) -> None:
+    from tests.conftest import Backend
+
+    backend = Backend("postgres", postgres_url)
+    backend.configure(kb)
+    try:
+        with KnowledgeBase.open(kb) as engine:
+            first = engine.sync(workers=2)
+            assert first.total("new") == 3, first.sources[0].failures
+            before = _page_requests(httpserver)
+            site.status["/lights"] = 410
+            site.pages["/tides"] += " A storm surge once flooded the quay."
+            due = engine.sync(workers=2, due=True)
+            assert _page_requests(httpserver) == before
+            assert (due.total("unchanged"), due.total("deleted")) == (3, 0)
+            assert due.sources[0].to_dict()["pages_not_due"] == 3
+            full = engine.sync(workers=2)
+            assert (full.total("deleted"), full.total("modified")) == (1, 1)
+            store = engine.store
+            assert isinstance(store, Schedules)
+            assert len(store.schedules(full.sources[0].source)) == 2
+    finally:
+        backend.drop()

@@ -134,14 +134,14 @@ def test_a_killed_worker_loses_nothing(
 ) -> None:
     kb = _kb(tmp_path, corpus, pg)
     marker = tmp_path / "claimed"
-    # A worker that stops for good after writing its first batch, before it commits.
+    # A worker that stops for good after reading its first batch, before it commits.
     doomed = ("import sys, time\n"
               "from kbsync.app.knowledge_base import KnowledgeBase\n"
               "from kbsync.store.postgres import PostgresStore\n"
-              "def stuck(store, run, source, keys, result):\n"
-              "    open(sys.argv[2], 'w').write(keys[0])\n"
+              "def stuck(store, run, source, rows, *args):\n"
+              "    open(sys.argv[2], 'w').write(rows[0][0])\n"
               "    time.sleep(3600)\n"
-              "PostgresStore.finish_batch = stuck\n"
+              "PostgresStore.observed_batch = stuck\n"
               "with KnowledgeBase.open(sys.argv[1]) as engine:\n"
               "    engine.work(run=sys.argv[3])\n")
     killed: list[str] = []
@@ -159,7 +159,7 @@ def test_a_killed_worker_loses_nothing(
             victim.send_signal(signal.SIGKILL)
             victim.wait()
             killed.append(marker.read_text())
-            # Its batch was written but not committed: the queue still counts it.
+            # Its batch was read but not committed: the queue still counts it.
             assert engine.store.pending(run) == held
             return others(run, count - 1)
         return start
@@ -319,7 +319,7 @@ def test_a_worker_with_another_configuration_is_refused(pg: Backend, tmp_path: P
         queue.close()
 
 
-def test_a_worker_started_on_its_own_serves_every_run_in_progress(
+def test_a_worker_started_on_its_own_reads_every_run_but_applies_nothing_undecided(
     pg: Backend, tmp_path: Path,
 ) -> None:
     docs = tmp_path / "docs"
@@ -337,13 +337,16 @@ def test_a_worker_started_on_its_own_serves_every_run_in_progress(
         queue.enqueue("run-b", "docs", items[2:])
         assert queue.open_runs() == ["run-a", "run-b"]
         out = subprocess.run([sys.executable, "-m", "kbsync", "worker", "-c", str(kb)],
-                             capture_output=True, text=True)
+                             capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr
         assert "4 documents processed" in out.stderr
+        # Read, each waiting for a coordinator to decide on its source; none is alive.
         assert queue.open_runs() == []
+        assert queue.waiting("run-a") == {"observed": 2}
         queue.close()
     with KnowledgeBase.open(kb) as engine:
-        assert engine.status().documents == 4
+        assert engine.status().documents == 0
+        assert engine.sync(workers=2).total("new") == 4
         assert engine.verify().problems == ()
 
 

@@ -23,7 +23,7 @@ from kbsync.extract.registry import extractor_for
 from kbsync.store.postgres import PostgresStore
 from kbsync.sync import SyncOptions
 from kbsync.sync.parallel import sync_parallel
-from kbsync.sync.work import drain
+from kbsync.sync.work import drain, worker_context
 from tests.reliability.harness import crash_in_child, killed
 from tests.store_machine import BODIES, CHUNKER, KEYS, EditedSource
 
@@ -48,7 +48,8 @@ def test_the_parallel_driver_keeps_the_store_equal_to_the_model(postgres_url: st
             def work() -> None:
                 store = PostgresStore(postgres_url, schema=self.schema)
                 try:
-                    drain(run, [self.source], store, self.embedder, extractor_for, CHUNKER)
+                    drain(run, [self.source],
+                          worker_context(store, self.embedder, extractor_for, CHUNKER))
                     codes.append(0)
                 except Exception:
                     codes.append(1)

@@ -52,6 +52,8 @@ def _exercise(scratch: Scratch) -> None:
     scratch.count_stored([("a", "d1"), ("b", "d9"), ("z", "d1")])
     scratch.boilerplate(0.05)
     scratch.recurring()
+    scratch.decide_moves()
+    list(scratch.moves())
     list(scratch.batches(1, 10**6))
     scratch.moved(scratch.origins(["moved|d"]))
     list(scratch.gone(1))
@@ -95,7 +97,7 @@ def test_observations_come_back_in_key_order_in_bounded_batches(tmp_path: Path) 
         for key in ("k3", "k1", "k2", "k0", "k4"):
             scratch.observe(Failed(key, "x"), None)
         batches = list(scratch.batches(2, 10**6))
-    assert [[o.key for o, _ in b] for b in batches] == [["k0", "k1"], ["k2", "k3"], ["k4"]]
+    assert [[w.observation.key for w in b] for b in batches] == [["k0", "k1"], ["k2", "k3"], ["k4"]]
 
 
 def test_batches_grow_from_the_first_size_by_doubling_up_to_the_limit(tmp_path: Path) -> None:
@@ -116,6 +118,27 @@ def test_a_moved_origin_is_offered_no_more_and_not_deleted(tmp_path: Path) -> No
         scratch.moved(offered[:1])
         assert [d.key for d in scratch.origins(["same|d"])] == ["old2"]
         assert [[d.key for d in page] for page in scratch.gone(10)] == [["old2"]]
+
+
+def test_new_documents_take_origins_in_key_order_by_text_then_by_the_name_a_source_gives(
+        tmp_path: Path) -> None:
+    with Scratch(tmp_path) as scratch:
+        scratch.add_stored([_stored("old1", "same"), _stored("old2", "same"),
+                            _stored("named", "other"), _stored("x")])
+        scratch.add_listed([(SourceItem(k, k, "text/plain"), "d")
+                            for k in ("x", "new1", "new2", "new3", "new4")])
+        scratch.vanish()
+        scratch.observe(_version("new2", ["d"], "same"), None)
+        scratch.observe(_version("new1", ["d"], "same"), None)
+        scratch.observe(_version("new3", ["d"], "same"), None)
+        scratch.observe(dataclasses.replace(_version("new4", ["e"], "edited"),
+                                            renamed_from="named"), None)
+        assert scratch.decide_moves() == 3
+        assert list(scratch.moves()) == [("new1", "old1"), ("new2", "old2"),
+                                         ("new4", "named")]
+        assert scratch.gone_count() == 0
+        assert [w.origin.key if w.origin else None for b in scratch.batches(10, 10**6)
+                for w in b] == ["old1", "old2", None, "named"]
 
 
 _KEYS = st.sampled_from([f"doc{i}" for i in range(12)] + [f"https://h{i % 2}.test/p{i}"

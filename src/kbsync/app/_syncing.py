@@ -21,6 +21,7 @@ from kbsync.sync import (
     drain,
     sync_parallel,
     sync_sources,
+    worker_context,
 )
 
 __all__ = ["Syncing"]
@@ -76,12 +77,6 @@ class Syncing(Parts):
         if workers and not self.config.store_kind.capabilities.workers:
             raise ConfigError("--workers needs a PostgreSQL store ([store] url in kbsync.toml): "
                               "a SQLite file takes one writer at a time")
-        if workers and due:
-            raise ConfigError("--due does not drive parallel workers yet: sync --due without "
-                              "--workers")
-        if workers and self.config.vectors:
-            raise ConfigError("--workers does not drive an external vector store ([vectors]) "
-                              "yet: sync without --workers")
         only = None if sources is None else self._named(sources)
         self._progress = progress
         with self._writing(wait, on_wait):
@@ -90,16 +85,15 @@ class Syncing(Parts):
             options = self._options(verify=verify, allow_mass_delete=allow_mass_delete,
                                     accept_replacements=accept_replacements, due=due,
                                     accept_root=accept_root)
-            options = replace(options, only=only)
+            bound = None if yes else self.bill_bound()
+            options = replace(options, only=only,
+                              confirm_above_tokens=None if bound is None else bound.tokens,
+                              bound_setting="" if bound is None else bound.setting)
             if workers:
                 return sync_parallel(
                     self.sources, self._queue(), self.embedder, self._extractor_for,
                     self.config.chunker, options, workers=workers, spawn=self._spawn,
-                    progress=progress)
-            bound = None if yes else self.bill_bound()
-            options = replace(options,
-                              confirm_above_tokens=None if bound is None else bound.tokens,
-                              bound_setting="" if bound is None else bound.setting)
+                    progress=progress, index=self.vector_index)
             if isinstance(self.store, WorkQueue):
                 # Holding the writer lock, no parallel run is in progress: a queue left by a
                 # killed one would be served, out of date, by a `kbsync worker` started later.
@@ -149,11 +143,12 @@ class Syncing(Parts):
         self._refuse_if_damaged()
         queue = self._queue()
         stop = stop or threading.Event()
+        ctx = worker_context(queue, self.embedder, self._extractor_for, self.config.chunker,
+                             self._options(), self.vector_index)
         done = 0
         while not stop.is_set():
             for current in [run] if run else queue.open_runs():
-                done += drain(current, self.sources, queue, self.embedder, self._extractor_for,
-                              self.config.chunker)
+                done += drain(current, self.sources, ctx)
             if not follow:
                 break
             stop.wait(poll)

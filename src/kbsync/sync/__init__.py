@@ -1,10 +1,13 @@
 """The sync: bring a store in step with its sources, doing the least work that is correct.
 
-Two drivers run the same steps: :func:`sync_sources` in one process
-(:mod:`kbsync.sync.single`), :func:`sync_parallel` with workers sharing a PostgreSQL
-store (:mod:`kbsync.sync.parallel`). The steps, each in the module named for it, see
-only protocols (Source, Extractor, RecordStore, Embedder, VectorSink) and the pure
-core, so every part can be replaced by a fake from :mod:`kbsync.testing`:
+The sync is a set of batch steps over one context (:mod:`kbsync.sync.steps`, the values
+they hand each other in :mod:`kbsync.sync.context`): list, gate, observe, decide, plan,
+embed, apply, delete, merge. Drivers only compose them: :func:`sync_sources` in one
+process (:mod:`kbsync.sync.single`), :func:`sync_parallel` with workers sharing a
+PostgreSQL store (:mod:`kbsync.sync.parallel`, :mod:`kbsync.sync.work`). The steps,
+each in the module named for it, see only protocols (Source, Extractor, the store's
+roles, Embedder, VectorSink) and the pure core, so every part can be replaced by a fake
+from :mod:`kbsync.testing`:
 
 - :mod:`~kbsync.sync.listing`: list a source beside the store's manifest of it;
 - :mod:`~kbsync.sync.observe`: the stat gate, then read, extract, hash and chunk
@@ -15,9 +18,9 @@ core, so every part can be replaced by a fake from :mod:`kbsync.testing`:
   backfill; :mod:`~kbsync.sync.collect`: the vectors' way into the cache;
   :mod:`~kbsync.sync.bill`: refuse a bill over its bound;
 - :mod:`~kbsync.sync.apply`: write a plan, count it, delete what vanished;
-- :mod:`~kbsync.sync.batches`: a source's changes planned, embedded and applied a
-  batch at a time (the single driver); :mod:`~kbsync.sync.work`: a document claimed
-  from the work queue (the parallel driver);
+- :mod:`~kbsync.sync.batches`: the single driver's batches, a batch embedded while the
+  one before is applied; :mod:`~kbsync.sync.work`: batches claimed from the work queue
+  (the parallel driver);
 - :mod:`~kbsync.sync.removed`, :mod:`~kbsync.sync.erasures`: sources no longer
   configured, keys ``kbsync erase`` covers;
 - :mod:`~kbsync.sync.tally`: what a run did, as it goes;
@@ -33,7 +36,7 @@ from kbsync.sync.removed import release_source
 from kbsync.sync.scratch import remove_stale
 from kbsync.sync.single import sync_sources
 from kbsync.sync.tally import Progress, SourceTally, SyncReport, utc_now
-from kbsync.sync.work import ClaimedDocument, WorkQueue, drain
+from kbsync.sync.work import ClaimedDocument, WorkQueue, drain, worker_context
 
 __all__ = [
     "EMBEDDER_COUNTER",
@@ -54,4 +57,5 @@ __all__ = [
     "sync_sources",
     "tombstone",
     "utc_now",
+    "worker_context",
 ]

@@ -1,8 +1,9 @@
-"""A source's changed documents planned, embedded and applied a batch at a time.
+"""The single-process driver's batches: planned, then embedded in a thread of their own
+while the batch before is applied.
 
 The single-process driver (:mod:`kbsync.sync.single`) reads a source's changed
-documents into its scratch file, then hands them here a batch at a time. Each batch
-is planned (screened, its moves matched, its cache misses found), embedded and
+documents into its scratch file, then hands them to the steps
+(:mod:`kbsync.sync.steps`) a batch at a time. Each batch is planned, embedded and
 applied in one transaction. The embedding of a batch runs in a thread of its own
 (:class:`~kbsync.sync.embedding.Embedding`) while the batch before it is applied and
 the one after it planned (:class:`Pipeline`), so that the model and the store's
@@ -12,61 +13,16 @@ writes share the machine instead of taking turns.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Protocol
 
-from kbsync.core.chunking import ChunkShape, shape_of
-from kbsync.core.plan import (
-    Action,
-    DocumentVersion,
-    Failed,
-    Observation,
-    Plan,
-    StoredDocument,
-    plan,
-    text_key,
-)
-from kbsync.embed import Embedder
-from kbsync.model import ChangeReport, Chunk
-from kbsync.store import Meta
-from kbsync.sync.apply import Applying, apply_plan, count_plan
-from kbsync.sync.chunker import Chunker
-from kbsync.sync.embedding import Embedding, Vectors, cached_vectors
-from kbsync.sync.observe import ExtractorFor
-from kbsync.sync.options import SyncOptions
-from kbsync.sync.replacements import compare_stored, reports_change, screen
-from kbsync.sync.scratch import Scratch
-from kbsync.sync.tally import REPORT_LIMIT, Clock, Progress, SourceTally
-from kbsync.sync.vector_index import VectorIndex
+from kbsync.core.plan import Plan
+from kbsync.sync.context import Context
+from kbsync.sync.embedding import Embedding, Vectors
+from kbsync.sync.steps import apply_batch, embed_batch
+from kbsync.sync.tally import Progress, SourceTally
 
-__all__ = ["Added", "Batch", "Batching", "Counted", "Pipeline", "Run", "plan_batch"]
-
-Batch = Sequence[tuple[Observation, StoredDocument | None]]
-
-
-class Batching(Applying, Meta, Protocol):
-    """What a batch's steps use of a store: its manifest (stored digests and texts), its
-    embedding cache, and meta (the replacements held)."""
-
-
-@dataclass(frozen=True)
-class Run:
-    """What every step of one sync shares."""
-
-    store: Batching
-    embedder: Embedder
-    extractor_for: ExtractorFor
-    chunker: Chunker
-    options: SyncOptions
-    progress: Progress | None
-    index: VectorIndex
-    clock: Clock
-    tally: Counter[ChunkShape]
-
-    def count_chunk(self, chunk: Chunk) -> None:
-        """Count ``chunk`` for the run's chunking diagnostics (its text is not kept)."""
-        self.tally[shape_of(chunk)] += 1
+__all__ = ["Added", "Counted", "Pipeline"]
 
 
 class Added:
@@ -119,74 +75,6 @@ class Counted:
         return tick
 
 
-def plan_batch(run: Run, source: str, batch: Batch, scratch: Scratch, skip: frozenset[str],
-               shared: frozenset[str], out: SourceTally, assumed: Collection[str],
-               ) -> tuple[Plan, frozenset[str]]:
-    """Plan one batch and count it in ``out``; the plan, and the digests it takes as
-    embedded only because they are in ``assumed`` (those of earlier batches that are
-    not in the cache yet: being embedded, or in a dry run never).
-
-    The gone documents of ``scratch`` this batch moves from are offered no more.
-    """
-    store = run.store
-    olds = {old.key: old for _, old in batch if old is not None}
-    for seen, _ in batch:
-        if isinstance(seen, Failed) and seen.stat is not None \
-                and len(out.unreadable) < REPORT_LIMIT:
-            out.unreadable[seen.key] = (seen.stat, seen.derivation, seen.message)
-    observations, changes = _screen(run, source, [o for o, _ in batch], olds, shared, out)
-    versions = [o for o in observations if isinstance(o, DocumentVersion)]
-    # Batches go in key order, as one plan of the source takes moves: a new document
-    # moves from the first gone one with its text that no earlier key has taken.
-    offered = scratch.origins([text_key(v) for v in versions if v.key not in olds])
-    offered += scratch.gone_at([v.renamed_from for v in versions
-                                if v.key not in olds and v.renamed_from is not None])
-    filled = {d.key: d for d in store.with_digests(
-        source, offered + [olds[v.key] for v in versions if v.key in olds])}
-    local = {d.key: filled[d.key] for d in offered}
-    for key, old in olds.items():
-        local[key] = filled.get(key, old)
-    chunks = [c for v in versions for c in v.chunks]
-    cached = cached_vectors(store, run.embedder.identity, chunks, skip,
-                            write=not run.options.dry_run)
-    borrowed = frozenset(c.digest for c in chunks if c.digest in assumed) - cached
-    the_plan = plan(source, local, [o.key for o in observations], observations,
-                    cached | borrowed, skip=skip, delete=False)
-    scratch.moved(local[d.previous_key] for d in the_plan.documents
-                  if d.action is Action.MOVED and d.previous_key is not None)
-    tokens = {c.digest: c.tokens for c in chunks}
-    out.embedding_tokens += sum(tokens[d] for d in the_plan.to_embed)
-    out.embeddings_to_compute += len(the_plan.to_embed)
-    count_plan(out, the_plan.documents)
-    for d in the_plan.documents:
-        change = changes.get(d.key)
-        if d.edited and d.version is not None and d.previous_key is not None:
-            # Compared now, while the origin's text is still stored at its old key.
-            change = compare_stored(store, source, d.version, local[d.previous_key], shared)
-        if change is not None and reports_change(d):
-            out.note_change(d.key, change)
-    run.clock.lap("plan")
-    return the_plan, borrowed
-
-
-def _screen(
-    run: Run, source: str, observations: list[Observation], olds: Mapping[str, StoredDocument],
-    shared: frozenset[str], out: SourceTally,
-) -> tuple[list[Observation], dict[str, ChangeReport]]:
-    """Every observation screened (:func:`~kbsync.sync.replacements.screen`): those to plan
-    (a held document becomes :class:`~kbsync.core.plan.Held`) and the change report of each one
-    compared."""
-    screened: list[Observation] = []
-    changes: dict[str, ChangeReport] = {}
-    for o in observations:
-        seen = screen(run.store, source, o, olds.get(o.key), shared, out,
-                      accept=run.options.accept_replacements, write=not run.options.dry_run)
-        screened.append(seen.observation)
-        if seen.change is not None and isinstance(o, DocumentVersion):
-            changes[o.key] = seen.change
-    return screened, changes
-
-
 @dataclass(frozen=True)
 class _Embedding:
     """A planned batch whose vectors are being computed."""
@@ -208,8 +96,8 @@ class Pipeline:
     hold it, keeping their previous version, as if they had failed to embed it.
     """
 
-    def __init__(self, run: Run, source: str, skip: frozenset[str], out: SourceTally) -> None:
-        self._run, self._source, self._skip, self._out = run, source, skip, out
+    def __init__(self, ctx: Context, skip: frozenset[str], out: SourceTally) -> None:
+        self._ctx, self._skip, self._out = ctx, skip, out
         self._ahead: _Embedding | None = None
         self._failed: set[str] = set()  # digests the last batch collected failed to embed
 
@@ -220,7 +108,7 @@ class Pipeline:
     def push(self, the_plan: Plan, borrowed: frozenset[str], progress: Progress | None) -> None:
         """Start embedding ``the_plan``, then apply the batch before it."""
         previous = self._collect()
-        self._ahead = _Embedding(the_plan, borrowed, Embedding(the_plan, self._run.embedder),
+        self._ahead = _Embedding(the_plan, borrowed, Embedding(the_plan, self._ctx.embedder),
                                  progress, frozenset(the_plan.to_embed))
         if previous is not None:
             self._apply(*previous)
@@ -236,28 +124,18 @@ class Pipeline:
         stops: an error, Ctrl-C)."""
         if self._ahead is not None:
             job, self._ahead = self._ahead.job, None
-            job.stop(self._out, self._run.store)
+            job.stop(self._out, self._ctx.store)
 
     def _collect(self) -> tuple[Plan, Vectors, set[str], Progress | None] | None:
         ahead, self._ahead = self._ahead, None
         if ahead is None:
             return None
-        run = self._run
-        keep = run.index.keeps_fresh_vectors  # else the last vectors wait for the batch
-        vectors, failed = ahead.job.collect(
-            self._out, ahead.progress, run.store, keep=keep, hold=not keep,
-            cache_seconds=run.options.batch.cache_seconds)
+        vectors, failed = embed_batch(self._ctx, ahead.plan, self._out, ahead.progress,
+                                      ahead.job)
         inherited = self._failed & ahead.borrowed
         self._failed = failed
-        run.clock.lap("embed")
         return ahead.plan, vectors, failed | inherited, ahead.progress
 
     def _apply(self, the_plan: Plan, vectors: Vectors, failed: set[str],
                progress: Progress | None) -> None:
-        run = self._run
-        # The store's own index writes the batch's last vectors in its transaction.
-        keep = run.index.keeps_fresh_vectors
-        apply_plan(the_plan, vectors if keep else {}, failed, run.store, run.index,
-                   run.embedder, self._out, progress, self._skip,
-                   held=None if keep else vectors)
-        run.clock.lap("apply")
+        apply_batch(self._ctx, the_plan, vectors, failed, self._skip, self._out, progress)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from kbsync.core.plan import Observation
 from kbsync.embed import Embedder
 from kbsync.errors import ConfirmationRequiredError
 from kbsync.store import EmbeddingCache
@@ -12,7 +15,7 @@ __all__ = ["confirm_bill"]
 
 def confirm_bill(store: EmbeddingCache, embedder: Embedder, source: str, scratch: Scratch,
                  skip: frozenset[str], limit: int, *, embedded: bool,
-                 setting: str = "") -> None:
+                 setting: str = "", observations: Iterable[Observation] | None = None) -> None:
     """Refuse, before anything of the source is embedded, a bill over ``limit`` tokens.
 
     The bill is the tokens of the chunks read in this run that are neither cached
@@ -21,7 +24,8 @@ def confirm_bill(store: EmbeddingCache, embedder: Embedder, source: str, scratch
     re-embeds every document); the cache is asked about the first only when all of
     them together may exceed it. ``embedded`` says the stored chunks all have their
     vector (:func:`~kbsync.sync.embedding.embedded_meta_name`). ``setting`` names where
-    the bound comes from (``[index] confirm_above_tokens = {limit}`` when empty).
+    the bound comes from (``[index] confirm_above_tokens = {limit}`` when empty);
+    ``observations`` are the source's observations when ``scratch`` only noted them.
     """
     identity = embedder.identity
     missing = {} if embedded else store.unembedded(source, identity)
@@ -29,7 +33,7 @@ def confirm_bill(store: EmbeddingCache, embedder: Embedder, source: str, scratch
     tokens = sum(embedder.count_tokens(list(missing.values()))) if missing else 0
     if scratch.fresh_tokens_at_most() + tokens <= limit:
         return
-    for page in scratch.fresh_chunks():
+    for page in scratch.fresh_chunks(observations):
         cached = store.cached(identity, [d for d, _, _ in page])
         wanted = [(d, n, key) for d, n, key in page
                   if d not in cached and d not in skip and d not in missing]

@@ -162,10 +162,12 @@ def replay_outbox(store: Mirror, sink: VectorSink) -> int:
 
 def write_document(store: Mirrored, sink: VectorSink, source: str, doc: DocumentPlan,
                    vectors: Mapping[str, npt.NDArray[np.float32]], embedder: str, now: str,
-                   skip: Collection[str]) -> IndexWrite:
+                   skip: Collection[str], *, defer_deletes: bool = False) -> IndexWrite:
     """Apply one document's plan to the records and the sink, in the crash-safe order.
 
-    ``skip`` are the source's boilerplate digests, which are not indexed.
+    ``skip`` are the source's boilerplate digests, which are not indexed. With
+    ``defer_deletes`` (the records commit later, with a worker's batch) the old points
+    stay in the outbox, for :func:`replay_outbox` once that commit is made.
     Raises :class:`VectorStoreError` when the sink refuses the new points; then
     nothing was committed and the document keeps its previous version.
     """
@@ -194,6 +196,8 @@ def write_document(store: Mirrored, sink: VectorSink, source: str, doc: Document
     store.apply(source, doc, vectors, embedder, now, outbox=deletes)
     if not deletes:
         return IndexWrite(upserted=len(upserts))
+    if defer_deletes:
+        return IndexWrite(upserted=len(upserts), deleted=len(deletes), committed=False)
     try:
         crashpoint("sink.delete")
         sink.delete(deletes)

@@ -1,4 +1,4 @@
-"""How a sync runs: one value both drivers take, instead of a bag of keyword arguments."""
+"""How a sync runs: one value every driver takes, instead of a bag of keyword arguments."""
 
 from __future__ import annotations
 
@@ -46,11 +46,11 @@ class SyncOptions:
       when it lacks documents: :func:`kbsync.sync.listing.check_root`).
     - ``due``: a revisiting source (a website) checks only the pages whose revisit
       schedule says they are due (:mod:`kbsync.core.schedule`); the others are unchanged,
-      never deleted for not being checked (the single-process driver only).
+      never deleted for not being checked.
     - ``accept_replacements``: apply at once a new text that shares almost nothing
       with the stored one (else it waits for a second sync to see it).
     - ``confirm_above_tokens``: refuse, before embedding anything of a source, a bill
-      over this many tokens (None: no bound; the single-process driver only);
+      over this many tokens (None: no bound);
       ``bound_setting`` names the setting it comes from, for the refusal's message.
     - ``boilerplate_share``, ``index_boilerplate``: chunks in more than this share of
       a host's documents are boilerplate, neither embedded nor searched unless indexed.

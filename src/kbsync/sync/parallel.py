@@ -1,77 +1,60 @@
-"""Parallel sync: one coordinator and any number of workers sharing a PostgreSQL store.
+"""The PostgreSQL driver: one coordinator and any number of workers sharing a PostgreSQL store.
 
 The database is the only coordinator. The process that runs ``kbsync sync``
-lists every source (the stat gate needs no reads), settles what passes it,
-and puts every other document of the run in the store's work queue, together
-with the documents that vanished from the listing. Workers (``kbsync worker``,
-on this machine or others, and the coordinator itself) then claim documents
-one at a time with ``SELECT … FOR UPDATE SKIP LOCKED``; each one is read,
-extracted, chunked, planned, embedded and applied inside the transaction that
-holds its claim, so a worker that dies loses nothing: the server rolls its
-transaction back and the document goes back to the queue.
+lists every source and gates each listed document against its stored version
+(:func:`~kbsync.sync.steps.gate`), as a single process does; what the stat gate
+settles is queued as observed, every other document as one to read. Workers
+(``kbsync worker``, on this machine or others, and the coordinator itself) then claim
+batches with ``SELECT … FOR UPDATE SKIP LOCKED`` (:mod:`kbsync.sync.work`) and read
+them. Once every document of the run is observed, the coordinator decides what needs
+a whole source (:func:`~kbsync.sync.steps.decide`: what vanished, the boilerplate,
+each move's origin, the bill guard) from the facts the workers left, and releases
+the documents; the workers claim them again to plan, embed and apply them. The
+coordinator ends with what follows the last batch: the workers' tallies merged in the
+order one process would have made them, deletions behind the mass-deletion guard,
+remembered failures, revisit schedules, backfill.
 
-What needs every document at once stays with the coordinator, after the
-queue is empty: deletions (a vanished document that no worker took as the
-origin of a move; with the mass-deletion guard) and boilerplate detection
-(from the digests the store holds, then a backfill of chunks that stopped
-being boilerplate). Workers skip the boilerplate the store knew when the run
-began, so on a first sync boilerplate chunks are embedded once; later syncs
-skip them as a single process does.
-
-This is the parallel driver of :mod:`kbsync.sync`; it runs the steps the single one does.
-What a worker does is :mod:`kbsync.sync.work`.
+Every step is the one the single-process driver runs, so both give the same store
+and the same report (``tests/integration/test_drivers_agree.py``). A worker that
+dies loses nothing: the server rolls its transaction back and its batch goes back to
+the queue.
 """
 
 from __future__ import annotations
 
+import contextlib
+import pickle
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from kbsync.core.plan import (
-    Failed,
-    Observation,
-    StoredDocument,
-    plan,
-)
+from kbsync.core.plan import Observation, Unchanged
 from kbsync.embed import Embedder
 from kbsync.errors import ConfigError
-from kbsync.model import (
-    ItemError,
-    SourceItem,
-)
 from kbsync.report import SyncResult
 from kbsync.sources import Source
-from kbsync.sync.apply import apply_plan, count_plan, delete_documents, refuse_mass_deletion
 from kbsync.sync.chunker import Chunker
-from kbsync.sync.embedding import (
-    backfill,
-    embedded_meta_name,
-    refuse_dimension_change,
-)
-from kbsync.sync.listing import Revisited, keep_schedules, list_source
-from kbsync.sync.observe import (
-    Derive,
-    ExtractorFor,
-    count_unchanged,
-    deriver,
-    stat_gate_passes,
-    unchanged_observation,
-)
+from kbsync.sync.context import Context, Decision, ReadJob
+from kbsync.sync.embedding import refuse_dimension_change
+from kbsync.sync.failures import FailureMemory
+from kbsync.sync.listing import Listed, list_source
+from kbsync.sync.observe import ExtractorFor, count_unchanged, deriver
 from kbsync.sync.options import BatchLimits, SyncOptions
 from kbsync.sync.removed import RemovedSource, forget_released, keep_removed, sources_to_sync
-from kbsync.sync.scratch import Scratch
+from kbsync.sync.scratch import Facts, Scratch, facts_of
+from kbsync.sync.steps import decide, delete_gone, finish_source, gate, merge_results
 from kbsync.sync.tally import Clock, Progress, SourceTally, SyncReport, utc_now
-from kbsync.sync.vector_index import EmbeddedIndex
-from kbsync.sync.work import WorkQueue, drain, job_data
+from kbsync.sync.vector_index import EmbeddedIndex, VectorIndex
+from kbsync.sync.work import APPLY, READ, WorkQueue, drain, job_data
 
 __all__ = ["sync_parallel"]
 
 
 # Starts ``n`` worker processes for a run; returns a function that waits for their exit codes.
 Spawn = Callable[[str, int], Callable[[], list[int]]]
+
+_PAGE = 1000
 
 
 def sync_parallel(
@@ -85,113 +68,188 @@ def sync_parallel(
     workers: int = 1,
     spawn: Spawn | None = None,
     progress: Progress | None = None,
+    index: VectorIndex | None = None,
 ) -> SyncResult:
     """A sync whose per-document work is shared by ``workers`` processes (this one included).
 
     ``spawn`` starts the other ``workers - 1`` processes; without it, or with
     one worker, this process does all the work through the same queue. ``options``
-    are those of :func:`~kbsync.sync.single.sync_sources`, but for ``dry_run`` (a plan
-    runs in one process), ``batch`` (each document is its own transaction),
-    ``confirm_above_tokens`` (workers embed as they go) and ``due``, which it refuses.
+    are those of :func:`~kbsync.sync.single.sync_sources` (``due``, the bill's bound
+    ``confirm_above_tokens``, and the rest), but for ``dry_run`` (a plan runs in one
+    process) and ``batch`` (workers claim batches of their own), which it refuses. The
+    vectors go to ``index`` (the store's own by default), from every worker.
     """
     options = options or SyncOptions()
-    if options.dry_run or options.due or options.confirm_above_tokens is not None \
-            or options.batch != BatchLimits():
-        raise ConfigError("a parallel sync takes no dry_run, due, confirm_above_tokens or "
-                          "batch: plan, confirm and revisit due pages in one process")
+    if options.dry_run or options.batch != BatchLimits():
+        raise ConfigError("a parallel sync takes no dry_run or batch: plan in one process")
     refuse_dimension_change(store, embedder)
     # This process holds the writer lock: what is queued is left from a killed sync, and a
-    # worker serving it would apply listings that are out of date (or take a vanished
-    # document of that run for the origin of a move).
+    # worker serving it would apply listings that are out of date.
     store.abandon_runs()
     store.prepare_vectors(embedder.dimension)
     report = SyncReport(dry_run=False, started=utc_now(), embedder=embedder.identity)
-    run = _Coordinator(f"{report.started}/{uuid.uuid4().hex[:12]}", store, embedder,
-                       extractor_for, chunker, options)
-    clock = Clock(report)
-    sources, removed, released = sources_to_sync(store, sources, options.allow_mass_delete,
-                                                 options.only)
-    everything: list[Source] = [*sources, *(s for s in removed if s.name in released)]
-    listed = [_enqueue(run, source, report) for source in everything]
-    clock.lap("list")
-    _work(run, everything, workers, spawn, progress, report)
-    clock.lap("documents")
-    store.finish_vectors(embedder.dimension)
-    clock.lap("index")
-    for source, out, its in zip(everything, report.sources, listed, strict=True):
-        _finish_source(run, source, its, out)
-    store.end_run(run.id)
-    clock.lap("finish")
+    index = index or EmbeddedIndex(store)
+    rewrite = index.begin(embedder.dimension)
+    ctx = Context(store, embedder, extractor_for, chunker, options, None, index, Clock(report))
+    run = f"{report.started}/{uuid.uuid4().hex[:12]}"
+    store.begin_run(run)
+    configured, removed, released = sources_to_sync(store, sources, options.allow_mass_delete,
+                                                    options.only)
+    everything: list[Source] = [*configured, *(s for s in removed if s.name in released)]
+    try:
+        with contextlib.ExitStack() as scratches:
+            sourced = []
+            for source in [*configured, *removed]:
+                out = SourceTally(source=source.name)
+                report.sources.append(out)
+                if isinstance(source, RemovedSource):
+                    if source.name not in released:
+                        keep_removed(source, out)
+                        continue
+                    out.warnings.append("no longer configured: its documents are deleted")
+                scratch = scratches.enter_context(Scratch(options.scratch_dir))
+                sourced.append(_enqueue(ctx, run, source, scratch, out))
+            ctx.clock.lap("list")
+            _work(ctx, run, everything, sourced, workers, spawn, progress)
+            store.finish_vectors(embedder.dimension)
+            ctx.clock.lap("index")
+            for one in sourced:
+                merge_results(ctx, one.out, store.results(run, one.name))
+                delete_gone(ctx, one.name, one.scratch, one.stored, one.allow_mass_delete,
+                            one.out)
+                assert one.decision is not None
+                rewrite |= finish_source(ctx, one.name, one.listed, one.memory, one.decision,
+                                         one.out)
+        index.end(rewrite, embedder.identity, embedder.dimension)
+        store.end_run(run)
+        ctx.clock.lap("finish")
+    except BaseException:
+        _record_interrupted(store, report)
+        raise
+    report.diagnostics = chunker.text_chunker().diagnose_tally(ctx.tally)
     report.finished = utc_now()
+    result = report.result()
     store.set_meta("chunker", chunker.fingerprint)
     store.set_meta("embedder", embedder.identity)
-    forget_released(store, released | {s.name for s in sources})
-    for held in (s for s in removed if s.name not in released):
-        report.sources.append(SourceTally(source=held.name))
-        keep_removed(held, report.sources[-1])
-    result = report.result()
+    forget_released(store, released | {s.name for s in configured})
     store.record_run(result.started, result.finished, result.to_dict())
     return result
 
 
-@dataclass(frozen=True)
-class _Coordinator:
-    """What the coordinator's steps of one run share."""
+@dataclass
+class _Source:
+    """A source of the run as the coordinator follows it: its listing in ``scratch``, its
+    remembered failures, its tally, and what was decided on it."""
 
-    id: str
-    """The run's name in the work queue."""
-    store: WorkQueue
-    embedder: Embedder
-    extractor_for: ExtractorFor
-    chunker: Chunker
-    options: SyncOptions
+    name: str
+    scratch: Scratch
+    listed: Listed
+    memory: FailureMemory
+    stored: int
+    allow_mass_delete: bool
+    out: SourceTally
+    decision: Decision | None = field(default=None)
 
 
-def _work(run: _Coordinator, sources: Sequence[Source], workers: int, spawn: Spawn | None,
-          progress: Progress | None, report: SyncReport) -> None:
-    """Drain the run's queue here while ``workers - 1`` spawned processes drain it too."""
-    store, total = run.store, run.store.pending(run.id)
+def _record_interrupted(store: WorkQueue, report: SyncReport) -> None:
+    """Record a run that stopped before its end, with what it did until then."""
+    report.finished = utc_now()
+    with contextlib.suppress(Exception):  # the store may be what failed: the cause goes on
+        result = report.result()
+        store.record_run(result.started, result.finished,
+                         {**result.to_dict(), "interrupted": True})
+
+
+def _enqueue(ctx: Context, run: str, source: Source, scratch: Scratch,
+             out: SourceTally) -> _Source:
+    """List one source into ``scratch`` and gate each listed document: what the stat gate
+    settles is queued as observed, the rest to be read (a page at a time, so this process
+    holds no whole listing)."""
+    store, options = ctx.store, ctx.options
+    assert isinstance(store, WorkQueue)
+    verify = options.verify
+    derive = deriver(ctx.extractor_for, ctx.chunker)
+    memory = FailureMemory(store, source.name)
+    listed = list_source(source, store, derive, verify, scratch, out,
+                         due=options.due and not verify, accept_root=options.accept_root)
+    count_unchanged(scratch, verify, out)
+    queued: list[tuple[str, dict[str, Any]]] = []
+    settled: list[tuple[str, bytes, dict[str, Any]]] = []
+    for entry, old in scratch.listing(skip_unchanged=not verify):
+        seen = gate(ctx, entry, old, derive, memory, out)
+        if isinstance(seen, ReadJob):
+            queued.append((seen.item.key, job_data(seen.item, seen.derivation,
+                                                   ctx.embedder.identity)))
+        elif seen is not None and not isinstance(seen, Unchanged):
+            settled.append((seen.key, pickle.dumps((seen, old), protocol=pickle.HIGHEST_PROTOCOL),
+                            facts_of(seen, old).to_dict()))
+        if len(queued) == _PAGE:
+            store.enqueue(run, source.name, queued)
+            queued.clear()
+        if len(settled) == _PAGE:
+            store.enqueue_observed(run, source.name, settled)
+            settled.clear()
+    store.enqueue(run, source.name, queued)
+    store.enqueue_observed(run, source.name, settled)
+    return _Source(source.name, scratch, listed, memory, scratch.stored_count(),
+                   options.allow_mass_delete or isinstance(source, RemovedSource), out)
+
+
+def _work(ctx: Context, run: str, sources: Sequence[Source], sourced: Sequence[_Source],
+          workers: int, spawn: Spawn | None, progress: Progress | None) -> None:
+    """Observe the run's documents here while ``workers - 1`` spawned processes do too;
+    decide on each source; then apply them all the same way."""
+    store = ctx.store
+    assert isinstance(store, WorkQueue)
+    total = store.pending(run)
     # Nothing queued (a no-op sync): no process to start.
-    wait = spawn(run.id, min(workers - 1, total)) if spawn is not None and workers > 1 \
+    wait = spawn(run, min(workers - 1, total)) if spawn is not None and workers > 1 \
         and total else None
     codes: list[int] = []
     try:
-        drain(run.id, sources, store, run.embedder, run.extractor_for, run.chunker,
-              progress=_overall(store, run.id, total, progress))
+        drain(run, sources, ctx, state=READ, progress=_overall(store, run, total, progress))
+        ctx.clock.lap("read")
+        for one in sourced:
+            one.decision = _decide(ctx, run, one)
+        drain(run, sources, ctx, state=APPLY, progress=_overall(store, run, total, progress))
+    except BaseException:
+        # The workers wait for decisions while this process lives: with the run gone,
+        # they stop.
+        with contextlib.suppress(Exception):
+            store.end_run(run)
+        raise
     finally:
         if wait is not None:
             codes = wait()
-    if any(codes) and report.sources:
-        report.sources[0].warnings.append(
+    if any(codes) and sourced:
+        sourced[0].out.warnings.append(
             f"{sum(c != 0 for c in codes)} of {len(codes)} worker processes failed; "
             "this process finished their documents")
     # Whatever a dead worker left behind went back to the queue: finish it here.
-    drain(run.id, sources, store, run.embedder, run.extractor_for, run.chunker)
+    drain(run, sources, ctx, state=APPLY)
 
 
-def _finish_source(run: _Coordinator, source: Source, listed: _Listed,
-                   out: SourceTally) -> None:
-    """What needs every document of a source, once the queue is empty: the workers'
-    tallies, deletions, revisit schedules, boilerplate and its backfill."""
-    store, options = run.store, run.options
-    _collect(run.id, source.name, store, out)
-    _delete_vanished(run.id, source.name, store, run.embedder, out, listed.stored,
-                     options.allow_mass_delete or isinstance(source, RemovedSource))
-    keep_schedules(store, source.name, listed.revisited, out)
-    if options.index_boilerplate:
-        shared: frozenset[str] = frozenset()
-    elif listed.changed:
-        shared = _boilerplate(store, source.name, options.boilerplate_share,
-                              options.scratch_dir)
-    else:  # nothing read or gone: the digests, and so the boilerplate, are as they were
-        shared = store.boilerplate(source.name)
-    out.boilerplate_chunks = len(shared)
-    store.set_boilerplate(source.name, shared)
-    # Recorded as a single-process sync records it, and withdrawn when a vector is still
-    # missing: a later sync in one process trusts it to skip the search for such chunks.
-    store.set_meta(embedded_meta_name(source.name),
-                   run.embedder.identity if backfill(source.name, store, run.embedder, out)
-                   else "")
+def _decide(ctx: Context, run: str, one: _Source) -> Decision:
+    """Decide on a source from the facts of its observations, and release them to apply."""
+    store = ctx.store
+    assert isinstance(store, WorkQueue)
+    for _, facts in store.facts(run, one.name):
+        one.scratch.note(Facts.from_dict(facts))
+
+    def observations() -> Iterator[Observation]:
+        for blob in store.observations(run, one.name):
+            observation, _ = pickle.loads(blob)
+            yield observation
+
+    decision = decide(ctx, one.name, one.scratch, one.listed.complete, one.out, observations)
+    notes: dict[str, dict[str, Any]] = {}
+    for key, origin in one.scratch.moves():
+        notes.setdefault(key, {})["origin"] = origin
+    for key, digest in one.scratch.shared_fresh():
+        if digest not in decision.skip:
+            notes.setdefault(key, {}).setdefault("shares", []).append(digest)
+    store.release(run, one.name, decision.to_dict(), notes)
+    return decision
 
 
 def _overall(store: WorkQueue, run: str, total: int,
@@ -204,109 +262,3 @@ def _overall(store: WorkQueue, run: str, total: int,
         progress(stage, total - store.pending(run), total)  # once a batch: one query
 
     return tick
-
-
-def _enqueue(run: _Coordinator, source: Source, report: SyncReport) -> _Listed:
-    """List one source into a new tally of ``report``, settle what the stat gate passes
-    and queue the rest.
-
-    The listing and the manifest wait in a scratch file, as in a single-process
-    sync, so this process holds no whole listing.
-    """
-    out = SourceTally(source=source.name)
-    report.sources.append(out)
-    if isinstance(source, RemovedSource):
-        out.warnings.append("no longer configured: its documents are deleted")
-    store, embedder, verify = run.store, run.embedder, run.options.verify
-    derive = deriver(run.extractor_for, run.chunker)
-    with Scratch(run.options.scratch_dir) as scratch:
-        listing = list_source(source, store, derive, verify, scratch, out,
-                              accept_root=run.options.accept_root)
-        complete = listing.complete
-        # Vanished documents first: a worker already serving the run may take one as the
-        # origin of a move as soon as the documents that need reading arrive.
-        moves = complete and scratch.vanish() > 0
-        if moves:
-            for page in scratch.gone(_PAGE):
-                store.enqueue(run.id, source.name, [(d.key, {}) for d in page],
-                              state="vanished")
-        queued: list[tuple[str, Mapping[str, Any]]] = []
-        settled: list[tuple[Observation, StoredDocument | None]] = []
-        reads = 0
-        count_unchanged(scratch, verify, out)
-        for entry, old in scratch.listing(skip_unchanged=not verify):
-            if isinstance(entry, ItemError):
-                settled.append((Failed(entry.key, entry.message, missing=entry.missing), old))
-            elif (made_with := _gate(entry, old, derive, verify)) is None:
-                assert old is not None
-                settled.append((unchanged_observation(entry, old), old))
-                out.bytes_skipped += entry.stat.size if entry.stat else 0
-            else:
-                queued.append((entry.key, job_data(entry, made_with, embedder.identity, moves,
-                                                     run.options.accept_replacements)))
-                reads += 1
-            if len(queued) == _PAGE:  # queued as listed, not held for the whole source
-                store.enqueue(run.id, source.name, queued)
-                queued.clear()
-            if len(settled) == _PAGE:
-                _settle(source.name, settled, store, embedder, out)
-                settled.clear()
-        store.enqueue(run.id, source.name, queued)
-        _settle(source.name, settled, store, embedder, out)
-        return _Listed(scratch.stored_count(), changed=moves or reads > 0,
-                       revisited=listing.revisited)
-
-
-_PAGE = 1000
-
-
-@dataclass(frozen=True)
-class _Listed:
-    """What the coordinator learnt of a source's listing: its stored documents, and whether
-    any document is to be read or is gone (else its boilerplate cannot have changed)."""
-
-    stored: int
-    changed: bool
-    revisited: Revisited | None = None
-
-
-def _gate(item: SourceItem, old: StoredDocument | None, derive: Derive,
-          verify: bool) -> str | None:
-    """The derivation a worker must read the item with, or None when the stat gate passes."""
-    made_with = derive(item.media_type)
-    assert made_with is not None
-    return None if not verify and stat_gate_passes(item, old, made_with) else made_with
-
-
-def _settle(source: str, settled: Sequence[tuple[Observation, StoredDocument | None]],
-            store: WorkQueue, embedder: Embedder, out: SourceTally) -> None:
-    """Apply gate-1 results (unchanged, refreshed validators) and listing failures here."""
-    the_plan = plan(source, {old.key: old for _, old in settled if old is not None},
-                    [o.key for o, _ in settled], [o for o, _ in settled], listing_complete=False)
-    count_plan(out, the_plan.documents)
-    apply_plan(the_plan, {}, set(), store, EmbeddedIndex(store), embedder, out, None)
-
-
-def _boilerplate(store: WorkQueue, source: str, share: float, scratch_dir: Path | None,
-                 ) -> frozenset[str]:
-    """The boilerplate of what the store holds of ``source``, counted in a scratch file."""
-    with Scratch(scratch_dir) as scratch:
-        scratch.count_stored(store.chunk_digests(source))
-        return scratch.boilerplate(share)
-
-
-def _collect(run: str, source: str, store: WorkQueue, out: SourceTally) -> None:
-    """Add the workers' tallies of one source to its own."""
-    for result in store.results(run, source):
-        out.merge(SourceTally.from_dict(result))
-
-
-def _delete_vanished(run: str, source: str, store: WorkQueue, embedder: Embedder,
-                     out: SourceTally, stored: int, allow_mass_delete: bool) -> None:
-    """Delete what vanished and no worker took as a move's origin, unless that needs consent."""
-    gone = store.vanished(run, source)
-    if not refuse_mass_deletion(out, stored, len(gone), allow_mass_delete):
-        for start in range(0, len(gone), _PAGE):
-            page = (store.stored(source, key) for key in gone[start : start + _PAGE])
-            delete_documents(store, EmbeddedIndex(store), source,
-                             [d for d in page if d is not None], embedder, out)

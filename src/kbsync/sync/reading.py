@@ -26,13 +26,15 @@ from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 
-from kbsync.core.chunking import ChunkShape, shape_of
+from kbsync.core.chunking import ChunkShape
 from kbsync.core.plan import StoredDocument, Unchanged
-from kbsync.model import Chunk, SourceItem
+from kbsync.model import SourceItem
 from kbsync.sources import Source
 from kbsync.sync.chunker import Chunker
-from kbsync.sync.observe import ExtractorFor, observe
+from kbsync.sync.context import ReadJob
+from kbsync.sync.observe import ExtractorFor
 from kbsync.sync.scratch import Packed, pack
+from kbsync.sync.steps import observe_batch
 from kbsync.sync.tally import SourceTally
 
 __all__ = ["POOL_MIN_DOCUMENTS", "Read", "Readers", "read_workers"]
@@ -159,16 +161,6 @@ def _die_with(sync: int) -> None:
 def _read(jobs: list[_Job]) -> Read:
     assert _WORKER is not None
     source, extractor_for, chunker = _WORKER
-    tally = SourceTally(source=source.name)
-    shapes: Counter[ChunkShape] = Counter()
-
-    def count(chunk: Chunk) -> None:
-        shapes[shape_of(chunk)] += 1
-
-    observations: list[Unchanged | Packed] = []
-    for item, old, derivation in jobs:
-        extractor = extractor_for(item.media_type)
-        assert extractor is not None
-        seen = observe(source, item, old, extractor, derivation, chunker, tally, count)
-        observations.append(seen if isinstance(seen, Unchanged) else pack(seen, old))
-    return Read(observations, tally, shapes)
+    done = observe_batch(source, (ReadJob(*job) for job in jobs), extractor_for, chunker)
+    return Read([seen if isinstance(seen, Unchanged) else pack(seen, old)
+                 for seen, old in done.observations], done.tally, done.shapes)

@@ -25,10 +25,10 @@ import os
 import pickle
 import sqlite3
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from kbsync.core.plan import (
     DocumentVersion,
@@ -52,34 +52,77 @@ from kbsync.sync.scratch_rows import (
     stored_row,
 )
 
-__all__ = ["Packed", "Scratch", "pack", "remove_stale"]
+__all__ = ["Facts", "Packed", "Scratch", "Waiting", "facts_of", "pack", "remove_stale"]
 
 _PREFIX = "kbsync-scratch-"
 
 _PAGE = 512
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """What deciding on a whole source needs of one observation: the digests of its chunks
+    when it was re-chunked (None otherwise, for boilerplate) and their tokens (for the
+    bill), and for a new document its text key and the key its source says it was
+    renamed from (for moves)."""
+
+    key: str
+    digests: tuple[str, ...] | None = None
+    tokens: int = 0
+    text_key: str | None = None
+    renamed_from: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data that :meth:`from_dict` reads back (what a worker sends)."""
+        return {"key": self.key, "digests": None if self.digests is None else list(self.digests),
+                "tokens": self.tokens, "text_key": self.text_key,
+                "renamed_from": self.renamed_from}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Facts:
+        digests = data.get("digests")
+        return cls(str(data["key"]), None if digests is None else tuple(digests),
+                   int(data.get("tokens", 0)), data.get("text_key"), data.get("renamed_from"))
+
+
+def facts_of(observation: Observation, old: StoredDocument | None) -> Facts:
+    """The :class:`Facts` of ``observation`` (``old``: the stored document it replaces)."""
+    if not isinstance(observation, DocumentVersion):
+        return Facts(observation.key)
+    chunks = observation.chunks if observation.rechunked else None
+    new = old is None
+    return Facts(observation.key, None if chunks is None else tuple(c.digest for c in chunks),
+                 0 if chunks is None else sum(c.tokens for c in chunks),
+                 text_key(observation) if new else None,
+                 observation.renamed_from if new else None)
+
+
+class Waiting(NamedTuple):
+    """An observation waiting for its batch: with the stored document it replaces, and the
+    vanished one it moves from when the source's moves are decided so
+    (:meth:`Scratch.decide_moves`)."""
+
+    observation: Observation
+    old: StoredDocument | None
+    origin: StoredDocument | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class Packed:
-    """An observation pickled for the scratch file, with what the file counts of it.
+    """An observation pickled for the scratch file, with its :class:`Facts`.
 
     A reading process packs what it read, so the sync's own process only files bytes.
-    ``digests`` are those of its chunks when it was re-chunked (None otherwise),
-    ``tokens`` their tokens.
     """
 
     key: str
     blob: bytes
-    digests: tuple[str, ...] | None
-    tokens: int
+    facts: Facts
 
 
 def pack(observation: Observation, old: StoredDocument | None) -> Packed:
     """``observation`` (and the stored document it replaces) packed for :meth:`Scratch.keep`."""
     blob = pickle.dumps((observation, old), protocol=pickle.HIGHEST_PROTOCOL)
-    if isinstance(observation, DocumentVersion) and observation.rechunked:
-        chunks = observation.chunks
-        return Packed(observation.key, blob, tuple(c.digest for c in chunks),
-                      sum(c.tokens for c in chunks))
-    return Packed(observation.key, blob, None, 0)
+    return Packed(observation.key, blob, facts_of(observation, old))
 
 
 def remove_stale(folder: Path) -> int:
@@ -245,44 +288,47 @@ class Scratch:
         side = self._side_file()
         at = side.seek(0, os.SEEK_END)
         pickle.dump((observation, old), side, protocol=pickle.HIGHEST_PROTOCOL)
-        chunks = observation.chunks if isinstance(observation, DocumentVersion) \
-            and observation.rechunked else None
-        self._note(observation.key, side.tell() - at, at,
-                   None if chunks is None else tuple(c.digest for c in chunks),
-                   0 if chunks is None else sum(c.tokens for c in chunks))
+        self._note(facts_of(observation, old), side.tell() - at, at)
 
     def keep(self, packed: Packed) -> None:
         """Keep a packed observation (:func:`pack`) until its batch."""
         side = self._side_file()
         at = side.seek(0, os.SEEK_END)
         side.write(packed.blob)
-        self._note(packed.key, len(packed.blob), at, packed.digests, packed.tokens)
+        self._note(packed.facts, len(packed.blob), at)
 
-    def _note(self, key: str, size: int, at: int, digests: tuple[str, ...] | None,
-              tokens: int) -> None:
-        """Note an observation written at ``at`` of the side file (``digests``: those of
-        its chunks when it was re-chunked)."""
-        self._db.execute("INSERT INTO observed (key, size, rechunked, at) VALUES (?, ?, ?, ?)",
-                         (key, size, digests is not None, at))
-        if digests is not None:
-            self._count_document(key, digests, fresh=1)
-            self._fresh_tokens += tokens
+    def note(self, facts: Facts) -> None:
+        """Note what an observation kept elsewhere (a parallel run's queue) comes to: what
+        deciding on the source needs, without the observation itself."""
+        self._note(facts, 0, -1)
+
+    def _note(self, facts: Facts, size: int, at: int) -> None:
+        """Note an observation written at ``at`` of the side file (-1: kept elsewhere)."""
+        self._db.execute("INSERT INTO observed (key, size, rechunked, at, text_key, "
+                         "renamed_from) VALUES (?, ?, ?, ?, ?, ?)",
+                         (facts.key, size, facts.digests is not None, at, facts.text_key,
+                          facts.renamed_from))
+        if facts.digests is not None:
+            self._count_document(facts.key, facts.digests, fresh=1)
+            self._fresh_tokens += facts.tokens
 
     def batches(self, documents: int, size_limit: int, first: int | None = None,
-                ) -> Iterator[list[tuple[Observation, StoredDocument | None]]]:
+                ) -> Iterator[list[Waiting]]:
         """The observations in key order, cut at ``documents`` or ``size_limit`` bytes of them;
         with ``first``, the first batch is cut at that many documents, and each next one at
         twice as many as the one before, up to ``documents``."""
-        batch: list[tuple[Observation, StoredDocument | None]] = []
+        batch: list[Waiting] = []
         size = 0
         limit = documents if first is None else min(first, documents)
         side = self._side_file()
-        for _, length, at in self._pages(
-                "SELECT key, size, at FROM observed WHERE key > ? ORDER BY key LIMIT ?"):
+        for _, length, at, origin in self._pages(
+                "SELECT key, size, at, origin FROM observed WHERE key > ? ORDER BY key LIMIT ?"):
             # Loaded from the file, not from its bytes read first: a big document is not
             # held twice.
             side.seek(at)
-            batch.append(pickle.load(side))
+            observation, old = pickle.load(side)
+            batch.append(Waiting(observation, old,
+                                 None if origin is None else self._stored_at(origin)))
             size += length
             if len(batch) >= limit or size >= size_limit:
                 yield batch
@@ -290,6 +336,10 @@ class Scratch:
                 limit = min(2 * limit, documents)
         if batch:
             yield batch
+
+    def _stored_at(self, key: str) -> StoredDocument:
+        return stored_doc(self._db.execute(f"SELECT {STORED} FROM stored s WHERE key = ?",
+                                           (key,)).fetchone())
 
     # -- boilerplate ---------------------------------------------------------------------
 
@@ -315,10 +365,47 @@ class Scratch:
         return {r[0] for r in self._db.execute(
             "SELECT digest FROM occurrences WHERE fresh GROUP BY digest HAVING count(*) > 1")}
 
+    def shared_fresh(self) -> Iterator[tuple[str, str]]:
+        """``(key, digest)`` of each re-chunked document and each of its digests that
+        another re-chunked document holds too (:meth:`recurring`), by key."""
+        recurring = sorted(self.recurring())
+        for start in range(0, len(recurring), _PAGE):
+            page = recurring[start : start + _PAGE]
+            yield from self._db.execute(
+                "SELECT key, digest FROM occurrences WHERE fresh AND digest IN "
+                f"({', '.join('?' * len(page))})", page)
+
     def rechunked_count(self) -> int:
         return self._count("SELECT count(*) FROM observed WHERE rechunked")
 
     # -- moves and deletions -------------------------------------------------------------
+
+    def decide_moves(self) -> int:
+        """Decide which gone document each new one moved from; how many moved.
+
+        New documents in key order, each the first gone document not yet taken with its
+        exact text, else the one its source says it was renamed from: what one plan of
+        the whole source decides (:func:`kbsync.core.plan.plan`), so that batches, planned
+        apart, are told their origins (:meth:`batches`) and move the same documents.
+        """
+        if not self.gone_count():
+            return 0
+        moved = 0
+        for key, tk, renamed in self._pages(
+                "SELECT key, text_key, renamed_from FROM observed WHERE key > ? "
+                "AND text_key IS NOT NULL ORDER BY key LIMIT ?"):
+            taken = self.origins([tk])[:1] or self.gone_at([renamed] if renamed else [])
+            if taken:
+                self.moved(taken)
+                self._db.execute("UPDATE observed SET origin = ? WHERE key = ?",
+                                 (taken[0].key, key))
+                moved += 1
+        return moved
+
+    def moves(self) -> Iterator[tuple[str, str]]:
+        """``(key, origin)`` of each new document that moves (:meth:`decide_moves`)."""
+        yield from self._pages("SELECT key, origin FROM observed WHERE key > ? "
+                               "AND origin IS NOT NULL ORDER BY key LIMIT ?")
 
     def origins(self, text_keys: Sequence[str]) -> list[StoredDocument]:
         """Gone documents not yet moved with any of these texts, by text then key."""
@@ -365,15 +452,17 @@ class Scratch:
         documents hold counted for each: at least those of :meth:`fresh_chunks`."""
         return self._fresh_tokens
 
-    def fresh_chunks(self) -> Iterator[list[tuple[str, int, bytes]]]:
+    def fresh_chunks(self, observations: Iterable[Observation] | None = None,
+                     ) -> Iterator[list[tuple[str, int, bytes]]]:
         """``(digest, tokens, embedding text key)`` of the distinct chunks of the documents
-        chunked in this run, a page at a time.
+        chunked in this run, a page at a time; from ``observations`` when they are kept
+        elsewhere (:meth:`note`), else from this file's.
 
         Listed from the observations on first use: only a sync whose bill may exceed its
         bound asks, so the others never pay for a table of every chunk.
         """
         if not self._fresh_listed:
-            self._list_fresh()
+            self._list_fresh(self._kept() if observations is None else observations)
         page: list[tuple[str, int, bytes]] = []
         for digest, tokens, key in self._pages(
                 "SELECT digest, tokens, embedding_key FROM fresh WHERE digest > ? "
@@ -385,15 +474,21 @@ class Scratch:
         if page:
             yield page
 
-    def _list_fresh(self) -> None:
+    def _kept(self) -> Iterator[Observation]:
         side = self._side_file()
         for _, _, at in self._pages("SELECT key, size, at FROM observed "
                                     "WHERE rechunked AND key > ? ORDER BY key LIMIT ?"):
             side.seek(at)
             observation, _ = pickle.load(side)
-            self._db.executemany(
-                "INSERT OR IGNORE INTO fresh (digest, tokens, embedding_key) VALUES (?, ?, ?)",
-                ((c.digest, c.tokens, c.embedding_key) for c in observation.chunks))
+            yield observation
+
+    def _list_fresh(self, observations: Iterable[Observation]) -> None:
+        for observation in observations:
+            if isinstance(observation, DocumentVersion) and observation.rechunked:
+                self._db.executemany(
+                    "INSERT OR IGNORE INTO fresh (digest, tokens, embedding_key) "
+                    "VALUES (?, ?, ?)",
+                    ((c.digest, c.tokens, c.embedding_key) for c in observation.chunks))
         self._fresh_listed = True
 
     def _side_file(self) -> IO[bytes]:

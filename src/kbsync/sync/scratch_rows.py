@@ -28,7 +28,8 @@ CREATE TABLE stored (key TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, inode
                      gone INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
 CREATE TABLE origins (text_key TEXT, key TEXT, PRIMARY KEY (text_key, key)) WITHOUT ROWID;
 CREATE TABLE observed (key TEXT PRIMARY KEY, size INTEGER NOT NULL,
-                       rechunked INTEGER NOT NULL, at INTEGER NOT NULL) WITHOUT ROWID;
+                       rechunked INTEGER NOT NULL, at INTEGER NOT NULL,
+                       text_key TEXT, renamed_from TEXT, origin TEXT) WITHOUT ROWID;
 -- Filled only when the bill of a sync is checked chunk by chunk (Scratch.fresh_chunks).
 CREATE TABLE fresh (digest TEXT PRIMARY KEY, tokens INTEGER NOT NULL,
                     embedding_key BLOB NOT NULL) WITHOUT ROWID;

@@ -121,6 +121,9 @@ class SourceTally:
             mine.omitted += theirs.omitted
         for key, change in other.changes.items():
             self.note_change(key, change)
+        for key, failed in other.unreadable.items():
+            if key in self.unreadable or len(self.unreadable) < REPORT_LIMIT:
+                self.unreadable[key] = failed
         self.listing_complete &= other.listing_complete
         self.deletions_blocked |= other.deletions_blocked
         self.revision = self.revision or other.revision
@@ -135,6 +138,9 @@ class SourceTally:
             **{name: list(getattr(self, name)) for name in _LISTS},
             "omitted": {name: getattr(self, name).omitted for name in _LISTS},
             "changes": {key: _change_dict(change) for key, change in self.changes.items()},
+            "unreadable": {key: [stat.size, stat.mtime_ns, stat.inode, stat.racy, derivation,
+                                 message]
+                           for key, (stat, derivation, message) in self.unreadable.items()},
             "listing_complete": self.listing_complete,
             "deletions_blocked": self.deletions_blocked,
             "revision": self.revision,
@@ -158,6 +164,10 @@ class SourceTally:
             items.omitted += int(data["omitted"][name])
         for key, change in data["changes"].items():
             tally.note_change(key, _change_of(change))
+        for key, (size, mtime, inode, racy, derivation, message) in data.get(
+                "unreadable", {}).items():
+            tally.unreadable[key] = (SourceStat(size, mtime, inode, bool(racy)), derivation,
+                                     message)
         return tally
 
     def _truncation(self) -> tuple[str, ...]:

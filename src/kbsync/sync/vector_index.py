@@ -17,7 +17,7 @@ a vector search each have one path:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import AbstractContextManager
 from typing import Protocol
 
@@ -95,6 +95,12 @@ class VectorIndex(Protocol):
         """
         ...
 
+    def deferring(self) -> AbstractContextManager[None]:
+        """A scope whose writes are committed by an enclosing transaction of the store (a
+        worker's claimed batch): what :meth:`write` would remove from the index at once
+        waits in the outbox until the scope ends, after that commit."""
+        ...
+
     def end(self, rewrite: bool, embedder: str, dimension: int) -> None:
         """Finish a sync; ``rewrite`` when vectors of documents its plans left alone
         changed (boilerplate coming or going, a rebuilt collection)."""
@@ -143,6 +149,9 @@ class EmbeddedIndex:
         self.store.apply(source, doc, vectors, embedder, now)
         return IndexWrite(committed=False)
 
+    def deferring(self) -> AbstractContextManager[None]:
+        return contextlib.nullcontext()  # nothing outside the store to remove
+
     def end(self, rewrite: bool, embedder: str, dimension: int) -> None:
         pass
 
@@ -170,6 +179,7 @@ class MirroredIndex:
     def __init__(self, store: Indexed, sink: VectorSink) -> None:
         self.store = store
         self.sink = sink
+        self._deferred = False
 
     def begin(self, dimension: int) -> bool:
         replay_outbox(self.store, self.sink)
@@ -182,7 +192,21 @@ class MirroredIndex:
     def write(self, source: str, doc: DocumentPlan,
               vectors: Mapping[str, npt.NDArray[np.float32]], embedder: str, now: str,
               skip: Collection[str]) -> IndexWrite:
-        return write_document(self.store, self.sink, source, doc, vectors, embedder, now, skip)
+        return write_document(self.store, self.sink, source, doc, vectors, embedder, now, skip,
+                              defer_deletes=self._deferred)
+
+    @contextlib.contextmanager
+    def deferring(self) -> Iterator[None]:
+        """Old points are deleted from the sink once the enclosing transaction has committed
+        the records that no longer name them (a crash before leaves them in the outbox,
+        which the next sync replays); deleted before, a rolled-back batch would leave
+        records naming points that are gone."""
+        self._deferred = True
+        try:
+            yield
+        finally:
+            self._deferred = False
+        replay_outbox(self.store, self.sink)
 
     def end(self, rewrite: bool, embedder: str, dimension: int) -> None:
         if rewrite:

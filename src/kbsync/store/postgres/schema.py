@@ -180,6 +180,17 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX IF NOT EXISTS work_results_run ON work_results (run, source);
     """,
+    # 14: a parallel run observes its documents first (read, extracted, chunked: the
+    # observation waits in the queue with the facts the coordinator decides on), then
+    # plans and applies them once the coordinator has decided on the whole source; each
+    # batch's tally names its phase and first key, so the coordinator merges them in
+    # the order one process would have made them.
+    """
+    ALTER TABLE work ADD COLUMN IF NOT EXISTS observation BYTEA;
+    ALTER TABLE work_results ADD COLUMN IF NOT EXISTS phase SMALLINT NOT NULL DEFAULT 0,
+        ADD COLUMN IF NOT EXISTS first_key TEXT NOT NULL DEFAULT '';
+    CREATE INDEX IF NOT EXISTS work_ready ON work (run, source, key) WHERE state = 'ready';
+    """,
 )
 
 
