@@ -25,7 +25,8 @@ if TYPE_CHECKING:
         SyncResult,
         Verification,
     )
-    from kbsync.app.results import ChangedRegion, Rebuilt, RunSummary
+    from kbsync.app.results import ChangedRegion, Rebuilt
+    from kbsync.app.status import RunSummary
     from kbsync.core.chunking import ByteParams, LocalParams, TTTDParams, chunk_stream, chunk_text
     from kbsync.core.chunking.bytecdc import byte_chunks
     from kbsync.core.compare import compare
@@ -96,7 +97,7 @@ _HOMES = {
     "SourceResult": "kbsync.report",
     "ChangedRegion": "kbsync.app.results",
     "Rebuilt": "kbsync.app.results",
-    "RunSummary": "kbsync.app.results",
+    "RunSummary": "kbsync.app.status",
 }
 
 __version__ = "0.1.0"

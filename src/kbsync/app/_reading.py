@@ -15,14 +15,13 @@ from kbsync.app.results import (
     DocumentDiff,
     DocumentRef,
     HistoryEntry,
-    RunSummary,
     Status,
 )
 from kbsync.app.searching import Searcher, SearchMode, SearchResults
+from kbsync.app.status import status_of
 from kbsync.core.compare import compare
 from kbsync.engine import (
     make_reranker,
-    writer_lock,
 )
 from kbsync.errors import KbsyncError, ParameterError
 from kbsync.report import SyncResult
@@ -174,19 +173,7 @@ class Reading(Parts):
     def status(self) -> Status:
         """Counts of documents, chunks, embeddings and runs, the last run, and the process
         writing now (a sync in progress), if any."""
-        st = self.store.status()
-        last = None if st.last_run is None else SyncResult.from_dict(st.last_run)
-        return Status(
-            config=self.config.file, sources=tuple(s.name for s in self.config.sources),
-            embedder=self.embedder.identity, documents=st.documents, chunks=st.chunks,
-            embeddings=st.embeddings, runs=st.runs, by_source=dict(st.by_source),
-            last_run=None if last is None else RunSummary(
-                last.started, last.finished, dict(last.documents), interrupted=last.interrupted,
-                applied=sum(s.documents_applied for s in last.sources),
-                failures=tuple((s.source, key, message) for s in last.sources
-                               for key, message in s.failures),
-                unlisted=tuple(s.source for s in last.sources if not s.listing_complete)),
-            writer=writer_lock(self.config, wait=False).holder(), damage=self.damage)
+        return status_of(self.config, self.store, self.embedder.identity)
 
     def runs(self, limit: int = 50) -> list[RunRecord]:
         """The latest recorded syncs, newest first, each with its report

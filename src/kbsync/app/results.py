@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kbsync.app.status import RunSummary, Status
 from kbsync.model import ChangeKind, ChangeReport, Verdict
 from kbsync.report import SyncResult
 
@@ -35,66 +36,6 @@ class DocumentRef:
 
     source: str
     key: str
-
-
-@dataclass(frozen=True, slots=True)
-class RunSummary:
-    """The last recorded sync: when it ran and its document counts per action."""
-
-    started: str
-    finished: str
-    documents: Mapping[str, int]
-    interrupted: bool = False
-    """Whether it stopped before its end (Ctrl-C, SIGTERM, a refusal, an error)."""
-    applied: int = 0
-    """Documents it wrote to the store."""
-    failures: tuple[tuple[str, str, str], ...] = ()
-    """``(source, key, message)`` of each document it could not take (as its report kept them)."""
-    unlisted: tuple[str, ...] = ()
-    """The sources it could not list in full (a folder gone, a site down): it deleted
-    nothing of them, so their documents are those of an earlier listing."""
-
-
-@dataclass(frozen=True, slots=True)
-class Status:
-    """What the knowledge base holds, and how it is configured."""
-
-    config: Path
-    """The ``kbsync.toml`` file."""
-    sources: tuple[str, ...]
-    """The configured sources' names."""
-    embedder: str
-    """The identity of the configured embedder (model, parameters, dimension)."""
-    documents: int
-    chunks: int
-    """Chunks of the current generation of every document."""
-    embeddings: int
-    """Vectors in the embedding cache (all embedders)."""
-    runs: int
-    by_source: Mapping[str, int]
-    """Documents per source."""
-    last_run: RunSummary | None
-    writer: str | None = None
-    """The process writing to the knowledge base now (a sync, say: ``"pid 123"``), if any."""
-    damage: str | None = None
-    """Why the store is known to be damaged (a check failed, or the database said so), if it
-    is: writes wait for ``kbsync verify --repair`` or ``kbsync rebuild``."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready data."""
-        return {
-            "config": str(self.config), "sources": list(self.sources), "embedder": self.embedder,
-            "documents": self.documents, "chunks": self.chunks, "embeddings": self.embeddings,
-            "runs": self.runs, "by_source": dict(self.by_source), "writer": self.writer,
-            "damage": self.damage,
-            "last_run": None if self.last_run is None else {
-                "started": self.last_run.started, "finished": self.last_run.finished,
-                "documents": dict(self.last_run.documents),
-                "interrupted": self.last_run.interrupted, "applied": self.last_run.applied,
-                "failures": [{"source": s, "key": k, "message": m}
-                             for s, k, m in self.last_run.failures],
-                "unlisted": list(self.last_run.unlisted)},
-        }
 
 
 @dataclass(frozen=True, slots=True)

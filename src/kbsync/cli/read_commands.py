@@ -7,10 +7,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.text import Text
 
-from kbsync.cli.app import (
+from kbsync.cli.base import (
     EXIT_ERROR,
     EXIT_USAGE,
     ConfigOption,
@@ -63,6 +61,8 @@ def chunk(
                                "the options above override its [chunker].")] = None,
 ) -> None:
     """Print the chunks of files (offsets, tokens, boundary kind, identity) and diagnostics."""
+    from rich.console import Console
+
     from kbsync.app.chunk_files import chunk_files
     from kbsync.cli.render import chunks_table, diagnostics_table
 
@@ -102,8 +102,10 @@ def chunk(
 @app.command()
 def status(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
     """Documents, chunks, embeddings and the last run."""
-    with Errors(as_json), open_kb(config) as kb:
-        found = kb.status()
+    from kbsync.app.status import read_status  # the store's reads only: a quick start
+
+    with Errors(as_json):
+        found = read_status(config)
         data = found.to_dict()
     warn([found.damage])
     if as_json:
@@ -235,6 +237,8 @@ def search(
     if as_json:
         emit({"hits": [hit_dict(h) for h in hits], "warnings": list(hits.warnings)})
     else:
+        from rich.console import Console
+
         Console().print(hit_blocks(hits))
 
 
@@ -248,6 +252,9 @@ def diff(
 ) -> None:
     """The last change of a document: verdict, kind and reason, similarity and the changed
     regions."""
+    from rich.console import Console
+    from rich.text import Text
+
     from kbsync.cli.render import diff_heading, edit_summary, highlighted
 
     with Errors(as_json), open_kb(config) as kb:

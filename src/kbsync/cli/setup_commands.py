@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from kbsync import __version__
-from kbsync.cli.app import (
+from kbsync.cli.base import (
     ConfigOption,
     EndpointOption,
     Errors,

@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
-from kbsync.cli.app import (
+from kbsync.cli.base import (
     EXIT_ERROR,
     EXIT_PROBLEMS,
     ConfigOption,
@@ -37,6 +36,7 @@ def progress_run(run: Callable[[Progress | None], SyncResult], quiet: bool) -> S
     """``run(progress)`` with progress bars on stderr, or without any when ``quiet`` or
     when stderr is no terminal (a log file would get a blank line for the bars)."""
     from rich import progress as bars  # only the commands that draw bars pay for it
+    from rich.console import Console
 
     console = Console(stderr=True)
     if quiet or not console.is_terminal:
@@ -77,6 +77,8 @@ def print_report(report: SyncResult, as_json: bool, quiet: bool = False) -> None
     if not report.dry_run and nothing_changed(report):
         typer.echo(no_op_line(report))
         return
+    from rich.console import Console
+
     console = Console()
     for table in sync_tables(report):
         console.print(table)

@@ -9,8 +9,7 @@ from typing import Any
 
 from kbsync.embed import Embedder, Reranker
 from kbsync.embed.kinds import EmbedderConfig, embedder_kind
-from kbsync.embed.tokenizer import TokenizerCounter
-from kbsync.engine.config import CONFIG_NAME, Config
+from kbsync.engine.config import CONFIG_NAME, Config, Outline
 from kbsync.errors import ConfigError, ParameterError
 from kbsync.sources import Source
 from kbsync.sources.kinds import source_kind
@@ -67,17 +66,17 @@ def make_sources(config: Config, crawled: Callable[[str, int, int], None]) -> li
         raise ConfigError(f"{config.file}: {exc}") from exc
 
 
-def open_store(config: Config, *, create: bool) -> RecordStore:
+def open_store(config: Outline, *, create: bool) -> RecordStore:
     """The configured store (see :meth:`kbsync.store.kinds.StoreKind.open`)."""
     return config.store_kind.open(config.store.settings, config.root, create=create)
 
 
-def store_exists(config: Config) -> bool:
+def store_exists(config: Outline) -> bool:
     """Whether the configured store has been created."""
     return config.store_kind.exists(config.store.settings, config.root)
 
 
-def writer_lock(config: Config, *, wait: bool = True,
+def writer_lock(config: Outline, *, wait: bool = True,
                 on_wait: Callable[[str], None] | None = None) -> WriterLockLike:
     """One writer at a time, as the store's kind locks it."""
     return config.store_kind.writer_lock(config.store.settings, config.root, wait=wait,
@@ -118,6 +117,8 @@ def check_fit(chunker: Chunker, embedder: Embedder, settings: EmbedderConfig) ->
     limit = embedder.max_input_tokens
     if limit is None or settings.allow_truncation:
         return
+    from kbsync.embed.tokenizer import TokenizerCounter  # with the chunking core, NumPy
+
     max_tokens = int(chunker.params.get("max_tokens", 512))
     counter = chunker.text_chunker().counter
     if isinstance(counter, TokenizerCounter):  # the model's own tokens: an exact limit

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from msgspec import Meta
 
@@ -17,7 +17,9 @@ from kbsync.model import SearchMode
 from kbsync.sources.kinds import SourceConfig
 from kbsync.store.kinds import StoreConfig, StoreKind, store_kind
 from kbsync.sync import Chunker
-from kbsync.vectors.kinds import SinkConfig
+
+if TYPE_CHECKING:
+    from kbsync.vectors.kinds import SinkConfig
 
 __all__ = [
     "CONFIG_NAME",
@@ -26,6 +28,7 @@ __all__ = [
     "MODEL_TAIL_ABOVE",
     "Config",
     "IndexSettings",
+    "Outline",
     "SearchSettings",
 ]
 
@@ -95,17 +98,14 @@ class SearchSettings:
 
 
 @dataclass(frozen=True, slots=True)
-class Config:
-    """A parsed ``kbsync.toml``: each table checked into its settings."""
+class Outline:
+    """What a status shows of a ``kbsync.toml``: its file, store, embedder and sources, each
+    checked into its settings (:func:`~kbsync.engine.loading.load_outline`)."""
 
     file: Path
     store: StoreConfig = field(default_factory=StoreConfig)
-    chunker: Chunker = field(default_factory=Chunker)
     embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
     sources: tuple[SourceConfig, ...] = ()
-    index: IndexSettings = field(default_factory=IndexSettings)
-    search: SearchSettings = field(default_factory=SearchSettings)
-    vectors: SinkConfig | None = None
 
     @property
     def root(self) -> Path:
@@ -125,6 +125,16 @@ class Config:
     def store_location(self) -> str:
         """The store in a few words: its file, or its URL."""
         return self.store_kind.describe(self.store.settings, self.root)
+
+
+@dataclass(frozen=True, slots=True)
+class Config(Outline):
+    """A parsed ``kbsync.toml``: each table checked into its settings."""
+
+    chunker: Chunker = field(default_factory=Chunker)
+    index: IndexSettings = field(default_factory=IndexSettings)
+    search: SearchSettings = field(default_factory=SearchSettings)
+    vectors: SinkConfig | None = None
 
     @property
     def default_search_mode(self) -> SearchMode:

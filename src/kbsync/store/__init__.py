@@ -11,14 +11,16 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-import numpy as np
-import numpy.typing as npt
-
-from kbsync.core.plan import DocumentPlan, StoredDocument
 from kbsync.model import PageSchedule, VectorNorm
-from kbsync.store.filters import Filters
+
+if TYPE_CHECKING:  # of the protocols' signatures: a store opened to read no vector loads none
+    import numpy as np
+    import numpy.typing as npt
+
+    from kbsync.core.plan import DocumentPlan, StoredDocument
+    from kbsync.store.filters import Filters
 
 __all__ = [
     "ChunkRef",

@@ -12,9 +12,7 @@ generation) unless the backend keeps them otherwise.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Mapping, Sequence
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING
 
 from kbsync.core.identity import embedding_text_key
 from kbsync.core.plan import Action, DocumentPlan, DocumentVersion
@@ -24,6 +22,10 @@ from kbsync.store.rows import held_meta_name, stat_row, validator_row
 from kbsync.store.sql.dialect import Column
 from kbsync.store.sql.embeddings import EmbeddingTables
 from kbsync.store.writes import PlanWrites, WriteKind, write_kind
+
+if TYPE_CHECKING:  # NumPy is imported where vectors are read or written
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = ["CHUNK_COLUMNS", "VERSION_COLUMNS", "DocumentTables"]
 

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Sequence
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING
 
 from kbsync.model import ANY_NORM, VectorNorm
 from kbsync.store import ChunkRef, Hit, Nearest, Window
@@ -13,6 +11,10 @@ from kbsync.store.filters import Filters, sqlite_condition
 from kbsync.store.rows import CURRENT, HIT_COLUMNS, INDEXED, as_hit, query_terms, window_span
 from kbsync.store.sqlite.connection import SqliteBase
 from kbsync.store.sqlite.schema import CURRENT_TEXT, FTS_WEIGHTS, MATCHING_CHUNKS
+
+if TYPE_CHECKING:  # NumPy is imported where vectors are read or written
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = ["SearchTables"]
 
@@ -56,6 +58,8 @@ class SearchTables(SqliteBase):
         vector search never ranks them. Checking costs one more pass over the matrix
         when it is read, not one per search.
         """
+        import numpy as np
+
         # data_version changes when another connection commits; our own writes clear the cache.
         version = self._db.execute("PRAGMA data_version").fetchone()[0]
         if version != self._data_version:
@@ -95,6 +99,8 @@ class SearchTables(SqliteBase):
                        norm: VectorNorm) -> tuple[npt.NDArray[np.intp], int]:
         """Rows of the vector matrix that belong to documents meeting ``filters``, and how
         many of those documents' chunks have an unsound vector."""
+        import numpy as np
+
         ids = self._vector_matrix(embedder, norm)[1]
         unsound = self._unsound[embedder][1]
         if not ids and not len(unsound):
@@ -116,6 +122,8 @@ class SearchTables(SqliteBase):
     def _vector_order(self, embedder: str, ids: list[int]) -> npt.NDArray[np.intp]:
         # The sort of the matrix's chunk ids, kept beside it (the matrix is rebuilt, and
         # this forgotten, whenever the store changes).
+        import numpy as np
+
         cached = self._vector_orders.get(embedder)
         if cached is None or cached[0] is not ids:
             cached = (ids, np.argsort(np.asarray(ids, dtype=np.int64), kind="stable"))
@@ -125,6 +133,8 @@ class SearchTables(SqliteBase):
     def search_vector(self, embedder: str, vector: npt.NDArray[np.float32], k: int,
                       filters: Filters | None = None, norm: VectorNorm | None = None,
                       ) -> Nearest:
+        import numpy as np
+
         norm = norm or ANY_NORM
         matrix, ids = self._vector_matrix(embedder, norm)
         unsound = len(self._unsound[embedder][1])
