@@ -35,6 +35,8 @@ if TYPE_CHECKING:
         IndexSettings,
         Outline,
         SearchSettings,
+        chunker_choice,
+        default_chunker,
     )
     from kbsync.engine.loading import load_config, load_outline
     from kbsync.engine.writing import (
@@ -67,6 +69,8 @@ _HOMES = {
     "IndexSettings": "kbsync.engine.config",
     "Outline": "kbsync.engine.config",
     "SearchSettings": "kbsync.engine.config",
+    "chunker_choice": "kbsync.engine.config",
+    "default_chunker": "kbsync.engine.config",
     "load_config": "kbsync.engine.loading",
     "load_outline": "kbsync.engine.loading",
     "add_source": "kbsync.engine.writing",
@@ -89,6 +93,8 @@ __all__ = [
     "SourceConfig",
     "add_source",
     "check_fit",
+    "chunker_choice",
+    "default_chunker",
     "embedder_token_counter",
     "init_config",
     "init_embedder",

@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from kbsync.embed.kinds import EmbedderConfig
-from kbsync.engine.config import CONFIG_NAME, Config, IndexSettings, Outline, SearchSettings
+from kbsync.engine.config import (
+    CONFIG_NAME,
+    Config,
+    IndexSettings,
+    Outline,
+    SearchSettings,
+    default_chunker,
+)
 from kbsync.errors import ConfigError, KbsyncError
 from kbsync.settings import parse_settings, shown
 from kbsync.sources.kinds import SourceConfig, infer_kind
@@ -92,7 +99,8 @@ def _parsed(file: Path, data: Mapping[str, Any]) -> Config:
     outline = _outline(file, data)
     vectors = _table(data, "vectors")
     return Config(
-        file=file, store=outline.store, chunker=parse_chunker(_table(data, "chunker")),
+        file=file, store=outline.store,
+        chunker=parse_chunker(_table(data, "chunker"), outline.embedder.kind),
         embedder=outline.embedder, sources=outline.sources,
         index=parse_settings(_table(data, "index"), IndexSettings, "[index]"),
         search=parse_settings(_table(data, "search"), SearchSettings, "[search]"),
@@ -107,12 +115,20 @@ def _table(data: Mapping[str, Any], name: str) -> Mapping[str, Any]:
     return table
 
 
-def parse_chunker(table: Mapping[str, Any]) -> Chunker:
+def parse_chunker(table: Mapping[str, Any], embedder_kind: str = "hashing") -> Chunker:
     """A ``[chunker]`` table checked into a :class:`~kbsync.sync.Chunker`: its strategy's
-    parameters typed and in range, its token counter one kbsync knows."""
+    parameters typed and in range, its token counter one kbsync knows.
+
+    A table that names no strategy (or no table) is the default chunker of the embedder's
+    kind (:func:`~kbsync.engine.config.default_chunker`) with the keys it sets over the
+    default's.
+    """
     from kbsync.core.chunking import STRATEGY_PARAMS  # the chunking core, with NumPy
 
-    strategy = table.get("strategy", "tttd")
+    if "strategy" not in table:
+        default = default_chunker(embedder_kind)
+        table = {"strategy": default.strategy, **default.params, **table}
+    strategy = table["strategy"]
     params_type = STRATEGY_PARAMS.get(strategy) if isinstance(strategy, str) else None
     if params_type is None:
         raise ConfigError(f"[chunker] strategy: expected one of "
