@@ -4,6 +4,7 @@ history); none of them writes."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,7 @@ from kbsync.app.results import (
 from kbsync.app.searching import Searcher, SearchMode, SearchResults
 from kbsync.app.status import status_of
 from kbsync.core.compare import compare
+from kbsync.core.plan import Action
 from kbsync.engine import (
     make_reranker,
 )
@@ -153,6 +155,16 @@ class Reading(Parts):
         that was renamed names the key it had before its last move (``moved_from``).
         """
         doc = self.document(key, source)
+        changes = self.history(key, doc.source, limit=HISTORY_RUNS)
+        last = next((h for h in changes if h.fields), None)
+        return replace(self._text_diff(doc), metadata=doc.metadata,
+                       fields=() if last is None else last.fields,
+                       fields_changed=None if last is None else last.finished,
+                       metadata_last=bool(changes) and changes[0].action == Action.METADATA)
+
+    @staticmethod
+    def _text_diff(doc: DocumentText) -> DocumentDiff:
+        """How the current text of ``doc`` differs from its previous one."""
         if doc.previous is None:
             return DocumentDiff(
                 source=doc.source, key=doc.key, title=doc.title, last_changed=doc.last_changed,
@@ -203,7 +215,8 @@ class Reading(Parts):
                         similarity=None if edit is None else round(edit.similarity, 4),
                         regions=0 if edit is None else len(edit.regions),
                         kind=None if edit is None or edit.kind is None else str(edit.kind),
-                        reason="" if edit is None else edit.reason))
+                        reason="" if edit is None else edit.reason,
+                        fields=() if edit is None else edit.fields))
                     if len(found) == limit:
                         return found
         return found

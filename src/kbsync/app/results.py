@@ -4,12 +4,12 @@ values, each with ``to_dict`` where a command prints it as JSON."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kbsync.app.status import RunSummary, Status
-from kbsync.model import ChangeKind, ChangeReport, Verdict
+from kbsync.model import ChangeKind, ChangeReport, FieldChange, Verdict
 from kbsync.report import SyncResult
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "RunSummary",
     "Status",
     "Verification",
+    "field_dict",
 ]
 
 
@@ -58,9 +59,12 @@ class DocumentDiff:
     the runs of the current text the change made and ``removed`` the runs of the
     previous text it took out. A document known in one version only has nothing to
     compare with: ``first_version`` is true, ``previous``, ``verdict``, ``kind``,
-    ``similarity`` and ``change`` are ``None`` and there are no regions. The texts are
-    compared: a change of the document's metadata shows in the run's report (and
-    :meth:`~kbsync.app.knowledge_base.KnowledgeBase.history`), not here.
+    ``similarity`` and ``change`` are ``None`` and there are no regions.
+    ``metadata`` is the document's metadata now (values as typed); ``fields`` are the
+    fields its last recorded metadata change set, changed or removed, with their values
+    before and after, and ``fields_changed`` when that was (the sync's end): a
+    metadata-only change leaves the texts as they were, and shows there
+    (``metadata_last``).
     """
 
     source: str
@@ -83,6 +87,11 @@ class DocumentDiff:
     """When it last moved."""
     kind: ChangeKind | None = None
     reason: str = ""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    fields: tuple[FieldChange, ...] = ()
+    fields_changed: str | None = None
+    metadata_last: bool = False
+    """Whether the last change recorded of the document was to its metadata only."""
 
     @property
     def first_version(self) -> bool:
@@ -101,7 +110,10 @@ class DocumentDiff:
                             for r in self.regions],
                 "removed": [{"offset": r.offset, "length": r.length, "text": r.text}
                             for r in self.removed],
-                "moved_from": self.moved_from, "moved": self.moved}
+                "moved_from": self.moved_from, "moved": self.moved,
+                "metadata": dict(self.metadata),
+                "fields": [field_dict(f) for f in self.fields],
+                "fields_changed": self.fields_changed, "metadata_last": self.metadata_last}
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +183,8 @@ class HistoryEntry:
     kind: str | None = None
     """``cosmetic`` or ``substantive``; None for a run recorded before edits were classified."""
     reason: str = ""
+    fields: tuple[FieldChange, ...] = ()
+    """The metadata fields the change set, changed or removed, with their values."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,3 +192,8 @@ class Collected:
     """What garbage collection removed: a count per kind of row (store-specific names)."""
 
     removed: Mapping[str, int]
+
+
+def field_dict(change: FieldChange) -> dict[str, str | None]:
+    """JSON-ready data of a metadata field's change."""
+    return {"field": change.field, "before": change.before, "after": change.after}

@@ -117,6 +117,8 @@ class DocumentText:
     """The key the document had before its last move, if it ever moved."""
     moved: str | None = None
     """When it last moved."""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    """Its metadata (front matter, HTML meta, PDF info), values as typed."""
 
 
 @dataclass(frozen=True, slots=True)
