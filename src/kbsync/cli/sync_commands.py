@@ -119,6 +119,8 @@ def plan(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
     else:
         print_report(report, as_json)
         typer.echo(cost.summary())
+        if cost.sync is not None:
+            typer.echo(cost.sync.summary())
     if report.failed:  # what the sync would meet: failed documents, an incomplete listing
         raise typer.Exit(EXIT_PROBLEMS)
 
