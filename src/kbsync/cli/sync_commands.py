@@ -43,12 +43,16 @@ def progress_run(run: Callable[[Progress | None], SyncResult], quiet: bool) -> S
         return run(None)
     with bars.Progress(bars.TextColumn("{task.description}"), bars.BarColumn(),
                        bars.MofNCompleteColumn(), transient=True, console=console) as bar:
-        tasks: dict[str, bars.TaskID] = {}
+        tasks: dict[str, tuple[bars.TaskID, int, int]] = {}  # stage -> task, total, done
 
         def tick(stage: str, done: int, total: int) -> None:
-            if stage not in tasks:
-                tasks[stage] = bar.add_task(stage, total=total)
-            bar.update(tasks[stage], completed=done, total=total)
+            # A stage's total is known before its first tick; another total, or a count
+            # that starts again, is the next source's: a bar of its own, not one going back.
+            task, shown, last = tasks.get(stage, (None, total, done))
+            if task is None or total != shown or done < last:
+                task = bar.add_task(stage, total=total)
+            tasks[stage] = (task, total, done)
+            bar.update(task, completed=done, total=total)
 
         return run(tick)
 

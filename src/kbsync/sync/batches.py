@@ -87,34 +87,33 @@ class Added:
 
 
 class Counted:
-    """Progress of a source's batches told as one count that goes on from batch to batch.
+    """Progress of a source's batches in documents, against a total known before the first
+    batch: the documents the batches hold (those read as changed, or vanished).
 
-    Batches overlap (one embeds while the one before it is applied), but each stage
-    goes through them in order: a batch's first tick of a stage means the batches
-    before it are done with that stage.
+    Each stage counts a batch's documents as its work on them goes: embedding by the share
+    of the batch's chunks done, applying by the share of its documents written. Batches
+    overlap (one embeds while the one before it is applied), but each stage goes through
+    them in order, so a batch's ticks of a stage start where the batches before it ended.
+    No total grows and no count goes back: counted in each batch's own units, a bar read
+    757/757, then 821/1,025.
     """
 
-    def __init__(self, progress: Progress | None) -> None:
+    def __init__(self, progress: Progress | None, documents: int) -> None:
         self._progress = progress
-        self._batches = 0
-        self._base: Counter[str] = Counter()  # of the batches done with each stage
-        self._ticking: dict[str, tuple[int, int]] = {}  # stage -> (batch, its total)
+        self._documents = documents
+        self._before = 0  # documents of the batches handed out so far
 
-    def batch(self) -> Progress | None:
-        """The progress callback of the next batch."""
+    def batch(self, documents: int) -> Progress | None:
+        """The progress callback of the next batch, of ``documents`` documents."""
         progress = self._progress
         if progress is None:
             return None
-        self._batches += 1
-        batch = self._batches
+        base, total = self._before, max(self._documents, self._before + documents)
+        self._before += documents
 
-        def tick(stage: str, done: int, total: int) -> None:
-            before, before_total = self._ticking.get(stage, (batch, 0))
-            if before != batch:
-                self._base[stage] += before_total
-            self._ticking[stage] = (batch, total)
-            base = self._base[stage]
-            progress(stage, base + done, base + total)
+        def tick(stage: str, done: int, of: int) -> None:
+            share = documents if of <= 0 else documents * min(done, of) // of
+            progress(stage, base + share, total)
 
         return tick
 

@@ -333,12 +333,12 @@ def _write_batches(run: Run, source: str, batches: Iterable[Batch], scratch: Scr
     """Plan, embed and apply each batch, a batch's embedding running while the one before
     it is applied and the next one planned (:class:`~kbsync.sync.batches.Pipeline`)."""
     pipeline = Pipeline(run, source, skip, out)
-    counted = Counted(run.progress)
+    counted = Counted(run.progress, scratch.observed_count())
     try:
         for batch in batches:
             the_plan, borrowed = plan_batch(run, source, batch, scratch, skip, shared, out,
                                             pipeline.in_flight())
-            pipeline.push(the_plan, borrowed, counted.batch())
+            pipeline.push(the_plan, borrowed, counted.batch(len(batch)))
         pipeline.finish()
     finally:
         pipeline.stop()
@@ -349,6 +349,7 @@ def _delete_vanished(run: Run, source: str, scratch: Scratch, stored: int,
     """Delete what vanished and moved nowhere, unless that needs consent (the one policy)."""
     if refuse_mass_deletion(out, stored, scratch.gone_count(), allow_mass_delete):
         return
+    counted = Counted(run.progress, scratch.gone_count())
     for page in scratch.gone(run.options.batch.documents):
-        delete_documents(run.store, run.index, source, page, run.embedder, out, run.progress,
-                         dry_run=run.options.dry_run)
+        delete_documents(run.store, run.index, source, page, run.embedder, out,
+                         counted.batch(len(page)), dry_run=run.options.dry_run)
