@@ -119,7 +119,8 @@ def document_text(row: Sequence[Any]) -> DocumentText:
         metadata = json.loads(row[9]) if row[9] else {}
     except ValueError:  # a damaged value: verify says so; the text is still worth reading
         metadata = {}
-    return DocumentText(*row[:9], metadata=metadata if isinstance(metadata, dict) else {})
+    return DocumentText(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8],
+                        metadata=metadata if isinstance(metadata, dict) else {})
 
 
 def as_hit(r: Sequence[Any], score: float) -> Hit:
