@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kbsync.embed import Embedder, Reranker
 from kbsync.embed.kinds import EmbedderConfig, embedder_kind
@@ -16,8 +16,10 @@ from kbsync.sources.kinds import source_kind
 from kbsync.store import RecordStore
 from kbsync.store.kinds import WriterLockLike
 from kbsync.sync import Chunker
-from kbsync.vectors import VectorSink
-from kbsync.vectors.kinds import SinkConfig, sink_kind
+
+if TYPE_CHECKING:
+    from kbsync.vectors import VectorSink
+    from kbsync.vectors.kinds import SinkConfig
 
 __all__ = [
     "check_fit",
@@ -35,7 +37,11 @@ __all__ = [
 
 def make_sink(config: SinkConfig | None, root: Path) -> VectorSink | None:
     """The external vector store of a ``[vectors]`` table (paths relative to ``root``)."""
-    return None if config is None else sink_kind(config.kind).build(config.settings, root)
+    if config is None:
+        return None
+    from kbsync.vectors.kinds import sink_kind  # what a configuration with no sink never loads
+
+    return sink_kind(config.kind).build(config.settings, root)
 
 
 def init_embedder(kind: str | None = None) -> tuple[dict[str, Any], str | None]:
