@@ -41,8 +41,10 @@ def wall(command: list[str]) -> float:
 
 
 def commands(home: Path) -> dict[str, list[str]]:
-    """Each row's command line, against the knowledge base in ``home``."""
-    kbsync = [sys.executable, "-m", "kbsync"]
+    """Each row's command line, against the knowledge base in ``home``: the ``kbsync``
+    command installed beside this Python (as a person runs it), else ``python -m kbsync``."""
+    script = Path(sys.executable).with_name("kbsync")
+    kbsync = [str(script)] if script.exists() else [sys.executable, "-m", "kbsync"]
     config = ["-c", str(home)]
     return {"python -c pass": [sys.executable, "-c", "pass"],
             "python -c 'import kbsync.cli'": [sys.executable, "-c", "import kbsync.cli"],
