@@ -1,16 +1,25 @@
-"""How long commands take to start: ``kbsync status`` and a no-op ``kbsync sync`` of a small
-folder against a bare ``python -c pass``, best of a few runs each, as a ratio.
+"""How long commands take to start: ``kbsync status``, a no-op ``kbsync sync`` and a
+``kbsync search`` of a small folder against a bare ``python -c pass``, as a ratio.
 
-    python benchmarks/startup.py [--runs 5]
+    python benchmarks/startup.py [--runs 11] [--importtime COMMAND]
 
-The goal is ``kbsync status`` cold within 10x a bare interpreter. What a command imports is
-listed by ``python -X importtime -c "import kbsync.cli"``.
+Each command runs ``--runs`` times as a new process (cold: nothing of kbsync is loaded,
+the files are in the page cache, the modules compiled to .pyc files as an installed
+package has them, even where ``PYTHONDONTWRITEBYTECODE`` is set), the commands taking
+turns so that a burst of load on the machine falls on all of them; a row is the median of
+its runs and its ratio to the median of ``python -c pass``. The goal is ``kbsync status``
+within 10x a bare interpreter.
+
+``--importtime status`` prints instead what that command imports, slowest first
+(``python -X importtime``), by the cumulative microseconds of each module.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -19,40 +28,83 @@ from pathlib import Path
 
 CORPUS = Path(__file__).resolve().parent.parent / "examples" / "corpus"
 
+# As an installed kbsync runs: its modules compiled once into .pyc files, not on each start.
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
-def best_of(command: list[str], runs: int) -> float:
-    """The shortest wall time of ``runs`` runs of ``command`` (output discarded)."""
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       check=False)
-        times.append(time.perf_counter() - start)
-    return min(times)
+
+def wall(command: list[str]) -> float:
+    """The wall time of one run of ``command`` (its output discarded; it must succeed)."""
+    start = time.perf_counter()
+    subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True,
+                   env=ENV)
+    return time.perf_counter() - start
+
+
+def commands(home: Path) -> dict[str, list[str]]:
+    """Each row's command line, against the knowledge base in ``home``: the ``kbsync``
+    command installed beside this Python (as a person runs it), else ``python -m kbsync``."""
+    script = Path(sys.executable).with_name("kbsync")
+    kbsync = [str(script)] if script.exists() else [sys.executable, "-m", "kbsync"]
+    config = ["-c", str(home)]
+    return {"python -c pass": [sys.executable, "-c", "pass"],
+            "python -c 'import kbsync.cli'": [sys.executable, "-c", "import kbsync.cli"],
+            "kbsync --help": [*kbsync, "--help"],
+            "kbsync status": [*kbsync, "status", *config],
+            "kbsync sync (no-op)": [*kbsync, "sync", "-q", *config],
+            "kbsync search": [*kbsync, "search", "rotate the secrets", "-k", "3", *config]}
+
+
+def knowledge_base(home: Path) -> None:
+    """A knowledge base in ``home``: 20 Markdown files, the hashing embedder, synced."""
+    (home / "docs").mkdir()
+    for path in sorted(CORPUS.glob("*.md"))[:20]:
+        shutil.copy(path, home / "docs" / path.name)
+    kbsync = [sys.executable, "-m", "kbsync"]
+    subprocess.run([*kbsync, "init", "docs", "--folder", str(home), "--embedder", "hashing"],
+                   check=True, stdout=subprocess.DEVNULL, env=ENV)
+    subprocess.run([*kbsync, "sync", "-q", "-c", str(home)], check=True, env=ENV)
+
+
+def importtime(command: list[str], top: int = 25) -> None:
+    """The ``top`` modules ``command`` spends most importing, cumulative, slowest first."""
+    found = subprocess.run([command[0], "-X", "importtime", *command[1:]], check=True, env=ENV,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True).stderr
+    rows = []
+    for line in found.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            _, cumulative, name = line[len("import time:"):].split("|")
+            if cumulative.strip().isdigit():
+                rows.append((int(cumulative), name.rstrip()))
+    for cumulative, name in sorted(rows, reverse=True)[:top]:
+        print(f"{cumulative / 1000:8.1f} ms {name}")
+    print(f"{len(rows)} modules")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=5)
-    runs = parser.parse_args().runs
-    kbsync = [sys.executable, "-m", "kbsync"]
+    parser.add_argument("--runs", type=int, default=11)
+    parser.add_argument("--importtime", metavar="ROW", help="a row's name after 'kbsync ' "
+                        "(status, search, ...), or 'import kbsync.cli'")
+    args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         home = Path(folder)
-        (home / "docs").mkdir()
-        for path in sorted(CORPUS.glob("*.md"))[:20]:
-            shutil.copy(path, home / "docs" / path.name)
-        subprocess.run([*kbsync, "init", "docs", "--folder", str(home), "--embedder",
-                        "hashing"], check=True, stdout=subprocess.DEVNULL)
-        subprocess.run([*kbsync, "sync", "-q", "-c", str(home)], check=True)
-        bare = best_of([sys.executable, "-c", "pass"], runs)
-        rows = [("python -c pass", bare),
-                ("python -c 'import kbsync.cli'", best_of(
-                    [sys.executable, "-c", "import kbsync.cli"], runs)),
-                ("kbsync --help", best_of([*kbsync, "--help"], runs)),
-                ("kbsync status", best_of([*kbsync, "status", "-c", str(home)], runs)),
-                ("kbsync sync (no-op)", best_of([*kbsync, "sync", "-q", "-c", str(home)], runs))]
-    for name, seconds in rows:
-        print(f"{name:32} {seconds:7.3f} s  {seconds / bare:6.1f}x")
+        knowledge_base(home)
+        rows = commands(home)
+        if args.importtime:
+            wanted = [name for name in rows if args.importtime in name]
+            importtime(rows[wanted[0]])
+            return
+        for command in rows.values():
+            wall(command)  # the page cache warm, .pyc files written
+        times: dict[str, list[float]] = {name: [] for name in rows}
+        for _ in range(args.runs):
+            for name, command in rows.items():
+                times[name].append(wall(command))
+    bare = statistics.median(times["python -c pass"])
+    print(f"{'command':32} {'median':>9} {'min':>9}  ratio (median / python -c pass)")
+    for name, seconds in times.items():
+        median = statistics.median(seconds)
+        print(f"{name:32} {median:7.3f} s {min(seconds):7.3f} s  {median / bare:5.1f}x")
 
 
 if __name__ == "__main__":

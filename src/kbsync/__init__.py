@@ -25,11 +25,12 @@ if TYPE_CHECKING:
         SyncResult,
         Verification,
     )
-    from kbsync.app.results import ChangedRegion, Rebuilt, RunSummary
+    from kbsync.app.results import ChangedRegion, Rebuilt
+    from kbsync.app.status import RunSummary
     from kbsync.core.chunking import ByteParams, LocalParams, TTTDParams, chunk_stream, chunk_text
     from kbsync.core.chunking.bytecdc import byte_chunks
     from kbsync.core.compare import compare
-    from kbsync.core.costs import BillBound, EmbeddingCost
+    from kbsync.core.costs import BillBound, EmbeddingCost, SyncTime
     from kbsync.core.identity import IDENTITY_SCHEMA_VERSION
     from kbsync.core.normalize import NORMALIZER_VERSION, NormalizedText, normalize
     from kbsync.errors import KbsyncError, ParameterError
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
         Chunk,
         ChunkingDiagnostics,
         ChunkingResult,
+        FieldChange,
         Region,
         Verdict,
     )
@@ -91,12 +93,14 @@ _HOMES = {
     "RunRecord": "kbsync.store",
     "BillBound": "kbsync.core.costs",
     "EmbeddingCost": "kbsync.core.costs",
+    "SyncTime": "kbsync.core.costs",
+    "FieldChange": "kbsync.model",
     "Reconciliation": "kbsync.sync.mirror",
     "DocumentChange": "kbsync.report",
     "SourceResult": "kbsync.report",
     "ChangedRegion": "kbsync.app.results",
     "Rebuilt": "kbsync.app.results",
-    "RunSummary": "kbsync.app.results",
+    "RunSummary": "kbsync.app.status",
 }
 
 __version__ = "0.1.0"
@@ -122,6 +126,7 @@ __all__ = [
     "EmbeddingCost",
     "Erased",
     "Erasure",
+    "FieldChange",
     "HistoryEntry",
     "Hit",
     "KbsyncError",
@@ -139,6 +144,7 @@ __all__ = [
     "SourceResult",
     "Status",
     "SyncResult",
+    "SyncTime",
     "TTTDParams",
     "Verdict",
     "Verification",

@@ -24,6 +24,7 @@ __all__ = [
     "Chunk",
     "ChunkingDiagnostics",
     "ChunkingResult",
+    "FieldChange",
     "ItemError",
     "KnownItem",
     "Listing",
@@ -188,7 +189,8 @@ class ChangeReport:
     ``kind`` says what the edit is by what changed, and ``reason`` names the first
     change that decides it (``number 950 → 975``, ``negation: added "not"``,
     ``12 words changed``; for a cosmetic edit what changed: ``punctuation, case``);
-    ``kind`` is None in a report stored before edits were classified.
+    ``kind`` is None in a report stored before edits were classified. ``fields`` are the
+    document's metadata fields the change set, changed or removed, with their values.
     """
 
     changed: bool
@@ -202,6 +204,18 @@ class ChangeReport:
     removed_regions: tuple[Region, ...] = ()
     kind: ChangeKind | None = None
     reason: str = ""
+    fields: tuple[FieldChange, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class FieldChange:
+    """A metadata field of a document that a change set, changed or removed: its name and
+    its value before and after, as text (JSON for a value that is not text); None where
+    the field was absent."""
+
+    field: str
+    before: str | None
+    after: str | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from kbsync.model import ChangeKind, ChangeReport, Chunk, ChunkingDiagnostics, Region, Verdict
+from kbsync.model import (
+    ChangeKind,
+    ChangeReport,
+    Chunk,
+    ChunkingDiagnostics,
+    FieldChange,
+    Region,
+    Verdict,
+)
 from kbsync.store import Hit
 
 __all__ = [
@@ -48,6 +56,9 @@ class DocumentChange:
                     "similarity": round(self.change.similarity, 4),
                     "regions": _regions(self.change.regions),
                     "removed_regions": _regions(self.change.removed_regions)}
+            if self.change.fields:
+                out["fields"] = [{"field": f.field, "before": f.before, "after": f.after}
+                                 for f in self.change.fields]
         return out
 
     @classmethod
@@ -63,8 +74,15 @@ class DocumentChange:
                 kind=ChangeKind(data["kind"]) if data.get("kind") else None,
                 reason=str(data.get("reason") or ""),
                 regions=_parse_regions(data.get("regions", ())),
-                removed_regions=_parse_regions(data.get("removed_regions", ())))
+                removed_regions=_parse_regions(data.get("removed_regions", ())),
+                fields=tuple(FieldChange(str(f["field"]), _text(f.get("before")),
+                                         _text(f.get("after")))
+                             for f in data.get("fields", ())))
         return cls(str(data["key"]), str(data["action"]), change, data.get("from"))
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
 
 
 def _regions(regions: Sequence[Region]) -> list[dict[str, int]]:

@@ -106,6 +106,7 @@ def test_plan_prints_the_chunks_and_tokens_to_embed_and_an_estimate(home: Path) 
     assert "to embed" in result.output
     assert (f"to embed: {source.embeddings_to_compute:,} chunks, "
             f"{source.embedding_tokens:,} tokens") in result.output
+    assert "a sync of this plan: " in result.output  # a range of the whole sync's time
 
 
 def test_the_hashing_embedder_never_asks_however_much_it_embeds(hashing_home: Path) -> None:

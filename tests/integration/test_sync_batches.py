@@ -13,7 +13,7 @@ from kbsync.extract.registry import extractor_for
 from kbsync.report import SyncResult
 from kbsync.store.sqlite import SqliteStore
 from kbsync.sync import BatchLimits, Chunker, SyncOptions, sync_sources
-from kbsync.testing import CountingEmbedder, MemorySource
+from kbsync.testing import CountingEmbedder, MemorySource, ProgressRecorder
 from tests.reliability.harness import dump
 
 CHUNKER = Chunker("tttd", {"min_tokens": 16, "max_tokens": 64})
@@ -131,12 +131,12 @@ def test_each_batch_is_embedded_while_at_most_the_one_before_it_is_applied(
     for (stored, _, _), batch in zip(embedder.seen, order, strict=True):
         assert 3 * max(0, batch - 1) <= stored <= 3 * batch
     assert sum(size for _, size, _ in embedder.seen) == report.sources[0].embeddings_computed
-    # Progress goes on from batch to batch instead of starting again at each one.
-    assert ticks["apply"][-1] == (9, 9)
-    assert ticks["embed"][-1][0] == report.sources[0].embeddings_computed
+    # Progress goes on from batch to batch, in documents, against the source's total.
+    assert ticks["apply"][-1] == ticks["embed"][-1] == (9, 9)
     for stage in ("read", "embed", "apply"):
         done = [d for d, _ in ticks[stage]]
         assert done == sorted(done)
+        assert {total for _, total in ticks[stage]} == {9}
 
 
 class _Recording(CountingEmbedder):
@@ -166,3 +166,41 @@ def test_chunks_are_embedded_in_batches_of_about_one_length(tmp_path: Path) -> N
     lengths = [embedder.count_tokens([t])[0] for batch in embedder.batches for t in batch]
     assert len(embedder.batches) > 1
     assert lengths == sorted(lengths)  # shortest first, so no batch pads short texts far
+
+
+def _deleting(count: int) -> dict[str, bytes | None]:
+    """The first documents less the first ``count`` (a sync that deletes that many)."""
+    return {key: text for n, (key, text) in enumerate(sorted(_first().items())) if n >= count}
+
+
+def test_every_stage_knows_its_total_before_its_first_tick_and_never_goes_back(
+        tmp_path: Path) -> None:
+    """In batches of three, a first sync, then one that deletes and edits, of two sources:
+    each stage of each source is one bar whose total never changes, counting up to it (it
+    read 757/757, then 821/1,025: each batch added its own total)."""
+    store = SqliteStore(tmp_path / "kb.db")
+    try:
+        first = ProgressRecorder()
+        sources = [MemorySource(_first(), name="docs"), MemorySource(_deleting(0), name="wiki")]
+        sync_sources(sources, store, CountingEmbedder(), extractor_for, CHUNKER,
+                     options=SyncOptions(batch=BatchLimits(documents=3)), progress=first)
+        again = ProgressRecorder()
+        edited = _deleting(5) | {"doc07.txt": _text(77), "doc08.txt": _text(88)}
+        report = sync_sources([MemorySource(edited, name="docs"), sources[1]], store,
+                              CountingEmbedder(), extractor_for, CHUNKER,
+                              options=SyncOptions(batch=BatchLimits(documents=3),
+                                                  allow_mass_delete=True), progress=again)
+    finally:
+        store.close()
+    assert report.sources[0].documents["deleted"] == 5
+    for recorder, stages in ((first, {"read", "embed", "apply"}),
+                             (again, {"read", "embed", "apply", "delete"})):
+        assert recorder.stages() == stages
+        for stage in stages:
+            for run in recorder.runs(stage):
+                (total,) = {t for _, t in run}
+                assert [d for d, _ in run] == sorted(d for d, _ in run)
+                assert run[-1] == (total, total), (stage, run)
+    assert [run[0][1] for run in first.runs("apply")] == [14, 14]  # one bar per source
+    assert [run[0][1] for run in again.runs("apply")] == [2]  # the two edits; wiki unchanged
+    assert [run[0][1] for run in again.runs("delete")] == [5]

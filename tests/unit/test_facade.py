@@ -15,6 +15,8 @@ PUBLIC = [
     "Reconciliation",
     "Rebuilt",
     "EmbeddingCost",
+    "FieldChange",
+    "SyncTime",
     "DocumentChange",
     "ChangedRegion",
     "BillBound",

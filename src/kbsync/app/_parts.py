@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from kbsync.app.mending import damage_said
+from kbsync.app.status import damage_said
 from kbsync.core.costs import BillBound, bill_bound, rate_of
 from kbsync.embed import Reranker
 from kbsync.embed.kinds import embedder_kind

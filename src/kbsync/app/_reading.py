@@ -4,6 +4,7 @@ history); none of them writes."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -15,14 +16,14 @@ from kbsync.app.results import (
     DocumentDiff,
     DocumentRef,
     HistoryEntry,
-    RunSummary,
     Status,
 )
 from kbsync.app.searching import Searcher, SearchMode, SearchResults
+from kbsync.app.status import status_of
 from kbsync.core.compare import compare
+from kbsync.core.plan import Action
 from kbsync.engine import (
     make_reranker,
-    writer_lock,
 )
 from kbsync.errors import KbsyncError, ParameterError
 from kbsync.report import SyncResult
@@ -154,6 +155,16 @@ class Reading(Parts):
         that was renamed names the key it had before its last move (``moved_from``).
         """
         doc = self.document(key, source)
+        changes = self.history(key, doc.source, limit=HISTORY_RUNS)
+        last = next((h for h in changes if h.fields), None)
+        return replace(self._text_diff(doc), metadata=doc.metadata,
+                       fields=() if last is None else last.fields,
+                       fields_changed=None if last is None else last.finished,
+                       metadata_last=bool(changes) and changes[0].action == Action.METADATA)
+
+    @staticmethod
+    def _text_diff(doc: DocumentText) -> DocumentDiff:
+        """How the current text of ``doc`` differs from its previous one."""
         if doc.previous is None:
             return DocumentDiff(
                 source=doc.source, key=doc.key, title=doc.title, last_changed=doc.last_changed,
@@ -174,19 +185,7 @@ class Reading(Parts):
     def status(self) -> Status:
         """Counts of documents, chunks, embeddings and runs, the last run, and the process
         writing now (a sync in progress), if any."""
-        st = self.store.status()
-        last = None if st.last_run is None else SyncResult.from_dict(st.last_run)
-        return Status(
-            config=self.config.file, sources=tuple(s.name for s in self.config.sources),
-            embedder=self.embedder.identity, documents=st.documents, chunks=st.chunks,
-            embeddings=st.embeddings, runs=st.runs, by_source=dict(st.by_source),
-            last_run=None if last is None else RunSummary(
-                last.started, last.finished, dict(last.documents), interrupted=last.interrupted,
-                applied=sum(s.documents_applied for s in last.sources),
-                failures=tuple((s.source, key, message) for s in last.sources
-                               for key, message in s.failures),
-                unlisted=tuple(s.source for s in last.sources if not s.listing_complete)),
-            writer=writer_lock(self.config, wait=False).holder(), damage=self.damage)
+        return status_of(self.config, self.store, self.embedder.identity)
 
     def runs(self, limit: int = 50) -> list[RunRecord]:
         """The latest recorded syncs, newest first, each with its report
@@ -216,7 +215,8 @@ class Reading(Parts):
                         similarity=None if edit is None else round(edit.similarity, 4),
                         regions=0 if edit is None else len(edit.regions),
                         kind=None if edit is None or edit.kind is None else str(edit.kind),
-                        reason="" if edit is None else edit.reason))
+                        reason="" if edit is None else edit.reason,
+                        fields=() if edit is None else edit.fields))
                     if len(found) == limit:
                         return found
         return found

@@ -120,7 +120,9 @@ class Syncing(Parts):
     def estimate(self, plan: SyncResult) -> EmbeddingCost:
         """The embedding bill of a plan (:meth:`plan`): chunks and tokens to embed, the
         time at the rate measured over the last syncs (or a default), the price when
-        ``[embedder] price_per_million_tokens`` is set."""
+        ``[embedder] price_per_million_tokens`` is set; and how long its sync takes, a
+        range (``sync``: reading as the plan did, embedding and writing at the rates of
+        the last syncs)."""
         price = self.config.embedder.price_per_million_tokens
         return estimate(
             sum(s.embeddings_to_compute for s in plan.sources),
@@ -128,7 +130,9 @@ class Syncing(Parts):
             embedder=self.embedder.identity, kind=self.config.embedder.kind,
             reports=(r.report for r in self.store.runs(20)),
             price_per_million_tokens=None if price is None else float(price),
-            bound=self.bill_bound())
+            bound=self.bill_bound(), plan_seconds=plan.seconds,
+            written=sum(s.chunks.get("added", 0) + s.chunks.get("deleted", 0)
+                        for s in plan.sources))
 
     def work(self, *, run: str | None = None, follow: bool = False, poll: float = 2.0,
              stop: threading.Event | None = None) -> int:

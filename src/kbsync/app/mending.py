@@ -20,36 +20,20 @@ from typing import Protocol
 
 from kbsync.core.costs import BillBound
 from kbsync.embed import Embedder, norm_of
-from kbsync.engine import Config
 from kbsync.errors import KbsyncError, StoreError
 from kbsync.extract.registry import SUPPORTED_MEDIA_TYPES
 from kbsync.report import SyncResult
 from kbsync.store import Discarded, EmbeddingCache, Maintenance, Manifest, Meta
-from kbsync.store.guard import REPAIR
 from kbsync.sync import Chunker, SourceTally, backfill
 from kbsync.sync.embedding import embedded_meta_name
 from kbsync.sync.observe import ExtractorFor, derivation
 
-__all__ = ["Mended", "Mending", "damage_said"]
+__all__ = ["Mended", "Mending"]
 
 
 class Mended(Maintenance, Manifest, Meta, EmbeddingCache, Protocol):
     """What checking and mending a store uses: its checks, its manifest's sources, meta
     (which sources are fully embedded) and the embedding cache (what lost its vector)."""
-
-
-def damage_said(config: Config, reason: str, *, writing: bool) -> str:
-    """The one line that says a store is known to be damaged, and why: the error of a write
-    it refuses (``writing``), or the warning of a read."""
-    store = config.store_location
-    mend = REPAIR if config.store_kind.capabilities.rebuild else (
-        "run `kbsync verify --repair` (damage to the database's own pages and indexes is "
-        "mended with its tools: REINDEX, a restore)")
-    if writing:
-        return (f"{store}: the store is known to be damaged ({reason}), so nothing is written "
-                f"to it until it is mended: {mend}")
-    return (f"{store}: the store is known to be damaged ({reason}); what it answers may be "
-            f"wrong or incomplete, and writes wait: {mend}")
 
 
 @dataclass(frozen=True)

@@ -4,11 +4,12 @@ values, each with ``to_dict`` where a command prints it as JSON."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kbsync.model import ChangeKind, ChangeReport, Verdict
+from kbsync.app.status import RunSummary, Status
+from kbsync.model import ChangeKind, ChangeReport, FieldChange, Verdict
 from kbsync.report import SyncResult
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "RunSummary",
     "Status",
     "Verification",
+    "field_dict",
 ]
 
 
@@ -35,66 +37,6 @@ class DocumentRef:
 
     source: str
     key: str
-
-
-@dataclass(frozen=True, slots=True)
-class RunSummary:
-    """The last recorded sync: when it ran and its document counts per action."""
-
-    started: str
-    finished: str
-    documents: Mapping[str, int]
-    interrupted: bool = False
-    """Whether it stopped before its end (Ctrl-C, SIGTERM, a refusal, an error)."""
-    applied: int = 0
-    """Documents it wrote to the store."""
-    failures: tuple[tuple[str, str, str], ...] = ()
-    """``(source, key, message)`` of each document it could not take (as its report kept them)."""
-    unlisted: tuple[str, ...] = ()
-    """The sources it could not list in full (a folder gone, a site down): it deleted
-    nothing of them, so their documents are those of an earlier listing."""
-
-
-@dataclass(frozen=True, slots=True)
-class Status:
-    """What the knowledge base holds, and how it is configured."""
-
-    config: Path
-    """The ``kbsync.toml`` file."""
-    sources: tuple[str, ...]
-    """The configured sources' names."""
-    embedder: str
-    """The identity of the configured embedder (model, parameters, dimension)."""
-    documents: int
-    chunks: int
-    """Chunks of the current generation of every document."""
-    embeddings: int
-    """Vectors in the embedding cache (all embedders)."""
-    runs: int
-    by_source: Mapping[str, int]
-    """Documents per source."""
-    last_run: RunSummary | None
-    writer: str | None = None
-    """The process writing to the knowledge base now (a sync, say: ``"pid 123"``), if any."""
-    damage: str | None = None
-    """Why the store is known to be damaged (a check failed, or the database said so), if it
-    is: writes wait for ``kbsync verify --repair`` or ``kbsync rebuild``."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready data."""
-        return {
-            "config": str(self.config), "sources": list(self.sources), "embedder": self.embedder,
-            "documents": self.documents, "chunks": self.chunks, "embeddings": self.embeddings,
-            "runs": self.runs, "by_source": dict(self.by_source), "writer": self.writer,
-            "damage": self.damage,
-            "last_run": None if self.last_run is None else {
-                "started": self.last_run.started, "finished": self.last_run.finished,
-                "documents": dict(self.last_run.documents),
-                "interrupted": self.last_run.interrupted, "applied": self.last_run.applied,
-                "failures": [{"source": s, "key": k, "message": m}
-                             for s, k, m in self.last_run.failures],
-                "unlisted": list(self.last_run.unlisted)},
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,9 +59,12 @@ class DocumentDiff:
     the runs of the current text the change made and ``removed`` the runs of the
     previous text it took out. A document known in one version only has nothing to
     compare with: ``first_version`` is true, ``previous``, ``verdict``, ``kind``,
-    ``similarity`` and ``change`` are ``None`` and there are no regions. The texts are
-    compared: a change of the document's metadata shows in the run's report (and
-    :meth:`~kbsync.app.knowledge_base.KnowledgeBase.history`), not here.
+    ``similarity`` and ``change`` are ``None`` and there are no regions.
+    ``metadata`` is the document's metadata now (values as typed); ``fields`` are the
+    fields its last recorded metadata change set, changed or removed, with their values
+    before and after, and ``fields_changed`` when that was (the sync's end): a
+    metadata-only change leaves the texts as they were, and shows there
+    (``metadata_last``).
     """
 
     source: str
@@ -142,6 +87,11 @@ class DocumentDiff:
     """When it last moved."""
     kind: ChangeKind | None = None
     reason: str = ""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    fields: tuple[FieldChange, ...] = ()
+    fields_changed: str | None = None
+    metadata_last: bool = False
+    """Whether the last change recorded of the document was to its metadata only."""
 
     @property
     def first_version(self) -> bool:
@@ -160,7 +110,10 @@ class DocumentDiff:
                             for r in self.regions],
                 "removed": [{"offset": r.offset, "length": r.length, "text": r.text}
                             for r in self.removed],
-                "moved_from": self.moved_from, "moved": self.moved}
+                "moved_from": self.moved_from, "moved": self.moved,
+                "metadata": dict(self.metadata),
+                "fields": [field_dict(f) for f in self.fields],
+                "fields_changed": self.fields_changed, "metadata_last": self.metadata_last}
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +183,8 @@ class HistoryEntry:
     kind: str | None = None
     """``cosmetic`` or ``substantive``; None for a run recorded before edits were classified."""
     reason: str = ""
+    fields: tuple[FieldChange, ...] = ()
+    """The metadata fields the change set, changed or removed, with their values."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,3 +192,8 @@ class Collected:
     """What garbage collection removed: a count per kind of row (store-specific names)."""
 
     removed: Mapping[str, int]
+
+
+def field_dict(change: FieldChange) -> dict[str, str | None]:
+    """JSON-ready data of a metadata field's change."""
+    return {"field": change.field, "before": change.before, "after": change.after}

@@ -11,24 +11,60 @@ interrupted, and its embeddings are kept).
 
 The commands live in modules by what they do (``setup_commands``, ``read_commands``,
 ``sync_commands``, ``store_commands``, ``server_commands``), each registering on the
-one application of :mod:`kbsync.cli.app`; importing them here registers them, in
-the order ``kbsync --help`` lists them.
+one application of :mod:`kbsync.cli.base` when imported. ``app`` is that application with
+every command, in the order ``kbsync --help`` lists them; :func:`main`, the ``kbsync``
+command, imports only the module of the command it is asked for (:data:`COMMAND_MODULES`),
+so that ``kbsync status`` starts without the others' imports and Typer builds one
+command's parameters, not those of every command.
 """
 
 from __future__ import annotations
 
+import importlib
 import io
 import sys
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
-from kbsync.cli.app import app
+if TYPE_CHECKING:
+    import typer
 
-# isort: off
-# Imported to register their commands; the order of registration is that of the help.
-from kbsync.cli import setup_commands, sync_commands  # noqa: F401
-from kbsync.cli import read_commands, store_commands, server_commands  # noqa: F401
-# isort: on
+    from kbsync.cli.base import app
 
-__all__ = ["app", "main"]
+__all__ = ["COMMAND_MODULES", "app", "main"]
+
+MODULES = ("setup_commands", "sync_commands", "read_commands", "store_commands",
+           "server_commands")
+"""The command modules, in the order of the help."""
+
+COMMAND_MODULES = {
+    "version": "setup_commands", "init": "setup_commands", "sources": "setup_commands",
+    "plan": "sync_commands", "sync": "sync_commands", "worker": "sync_commands",
+    "watch": "sync_commands",
+    "chunk": "read_commands", "status": "read_commands", "search": "read_commands",
+    "diff": "read_commands",
+    "verify": "store_commands", "erase": "store_commands", "rebuild": "store_commands",
+    "gc": "store_commands",
+    "mcp": "server_commands", "serve": "server_commands",
+}
+"""The module that registers each command (and the ``sources`` group)."""
+
+
+def __getattr__(name: str) -> Any:
+    """``app``: the application with every command registered."""
+    if name == "app":
+        globals()["app"] = found = _registered(MODULES)
+        return found
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _registered(modules: Iterable[str]) -> typer.Typer:
+    """The application, with the commands of ``modules`` (and any imported before)."""
+    for module in modules:
+        importlib.import_module(f"kbsync.cli.{module}")
+    from kbsync.cli.base import app
+
+    return app
 
 
 def main() -> None:
@@ -37,4 +73,8 @@ def main() -> None:
         # A character the terminal's encoding lacks is shown escaped, not a crash.
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors="backslashreplace")
-    app(prog_name="kbsync")
+    # The command named first, as `kbsync status -c docs` names it; an option before it
+    # (`kbsync --debug sync`), no command or a misspelt one: every command, for the help.
+    args = sys.argv[1:]
+    home = COMMAND_MODULES.get(args[0]) if args else None
+    _registered([home] if home is not None else MODULES)(prog_name="kbsync")

@@ -7,10 +7,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.text import Text
 
-from kbsync.cli.app import (
+from kbsync.cli.base import (
     EXIT_ERROR,
     EXIT_USAGE,
     ConfigOption,
@@ -26,6 +24,9 @@ from kbsync.model import SearchMode
 from kbsync.terminal import printable
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
+    from kbsync.app.results import DocumentDiff
     from kbsync.store.filters import Filters
 
 __all__ = ["chunk", "diff", "search", "status"]
@@ -63,6 +64,8 @@ def chunk(
                                "the options above override its [chunker].")] = None,
 ) -> None:
     """Print the chunks of files (offsets, tokens, boundary kind, identity) and diagnostics."""
+    from rich.console import Console
+
     from kbsync.app.chunk_files import chunk_files
     from kbsync.cli.render import chunks_table, diagnostics_table
 
@@ -102,8 +105,10 @@ def chunk(
 @app.command()
 def status(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
     """Documents, chunks, embeddings and the last run."""
-    with Errors(as_json), open_kb(config) as kb:
-        found = kb.status()
+    from kbsync.app.status import read_status  # the store's reads only: a quick start
+
+    with Errors(as_json):
+        found = read_status(config)
         data = found.to_dict()
     warn([found.damage])
     if as_json:
@@ -235,6 +240,8 @@ def search(
     if as_json:
         emit({"hits": [hit_dict(h) for h in hits], "warnings": list(hits.warnings)})
     else:
+        from rich.console import Console
+
         Console().print(hit_blocks(hits))
 
 
@@ -247,7 +254,10 @@ def diff(
     as_json: JsonOption = False,
 ) -> None:
     """The last change of a document: verdict, kind and reason, similarity and the changed
-    regions."""
+    regions; and the fields its last metadata change set, changed or removed."""
+    from rich.console import Console
+    from rich.text import Text
+
     from kbsync.cli.render import diff_heading, edit_summary, highlighted
 
     with Errors(as_json), open_kb(config) as kb:
@@ -258,11 +268,16 @@ def diff(
         emit({**change.to_dict(), "warnings": [damage] if damage else []})
         return
     console = Console()
+    if change.metadata_last:  # the newest change: the text below is older
+        console.print(diff_heading(change.key, change.source, _fields_said(change)))
+        for line in _field_lines(change):
+            console.print(line, highlight=False)
     moved = "" if change.moved_from is None else \
         f"moved from {change.moved_from} {change.moved}; "
     if change.change is None:
         console.print(diff_heading(change.key, change.source, f"{moved}first version of "
                                    f"{change.last_changed}: no earlier text to compare with"))
+        _older_fields(console, change)
         return
     console.print(diff_heading(change.key, change.source,
                                f"{moved}changed {change.last_changed}: "
@@ -277,3 +292,28 @@ def diff(
         console.print(highlighted(change.previous, change.change.removed_regions,
                                   style="black on red",
                                   marks=("[-", "-]") if plain else ("", "")))
+    _older_fields(console, change)
+
+
+def _fields_said(change: DocumentDiff) -> str:
+    count = len(change.fields)
+    return (f"metadata changed {change.fields_changed}: {count} field"
+            f"{'' if count == 1 else 's'}, the text as it was")
+
+
+def _field_lines(change: DocumentDiff) -> list[str]:
+    """A line per metadata field of the last metadata change: its value before and after."""
+    lines = []
+    for f in change.fields:
+        said = (f"set to {f.after}" if f.before is None else f"removed (was {f.before})"
+                if f.after is None else f"{f.before} → {f.after}")
+        lines.append(printable(f"  {f.field}: {said}", one_line=True))
+    return lines
+
+
+def _older_fields(console: Console, change: DocumentDiff) -> None:
+    """The last metadata change, when it is older than the text's: below the text's."""
+    if change.fields and not change.metadata_last:
+        console.print(_fields_said(change), highlight=False)
+        for line in _field_lines(change):
+            console.print(line, highlight=False)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from kbsync.cli.app import ConfigOption, Errors, app, open_kb
+from kbsync.cli.base import ConfigOption, Errors, app, open_kb
 
 __all__ = ["mcp", "serve_command"]
 

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from kbsync import __version__
-from kbsync.cli.app import (
+from kbsync.cli.base import (
     ConfigOption,
     EndpointOption,
     Errors,
@@ -89,10 +89,16 @@ def init(
     """Write kbsync.toml with these sources and the defaults (SQLite store under .kbsync/).
 
     The embedder is the local model when the extra `local` is installed, else the
-    hashing embedder (lexical search), with a warning.
+    hashing embedder (lexical search), with a warning; the chunker is the default for
+    that embedder, as a kbsync.toml without [chunker] would have it. Says which and why.
     """
     with Errors(as_json):
-        from kbsync.engine import init_config, init_embedder, refuse_missing_folders
+        from kbsync.engine import (
+            chunker_choice,
+            init_config,
+            init_embedder,
+            refuse_missing_folders,
+        )
 
         refuse_missing_folders(folder, sources or [])
         embedder, warning = init_embedder(embedder_kind)
@@ -100,12 +106,19 @@ def init(
                              allow_private=allow_private or [], endpoint_url=endpoint_url)
     if warning:
         typer.echo(f"warning: {warning}", err=True)
+    kind = config.embedder.kind
+    chunker = config.chunker
     if as_json:
         emit({"config": str(config.file), "sources": [s.name for s in config.sources],
-               "embedder": embedder["kind"]})
-    else:
-        typer.echo(f"wrote {config.file} with {len(config.sources)} source(s), "
-                   f"embedder {embedder['kind']}")
+              "embedder": kind, "chunker": {"strategy": chunker.strategy, **chunker.params}})
+        return
+    why = ("as --embedder asks" if embedder_kind is not None
+           else "the local model is installed: semantic search, offline" if kind == "local"
+           else "the local model is not installed: lexical search")
+    typer.echo(f"wrote {config.file} with {len(config.sources)} source(s), "
+               f"embedder {kind} ({why})")
+    size = f"{chunker.params.get('min_tokens')}-{chunker.params.get('max_tokens')} tokens"
+    typer.echo(f"chunker {chunker.strategy}, {size}: {chunker_choice(chunker, kind)}")
 
 
 @sources_app.command("add")

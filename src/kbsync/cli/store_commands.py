@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kbsync.cli.app import (
+from kbsync.cli.base import (
     EXIT_PROBLEMS,
     ConfigOption,
     Errors,

@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
-from kbsync.cli.app import (
+from kbsync.cli.base import (
     EXIT_ERROR,
     EXIT_PROBLEMS,
     ConfigOption,
@@ -37,18 +36,23 @@ def progress_run(run: Callable[[Progress | None], SyncResult], quiet: bool) -> S
     """``run(progress)`` with progress bars on stderr, or without any when ``quiet`` or
     when stderr is no terminal (a log file would get a blank line for the bars)."""
     from rich import progress as bars  # only the commands that draw bars pay for it
+    from rich.console import Console
 
     console = Console(stderr=True)
     if quiet or not console.is_terminal:
         return run(None)
     with bars.Progress(bars.TextColumn("{task.description}"), bars.BarColumn(),
                        bars.MofNCompleteColumn(), transient=True, console=console) as bar:
-        tasks: dict[str, bars.TaskID] = {}
+        tasks: dict[str, tuple[bars.TaskID, int, int]] = {}  # stage -> task, total, done
 
         def tick(stage: str, done: int, total: int) -> None:
-            if stage not in tasks:
-                tasks[stage] = bar.add_task(stage, total=total)
-            bar.update(tasks[stage], completed=done, total=total)
+            # A stage's total is known before its first tick; another total, or a count
+            # that starts again, is the next source's: a bar of its own, not one going back.
+            task, shown, last = tasks.get(stage, (None, total, done))
+            if task is None or total != shown or done < last:
+                task = bar.add_task(stage, total=total)
+            tasks[stage] = (task, total, done)
+            bar.update(task, completed=done, total=total)
 
         return run(tick)
 
@@ -77,6 +81,8 @@ def print_report(report: SyncResult, as_json: bool, quiet: bool = False) -> None
     if not report.dry_run and nothing_changed(report):
         typer.echo(no_op_line(report))
         return
+    from rich.console import Console
+
     console = Console()
     for table in sync_tables(report):
         console.print(table)
@@ -117,6 +123,8 @@ def plan(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
     else:
         print_report(report, as_json)
         typer.echo(cost.summary())
+        if cost.sync is not None:
+            typer.echo(cost.sync.summary())
     if report.failed:  # what the sync would meet: failed documents, an incomplete listing
         raise typer.Exit(EXIT_PROBLEMS)
 

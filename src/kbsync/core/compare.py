@@ -26,7 +26,7 @@ from kbsync.core.chunking.bytecdc import byte_chunks, iter_byte_chunks, params_f
 from kbsync.core.chunking.params import ByteParams
 from kbsync.core.edits import Classification, Hunk, changed_fields, classify, fold
 from kbsync.core.normalize import canonical_pieces, canonical_text, canonical_words, scan_words
-from kbsync.model import ByteChunk, ChangeKind, ChangeReport, Region, Verdict
+from kbsync.model import ByteChunk, ChangeKind, ChangeReport, FieldChange, Region, Verdict
 
 __all__ = ["REEXAMINE_KEPT", "REEXAMINE_SIMILARITY", "WORD_DIFF_LIMIT", "WORD_REGIONS_LIMIT",
            "compare", "compare_long", "with_metadata"]
@@ -146,14 +146,15 @@ def with_metadata(report: ChangeReport | None, old: Mapping[str, str],
         return report
     reason = "metadata field" + ("s " if len(fields) > 1 else " ") + ", ".join(fields[:3]) \
         + (f" and {len(fields) - 3} more" if len(fields) > 3 else "")
+    values = tuple(FieldChange(name, old.get(name), new.get(name)) for name in fields)
     if report is None:
         return ChangeReport(changed=True, similarity=1.0, added=(), removed=(), kept=0, moved=0,
                             regions=(), verdict=Verdict.REPROCESS,
-                            kind=ChangeKind.SUBSTANTIVE, reason=reason)
+                            kind=ChangeKind.SUBSTANTIVE, reason=reason, fields=values)
     verdict = Verdict.REPROCESS if report.verdict in (Verdict.UNCHANGED, Verdict.COSMETIC) \
         else report.verdict
     return replace(report, changed=True, kind=ChangeKind.SUBSTANTIVE, reason=reason,
-                   verdict=verdict)
+                   verdict=verdict, fields=values)
 
 
 def _unread(what: str) -> Classification:

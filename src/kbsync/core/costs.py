@@ -6,6 +6,10 @@ the rate measured over the last syncs with the same embedder (tokens embedded
 over seconds spent embedding), else from a rough default for the embedder's kind;
 money only from a configured price (``[embedder] price_per_million_tokens``).
 
+How long the whole sync of a plan takes is a range (:func:`sync_time`): listing, reading
+and planning as long as the plan itself just took, embedding and writing at the rates
+each of the last syncs measured, from the fastest to the slowest of them.
+
 What a sync asks before it embeds follows what embedding costs (:func:`bill_bound`):
 money for a priced remote service (``[index] confirm_above_tokens``), time for a
 local model (``[index] confirm_above_seconds`` at the measured rate), nothing for
@@ -18,9 +22,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["DEFAULT_CONFIRM_ABOVE_SECONDS", "DEFAULT_CONFIRM_ABOVE_TOKENS",
-           "DEFAULT_TOKENS_PER_SECOND", "BillBasis", "BillBound", "EmbeddingCost",
-           "bill_bound", "estimate", "measured_rate", "rate_of"]
+__all__ = ["DEFAULT_CHUNKS_WRITTEN_PER_SECOND", "DEFAULT_CONFIRM_ABOVE_SECONDS",
+           "DEFAULT_CONFIRM_ABOVE_TOKENS", "DEFAULT_TOKENS_PER_SECOND", "BillBasis", "BillBound",
+           "EmbeddingCost", "SyncTime", "bill_bound", "estimate", "measured_rate", "rate_of",
+           "sync_time"]
 
 BillBasis = Literal["free", "time", "money"]
 """What embedding costs with a kind of embedder: nothing, time (a local model), money
@@ -38,7 +43,21 @@ DEFAULT_CONFIRM_ABOVE_SECONDS = 3600
 """``[index] confirm_above_seconds`` when unset: a local model's sync estimated to embed
 longer asks for ``--yes``."""
 
+DEFAULT_CHUNKS_WRITTEN_PER_SECOND = 2_000.0
+"""A rough rate of the apply stage (chunks added or deleted per second), until a sync has
+measured one: SQLite wrote about 25,000 a second on two loaded cores (the sample corpus)."""
+
 _MEASURED_RUNS = 5
+
+# The spread a range keeps at least, while fewer than _STEADY syncs were measured: a
+# rate measured once can be that of a machine busier or idler than now (a plan was 2.6
+# times short after one first sync on a loaded machine); with defaults only, wider still.
+_STEADY = 3
+_FEW_RUNS = (0.8, 1.5)
+_DEFAULTS = (0.5, 2.0)
+
+# The stages a plan runs as its sync will: their time is measured by the plan itself.
+_PLANNED_STAGES = ("list", "read", "plan")
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +108,8 @@ class EmbeddingCost:
     price: float | None
     bound: BillBound | None = None
     """Above what a sync asks first (None: it never asks, as with the hashing embedder)."""
+    sync: SyncTime | None = None
+    """How long the whole sync of the plan takes (:func:`sync_time`)."""
 
     @property
     def confirm_above_tokens(self) -> int | None:
@@ -107,7 +128,8 @@ class EmbeddingCost:
                 "seconds": self.seconds, "price_per_million_tokens": self.price_per_million_tokens,
                 "price": self.price, "confirm_above_tokens": self.confirm_above_tokens,
                 "bound": None if self.bound is None else self.bound.setting,
-                "needs_confirmation": self.needs_confirmation}
+                "needs_confirmation": self.needs_confirmation,
+                "sync": None if self.sync is None else self.sync.to_dict()}
 
     def summary(self) -> str:
         """One line for people."""
@@ -120,6 +142,81 @@ class EmbeddingCost:
         if self.needs_confirmation and self.bound is not None:
             line += f"; over {self.bound.setting}, so `kbsync sync` asks for --yes"
         return line
+
+
+@dataclass(frozen=True, slots=True)
+class SyncTime:
+    """How long the sync of a plan takes: from ``low`` to ``high`` seconds, and ``basis``,
+    what the range comes from."""
+
+    low: float
+    high: float
+    basis: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data."""
+        return {"low": round(self.low, 3), "high": round(self.high, 3), "basis": self.basis}
+
+    def summary(self) -> str:
+        """One line for people: ``a sync of this plan: about 40-70 s (...)``."""
+        return f"a sync of this plan: {_span(self.low, self.high)} ({self.basis})"
+
+
+def sync_time(plan_seconds: Mapping[str, float], tokens: int, chunks: int, *, embedder: str,
+              kind: str, reports: Iterable[Mapping[str, Any]],
+              runs: int = _MEASURED_RUNS) -> SyncTime:
+    """How long a sync of a plan takes that embeds ``tokens`` tokens and writes ``chunks``
+    chunks (added or deleted) with ``embedder`` of kind ``kind``.
+
+    The stages a plan runs too (listing, reading, planning) take what they took in the
+    plan (``plan_seconds``, per stage), on the machine as loaded as it is now; embedding
+    and writing, at the rates of each of the latest ``runs`` completed syncs with
+    ``embedder`` (``reports``, newest first): the range goes from the fastest to the
+    slowest, widened to at least -20%/+50% while fewer than three were measured, and to
+    -50%/+100% around the default rates of the embedder's kind when none was.
+    """
+    planned = sum(float(plan_seconds.get(stage, 0.0)) for stage in _PLANNED_STAGES)
+    measured = [rates for report in reports if (rates := _rates(report, embedder)) is not None]
+    measured = measured[:runs]
+    default = DEFAULT_TOKENS_PER_SECOND.get(kind)
+    if measured:  # a sync that embedded nothing, or wrote nothing, stands in with the default
+        times = [planned + _cost(tokens, embed or default)
+                 + _cost(chunks, write or DEFAULT_CHUNKS_WRITTEN_PER_SECOND)
+                 for embed, write in measured]
+        low, high = min(times), max(times)
+        if len(measured) < _STEADY:
+            low, high = min(low, planned + (low - planned) * _FEW_RUNS[0]), \
+                max(high, planned + (high - planned) * _FEW_RUNS[1])
+        basis = (f"reading as this plan did, embedding and writing at the rates of the last "
+                 f"{len(measured)} sync{'s' if len(measured) > 1 else ''}")
+        return SyncTime(low, high, basis)
+    middle = _cost(tokens, default) + _cost(chunks, DEFAULT_CHUNKS_WRITTEN_PER_SECOND)
+    return SyncTime(planned + middle * _DEFAULTS[0], planned + middle * _DEFAULTS[1],
+                    f"reading as this plan did, embedding and writing at rough default "
+                    f"rates for the {kind} embedder: no sync measured them yet")
+
+
+def _rates(report: Mapping[str, Any], embedder: str) -> tuple[float | None, float | None] | None:
+    """The embedding rate (tokens a second) and writing rate (chunks added or deleted a
+    second) of a completed sync with ``embedder``; None for any other report, or one that
+    measured neither."""
+    if report.get("dry_run") or report.get("interrupted") or report.get("embedder") != embedder:
+        return None
+    seconds = report.get("seconds", {})
+    sources = report.get("sources", ())
+    tokens = sum(int(s.get("embedding_tokens", 0)) for s in sources)
+    chunks = sum(int(s.get("chunks", {}).get(fate, 0)) for s in sources
+                 for fate in ("added", "deleted"))
+    embed = float(seconds.get("embed", 0.0))
+    apply = float(seconds.get("apply", 0.0))
+    rates = (tokens / embed if tokens and embed > 0 else None,
+             chunks / apply if chunks and apply > 0 else None)
+    return None if rates == (None, None) else rates
+
+
+def _cost(work: int, rate: float | None) -> float:
+    """The seconds ``work`` takes at ``rate`` (none measured: the work is counted as free)."""
+    return work / rate if work and rate else 0.0
 
 
 def measured_rate(reports: Iterable[Mapping[str, Any]], embedder: str,
@@ -146,9 +243,13 @@ def measured_rate(reports: Iterable[Mapping[str, Any]], embedder: str,
 
 def estimate(chunks: int, tokens: int, *, embedder: str, kind: str,
              reports: Iterable[Mapping[str, Any]], price_per_million_tokens: float | None = None,
-             bound: BillBound | None = None) -> EmbeddingCost:
+             bound: BillBound | None = None, plan_seconds: Mapping[str, float] | None = None,
+             written: int = 0) -> EmbeddingCost:
     """The bill of embedding ``chunks`` chunks of ``tokens`` tokens with ``embedder``;
-    ``bound`` is when a sync asks first (:func:`bill_bound`)."""
+    ``bound`` is when a sync asks first (:func:`bill_bound`). Given the seconds per stage
+    of the plan, also how long its sync takes, writing ``written`` chunks
+    (:func:`sync_time`)."""
+    reports = list(reports)
     rate, basis = rate_of(embedder, kind, reports)
     return EmbeddingCost(
         chunks=chunks, tokens=tokens, tokens_per_second=rate, basis=basis,
@@ -156,7 +257,9 @@ def estimate(chunks: int, tokens: int, *, embedder: str, kind: str,
         price_per_million_tokens=price_per_million_tokens,
         price=None if price_per_million_tokens is None
         else tokens / 1e6 * price_per_million_tokens,
-        bound=bound)
+        bound=bound,
+        sync=None if plan_seconds is None else sync_time(
+            plan_seconds, tokens, written, embedder=embedder, kind=kind, reports=reports))
 
 
 def rate_of(embedder: str, kind: str,
@@ -169,6 +272,19 @@ def rate_of(embedder: str, kind: str,
                              f"sync{'s' if measured[1] > 1 else ''}")
     rate = DEFAULT_TOKENS_PER_SECOND.get(kind)
     return rate, f"a rough default for the {kind} embedder" if rate else ""
+
+
+def _span(low: float, high: float) -> str:
+    """``about 40-70 s``: a range of seconds, in the unit of its high end."""
+    if high < 1:
+        return "under a second"
+    for unit, size, limit in (("s", 1, 120), ("min", 60, 7200), ("h", 3600, float("inf"))):
+        if high < limit:
+            low_shown, high_shown = round(low / size), round(high / size)
+            if low_shown == high_shown:
+                return f"about {high_shown} {unit}"
+            return f"about {low_shown}-{high_shown} {unit}"
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _duration(seconds: float) -> str:

@@ -3,16 +3,28 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
 from kbsync.model import ANY_NORM, VectorNorm
 
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    Vectors: TypeAlias = npt.NDArray[np.float32]
+
 __all__ = ["Embedder", "QueryEmbedder", "Reranker", "Vectors", "norm_of"]
 
-Vectors = npt.NDArray[np.float32]
+
+def __getattr__(name: str) -> Any:
+    """``Vectors``, the type of a batch of vectors: NumPy is imported by what computes or
+    reads vectors, not by what only names an embedder's kind (a status, a configuration)."""
+    if name == "Vectors":
+        import numpy as np
+        import numpy.typing as npt
+
+        return npt.NDArray[np.float32]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @runtime_checkable

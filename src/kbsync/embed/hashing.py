@@ -13,20 +13,20 @@ import zlib
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from itertools import pairwise
+from typing import TYPE_CHECKING
 
-import numpy as np
-import numpy.typing as npt
-
-from kbsync.core import native
-from kbsync.core.stopwords import STOPWORDS
-from kbsync.embed import Vectors
 from kbsync.errors import ParameterError
 from kbsync.model import VectorNorm
+
+if TYPE_CHECKING:  # NumPy is imported where vectors are computed
+    import numpy as np
+    import numpy.typing as npt
+
+    from kbsync.embed import Vectors
 
 __all__ = ["HashingEmbedder", "python_term_keys", "term_keys"]
 
 _TOKEN = re.compile(r"\w+")
-_STOPWORDS = STOPWORDS
 
 
 def _stem(word: str) -> str:
@@ -81,6 +81,8 @@ class HashingEmbedder:
         return f"{self.version}:stemmed-unigram+bigram:log-tf:{self._dimension}"
 
     def embed(self, texts: Sequence[str]) -> Vectors:
+        import numpy as np
+
         dim = self._dimension
         out = np.zeros((len(texts), dim), dtype=np.float32)
         keys = term_keys(list(texts))
@@ -111,23 +113,32 @@ def term_keys(texts: list[str]) -> npt.NDArray[np.uint64]:
     compiled kernel finds the words of ASCII texts itself; of the others it is handed
     the words Python's regular expression finds (Unicode's letters and case rules).
     """
+    import numpy as np
+
+    from kbsync.core import native  # the compiled kernel, loaded when texts are embedded
+    from kbsync.core.stopwords import STOPWORDS
+
     kernel = native.kernel
     if kernel is None:
         return python_term_keys(texts, range(len(texts)))
-    data, others = kernel.hashing_keys(texts, _STOPWORDS)
+    data, others = kernel.hashing_keys(texts, STOPWORDS)
     if others:  # their words as Python's Unicode rules find them; the rest as before
         words: list[str | list[str]] = [[]] * len(texts)
         for row in others:
             words[row] = _TOKEN.findall(texts[row].lower())
-        data += kernel.hashing_keys(words, _STOPWORDS)[0]
+        data += kernel.hashing_keys(words, STOPWORDS)[0]
     return np.frombuffer(data, dtype=np.uint64)
 
 
 def python_term_keys(texts: Sequence[str], rows: Iterable[int]) -> npt.NDArray[np.uint64]:
     """:func:`term_keys` of the texts at ``rows``, word by word in Python."""
+    import numpy as np
+
+    from kbsync.core.stopwords import STOPWORDS
+
     keys: list[int] = []
     for row in rows:
-        words = [_features(w) for w in _TOKEN.findall(texts[row].lower()) if w not in _STOPWORDS]
+        words = [_features(w) for w in _TOKEN.findall(texts[row].lower()) if w not in STOPWORDS]
         high = row << 32
         keys += [high | code for _, code, _ in words]
         # A bigram's code is the CRC of "a b", continued from the CRC of "a ".

@@ -11,16 +11,18 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypeVar
 
 from msgspec import Meta
 
-from kbsync.core.costs import BillBasis
-from kbsync.embed import Embedder
-from kbsync.embed.providers.local import DEFAULT_MODEL
+from kbsync.embed.providers.local_settings import LocalSettings
 from kbsync.embed.providers.openai_settings import OpenAISettings
 from kbsync.errors import ConfigError
 from kbsync.settings import keys_of, parse_settings
+
+if TYPE_CHECKING:
+    from kbsync.core.costs import BillBasis
+    from kbsync.embed import Embedder
 
 __all__ = [
     "EMBEDDER_KINDS",
@@ -39,19 +41,6 @@ class HashingSettings:
     """The offline hashing embedder: lexical vectors of ``dimension`` buckets."""
 
     dimension: Annotated[int, Meta(ge=8)] = 1024
-
-
-@dataclass(frozen=True, slots=True)
-class LocalSettings:
-    """A sentence-transformers model on this machine (see
-    :class:`~kbsync.embed.providers.local.LocalEmbedder`)."""
-
-    model: str = DEFAULT_MODEL
-    batch_size: Annotated[int, Meta(ge=1)] = 16
-    normalize: bool = True
-    device: str = "cpu"
-    backend: Literal["torch", "onnx-int8"] = "torch"
-    cache_dir: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

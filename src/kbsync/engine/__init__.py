@@ -9,36 +9,77 @@ the sources, the store and the embedder it names (:mod:`~kbsync.engine.component
 
 from __future__ import annotations
 
-from kbsync.engine.components import (
-    check_fit,
-    embedder_token_counter,
-    init_embedder,
-    make_embedder,
-    make_reranker,
-    make_sink,
-    make_sources,
-    open_store,
-    store_exists,
-    writer_lock,
-)
-from kbsync.engine.config import (
-    CONFIG_NAME,
-    DEFAULT_CHUNKER,
-    DEFAULT_CONTEXT_TOKENS,
-    MODEL_TAIL_ABOVE,
-    Config,
-    IndexSettings,
-    SearchSettings,
-)
-from kbsync.engine.loading import load_config
-from kbsync.engine.writing import (
-    add_source,
-    init_config,
-    missing_folders,
-    refuse_missing_folders,
-    remove_source,
-)
-from kbsync.sources.kinds import SourceConfig
+from typing import TYPE_CHECKING, Any
+
+from kbsync.lazy import names_on_first_use
+
+if TYPE_CHECKING:
+    from kbsync.engine.components import (
+        check_fit,
+        embedder_token_counter,
+        init_embedder,
+        make_embedder,
+        make_reranker,
+        make_sink,
+        make_sources,
+        open_store,
+        store_exists,
+        writer_lock,
+    )
+    from kbsync.engine.config import (
+        CONFIG_NAME,
+        DEFAULT_CHUNKER,
+        DEFAULT_CONTEXT_TOKENS,
+        MODEL_TAIL_ABOVE,
+        Config,
+        IndexSettings,
+        Outline,
+        SearchSettings,
+        chunker_choice,
+        default_chunker,
+    )
+    from kbsync.engine.loading import load_config, load_outline
+    from kbsync.engine.writing import (
+        add_source,
+        init_config,
+        missing_folders,
+        refuse_missing_folders,
+        remove_source,
+    )
+    from kbsync.sources.kinds import SourceConfig
+
+# Where each name lives: imported when first asked for, so that reading a configuration
+# does not import what builds the components it names.
+_HOMES = {
+    "check_fit": "kbsync.engine.components",
+    "embedder_token_counter": "kbsync.engine.components",
+    "init_embedder": "kbsync.engine.components",
+    "make_embedder": "kbsync.engine.components",
+    "make_reranker": "kbsync.engine.components",
+    "make_sink": "kbsync.engine.components",
+    "make_sources": "kbsync.engine.components",
+    "open_store": "kbsync.engine.components",
+    "store_exists": "kbsync.engine.components",
+    "writer_lock": "kbsync.engine.components",
+    "CONFIG_NAME": "kbsync.engine.config",
+    "DEFAULT_CHUNKER": "kbsync.engine.config",
+    "DEFAULT_CONTEXT_TOKENS": "kbsync.engine.config",
+    "MODEL_TAIL_ABOVE": "kbsync.engine.config",
+    "Config": "kbsync.engine.config",
+    "IndexSettings": "kbsync.engine.config",
+    "Outline": "kbsync.engine.config",
+    "SearchSettings": "kbsync.engine.config",
+    "chunker_choice": "kbsync.engine.config",
+    "default_chunker": "kbsync.engine.config",
+    "load_config": "kbsync.engine.loading",
+    "load_outline": "kbsync.engine.loading",
+    "add_source": "kbsync.engine.writing",
+    "init_config": "kbsync.engine.writing",
+    "missing_folders": "kbsync.engine.writing",
+    "refuse_missing_folders": "kbsync.engine.writing",
+    "remove_source": "kbsync.engine.writing",
+    "SourceConfig": "kbsync.sources.kinds",
+}
 
 __all__ = [
     "CONFIG_NAME",
@@ -47,14 +88,18 @@ __all__ = [
     "MODEL_TAIL_ABOVE",
     "Config",
     "IndexSettings",
+    "Outline",
     "SearchSettings",
     "SourceConfig",
     "add_source",
     "check_fit",
+    "chunker_choice",
+    "default_chunker",
     "embedder_token_counter",
     "init_config",
     "init_embedder",
     "load_config",
+    "load_outline",
     "make_embedder",
     "make_reranker",
     "make_sink",
@@ -66,3 +111,11 @@ __all__ = [
     "store_exists",
     "writer_lock",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """A name of the package, imported from its module on first use."""
+    return _attribute(name)
+
+
+_attribute = names_on_first_use(__name__, _HOMES)

@@ -5,20 +5,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kbsync.embed import Embedder, Reranker
 from kbsync.embed.kinds import EmbedderConfig, embedder_kind
-from kbsync.embed.tokenizer import TokenizerCounter
-from kbsync.engine.config import CONFIG_NAME, Config
+from kbsync.engine.config import CONFIG_NAME, Config, Outline
 from kbsync.errors import ConfigError, ParameterError
 from kbsync.sources import Source
 from kbsync.sources.kinds import source_kind
 from kbsync.store import RecordStore
 from kbsync.store.kinds import WriterLockLike
 from kbsync.sync import Chunker
-from kbsync.vectors import VectorSink
-from kbsync.vectors.kinds import SinkConfig, sink_kind
+
+if TYPE_CHECKING:
+    from kbsync.vectors import VectorSink
+    from kbsync.vectors.kinds import SinkConfig
 
 __all__ = [
     "check_fit",
@@ -36,7 +37,11 @@ __all__ = [
 
 def make_sink(config: SinkConfig | None, root: Path) -> VectorSink | None:
     """The external vector store of a ``[vectors]`` table (paths relative to ``root``)."""
-    return None if config is None else sink_kind(config.kind).build(config.settings, root)
+    if config is None:
+        return None
+    from kbsync.vectors.kinds import sink_kind  # what a configuration with no sink never loads
+
+    return sink_kind(config.kind).build(config.settings, root)
 
 
 def init_embedder(kind: str | None = None) -> tuple[dict[str, Any], str | None]:
@@ -67,17 +72,17 @@ def make_sources(config: Config, crawled: Callable[[str, int, int], None]) -> li
         raise ConfigError(f"{config.file}: {exc}") from exc
 
 
-def open_store(config: Config, *, create: bool) -> RecordStore:
+def open_store(config: Outline, *, create: bool) -> RecordStore:
     """The configured store (see :meth:`kbsync.store.kinds.StoreKind.open`)."""
     return config.store_kind.open(config.store.settings, config.root, create=create)
 
 
-def store_exists(config: Config) -> bool:
+def store_exists(config: Outline) -> bool:
     """Whether the configured store has been created."""
     return config.store_kind.exists(config.store.settings, config.root)
 
 
-def writer_lock(config: Config, *, wait: bool = True,
+def writer_lock(config: Outline, *, wait: bool = True,
                 on_wait: Callable[[str], None] | None = None) -> WriterLockLike:
     """One writer at a time, as the store's kind locks it."""
     return config.store_kind.writer_lock(config.store.settings, config.root, wait=wait,
@@ -118,6 +123,8 @@ def check_fit(chunker: Chunker, embedder: Embedder, settings: EmbedderConfig) ->
     limit = embedder.max_input_tokens
     if limit is None or settings.allow_truncation:
         return
+    from kbsync.embed.tokenizer import TokenizerCounter  # with the chunking core, NumPy
+
     max_tokens = int(chunker.params.get("max_tokens", 512))
     counter = chunker.text_chunker().counter
     if isinstance(counter, TokenizerCounter):  # the model's own tokens: an exact limit

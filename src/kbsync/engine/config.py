@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from msgspec import Meta
 
@@ -16,8 +16,10 @@ from kbsync.errors import ParameterError
 from kbsync.model import SearchMode
 from kbsync.sources.kinds import SourceConfig
 from kbsync.store.kinds import StoreConfig, StoreKind, store_kind
-from kbsync.sync import Chunker
-from kbsync.vectors.kinds import SinkConfig
+from kbsync.sync import EMBEDDER_COUNTER, Chunker
+
+if TYPE_CHECKING:
+    from kbsync.vectors.kinds import SinkConfig
 
 __all__ = [
     "CONFIG_NAME",
@@ -26,7 +28,10 @@ __all__ = [
     "MODEL_TAIL_ABOVE",
     "Config",
     "IndexSettings",
+    "Outline",
     "SearchSettings",
+    "chunker_choice",
+    "default_chunker",
 ]
 
 CONFIG_NAME = "kbsync.toml"
@@ -45,6 +50,37 @@ DEFAULT_CHUNKER = Chunker("sentences", {"min_tokens": 48, "max_tokens": 192})
 # from 92.4 to 94.8 and lowered full-text recall@5 from 95.0 to 93.8, so the hashing
 # embedder, whose search is full text, keeps whole paragraphs.
 MODEL_TAIL_ABOVE = 100
+
+# Embedders with a tokenizer of their own: their chunks are limited in its tokens (an
+# estimate of them can put a chunk of links or code past the model's window).
+_MODEL_KINDS = ("local", "openai")
+
+
+def default_chunker(embedder_kind: str) -> Chunker:
+    """The chunker of a knowledge base whose ``[chunker]`` does not name a strategy, for the
+    kind of its embedder: whatever way the embedder was chosen (``kbsync init``, a
+    ``kbsync.toml`` written by hand, ``KnowledgeBase.create``), the same chunks.
+
+    :data:`DEFAULT_CHUNKER`; with a model, counted in the model's own tokens, and the
+    closing sentences of long paragraphs cut into chunks of their own
+    (:data:`MODEL_TAIL_ABOVE`).
+    """
+    if embedder_kind in _MODEL_KINDS:
+        return Chunker(DEFAULT_CHUNKER.strategy, {
+            **DEFAULT_CHUNKER.params, "token_counter": EMBEDDER_COUNTER,
+            "tail_above": MODEL_TAIL_ABOVE})
+    return DEFAULT_CHUNKER
+
+
+def chunker_choice(chunker: Chunker, embedder_kind: str) -> str:
+    """Why a knowledge base chunks as it does, in a few words (what ``kbsync init`` says)."""
+    if chunker != default_chunker(embedder_kind):
+        return "as its [chunker] table says"
+    if embedder_kind in _MODEL_KINDS:
+        return ("the default with a model: counted in its own tokens, the closing sentences "
+                "of long paragraphs apart (they match questions about them closely)")
+    return ("the default with the hashing embedder: whole sentences and paragraphs, for its "
+            "full-text search")
 
 
 DEFAULT_CONTEXT_TOKENS = 512
@@ -95,17 +131,14 @@ class SearchSettings:
 
 
 @dataclass(frozen=True, slots=True)
-class Config:
-    """A parsed ``kbsync.toml``: each table checked into its settings."""
+class Outline:
+    """What a status shows of a ``kbsync.toml``: its file, store, embedder and sources, each
+    checked into its settings (:func:`~kbsync.engine.loading.load_outline`)."""
 
     file: Path
     store: StoreConfig = field(default_factory=StoreConfig)
-    chunker: Chunker = field(default_factory=Chunker)
     embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
     sources: tuple[SourceConfig, ...] = ()
-    index: IndexSettings = field(default_factory=IndexSettings)
-    search: SearchSettings = field(default_factory=SearchSettings)
-    vectors: SinkConfig | None = None
 
     @property
     def root(self) -> Path:
@@ -125,6 +158,16 @@ class Config:
     def store_location(self) -> str:
         """The store in a few words: its file, or its URL."""
         return self.store_kind.describe(self.store.settings, self.root)
+
+
+@dataclass(frozen=True, slots=True)
+class Config(Outline):
+    """A parsed ``kbsync.toml``: each table checked into its settings."""
+
+    chunker: Chunker = field(default_factory=lambda: DEFAULT_CHUNKER)
+    index: IndexSettings = field(default_factory=IndexSettings)
+    search: SearchSettings = field(default_factory=SearchSettings)
+    vectors: SinkConfig | None = None
 
     @property
     def default_search_mode(self) -> SearchMode:

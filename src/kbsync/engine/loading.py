@@ -4,7 +4,8 @@ Each table is converted into its settings type by :func:`kbsync.settings.parse_s
 (the kinded ones, sources, embedder, store and vectors, by their kind's): a misspelt key
 is refused with the name it resembles, a wrong type names the table, the key, the type
 expected and the value found. Nothing is read, written or deleted before the whole file
-passes.
+passes. A status reads the tables it shows (:func:`load_outline`), checked the same way,
+without loading the chunking core that checking ``[chunker]`` needs.
 """
 
 from __future__ import annotations
@@ -16,34 +17,55 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from kbsync.core.chunking import STRATEGY_PARAMS
 from kbsync.embed.kinds import EmbedderConfig
-from kbsync.engine.config import CONFIG_NAME, Config, IndexSettings, SearchSettings
+from kbsync.engine.config import (
+    CONFIG_NAME,
+    Config,
+    IndexSettings,
+    Outline,
+    SearchSettings,
+    default_chunker,
+)
 from kbsync.errors import ConfigError, KbsyncError
 from kbsync.settings import parse_settings, shown
 from kbsync.sources.kinds import SourceConfig, infer_kind
 from kbsync.store.kinds import StoreConfig
 from kbsync.sync import Chunker
-from kbsync.vectors.kinds import SinkConfig
 
-__all__ = ["load_config", "parse_chunker"]
+__all__ = ["load_config", "load_outline", "parse_chunker"]
 
 
 def load_config(path: str | Path = CONFIG_NAME) -> Config:
     """Read and check a configuration file (a folder means its ``kbsync.toml``)."""
-    file = Path(path)
-    if file.is_dir():
-        file = file / CONFIG_NAME
-    try:
-        data = tomllib.loads(file.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{file}: no knowledge base here; run `kbsync init` first") from None
-    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{file}: cannot read the configuration: {exc}") from exc
+    file, data = _read(path)
     try:
         return _parsed(file.resolve(), data)
     except KbsyncError as exc:  # the table is in the file: say which file
         raise ConfigError(f"{file}: {exc}") from None
+
+
+def load_outline(path: str | Path = CONFIG_NAME) -> Outline:
+    """The store, embedder and sources of a configuration file, checked as
+    :func:`load_config` checks them; its other tables are not read."""
+    file, data = _read(path)
+    try:
+        _known_tables(data)
+        return _outline(file.resolve(), data)
+    except KbsyncError as exc:
+        raise ConfigError(f"{file}: {exc}") from None
+
+
+def _read(path: str | Path) -> tuple[Path, dict[str, Any]]:
+    """The configuration file of ``path`` (a folder means its ``kbsync.toml``) and its tables."""
+    file = Path(path)
+    if file.is_dir():
+        file = file / CONFIG_NAME
+    try:
+        return file, tomllib.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{file}: no knowledge base here; run `kbsync init` first") from None
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{file}: cannot read the configuration: {exc}") from exc
 
 
 # What kbsync.toml may hold; anything else is a misspelling (a table that is silently
@@ -52,22 +74,34 @@ def load_config(path: str | Path = CONFIG_NAME) -> Config:
 _TABLES = ("store", "chunker", "embedder", "index", "search", "vectors", "sources")
 
 
-def _parsed(file: Path, data: Mapping[str, Any]) -> Config:
+def _known_tables(data: Mapping[str, Any]) -> None:
     for name in data:
         if name not in _TABLES:
             close = difflib.get_close_matches(name, _TABLES, n=1)
             hint = (f"; did you mean {_shown_table(close[0])}?" if close
                     else f" (known: {', '.join(map(_shown_table, _TABLES))})")
             raise ConfigError(f"unknown table {_shown_table(name, data[name])}{hint}")
+
+
+def _outline(file: Path, data: Mapping[str, Any]) -> Outline:
     sources = _sources(data.get("sources", []))
     names = [s.name for s in sources]
     if len(set(names)) != len(names):
         raise ConfigError("two sources share a name")
+    return Outline(file=file, store=StoreConfig(_table(data, "store")),
+                   embedder=EmbedderConfig(_table(data, "embedder")), sources=sources)
+
+
+def _parsed(file: Path, data: Mapping[str, Any]) -> Config:
+    from kbsync.vectors.kinds import SinkConfig
+
+    _known_tables(data)
+    outline = _outline(file, data)
     vectors = _table(data, "vectors")
     return Config(
-        file=file, store=StoreConfig(_table(data, "store")),
-        chunker=parse_chunker(_table(data, "chunker")),
-        embedder=EmbedderConfig(_table(data, "embedder")), sources=sources,
+        file=file, store=outline.store,
+        chunker=parse_chunker(_table(data, "chunker"), outline.embedder.kind),
+        embedder=outline.embedder, sources=outline.sources,
         index=parse_settings(_table(data, "index"), IndexSettings, "[index]"),
         search=parse_settings(_table(data, "search"), SearchSettings, "[search]"),
         vectors=SinkConfig(vectors) if vectors else None)
@@ -81,10 +115,20 @@ def _table(data: Mapping[str, Any], name: str) -> Mapping[str, Any]:
     return table
 
 
-def parse_chunker(table: Mapping[str, Any]) -> Chunker:
+def parse_chunker(table: Mapping[str, Any], embedder_kind: str = "hashing") -> Chunker:
     """A ``[chunker]`` table checked into a :class:`~kbsync.sync.Chunker`: its strategy's
-    parameters typed and in range, its token counter one kbsync knows."""
-    strategy = table.get("strategy", "tttd")
+    parameters typed and in range, its token counter one kbsync knows.
+
+    A table that names no strategy (or no table) is the default chunker of the embedder's
+    kind (:func:`~kbsync.engine.config.default_chunker`) with the keys it sets over the
+    default's.
+    """
+    from kbsync.core.chunking import STRATEGY_PARAMS  # the chunking core, with NumPy
+
+    if "strategy" not in table:
+        default = default_chunker(embedder_kind)
+        table = {"strategy": default.strategy, **default.params, **table}
+    strategy = table["strategy"]
     params_type = STRATEGY_PARAMS.get(strategy) if isinstance(strategy, str) else None
     if params_type is None:
         raise ConfigError(f"[chunker] strategy: expected one of "

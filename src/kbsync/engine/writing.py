@@ -18,18 +18,16 @@ from kbsync.crashpoints import crashpoint
 from kbsync.embed.kinds import EmbedderConfig
 from kbsync.engine.config import (
     CONFIG_NAME,
-    DEFAULT_CHUNKER,
     DEFAULT_CONTEXT_TOKENS,
-    MODEL_TAIL_ABOVE,
     Config,
     IndexSettings,
     SearchSettings,
+    default_chunker,
 )
 from kbsync.engine.loading import load_config
 from kbsync.errors import ConfigError
 from kbsync.sources.kinds import ObjectStoreKind, SourceConfig, kind_for_argument, source_kind
 from kbsync.store.kinds import StoreConfig
-from kbsync.sync import EMBEDDER_COUNTER
 
 __all__ = [
     "add_source",
@@ -38,11 +36,6 @@ __all__ = [
     "refuse_missing_folders",
     "remove_source",
 ]
-
-# Embedders with a tokenizer of their own: `kbsync init` limits chunks in its tokens (an
-# estimate of them can put a chunk of links or code past the model's window).
-_MODEL_KINDS = ("local", "openai")
-
 
 def init_config(folder: str | Path, sources: Sequence[str] = (), *,
                 embedder: Mapping[str, Any] | None = None, store: str | None = None,
@@ -73,14 +66,12 @@ def init_config(folder: str | Path, sources: Sequence[str] = (), *,
             made = _allowing_private(made, allow_private)
         if endpoint_url is not None:
             made = _at_endpoint(made, endpoint_url)
-        config = Config(file=file.resolve(), chunker=DEFAULT_CHUNKER, sources=made,
+        config = Config(file=file.resolve(), sources=made,
                         search=SearchSettings(context_tokens=DEFAULT_CONTEXT_TOKENS))
         if embedder is not None:
             config = replace(config, embedder=EmbedderConfig(dict(embedder)))
-            if embedder.get("kind") in _MODEL_KINDS:  # count in the model's own tokens
-                params = {**DEFAULT_CHUNKER.params, "token_counter": EMBEDDER_COUNTER,
-                          "tail_above": MODEL_TAIL_ABOVE}
-                config = replace(config, chunker=replace(DEFAULT_CHUNKER, params=params))
+        # The chunker a kbsync.toml without [chunker] would have: written out, to be seen.
+        config = replace(config, chunker=default_chunker(config.embedder.kind))
         if store is not None:
             config = replace(config, store=StoreConfig({"path": store}))
         _write(config)

@@ -6,7 +6,8 @@ source is one :class:`SourceKind` here and one entry in :data:`SOURCE_KINDS`; th
 configuration, ``kbsync init``/``sources add``, the dashboard and ``kbsync watch`` ask
 the kind, never the keys of the table. Adapters with an extra are imported inside
 :meth:`SourceKind.build`, so a missing extra fails only the source that needs it, while
-its settings are checked all the same.
+its settings are checked all the same. A kind's settings type is imported when a table of
+that kind is checked: reading a configuration of folders loads no crawler or git code.
 """
 
 from __future__ import annotations
@@ -16,16 +17,15 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kbsync.errors import ConfigError, ParameterError
 from kbsync.settings import parse_settings
-from kbsync.sources import Source
-from kbsync.sources.files import glob_regex
-from kbsync.sources.git import GitSettings
-from kbsync.sources.objects import ObjectStoreSettings
-from kbsync.sources.warc.settings import WarcSettings, is_glob
-from kbsync.sources.web.config import WebSettings
+from kbsync.sources.globs import glob_regex
+
+if TYPE_CHECKING:
+    from kbsync.sources import Source
+    from kbsync.sources.objects import ObjectStoreSettings
 
 __all__ = [
     "SOURCE_KINDS",
@@ -151,7 +151,12 @@ class WebKind:
     """A website: seed ``urls`` and/or ``sitemaps``, and the crawl's settings."""
 
     name = "web"
-    settings_type = WebSettings
+
+    @property
+    def settings_type(self) -> type:
+        from kbsync.sources.web.config import WebSettings
+
+        return WebSettings
 
     def claims(self, argument: str) -> bool:
         return argument.startswith(("http://", "https://"))
@@ -173,26 +178,23 @@ class WebKind:
         return None
 
 
-@dataclass(frozen=True, slots=True)
-class S3Settings(ObjectStoreSettings):
-    """An ``s3`` source's table: an object store whose URL is an ``s3://`` one."""
-
-    def __post_init__(self) -> None:
-        ObjectStoreSettings.__post_init__(self)
-        self.require_scheme("s3")
-
-
 class ObjectStoreKind:
     """Objects below an fsspec ``url`` (``s3://bucket/prefix``, ``gs://``, ``memory://``...).
 
     ``s3`` takes ``s3://`` URLs only (extra ``s3``); ``fsspec`` any URL (extra ``fsspec``).
     """
 
-    def __init__(self, name: str, schemes: tuple[str, ...],
-                 settings_type: type[ObjectStoreSettings]) -> None:
+    def __init__(self, name: str, schemes: tuple[str, ...], settings_name: str) -> None:
         self.name = name
         self._schemes = schemes
-        self.settings_type = settings_type
+        self._settings_name = settings_name  # of kbsync.sources.objects
+
+    @property
+    def settings_type(self) -> type[ObjectStoreSettings]:
+        from kbsync.sources import objects
+
+        found: type[ObjectStoreSettings] = getattr(objects, self._settings_name)
+        return found
 
     def claims(self, argument: str) -> bool:
         return argument.lower().startswith(tuple(f"{s}://" for s in self._schemes))
@@ -235,8 +237,13 @@ class GitKind:
     ``include`` and ``exclude`` globs); ``kbsync init git+URL`` or ``git+PATH``."""
 
     name = "git"
-    settings_type = GitSettings
     _PREFIX = "git+"
+
+    @property
+    def settings_type(self) -> type:
+        from kbsync.sources.git import GitSettings
+
+        return GitSettings
 
     def claims(self, argument: str) -> bool:
         return argument.startswith(self._PREFIX)
@@ -252,7 +259,7 @@ class GitKind:
                             kind=self.name, options={"repository": repository})
 
     def build(self, config: SourceConfig, root: Path, progress: CrawlProgress) -> Source:
-        from kbsync.sources.git import GitSource, is_remote
+        from kbsync.sources.git import GitSettings, GitSource, is_remote
 
         settings: GitSettings = config.settings
         if not is_remote(settings.repository):  # a local path is relative to the knowledge base
@@ -273,15 +280,24 @@ class WarcKind:
     ``kbsync init crawl.warc.gz``, ``'crawl/*.warc.gz'`` or ``warc+FOLDER``."""
 
     name = "warc"
-    settings_type = WarcSettings
     _PREFIX = "warc+"
 
+    @property
+    def settings_type(self) -> type:
+        from kbsync.sources.warc.settings import WarcSettings
+
+        return WarcSettings
+
     def claims(self, argument: str) -> bool:
+        from kbsync.sources.warc.settings import is_glob
+
         tail = argument.rstrip("/").rsplit("/", 1)[-1].lower()
         return argument.startswith(self._PREFIX) or tail.endswith((".warc", ".warc.gz")) or (
             ".warc" in tail and is_glob(tail))
 
     def from_argument(self, root: Path, argument: str, name: str | None) -> SourceConfig:
+        from kbsync.sources.warc.settings import is_glob
+
         path = argument.removeprefix(self._PREFIX)
         # The last part that is no glob, without its suffix: `crawl/*.warc.gz` is "crawl".
         parts = [p for p in path.split("://", 1)[-1].split("/") if p and not is_glob(p)]
@@ -290,6 +306,7 @@ class WarcKind:
                             options={"paths": [path]})
 
     def build(self, config: SourceConfig, root: Path, progress: CrawlProgress) -> Source:
+        from kbsync.sources.warc.settings import WarcSettings
         from kbsync.sources.warc.source import WarcSource  # needs the `warc` extra
 
         settings: WarcSettings = config.settings
@@ -310,9 +327,9 @@ _KINDS: tuple[SourceKind, ...] = (
     # git and warc first: their claims are the narrowest (a `git+` prefix, a WARC file's
     # name), and a local path would otherwise be taken for a folder.
     GitKind(), WarcKind(), FolderKind(), WebKind(),
-    ObjectStoreKind("s3", ("s3", "s3a"), S3Settings),
+    ObjectStoreKind("s3", ("s3", "s3a"), "S3Settings"),
     ObjectStoreKind("fsspec", ("gs", "gcs", "az", "abfs", "abfss", "memory", "file"),
-                    ObjectStoreSettings))
+                    "ObjectStoreSettings"))
 
 SOURCE_KINDS: dict[str, SourceKind] = {kind.name: kind for kind in _KINDS}
 """Every kind of source, by the ``kind`` its table names."""

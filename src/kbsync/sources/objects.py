@@ -78,6 +78,7 @@ __all__ = [
     "DEFAULT_MAX_BYTES",
     "ObjectStoreSettings",
     "ObjectStoreSource",
+    "S3Settings",
     "secret_option",
 ]
 
@@ -158,6 +159,15 @@ class ObjectStoreSettings:
                                   f"{option}, and it is not set")
             options[option] = value
         return options
+
+
+@dataclass(frozen=True, slots=True)
+class S3Settings(ObjectStoreSettings):
+    """An ``s3`` source's table: an object store whose URL is an ``s3://`` one."""
+
+    def __post_init__(self) -> None:
+        ObjectStoreSettings.__post_init__(self)
+        self.require_scheme("s3")
 
 
 def _compile(patterns: Iterable[str]) -> re.Pattern[str] | None:

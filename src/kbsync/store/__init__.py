@@ -11,14 +11,16 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-import numpy as np
-import numpy.typing as npt
-
-from kbsync.core.plan import DocumentPlan, StoredDocument
 from kbsync.model import PageSchedule, VectorNorm
-from kbsync.store.filters import Filters
+
+if TYPE_CHECKING:  # of the protocols' signatures: a store opened to read no vector loads none
+    import numpy as np
+    import numpy.typing as npt
+
+    from kbsync.core.plan import DocumentPlan, StoredDocument
+    from kbsync.store.filters import Filters
 
 __all__ = [
     "ChunkRef",
@@ -115,6 +117,8 @@ class DocumentText:
     """The key the document had before its last move, if it ever moved."""
     moved: str | None = None
     """When it last moved."""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    """Its metadata (front matter, HTML meta, PDF info), values as typed."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from typing import Any
 from kbsync.core.plan import StoredDocument
 from kbsync.core.stopwords import STOPWORDS
 from kbsync.model import SourceStat, Validators
-from kbsync.store import Hit, RunRecord
+from kbsync.store import DocumentText, Hit, RunRecord
 
 __all__ = [
     "CURRENT",
@@ -27,6 +27,7 @@ __all__ = [
     "MANIFEST_COLUMNS",
     "as_hit",
     "by_text_key",
+    "document_text",
     "erased",
     "held_meta_name",
     "query_terms",
@@ -109,6 +110,17 @@ def query_terms(query: str) -> list[str]:
     words: list[str] = re.findall(r"\w+", query.lower())
     content = [w for w in words if w not in STOPWORDS]
     return list(dict.fromkeys(content or words))
+
+
+def document_text(row: Sequence[Any]) -> DocumentText:
+    """The :class:`~kbsync.store.DocumentText` of a row of source, key, title, text, previous
+    text, generation, last change, moved from, moved and the stored metadata (JSON)."""
+    try:
+        metadata = json.loads(row[9]) if row[9] else {}
+    except ValueError:  # a damaged value: verify says so; the text is still worth reading
+        metadata = {}
+    return DocumentText(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8],
+                        metadata=metadata if isinstance(metadata, dict) else {})
 
 
 def as_hit(r: Sequence[Any], score: float) -> Hit:

@@ -19,10 +19,9 @@ its repair discards so that it can be made again.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-
-import numpy as np
 
 from kbsync.core.identity import embedding_text_key_of
 from kbsync.model import ANY_NORM, NORM_TOLERANCE, VectorNorm
@@ -126,6 +125,8 @@ def damaged_vectors(rows: Iterable[Sequence[object]], embedder: str,
 
 def _unsound(batch: list[tuple[str, str, bytes]], embedder: str,
              norm: VectorNorm) -> Iterator[DamagedVector]:
+    import numpy as np
+
     by_shape: dict[tuple[str, int], list[int]] = {}
     for n, (_, owner, data) in enumerate(batch):
         by_shape.setdefault((owner, len(data)), []).append(n)
@@ -165,7 +166,7 @@ def lines(damage: Damage, norm: VectorNorm) -> list[str]:
                       for t in damage.texts], "document texts")
     found += _listed([f"vector of chunk {v.digest[:12]} ({v.embedder}): "
                       + (f"norm {v.norm:.6g}, where the embedder's is {norm.describe()}"
-                         if np.isfinite(v.norm) else "not finite") + " (damaged)"
+                         if math.isfinite(v.norm) else "not finite") + " (damaged)"
                       for v in damage.vectors], "vectors")
     return found
 

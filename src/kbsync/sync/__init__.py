@@ -27,16 +27,47 @@ from :mod:`kbsync.testing`:
 - :mod:`~kbsync.sync.scratch`: what a source's documents wait in between steps.
 """
 
-from kbsync.sync.chunker import EMBEDDER_COUNTER, Chunker
-from kbsync.sync.embedding import backfill
-from kbsync.sync.erasures import is_key_hash, tombstone
-from kbsync.sync.options import BatchLimits, SyncOptions
-from kbsync.sync.parallel import sync_parallel
-from kbsync.sync.removed import release_source
-from kbsync.sync.scratch import remove_stale
-from kbsync.sync.single import sync_sources
-from kbsync.sync.tally import Progress, SourceTally, SyncReport, utc_now
-from kbsync.sync.work import ClaimedDocument, WorkQueue, drain, worker_context
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kbsync.lazy import names_on_first_use
+
+if TYPE_CHECKING:
+    from kbsync.sync.chunker import EMBEDDER_COUNTER, Chunker
+    from kbsync.sync.embedding import backfill
+    from kbsync.sync.erasures import is_key_hash, tombstone
+    from kbsync.sync.options import BatchLimits, SyncOptions
+    from kbsync.sync.parallel import sync_parallel
+    from kbsync.sync.removed import release_source
+    from kbsync.sync.scratch import remove_stale
+    from kbsync.sync.single import sync_sources
+    from kbsync.sync.tally import Progress, SourceTally, SyncReport, utc_now
+    from kbsync.sync.work import ClaimedDocument, WorkQueue, drain, worker_context
+
+# Where each name lives: imported when first asked for, so that importing one step (the
+# chunker's settings, the tally) does not import both drivers and every step.
+_HOMES = {
+    "EMBEDDER_COUNTER": "kbsync.sync.chunker",
+    "Chunker": "kbsync.sync.chunker",
+    "backfill": "kbsync.sync.embedding",
+    "is_key_hash": "kbsync.sync.erasures",
+    "tombstone": "kbsync.sync.erasures",
+    "BatchLimits": "kbsync.sync.options",
+    "SyncOptions": "kbsync.sync.options",
+    "sync_parallel": "kbsync.sync.parallel",
+    "release_source": "kbsync.sync.removed",
+    "remove_stale": "kbsync.sync.scratch",
+    "sync_sources": "kbsync.sync.single",
+    "Progress": "kbsync.sync.tally",
+    "SourceTally": "kbsync.sync.tally",
+    "SyncReport": "kbsync.sync.tally",
+    "utc_now": "kbsync.sync.tally",
+    "ClaimedDocument": "kbsync.sync.work",
+    "WorkQueue": "kbsync.sync.work",
+    "drain": "kbsync.sync.work",
+    "worker_context": "kbsync.sync.work",
+}
 
 __all__ = [
     "EMBEDDER_COUNTER",
@@ -59,3 +90,11 @@ __all__ = [
     "utc_now",
     "worker_context",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """A name of the package, imported from its module on first use."""
+    return _attribute(name)
+
+
+_attribute = names_on_first_use(__name__, _HOMES)

@@ -46,12 +46,20 @@ def refuse_mass_deletion(out: SourceTally, stored: int, gone: int, allowed: bool
 def delete_documents(store: Applying, index: VectorIndex, source: str,
                      gone: Collection[StoredDocument], embedder: Embedder, out: SourceTally,
                      progress: Progress | None = None, *, dry_run: bool = False) -> None:
-    """Delete the ``gone`` documents of ``source`` (vanished, moved nowhere) and count them."""
+    """Delete the ``gone`` documents of ``source`` (vanished, moved nowhere) and count them;
+    ``progress`` is told of them as the ``delete`` stage (not ``apply``: the applied
+    batches' count stays as they left it)."""
     docs = {d.key: d for d in store.with_digests(source, gone)}
     the_plan = plan(source, docs, [], [], allow_mass_delete=True)
     count_plan(out, the_plan.documents)
     if not dry_run:
-        apply_plan(the_plan, {}, set(), store, index, embedder, out, progress)
+        apply_plan(the_plan, {}, set(), store, index, embedder, out,
+                   None if progress is None else _as_stage("delete", progress))
+
+
+def _as_stage(stage: str, progress: Progress) -> Progress:
+    """``progress``, told of every stage as ``stage``."""
+    return lambda _, done, total: progress(stage, done, total)
 
 
 def count_plan(out: SourceTally, docs: Collection[DocumentPlan]) -> None:

@@ -12,7 +12,6 @@ writes share the machine instead of taking turns.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass
 
@@ -22,7 +21,7 @@ from kbsync.sync.embedding import Embedding, Vectors
 from kbsync.sync.steps import apply_batch, embed_batch
 from kbsync.sync.tally import Progress, SourceTally
 
-__all__ = ["Added", "Counted", "Pipeline"]
+__all__ = ["Added", "Pipeline"]
 
 
 class Added:
@@ -40,39 +39,6 @@ class Added:
     def note(self, the_plan: Plan) -> None:
         self.digests.update(d for doc in the_plan.documents for d in doc.ops.added_digests
                             if d in self._recurring)
-
-
-class Counted:
-    """Progress of a source's batches told as one count that goes on from batch to batch.
-
-    Batches overlap (one embeds while the one before it is applied), but each stage
-    goes through them in order: a batch's first tick of a stage means the batches
-    before it are done with that stage.
-    """
-
-    def __init__(self, progress: Progress | None) -> None:
-        self._progress = progress
-        self._batches = 0
-        self._base: Counter[str] = Counter()  # of the batches done with each stage
-        self._ticking: dict[str, tuple[int, int]] = {}  # stage -> (batch, its total)
-
-    def batch(self) -> Progress | None:
-        """The progress callback of the next batch."""
-        progress = self._progress
-        if progress is None:
-            return None
-        self._batches += 1
-        batch = self._batches
-
-        def tick(stage: str, done: int, total: int) -> None:
-            before, before_total = self._ticking.get(stage, (batch, 0))
-            if before != batch:
-                self._base[stage] += before_total
-            self._ticking[stage] = (batch, total)
-            base = self._base[stage]
-            progress(stage, base + done, base + total)
-
-        return tick
 
 
 @dataclass(frozen=True)

@@ -6,12 +6,13 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kbsync.core.chunking import TextChunker
-from kbsync.embed.tokenizer import counter_for
 from kbsync.errors import ConfigError
-from kbsync.model import Chunk
+
+if TYPE_CHECKING:  # the chunking core is imported when a chunker is built, not to configure one
+    from kbsync.core.chunking import TextChunker
+    from kbsync.model import Chunk
 
 __all__ = ["EMBEDDER_COUNTER", "Chunker"]
 
@@ -67,6 +68,9 @@ class Chunker:
 
 @lru_cache(maxsize=16)
 def _text_chunker(strategy: str, params: str) -> TextChunker:
+    from kbsync.core.chunking import TextChunker
+    from kbsync.embed.tokenizer import counter_for
+
     settings = json.loads(params)
     counter = counter_for(str(settings.get("token_counter", "")))
     return TextChunker(strategy, counter=counter, **settings)

@@ -85,12 +85,16 @@ def compare_stored(store: Manifest, source: str, observation: Observation,
 
 
 def _fields(metadata: str) -> dict[str, str]:
-    """A document's metadata as stored (a JSON object), as names and text values."""
+    """A document's metadata as stored (a JSON object), as names and text values (JSON for
+    a value that is not text: a list reads as ``["intro", "install"]`` in a report)."""
     try:
         data = json.loads(metadata) if metadata else {}
     except ValueError:
         return {}
-    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        return {}
+    return {str(k): v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+            for k, v in data.items()}
 
 
 def reports_change(doc: DocumentPlan) -> bool:

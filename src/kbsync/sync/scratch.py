@@ -312,6 +312,10 @@ class Scratch:
             self._count_document(facts.key, facts.digests, fresh=1)
             self._fresh_tokens += facts.tokens
 
+    def observed_count(self) -> int:
+        """The documents :meth:`batches` hands out: those observed as changed."""
+        return self._count("SELECT count(*) FROM observed")
+
     def batches(self, documents: int, size_limit: int, first: int | None = None,
                 ) -> Iterator[list[Waiting]]:
         """The observations in key order, cut at ``documents`` or ``size_limit`` bytes of them;

@@ -20,7 +20,7 @@ from kbsync.errors import Terminated
 from kbsync.report import SyncResult
 from kbsync.sources import Source
 from kbsync.store import RecordStore, RunLog
-from kbsync.sync.batches import Added, Counted, Pipeline
+from kbsync.sync.batches import Added, Pipeline
 from kbsync.sync.chunker import Chunker
 from kbsync.sync.context import Context, Decision, ReadJob
 from kbsync.sync.embedding import count_reused, refuse_dimension_change
@@ -39,7 +39,7 @@ from kbsync.sync.steps import (
     observe_batch,
     plan_batch,
 )
-from kbsync.sync.tally import Clock, Progress, SourceTally, SyncReport, utc_now
+from kbsync.sync.tally import Clock, Counted, Progress, SourceTally, SyncReport, utc_now
 from kbsync.sync.vector_index import EmbeddedIndex, VectorIndex
 
 __all__ = ["sync_sources"]
@@ -183,7 +183,7 @@ def _sync_source_steps(run: Context, source: Source, allow_mass_delete: bool,
         if dry_run:
             _plan_batches(run, source.name, batches, scratch, decision, out)
         else:
-            _write_batches(run, source.name, batches, decision, out)
+            _write_batches(run, source.name, batches, scratch.observed_count(), decision, out)
         delete_gone(run, source.name, scratch, stored, allow_mass_delete, out)
     return finish_source(run, source.name, listed, memory, decision, out)
 
@@ -257,16 +257,17 @@ def _plan_batches(run: Context, source: str, batches: Iterable[list[Waiting]],
 
 
 def _write_batches(run: Context, source: str, batches: Iterable[list[Waiting]],
-                   decision: Decision, out: SourceTally) -> None:
-    """Plan, embed and apply each batch, a batch's embedding running while the one before
-    it is applied and the next one planned (:class:`~kbsync.sync.batches.Pipeline`)."""
+                   documents: int, decision: Decision, out: SourceTally) -> None:
+    """Plan, embed and apply each batch (of ``documents`` in all), a batch's embedding
+    running while the one before it is applied and the next one planned
+    (:class:`~kbsync.sync.batches.Pipeline`)."""
     pipeline = Pipeline(run, decision.skip, out)
-    counted = Counted(run.progress)
+    counted = Counted(run.progress, documents)
     try:
         for batch in batches:
             the_plan, borrowed = plan_batch(run, source, batch, decision, out,
                                             pipeline.in_flight())
-            pipeline.push(the_plan, borrowed, counted.batch())
+            pipeline.push(the_plan, borrowed, counted.batch(len(batch)))
         pipeline.finish()
     finally:
         pipeline.stop()

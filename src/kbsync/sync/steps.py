@@ -75,7 +75,7 @@ from kbsync.sync.observe import (
 )
 from kbsync.sync.replacements import compare_stored, reports_change, screen
 from kbsync.sync.scratch import Scratch, Waiting
-from kbsync.sync.tally import REPORT_LIMIT, Progress, SourceTally
+from kbsync.sync.tally import REPORT_LIMIT, Counted, Progress, SourceTally
 
 __all__ = ["apply_batch", "boilerplate", "decide", "delete_gone", "embed_batch",
            "finish_source", "gate", "merge_results", "observe_batch", "plan_batch"]
@@ -268,9 +268,10 @@ def delete_gone(ctx: Context, source: str, scratch: Scratch, stored: int,
     (the one policy: :func:`~kbsync.sync.apply.refuse_mass_deletion`)."""
     if refuse_mass_deletion(out, stored, scratch.gone_count(), allow_mass_delete):
         return
+    counted = Counted(ctx.progress, scratch.gone_count())
     for page in scratch.gone(ctx.options.batch.documents):
-        delete_documents(ctx.store, ctx.index, source, page, ctx.embedder, out, ctx.progress,
-                         dry_run=ctx.options.dry_run)
+        delete_documents(ctx.store, ctx.index, source, page, ctx.embedder, out,
+                         counted.batch(len(page)), dry_run=ctx.options.dry_run)
 
 
 def merge_results(ctx: Context, out: SourceTally,

@@ -14,7 +14,9 @@ from kbsync.core.plan import Action
 from kbsync.model import ChangeKind, ChangeReport, ChunkingDiagnostics, Region, SourceStat, Verdict
 from kbsync.report import DocumentChange, SourceResult, SyncResult
 
-__all__ = ["REPORT_LIMIT", "Capped", "Clock", "Progress", "SourceTally", "SyncReport", "utc_now"]
+__all__ = [
+    "REPORT_LIMIT", "Capped", "Clock", "Counted", "Progress", "SourceTally", "SyncReport", "utc_now",
+]
 
 
 Progress = Callable[[str, int, int], None]
@@ -262,3 +264,35 @@ class Clock:
 def utc_now() -> str:
     """Now, in UTC, to the second: the time stamp of runs and records."""
     return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+class Counted:
+    """Progress of a source's batches in documents, against a total known before the first
+    batch: the documents the batches hold (those read as changed, or vanished).
+
+    Each stage counts a batch's documents as its work on them goes: embedding by the share
+    of the batch's chunks done, applying by the share of its documents written. Batches
+    overlap (one embeds while the one before it is applied), but each stage goes through
+    them in order, so a batch's ticks of a stage start where the batches before it ended.
+    No total grows and no count goes back: counted in each batch's own units, a bar read
+    757/757, then 821/1,025.
+    """
+
+    def __init__(self, progress: Progress | None, documents: int) -> None:
+        self._progress = progress
+        self._documents = documents
+        self._before = 0  # documents of the batches handed out so far
+
+    def batch(self, documents: int) -> Progress | None:
+        """The progress callback of the next batch, of ``documents`` documents."""
+        progress = self._progress
+        if progress is None:
+            return None
+        base, total = self._before, max(self._documents, self._before + documents)
+        self._before += documents
+
+        def tick(stage: str, done: int, of: int) -> None:
+            share = documents if of <= 0 else documents * min(done, of) // of
+            progress(stage, base + share, total)
+
+        return tick

@@ -7,6 +7,7 @@ of a step that uses one role needs only that one; :class:`MemoryStore` is all of
 from __future__ import annotations
 
 from kbsync.testing.embedders import CountingEmbedder, WordReranker
+from kbsync.testing.progress import ProgressRecorder
 from kbsync.testing.roles import (
     MemoryEmbeddingCache,
     MemoryErasures,
@@ -28,5 +29,6 @@ __all__ = [
     "MemorySink",
     "MemorySource",
     "MemoryStore",
+    "ProgressRecorder",
     "WordReranker",
 ]

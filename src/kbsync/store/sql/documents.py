@@ -12,18 +12,20 @@ generation) unless the backend keeps them otherwise.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Mapping, Sequence
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING
 
 from kbsync.core.identity import embedding_text_key
 from kbsync.core.plan import Action, DocumentPlan, DocumentVersion
 from kbsync.crashpoints import crashpoint
 from kbsync.store import DocumentText
-from kbsync.store.rows import held_meta_name, stat_row, validator_row
+from kbsync.store.rows import document_text, held_meta_name, stat_row, validator_row
 from kbsync.store.sql.dialect import Column
 from kbsync.store.sql.embeddings import EmbeddingTables
 from kbsync.store.writes import PlanWrites, WriteKind, write_kind
+
+if TYPE_CHECKING:  # NumPy is imported where vectors are read or written
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = ["CHUNK_COLUMNS", "VERSION_COLUMNS", "DocumentTables"]
 
@@ -284,7 +286,7 @@ class DocumentTables(EmbeddingTables, PlanWrites):
         text = self._dialect.as_text
         before = text("p.text") if previous else "NULL"
         sql = (f"SELECT d.source, d.key, d.title, {text('t.text')}, {before}, d.generation, "
-               "d.last_changed, m.moved_from, m.moved FROM documents d JOIN versions t "
+               "d.last_changed, m.moved_from, m.moved, d.metadata FROM documents d JOIN versions t "
                "ON t.doc_id = d.id AND t.generation = d.generation LEFT JOIN versions p "
                "ON p.doc_id = d.id AND p.generation = d.generation - 1 "
                "LEFT JOIN moves m ON m.doc_id = d.id WHERE d.key = ?")
@@ -292,7 +294,7 @@ class DocumentTables(EmbeddingTables, PlanWrites):
         if source is not None:
             sql, args = sql + " AND d.source = ?", (key, source)
         row = self._dialect.one(sql + " ORDER BY d.id LIMIT 1", args)
-        return None if row is None else DocumentText(*row)
+        return None if row is None else document_text(row)
 
     def text_pieces(self, source: str, key: str) -> Iterator[str]:
         row = self._dialect.one(

@@ -4,13 +4,15 @@ written once over a dialect."""
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING
 
 from kbsync.crashpoints import crashpoint
 from kbsync.store.rows import CURRENT, DIMENSION_PREFIX, INDEXED, by_text_key
 from kbsync.store.sql.base import SqlBase
+
+if TYPE_CHECKING:  # NumPy is imported where vectors are read or written
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = ["EmbeddingTables"]
 
@@ -73,6 +75,8 @@ class EmbeddingTables(SqlBase):
     def _insert_vectors(self, embedder: str,
                         vectors: Mapping[str, npt.NDArray[np.float32]]) -> None:
         """Cache ``vectors`` of ``embedder`` (in the caller's transaction), in digest order."""
+        import numpy as np
+
         if not vectors:
             return
         rows = [(digest, np.asarray(vector, dtype=np.float32))

@@ -21,10 +21,13 @@ import logging
 import math
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:  # NumPy is imported when vectors are indexed, not with the store
+    import numpy as np
+    import numpy.typing as npt
+
+    Ids: TypeAlias = npt.NDArray[np.int64]
 
 __all__ = ["ANN_ABOVE", "AnnIndexes", "ann_available"]
 
@@ -43,9 +46,6 @@ _TRAINING_PER_LIST = 64
 # vector was written again (repaired, re-embedded) under the same id differs in them.
 _SKETCH = 4
 
-Ids = npt.NDArray[np.int64]
-
-
 @functools.cache
 def ann_available() -> bool:
     """Whether FAISS (the ``ann`` extra) can be imported."""
@@ -57,6 +57,8 @@ def ann_available() -> bool:
 
 
 def _sketch(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.int32]:
+    import numpy as np
+
     columns = np.linspace(0, matrix.shape[1] - 1, _SKETCH).astype(np.intp)
     return np.ascontiguousarray(matrix[:, columns]).view(np.int32)
 
@@ -82,6 +84,8 @@ def _faiss() -> Any:
 
 def _train(matrix: npt.NDArray[np.float32], ids: list[int]) -> _Index:
     """An index over ``matrix`` (rows named by ``ids``), trained on a sample of it."""
+    import numpy as np
+
     faiss = _faiss()
     count, dimension = matrix.shape
     lists = max(1, min(65_536, round(math.sqrt(count))))
@@ -99,6 +103,8 @@ def _train(matrix: npt.NDArray[np.float32], ids: list[int]) -> _Index:
 def _bring_in_step(built: _Index, matrix: npt.NDArray[np.float32], ids: list[int],
                    order: npt.NDArray[np.intp]) -> None:
     """Remove from ``built`` the chunks gone or changed, and add the new and changed ones."""
+    import numpy as np
+
     named = np.asarray(ids, dtype=np.int64)[order]
     sketch = _sketch(matrix)[order]
     at = np.searchsorted(built.ids, named)
@@ -138,6 +144,8 @@ class AnnIndexes:
 
         ``order`` sorts ``ids``; ``wait`` builds the index now instead of in a thread.
         """
+        import numpy as np
+
         built = self._ready(embedder, matrix, ids, order, wait=wait)
         if built is None:
             return None

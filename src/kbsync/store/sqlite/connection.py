@@ -8,9 +8,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING
 
 from kbsync.core.identity import embedding_text_key
 from kbsync.crashpoints import crashpoint
@@ -22,6 +20,10 @@ from kbsync.store.sqlite.ann import ANN_ABOVE, AnnIndexes
 from kbsync.store.sqlite.dialect import SqliteDialect
 from kbsync.store.sqlite.files import prepare_state, writable
 from kbsync.store.sqlite.schema import MIGRATIONS, PAGE_SIZE, SCHEMA_VERSION, WAL_BYTES
+
+if TYPE_CHECKING:  # NumPy is imported where vectors are read or written
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = ["DAMAGE_SUFFIX", "SqliteBase"]
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Any
 
 from kbsync.store.sql.dialect import Dialect, Row
+
+if TYPE_CHECKING:  # NumPy is imported where vectors are read or written
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = ["SqliteDialect"]
 
@@ -51,6 +52,8 @@ class SqliteDialect(Dialect):
         return vector.tobytes()
 
     def array(self, stored: Any) -> npt.NDArray[np.float32]:
+        import numpy as np
+
         return np.frombuffer(stored, dtype=np.float32)
 
     def vector_bytes(self, stored: Any) -> bytes:

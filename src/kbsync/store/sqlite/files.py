@@ -7,14 +7,16 @@ import os
 import sqlite3
 import stat
 from pathlib import Path
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING
 
 from kbsync.crashpoints import crashpoint
 from kbsync.errors import StoreError
 from kbsync.store import EmbeddingCache, Erasures
 from kbsync.store.guard import store_error
+
+if TYPE_CHECKING:  # NumPy is imported where vectors are read or written
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = ["carry_erasures", "prepare_state", "rebuild_file", "remove_rebuild_leftovers",
            "salvage_embeddings", "swap_in", "writable"]
@@ -26,6 +28,8 @@ def salvage_embeddings(damaged: Path, into: EmbeddingCache) -> int:
     Rows are read in rowid order; where a damaged page stops the reading, the
     rest is read from the other end, so one bad page costs only the rows on it.
     """
+    import numpy as np
+
     db = sqlite3.connect(f"{damaged.resolve().as_uri()}?mode=ro", uri=True)
     rows: dict[tuple[str, str], tuple[int, bytes]] = {}
     sql = "SELECT rowid, digest, embedder, dimension, vector FROM embeddings "

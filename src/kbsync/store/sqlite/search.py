@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Iterator, Sequence
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING
 
 from kbsync.model import ANY_NORM, VectorNorm
 from kbsync.store import ChunkRef, Hit, Nearest, Window
@@ -15,6 +13,10 @@ from kbsync.store.rows import CURRENT, HIT_COLUMNS, INDEXED, as_hit, query_terms
 from kbsync.store.sqlite.ann import ANN_ABOVE, ann_available
 from kbsync.store.sqlite.connection import SqliteBase
 from kbsync.store.sqlite.schema import CURRENT_TEXT, FTS_WEIGHTS, MATCHING_CHUNKS
+
+if TYPE_CHECKING:  # NumPy is imported where vectors are read or written
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = ["SearchTables"]
 
@@ -75,6 +77,8 @@ class SearchTables(SqliteBase):
         vector search never ranks them. Checking costs one more pass over the matrix
         when it is read, not one per search.
         """
+        import numpy as np
+
         # data_version changes when another connection commits; our own writes clear the cache.
         version = self._db.execute("PRAGMA data_version").fetchone()[0]
         if version != self._data_version:
@@ -114,6 +118,8 @@ class SearchTables(SqliteBase):
                        norm: VectorNorm) -> tuple[npt.NDArray[np.intp], int]:
         """Rows of the vector matrix that belong to documents meeting ``filters``, and how
         many of those documents' chunks have an unsound vector."""
+        import numpy as np
+
         ids = self._vector_matrix(embedder, norm)[1]
         unsound = self._unsound[embedder][1]
         if not ids and not len(unsound):
@@ -137,6 +143,8 @@ class SearchTables(SqliteBase):
         """The matrix's chunk ids as an array, their sort and the sorted ids, kept beside it
         (the matrix is rebuilt, and these forgotten, whenever the store changes): made
         from the list of a million ids, they would cost a search 30 ms."""
+        import numpy as np
+
         cached = self._vector_orders.get(embedder)
         if cached is None or cached[0] is not ids:
             named = np.asarray(ids, dtype=np.int64)
@@ -148,6 +156,8 @@ class SearchTables(SqliteBase):
     def search_vector(self, embedder: str, vector: npt.NDArray[np.float32], k: int,
                       filters: Filters | None = None, norm: VectorNorm | None = None,
                       ) -> Nearest:
+        import numpy as np
+
         norm = norm or ANY_NORM
         matrix, ids = self._vector_matrix(embedder, norm)
         unsound = len(self._unsound[embedder][1])
@@ -189,6 +199,8 @@ class SearchTables(SqliteBase):
         fast, and nothing lost); a broader one asks the index for its best matching
         candidates, and is scanned exactly when fewer than ``k`` of them pass.
         """
+        import numpy as np
+
         count = len(ids) if chosen is None else len(chosen)
         if query.shape != matrix.shape[1:]:  # the scan says what is wrong, as before
             return chosen
@@ -216,6 +228,8 @@ class SearchTables(SqliteBase):
         Why: a long-running server, a benchmark or a test wants searches that use it
         from the first one.
         """
+        import numpy as np
+
         matrix, ids = self._vector_matrix(embedder, norm or ANY_NORM)
         if not ids or not self._ann.wanted(len(ids)):
             return False

@@ -1,0 +1,73 @@
+"""Commands start with what they use: ``kbsync status`` reads the store through its own code
+without the sync, the chunking core, NumPy, Rich or Pydantic, and the ``kbsync`` command
+imports the module of the command it runs only (benchmarks/startup.py times them)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kbsync import KnowledgeBase
+from kbsync.cli import COMMAND_MODULES, MODULES, app
+from tests.conftest import CORPUS
+
+# What a status has no use for: each costs from tens to a hundred milliseconds to import.
+NOT_FOR_STATUS = ("numpy", "pydantic", "rich", "kbsync.sync.single", "kbsync.core.chunking",
+                  "kbsync.extract.registry", "kbsync.app.knowledge_base",
+                  "kbsync.cli.sync_commands")
+
+
+def _loaded(args: list[str]) -> tuple[str, set[str]]:
+    """What ``kbsync ARGS`` prints, and the modules it imported."""
+    code = ("import json, sys\nfrom kbsync.cli import main\nsys.argv = ['kbsync'] + ARGS\n"
+            "try:\n    main()\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n"
+            "print(json.dumps(sorted(sys.modules)), file=sys.stderr)\n"
+            ).replace("ARGS", repr(args))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    return done.stdout, set(json.loads(done.stderr.splitlines()[-1]))
+
+
+@pytest.fixture
+def synced(tmp_path: Path) -> Path:
+    (tmp_path / "docs").mkdir()
+    for path in sorted(CORPUS.glob("a-harbormaster-*.md"))[:3]:
+        (tmp_path / "docs" / path.name).write_bytes(path.read_bytes())
+    with KnowledgeBase.create(tmp_path, ["docs"], embedder={"kind": "hashing"}) as kb:
+        kb.sync()
+    return tmp_path
+
+
+def test_status_reads_the_store_without_numpy_the_sync_or_pydantic(synced: Path) -> None:
+    printed, modules = _loaded(["status", "-c", str(synced)])
+    assert "store:      3 documents" in printed
+    assert "kbsync.store.sqlite" in modules  # the store's own reads
+    assert not {m for m in modules for name in NOT_FOR_STATUS
+                if m == name or m.startswith(name + ".")}
+
+
+def test_status_as_json_says_what_the_knowledge_base_says(synced: Path) -> None:
+    printed, _ = _loaded(["status", "--json", "-c", str(synced)])
+    with KnowledgeBase.open(synced) as kb:
+        assert json.loads(printed) == json.loads(json.dumps(kb.status().to_dict(), default=str))
+
+
+def test_each_command_is_registered_by_the_module_the_table_names() -> None:
+    from typer.main import get_command
+
+    group = get_command(app)
+    assert set(group.commands) == set(COMMAND_MODULES)  # type: ignore[attr-defined]
+    for name, command in group.commands.items():  # type: ignore[attr-defined]
+        callback = command.callback or next(iter(command.commands.values())).callback
+        assert callback.__module__ == f"kbsync.cli.{COMMAND_MODULES[name]}", name
+    assert set(COMMAND_MODULES.values()) == set(MODULES)
+
+
+def test_a_command_named_after_an_option_still_finds_every_command(synced: Path) -> None:
+    printed, modules = _loaded(["--debug", "status", "-c", str(synced)])
+    assert "store:      3 documents" in printed
+    assert "kbsync.cli.sync_commands" in modules  # the table is not guessed past an option
