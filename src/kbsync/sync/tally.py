@@ -15,7 +15,8 @@ from kbsync.model import ChangeKind, ChangeReport, ChunkingDiagnostics, Region, 
 from kbsync.report import DocumentChange, SourceResult, SyncResult
 
 __all__ = [
-    "REPORT_LIMIT", "Capped", "Clock", "Counted", "Progress", "SourceTally", "SyncReport", "utc_now",
+    "REPORT_LIMIT", "Capped", "Clock", "Counted", "Progress", "SourceTally", "SyncReport",
+    "utc_now",
 ]
 
 
