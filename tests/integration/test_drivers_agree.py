@@ -246,8 +246,21 @@ def _replay(tmp_path: Path, seed: int, steps: int) -> None:
         for name in DRIVERS[1:]:
             report, dump = seen[name]
             where = f"seed {seed}, after {' | '.join(script)}: {name} differs from sqlite"
-            assert dump == reference_dump, where
-            assert report == reference_report, where
+            assert dump == reference_dump, f"{where}: {_differences(dump, reference_dump)}"
+            assert report == reference_report, f"{where}: {_differences(report, reference_report)}"
+
+
+def _differences(got: Any, want: Any, path: str = "") -> list[str]:
+    """Where two JSON-like values differ, as paths with both values (the first ten)."""
+    if isinstance(got, dict) and isinstance(want, dict):
+        found = [d for key in sorted(set(got) | set(want), key=str)
+                 for d in _differences(got.get(key), want.get(key), f"{path}.{key}")]
+    elif isinstance(got, list) and isinstance(want, list) and len(got) == len(want):
+        found = [d for i, (a, b) in enumerate(zip(got, want, strict=True))
+                 for d in _differences(a, b, f"{path}[{i}]")]
+    else:
+        found = [] if got == want else [f"{path or '.'}: {got!r} != {want!r}"]
+    return found[:10]
 
 
 @pytest.mark.usefixtures("drivers")

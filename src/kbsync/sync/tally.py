@@ -11,7 +11,15 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from kbsync.core.plan import Action
-from kbsync.model import ChangeKind, ChangeReport, ChunkingDiagnostics, Region, SourceStat, Verdict
+from kbsync.model import (
+    ChangeKind,
+    ChangeReport,
+    ChunkingDiagnostics,
+    FieldChange,
+    Region,
+    SourceStat,
+    Verdict,
+)
 from kbsync.report import DocumentChange, SourceResult, SyncResult
 
 __all__ = [
@@ -211,7 +219,8 @@ def _change_dict(change: ChangeReport) -> dict[str, Any]:
     return {"verdict": str(change.verdict), "similarity": change.similarity,
             "kind": None if change.kind is None else str(change.kind), "reason": change.reason,
             "regions": [(r.offset, r.length) for r in change.regions],
-            "removed_regions": [(r.offset, r.length) for r in change.removed_regions]}
+            "removed_regions": [(r.offset, r.length) for r in change.removed_regions],
+            "fields": [(f.field, f.before, f.after) for f in change.fields]}
 
 
 def _change_of(sent: Mapping[str, Any]) -> ChangeReport:
@@ -221,7 +230,8 @@ def _change_of(sent: Mapping[str, Any]) -> ChangeReport:
                         verdict=Verdict(sent["verdict"]),
                         kind=None if sent.get("kind") is None else ChangeKind(sent["kind"]),
                         reason=sent.get("reason", ""),
-                        removed_regions=tuple(Region(o, n) for o, n in sent["removed_regions"]))
+                        removed_regions=tuple(Region(o, n) for o, n in sent["removed_regions"]),
+                        fields=tuple(FieldChange(*f) for f in sent.get("fields", ())))
 
 
 @dataclass(slots=True)
