@@ -341,15 +341,15 @@ def test_connection_errors_are_retried_then_reported() -> None:
 
 
 def test_a_server_slower_than_the_timeout_is_cut_off_and_retried(api: Api) -> None:
+    # The server would answer after 30 s (or at teardown): only the client's timeout, not a
+    # measured duration, can make this call fail with a timeout.
     def stall(request: Request, texts: list[str]) -> Response:
-        api.release.wait(1.0)
+        api.release.wait(30.0)
         return answer(texts)
 
     api.script = [stall, stall]
-    started = time.monotonic()
     with pytest.raises(EmbeddingError, match=r"after 2 attempts: timed out.*0\.3 s"):
         api.embedder(timeout=0.3, max_retries=1).embed(["alpha"])
-    assert time.monotonic() - started < 0.9
     assert len(api.waits) == 1
 
 
@@ -357,7 +357,7 @@ def test_a_dripping_answer_is_cut_off_by_the_total_deadline(api: Api) -> None:
     # Every byte comes well within a read timeout; only the total deadline stops it.
     def drip(request: Request, texts: list[str]) -> Response:
         def body() -> Iterator[bytes]:
-            for _ in range(30):
+            for _ in range(600):  # 30 s of drip, or until teardown
                 if api.release.wait(0.05):
                     return
                 yield b" "
@@ -365,10 +365,8 @@ def test_a_dripping_answer_is_cut_off_by_the_total_deadline(api: Api) -> None:
         return Response(body(), status=200, content_type="application/json")
 
     api.script = [drip]
-    started = time.monotonic()
     with pytest.raises(EmbeddingError, match="timed out"):
         api.embedder(timeout=0.4, max_retries=0).embed(["alpha"])
-    assert time.monotonic() - started < 0.9
 
 
 # -- validation ---------------------------------------------------------------------------
