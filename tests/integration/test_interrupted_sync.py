@@ -159,6 +159,9 @@ NATIVE = textwrap.dedent("""
     from kbsync.testing import CountingEmbedder
 
     corpus, store_path, progress = sys.argv[1:4]
+    # One thread: torch's threads spinning against a loaded machine's other work can stretch
+    # a batch past the sync's stop wait, which this test is not about.
+    torch.set_num_threads(1)
 
     class Native(CountingEmbedder):
         def embed(self, texts):
