@@ -136,6 +136,17 @@ def test_the_diff_of_a_deleted_document_names_the_sync_that_deleted_it(home: Pat
             kb.diff("never-there.md")
 
 
+def test_a_key_given_with_the_source_folder_in_front_is_answered_with_the_key_inside_it(
+    home: Path,
+) -> None:
+    page = sorted((home / "docs").iterdir())[0]
+    with KnowledgeBase.create(home, sources=["docs"]) as kb:
+        kb.sync()
+        with pytest.raises(KbsyncError, match=rf"keys are paths inside a source: did you mean "
+                                              rf"'{re.escape(page.name)}'\?"):
+            kb.diff(f"docs/{page.name}")
+
+
 def test_a_report_counts_every_action_and_a_plan_is_not_recorded(home: Path) -> None:
     with KnowledgeBase.create(home, sources=["docs"]) as kb:
         (home / "docs" / "extra.md").write_text("# Extra\n\nA page about tide tables.\n")

@@ -144,8 +144,20 @@ class Reading(Parts):
             if last and last[0].action == "deleted":
                 raise KbsyncError(f"{key}: deleted by sync #{last[0].run} (finished "
                                   f"{last[0].finished}); its text is no longer stored")
-            raise KbsyncError(f"{key}: no such document in the knowledge base")
+            raise KbsyncError(f"{key}: no such document in the knowledge base"
+                              f"{self._key_hint(key, source)}")
         return doc
+
+    def _key_hint(self, key: str, source: str | None) -> str:
+        """A hint when ``key`` is a path that names the source's folder too (``docs/a.md``
+        for the key ``a.md``): keys are paths inside a source, which shell completion from
+        the project's folder does not give."""
+        parts = key.replace("\\", "/").split("/")
+        for start in range(1, len(parts)):
+            inside = "/".join(parts[start:])
+            if self.store.document(inside, source) is not None:
+                return f"; keys are paths inside a source: did you mean {inside!r}?"
+        return ""
 
     def diff(self, key: str, source: str | None = None) -> DocumentDiff:
         """The last change of a document: verdict, kind and reason, similarity and the changed

@@ -141,4 +141,6 @@ def gc(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
     if as_json:
         emit(removed)
     else:
-        typer.echo(", ".join(f"{v:,} {k.replace('_', ' ')} removed" for k, v in removed.items()))
+        # "removed: embeddings 799, chunk texts 1": no noun to agree with a count.
+        typer.echo("removed: " + ", ".join(f"{k.replace('_', ' ')} {v:,}"
+                                           for k, v in removed.items()))

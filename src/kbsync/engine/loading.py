@@ -63,7 +63,8 @@ def _read(path: str | Path) -> tuple[Path, dict[str, Any]]:
     try:
         return file, tomllib.loads(file.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ConfigError(f"{file}: no knowledge base here; run `kbsync init` first") from None
+        raise ConfigError(f"no knowledge base here ({file} does not exist); run `kbsync init` "
+                          "first") from None
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{file}: cannot read the configuration: {exc}") from exc
 
