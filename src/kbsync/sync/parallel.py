@@ -13,8 +13,8 @@ transaction back and the document goes back to the queue.
 What needs every document at once stays with the coordinator, after the
 queue is empty: deletions (a vanished document that no worker took as the
 origin of a move; with the mass-deletion guard) and boilerplate detection
-(from the digests the store holds, then a backfill of chunks that stopped
-being boilerplate). Workers skip the boilerplate the store knew when the run
+(from the counts of documents per digest the store keeps, then a backfill of
+chunks that stopped being boilerplate). Workers skip the boilerplate the store knew when the run
 began, so on a first sync boilerplate chunks are embedded once; later syncs
 skip them as a single process does.
 
@@ -27,7 +27,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from kbsync.core.plan import (
@@ -181,8 +180,7 @@ def _finish_source(run: _Coordinator, source: Source, listed: _Listed,
     if options.index_boilerplate:
         shared: frozenset[str] = frozenset()
     elif listed.changed:
-        shared = _boilerplate(store, source.name, options.boilerplate_share,
-                              options.scratch_dir)
+        shared = store.boilerplate_counted(source.name, options.boilerplate_share)
     else:  # nothing read or gone: the digests, and so the boilerplate, are as they were
         shared = store.boilerplate(source.name)
     out.boilerplate_chunks = len(shared)
@@ -285,14 +283,6 @@ def _settle(source: str, settled: Sequence[tuple[Observation, StoredDocument | N
                     [o.key for o, _ in settled], [o for o, _ in settled], listing_complete=False)
     count_plan(out, the_plan.documents)
     apply_plan(the_plan, {}, set(), store, EmbeddedIndex(store), embedder, out, None)
-
-
-def _boilerplate(store: WorkQueue, source: str, share: float, scratch_dir: Path | None,
-                 ) -> frozenset[str]:
-    """The boilerplate of what the store holds of ``source``, counted in a scratch file."""
-    with Scratch(scratch_dir) as scratch:
-        scratch.count_stored(store.chunk_digests(source))
-        return scratch.boilerplate(share)
 
 
 def _collect(run: str, source: str, store: WorkQueue, out: SourceTally) -> None:

@@ -229,11 +229,12 @@ def _sync_source_steps(run: Run, store: RecordStore, source: Source, allow_mass_
 
 def _boilerplate(run: Run, source: str, scratch: Scratch, vanished: int,
                  out: SourceTally) -> frozenset[str]:
-    """The source's boilerplate: counted again over every document it keeps when this run
-    re-chunked or lost some, else as the store has it."""
+    """The source's boilerplate: by the store's counts as this run will leave them when it
+    re-chunked or lost some documents, else as the store has it."""
     if scratch.rechunked_count() or vanished:
-        scratch.count_stored(run.store.chunk_digests(source))
-        shared = scratch.boilerplate(run.options.boilerplate_share)
+        shared = run.store.boilerplate_counted(
+            source, run.options.boilerplate_share, replaced=scratch.replaced(),
+            added=scratch.added(), members=scratch.members())
     else:
         shared = run.store.boilerplate(source)
     out.boilerplate_chunks = len(shared)
