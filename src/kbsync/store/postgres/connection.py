@@ -215,6 +215,14 @@ class PostgresBase(SqlBase):
         crashpoint("store.committed")
 
     @contextmanager
+    def batch(self) -> Iterator[None]:
+        # Pipelined, as a worker's claimed batch is: the statements of a batch's documents
+        # go to the server together, and the batch waits for it when it reads, not once
+        # per document.
+        with self._dialect.pipeline(), self._transaction():
+            yield
+
+    @contextmanager
     def _applying(self) -> Iterator[None]:
         # Pipelined: the statements of a plan go to the server together and its
         # transaction waits for the server once, not once per statement. None of them

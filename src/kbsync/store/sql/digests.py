@@ -9,7 +9,8 @@ documents whose current chunks hold it, and the row of the empty digest counts t
 documents that have any chunk (the group's size).
 
 A write of a document's chunks notes what it takes away (read from the chunks it
-replaces) and what it adds in a temporary table of its connection, ``digest_changes``;
+replaces) and what it adds (read from the chunks it wrote) in a temporary table of its
+connection, ``digest_changes``, by statements that send only the documents' keys;
 the transaction adds them up at its commit and writes each changed count once, in key
 order: an edit's unchanged chunks cost nothing, and concurrent writers (PostgreSQL
 workers) take the locks of shared counts in one order, never in a cycle, and only for
@@ -20,17 +21,11 @@ index of the counts of at least :data:`~kbsync.core.plan.BOILERPLATE_MIN_DOCUMEN
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import islice
 from typing import TypeVar
 
-from kbsync.core.plan import (
-    BOILERPLATE_MIN_DOCUMENTS,
-    DocumentVersion,
-    boilerplate_floor,
-    host_group,
-)
+from kbsync.core.plan import BOILERPLATE_MIN_DOCUMENTS, boilerplate_floor, host_group
 from kbsync.crashpoints import crashpoint
 from kbsync.store.rows import CURRENT
 from kbsync.store.sql.base import SqlBase
@@ -134,20 +129,6 @@ class DigestCounts(SqlBase):
         if table == _CHANGES:
             self._counts_pending = True
             self._counts_dropped |= sign < 0
-
-    def _count_versions(self, source: str,
-                        versions: Sequence[tuple[str, DocumentVersion]]) -> None:
-        """Note the digests of the chunks of these (key, version) documents as added."""
-        counts: Counter[tuple[str, str]] = Counter()
-        for key, version in versions:
-            digests = {c.digest for c in version.chunks}
-            if digests:
-                group = host_group(key)
-                counts[(group, GROUP_SIZE)] += 1
-                counts.update((group, d) for d in digests)
-        if counts:
-            self._note(_CHANGES, source, counts)
-            self._counts_pending = True
 
     def _note(self, table: str, source: str, counts: Mapping[tuple[str, str], int]) -> None:
         """Add ``counts`` ((group, digest) -> documents) to ``table``, a temporary table."""

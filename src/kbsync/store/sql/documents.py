@@ -265,7 +265,7 @@ class DocumentTables(EmbeddingTables, DigestCounts, PlanWrites):
         if rows:
             crashpoint("store.write_chunks")
             sql.insert("chunks", CHUNK_COLUMNS, rows, source=source, document=_OF_DOCUMENT)
-        self._count_versions(source, versions)
+        self._count_stored(source, [key for key, v in versions if v.chunks], 1)
         self._chunks_written(source, versions)
 
     # -- kept texts: one row per generation in ``versions`` (a backend may keep them
