@@ -14,9 +14,9 @@ What needs every document at once stays with the coordinator, after the
 queue is empty: deletions (a vanished document that no worker took as the
 origin of a move; with the mass-deletion guard) and boilerplate detection
 (from the counts of documents per digest the store keeps, then a backfill of
-chunks that stopped being boilerplate). Workers skip the boilerplate the store knew when the run
-began, so on a first sync boilerplate chunks are embedded once; later syncs
-skip them as a single process does.
+chunks that stopped being boilerplate). Workers skip the boilerplate the store
+knew when the run began, so on a first sync boilerplate chunks are embedded
+once; later syncs skip them as a single process does.
 
 This is the parallel driver of :mod:`kbsync.sync`; it runs the steps the single one does.
 What a worker does is :mod:`kbsync.sync.work`.
