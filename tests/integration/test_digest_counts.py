@@ -301,3 +301,22 @@ def test_counts_of_a_document_that_moves_to_another_host_follow_it(opener: Opene
     assert counts[("b.test", "d0")] == 2
     assert counts[("b.test", "")] == 2
     assert counts == recount(store)
+
+
+def test_a_write_rolled_back_counts_nothing_and_the_next_one_counts(opener: Opener) -> None:
+    """The first write of a connection makes its temporary tables; rolled back, they go with
+    it, and the next write makes them again."""
+    store = opener()
+
+    def stopped() -> None:
+        with store.batch():
+            _edit(store, {}, "write", "doc0", "", ["d0", "d1"], False)
+            raise RuntimeError("stopped")
+
+    with pytest.raises(RuntimeError):
+        stopped()
+    assert store.digest_counts(SOURCE) == {}
+    docs: dict[str, list[str]] = {}
+    _edit(store, docs, "write", "doc0", "", ["d0", "d1"], False)
+    assert store.digest_counts(SOURCE) == recount(store) == {("", ""): 1, ("", "d0"): 1,
+                                                             ("", "d1"): 1}

@@ -212,6 +212,7 @@ class PostgresBase(SqlBase):
                 crashpoint("store.commit")
         finally:
             self._depth -= 1
+        self._after_commit()
         crashpoint("store.committed")
 
     @contextmanager

@@ -55,6 +55,7 @@ class SqlBase:
             raise
         finally:
             self._depth = 0
+        self._after_commit()
         crashpoint("store.committed")
 
     @contextmanager
@@ -82,6 +83,9 @@ class SqlBase:
     def _before_commit(self) -> None:
         """The outermost write transaction's last writes, just before it commits (what its
         writes noted, written once). Every backend's transaction calls it."""
+
+    def _after_commit(self) -> None:
+        """The outermost write transaction committed. Every backend's transaction calls it."""
 
     def _invalidate(self) -> None:
         """What the store keeps in memory of its vectors and chunks is stale (its writes

@@ -75,7 +75,7 @@ class DigestCounts(SqlBase):
     boilerplate decided from them (:meth:`boilerplate_counted`)."""
 
     _counting_ready = False  # whether this connection has the temporary tables
-    _counting_made = False  # whether this transaction made them (ready once it commits)
+    _counting_made = False  # whether this transaction made them (theirs once it commits)
     _counts_pending = False  # whether this transaction noted changes
     _counts_dropped = False  # whether some of them take documents away
 
@@ -97,9 +97,12 @@ class DigestCounts(SqlBase):
                 "PRIMARY KEY (source, grp, digest))")
         self._counting_made = True
 
+    def _after_commit(self) -> None:
+        super()._after_commit()
+        self._counting_ready |= self._counting_made  # a rolled back transaction made none
+
     def _before_commit(self) -> None:
         super()._before_commit()
-        self._counting_ready |= self._counting_made  # a rolled back transaction made none
         if not self._counts_pending:
             return
         self._counts_pending = False

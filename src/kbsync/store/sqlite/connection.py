@@ -213,6 +213,7 @@ class SqliteBase(SqlBase):
             self._before_commit()
             crashpoint("store.commit")
             self._db.execute("COMMIT")
+            self._after_commit()
             crashpoint("store.committed")
         except BaseException as exc:
             if self._db.in_transaction:  # SQLite may have rolled back already (SQLITE_FULL)
