@@ -57,7 +57,7 @@ class PostgresStore(QueueTables, ErasureTables, SearchTables, RepairTables, SqlS
     ``~/.pgpass``. ``schema`` keeps several knowledge bases in one database.
     With ``create`` false a database without kbsync's tables is an error
     instead of being set up. ``index_memory`` is the ``maintenance_work_mem`` of
-    building a vector index (such as ``"1GB"``): an HNSW graph that does not fit
+    building an index (such as ``"1GB"``): an HNSW graph that does not fit
     in it is built on disk, many times more slowly; without it the server's
-    setting holds.
+    setting holds, raised to what a build after a first load needs (up to 1 GB).
     """
