@@ -20,6 +20,7 @@ What is measured
 
     Configurations
         sqlite        ``kbsync sync``: one process, one SQLite file.
+        postgres      ``kbsync sync``: one process, the PostgreSQL store (no work queue).
         postgres-1    ``kbsync sync --workers 1``: the work queue, one process.
         postgres-2    ``kbsync sync --workers 2``: the coordinator and one more worker.
 
@@ -53,7 +54,7 @@ from corpus import vocabulary
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / ".data"
-CONFIGS = ("sqlite", "postgres-1", "postgres-2")
+CONFIGS = ("sqlite", "postgres", "postgres-1", "postgres-2")
 _GENERATOR = "scale-v1"
 
 
@@ -133,7 +134,7 @@ def measure(docs: Path, config: str, url: str, dimension: int) -> dict[str, floa
             'primary_bits = 6\nbackup_bits = 4\n\n'
             f'[embedder]\nkind = "hashing"\ndimension = {dimension}\n\n'
             f'[[sources]]\nname = "docs"\npath = "{docs}"\n')
-        workers = 0 if config == "sqlite" else int(config.split("-")[1])
+        workers = int(config.split("-")[1]) if "-" in config else 0
         # Each run in a fresh process, so that each peak is its own.
         result: dict[str, float] = {}
         for phase in ("first", "noop"):

@@ -8,6 +8,7 @@ opened and add rules of their own (resyncs, erasures, syncs killed midway).
 from __future__ import annotations
 
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 from hypothesis import strategies as st
@@ -68,6 +69,17 @@ class EditedSource(RuleBasedStateMachine):
         if key in self.source.documents and new not in self.source.documents:
             self.source.documents[new] = self.source.documents.pop(key)
             self.sync()
+
+    @invariant()
+    def digest_counts_equal_a_recount(self) -> None:
+        """The counts boilerplate is decided by, kept as documents are written (even by a
+        sync killed midway), are those of the current chunks."""
+        counts: Counter[tuple[str, str]] = Counter()
+        for doc in self.store.with_digests("memory", list(self.store.manifest("memory").values())):
+            if doc.chunk_digests:
+                counts[("", "")] += 1
+                counts.update(("", d) for d in set(doc.chunk_digests))
+        assert self.store.digest_counts("memory") == dict(counts)
 
     @invariant()
     def store_matches_the_source(self) -> None:

@@ -402,6 +402,8 @@ def dump(db_path: Path) -> dict[str, Any]:
                               db.execute("SELECT digest, embedder, dimension, vector "
                                          "FROM embeddings")),
             "boilerplate": sorted(db.execute("SELECT source, digest FROM boilerplate")),
+            "digest_counts": sorted(db.execute(
+                "SELECT source, grp, digest, documents FROM digest_counts")),
         }
     finally:
         db.close()

@@ -152,6 +152,8 @@ def logical_dump(url: str) -> dict[str, Any]:
                           _query(url, "SELECT digest, embedder, dimension, vector::text "
                                       "FROM embeddings")),
         "boilerplate": sorted(_query(url, "SELECT source, digest FROM boilerplate")),
+        "digest_counts": sorted(_query(url, "SELECT source, grp, digest, documents "
+                                            "FROM digest_counts")),
         "meta": _meta(url),
         "erasures": sorted(_query(url, "SELECT pattern FROM erasures")),
         "outbox": sorted(_query(url, "SELECT vector_id FROM outbox")),
@@ -188,6 +190,8 @@ def content(url: str) -> dict[str, Any]:
             f"SELECT DISTINCT e.digest, e.embedder, e.dimension, e.vector::text "
             f"FROM documents d {current} JOIN embeddings e ON e.digest = c.digest")),
         "boilerplate": sorted(_query(url, "SELECT source, digest FROM boilerplate")),
+        "digest_counts": sorted(_query(url, "SELECT source, grp, digest, documents "
+                                            "FROM digest_counts")),
         "meta": _meta(url),
         "work": sorted(_query(url, "SELECT run, source, key, state FROM work")),
     }

@@ -16,7 +16,6 @@ from kbsync.core.plan import (
     Failed,
     StoredDocument,
     Unchanged,
-    boilerplate,
 )
 from kbsync.model import ItemError, SourceItem, SourceStat, Validators
 from kbsync.sync.observe import stat_gate_passes, unchanged_observation
@@ -49,8 +48,9 @@ def _exercise(scratch: Scratch) -> None:
     scratch.vanish()
     scratch.observe(_version("b", ["d1", "d2"]), _stored("b"))
     scratch.observe(_version("c", ["d2", "d3"], "moved"), None)
-    scratch.count_stored([("a", "d1"), ("b", "d9"), ("z", "d1")])
-    scratch.boilerplate(0.05)
+    list(scratch.replaced())
+    list(scratch.added())
+    scratch.members()
     scratch.recurring()
     scratch.decide_moves()
     list(scratch.moves())
@@ -139,33 +139,6 @@ def test_new_documents_take_origins_in_key_order_by_text_then_by_the_name_a_sour
         assert scratch.gone_count() == 0
         assert [w.origin.key if w.origin else None for b in scratch.batches(10, 10**6)
                 for w in b] == ["old1", "old2", None, "named"]
-
-
-_KEYS = st.sampled_from([f"doc{i}" for i in range(12)] + [f"https://h{i % 2}.test/p{i}"
-                                                          for i in range(12)])
-_DIGESTS = st.lists(st.sampled_from([f"d{i}" for i in range(6)]), max_size=5)
-
-
-@settings(max_examples=60, deadline=None)
-@given(stored=st.dictionaries(_KEYS, _DIGESTS), fresh=st.dictionaries(_KEYS, _DIGESTS),
-       gone=st.sets(_KEYS), share=st.sampled_from([0.05, 0.3, 0.5]))
-def test_boilerplate_counted_on_disk_equals_the_pure_rule(
-        tmp_path_factory: pytest.TempPathFactory, stored: dict[str, list[str]],
-        fresh: dict[str, list[str]], gone: set[str], share: float) -> None:
-    after = {k: v for k, v in stored.items() if v and k not in fresh and k not in gone}
-    after.update({k: v for k, v in fresh.items() if k not in gone})
-    expected = boilerplate(after, share)
-    folder = tmp_path_factory.mktemp("scratch")
-    with Scratch(folder) as scratch:
-        scratch.add_stored(_stored(k) for k in stored)
-        scratch.add_listed((SourceItem(k, k, "text/plain"), "d")
-                           for k in {*stored, *fresh} - gone)
-        for k, digests in fresh.items():
-            if k not in gone:
-                scratch.observe(_version(k, digests), None)
-        scratch.vanish()
-        scratch.count_stored((k, d) for k, v in stored.items() for d in v)
-        assert scratch.boilerplate(share) == expected
 
 
 _STATS = st.sampled_from([None, SourceStat(1, 1, 1), SourceStat(1, 2, 1), SourceStat(2, 1, 1),

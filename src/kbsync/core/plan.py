@@ -8,6 +8,7 @@ added or deleted. Nothing here reads, writes or embeds.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from enum import StrEnum
 from kbsync.model import SourceStat, Validators
 
 __all__ = [
+    "BOILERPLATE_MIN_DOCUMENTS",
     "BOILERPLATE_SHARE",
     "Action",
     "ChunkDraft",
@@ -29,6 +31,7 @@ __all__ = [
     "StoredDocument",
     "Unchanged",
     "boilerplate",
+    "boilerplate_floor",
     "boilerplate_of_counts",
     "chunk_ops",
     "host_group",
@@ -409,9 +412,13 @@ def mass_deletion(stored: int, deletions: int) -> bool:
 BOILERPLATE_SHARE = 0.05
 """The default share of a host's documents past which a chunk is boilerplate."""
 
+BOILERPLATE_MIN_DOCUMENTS = 3
+"""The fewest documents a chunk must be in to be boilerplate: two copies of a file are not."""
+
 
 def boilerplate(
-    documents: Mapping[str, Collection[str]], share: float, min_documents: int = 3
+    documents: Mapping[str, Collection[str]], share: float,
+    min_documents: int = BOILERPLATE_MIN_DOCUMENTS,
 ) -> frozenset[str]:
     """Chunk digests found in more than ``share`` of the documents of one host.
 
@@ -432,14 +439,25 @@ def boilerplate(
 
 def boilerplate_of_counts(
     counts: Iterable[tuple[str, str, int]], members: Mapping[str, int], share: float,
-    min_documents: int = 3,
+    min_documents: int = BOILERPLATE_MIN_DOCUMENTS,
 ) -> frozenset[str]:
     """:func:`boilerplate` from counts: (group, digest, documents holding it) and group sizes.
 
-    What a sync uses when the digests of a large source are counted outside memory.
+    What a store answers from the counts it keeps, so that no sync counts a whole source.
     """
+    floors = {group: boilerplate_floor(n, share, min_documents) for group, n in members.items()}
     return frozenset(d for group, d, n in counts
-                     if n >= min_documents and n > share * members.get(group, 0))
+                     if n >= floors.get(group, boilerplate_floor(0, share, min_documents)))
+
+
+def boilerplate_floor(members: int, share: float,
+                      min_documents: int = BOILERPLATE_MIN_DOCUMENTS) -> int:
+    """The fewest documents of a group of ``members`` that make a chunk boilerplate: more
+    than ``share`` of them, and at least ``min_documents``.
+
+    A whole number, so that a store finds the digests over it by a range of its index.
+    """
+    return max(min_documents, math.floor(share * members) + 1)
 
 
 def host_group(key: str) -> str:

@@ -8,7 +8,7 @@ caller uses.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -272,6 +272,21 @@ class Manifest(Protocol):
         """Digests of ``source`` left out of the index as boilerplate."""
         ...
 
+    def boilerplate_counted(self, source: str, share: float, *,
+                            replaced: Iterable[str] = (),
+                            added: Iterable[tuple[str, str, int]] = (),
+                            members: Mapping[str, int] | None = None) -> frozenset[str]:
+        """The digests in more than ``share`` of the documents of a host of ``source``
+        (:func:`~kbsync.core.plan.boilerplate_of_counts`), by the counts of documents per
+        digest the store keeps as it writes them, never by reading every digest.
+
+        With what a sync is about to write, as it will be once written: ``replaced``,
+        the keys whose stored chunks will no longer count (re-chunked or gone);
+        ``added``, the (host group, digest, documents) that will count instead;
+        ``members``, how many documents with chunks those are, by host group.
+        """
+        ...
+
     def set_boilerplate(self, source: str, digests: Collection[str]) -> None:
         ...
 
@@ -365,6 +380,18 @@ class SearchIndex(Protocol):
                        ) -> dict[tuple[str, str], tuple[str | None, str | None]]:
         """The stored metadata (JSON text) and the time of the last change of each of these
         (source, key) documents that the store holds."""
+        ...
+
+    def prepare_vectors(self, dimension: int) -> None:
+        """Before a sync loads chunks and vectors of ``dimension``: an index that is cheaper
+        to build after a load than to grow row by row (PostgreSQL's HNSW and GIN) is
+        deferred when the store holds nothing of it yet, a first load; a store without
+        such an index does nothing."""
+        ...
+
+    def finish_vectors(self, dimension: int) -> None:
+        """After the load (in every driver, once): build what :meth:`prepare_vectors` deferred,
+        and any index a load that did not end left deferred."""
         ...
 
 

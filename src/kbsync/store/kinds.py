@@ -85,8 +85,9 @@ class SqliteSettings:
 @dataclass(frozen=True, slots=True)
 class PostgresSettings:
     """A PostgreSQL database: ``url`` (no password in it), the environment variable that
-    holds the password (else libpq's pgpass or service file), a schema, and the memory a
-    vector index is built with (``maintenance_work_mem``, "1GB"; empty: the server's)."""
+    holds the password (else libpq's pgpass or service file), a schema, and the memory an
+    index is built with after a first load (``maintenance_work_mem``, "1GB"; empty: the
+    server's, raised to what the build needs, up to 1 GB)."""
 
     url: str
     password_env: str = ""

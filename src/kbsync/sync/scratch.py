@@ -1,10 +1,11 @@
 """A sync's scratch database: what it learns of one source, on disk instead of in memory.
 
 A sync needs, for every document of a source, its listed item, its stored
-record, what reading it came to and the digests of its chunks (for boilerplate
-detection). Held in memory these grow with the source (over 1 KB a file); here
-they are rows of a SQLite file read back a page at a time, in key order, so
-memory stays flat whatever the size of the source.
+record, what reading it came to and, of what it re-chunked, the digests of the
+chunks (what boilerplate detection foresees, and the digests that recur). Held
+in memory these grow with the source (over 1 KB a file); here they are rows of
+a SQLite file read back a page at a time, in key order, so memory stays flat
+whatever the size of the source.
 
 The file is temporary: created in the state directory (or the system's
 temporary one), unlinked as soon as it is open where the system allows it, and
@@ -25,7 +26,7 @@ import os
 import pickle
 import sqlite3
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, NamedTuple
@@ -34,7 +35,6 @@ from kbsync.core.plan import (
     DocumentVersion,
     Observation,
     StoredDocument,
-    boilerplate_of_counts,
     host_group,
     text_key,
 )
@@ -154,7 +154,8 @@ def remove_stale(folder: Path) -> int:
 
 @guarded(lambda scratch: scratch.where, sqlite_or_os_error)
 class Scratch:
-    """One source's listing, manifest, observations and chunk counts, in a temporary SQLite file."""
+    """One source's listing, manifest, observations and its re-chunked documents' digests, in a
+    temporary SQLite file."""
 
     def __init__(self, folder: Path | None) -> None:
         where = Path(tempfile.gettempdir() if folder is None else folder)
@@ -309,7 +310,7 @@ class Scratch:
                          (facts.key, size, facts.digests is not None, at, facts.text_key,
                           facts.renamed_from))
         if facts.digests is not None:
-            self._count_document(facts.key, facts.digests, fresh=1)
+            self._count_document(facts.key, facts.digests)
             self._fresh_tokens += facts.tokens
 
     def observed_count(self) -> int:
@@ -347,27 +348,28 @@ class Scratch:
 
     # -- boilerplate ---------------------------------------------------------------------
 
-    def count_stored(self, pairs: Iterable[tuple[str, str]]) -> None:
-        """Count the store's (key, digest) pairs of documents this sync keeps as they are."""
-        self._db.executemany(
-            "INSERT OR IGNORE INTO occurrences (digest, grp, key, fresh) SELECT ?1, ?2, ?3, 0 "
-            "WHERE NOT EXISTS (SELECT 1 FROM observed WHERE key = ?3 AND rechunked) "
-            "AND NOT EXISTS (SELECT 1 FROM stored WHERE key = ?3 AND gone)",
-            ((digest, host_group(key), key) for key, digest in pairs))
-        self._db.execute("INSERT OR IGNORE INTO members (grp, key) "
-                         "SELECT grp, key FROM occurrences WHERE NOT fresh")
+    def replaced(self) -> Iterator[str]:
+        """The keys whose stored chunks stop counting for boilerplate: the re-chunked
+        documents and the gone ones, in key order."""
+        yield from (row[0] for row in self._pages(
+            "SELECT key FROM observed WHERE rechunked AND key > ? ORDER BY key LIMIT ?"))
+        yield from (row[0] for row in self._pages(
+            "SELECT key FROM stored WHERE gone AND key > ? ORDER BY key LIMIT ?"))
 
-    def boilerplate(self, share: float) -> frozenset[str]:
-        """:func:`kbsync.core.plan.boilerplate` of every counted document."""
-        members = dict(self._db.execute("SELECT grp, count(*) FROM members GROUP BY grp"))
-        counts = self._db.execute("SELECT grp, digest, count(*) FROM occurrences "
-                                  "GROUP BY digest, grp HAVING count(*) > 1")
-        return boilerplate_of_counts(counts, members, share)
+    def added(self) -> Iterator[tuple[str, str, int]]:
+        """(host group, digest, documents) of the chunks of the re-chunked documents, in
+        digest order (the key the occurrences are kept in: nothing is sorted)."""
+        yield from self._db.execute(
+            "SELECT grp, digest, count(*) FROM occurrences GROUP BY digest, grp")
+
+    def members(self) -> dict[str, int]:
+        """How many re-chunked documents have chunks, by host group."""
+        return dict(self._db.execute("SELECT grp, count(*) FROM members GROUP BY grp"))
 
     def recurring(self) -> set[str]:
         """Digests that more than one re-chunked document holds."""
         return {r[0] for r in self._db.execute(
-            "SELECT digest FROM occurrences WHERE fresh GROUP BY digest HAVING count(*) > 1")}
+            "SELECT digest FROM occurrences GROUP BY digest HAVING count(*) > 1")}
 
     def shared_fresh(self) -> Iterator[tuple[str, str]]:
         """``(key, digest)`` of each re-chunked document and each of its digests that
@@ -376,7 +378,7 @@ class Scratch:
         for start in range(0, len(recurring), _PAGE):
             page = recurring[start : start + _PAGE]
             yield from self._db.execute(
-                "SELECT key, digest FROM occurrences WHERE fresh AND digest IN "
+                "SELECT key, digest FROM occurrences WHERE digest IN "
                 f"({', '.join('?' * len(page))})", page)
 
     def rechunked_count(self) -> int:
@@ -502,12 +504,16 @@ class Scratch:
                 prefix="kbsync-scratch-", dir=self._folder)
         return self._side
 
-    def _count_document(self, key: str, digests: Iterable[str], fresh: int) -> None:
+    def _count_document(self, key: str, digests: Collection[str]) -> None:
+        """Note a re-chunked document's digests (and, if it has any, the document) in its
+        host group, for boilerplate and the digests that recur."""
+        if not digests:
+            return
         group = host_group(key)
         self._db.execute("INSERT OR IGNORE INTO members (grp, key) VALUES (?, ?)", (group, key))
         self._db.executemany(
-            "INSERT OR IGNORE INTO occurrences (digest, grp, key, fresh) VALUES (?, ?, ?, ?)",
-            ((d, group, key, fresh) for d in digests))
+            "INSERT OR IGNORE INTO occurrences (digest, grp, key) VALUES (?, ?, ?)",
+            ((d, group, key) for d in digests))
 
     def _count(self, sql: str) -> int:
         return int(self._db.execute(sql).fetchone()[0])

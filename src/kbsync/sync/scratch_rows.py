@@ -34,7 +34,7 @@ CREATE TABLE observed (key TEXT PRIMARY KEY, size INTEGER NOT NULL,
 CREATE TABLE fresh (digest TEXT PRIMARY KEY, tokens INTEGER NOT NULL,
                     embedding_key BLOB NOT NULL) WITHOUT ROWID;
 CREATE TABLE members (grp TEXT, key TEXT, PRIMARY KEY (grp, key)) WITHOUT ROWID;
-CREATE TABLE occurrences (digest TEXT, grp TEXT, key TEXT, fresh INTEGER NOT NULL,
+CREATE TABLE occurrences (digest TEXT, grp TEXT, key TEXT,
                           PRIMARY KEY (digest, grp, key)) WITHOUT ROWID;
 """
 

@@ -132,12 +132,12 @@ def observe_batch(source: Source, jobs: Iterable[ReadJob], extractor_for: Extrac
 
 def boilerplate(store: Manifest, source: str, scratch: Scratch, vanished: int,
                 share: float) -> frozenset[str] | None:
-    """The source's boilerplate counted again over every document it keeps, when this run
-    re-chunked or lost some (else None: as the store has it)."""
+    """The source's boilerplate by the store's counts as this run will leave them, when it
+    re-chunked or lost some documents (else None: as the store has it)."""
     if not (scratch.rechunked_count() or vanished):
         return None
-    scratch.count_stored(store.chunk_digests(source))
-    return scratch.boilerplate(share)
+    return store.boilerplate_counted(source, share, replaced=scratch.replaced(),
+                                     added=scratch.added(), members=scratch.members())
 
 
 def decide(ctx: Context, source: str, scratch: Scratch, complete: bool, out: SourceTally,

@@ -73,8 +73,9 @@ class VectorIndex(Protocol):
         ...
 
     def begin(self, dimension: int) -> bool:
-        """Make the index ready for a sync writing vectors of ``dimension``; whether
-        every vector must be written again at its end (a rebuilt collection)."""
+        """Make the index ready for a sync writing vectors of ``dimension`` (on a first
+        load, the store defers what is cheaper to build after it); whether every vector
+        must be written again at its end (a rebuilt collection)."""
         ...
 
     def transaction(self) -> AbstractContextManager[None]:
@@ -102,8 +103,9 @@ class VectorIndex(Protocol):
         ...
 
     def end(self, rewrite: bool, embedder: str, dimension: int) -> None:
-        """Finish a sync; ``rewrite`` when vectors of documents its plans left alone
-        changed (boilerplate coming or going, a rebuilt collection)."""
+        """Finish a sync (and build what :meth:`begin` deferred); ``rewrite`` when vectors of
+        documents its plans left alone changed (boilerplate coming or going, a rebuilt
+        collection)."""
         ...
 
     def nearest(self, embedder: str, vector: npt.NDArray[np.float32], k: int,
@@ -138,6 +140,7 @@ class EmbeddedIndex:
         self.store = store
 
     def begin(self, dimension: int) -> bool:
+        self.store.prepare_vectors(dimension)
         return False
 
     def transaction(self) -> AbstractContextManager[None]:
@@ -153,7 +156,7 @@ class EmbeddedIndex:
         return contextlib.nullcontext()  # nothing outside the store to remove
 
     def end(self, rewrite: bool, embedder: str, dimension: int) -> None:
-        pass
+        self.store.finish_vectors(dimension)
 
     def nearest(self, embedder: str, vector: npt.NDArray[np.float32], k: int,
                 filters: Filters | None = None, norm: VectorNorm | None = None) -> Nearest:
@@ -183,6 +186,7 @@ class MirroredIndex:
 
     def begin(self, dimension: int) -> bool:
         replay_outbox(self.store, self.sink)
+        self.store.prepare_vectors(dimension)  # the records' full text, the cache's index
         return prepare(self.sink, dimension)
 
     def transaction(self) -> AbstractContextManager[None]:
@@ -211,6 +215,7 @@ class MirroredIndex:
     def end(self, rewrite: bool, embedder: str, dimension: int) -> None:
         if rewrite:
             reconcile(self.store, self.sink, embedder, dimension, repair=True)
+        self.store.finish_vectors(dimension)
 
     def nearest(self, embedder: str, vector: npt.NDArray[np.float32], k: int,
                 filters: Filters | None = None, norm: VectorNorm | None = None) -> Nearest:

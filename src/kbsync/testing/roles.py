@@ -19,11 +19,12 @@ import numpy as np
 import numpy.typing as npt
 
 from kbsync.core.identity import embedding_text_key
-from kbsync.core.plan import ChunkDraft, StoredDocument
+from kbsync.core.plan import ChunkDraft, StoredDocument, host_group
 from kbsync.model import SourceStat, Validators
 from kbsync.store import EmbeddingCache, Erasures, Frontier, Meta, RunLog, RunRecord
 from kbsync.store.filters import Filters, matches
 from kbsync.store.rows import erased, held_meta_name, run_record
+from kbsync.store.sql.digests import GROUP_SIZE
 
 __all__ = [
     "MemoryEmbeddingCache",
@@ -92,6 +93,9 @@ class _State:
     erasures: dict[str, str] = field(default_factory=dict)
     outbox: dict[str, None] = field(default_factory=dict)
     text_keys: dict[str, bytes] = field(default_factory=dict)  # chunk digest -> its text's key
+    # (source, host group, digest) -> documents holding it; digest "": the group's documents
+    # that have chunks (kbsync.store.sql.digests), kept as documents are put.
+    digest_counts: dict[tuple[str, str, str], int] = field(default_factory=dict)
 
     def copy(self) -> _State:
         return _State(*(dict(getattr(self, f.name)) for f in fields(self)))
@@ -119,9 +123,29 @@ class MemoryState:
         finally:
             self._saved = None
 
+    def _put(self, source: str, key: str, doc: _Document | None) -> _Document | None:
+        """Put ``doc`` at ``key`` (None: remove the document there), the digest counts kept
+        with it as the SQL stores keep theirs; the document that was there."""
+        old = self._s.documents.get((source, key))
+        if doc is None:
+            self._s.documents.pop((source, key), None)
+        else:
+            self._s.documents[(source, key)] = doc
+        group = host_group(key)
+        for held, sign in ((old, -1), (doc, 1)):
+            if held is not None and held.current.chunks:
+                for digest in {c.digest for c in held.current.chunks} | {GROUP_SIZE}:
+                    at = (source, group, digest)
+                    n = self._s.digest_counts.get(at, 0) + sign
+                    if n:
+                        self._s.digest_counts[at] = n
+                    else:
+                        self._s.digest_counts.pop(at, None)
+        return old
+
     def _forget(self, source: str, key: str) -> bool:
         """Remove a document; whether there was one."""
-        if self._s.documents.pop((source, key), None) is None:
+        if self._put(source, key, None) is None:
             return False
         # A replacement held for it would name a document that is gone.
         self._s.meta.pop(held_meta_name(source, key), None)

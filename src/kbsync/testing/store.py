@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -18,7 +18,13 @@ import numpy as np
 import numpy.typing as npt
 
 from kbsync.core.identity import embedding_text_key
-from kbsync.core.plan import ChunkDraft, DocumentPlan, StoredDocument
+from kbsync.core.plan import (
+    ChunkDraft,
+    DocumentPlan,
+    StoredDocument,
+    boilerplate_of_counts,
+    host_group,
+)
 from kbsync.model import ANY_NORM, VectorNorm
 from kbsync.store import (
     ChunkRef,
@@ -33,6 +39,7 @@ from kbsync.store import (
 )
 from kbsync.store.filters import Filters
 from kbsync.store.rows import as_hit, document_text, query_terms, window_span
+from kbsync.store.sql.digests import GROUP_SIZE
 from kbsync.store.values import (
     Damage,
     damaged_chunk_texts,
@@ -99,10 +106,34 @@ class MemoryStore(MemoryMeta, MemoryRunLog, MemoryFrontier, MemoryErasures,
     def set_boilerplate(self, source: str, digests: Collection[str]) -> None:
         self._s.boilerplate[source] = frozenset(digests)
 
+    def boilerplate_counted(self, source: str, share: float, *,
+                            replaced: Iterable[str] = (),
+                            added: Iterable[tuple[str, str, int]] = (),
+                            members: Mapping[str, int] | None = None) -> frozenset[str]:
+        counts = Counter(self.digest_counts(source))
+        for key in replaced:
+            found = self._s.documents.get((source, key))
+            if found is not None and found.current.chunks:
+                group = host_group(key)
+                for digest in {c.digest for c in found.current.chunks} | {GROUP_SIZE}:
+                    counts[(group, digest)] -= 1
+        for group, digest, n in added:
+            counts[(group, digest)] += n
+        for group, n in (members or {}).items():
+            counts[(group, GROUP_SIZE)] += n
+        sizes = {g: n for (g, d), n in counts.items() if d == GROUP_SIZE}
+        return boilerplate_of_counts(
+            ((g, d, n) for (g, d), n in counts.items() if d != GROUP_SIZE), sizes, share)
+
+    def digest_counts(self, source: str) -> dict[tuple[str, str], int]:
+        """The kept counts of ``source``, as :meth:`kbsync.store.sql.digests.DigestCounts.
+        digest_counts` gives them."""
+        return {(g, d): n for (s, g, d), n in self._s.digest_counts.items() if s == source}
+
     def mark_missing(self, source: str, key: str) -> None:
         found = self._s.documents.get((source, key))
         if found is not None:
-            self._s.documents[(source, key)] = replace(found, missing=found.missing + 1)
+            self._put(source, key, replace(found, missing=found.missing + 1))
 
     def text_pieces(self, source: str, key: str) -> Iterator[str]:
         found = self._s.documents.get((source, key))
@@ -136,19 +167,19 @@ class MemoryStore(MemoryMeta, MemoryRunLog, MemoryFrontier, MemoryErasures,
         v = doc.version
         assert v is not None
         assert doc.previous_key is not None
-        found = self._s.documents.pop((source, doc.previous_key), None)
+        found = self._put(source, doc.previous_key, None)
         if found is None:  # the old row is gone: treat as new
             self._write_version(source, doc, now)
             return
         found = replace(found, moved_from=doc.previous_key, moved=now)
         if doc.edited:  # the record takes its new key, then its new version
-            self._s.documents[(source, doc.key)] = found
+            self._put(source, doc.key, found)
             self._write_version(source, doc, now)
             return
-        self._s.documents[(source, doc.key)] = replace(  # the same text: last_changed stays
+        self._put(source, doc.key, replace(  # the same text: last_changed stays
             found, locator=v.locator, media_type=v.media_type, stat=v.stat,
             validators=v.validators, bytes_hash=v.bytes_hash, title=v.title,
-            metadata=v.metadata, missing=0, last_seen=now)
+            metadata=v.metadata, missing=0, last_seen=now))
 
     def _refresh(self, source: str, doc: DocumentPlan, now: str) -> None:
         found = self._s.documents.get((source, doc.key))
@@ -161,7 +192,7 @@ class MemoryStore(MemoryMeta, MemoryRunLog, MemoryFrontier, MemoryErasures,
             fresh = replace(found, locator=v.locator, media_type=v.media_type, stat=v.stat,
                             validators=v.validators, bytes_hash=v.bytes_hash, title=v.title,
                             metadata=v.metadata, missing=0, last_seen=now)
-        self._s.documents[(source, doc.key)] = fresh
+        self._put(source, doc.key, fresh)
 
     def _rechunk(self, source: str, doc: DocumentPlan, now: str) -> None:
         found = self._s.documents.get((source, doc.key))
@@ -171,11 +202,11 @@ class MemoryStore(MemoryMeta, MemoryRunLog, MemoryFrontier, MemoryErasures,
             self._write_version(source, doc, now)
             return
         self._keep_texts(v.chunks)
-        self._s.documents[(source, doc.key)] = replace(  # the same text: its versions stay
+        self._put(source, doc.key, replace(  # the same text: its versions stay
             found, locator=v.locator, media_type=v.media_type, stat=v.stat,
             validators=v.validators, bytes_hash=v.bytes_hash, derivation=v.derivation,
             title=v.title, metadata=v.metadata, missing=0, last_seen=now,
-            current=replace(found.current, chunks=v.chunks))
+            current=replace(found.current, chunks=v.chunks)))
 
     def _write_version(self, source: str, doc: DocumentPlan, now: str) -> None:
         v = doc.version
@@ -183,14 +214,14 @@ class MemoryStore(MemoryMeta, MemoryRunLog, MemoryFrontier, MemoryErasures,
         old = self._s.documents.get((source, doc.key))
         generation = 1 if old is None else old.current.generation + 1
         self._keep_texts(v.chunks)
-        self._s.documents[(source, doc.key)] = _Document(
+        self._put(source, doc.key, _Document(
             v.locator, v.media_type, v.stat, v.validators, v.bytes_hash, v.text_hash,
             v.derivation, v.title, v.metadata, missing=0,
             first_seen=now if old is None else old.first_seen, last_seen=now, last_changed=now,
             current=_Version(generation, v.text, v.chunks, embedding_text_key(v.text)),
             previous=None if old is None or not old.text_hash else old.current,
             moved_from=None if old is None else old.moved_from,
-            moved=None if old is None else old.moved)
+            moved=None if old is None else old.moved))
 
     def _keep_texts(self, chunks: Sequence[ChunkDraft]) -> None:
         """Keep the chunks' texts, with their keys (a text already kept stays as it is)."""
@@ -263,6 +294,12 @@ class MemoryStore(MemoryMeta, MemoryRunLog, MemoryFrontier, MemoryErasures,
         first, last, tokens = span
         return Window(first, last, doc.current.text[rows[first][1]:rows[last][2]], tokens)
 
+    def prepare_vectors(self, dimension: int) -> None:
+        """No index to defer: a search scans the dicts."""
+
+    def finish_vectors(self, dimension: int) -> None:
+        """Nothing was deferred."""
+
     def indexed_chunks(self, source: str | None = None, key: str | None = None,
                        filters: Filters | None = None) -> Iterator[ChunkRef]:
         for s, k, _, i, c in list(self._indexed(source, key, filters)):
@@ -330,14 +367,14 @@ class MemoryStore(MemoryMeta, MemoryRunLog, MemoryFrontier, MemoryErasures,
         for t in damage.texts:
             found = self._s.documents[(t.source, t.key)]
             if not t.current:
-                self._s.documents[(t.source, t.key)] = replace(found, previous=None)
+                self._put(t.source, t.key, replace(found, previous=None))
                 continue
             # Unknown to the gates, the document is read and written again by the next sync;
             # until then its text is empty, as a SQL store's is missing (and it keeps no
             # previous text afterwards, as theirs keeps none).
-            self._s.documents[(t.source, t.key)] = replace(
+            self._put(t.source, t.key, replace(
                 found, stat=None, validators=None, bytes_hash="", text_hash="", previous=None,
-                current=replace(found.current, text="", key=embedding_text_key("")))
+                current=replace(found.current, text="", key=embedding_text_key(""))))
         current = sum(t.current for t in damage.texts)
         return Discarded(vectors=len(damage.vectors), chunk_texts=len(damage.chunk_texts),
                          previous=len(damage.texts) - current, current=current)

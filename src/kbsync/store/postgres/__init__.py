@@ -9,7 +9,9 @@ Vectors of different embedders and dimensions share one ``embeddings`` table
 with an untyped ``vector`` column: an HNSW index needs a fixed dimension, so
 each dimension gets its own partial expression index
 (``(vector::vector(N)) WHERE dimension = N``), made the first time vectors of
-that dimension arrive. One table keeps the cache a single key space
+that dimension arrive, or, when a sync loads them into a store that has none,
+built at the end of the load (as the full-text index is then:
+:mod:`~kbsync.store.postgres.indexes`). One table keeps the cache a single key space
 (digest, embedder) and lets an embedder change add vectors beside the old ones
 without any DDL beyond that index; a table per dimension would make every
 cache lookup and the garbage collection a union over tables.
@@ -27,7 +29,7 @@ so a worker that dies releases its claim and leaves nothing half-written.
 The store is the SQL core (:mod:`kbsync.store.sql`) over PostgreSQL's dialect
 (:mod:`~kbsync.store.postgres.dialect`) and connection
 (:mod:`~kbsync.store.postgres.connection`), with a mixin for each of what is its own: the
-vector indexes (``embeddings``), the kept texts (``documents``), vacuuming after an
+indexes a first load defers (``indexes``), the kept texts (``documents``), vacuuming after an
 erasure (``erasure``), ``search``, checks and ``repair``, and the work ``queue``; the
 schema is in :mod:`~kbsync.store.postgres.schema`.
 """
@@ -55,7 +57,7 @@ class PostgresStore(QueueTables, ErasureTables, SearchTables, RepairTables, SqlS
     ``~/.pgpass``. ``schema`` keeps several knowledge bases in one database.
     With ``create`` false a database without kbsync's tables is an error
     instead of being set up. ``index_memory`` is the ``maintenance_work_mem`` of
-    building a vector index (such as ``"1GB"``): an HNSW graph that does not fit
+    building an index (such as ``"1GB"``): an HNSW graph that does not fit
     in it is built on disk, many times more slowly; without it the server's
-    setting holds.
+    setting holds, raised to what a build after a first load needs (up to 1 GB).
     """

@@ -13,8 +13,9 @@ from kbsync.crashpoints import crashpoint
 from kbsync.errors import DependencyMissingError, LockedError, SchemaError, StoreError
 from kbsync.store.guard import guarded
 from kbsync.store.postgres.dialect import PostgresDialect
-from kbsync.store.postgres.schema import MIGRATIONS, SCHEMA_VERSION
+from kbsync.store.postgres.schema import DIGEST_COUNTS_VERSION, MIGRATIONS, SCHEMA_VERSION
 from kbsync.store.sql import SqlBase
+from kbsync.store.sql.digests import recount
 
 if TYPE_CHECKING:
     import psycopg
@@ -135,6 +136,8 @@ class PostgresBase(SqlBase):
                 crashpoint("store.migrate")
                 for step in range(version, SCHEMA_VERSION):
                     conn.execute(MIGRATIONS[step])
+                if version < DIGEST_COUNTS_VERSION:
+                    recount(self._dialect)
                 conn.execute(
                     "INSERT INTO meta (name, value) VALUES ('schema_version', %s) "
                     "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
@@ -200,14 +203,25 @@ class PostgresBase(SqlBase):
                 self._depth -= 1
             return
         crashpoint("store.begin")
+        self._before_begin()
         self._depth += 1
         try:
             with self._conn.transaction():
                 yield
+                self._before_commit()
                 crashpoint("store.commit")
         finally:
             self._depth -= 1
+        self._after_commit()
         crashpoint("store.committed")
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        # Pipelined, as a worker's claimed batch is: the statements of a batch's documents
+        # go to the server together, and the batch waits for it when it reads, not once
+        # per document.
+        with self._dialect.pipeline(), self._transaction():
+            yield
 
     @contextmanager
     def _applying(self) -> Iterator[None]:

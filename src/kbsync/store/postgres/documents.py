@@ -9,7 +9,7 @@ from dataclasses import replace
 from kbsync.core.identity import embedding_text_key
 from kbsync.core.plan import StoredDocument
 from kbsync.store import DocumentText
-from kbsync.store.postgres.embeddings import VectorIndexes
+from kbsync.store.postgres.indexes import DeferredIndexes
 from kbsync.store.rows import CURRENT, MANIFEST_COLUMNS, document_text, stored_document
 from kbsync.store.sql.dialect import Column
 from kbsync.store.sql.documents import DocumentTables as SqlDocuments
@@ -19,7 +19,7 @@ __all__ = ["DocumentTables"]
 _TEXT_COLUMNS: tuple[Column, ...] = (("key", "text"), ("text", "text"), ("text_key", "bytea"))
 
 
-class DocumentTables(VectorIndexes, SqlDocuments):
+class DocumentTables(DeferredIndexes, SqlDocuments):
     """The kept texts of the PostgreSQL store's documents: the current and the previous one
     in a row of ``texts``."""
 

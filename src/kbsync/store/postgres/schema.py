@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from kbsync.core.identity import embedding_text_key_sql
 from kbsync.store.rows import DIMENSION_PREFIX
+from kbsync.store.sql.schema import COUNTS_INDEX, COUNTS_TABLE
 
-__all__ = ["HEADING_WEIGHT", "HNSW_MAX_DIMENSION", "MIGRATIONS", "SCHEMA_VERSION"]
+__all__ = ["DIGEST_COUNTS_VERSION", "HEADING_WEIGHT", "HNSW_MAX_DIMENSION", "MIGRATIONS",
+           "SCHEMA_VERSION"]
 
 
 MIGRATIONS: tuple[str, ...] = (
@@ -191,7 +193,18 @@ MIGRATIONS: tuple[str, ...] = (
         ADD COLUMN IF NOT EXISTS first_key TEXT NOT NULL DEFAULT '';
     CREATE INDEX IF NOT EXISTS work_ready ON work (run, source, key) WHERE state = 'ready';
     """,
+    # 15: how many documents of each source (and host) hold each chunk digest, kept as
+    # documents are written (kbsync.store.sql.digests), so that deciding boilerplate reads
+    # the counts near its threshold instead of every digest of the source; filled by
+    # counting the current chunks (PostgresBase._open).
+    f"""
+    CREATE TABLE IF NOT EXISTS {COUNTS_TABLE.removeprefix("CREATE TABLE ")};
+    CREATE INDEX IF NOT EXISTS {COUNTS_INDEX.removeprefix("CREATE INDEX ")};
+    """,
 )
+
+DIGEST_COUNTS_VERSION = 15
+"""The version whose migration adds the digest counts, which are then counted."""
 
 
 # The weight class of a chunk's heading in ts_rank (body text is 'D', 0.1; 'C' is 0.2):

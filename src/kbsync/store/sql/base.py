@@ -42,10 +42,12 @@ class SqlBase:
                 self._depth -= 1
             return
         crashpoint("store.begin")
+        self._before_begin()
         self._dialect.begin()
         self._depth = 1
         try:
             yield
+            self._before_commit()
             crashpoint("store.commit")
             self._dialect.commit()
         except BaseException:
@@ -53,6 +55,7 @@ class SqlBase:
             raise
         finally:
             self._depth = 0
+        self._after_commit()
         crashpoint("store.committed")
 
     @contextmanager
@@ -72,6 +75,17 @@ class SqlBase:
         return self._dialect.changes
 
     # -- hooks: what a backend does besides the shared tables -----------------------------
+
+    def _before_begin(self) -> None:
+        """Before the outermost write transaction begins (outside it: nothing rolls this
+        back). Every backend's transaction calls it."""
+
+    def _before_commit(self) -> None:
+        """The outermost write transaction's last writes, just before it commits (what its
+        writes noted, written once). Every backend's transaction calls it."""
+
+    def _after_commit(self) -> None:
+        """The outermost write transaction committed. Every backend's transaction calls it."""
 
     def _invalidate(self) -> None:
         """What the store keeps in memory of its vectors and chunks is stale (its writes

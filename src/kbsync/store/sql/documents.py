@@ -15,11 +15,12 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from kbsync.core.identity import embedding_text_key
-from kbsync.core.plan import Action, DocumentPlan, DocumentVersion
+from kbsync.core.plan import Action, DocumentPlan, DocumentVersion, host_group
 from kbsync.crashpoints import crashpoint
 from kbsync.store import DocumentText
 from kbsync.store.rows import document_text, held_meta_name, stat_row, validator_row
 from kbsync.store.sql.dialect import Column
+from kbsync.store.sql.digests import DigestCounts
 from kbsync.store.sql.embeddings import EmbeddingTables
 from kbsync.store.writes import PlanWrites, WriteKind, write_kind
 
@@ -78,8 +79,9 @@ def _rows(columns: Sequence[Column],
     return out
 
 
-class DocumentTables(EmbeddingTables, PlanWrites):
-    """The writes of :meth:`~kbsync.store.Manifest.apply` and the kept texts."""
+class DocumentTables(EmbeddingTables, DigestCounts, PlanWrites):
+    """The writes of :meth:`~kbsync.store.Manifest.apply` and the kept texts; each change of
+    a document's current chunks noted for the digest counts (:mod:`~kbsync.store.sql.digests`)."""
 
     def apply(self, source: str, doc: DocumentPlan,
               vectors: Mapping[str, npt.NDArray[np.float32]], embedder: str, now: str,
@@ -144,6 +146,7 @@ class DocumentTables(EmbeddingTables, PlanWrites):
 
     def _deletes(self, source: str, keys: Sequence[str]) -> None:
         """Remove the documents, their chunks, texts and held replacements and schedules."""
+        self._count_stored(source, keys, -1)
         self._dropping_chunks(source, keys)
         crashpoint("store.delete_document")
         sql = self._dialect
@@ -179,6 +182,10 @@ class DocumentTables(EmbeddingTables, PlanWrites):
                     "INSERT INTO moves (doc_id, moved_from, moved) VALUES (?, ?, ?) "
                     "ON CONFLICT (doc_id) DO UPDATE SET moved_from = excluded.moved_from, "
                     "moved = excluded.moved", (moved[0], doc.previous_key, now))
+                before, after = host_group(doc.previous_key), host_group(doc.key)
+                if before != after:  # its chunks now count for another host
+                    self._count_stored(source, [doc.key], -1, group=before)
+                    self._count_stored(source, [doc.key], 1, group=after)
             if moved is None or doc.edited:
                 versions.append(doc)
             else:
@@ -208,6 +215,7 @@ class DocumentTables(EmbeddingTables, PlanWrites):
         the text, the previous text and when it last changed stay as they were."""
         versions = _versions(docs)
         keys = [key for key, _ in versions]
+        self._count_stored(source, keys, -1)
         self._dropping_chunks(source, keys)
         crashpoint("store.write_document")
         sql = self._dialect
@@ -227,6 +235,7 @@ class DocumentTables(EmbeddingTables, PlanWrites):
         # What a document had before goes (a new one had nothing: no statement looks).
         known = [d.key for d in docs if d.action is not Action.NEW]
         if known:
+            self._count_stored(source, known, -1)
             self._dropping_chunks(source, known)
         crashpoint("store.write_document")
         sql = self._dialect
@@ -258,6 +267,7 @@ class DocumentTables(EmbeddingTables, PlanWrites):
         if rows:
             crashpoint("store.write_chunks")
             sql.insert("chunks", CHUNK_COLUMNS, rows, source=source, document=_OF_DOCUMENT)
+        self._count_stored(source, [key for key, v in versions if v.chunks], 1)
         self._chunks_written(source, versions)
 
     # -- kept texts: one row per generation in ``versions`` (a backend may keep them

@@ -64,6 +64,13 @@ class EmbeddingTables(SqlBase):
                     self._dialect.bind_each(columns, found, after=(embedder,)))
         return {digest for digest, _ in found}
 
+    def prepare_vectors(self, dimension: int) -> None:
+        """No index here is deferred on a first load (a backend whose indexes are dear to
+        grow row by row overrides it, with :meth:`finish_vectors`)."""
+
+    def finish_vectors(self, dimension: int) -> None:
+        """Nothing was deferred."""
+
     def put_vectors(self, embedder: str,
                     vectors: Mapping[str, npt.NDArray[np.float32]]) -> None:
         if not vectors:

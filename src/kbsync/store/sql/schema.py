@@ -9,7 +9,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["SchemaTypes", "create_statements"]
+from kbsync.core.plan import BOILERPLATE_MIN_DOCUMENTS
+
+__all__ = ["COUNTS_INDEX", "COUNTS_TABLE", "SchemaTypes", "create_statements"]
+
+COUNTS_TABLE = ("CREATE TABLE digest_counts (source TEXT NOT NULL, grp TEXT NOT NULL, "
+                "digest TEXT NOT NULL, documents INTEGER NOT NULL, "
+                "PRIMARY KEY (source, grp, digest))")
+"""How many documents of a source (and host group) hold each chunk digest, the empty digest
+counting the group's documents that have chunks (:mod:`kbsync.store.sql.digests`); a
+backend may add its own clauses (SQLite's WITHOUT ROWID)."""
+
+COUNTS_INDEX = ("CREATE INDEX digest_counts_common ON digest_counts (source, grp, documents) "
+                f"WHERE documents >= {BOILERPLATE_MIN_DOCUMENTS}")
+"""The counts that can be boilerplate, by size: most digests are in one or two documents,
+and their counts change without touching it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +75,9 @@ CREATE TABLE schedules (
     PRIMARY KEY (source, key));
 CREATE TABLE moves (
     doc_id BIGINT PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,
-    moved_from TEXT NOT NULL, moved TEXT NOT NULL)
+    moved_from TEXT NOT NULL, moved TEXT NOT NULL);
+{counts};
+{counts_index}
 """
 
 
@@ -69,5 +85,5 @@ def create_statements(types: SchemaTypes = SchemaTypes()) -> list[str]:
     """The statements that make the logical schema, one table or index each (the kept
     texts in ``versions``, a row per generation)."""
     sql = _TABLES.format(id=types.id, bytes=types.bytes, vector=types.vector, real=types.real,
-                         flag=types.flag)
+                         flag=types.flag, counts=COUNTS_TABLE, counts_index=COUNTS_INDEX)
     return [" ".join(statement.split()) for statement in sql.split(";")]

@@ -17,9 +17,16 @@ from kbsync.model import VectorNorm
 from kbsync.store.guard import READ_ONLY, is_damage, reported_damage, store_error
 from kbsync.store.sql import SqlBase
 from kbsync.store.sqlite.ann import ANN_ABOVE, AnnIndexes
+from kbsync.store.sql.digests import recount
 from kbsync.store.sqlite.dialect import SqliteDialect
 from kbsync.store.sqlite.files import prepare_state, writable
-from kbsync.store.sqlite.schema import MIGRATIONS, PAGE_SIZE, SCHEMA_VERSION, WAL_BYTES
+from kbsync.store.sqlite.schema import (
+    DIGEST_COUNTS_VERSION,
+    MIGRATIONS,
+    PAGE_SIZE,
+    SCHEMA_VERSION,
+    WAL_BYTES,
+)
 
 if TYPE_CHECKING:  # NumPy is imported where vectors are read or written
     import numpy as np
@@ -52,6 +59,7 @@ class SqliteBase(SqlBase):
             self._dialect.conn = conn
         else:
             self._dialect = SqliteDialect(conn)
+        self._counting_ready = False  # a new connection has no temporary tables yet
 
     def __init__(self, path: str | Path, *, read_only: bool = False,
                  ann_above: int = ANN_ABOVE) -> None:
@@ -180,6 +188,8 @@ class SqliteBase(SqlBase):
                 for statement in MIGRATIONS[step].split(";"):
                     if statement.strip():
                         _execute_step(self._db, statement)
+            if version < DIGEST_COUNTS_VERSION:
+                recount(self._dialect)
             self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     @contextmanager
@@ -206,10 +216,13 @@ class SqliteBase(SqlBase):
             return
         try:
             crashpoint("store.begin")
+            self._before_begin()
             self._db.execute("BEGIN IMMEDIATE")
             yield self._db
+            self._before_commit()
             crashpoint("store.commit")
             self._db.execute("COMMIT")
+            self._after_commit()
             crashpoint("store.committed")
         except BaseException as exc:
             if self._db.in_transaction:  # SQLite may have rolled back already (SQLITE_FULL)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from kbsync.store.rows import CURRENT, DIMENSION_PREFIX
+from kbsync.store.sql.schema import COUNTS_INDEX, COUNTS_TABLE
 
 __all__ = [
-    "CURRENT_TEXT", "FTS_HEADING", "FTS_TABLE", "FTS_WEIGHTS", "MATCHING_CHUNKS",
+    "CURRENT_TEXT", "DIGEST_COUNTS_VERSION", "FTS_HEADING", "FTS_TABLE", "FTS_WEIGHTS",
+    "MATCHING_CHUNKS",
     "MIGRATIONS", "PAGE_SIZE", "SCHEMA_VERSION", "WAL_BYTES", "fts_heading",
 ]
 
@@ -206,7 +208,18 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE documents ADD COLUMN racy INTEGER NOT NULL DEFAULT 0;
     """,
+    # 16: how many documents of each source (and host) hold each chunk digest, kept as
+    # documents are written (kbsync.store.sql.digests), so that deciding boilerplate reads
+    # the counts near its threshold instead of every digest of the source; filled by
+    # counting the current chunks (SqliteBase._migrate).
+    f"""
+    CREATE TABLE IF NOT EXISTS {COUNTS_TABLE.removeprefix("CREATE TABLE ")} WITHOUT ROWID;
+    CREATE INDEX IF NOT EXISTS {COUNTS_INDEX.removeprefix("CREATE INDEX ")};
+    """,
 )
+
+DIGEST_COUNTS_VERSION = 16
+"""The version whose migration adds the digest counts, which are then counted."""
 
 # bm25 weights of the full-text columns (text, heading): a word of the section's
 # heading says more about what a chunk is about than the same word in its body.
