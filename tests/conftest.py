@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import re
 import shutil
@@ -11,6 +12,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -169,6 +171,20 @@ def store(backend: Backend, tmp_path: Path) -> Iterator[SqliteStore | PostgresSt
         yield opened
     finally:
         opened.close()
+
+
+@pytest.fixture(scope="session")
+def ray_local() -> Iterator[Any]:
+    """Ray on this machine for the whole session (its start takes seconds): two CPUs and one
+    declared GPU with no device behind it, on which embedding actors are scheduled (the
+    model they load runs on the CPU). Skipped without the ``ray`` extra."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False,
+             logging_level=logging.ERROR)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
 
 
 @pytest.fixture(scope="module")

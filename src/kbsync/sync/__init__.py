@@ -1,10 +1,12 @@
 """The sync: bring a store in step with its sources, doing the least work that is correct.
 
-Two drivers run the same steps: :func:`sync_sources` in one process
+Three drivers run the same steps: :func:`sync_sources` in one process
 (:mod:`kbsync.sync.single`), :func:`sync_parallel` with workers sharing a PostgreSQL
-store (:mod:`kbsync.sync.parallel`). The steps, each in the module named for it, see
-only protocols (Source, Extractor, RecordStore, Embedder, VectorSink) and the pure
-core, so every part can be replaced by a fake from :mod:`kbsync.testing`:
+store (:mod:`kbsync.sync.parallel`), :func:`sync_ray` on a Ray cluster
+(:mod:`kbsync.sync.ray_driver`, over the tasks and actors of :mod:`kbsync.sync.ray_pool`).
+The steps, each in the module named for it, see only protocols (Source, Extractor,
+RecordStore, Embedder, VectorSink) and the pure core, so every part can be replaced by a
+fake from :mod:`kbsync.testing`:
 
 - :mod:`~kbsync.sync.listing`: list a source beside the store's manifest of it;
 - :mod:`~kbsync.sync.observe`: the stat gate, then read, extract, hash and chunk
@@ -29,6 +31,8 @@ from kbsync.sync.embedding import backfill
 from kbsync.sync.erasures import is_key_hash, tombstone
 from kbsync.sync.options import BatchLimits, SyncOptions
 from kbsync.sync.parallel import sync_parallel
+from kbsync.sync.ray_driver import sync_ray
+from kbsync.sync.ray_pool import RayCluster
 from kbsync.sync.removed import release_source
 from kbsync.sync.scratch import remove_stale
 from kbsync.sync.single import sync_sources
@@ -41,6 +45,7 @@ __all__ = [
     "Chunker",
     "ClaimedDocument",
     "Progress",
+    "RayCluster",
     "SourceTally",
     "SyncOptions",
     "SyncReport",
@@ -51,6 +56,7 @@ __all__ = [
     "release_source",
     "remove_stale",
     "sync_parallel",
+    "sync_ray",
     "sync_sources",
     "tombstone",
     "utc_now",

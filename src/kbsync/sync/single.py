@@ -50,13 +50,20 @@ from kbsync.sync.observe import (
     unchanged_observation,
 )
 from kbsync.sync.options import SyncOptions
-from kbsync.sync.reading import POOL_MIN_DOCUMENTS, Read, Readers, read_workers
+from kbsync.sync.reading import (
+    POOL_MIN_DOCUMENTS,
+    DocumentReader,
+    Read,
+    Readers,
+    read_workers,
+)
 from kbsync.sync.removed import RemovedSource, forget_released, keep_removed, sources_to_sync
 from kbsync.sync.scratch import Scratch
 from kbsync.sync.tally import Clock, Progress, SourceTally, SyncReport, utc_now
 from kbsync.sync.vector_index import EmbeddedIndex, VectorIndex
 
-__all__ = ["sync_sources"]
+__all__ = ["delete_vanished", "gate", "record_interrupted", "sigterm_as_interrupt",
+           "source_boilerplate", "sync_sources"]
 
 
 def sync_sources(
@@ -124,7 +131,7 @@ def sync_sources(
     return result
 
 
-def _record_interrupted(store: RunLog, report: SyncReport) -> None:
+def record_interrupted(store: RunLog, report: SyncReport) -> None:
     """Record a run that stopped before its end, with what it did until then."""
     report.finished = utc_now()
     with contextlib.suppress(Exception):  # the store may be what failed: the cause goes on
@@ -134,7 +141,7 @@ def _record_interrupted(store: RunLog, report: SyncReport) -> None:
 
 
 @contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
+def sigterm_as_interrupt() -> Iterator[None]:
     """Within, SIGTERM stops the run as Ctrl-C does (a clean stop, recorded), not mid-write.
 
     Only in the main thread and only where nobody else handles SIGTERM.
@@ -159,11 +166,11 @@ def _sync_source(run: Run, store: RecordStore, source: Source, allow_mass_delete
     """:func:`_sync_source_steps`, stopped by SIGTERM as by Ctrl-C; a run that stops there
     (either, a refusal, a store error) is recorded as interrupted before the error goes on."""
     try:
-        with _sigterm_as_interrupt():
+        with sigterm_as_interrupt():
             return _sync_source_steps(run, store, source, allow_mass_delete, out)
     except BaseException:
         if not run.options.dry_run:
-            _record_interrupted(store, run.clock.report)
+            record_interrupted(store, run.clock.report)
         raise
 
 
@@ -191,7 +198,7 @@ def _sync_source_steps(run: Run, store: RecordStore, source: Source, allow_mass_
         stored = scratch.stored_count()
         _observe_source(run, source, scratch, derive, memory, out)
         vanished = scratch.vanish() if listed.complete else 0
-        shared = _boilerplate(run, source.name, scratch, vanished, out)
+        shared = source_boilerplate(run, source.name, scratch, vanished, out)
         skip = frozenset() if run.options.index_boilerplate else shared
         same_boilerplate = store.boilerplate(source.name) == skip
         # Whether every current chunk has its vector, as the last sync left it: then
@@ -210,7 +217,7 @@ def _sync_source_steps(run: Run, store: RecordStore, source: Source, allow_mass_
                 confirm_bill(store, run.embedder, source.name, scratch, skip, limit,
                              embedded=embedded, setting=run.options.bound_setting)
             _write_batches(run, source.name, batches, scratch, skip, shared, out)
-        _delete_vanished(run, source.name, scratch, stored, allow_mass_delete, out)
+        delete_vanished(run, source.name, scratch, stored, allow_mass_delete, out)
         memory.settle(out)
         if not dry_run:
             keep_schedules(store, source.name, listed.revisited, out)
@@ -227,8 +234,8 @@ def _sync_source_steps(run: Run, store: RecordStore, source: Source, allow_mass_
     return not same_boilerplate or out.embeddings_backfill > 0
 
 
-def _boilerplate(run: Run, source: str, scratch: Scratch, vanished: int,
-                 out: SourceTally) -> frozenset[str]:
+def source_boilerplate(run: Run, source: str, scratch: Scratch, vanished: int,
+                       out: SourceTally) -> frozenset[str]:
     """The source's boilerplate: counted again over every document it keeps when this run
     re-chunked or lost some, else as the store has it."""
     if scratch.rechunked_count() or vanished:
@@ -270,7 +277,7 @@ def _observe_source(run: Run, source: Source, scratch: Scratch, derive: Derive,
             if isinstance(entry, ItemError):
                 scratch.observe(Failed(entry.key, entry.message, missing=entry.missing), old)
             else:
-                _gate(run, source, entry, old, derive, memory, out, scratch, readers)
+                gate(run, source, entry, old, derive, memory, out, scratch, readers)
             if run.progress is not None:
                 run.progress("read", n, total)
         if readers is not None:
@@ -278,9 +285,9 @@ def _observe_source(run: Run, source: Source, scratch: Scratch, derive: Derive,
     run.clock.lap("read")
 
 
-def _gate(run: Run, source: Source, item: SourceItem, old: StoredDocument | None,
-          derive: Derive, memory: FailureMemory, out: SourceTally, scratch: Scratch,
-          readers: Readers | None) -> None:
+def gate(run: Run, source: Source, item: SourceItem, old: StoredDocument | None,
+         derive: Derive, memory: FailureMemory, out: SourceTally, scratch: Scratch,
+         readers: DocumentReader | None) -> None:
     """One listed document: the stat gate here, else a read and gates 2 and 3 (by a reading
     process when there are ``readers``); what it comes to goes to ``scratch``. One that
     failed before as it is now is not read: its stored version, if any, stays."""
@@ -344,8 +351,8 @@ def _write_batches(run: Run, source: str, batches: Iterable[Batch], scratch: Scr
         pipeline.stop()
 
 
-def _delete_vanished(run: Run, source: str, scratch: Scratch, stored: int,
-                     allow_mass_delete: bool, out: SourceTally) -> None:
+def delete_vanished(run: Run, source: str, scratch: Scratch, stored: int,
+                    allow_mass_delete: bool, out: SourceTally) -> None:
     """Delete what vanished and moved nowhere, unless that needs consent (the one policy)."""
     if refuse_mass_deletion(out, stored, scratch.gone_count(), allow_mass_delete):
         return
