@@ -63,6 +63,7 @@ from kbsync.sync.single import (
 )
 from kbsync.sync.tally import REPORT_LIMIT, Clock, Progress, SourceTally, SyncReport, utc_now
 from kbsync.sync.vector_index import EmbeddedIndex
+from kbsync.sync.work import WorkQueue
 
 __all__ = ["sync_ray"]
 
@@ -94,11 +95,15 @@ def sync_ray(
         raise ConfigError("a plan runs in one process: plan without --engine ray")
     refuse_dimension_change(store, embedder)
     report = SyncReport(dry_run=False, started=utc_now(), embedder=embedder.identity)
+    clock = Clock(report)
+    if isinstance(store, WorkQueue):
+        # A first load defers the vector index to its end, as parallel workers do: many
+        # writers growing one HNSW graph insert by insert cost several times its build.
+        store.prepare_vectors(embedder.dimension)
     pool = Pool(cluster or RayCluster(), recipe, uuid.uuid4().hex[:12])
     try:
         run = Run(store, pool.embedder(embedder), extractor_for, chunker, options,
-                  progress=progress, index=EmbeddedIndex(store), clock=Clock(report),
-                  tally=Counter())
+                  progress=progress, index=EmbeddedIndex(store), clock=clock, tally=Counter())
         sources, removed, released = sources_to_sync(store, sources, options.allow_mass_delete,
                                                      options.only)
         for source in [*sources, *removed]:
@@ -113,6 +118,9 @@ def sync_ray(
                          options.allow_mass_delete or isinstance(source, RemovedSource), tally)
     finally:
         pool.close()
+    if isinstance(store, WorkQueue):
+        store.finish_vectors(embedder.dimension)
+        clock.lap("index")
     report.diagnostics = chunker.text_chunker().diagnose_tally(run.tally)
     report.finished = utc_now()
     result = report.result()
