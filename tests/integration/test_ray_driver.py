@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pytest_httpserver import HTTPServer
 from typer.testing import CliRunner
 
 from kbsync.app.knowledge_base import KnowledgeBase
@@ -30,7 +31,14 @@ from kbsync.engine import init_config
 from kbsync.engine.recipe import ConfigRecipe
 from kbsync.errors import ClusterError, ConfigError
 from kbsync.report import SyncResult
-from kbsync.sync import BatchLimits, Progress, RayCluster, sync_ray, sync_sources
+from kbsync.sync import (
+    BatchLimits,
+    Progress,
+    RayCluster,
+    SyncOptions,
+    sync_ray,
+    sync_sources,
+)
 from tests.conftest import Backend
 
 ray = pytest.importorskip("ray")
@@ -132,25 +140,25 @@ class Pair:
     on_ray: KnowledgeBase
     backend: Backend
 
-    def sync_single(self) -> SyncResult:
+    def sync_single(self, **options: Any) -> SyncResult:
         kb = self.single
         return sync_sources(kb.sources, kb.store, kb.embedder, kb._extractor_for,
-                            kb.config.chunker, _options(kb), index=kb.vector_index)
+                            kb.config.chunker, _options(kb, **options), index=kb.vector_index)
 
-    def sync_ray(self, cluster: RayCluster | None = None,
-                 progress: Progress | None = None) -> SyncResult:
+    def sync_ray(self, cluster: RayCluster | None = None, progress: Progress | None = None,
+                 **options: Any) -> SyncResult:
         kb = self.on_ray
         return sync_ray(kb.sources, kb.store, kb.embedder, kb._extractor_for, kb.config.chunker,
-                        _options(kb), recipe=ConfigRecipe(kb.config), cluster=cluster,
-                        progress=progress)
+                        _options(kb, **options), recipe=ConfigRecipe(kb.config),
+                        cluster=cluster, progress=progress)
 
     def assert_same(self, single: SyncResult, on_ray: SyncResult) -> None:
         assert comparable(on_ray) == comparable(single)
         assert dump(self.on_ray, self.backend) == dump(self.single, self.backend)
 
 
-def _options(kb: KnowledgeBase) -> Any:
-    return replace(kb._options(allow_mass_delete=True), batch=BATCHES)
+def _options(kb: KnowledgeBase, **given: Any) -> SyncOptions:
+    return replace(kb._options(allow_mass_delete=True), batch=BATCHES, **given)
 
 
 def _kb(folder: Path, docs: Path, backend: Backend) -> KnowledgeBase:
@@ -285,6 +293,22 @@ def test_longer_random_edit_histories_give_the_same_stores_and_reports_on_ray(
     _history(pair, corpus, RayCluster(), steps=8, documents=60, changes=15)
 
 
+def test_a_backfill_on_ray_embeds_on_the_actor_pool_as_one_process_embeds(
+    pair_of: Pairing,
+) -> None:
+    """Boilerplate indexed after all: its chunks, never embedded, are embedded at the end."""
+    pair, corpus = pair_of(Backend("sqlite"), 7)
+    for _ in range(16):
+        corpus.add()
+    first = pair.sync_ray()
+    pair.assert_same(pair.sync_single(), first)
+    assert first.sources[0].boilerplate_chunks > 0
+    single = pair.sync_single(index_boilerplate=True)
+    on_ray = pair.sync_ray(index_boilerplate=True)
+    pair.assert_same(single, on_ray)
+    assert on_ray.sources[0].embeddings_backfill == first.sources[0].boilerplate_chunks
+
+
 def _kill_after_first_batch(pair: Pair, role: str, restart: bool) -> Progress:
     """A progress callback that kills the run's first actor of ``role`` once a batch is
     applied (Ray's ``ray.kill``), as a lost process or node would end it."""
@@ -365,3 +389,26 @@ def test_a_sync_on_ray_refuses_an_external_vector_store_and_worker_processes(
     with KnowledgeBase.open(tmp_path) as kb, \
             pytest.raises(ConfigError, match="--engine ray does not drive an external vector"):
         kb.sync(ray=RayCluster())
+
+
+def test_a_crawled_site_is_read_where_it_was_crawled_and_not_fetched_again(
+    tmp_path: Path, httpserver: HTTPServer, ray_local: Any,
+) -> None:
+    from tests.integration.test_web_sync import Site
+
+    site = Site()
+    httpserver.expect_request("").respond_with_handler(site)
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    init_config(kb, [httpserver.url_for("/")], embedder={"kind": "hashing", "dimension": 32})
+    with (kb / "kbsync.toml").open("a") as config:
+        config.write("allow_private_addresses = true\ndelay = 0.0\nsoft_404_check = false\n")
+    with KnowledgeBase.open(kb) as engine:
+        first = engine.sync(ray=RayCluster())
+        assert first.total("new") == 3, first.sources[0].failures
+        assert site.bodies_sent == 3  # each page once: by the crawl, not again by a worker
+        site.pages["/tides"] += " A storm surge once flooded the quay."
+        second = engine.sync(ray=RayCluster())
+        assert second.total("modified") == 1
+        assert second.total("unchanged") == 2
+        assert site.bodies_sent == 4
