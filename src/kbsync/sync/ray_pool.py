@@ -187,7 +187,6 @@ class StoreWorker:
         return Applied(out, own)
 
 
-
 # What a worker process built for reading, by (run, source): kept for the run's next tasks.
 _READING: OrderedDict[tuple[str, str], tuple[Source, ExtractorFor, Chunker]] = OrderedDict()
 _READING_KEPT = 4
