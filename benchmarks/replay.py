@@ -748,17 +748,20 @@ def compare_ray(settings: Replay, url: str | None, cpus: int, *, corpora: Path =
     """Replay through the Ray driver (on PostgreSQL with ``url``, else SQLite) and through
     one process on the same store kind; compare the dumps and the reports after every sync.
 
-    Ray is started here once, on ``cpus`` CPUs, and every sync of the replay joins it (its
-    start is not in the sync time). The Ray run's tally is returned, with a ``dump``
-    failure for every sync after which the two stores' logical dumps differ, and a
-    ``report`` failure for every sync whose reports differ (but for their times).
+    Ray is started here once, on ``cpus`` CPUs (unless this process has joined one), and
+    every sync of the replay joins it (its start is not in the sync time). The Ray run's
+    tally is returned, with a ``dump`` failure for every sync after which the two stores'
+    logical dumps differ, and a ``report`` failure for every sync whose reports differ
+    (but for their times).
     """
     import logging
 
     import ray
 
-    ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False,
-             logging_level=logging.ERROR)
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False,
+                 logging_level=logging.ERROR)
     on_ray: list[dict[str, Any]] = []
     single: list[dict[str, Any]] = []
     reports: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([], [])
@@ -770,7 +773,8 @@ def compare_ray(settings: Replay, url: str | None, cpus: int, *, corpora: Path =
                        corpora=corpora, change_checks=change_checks, dumps=on_ray,
                        reports=reports[0])
     finally:
-        ray.shutdown()
+        if started:
+            ray.shutdown()
     replay(Replay(settings.history, settings.every, settings.limit, url,
                   schema if url else None, pairs=settings.pairs, aged=True),
            corpora=corpora, change_checks=False, dumps=single, reports=reports[1])

@@ -241,9 +241,10 @@ def dump(kb: KnowledgeBase, backend: Backend) -> dict[str, list[tuple[Any, ...]]
 
 
 def _embedding_devices(seen: list[list[str]]) -> Progress:
-    """A progress callback that notes the GPUs Ray gave the run's first embedding actor."""
+    """A progress callback that notes the GPUs Ray gave the run's first embedding actor
+    (started for the first batch: it exists once a batch is applied)."""
     def tick(stage: str, done: int, total: int) -> None:
-        if not seen:
+        if stage == "apply" and not seen:
             name = next(n for n in ray.util.list_named_actors() if n.endswith(":embed:0"))
             seen.append(ray.get(ray.get_actor(name).gpus.remote()))
 
@@ -285,7 +286,7 @@ def test_a_random_edit_history_gives_the_same_postgres_store_and_reports_on_ray(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [11, 12, 13, 14])
+@pytest.mark.parametrize("seed", [11, 12])
 def test_longer_random_edit_histories_give_the_same_stores_and_reports_on_ray(
     pair_of: Pairing, pg: Backend, seed: int,
 ) -> None:

@@ -287,7 +287,7 @@ class _Flow:
         self._number = 0
         self._planned = 0
         self._applied = 0
-        self._window = len(pool.embedders) + len(pool.appliers) + 1
+        self._window = pool.actors + 1
 
     def assumed(self) -> set[str]:
         """The digests batches not yet applied embed."""

@@ -211,29 +211,49 @@ class Pool:
         self._ray = ray
         self.run = run
         self._started = _connect(ray, cluster)
-        self.embedders: list[Any] = []
-        self.appliers: list[Any] = []
+        self._embedders: list[Any] = []
+        self._appliers: list[Any] = []
         try:
             resources = ray.cluster_resources()
             self.cpus = cluster.cpus or max(1, int(resources.get("CPU", 1)))
             gpus = int(resources.get("GPU", 0))
             self.on_gpus = gpus > 0 if cluster.gpus is None else cluster.gpus
-            embedders = cluster.embedders or (max(1, gpus) if self.on_gpus else 1)
-            appliers = (cluster.appliers or _DEFAULT_APPLIERS) if recipe.many_writers else 1
+            self._embedding = cluster.embedders or (max(1, gpus) if self.on_gpus else 1)
+            self._applying = (cluster.appliers or _DEFAULT_APPLIERS) \
+                if recipe.many_writers else 1
             self.window = TASKS_PER_CPU * self.cpus
             # Actors get the recipe itself (a restarted one needs it again), tasks a reference.
+            self._recipe_itself = recipe
             self._recipe = ray.put(recipe)
-            embed_class, store_class, self._read = _remote(ray)
-            self.embedders = [embed_class.options(
-                name=f"kbsync:{run}:embed:{i}", num_gpus=1 if self.on_gpus else 0,
-                max_restarts=_RETRIES, max_task_retries=_RETRIES,
-            ).remote(recipe, self.on_gpus) for i in range(embedders)]
-            self.appliers = [store_class.options(
-                name=f"kbsync:{run}:store:{i}", max_restarts=0, max_task_retries=0,
-            ).remote(recipe) for i in range(appliers)]
+            self._embed_class, self._store_class, self._read = _remote(ray)
         except BaseException:
             self.close()
             raise
+
+    @property
+    def embedders(self) -> list[Any]:
+        """The embedding actors, started when first needed (a sync that embeds nothing,
+        a no-op, starts none)."""
+        if not self._embedders:
+            self._embedders = [self._embed_class.options(
+                name=f"kbsync:{self.run}:embed:{i}", num_gpus=1 if self.on_gpus else 0,
+                max_restarts=_RETRIES, max_task_retries=_RETRIES,
+            ).remote(self._recipe_itself, self.on_gpus) for i in range(self._embedding)]
+        return self._embedders
+
+    @property
+    def appliers(self) -> list[Any]:
+        """The store actors, started when first needed."""
+        if not self._appliers:
+            self._appliers = [self._store_class.options(
+                name=f"kbsync:{self.run}:store:{i}", max_restarts=0, max_task_retries=0,
+            ).remote(self._recipe_itself) for i in range(self._applying)]
+        return self._appliers
+
+    @property
+    def actors(self) -> int:
+        """How many actors the pool has or will have: what bounds the batches in flight."""
+        return self._embedding + self._applying
 
     def read(self, source: str, jobs: Sequence[Job]) -> Any:
         """Start reading ``jobs`` of ``source``; the task's reference."""
@@ -288,9 +308,9 @@ class Pool:
         committed by then, and a transaction it had begun is rolled back.
         """
         ray = self._ray
-        for actor in (*self.embedders, *self.appliers):
+        for actor in (*self._embedders, *self._appliers):
             ray.kill(actor, no_restart=True)
-        self.embedders, self.appliers = [], []
+        self._embedders, self._appliers = [], []
         if self._started:
             ray.shutdown()
             self._started = False
