@@ -754,14 +754,13 @@ def compare_ray(settings: Replay, url: str | None, cpus: int, *, corpora: Path =
     logical dumps differ, and a ``report`` failure for every sync whose reports differ
     (but for their times).
     """
-    import logging
-
     import ray
+
+    from kbsync.sync.ray_pool import start_local_ray
 
     started = not ray.is_initialized()
     if started:
-        ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False,
-                 logging_level=logging.ERROR)
+        start_local_ray(cpus)
     on_ray: list[dict[str, Any]] = []
     single: list[dict[str, Any]] = []
     reports: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([], [])

@@ -168,13 +168,10 @@ def child(kb: Path, workers: int, phase: str, on_ray: bool) -> None:
 
     ray_start = 0.0
     if on_ray:  # a running cluster, as in production: its start is not the sync's time
-        import logging
-
-        import ray
+        from kbsync.sync.ray_pool import start_local_ray
 
         started = time.perf_counter()
-        ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False,
-                 logging_level=logging.ERROR)
+        start_local_ray(workers)
         ray_start = round(time.perf_counter() - started, 2)
     with KnowledgeBase.open(kb) as engine:
         started = time.perf_counter()

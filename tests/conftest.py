@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import logging
 import os
 import re
 import shutil
@@ -179,8 +178,9 @@ def ray_local() -> Iterator[Any]:
     declared GPU with no device behind it, on which embedding actors are scheduled (the
     model they load runs on the CPU). Skipped without the ``ray`` extra."""
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False,
-             logging_level=logging.ERROR)
+    from kbsync.sync.ray_pool import start_local_ray
+
+    start_local_ray(cpus=2, gpus=1)
     try:
         yield ray
     finally:
