@@ -235,6 +235,8 @@ class _Readers:
         self._pending: deque[Any] = deque()
 
     def read(self, item: SourceItem, old: StoredDocument | None, derivation: str) -> None:
+        if not self._jobs and not self._pending:
+            self._pool.warm()
         self._jobs.append((item, old, derivation))
         if len(self._jobs) >= READ_PER_TASK:
             self._submit()

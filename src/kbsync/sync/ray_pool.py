@@ -251,6 +251,12 @@ class Pool:
             ).remote(self._recipe_itself) for i in range(self._applying)]
         return self._appliers
 
+    def warm(self) -> None:
+        """Start the actors now (a sync about to read documents will embed and write):
+        their start, a process each, then overlaps the reading instead of delaying the
+        first batch."""
+        _ = self.embedders, self.appliers
+
     @property
     def actors(self) -> int:
         """How many actors the pool has or will have: what bounds the batches in flight."""
