@@ -20,6 +20,7 @@ What is measured
 
     Configurations
         sqlite        ``kbsync sync``: one process, one SQLite file.
+        postgres-0    ``kbsync sync`` on PostgreSQL: one process, no work queue.
         postgres-1    ``kbsync sync --workers 1``: the work queue, one process.
         postgres-2    ``kbsync sync --workers 2``: the coordinator and one more worker.
         ray-N         ``kbsync sync --engine ray --workers N`` on SQLite: reading tasks on

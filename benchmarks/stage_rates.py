@@ -4,7 +4,10 @@ What is measured
     The generated corpus of ``benchmarks/scale.py`` (``--docs`` plain-text files of about
     5 KB) with the scale benchmark's chunker, each stage alone, in one process:
 
-    ``extract``   bytes to text (the text extractor: decoding, line endings), one core;
+    ``extract``   bytes to text (the text extractor: decoding, line endings), one core; and
+                  main-content extraction of web pages (trafilatura, the ``html`` extra)
+                  on ``--html-pages`` of the files wrapped in a page with a menu, a header
+                  and a footer;
     ``chunk``     text to chunks (normalizing, hashing, cutting), one core;
     ``observe``   the sync's whole reading step, one core (a first sync's ``read`` seconds
                   with ``read_workers = 1``): listing order, the file read with its stat
@@ -78,6 +81,30 @@ def reading(docs: Path) -> dict[str, float]:
             "chunk_chunks_per_s": round(len(chunks) / chunk_s),
             "chunk_mb_per_s": round(megabytes / chunk_s, 2),
             "_texts": [c.text for c in chunks]}  # type: ignore[dict-item]
+
+
+def html(docs: Path, pages: int) -> dict[str, float]:
+    """Main-content extraction of web pages (the ``html`` extra), one core: the first
+    ``pages`` files, each wrapped in a page with a menu, a header and a footer."""
+    from kbsync.extract.registry import extractor_for
+
+    extractor = extractor_for("text/html")
+    if extractor is None or pages == 0:
+        return {}
+    menu = "".join(f'<li><a href="/section-{i}">Section {i}</a></li>' for i in range(30))
+    bodies = []
+    for path in sorted(docs.rglob("*.txt"))[:pages]:
+        paragraphs = "".join(f"<p>{p}</p>" for p in path.read_text().split("\n\n"))
+        bodies.append((f"<html><head><title>{path.stem}</title></head><body><nav><ul>{menu}"
+                       f"</ul></nav><header><h1>{path.stem}</h1></header><main><article>"
+                       f"{paragraphs}</article></main><footer>Copyright, terms, privacy, "
+                       "contact</footer></body></html>").encode())
+    started = time.process_time()
+    for body in bodies:
+        extractor.extract(body, locator="https://example.org/", media_type="text/html")
+    seconds = time.process_time() - started
+    return {"html_extract_pages_per_s": round(len(bodies) / seconds, 1),
+            "html_extract_mb_per_s": round(sum(map(len, bodies)) / 1e6 / seconds, 2)}
 
 
 def hashing(texts: list[str]) -> dict[str, float]:
@@ -157,6 +184,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--docs", type=int, default=2000)
     parser.add_argument("--model-chunks", type=int, default=512)
+    parser.add_argument("--html-pages", type=int, default=300)
     parser.add_argument("--no-postgres", action="store_true")
     parser.add_argument("--postgres-url", default=os.environ.get("KBSYNC_BENCH_POSTGRES_URL"))
     args = parser.parse_args()
@@ -165,7 +193,7 @@ def main() -> None:
     rates: dict[str, Any] = {"machine": f"{platform.machine()}, {os.cpu_count()} cores"}
     read = reading(docs)
     texts: list[str] = read.pop("_texts")  # type: ignore[assignment]
-    rates |= read | hashing(texts)
+    rates |= read | html(docs, args.html_pages) | hashing(texts)
     if args.model_chunks:
         try:
             rates |= model(texts[: args.model_chunks])
