@@ -88,8 +88,8 @@ class RayCluster:
     - ``address``: a running cluster to join (``"auto"``, ``"ray://head:10001"``); None
       joins the one ``RAY_ADDRESS`` names, else starts Ray on this machine for the sync
       (and stops it after), unless this process joined one already.
-    - ``cpus``: reading tasks at work at once, and the CPUs of a Ray started here;
-      0: the cluster's CPUs.
+    - ``cpus``: the CPUs of a Ray started here, and what the reading tasks in flight are
+      counted in (:data:`TASKS_PER_CPU` each); 0: the cluster's CPUs.
     - ``embedders``: embedding actors (each loads the model once); 0: one per GPU of the
       cluster, else one.
     - ``appliers``: store actors applying batches, each with its connection; 0: four.
