@@ -104,6 +104,7 @@ from kbsync.core.normalize import normalize
 from kbsync.extract.registry import extractor_for, media_type_for
 from kbsync.model import RACY_WINDOW_NS, Record
 from kbsync.report import SyncResult
+from kbsync.sync import RayCluster
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from oracle import oracle_similarity  # the one line-diff oracle, beside this file
@@ -274,6 +275,11 @@ class Replay:
     workers: int = 0
     pairs: bool = False
     """Also sync the commit before each sampled one, so that each sampled commit is seen alone."""
+    ray: bool = False
+    """Sync on Ray (``--engine ray``, ``workers`` CPUs) instead of in this process."""
+    aged: bool = False
+    """Date every file written back by twice the racy window, so that no stat is racy:
+    two replays then see the same stats however fast they sync (``compare_ray``)."""
 
     @property
     def name(self) -> str:
@@ -368,13 +374,16 @@ def _stat(path: Path) -> tuple[int, int, int] | None:
 
 def replay(settings: Replay, *, corpora: Path = CORPORA, change_checks: bool = True,
            dumps: list[dict[str, Any]] | None = None,
-           on_step: Callable[[int, Tally], None] | None = None) -> Tally:
+           on_step: Callable[[int, Tally], None] | None = None,
+           reports: list[dict[str, Any]] | None = None) -> Tally:
     """Replay one history into a fresh knowledge base and check every sync (see the module).
 
-    ``dumps``, when given, receives the logical dump after every sync (to compare two runs).
+    ``dumps``, when given, receives the logical dump after every sync (to compare two runs),
+    ``reports`` each sync's report without its times.
     """
     module = _corpora_replay(corpora)
-    tally = Tally(settings.name, "postgres" if settings.postgres else "sqlite")
+    tally = Tally(settings.name, ("postgres" if settings.postgres else "sqlite")
+                  + (" on Ray" if settings.ray else ""))
     extractions = Extractions()
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="kbsync-replay-") as tmp:
@@ -390,6 +399,8 @@ def replay(settings: Replay, *, corpora: Path = CORPORA, change_checks: bool = T
             for n, _event, files, changes in _states(module, settings):
                 stats = {p: _stat(docs / p) for p in files if before.get(p) != files[p]}
                 module.materialize(files, docs)
+                if settings.aged:
+                    _age(docs, stats)
                 for p, old_stat in stats.items():
                     if old_stat is not None and old_stat == _stat(docs / p):
                         tally.stat_collisions += 1
@@ -403,6 +414,8 @@ def replay(settings: Replay, *, corpora: Path = CORPORA, change_checks: bool = T
                 last = n
                 if dumps is not None:
                     dumps.append(logical_dump(kb))
+                if reports is not None:
+                    reports.append({} if result is None else _timeless(result))
                 before = dict(files)
                 if on_step is not None:
                     on_step(n, tally)
@@ -417,6 +430,22 @@ def replay(settings: Replay, *, corpora: Path = CORPORA, change_checks: bool = T
                 _drop_schema(settings)
     tally.seconds = time.perf_counter() - started
     return tally
+
+
+def _age(docs: Path, written: Mapping[str, object]) -> None:
+    """Date the files just written back by twice the racy window (``Replay.aged``)."""
+    then = time.time_ns() - 2 * RACY_WINDOW_NS
+    for path in written:
+        if (docs / path).exists():
+            os.utime(docs / path, ns=(then, then))
+
+
+def _timeless(result: SyncResult) -> dict[str, Any]:
+    """A sync's report without what depends on the clock."""
+    report = result.to_dict()
+    for key in ("started", "finished", "seconds"):
+        report.pop(key, None)
+    return report
 
 
 def _check_similarity(tally: Tally) -> None:
@@ -442,7 +471,9 @@ def _sync(kb: KnowledgeBase, settings: Replay, tally: Tally) -> SyncResult | Non
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            result = kb.sync(workers=settings.workers, accept_replacements=True, yes=True)
+            ray = RayCluster(cpus=settings.workers) if settings.ray else None
+            result = kb.sync(workers=0 if settings.ray else settings.workers, ray=ray,
+                             accept_replacements=True, yes=True)
         except Exception as exc:  # the replay counts it and goes on
             tally.fail("error", f"sync {tally.synced}: {type(exc).__name__}: {exc}")
             return None
@@ -642,12 +673,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=None,
                     help="processes of the parallel sync (default 2 with --postgres); "
                          "without --postgres, a throwaway server's ('local')")
+    ap.add_argument("--engine", choices=("local", "ray"), default="local",
+                    help="ray: replay through the Ray driver (--workers CPUs) and through one "
+                         "process, and compare the stores after every sync")
     args = ap.parse_args(argv)
     if args.every < 1:
         ap.error("--every must be at least 1")
     if args.workers is not None and args.workers < 1:
         ap.error("--workers must be at least 1")
-    if args.workers is not None and args.postgres is None:
+    if args.workers is not None and args.postgres is None and args.engine == "local":
         args.postgres = "local"
     args.workers = args.workers or 2
     names = args.history or list(HISTORIES)
@@ -680,7 +714,10 @@ def _main(args: argparse.Namespace, names: list[str]) -> int:
             print(f"{path}: not found", file=sys.stderr)
             return 2
         settings = Replay(path, every=args.every, limit=args.limit, pairs=args.pairs)
-        if args.postgres:
+        if args.engine == "ray":
+            tallies.append(compare_ray(settings, args.postgres, args.workers,
+                                       corpora=args.corpora))
+        elif args.postgres:
             tallies.append(compare_parallel(settings, args.postgres, args.workers,
                                             corpora=args.corpora))
         else:
@@ -713,6 +750,54 @@ def compare_parallel(settings: Replay, url: str, workers: int, *, corpora: Path 
             tally.fail("dump", f"sync {n}: the dumps differ at {shown}")
     if len(parallel) != len(single):
         tally.fail("dump", f"{len(parallel)} parallel syncs, {len(single)} single ones")
+    return tally
+
+
+def compare_ray(settings: Replay, url: str | None, cpus: int, *, corpora: Path = CORPORA,
+                change_checks: bool = True) -> Tally:
+    """Replay through the Ray driver (on PostgreSQL with ``url``, else SQLite) and through
+    one process on the same store kind; compare the dumps and the reports after every sync.
+
+    Ray is started here once, on ``cpus`` CPUs (unless this process has joined one), and
+    every sync of the replay joins it (its start is not in the sync time). The Ray run's
+    tally is returned, with a ``dump`` failure for every sync after which the two stores'
+    logical dumps differ, and a ``report`` failure for every sync whose reports differ
+    (but for their times).
+    """
+    import ray
+
+    from kbsync.sync.ray_pool import start_local_ray
+
+    started = not ray.is_initialized()
+    if started:
+        start_local_ray(cpus)
+    on_ray: list[dict[str, Any]] = []
+    single: list[dict[str, Any]] = []
+    reports: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([], [])
+    schema = f"replay_{os.getpid()}_{int(time.time())}"
+    try:
+        tally = replay(Replay(settings.history, settings.every, settings.limit, url,
+                              schema + "_ray" if url else None, cpus, settings.pairs,
+                              ray=True, aged=True),
+                       corpora=corpora, change_checks=change_checks, dumps=on_ray,
+                       reports=reports[0])
+    finally:
+        if started:
+            ray.shutdown()
+    replay(Replay(settings.history, settings.every, settings.limit, url,
+                  schema if url else None, pairs=settings.pairs, aged=True),
+           corpora=corpora, change_checks=False, dumps=single, reports=reports[1])
+    for n, (a, b) in enumerate(zip(*reports, strict=False)):
+        if a != b:
+            keys = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+            tally.fail("report", f"sync {n}: the reports differ at {keys[:5]}")
+    for n, (a, b) in enumerate(zip(on_ray, single, strict=False)):
+        if a != b:
+            keys = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+            shown = [k.split("\x00")[-1] for k in keys[:5]]
+            tally.fail("dump", f"sync {n}: the dumps differ at {shown}")
+    if len(on_ray) != len(single):
+        tally.fail("dump", f"{len(on_ray)} syncs on Ray, {len(single)} in one process")
     return tally
 
 

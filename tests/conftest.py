@@ -11,6 +11,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -169,6 +170,21 @@ def store(backend: Backend, tmp_path: Path) -> Iterator[SqliteStore | PostgresSt
         yield opened
     finally:
         opened.close()
+
+
+@pytest.fixture(scope="session")
+def ray_local() -> Iterator[Any]:
+    """Ray on this machine for the whole session (its start takes seconds): two CPUs and one
+    declared GPU with no device behind it, on which embedding actors are scheduled (the
+    model they load runs on the CPU). Skipped without the ``ray`` extra."""
+    ray = pytest.importorskip("ray")
+    from kbsync.sync.ray_pool import start_local_ray
+
+    start_local_ray(cpus=2, gpus=1)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "ChunkingError",
+    "ClusterError",
     "ConfigError",
     "ConfirmationRequiredError",
     "DependencyMissingError",
@@ -100,6 +101,14 @@ class EmbeddingError(KbsyncError):
 
 class VectorStoreError(KbsyncError):
     """An external vector store failed; the record store is left consistent."""
+
+
+class ClusterError(KbsyncError):
+    """The cluster a sync runs on lost a worker it needed (a killed actor, a lost node).
+
+    What was applied stays: a sync run again redoes only what was not (the gates and
+    the embedding cache skip the rest).
+    """
 
 
 class ConfirmationRequiredError(KbsyncError):

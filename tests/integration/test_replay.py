@@ -24,6 +24,7 @@ from tests.conftest import corpora_file
 SAMPLE = {"fastapi-docs-2023-history": 10, "django-docs-history": 50,
           "fastapi-docs-history": 100}
 PARALLEL = ("fastapi-docs-2023-history", 10, 60)  # syncs at 0, 10, ..., 60 (the renames)
+ON_RAY = ("fastapi-docs-2023-history", 20, 60)  # syncs at 0, 20, 40, 60
 
 
 def _history(name: str) -> Path:
@@ -70,6 +71,16 @@ def test_the_parallel_sync_on_postgresql_stores_what_one_process_stores(
     tally = replay.compare_parallel(replay.Replay(_history(name), every=every, limit=limit),
                                     postgres_url,
                                     workers=2, change_checks=False)
+    assert tally.synced > 2
+    assert _failed(tally, set(tally.failures)) == {}
+
+
+def test_the_ray_driver_stores_and_reports_what_one_process_does(ray_local: object) -> None:
+    """The whole history is replayed by ``benchmarks/replay.py --engine ray`` (docs/replay.md);
+    here a sample of it, on the session's Ray."""
+    name, every, limit = ON_RAY
+    tally = replay.compare_ray(replay.Replay(_history(name), every=every, limit=limit), None,
+                               cpus=2, change_checks=False)
     assert tally.synced > 2
     assert _failed(tally, set(tally.failures)) == {}
 

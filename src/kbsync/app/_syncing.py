@@ -12,14 +12,17 @@ from dataclasses import replace
 from kbsync.app._parts import Parts
 from kbsync.app.watch import watch
 from kbsync.core.costs import EmbeddingCost, estimate
+from kbsync.engine.recipe import ConfigRecipe
 from kbsync.errors import ConfigError
 from kbsync.report import SyncResult
 from kbsync.sources.kinds import source_kind
 from kbsync.sync import (
     Progress,
+    RayCluster,
     WorkQueue,
     drain,
     sync_parallel,
+    sync_ray,
     sync_sources,
     worker_context,
 )
@@ -45,7 +48,7 @@ class Syncing(Parts):
              on_wait: Callable[[str], None] | None = None, workers: int = 0,
              accept_replacements: bool = False, yes: bool = False,
              due: bool = False, sources: Sequence[str] | None = None,
-             accept_root: bool = False) -> SyncResult:
+             accept_root: bool = False, ray: RayCluster | None = None) -> SyncResult:
         """Bring the store in step with the sources, doing the least work that is correct.
 
         Args:
@@ -74,6 +77,12 @@ class Syncing(Parts):
                 listing counts as incomplete (an unmounted disk looks like an emptied
                 folder) and nothing of it is deleted.
         """
+        if ray is not None and workers:
+            raise ConfigError("a sync on Ray takes its CPUs from the cluster (RayCluster.cpus), "
+                              "not worker processes of its own")
+        if ray is not None and self.config.vectors:
+            raise ConfigError("--engine ray does not drive an external vector store ([vectors]) "
+                              "yet: sync without it")
         if workers and not self.config.store_kind.capabilities.workers:
             raise ConfigError("--workers needs a PostgreSQL store ([store] url in kbsync.toml): "
                               "a SQLite file takes one writer at a time")
@@ -98,6 +107,10 @@ class Syncing(Parts):
                 # Holding the writer lock, no parallel run is in progress: a queue left by a
                 # killed one would be served, out of date, by a `kbsync worker` started later.
                 self.store.abandon_runs()
+            if ray is not None:
+                return sync_ray(self.sources, self.store, self.embedder, self._extractor_for,
+                                self.config.chunker, options, recipe=ConfigRecipe(self.config),
+                                cluster=ray, progress=progress)
             return sync_sources(
                 self.sources, self.store, self.embedder, self._extractor_for, self.config.chunker,
                 options, progress=progress, index=self.vector_index)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -29,8 +30,10 @@ from kbsync.terminal import json_escaped, printable
 
 if TYPE_CHECKING:
     from kbsync.app.knowledge_base import Progress, SyncResult
+    from kbsync.sync import RayCluster
 
-__all__ = ["plan", "print_problems", "print_report", "progress_run", "sync", "watch", "worker"]
+__all__ = ["Engine", "plan", "print_problems", "print_report", "progress_run", "ray_cluster",
+           "sync", "watch", "worker"]
 
 def progress_run(run: Callable[[Progress | None], SyncResult], quiet: bool) -> SyncResult:
     """``run(progress)`` with progress bars on stderr, or without any when ``quiet`` or
@@ -112,6 +115,20 @@ def print_problems(report: SyncResult, warnings: bool = True) -> None:
             typer.echo(printable(f"warning: {s.source}: {warning}"), err=True)
 
 
+class Engine(StrEnum):
+    """Where a sync's work runs."""
+
+    LOCAL = "local"
+    RAY = "ray"
+
+
+def ray_cluster(address: str | None, cpus: int) -> RayCluster:
+    """The Ray cluster ``--ray-address`` and ``--workers`` name."""
+    from kbsync.sync import RayCluster
+
+    return RayCluster(address=address, cpus=cpus)
+
+
 @app.command()
 def plan(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
     """Show what a sync would do (documents, chunks to embed, embedding tokens); write nothing."""
@@ -141,7 +158,14 @@ def sync(
         help="Allow deleting more than half of a source's documents.")] = False,
     wait: Annotated[bool, typer.Option(help="Wait for another writer to finish.")] = True,
     workers: Annotated[int, typer.Option(min=0, help="Process documents in this many processes "
-                                         "(PostgreSQL store only).")] = 0,
+                                         "(PostgreSQL store only); with --engine ray, the "
+                                         "CPUs the sync uses.")] = 0,
+    engine: Annotated[Engine, typer.Option(help="Where the work runs: in this process (and "
+                                           "--workers), or on Ray (the extra 'ray').")
+                      ] = Engine.LOCAL,
+    ray_address: Annotated[str | None, typer.Option(
+        help="With --engine ray: the Ray cluster to join (else RAY_ADDRESS, else a Ray "
+             "started on this machine).", show_default=False)] = None,
     accept_replacements: Annotated[bool, typer.Option(
         help="Apply a new text that shares almost nothing with the stored one at once, "
              "instead of waiting for the next sync to confirm it.")] = False,
@@ -161,13 +185,17 @@ def sync(
     Prints one line when nothing changed, else the report's tables. Exits 0, or 4 when
     the run met a new problem (--fail-on any: also for documents still failing).
     """
+    on_ray = engine is Engine.RAY
+    if ray_address is not None and not on_ray:
+        raise typer.BadParameter("--ray-address goes with --engine ray")
     with Errors(as_json), open_kb(config) as kb:
         def run(tick: Progress | None, confirmed: bool) -> SyncResult:
             return kb.sync(verify=verify, allow_mass_delete=allow_mass_delete, progress=tick,
                            wait=wait, on_wait=lambda message: typer.echo(message, err=True),
-                           workers=workers, yes=confirmed, due=due,
+                           workers=0 if on_ray else workers, yes=confirmed, due=due,
                            accept_replacements=accept_replacements, sources=names or None,
-                           accept_root=accept_root)
+                           accept_root=accept_root,
+                           ray=ray_cluster(ray_address, workers) if on_ray else None)
 
         try:
             try:

@@ -4,7 +4,9 @@ The sync is a set of batch steps over one context (:mod:`kbsync.sync.steps`, the
 they hand each other in :mod:`kbsync.sync.context`): list, gate, observe, decide, plan,
 embed, apply, delete, merge. Drivers only compose them: :func:`sync_sources` in one
 process (:mod:`kbsync.sync.single`), :func:`sync_parallel` with workers sharing a
-PostgreSQL store (:mod:`kbsync.sync.parallel`, :mod:`kbsync.sync.work`). The steps,
+PostgreSQL store (:mod:`kbsync.sync.parallel`, :mod:`kbsync.sync.work`), :func:`sync_ray`
+on a Ray cluster (:mod:`kbsync.sync.ray_driver`, over the tasks and actors of
+:mod:`kbsync.sync.ray_pool`). The steps,
 each in the module named for it, see only protocols (Source, Extractor, the store's
 roles, Embedder, VectorSink) and the pure core, so every part can be replaced by a fake
 from :mod:`kbsync.testing`:
@@ -39,6 +41,8 @@ if TYPE_CHECKING:
     from kbsync.sync.erasures import is_key_hash, tombstone
     from kbsync.sync.options import BatchLimits, SyncOptions
     from kbsync.sync.parallel import sync_parallel
+    from kbsync.sync.ray_driver import sync_ray
+    from kbsync.sync.ray_pool import RayCluster
     from kbsync.sync.removed import release_source
     from kbsync.sync.scratch import remove_stale
     from kbsync.sync.single import sync_sources
@@ -56,6 +60,8 @@ _HOMES = {
     "BatchLimits": "kbsync.sync.options",
     "SyncOptions": "kbsync.sync.options",
     "sync_parallel": "kbsync.sync.parallel",
+    "sync_ray": "kbsync.sync.ray_driver",
+    "RayCluster": "kbsync.sync.ray_pool",
     "release_source": "kbsync.sync.removed",
     "remove_stale": "kbsync.sync.scratch",
     "sync_sources": "kbsync.sync.single",
@@ -75,6 +81,7 @@ __all__ = [
     "Chunker",
     "ClaimedDocument",
     "Progress",
+    "RayCluster",
     "SourceTally",
     "SyncOptions",
     "SyncReport",
@@ -85,6 +92,7 @@ __all__ = [
     "release_source",
     "remove_stale",
     "sync_parallel",
+    "sync_ray",
     "sync_sources",
     "tombstone",
     "utc_now",

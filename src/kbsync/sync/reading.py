@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 
@@ -37,7 +37,8 @@ from kbsync.sync.scratch import Packed, pack
 from kbsync.sync.steps import observe_batch
 from kbsync.sync.tally import SourceTally
 
-__all__ = ["POOL_MIN_DOCUMENTS", "Read", "Readers", "read_workers"]
+__all__ = ["POOL_MIN_DOCUMENTS", "Job", "Read", "Readers", "read_jobs",
+           "read_workers"]
 
 POOL_MIN_DOCUMENTS = 64
 """Fewer documents to read than this are read in the sync's own process: starting
@@ -45,7 +46,8 @@ workers would cost more than it saves."""
 _PER_TASK = 8  # documents a task reads: a task's round trip costs about a document's read
 _IN_FLIGHT = 4  # tasks per worker submitted ahead of the one being collected
 
-_Job = tuple[SourceItem, StoredDocument | None, str]
+Job = tuple[SourceItem, StoredDocument | None, str]
+"""A document to read: its item, its stored version and the derivation it is read with."""
 
 
 def read_workers(setting: int) -> int:
@@ -74,7 +76,7 @@ class Readers:
             initializer=_start_worker, initargs=(source, extractor_for, chunker, os.getpid()))
         self._window = workers * _IN_FLIGHT
         self._done = done
-        self._jobs: list[_Job] = []
+        self._jobs: list[Job] = []
         self._pending: deque[Future[Read]] = deque()
 
     def read(self, item: SourceItem, old: StoredDocument | None, derivation: str) -> None:
@@ -158,9 +160,15 @@ def _die_with(sync: int) -> None:
     threading.Thread(target=watch, name="kbsync-reader-watch", daemon=True).start()
 
 
-def _read(jobs: list[_Job]) -> Read:
+def _read(jobs: list[Job]) -> Read:
     assert _WORKER is not None
-    source, extractor_for, chunker = _WORKER
+    return read_jobs(*_WORKER, jobs)
+
+
+def read_jobs(source: Source, extractor_for: ExtractorFor, chunker: Chunker,
+              jobs: Sequence[Job]) -> Read:
+    """Gates 2 and 3 of each document of ``jobs`` (:func:`~kbsync.sync.steps.observe_batch`),
+    in any process: what a reading process, or a task of another driver, comes back with."""
     done = observe_batch(source, (ReadJob(*job) for job in jobs), extractor_for, chunker)
     return Read([seen if isinstance(seen, Unchanged) else pack(seen, old)
                  for seen, old in done.observations], done.tally, done.shapes)

@@ -42,7 +42,7 @@ from kbsync.sync.steps import (
 from kbsync.sync.tally import Clock, Counted, Progress, SourceTally, SyncReport, utc_now
 from kbsync.sync.vector_index import EmbeddedIndex, VectorIndex
 
-__all__ = ["sync_sources"]
+__all__ = ["read_here", "record_interrupted", "sigterm_as_interrupt", "sync_sources"]
 
 
 def sync_sources(
@@ -110,7 +110,7 @@ def sync_sources(
     return result
 
 
-def _record_interrupted(store: RunLog, report: SyncReport) -> None:
+def record_interrupted(store: RunLog, report: SyncReport) -> None:
     """Record a run that stopped before its end, with what it did until then."""
     report.finished = utc_now()
     with contextlib.suppress(Exception):  # the store may be what failed: the cause goes on
@@ -120,7 +120,7 @@ def _record_interrupted(store: RunLog, report: SyncReport) -> None:
 
 
 @contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
+def sigterm_as_interrupt() -> Iterator[None]:
     """Within, SIGTERM stops the run as Ctrl-C does (a clean stop, recorded), not mid-write.
 
     Only in the main thread and only where nobody else handles SIGTERM.
@@ -145,11 +145,11 @@ def _sync_source(run: Context, store: RecordStore, source: Source, allow_mass_de
     """:func:`_sync_source_steps`, stopped by SIGTERM as by Ctrl-C; a run that stops there
     (either, a refusal, a store error) is recorded as interrupted before the error goes on."""
     try:
-        with _sigterm_as_interrupt():
+        with sigterm_as_interrupt():
             return _sync_source_steps(run, source, allow_mass_delete, out)
     except BaseException:
         if not run.options.dry_run:
-            _record_interrupted(store, run.clock.report)
+            record_interrupted(store, run.clock.report)
         raise
 
 
@@ -218,7 +218,7 @@ def _observe_source(run: Context, source: Source, scratch: Scratch, derive: Deri
                 if readers is not None:
                     readers.read(seen.item, seen.old, seen.derivation)
                 else:
-                    _read_here(run, source, seen, scratch, out)
+                    read_here(run, source, seen, scratch, out)
             elif seen is not None and not isinstance(seen, Unchanged):
                 scratch.observe(seen, old)
             if run.progress is not None:
@@ -228,7 +228,7 @@ def _observe_source(run: Context, source: Source, scratch: Scratch, derive: Deri
     run.clock.lap("read")
 
 
-def _read_here(run: Context, source: Source, job: ReadJob, scratch: Scratch,
+def read_here(run: Context, source: Source, job: ReadJob, scratch: Scratch,
                out: SourceTally) -> None:
     """Read one document in this process; what it comes to goes to ``scratch``."""
     done = observe_batch(source, [job], run.extractor_for, run.chunker)
