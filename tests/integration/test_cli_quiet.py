@@ -85,3 +85,30 @@ def test_every_command_and_group_takes_h_for_help() -> None:
         result = runner.invoke(app, [*path, "-h"])
         assert result.exit_code == 0, (path, result.output)
         assert "Usage:" in result.stdout, path
+
+
+def test_a_sync_whose_stderr_is_no_terminal_shows_plain_progress_lines(
+        kb: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cron job or `| tee` saw nothing for minutes: it gets lines, never a bar's
+    carriage returns (the interval is made 0 so the small corpus shows them)."""
+    from kbsync.cli import sync_commands
+
+    monkeypatch.setattr(sync_commands, "PROGRESS_EVERY", 0.0, raising=False)
+    result = runner.invoke(app, ["sync", "-c", str(kb)])
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.splitlines()
+    assert lines
+    assert all(line.startswith("progress: ") for line in lines)
+    assert "\r" not in result.stderr
+    assert any(line.endswith("(100%)") for line in lines)
+
+
+def test_quiet_and_json_show_no_progress(kb: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kbsync.cli import sync_commands
+
+    monkeypatch.setattr(sync_commands, "PROGRESS_EVERY", 0.0, raising=False)
+    for flags in (["-q"], ["--json"]):
+        (kb / "docs" / f"new{len(flags[0])}.md").write_text("# New\n\nTides.\n", encoding="utf-8")
+        result = runner.invoke(app, ["sync", *flags, "-c", str(kb)])
+        assert result.exit_code == 0, result.output
+        assert result.stderr == ""

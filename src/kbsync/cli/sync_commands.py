@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -30,17 +31,26 @@ from kbsync.terminal import json_escaped, printable
 if TYPE_CHECKING:
     from kbsync.app.knowledge_base import Progress, SyncResult
 
-__all__ = ["plan", "print_problems", "print_report", "progress_run", "sync", "watch", "worker"]
+__all__ = ["PROGRESS_EVERY", "plain_progress", "plan", "print_problems", "print_report",
+           "progress_run", "sync", "watch", "worker"]
+
+PROGRESS_EVERY = 10.0
+"""Seconds between the progress lines of a run whose stderr is no terminal (a cron job's
+log, ``| tee``): often enough to show the work goes on, seldom enough to read the log."""
+
 
 def progress_run(run: Callable[[Progress | None], SyncResult], quiet: bool) -> SyncResult:
-    """``run(progress)`` with progress bars on stderr, or without any when ``quiet`` or
-    when stderr is no terminal (a log file would get a blank line for the bars)."""
+    """``run(progress)`` with progress bars on stderr; when stderr is no terminal, plain
+    lines (:func:`plain_progress`: bars would be carriage returns in a log); none when
+    ``quiet``."""
+    if quiet:
+        return run(None)
     from rich import progress as bars  # only the commands that draw bars pay for it
     from rich.console import Console
 
     console = Console(stderr=True)
-    if quiet or not console.is_terminal:
-        return run(None)
+    if not console.is_terminal:
+        return run(plain_progress(PROGRESS_EVERY))
     with bars.Progress(bars.TextColumn("{task.description}"), bars.BarColumn(),
                        bars.MofNCompleteColumn(), transient=True, console=console) as bar:
         tasks: dict[str, tuple[bars.TaskID, int, int]] = {}  # stage -> task, total, done
@@ -55,6 +65,23 @@ def progress_run(run: Callable[[Progress | None], SyncResult], quiet: bool) -> S
             bar.update(task, completed=done, total=total)
 
         return run(tick)
+
+
+def plain_progress(every: float) -> Progress:
+    """Progress as a line on stderr (``progress: embed 120/757 (15%)``) at most every
+    ``every`` seconds: a run that ends sooner prints none."""
+    last = time.monotonic()
+
+    def tick(stage: str, done: int, total: int) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if now - last < every:
+            return
+        last = now
+        share = f" ({done * 100 // total}%)" if total else ""
+        typer.echo(f"progress: {stage} {done:,}/{total:,}{share}", err=True)
+
+    return tick
 
 
 def print_report(report: SyncResult, as_json: bool, quiet: bool = False) -> None:
