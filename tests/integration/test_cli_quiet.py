@@ -112,3 +112,9 @@ def test_quiet_and_json_show_no_progress(kb: Path, monkeypatch: pytest.MonkeyPat
         result = runner.invoke(app, ["sync", *flags, "-c", str(kb)])
         assert result.exit_code == 0, result.output
         assert result.stderr == ""
+
+
+def test_a_plan_that_would_change_nothing_prints_one_line(kb: Path) -> None:
+    assert runner.invoke(app, ["sync", "-q", "-c", str(kb)]).exit_code == 0
+    result = runner.invoke(app, ["plan", "-c", str(kb)])
+    assert result.exit_code == 0, result.output

@@ -194,7 +194,8 @@ def nothing_changed(report: SyncResult) -> bool:
         return False
     return not any(
         s.failures or s.warnings or not s.listing_complete or s.deletions_blocked
-        or s.embeddings_computed or s.embeddings_backfill or s.vectors_upserted
+        or s.embeddings_computed or s.embeddings_to_compute or s.embeddings_backfill
+        or s.vectors_upserted
         or s.vectors_deleted or any(s.chunks.values()) for s in report.sources)
 
 
@@ -203,12 +204,14 @@ STILL_FAILING_NAMED = 3
 
 
 def no_op_line(report: SyncResult) -> str:
-    """The one line of a run that changed nothing (:func:`nothing_changed`)."""
+    """The one line of a run that changed nothing (:func:`nothing_changed`), or of a plan
+    that would change nothing."""
     unchanged = report.total(Action.UNCHANGED.value)
     sources = len(report.sources)
     seconds = sum(report.seconds.values())
     erased = sum(s.skipped_erased for s in report.sources)
-    line = (f"nothing changed: {unchanged:,} document{'' if unchanged == 1 else 's'} "
+    said = "nothing to do" if report.dry_run else "nothing changed"
+    line = (f"{said}: {unchanged:,} document{'' if unchanged == 1 else 's'} "
             f"unchanged{f', {erased:,} erased, skipped' if erased else ''} in {sources} "
             f"source{'' if sources == 1 else 's'} ({seconds:.2f} s)")
     failing = [key for s in report.sources for key, _ in s.still_failing]

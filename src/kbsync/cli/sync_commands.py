@@ -87,7 +87,8 @@ def plain_progress(every: float) -> Progress:
 def print_report(report: SyncResult, as_json: bool, quiet: bool = False) -> None:
     """The report on stdout (as JSON, or as tables and lines); its problems on stderr.
 
-    A sync that changed nothing is one line; ``quiet`` prints only the errors.
+    A sync that changed nothing, or a plan that would change nothing, is one line;
+    ``quiet`` prints only the errors.
     """
     if as_json:
         emit(report.to_dict())
@@ -105,7 +106,7 @@ def print_report(report: SyncResult, as_json: bool, quiet: bool = False) -> None
         sync_tables,
     )
 
-    if not report.dry_run and nothing_changed(report):
+    if nothing_changed(report):
         typer.echo(no_op_line(report))
         return
     from rich.console import Console
@@ -141,17 +142,22 @@ def print_problems(report: SyncResult, warnings: bool = True) -> None:
 
 @app.command()
 def plan(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
-    """Show what a sync would do (documents, chunks to embed, embedding tokens); write nothing."""
+    """Show what a sync would do (documents, chunks to embed, embedding tokens); write nothing.
+
+    Prints one line when a sync would change nothing, else the plan's tables and its cost."""
     with Errors(as_json), open_kb(config) as kb:
         report = progress_run(lambda tick: kb.plan(progress=tick), as_json)
         cost = kb.estimate(report)
     if as_json:
         emit({**report.to_dict(), "cost": cost.to_dict()})
     else:
+        from kbsync.cli.render import nothing_changed
+
         print_report(report, as_json)
-        typer.echo(cost.summary())
-        if cost.sync is not None:
-            typer.echo(cost.sync.summary())
+        if not nothing_changed(report):  # a plan of nothing to do is its one line
+            typer.echo(cost.summary())
+            if cost.sync is not None:
+                typer.echo(cost.sync.summary())
     if report.failed:  # what the sync would meet: failed documents, an incomplete listing
         raise typer.Exit(EXIT_PROBLEMS)
 
