@@ -118,3 +118,16 @@ def test_a_plan_that_would_change_nothing_prints_one_line(kb: Path) -> None:
     assert runner.invoke(app, ["sync", "-q", "-c", str(kb)]).exit_code == 0
     result = runner.invoke(app, ["plan", "-c", str(kb)])
     assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("nothing to do: 5 documents unchanged in 2 sources (")
+    assert result.stdout.count("\n") == 1
+
+
+@pytest.mark.parametrize("command", ["sync", "watch"])
+def test_the_help_of_yes_says_what_the_bill_guard_bounds_for_each_embedder(
+        command: str) -> None:
+    result = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    said = " ".join(result.stdout.split())
+    for words in ("priced API", "confirm_above_tokens", "local model",
+                  "confirm_above_seconds", "hashing embedder never asks"):
+        assert words in said

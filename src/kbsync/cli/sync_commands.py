@@ -31,8 +31,14 @@ from kbsync.terminal import json_escaped, printable
 if TYPE_CHECKING:
     from kbsync.app.knowledge_base import Progress, SyncResult
 
-__all__ = ["PROGRESS_EVERY", "plain_progress", "plan", "print_problems", "print_report",
+__all__ = ["PROGRESS_EVERY", "YES_HELP", "plain_progress", "plan", "print_problems", "print_report",
            "progress_run", "sync", "watch", "worker"]
+
+YES_HELP = ("Embed even what costs more than the bill guard allows: with a priced API "
+            "(openai), more than [index] confirm_above_tokens tokens; with a local model, "
+            "longer than [index] confirm_above_seconds at the measured rate; the hashing "
+            "embedder never asks.")
+"""What ``--yes`` passes, as :func:`kbsync.core.costs.bill_bound` sets the bound."""
 
 PROGRESS_EVERY = 10.0
 """Seconds between the progress lines of a run whose stderr is no terminal (a cron job's
@@ -178,8 +184,7 @@ def sync(
     accept_replacements: Annotated[bool, typer.Option(
         help="Apply a new text that shares almost nothing with the stored one at once, "
              "instead of waiting for the next sync to confirm it.")] = False,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Embed even more than [index] "
-                                      "confirm_above_tokens tokens.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help=YES_HELP)] = False,
     due: Annotated[bool, typer.Option("--due", help="Check only the web pages that are due "
                                       "for a revisit; the others count as unchanged.")] = False,
     fail_on: FailOnOption = FailOn.NEW,
@@ -260,8 +265,7 @@ def watch(
     config: ConfigOption = Path("."),
     interval: Annotated[str, typer.Option(help="Scheduled check every (e.g. 1d, 6h).")] = "1d",
     full_every: Annotated[str, typer.Option(help="Full revalidation every (e.g. 30d).")] = "30d",
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Embed even more than [index] "
-                                      "confirm_above_tokens tokens in a run.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help=YES_HELP)] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Keep syncing: on file changes, on schedule, and with a periodic full revalidation."""
