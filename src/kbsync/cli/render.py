@@ -385,17 +385,31 @@ def _breaks(text: str, width: int) -> list[int]:
 _OWN_LINE = re.compile(r"\s|[-*+>|#]|```|~~~|\d+[.)]\s")
 
 
+_FENCE = re.compile(r"\s{0,3}(```|~~~)")
+
+
 def _reflowed(text: str) -> str:
     """``text`` with the line breaks of hard-wrapped paragraphs made spaces, so it wraps
-    to the terminal; blank lines, list items, quotes, tables, code and indented lines stay."""
+    to the terminal; blank lines, list items, quotes, tables, indented lines and every
+    line of a fenced code block stay.
+
+    A hit's text can start or end inside a code block (a chunk, or a context of 0, cut
+    there): with an odd number of fences, a first fence without a language closes a
+    block the text started in; else the last fence opens one the text ends in.
+    """
     lines = text.strip().split("\n")
-    out = lines[:1]
-    for line in lines[1:]:
-        if line.strip() and out[-1].strip() and not _OWN_LINE.match(line) \
-                and not _OWN_LINE.match(out[-1]):
+    fences = [n for n, line in enumerate(lines) if _FENCE.match(line)]
+    code = len(fences) % 2 == 1 and lines[fences[0]].strip() in ("```", "~~~")
+    out: list[str] = []
+    for n, line in enumerate(lines):
+        fence = n in fences
+        if out and not code and not fence and line.strip() and out[-1].strip() \
+                and not _OWN_LINE.match(line) and not _OWN_LINE.match(out[-1]):
             out[-1] = f"{out[-1].rstrip()} {line.lstrip()}"
         else:
             out.append(line)
+        if fence:
+            code = not code
     return "\n".join(out)
 
 
