@@ -131,3 +131,22 @@ def test_the_help_of_yes_says_what_the_bill_guard_bounds_for_each_embedder(
     for words in ("priced API", "confirm_above_tokens", "local model",
                   "confirm_above_seconds", "hashing embedder never asks"):
         assert words in said
+
+
+def test_a_plan_on_an_empty_store_says_what_it_reuses(tmp_path: Path) -> None:
+    """A plan on an empty store said "reused 30" with nothing stored: chunks of the same
+    text in the run share one vector, and the table says so."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    text = "# Same\n\nThe same page about harbour lights and their keepers.\n"
+    for name in ("a.md", "b.md"):  # two copies: more would be boilerplate
+        (docs / name).write_text(text, encoding="utf-8")
+    for n in range(6):
+        (docs / f"p{n}.md").write_text(f"# Page {n}\n\nA page {n} about tides {n}.\n",
+                                       encoding="utf-8")
+    assert runner.invoke(app, ["init", "docs", "--folder", str(tmp_path),
+                               "--embedder", "hashing"]).exit_code == 0
+    result = runner.invoke(app, ["plan", "-c", str(tmp_path)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "embedded once in this run for another chunk of the same text" in " ".join(
+        result.stdout.split())

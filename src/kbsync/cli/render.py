@@ -175,6 +175,10 @@ def sync_tables(report: SyncResult) -> list[RenderableType]:
                              f"{s.embedding_tokens:,}"))
         if s.skipped_unsupported:
             notes.append(unsupported_note(s))
+    if any(s.embeddings_reused for s in report.sources):
+        # A first sync reuses too: a text that several chunks share is embedded once.
+        work.caption = ("reused: chunks whose text has a vector, cached or embedded once "
+                        "in this run for another chunk of the same text")
     omitted = sum(s.omitted.get("changes", 0) for s in report.sources)
     if omitted:
         docs.caption = (f"The report names the first changes of each source; {omitted:,} "
