@@ -222,6 +222,9 @@ class SyncResult:
     """The embedder's identity (a later plan measures its rate from this run)."""
     interrupted: bool = False
     """A run that stopped before its end (Ctrl-C, SIGTERM, an error), as the store keeps it."""
+    model_load_seconds: float | None = None
+    """Seconds the embedder spent loading its model in this run (part of the embed stage's);
+    None when it loaded none (a hashing or remote embedder, a model loaded before)."""
 
     @property
     def failed(self) -> bool:
@@ -251,6 +254,8 @@ class SyncResult:
             "diagnostics": diagnostics_dict(self.diagnostics) if self.diagnostics else None,
             "embedder": self.embedder,
             **({"interrupted": True} if self.interrupted else {}),
+            **({"model_load_seconds": round(self.model_load_seconds, 3)}
+               if self.model_load_seconds is not None else {}),
         }
 
     @classmethod
@@ -265,7 +270,9 @@ class SyncResult:
             diagnostics=None if not diagnostics else ChunkingDiagnostics(
                 **{f.name: diagnostics[f.name] for f in fields(ChunkingDiagnostics)}),
             embedder=str(data.get("embedder", "")),
-            interrupted=bool(data.get("interrupted", False)))
+            interrupted=bool(data.get("interrupted", False)),
+            model_load_seconds=None if data.get("model_load_seconds") is None
+            else float(data["model_load_seconds"]))
 
 
 def diagnostics_dict(d: ChunkingDiagnostics) -> dict[str, Any]:

@@ -85,3 +85,68 @@ def test_every_command_and_group_takes_h_for_help() -> None:
         result = runner.invoke(app, [*path, "-h"])
         assert result.exit_code == 0, (path, result.output)
         assert "Usage:" in result.stdout, path
+
+
+def test_a_sync_whose_stderr_is_no_terminal_shows_plain_progress_lines(
+        kb: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cron job or `| tee` saw nothing for minutes: it gets lines, never a bar's
+    carriage returns (the interval is made 0 so the small corpus shows them)."""
+    from kbsync.cli import sync_commands
+
+    monkeypatch.setattr(sync_commands, "PROGRESS_EVERY", 0.0, raising=False)
+    result = runner.invoke(app, ["sync", "-c", str(kb)])
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.splitlines()
+    assert lines
+    assert all(line.startswith("progress: ") for line in lines)
+    assert "\r" not in result.stderr
+    assert any(line.endswith("(100%)") for line in lines)
+
+
+def test_quiet_and_json_show_no_progress(kb: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kbsync.cli import sync_commands
+
+    monkeypatch.setattr(sync_commands, "PROGRESS_EVERY", 0.0, raising=False)
+    for flags in (["-q"], ["--json"]):
+        (kb / "docs" / f"new{len(flags[0])}.md").write_text("# New\n\nTides.\n", encoding="utf-8")
+        result = runner.invoke(app, ["sync", *flags, "-c", str(kb)])
+        assert result.exit_code == 0, result.output
+        assert result.stderr == ""
+
+
+def test_a_plan_that_would_change_nothing_prints_one_line(kb: Path) -> None:
+    assert runner.invoke(app, ["sync", "-q", "-c", str(kb)]).exit_code == 0
+    result = runner.invoke(app, ["plan", "-c", str(kb)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("nothing to do: 5 documents unchanged in 2 sources (")
+    assert result.stdout.count("\n") == 1
+
+
+@pytest.mark.parametrize("command", ["sync", "watch"])
+def test_the_help_of_yes_says_what_the_bill_guard_bounds_for_each_embedder(
+        command: str) -> None:
+    result = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    said = " ".join(result.stdout.split())
+    for words in ("priced API", "confirm_above_tokens", "local model",
+                  "confirm_above_seconds", "hashing embedder never asks"):
+        assert words in said
+
+
+def test_a_plan_on_an_empty_store_says_what_it_reuses(tmp_path: Path) -> None:
+    """A plan on an empty store said "reused 30" with nothing stored: chunks of the same
+    text in the run share one vector, and the table says so."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    text = "# Same\n\nThe same page about harbour lights and their keepers.\n"
+    for name in ("a.md", "b.md"):  # two copies: more would be boilerplate
+        (docs / name).write_text(text, encoding="utf-8")
+    for n in range(6):
+        (docs / f"p{n}.md").write_text(f"# Page {n}\n\nA page {n} about tides {n}.\n",
+                                       encoding="utf-8")
+    assert runner.invoke(app, ["init", "docs", "--folder", str(tmp_path),
+                               "--embedder", "hashing"]).exit_code == 0
+    result = runner.invoke(app, ["plan", "-c", str(tmp_path)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "embedded once in this run for another chunk of the same text" in " ".join(
+        result.stdout.split())

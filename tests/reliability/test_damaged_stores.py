@@ -410,7 +410,8 @@ def test_a_vector_overwritten_with_1000s_fails_verify_is_never_ranked_and_is_emb
     assert len(_lines(status.stderr)) == 1
     repair = _kbsync(root, "verify", "--repair")
     assert repair.returncode == 0, repair.stdout
-    assert "repair: discarded 1 damaged vectors (embedded again below)" in repair.stdout
+    assert ("repair: discarded 1 damaged vectors (those of current chunks embedded again "
+            "below)") in repair.stdout
     assert "repair: embedded 1 chunks that had no vector" in repair.stdout
     assert _kbsync(root, "verify").stdout.strip() == "ok: every invariant holds"
     assert _kbsync(root, "sync").returncode == 0
@@ -571,3 +572,25 @@ def test_a_note_of_damage_beside_a_store_that_was_moved_away_is_forgotten(
             path.rename(tmp_path / path.name)
     assert _kbsync(root, "sync").returncode == 0  # a new store, which nothing is known of
     assert not note.exists()
+
+
+def test_a_repair_says_which_cached_vectors_it_could_not_embed_again(
+        pristine: Path, tmp_path: Path) -> None:
+    """The cache went from 1,267 to 1,256 vectors in a repair that said nothing of it: a
+    damaged vector of a chunk no current document holds is discarded and not embedded
+    again, as only current chunks are."""
+    root = _copy(pristine, tmp_path)
+    _overwrite_a_vector(root, 1000.0)
+    first = min((root / "docs").iterdir())
+    first.write_text("A new first paragraph about tides and harbours.\n\n"
+                     + first.read_text(encoding="utf-8"), encoding="utf-8")
+    with KnowledgeBase.open(root) as kb:
+        assert kb.sync(accept_replacements=True).total("modified") == 1
+        total = kb.store.status().embeddings
+        repaired = kb.verify(repair=True)
+        assert repaired.ok, repaired.remaining
+        assert kb.store.status().embeddings == total - 1
+    said = [line for line in repaired.repaired if "embedding cache" in line]
+    assert said == [f"the embedding cache holds 1 vectors fewer ({total:,} -> {total - 1:,}): "
+                    "damaged or unreadable vectors of chunks no current document holds, not "
+                    "embedded again (a sync embeds a text again if it comes back)"]

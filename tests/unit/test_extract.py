@@ -546,7 +546,7 @@ def test_every_supported_media_type_has_an_extractor_with_its_own_identity() -> 
     extractors = [extractor_for(media_type) for media_type in SUPPORTED_MEDIA_TYPES]
     assert all(isinstance(e, Extractor) for e in extractors)
     identities = {e.identity for e in extractors if e is not None}
-    assert identities == {"text-v3", "markdown-v3", "html-trafilatura-v2", "pdf-pypdf-v1",
+    assert identities == {"text-v3", "markdown-v4", "html-trafilatura-v2", "pdf-pypdf-v1",
                           "docx-python-docx-v1", "pptx-python-pptx-v1", "xlsx-openpyxl-v2",
                           "epub-ebooklib-v1", "odt-lxml-v1", "rtf-striprtf-v1"}
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from kbsync.extract.markdown import _ATTRIBUTES, split_sections, strip_noise
+from kbsync.extract.markdown import _ATTRIBUTES, MarkdownExtractor, split_sections, strip_noise
 from kbsync.extract.sections import Heading, sections_at, source_lines
 from kbsync.model import Section
 from tests.conftest import corpora_file
@@ -27,8 +27,10 @@ def _reference(text: str) -> tuple[Section, ...]:
         if token.type == "heading_open" and token.level == 0 and token.map is not None:
             parts = []
             for child in tokens[i + 1].children or ():
-                if child.type in ("text", "code_inline", "image"):
+                if child.type in ("text", "image"):
                     parts.append(child.content)
+                elif child.type == "code_inline":
+                    parts.append(f"{child.markup}{child.content}{child.markup}")
                 elif child.type in ("softbreak", "hardbreak"):
                     parts.append(" ")
             heading = _ATTRIBUTES.sub("", " ".join("".join(parts).split()))
@@ -74,3 +76,10 @@ HEADING_PIECES = ["word", "Two Words", "  ", "\t", "é", "日本", "#", "-", "="
 def test_any_heading_gives_the_sections_of_a_full_parse(heading: str, form: str) -> None:
     text = form.format(heading)
     assert split_sections(text) == _reference(text)
+
+
+def test_a_heading_keeps_the_backticks_of_its_code() -> None:
+    """Search showed a heading "`kbsync sync`" as "kbsync sync": shown as written."""
+    record = MarkdownExtractor().extract(b"# The `kbsync sync` command\n\nIt syncs.\n",
+                                         locator="a.md")
+    assert [s.heading for s in record.sections] == ["The `kbsync sync` command"]

@@ -148,3 +148,16 @@ def test_a_near_identical_text_never_reads_as_similarity_one() -> None:
     assert rounded_down(1.0, 3) == "1.000"
     assert rounded_down(0.99999988, 2) == "1.00"  # an exact match's float32 cosine
     assert rounded_down(0.29, 2) == "0.29"
+
+
+def test_a_hit_cut_inside_a_code_block_keeps_its_line_breaks() -> None:
+    """`search --context 0` printed a code block as one line: a chunk can start or end
+    inside one, where no fence says it is code."""
+    from kbsync.cli.render import _reflowed
+
+    started_inside = "a = 1\nb = 2\nprint(a)\n```\n\nThe result is\nprinted."
+    assert _reflowed(started_inside) == "a = 1\nb = 2\nprint(a)\n```\n\nThe result is printed."
+    ends_inside = "Run it:\nnow.\n\n```python\na = 1\nb = 2"
+    assert _reflowed(ends_inside) == "Run it: now.\n\n```python\na = 1\nb = 2"
+    whole = "Text\nwrapped.\n```\nx = 1\ny = 2\n```\nmore\ntext"
+    assert _reflowed(whole) == "Text wrapped.\n```\nx = 1\ny = 2\n```\nmore text"

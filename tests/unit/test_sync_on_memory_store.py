@@ -329,3 +329,28 @@ def test_embedding_batches_are_cut_by_count_and_by_tokens_in_length_order() -> N
             assert len(b) == 1 or sum(lengths[i] for i in b) <= tokens
 
     check()
+
+
+class _LoadingEmbedder(CountingEmbedder):
+    """A counting embedder that loads a model on its first batch, as the local one does."""
+
+    def __init__(self) -> None:
+        super().__init__(dimension=16)
+        self.load_seconds: float | None = None
+
+    def embed(self, texts: Any) -> Any:
+        if self.load_seconds is None:
+            self.load_seconds = 12.5
+        return super().embed(texts)
+
+
+def test_a_sync_s_report_keeps_the_model_load_it_saw_once() -> None:
+    """A plan counts the load in the time its sync takes; only the run that loaded says so."""
+    store, embedder = MemoryStore(), _LoadingEmbedder()
+    first = _sync(_source(), store, embedder)
+    assert first.model_load_seconds == 12.5
+    assert first.to_dict()["model_load_seconds"] == 12.5
+    assert SyncResult.from_dict(first.to_dict()).model_load_seconds == 12.5
+    again = _sync(_source(8), store, embedder)
+    assert again.sources[0].embeddings_computed
+    assert again.model_load_seconds is None

@@ -14,6 +14,7 @@ compares the external vector store; this module knows neither.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
@@ -72,6 +73,7 @@ class Mending:
 
         current = {derivation(self.chunker, e.identity) for e in
                    (self.extractor_for(t) for t in SUPPORTED_MEDIA_TYPES) if e is not None}
+        cached = self._cached()
         done = self._repair_file(rechunk)
         try:
             discarded = self.store.discard_damaged(self.embedder.identity, chunker.identity,
@@ -88,7 +90,25 @@ class Mending:
             done += self._repair_file(rechunk)
         if discarded.current:
             done += self._read_again(discarded.current)
-        return done + self._embed_missing()
+        return done + self._embed_missing() + self._cache_loss(cached)
+
+    def _cached(self) -> int | None:
+        """How many vectors the embedding cache holds; None where the store cannot say."""
+        try:
+            return self.store.status().embeddings
+        except (StoreError, sqlite3.DatabaseError):
+            return None
+
+    def _cache_loss(self, before: int | None) -> tuple[str, ...]:
+        """What the repair took from the embedding cache for good, said: a damaged or
+        unreadable vector is embedded again only for a current chunk, so those of chunks
+        no current document holds (earlier versions, another embedder) are gone."""
+        after = self._cached()
+        if before is None or after is None or after >= before:
+            return ()
+        return (f"the embedding cache holds {before - after:,} vectors fewer ({before:,} -> "
+                f"{after:,}): damaged or unreadable vectors of chunks no current document "
+                "holds, not embedded again (a sync embeds a text again if it comes back)",)
 
     def _repair_file(self, rechunk: Callable[[str], Mapping[str, str]]) -> tuple[str, ...]:
         """Rebuild what the store holds twice (SQLite: indexes, full text, chunk texts, a

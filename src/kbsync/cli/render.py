@@ -175,6 +175,10 @@ def sync_tables(report: SyncResult) -> list[RenderableType]:
                              f"{s.embedding_tokens:,}"))
         if s.skipped_unsupported:
             notes.append(unsupported_note(s))
+    if any(s.embeddings_reused for s in report.sources):
+        # A first sync reuses too: a text that several chunks share is embedded once.
+        work.caption = ("reused: chunks whose text has a vector, cached or embedded once "
+                        "in this run for another chunk of the same text")
     omitted = sum(s.omitted.get("changes", 0) for s in report.sources)
     if omitted:
         docs.caption = (f"The report names the first changes of each source; {omitted:,} "
@@ -194,7 +198,8 @@ def nothing_changed(report: SyncResult) -> bool:
         return False
     return not any(
         s.failures or s.warnings or not s.listing_complete or s.deletions_blocked
-        or s.embeddings_computed or s.embeddings_backfill or s.vectors_upserted
+        or s.embeddings_computed or s.embeddings_to_compute or s.embeddings_backfill
+        or s.vectors_upserted
         or s.vectors_deleted or any(s.chunks.values()) for s in report.sources)
 
 
@@ -203,12 +208,14 @@ STILL_FAILING_NAMED = 3
 
 
 def no_op_line(report: SyncResult) -> str:
-    """The one line of a run that changed nothing (:func:`nothing_changed`)."""
+    """The one line of a run that changed nothing (:func:`nothing_changed`), or of a plan
+    that would change nothing."""
     unchanged = report.total(Action.UNCHANGED.value)
     sources = len(report.sources)
     seconds = sum(report.seconds.values())
     erased = sum(s.skipped_erased for s in report.sources)
-    line = (f"nothing changed: {unchanged:,} document{'' if unchanged == 1 else 's'} "
+    said = "nothing to do" if report.dry_run else "nothing changed"
+    line = (f"{said}: {unchanged:,} document{'' if unchanged == 1 else 's'} "
             f"unchanged{f', {erased:,} erased, skipped' if erased else ''} in {sources} "
             f"source{'' if sources == 1 else 's'} ({seconds:.2f} s)")
     failing = [key for s in report.sources for key, _ in s.still_failing]
@@ -382,17 +389,31 @@ def _breaks(text: str, width: int) -> list[int]:
 _OWN_LINE = re.compile(r"\s|[-*+>|#]|```|~~~|\d+[.)]\s")
 
 
+_FENCE = re.compile(r"\s{0,3}(```|~~~)")
+
+
 def _reflowed(text: str) -> str:
     """``text`` with the line breaks of hard-wrapped paragraphs made spaces, so it wraps
-    to the terminal; blank lines, list items, quotes, tables, code and indented lines stay."""
+    to the terminal; blank lines, list items, quotes, tables, indented lines and every
+    line of a fenced code block stay.
+
+    A hit's text can start or end inside a code block (a chunk, or a context of 0, cut
+    there): with an odd number of fences, a first fence without a language closes a
+    block the text started in; else the last fence opens one the text ends in.
+    """
     lines = text.strip().split("\n")
-    out = lines[:1]
-    for line in lines[1:]:
-        if line.strip() and out[-1].strip() and not _OWN_LINE.match(line) \
-                and not _OWN_LINE.match(out[-1]):
+    fences = [n for n, line in enumerate(lines) if _FENCE.match(line)]
+    code = len(fences) % 2 == 1 and lines[fences[0]].strip() in ("```", "~~~")
+    out: list[str] = []
+    for n, line in enumerate(lines):
+        fence = n in fences
+        if out and not code and not fence and line.strip() and out[-1].strip() \
+                and not _OWN_LINE.match(line) and not _OWN_LINE.match(out[-1]):
             out[-1] = f"{out[-1].rstrip()} {line.lstrip()}"
         else:
             out.append(line)
+        if fence:
+            code = not code
     return "\n".join(out)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
@@ -32,18 +33,32 @@ if TYPE_CHECKING:
     from kbsync.app.knowledge_base import Progress, SyncResult
     from kbsync.sync import RayCluster
 
-__all__ = ["Engine", "plan", "print_problems", "print_report", "progress_run", "ray_cluster",
-           "sync", "watch", "worker"]
+__all__ = ["PROGRESS_EVERY", "YES_HELP", "Engine", "plain_progress", "plan", "print_problems",
+           "print_report", "progress_run", "ray_cluster", "sync", "watch", "worker"]
+
+YES_HELP = ("Embed even what costs more than the bill guard allows: with a priced API "
+            "(openai), more than [index] confirm_above_tokens tokens; with a local model, "
+            "longer than [index] confirm_above_seconds at the measured rate; the hashing "
+            "embedder never asks.")
+"""What ``--yes`` passes, as :func:`kbsync.core.costs.bill_bound` sets the bound."""
+
+PROGRESS_EVERY = 10.0
+"""Seconds between the progress lines of a run whose stderr is no terminal (a cron job's
+log, ``| tee``): often enough to show the work goes on, seldom enough to read the log."""
+
 
 def progress_run(run: Callable[[Progress | None], SyncResult], quiet: bool) -> SyncResult:
-    """``run(progress)`` with progress bars on stderr, or without any when ``quiet`` or
-    when stderr is no terminal (a log file would get a blank line for the bars)."""
+    """``run(progress)`` with progress bars on stderr; when stderr is no terminal, plain
+    lines (:func:`plain_progress`: bars would be carriage returns in a log); none when
+    ``quiet``."""
+    if quiet:
+        return run(None)
     from rich import progress as bars  # only the commands that draw bars pay for it
     from rich.console import Console
 
     console = Console(stderr=True)
-    if quiet or not console.is_terminal:
-        return run(None)
+    if not console.is_terminal:
+        return run(plain_progress(PROGRESS_EVERY))
     with bars.Progress(bars.TextColumn("{task.description}"), bars.BarColumn(),
                        bars.MofNCompleteColumn(), transient=True, console=console) as bar:
         tasks: dict[str, tuple[bars.TaskID, int, int]] = {}  # stage -> task, total, done
@@ -60,10 +75,28 @@ def progress_run(run: Callable[[Progress | None], SyncResult], quiet: bool) -> S
         return run(tick)
 
 
+def plain_progress(every: float) -> Progress:
+    """Progress as a line on stderr (``progress: embed 120/757 (15%)``) at most every
+    ``every`` seconds: a run that ends sooner prints none."""
+    last = time.monotonic()
+
+    def tick(stage: str, done: int, total: int) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if now - last < every:
+            return
+        last = now
+        share = f" ({done * 100 // total}%)" if total else ""
+        typer.echo(f"progress: {stage} {done:,}/{total:,}{share}", err=True)
+
+    return tick
+
+
 def print_report(report: SyncResult, as_json: bool, quiet: bool = False) -> None:
     """The report on stdout (as JSON, or as tables and lines); its problems on stderr.
 
-    A sync that changed nothing is one line; ``quiet`` prints only the errors.
+    A sync that changed nothing, or a plan that would change nothing, is one line;
+    ``quiet`` prints only the errors.
     """
     if as_json:
         emit(report.to_dict())
@@ -81,7 +114,7 @@ def print_report(report: SyncResult, as_json: bool, quiet: bool = False) -> None
         sync_tables,
     )
 
-    if not report.dry_run and nothing_changed(report):
+    if nothing_changed(report):
         typer.echo(no_op_line(report))
         return
     from rich.console import Console
@@ -131,17 +164,22 @@ def ray_cluster(address: str | None, cpus: int) -> RayCluster:
 
 @app.command()
 def plan(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
-    """Show what a sync would do (documents, chunks to embed, embedding tokens); write nothing."""
+    """Show what a sync would do (documents, chunks to embed, embedding tokens); write nothing.
+
+    Prints one line when a sync would change nothing, else the plan's tables and its cost."""
     with Errors(as_json), open_kb(config) as kb:
         report = progress_run(lambda tick: kb.plan(progress=tick), as_json)
         cost = kb.estimate(report)
     if as_json:
         emit({**report.to_dict(), "cost": cost.to_dict()})
     else:
+        from kbsync.cli.render import nothing_changed
+
         print_report(report, as_json)
-        typer.echo(cost.summary())
-        if cost.sync is not None:
-            typer.echo(cost.sync.summary())
+        if not nothing_changed(report):  # a plan of nothing to do is its one line
+            typer.echo(cost.summary())
+            if cost.sync is not None:
+                typer.echo(cost.sync.summary())
     if report.failed:  # what the sync would meet: failed documents, an incomplete listing
         raise typer.Exit(EXIT_PROBLEMS)
 
@@ -169,8 +207,7 @@ def sync(
     accept_replacements: Annotated[bool, typer.Option(
         help="Apply a new text that shares almost nothing with the stored one at once, "
              "instead of waiting for the next sync to confirm it.")] = False,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Embed even more than [index] "
-                                      "confirm_above_tokens tokens.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help=YES_HELP)] = False,
     due: Annotated[bool, typer.Option("--due", help="Check only the web pages that are due "
                                       "for a revisit; the others count as unchanged.")] = False,
     fail_on: FailOnOption = FailOn.NEW,
@@ -255,8 +292,7 @@ def watch(
     config: ConfigOption = Path("."),
     interval: Annotated[str, typer.Option(help="Scheduled check every (e.g. 1d, 6h).")] = "1d",
     full_every: Annotated[str, typer.Option(help="Full revalidation every (e.g. 30d).")] = "30d",
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Embed even more than [index] "
-                                      "confirm_above_tokens tokens in a run.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help=YES_HELP)] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Keep syncing: on file changes, on schedule, and with a periodic full revalidation."""

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 __all__ = ["DEFAULT_CHUNKS_WRITTEN_PER_SECOND", "DEFAULT_CONFIRM_ABOVE_SECONDS",
-           "DEFAULT_CONFIRM_ABOVE_TOKENS", "DEFAULT_TOKENS_PER_SECOND", "BillBasis", "BillBound",
-           "EmbeddingCost", "SyncTime", "bill_bound", "estimate", "measured_rate", "rate_of",
-           "sync_time"]
+           "DEFAULT_CONFIRM_ABOVE_TOKENS", "DEFAULT_MODEL_LOAD_SECONDS",
+           "DEFAULT_TOKENS_PER_SECOND", "BillBasis", "BillBound", "EmbeddingCost", "SyncTime",
+           "bill_bound", "estimate", "measured_rate", "model_load", "rate_of", "sync_time"]
 
 BillBasis = Literal["free", "time", "money"]
 """What embedding costs with a kind of embedder: nothing, time (a local model), money
@@ -38,6 +38,12 @@ DEFAULT_TOKENS_PER_SECOND = {"hashing": 1_000_000.0, "local": 1_000.0, "openai":
 """Rough rates per embedder kind, until a sync has measured one: the offline hashing
 embedder, a small sentence-transformers model on a small CPU (all-MiniLM-L6-v2 embedded
 about 1,160 tokens/s on two cores), one remote endpoint taking a batch at a time."""
+
+DEFAULT_MODEL_LOAD_SECONDS = {"local": 20.0}
+"""Seconds a sync spends loading its embedder's model before the first batch, per kind,
+until a sync has measured it (``model_load_seconds`` of its report): importing torch and
+reading all-MiniLM-L6-v2's weights took 20-33 s on two loaded cores. The kinds not named
+load nothing worth counting."""
 
 DEFAULT_CONFIRM_ABOVE_SECONDS = 3600
 """``[index] confirm_above_seconds`` when unset: a local model's sync estimated to embed
@@ -175,7 +181,10 @@ def sync_time(plan_seconds: Mapping[str, float], tokens: int, chunks: int, *, em
     slowest, widened to at least -20%/+50% while fewer than three were measured, and to
     -50%/+100% around the default rates of the embedder's kind when none was.
     """
+    reports = list(reports)
     planned = sum(float(plan_seconds.get(stage, 0.0)) for stage in _PLANNED_STAGES)
+    load, load_basis = model_load(embedder, kind, reports) if tokens else (0.0, "")
+    planned += load
     measured = [rates for report in reports if (rates := _rates(report, embedder)) is not None]
     measured = measured[:runs]
     default = DEFAULT_TOKENS_PER_SECOND.get(kind)
@@ -187,13 +196,34 @@ def sync_time(plan_seconds: Mapping[str, float], tokens: int, chunks: int, *, em
         if len(measured) < _STEADY:
             low, high = min(low, planned + (low - planned) * _FEW_RUNS[0]), \
                 max(high, planned + (high - planned) * _FEW_RUNS[1])
-        basis = (f"reading as this plan did, embedding and writing at the rates of the last "
-                 f"{len(measured)} sync{'s' if len(measured) > 1 else ''}")
+        basis = (f"reading as this plan did, {load_basis}embedding and writing at the rates "
+                 f"of the last {len(measured)} sync{'s' if len(measured) > 1 else ''}")
         return SyncTime(low, high, basis)
     middle = _cost(tokens, default) + _cost(chunks, DEFAULT_CHUNKS_WRITTEN_PER_SECOND)
     return SyncTime(planned + middle * _DEFAULTS[0], planned + middle * _DEFAULTS[1],
-                    f"reading as this plan did, embedding and writing at rough default "
-                    f"rates for the {kind} embedder: no sync measured them yet")
+                    f"reading as this plan did, {load_basis}embedding and writing at rough "
+                    f"default rates for the {kind} embedder: no sync measured them yet")
+
+
+def model_load(embedder: str, kind: str, reports: Iterable[Mapping[str, Any]],
+               ) -> tuple[float, str]:
+    """Seconds a sync with ``embedder`` spends loading its model, and the words that say so
+    (empty for none): as the latest sync that loaded it measured (``reports`` newest first),
+    else the default of its ``kind`` (:data:`DEFAULT_MODEL_LOAD_SECONDS`)."""
+    for report in reports:
+        seconds = report.get("model_load_seconds")
+        if report.get("embedder") == embedder and seconds:
+            return float(seconds), f"loading the model as the last sync did ({seconds:.0f} s), "
+    seconds = DEFAULT_MODEL_LOAD_SECONDS.get(kind, 0.0)
+    if not seconds:
+        return 0.0, ""
+    return seconds, f"loading the model in about {seconds:.0f} s (a default until measured), "
+
+
+def _embed_seconds(report: Mapping[str, Any]) -> float:
+    """The seconds a run spent embedding, its model's load left out (counted once a sync)."""
+    seconds = report.get("seconds", {})
+    return float(seconds.get("embed", 0.0)) - float(report.get("model_load_seconds") or 0.0)
 
 
 def _rates(report: Mapping[str, Any], embedder: str) -> tuple[float | None, float | None] | None:
@@ -207,7 +237,7 @@ def _rates(report: Mapping[str, Any], embedder: str) -> tuple[float | None, floa
     tokens = sum(int(s.get("embedding_tokens", 0)) for s in sources)
     chunks = sum(int(s.get("chunks", {}).get(fate, 0)) for s in sources
                  for fate in ("added", "deleted"))
-    embed = float(seconds.get("embed", 0.0))
+    embed = _embed_seconds(report)
     apply = float(seconds.get("apply", 0.0))
     rates = (tokens / embed if tokens and embed > 0 else None,
              chunks / apply if chunks and apply > 0 else None)
@@ -232,7 +262,7 @@ def measured_rate(reports: Iterable[Mapping[str, Any]], embedder: str,
         if report.get("dry_run") or report.get("interrupted") \
                 or report.get("embedder") != embedder:
             continue
-        spent = float(report.get("seconds", {}).get("embed", 0.0))
+        spent = _embed_seconds(report)
         embedded = sum(int(s.get("embedding_tokens", 0)) for s in report.get("sources", ()))
         if spent > 0 and embedded > 0:
             tokens += embedded

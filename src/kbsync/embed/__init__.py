@@ -40,6 +40,10 @@ class Embedder(Protocol):
     :class:`~kbsync.model.VectorNorm`; see :func:`norm_of`): ``verify`` then takes a
     stored vector of another norm for damage, and search leaves it out. One that does
     not say is held to finite vectors only.
+
+    An embedder that loads a model on first use may say how long that took, as an
+    attribute ``load_seconds`` (None until loaded): a sync's report keeps the load it
+    saw, and a plan counts it in the time its sync takes.
     """
 
     @property

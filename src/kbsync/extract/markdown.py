@@ -55,7 +55,9 @@ class MarkdownExtractor:
     @property
     def identity(self) -> str:
         """Name and version; it has no settings."""
-        return "markdown-v3"  # v3: link definitions, comments and link labels left out
+        # v3: link definitions, comments and link labels left out; v4: code in headings
+        # keeps its backticks
+        return "markdown-v4"
 
     def extract(self, data: bytes, *, locator: str, media_type: str = "") -> Record:
         """Title: front matter ``title``, else the first level-1 heading, else None.
@@ -255,14 +257,18 @@ def _plain(match: re.Match[str], defined: set[str]) -> str:
 
 
 def _heading_text(inline: Token, env: dict[str, object]) -> str:
-    """A heading's inline content as plain text: markup dropped, code and image alt text kept."""
+    """A heading's inline content as plain text: markup dropped, image alt text kept, and
+    code kept as the document wrote it, in its backticks (a heading "`kbsync sync`" names a
+    command, which "kbsync sync" no longer says)."""
     if _INLINE_MARKUP.isdisjoint(inline.content):  # most headings: nothing to parse
         return " ".join(inline.content.split())
     parsed = _INLINE.parseInline(inline.content, env)
     parts: list[str] = []
     for child in (parsed[0].children or ()) if parsed else ():
-        if child.type in ("text", "code_inline", "image"):
+        if child.type in ("text", "image"):
             parts.append(child.content)
+        elif child.type == "code_inline":
+            parts.append(f"{child.markup}{child.content}{child.markup}")
         elif child.type in ("softbreak", "hardbreak"):
             parts.append(" ")
     return " ".join("".join(parts).split())

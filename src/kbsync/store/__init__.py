@@ -164,7 +164,8 @@ class Discarded:
         """What was done, one line per kind, for a person."""
         done = []
         if self.vectors:
-            done.append(f"discarded {self.vectors} damaged vectors (embedded again below)")
+            done.append(f"discarded {self.vectors} damaged vectors (those of current chunks "
+                        "embedded again below)")
         if self.chunk_texts:
             done.append(f"discarded {self.chunk_texts} damaged chunk texts (cut again from "
                         "their documents' text)")

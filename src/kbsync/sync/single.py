@@ -77,6 +77,7 @@ def sync_sources(
     refuse_dimension_change(store, embedder)
     dry_run = options.dry_run
     report = SyncReport(dry_run=dry_run, started=utc_now(), embedder=embedder.identity)
+    loaded = getattr(embedder, "load_seconds", None)  # a model loaded before is not this run's
     if index is None:
         index = EmbeddedIndex(store)
     # Changes that touch vectors of documents the plan leaves alone (a rebuilt
@@ -100,6 +101,8 @@ def sync_sources(
     if not dry_run:
         index.end(rewrite, embedder.identity, embedder.dimension)
     report.diagnostics = chunker.text_chunker().diagnose_tally(run.tally)
+    if loaded is None:
+        report.model_load_seconds = getattr(embedder, "load_seconds", None)
     report.finished = utc_now()
     result = report.result()
     if not dry_run:

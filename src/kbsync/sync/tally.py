@@ -248,6 +248,7 @@ class SyncReport:
     seconds: dict[str, float] = field(default_factory=dict)
     diagnostics: ChunkingDiagnostics | None = None
     embedder: str = ""
+    model_load_seconds: float | None = None
 
     def result(self) -> SyncResult:
         """The frozen report, with a count for every document action."""
@@ -255,7 +256,8 @@ class SyncReport:
             dry_run=self.dry_run, started=self.started, finished=self.finished,
             documents={a.value: sum(s.documents[a.value] for s in self.sources) for a in Action},
             seconds=dict(self.seconds), diagnostics=self.diagnostics,
-            sources=tuple(s.result() for s in self.sources), embedder=self.embedder)
+            sources=tuple(s.result() for s in self.sources), embedder=self.embedder,
+            model_load_seconds=self.model_load_seconds)
 
 
 class Clock:

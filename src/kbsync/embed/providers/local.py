@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -86,6 +87,9 @@ class LocalEmbedder:
         self._cache_dir = Path(cache_dir).expanduser() if cache_dir else None
         self._weights = _weights_hash(self._path, self._query_folder())
         self._model: Any = None
+        self.load_seconds: float | None = None
+        """How long loading torch and the weights took, once done: a sync's report keeps it,
+        for a plan to count it in the time its sync takes."""
         self._onnx: OnnxInt8Model | None = None
         self._queries: OnnxInt8Model | None = None  # the fp32 query encoder, made on demand
         self._query_export_tried = False
@@ -227,6 +231,7 @@ class LocalEmbedder:
         """The model, loaded on first use; it must be what its folder said it is."""
         if self._model is not None:
             return self._model
+        started = time.perf_counter()
         try:
             for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_PROGRESS_BARS"):
                 os.environ.setdefault(name, "1")
@@ -253,6 +258,7 @@ class LocalEmbedder:
                     f"dimensions, but its folder describes {self._dimension}")
             self._window = window
         self._model = model
+        self.load_seconds = time.perf_counter() - started
         return model
 
 
