@@ -1,7 +1,9 @@
-"""How long commands take to start: ``kbsync status``, a no-op ``kbsync sync`` and a
-``kbsync search`` of a small folder against a bare ``python -c pass``, as a ratio.
+"""How long commands take to start: ``kbsync --version``, ``kbsync status`` and
+``kbsync status --json`` of a small synced folder against a bare ``python -c pass``, as a
+ratio (``--all`` adds ``import kbsync.cli``, ``--help``, a no-op ``sync`` and a ``search``).
 
-    python benchmarks/startup.py [--runs 11] [--importtime COMMAND]
+    python benchmarks/startup.py [--runs 11] [--all] [--importtime COMMAND]
+    python benchmarks/startup.py --profile status
 
 Each command runs ``--runs`` times as a new process (cold: nothing of kbsync is loaded,
 the files are in the page cache, the modules compiled to .pyc files as an installed
@@ -11,7 +13,8 @@ its runs and its ratio to the median of ``python -c pass``. The goal is ``kbsync
 within 10x a bare interpreter.
 
 ``--importtime status`` prints instead what that command imports, slowest first
-(``python -X importtime``), by the cumulative microseconds of each module.
+(``python -X importtime``), by the cumulative microseconds of each module; ``--profile
+status`` the functions it spends most in, imports included (``python -m cProfile``).
 """
 
 from __future__ import annotations
@@ -40,24 +43,29 @@ def wall(command: list[str]) -> float:
     return time.perf_counter() - start
 
 
-def commands(home: Path) -> dict[str, list[str]]:
+def commands(home: Path, every: bool = False) -> dict[str, list[str]]:
     """Each row's command line, against the knowledge base in ``home``: the ``kbsync``
-    command installed beside this Python (as a person runs it), else ``python -m kbsync``."""
+    command installed beside this Python (as a person runs it), else ``python -m kbsync``;
+    with ``every`` the slower commands too."""
     script = Path(sys.executable).with_name("kbsync")
     kbsync = [str(script)] if script.exists() else [sys.executable, "-m", "kbsync"]
     config = ["-c", str(home)]
-    return {"python -c pass": [sys.executable, "-c", "pass"],
-            "python -c 'import kbsync.cli'": [sys.executable, "-c", "import kbsync.cli"],
-            "kbsync --help": [*kbsync, "--help"],
+    rows = {"python -c pass": [sys.executable, "-c", "pass"],
+            "kbsync --version": [*kbsync, "--version"],
             "kbsync status": [*kbsync, "status", *config],
-            "kbsync sync (no-op)": [*kbsync, "sync", "-q", *config],
-            "kbsync search": [*kbsync, "search", "rotate the secrets", "-k", "3", *config]}
+            "kbsync status --json": [*kbsync, "status", "--json", *config]}
+    if every:
+        rows |= {"python -c 'import kbsync.cli'": [sys.executable, "-c", "import kbsync.cli"],
+                 "kbsync --help": [*kbsync, "--help"],
+                 "kbsync sync (no-op)": [*kbsync, "sync", "-q", *config],
+                 "kbsync search": [*kbsync, "search", "rotate the secrets", "-k", "3", *config]}
+    return rows
 
 
 def knowledge_base(home: Path) -> None:
     """A knowledge base in ``home``: 20 Markdown files, the hashing embedder, synced."""
     (home / "docs").mkdir()
-    for path in sorted(CORPUS.glob("*.md"))[:20]:
+    for path in sorted(CORPUS.glob("*.md"))[:20]:  # the corpus has 17
         shutil.copy(path, home / "docs" / path.name)
     kbsync = [sys.executable, "-m", "kbsync"]
     subprocess.run([*kbsync, "init", "docs", "--folder", str(home), "--embedder", "hashing"],
@@ -67,6 +75,8 @@ def knowledge_base(home: Path) -> None:
 
 def importtime(command: list[str], top: int = 25) -> None:
     """The ``top`` modules ``command`` spends most importing, cumulative, slowest first."""
+    if Path(command[0]).name == "kbsync":  # the script, run by this Python with its option
+        command = [sys.executable, "-m", "kbsync", *command[1:]]
     found = subprocess.run([command[0], "-X", "importtime", *command[1:]], check=True, env=ENV,
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True).stderr
     rows = []
@@ -80,19 +90,33 @@ def importtime(command: list[str], top: int = 25) -> None:
     print(f"{len(rows)} modules")
 
 
+def profile(command: list[str], top: int = 30) -> None:
+    """The ``top`` functions ``command`` (a ``kbsync`` one) spends most in, cumulative."""
+    with tempfile.TemporaryDirectory() as folder:
+        stats = Path(folder) / "profile"
+        args = command[1:] if Path(command[0]).name == "kbsync" else command[3:]
+        subprocess.run([sys.executable, "-m", "cProfile", "-o", str(stats), "-m", "kbsync", *args],
+                       stdout=subprocess.DEVNULL, env=ENV, check=False)
+        import pstats
+
+        pstats.Stats(str(stats)).sort_stats("cumulative").print_stats(top)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=11)
+    parser.add_argument("--all", action="store_true", help="time the slower commands too")
     parser.add_argument("--importtime", metavar="ROW", help="a row's name after 'kbsync ' "
                         "(status, search, ...), or 'import kbsync.cli'")
+    parser.add_argument("--profile", metavar="ROW", help="a row's name after 'kbsync '")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         home = Path(folder)
         knowledge_base(home)
-        rows = commands(home)
-        if args.importtime:
-            wanted = [name for name in rows if args.importtime in name]
-            importtime(rows[wanted[0]])
+        rows = commands(home, every=args.all or bool(args.importtime or args.profile))
+        if args.importtime or args.profile:
+            wanted = [name for name in rows if (args.importtime or args.profile) in name]
+            (importtime if args.importtime else profile)(rows[wanted[0]])
             return
         for command in rows.values():
             wall(command)  # the page cache warm, .pyc files written

@@ -76,5 +76,10 @@ def main() -> None:
     # The command named first, as `kbsync status -c docs` names it; an option before it
     # (`kbsync --debug sync`), no command or a misspelt one: every command, for the help.
     args = sys.argv[1:]
+    if args == ["--version"]:  # what scripts and prompts ask most: no command to build
+        from kbsync import __version__
+
+        print(__version__)
+        return
     home = COMMAND_MODULES.get(args[0]) if args else None
     _registered([home] if home is not None else MODULES)(prog_name="kbsync")

@@ -83,9 +83,21 @@ app = typer.Typer(
 state = {"debug": False}
 
 
+def _version(asked: bool) -> None:
+    """``--version``: print kbsync's version and stop (as ``kbsync version`` prints it)."""
+    if asked:
+        from kbsync import __version__
+
+        typer.echo(__version__)
+        raise typer.Exit
+
+
 @app.callback()
 def _root(
     debug: Annotated[bool, typer.Option(help="Show tracebacks of errors.")] = False,
+    version: Annotated[bool, typer.Option(
+        "--version", help="Print the version of kbsync and exit.", is_eager=True,
+        callback=_version)] = False,
 ) -> None:
     state["debug"] = debug
 
