@@ -9,7 +9,8 @@ Each command runs ``--runs`` times as a new process (cold: nothing of kbsync is 
 the files are in the page cache, the modules compiled to .pyc files as an installed
 package has them, even where ``PYTHONDONTWRITEBYTECODE`` is set), the commands taking
 turns so that a burst of load on the machine falls on all of them; a row is the median of
-its runs and its ratio to the median of ``python -c pass``. The goal is ``kbsync status``
+its runs and its ratio to the median of ``python -c pass``, of the wall time and of the CPU
+time (user and system, which a loaded machine stretches less). The goal is ``kbsync status``
 within 10x a bare interpreter.
 
 ``--importtime status`` prints instead what that command imports, slowest first
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -35,12 +37,16 @@ CORPUS = Path(__file__).resolve().parent.parent / "examples" / "corpus"
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def wall(command: list[str]) -> float:
-    """The wall time of one run of ``command`` (its output discarded; it must succeed)."""
+def wall(command: list[str]) -> tuple[float, float]:
+    """The wall time and the CPU time (user and system) of one run of ``command`` (its
+    output discarded; it must succeed). The CPU time moves less with the machine's load."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True,
                    env=ENV)
-    return time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return seconds, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
 
 def commands(home: Path, every: bool = False) -> dict[str, list[str]]:
@@ -121,14 +127,20 @@ def main() -> None:
         for command in rows.values():
             wall(command)  # the page cache warm, .pyc files written
         times: dict[str, list[float]] = {name: [] for name in rows}
+        cpu: dict[str, list[float]] = {name: [] for name in rows}
         for _ in range(args.runs):
             for name, command in rows.items():
-                times[name].append(wall(command))
+                seconds, used = wall(command)
+                times[name].append(seconds)
+                cpu[name].append(used)
     bare = statistics.median(times["python -c pass"])
-    print(f"{'command':32} {'median':>9} {'min':>9}  ratio (median / python -c pass)")
+    bare_cpu = statistics.median(cpu["python -c pass"])
+    print(f"{args.runs} runs each; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print(f"{'command':32} {'median':>9} {'min':>9} {'ratio':>6}  {'cpu':>9} {'ratio':>6}")
     for name, seconds in times.items():
-        median = statistics.median(seconds)
-        print(f"{name:32} {median:7.3f} s {min(seconds):7.3f} s  {median / bare:5.1f}x")
+        median, used = statistics.median(seconds), statistics.median(cpu[name])
+        print(f"{name:32} {median:7.3f} s {min(seconds):7.3f} s {median / bare:5.1f}x  "
+              f"{used:7.3f} s {used / bare_cpu:5.1f}x")
 
 
 if __name__ == "__main__":

@@ -14,8 +14,9 @@ The commands live in modules by what they do (``setup_commands``, ``read_command
 one application of :mod:`kbsync.cli.base` when imported. ``app`` is that application with
 every command, in the order ``kbsync --help`` lists them; :func:`main`, the ``kbsync``
 command, imports only the module of the command it is asked for (:data:`COMMAND_MODULES`),
-so that ``kbsync status`` starts without the others' imports and Typer builds one
-command's parameters, not those of every command.
+so that a command starts without the others' imports and Typer builds one module's
+commands, not every command. ``kbsync --version`` and ``kbsync status`` start without Typer
+at all (:mod:`kbsync.cli.quick`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ import io
 import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
+
+from kbsync.cli.quick import quick
 
 if TYPE_CHECKING:
     import typer
@@ -76,10 +79,10 @@ def main() -> None:
     # The command named first, as `kbsync status -c docs` names it; an option before it
     # (`kbsync --debug sync`), no command or a misspelt one: every command, for the help.
     args = sys.argv[1:]
-    if args == ["--version"]:  # what scripts and prompts ask most: no command to build
-        from kbsync import __version__
-
-        print(__version__)
+    code = quick(args)  # `--version` and `status`, which must start at once: no Typer
+    if code is not None:
+        if code:
+            raise SystemExit(code)
         return
     home = COMMAND_MODULES.get(args[0]) if args else None
     _registered([home] if home is not None else MODULES)(prog_name="kbsync")

@@ -6,16 +6,25 @@ A command imports what it needs when it runs (:func:`open_kb`, the renderers): s
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kbsync.errors import KbsyncError, LockedError, Terminated
-from kbsync.terminal import json_escaped, printable
+from kbsync.cli.output import (
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_LOCKED,
+    EXIT_PROBLEMS,
+    EXIT_TERMINATED,
+    EXIT_USAGE,
+    emit,
+    failed,
+    interrupted_code,
+    one_line,
+    warn,
+)
 
 if TYPE_CHECKING:
     from kbsync.app.knowledge_base import KnowledgeBase
@@ -46,25 +55,6 @@ __all__ = [
     "state",
     "warn",
 ]
-
-EXIT_ERROR = 1
-
-
-EXIT_USAGE = 2
-
-
-EXIT_LOCKED = 3
-
-
-EXIT_PROBLEMS = 4
-
-
-EXIT_INTERRUPTED = 130
-"""Ctrl-C (SIGINT) stopped the command: 128 + 2, as shells report it."""
-
-EXIT_TERMINATED = 143
-"""SIGTERM stopped the command (cleanly): 128 + 15, as shells report a process it killed."""
-
 
 HELP = {"help_option_names": ["-h", "--help"]}
 """Every command and group takes ``-h`` as ``--help``."""
@@ -119,14 +109,9 @@ class Errors:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: object) -> None:
-        if isinstance(exc, KeyboardInterrupt):  # what a command left undone is said by it
-            typer.echo("interrupted", err=True)
-            raise interrupted_exit(exc) from None
-        if isinstance(exc, KbsyncError) and not state["debug"]:
-            if self._as_json:
-                emit({"error": {"type": type(exc).__name__, "message": str(exc)}})
-            typer.echo(printable(f"error: {exc}"), err=True)
-            raise typer.Exit(EXIT_LOCKED if isinstance(exc, LockedError) else EXIT_ERROR)
+        code = failed(exc, as_json=self._as_json, debug=state["debug"])
+        if code is not None:
+            raise typer.Exit(code) from None
 
 
 ConfigOption = Annotated[
@@ -169,28 +154,11 @@ sources_app = typer.Typer(help="Add or remove sources of the knowledge base.",
 app.add_typer(sources_app, name="sources")
 
 
-def emit(data: Any) -> None:
-    """Print ``data`` as indented JSON (what ``--json`` asks for), safe on a terminal."""
-    typer.echo(json_escaped(json.dumps(data, indent=2, ensure_ascii=False, default=str)))
-
-
 def interrupted_exit(exc: KeyboardInterrupt) -> typer.Exit:
     """The exit of a command that ``exc`` stopped: 143 for SIGTERM, 130 for Ctrl-C."""
-    if isinstance(exc, Terminated):
-        return typer.Exit(128 + exc.signum)
-    return typer.Exit(EXIT_INTERRUPTED)
+    return typer.Exit(interrupted_code(exc))
 
 
-def one_line(text: str) -> str:
-    return printable(text, one_line=True)
-
-
-def warn(lines: Iterable[str | None]) -> None:
-    """Each of ``lines`` (None skipped) as one ``warning:`` line on stderr, in every output
-    mode: what a read says of a store known to be damaged, or of damaged values it left out."""
-    for line in lines:
-        if line:
-            typer.echo(one_line(f"warning: {line}"), err=True)
 def open_kb(config: Path | str) -> KnowledgeBase:
     """The knowledge base of ``config`` (:meth:`KnowledgeBase.open`), imported when a
     command first needs it."""

@@ -17,6 +17,7 @@ from kbsync.cli.base import (
     app,
     emit,
     open_kb,
+    state,
     warn,
 )
 from kbsync.errors import KbsyncError, ParameterError
@@ -105,68 +106,11 @@ def chunk(
 @app.command()
 def status(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
     """Documents, chunks, embeddings and the last run."""
-    from kbsync.app.status import read_status  # the store's reads only: a quick start
+    from kbsync.cli.status_view import show_status
 
-    with Errors(as_json):
-        found = read_status(config)
-        data = found.to_dict()
-    warn([found.damage])
-    if as_json:
-        emit(data)
-    else:
-        typer.echo(printable(_status_text(data)))
-
-
-def _status_text(data: dict[str, Any]) -> str:
-    """The status for people: one line per fact, counts of each source, the last run's actions."""
-    unlisted = set(data["last_run"]["unlisted"]) if data["last_run"] else set()
-    sources = ", ".join(
-        f"{name} ({_count(data['by_source'].get(name, 0), 'document')}"
-        + ("; the last sync could not list it, so they are kept as they were" if name in unlisted
-           else "") + ")"
-        for name in data["sources"]) or "none"
-    lines = [f"config:     {data['config']}",
-             f"embedder:   {data['embedder']}",
-             f"sources:    {sources}",
-             f"store:      {_count(data['documents'], 'document')}, "
-             f"{_count(data['chunks'], 'chunk')}, {_count(data['embeddings'], 'embedding')}, "
-             f"{_count(data['runs'], 'run')}"]
-    last = data["last_run"]
-    if last is None and data["documents"] and not data.get("writer"):
-        # A sync records its run when it ends: one killed before then left its batches.
-        lines.append("last sync:  none recorded; a sync stopped before its end applied "
-                     "these documents (the next sync goes on from them)")
-    elif last is None:
-        lines.append("last sync:  never")
-    elif last.get("interrupted"):
-        lines.append(f"last sync:  interrupted at {last['finished']}, {last['applied']} "
-                     f"documents applied (started {last['started']})")
-    else:
-        counts = sorted(last["documents"].items())
-        # A run that did nothing because it failed says so, above its failures.
-        acted = ", ".join(f"{n} {action}" for action, n in counts if n) or (
-            "nothing done, because of these failures" if last["failures"] else "nothing to do")
-        lines.append(f"last sync:  {last['started']} to {last['finished']}: {acted}")
-    if data.get("writer"):
-        lines.append(f"now:        a sync (or another writer, {data['writer']}) is running; "
-                     "the counts are those committed so far")
-    failures = last["failures"] if last is not None else []
-    for failure in failures[:_STATUS_FAILURES]:
-        where = (f"{failure['key']} ({failure['source']})" if failure["key"]
-                 else failure["source"])  # a failure of the source itself, not of a document
-        lines.append(f"  failed:   {where}: {failure['message']}")
-    if len(failures) > _STATUS_FAILURES:
-        lines.append(f"  and {len(failures) - _STATUS_FAILURES} more failures "
-                     "(kbsync status --json lists them)")
-    return "\n".join(lines)
-
-
-# Failures of the last sync that the status lists for people (--json has them all).
-_STATUS_FAILURES = 10
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+    code = show_status(config, as_json=as_json, debug=state["debug"])
+    if code:
+        raise typer.Exit(code)
 
 
 def _unknown_sources(filters: Filters, stored: Collection[str]) -> list[str]:
