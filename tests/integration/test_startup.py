@@ -1,6 +1,7 @@
 """Commands start with what they use: ``kbsync status`` reads the store through its own code
-without the sync, the chunking core, NumPy, Rich or Pydantic, and the ``kbsync`` command
-imports the module of the command it runs only (benchmarks/startup.py times them)."""
+without the sync, the chunking core, NumPy, Rich, Pydantic or Typer, ``kbsync --version``
+imports nothing of the knowledge base, and the ``kbsync`` command imports the module of the
+command it runs only (benchmarks/startup.py times them)."""
 
 from __future__ import annotations
 
@@ -11,14 +12,19 @@ from pathlib import Path
 
 import pytest
 
-from kbsync import KnowledgeBase
+from kbsync import KnowledgeBase, __version__
 from kbsync.cli import COMMAND_MODULES, MODULES, app
 from tests.conftest import CORPUS
 
 # What a status has no use for: each costs from tens to a hundred milliseconds to import.
-NOT_FOR_STATUS = ("numpy", "pydantic", "rich", "kbsync.sync.single", "kbsync.core.chunking",
-                  "kbsync.extract.registry", "kbsync.app.knowledge_base",
-                  "kbsync.cli.sync_commands")
+NOT_FOR_STATUS = ("numpy", "pydantic", "rich", "typer", "click", "kbsync.sync.single",
+                  "kbsync.core.chunking", "kbsync.extract.registry", "kbsync.app.knowledge_base",
+                  "kbsync.cli.base", "kbsync.cli.read_commands", "kbsync.cli.sync_commands")
+
+
+def _heavy(modules: set[str], names: tuple[str, ...]) -> set[str]:
+    """The ``modules`` that are one of ``names`` or inside one."""
+    return {m for m in modules for name in names if m == name or m.startswith(name + ".")}
 
 
 def _loaded(args: list[str]) -> tuple[str, set[str]]:
@@ -46,8 +52,39 @@ def test_status_reads_the_store_without_numpy_the_sync_or_pydantic(synced: Path)
     printed, modules = _loaded(["status", "-c", str(synced)])
     assert "store:      3 documents" in printed
     assert "kbsync.store.sqlite" in modules  # the store's own reads
-    assert not {m for m in modules for name in NOT_FOR_STATUS
-                if m == name or m.startswith(name + ".")}
+    assert not _heavy(modules, NOT_FOR_STATUS)
+
+
+def test_status_as_json_imports_no_more_than_the_status(synced: Path) -> None:
+    printed, modules = _loaded(["status", "--json", "--config", str(synced)])
+    assert json.loads(printed)["documents"] == 3
+    assert not _heavy(modules, NOT_FOR_STATUS)
+
+
+def test_the_version_option_imports_nothing_of_the_knowledge_base() -> None:
+    printed, modules = _loaded(["--version"])
+    assert printed.strip() == __version__
+    assert not _heavy(modules, ("typer", "click", "kbsync.engine", "kbsync.store", "kbsync.app"))
+
+
+def test_a_status_with_an_option_the_quick_path_does_not_read_goes_to_typer(
+        synced: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "kbsync", "status", "--jsn", "-c", str(synced)],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 2
+    assert "No such option: --jsn" in done.stderr
+    done = subprocess.run([sys.executable, "-m", "kbsync", "status", "-h"], capture_output=True,
+                          text=True, check=True)
+    assert "--json" in done.stdout and "--config" in done.stdout
+
+
+def test_the_status_of_no_knowledge_base_is_one_line_and_exit_1_on_the_quick_path(
+        tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "kbsync", "status", "--json", "-c",
+                           str(tmp_path / "none")], capture_output=True, text=True, check=False)
+    assert done.returncode == 1
+    assert json.loads(done.stdout)["error"]["type"] == "ConfigError"
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: no knowledge base")
 
 
 def test_status_as_json_says_what_the_knowledge_base_says(synced: Path) -> None:

@@ -14,7 +14,6 @@ compares the external vector store; this module knows neither.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
@@ -96,7 +95,7 @@ class Mending:
         """How many vectors the embedding cache holds; None where the store cannot say."""
         try:
             return self.store.status().embeddings
-        except (StoreError, sqlite3.DatabaseError):
+        except StoreError:  # the store's driver errors, damage included, reach us as these
             return None
 
     def _cache_loss(self, before: int | None) -> tuple[str, ...]:
