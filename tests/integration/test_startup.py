@@ -75,7 +75,8 @@ def test_a_status_with_an_option_the_quick_path_does_not_read_goes_to_typer(
     assert "No such option: --jsn" in done.stderr
     done = subprocess.run([sys.executable, "-m", "kbsync", "status", "-h"], capture_output=True,
                           text=True, check=True)
-    assert "--json" in done.stdout and "--config" in done.stdout
+    assert "--json" in done.stdout
+    assert "--config" in done.stdout
 
 
 def test_the_status_of_no_knowledge_base_is_one_line_and_exit_1_on_the_quick_path(
@@ -84,7 +85,8 @@ def test_the_status_of_no_knowledge_base_is_one_line_and_exit_1_on_the_quick_pat
                            str(tmp_path / "none")], capture_output=True, text=True, check=False)
     assert done.returncode == 1
     assert json.loads(done.stdout)["error"]["type"] == "ConfigError"
-    assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: no knowledge base")
+    assert done.stderr.count("\n") == 1
+    assert done.stderr.startswith("error: no knowledge base")
 
 
 def test_status_as_json_says_what_the_knowledge_base_says(synced: Path) -> None:
