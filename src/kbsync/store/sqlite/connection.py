@@ -16,8 +16,8 @@ from kbsync.errors import SchemaError, StoreError
 from kbsync.model import VectorNorm
 from kbsync.store.guard import READ_ONLY, is_damage, reported_damage, store_error
 from kbsync.store.sql import SqlBase
-from kbsync.store.sqlite.ann import ANN_ABOVE, AnnIndexes
 from kbsync.store.sql.digests import recount
+from kbsync.store.sqlite.ann import ANN_ABOVE, AnnIndexes
 from kbsync.store.sqlite.dialect import SqliteDialect
 from kbsync.store.sqlite.files import prepare_state, writable
 from kbsync.store.sqlite.schema import (
