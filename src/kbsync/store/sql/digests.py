@@ -17,6 +17,10 @@ workers) take the locks of shared counts in one order, never in a cycle, and onl
 the moment before they commit. A count that falls to zero is deleted. Deciding
 boilerplate then reads, per group, the digests at or above its floor through a partial
 index of the counts of at least :data:`~kbsync.core.plan.BOILERPLATE_MIN_DOCUMENTS`.
+
+The counts are derived state: verify counts the current chunks again into a temporary
+table of a read snapshot and compares the two in SQL (:func:`drift`), and its repair
+counts them again where they differ (:meth:`DigestCounts.recount_drifted`).
 """
 
 from __future__ import annotations
