@@ -320,3 +320,40 @@ def test_a_write_rolled_back_counts_nothing_and_the_next_one_counts(opener: Open
     _edit(store, docs, "write", "doc0", "", ["d0", "d1"], False)
     assert store.digest_counts(SOURCE) == recount(store) == {("", ""): 1, ("", "d0"): 1,
                                                              ("", "d1"): 1}
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(edits=EDITS, tampered=st.dictionaries(st.integers(0, 30), st.integers(-2, 3),
+                                             max_size=4))
+def test_verify_finds_exactly_the_counts_changed_by_hand_and_repair_counts_them_again(
+        opener: Opener, edits: list[tuple[str, str, str, list[str], bool]],
+        tampered: dict[int, int]) -> None:
+    """``tampered``: a kept count, by its place in key order (past the end: a count of a
+    digest no chunk holds), -> what is added to it (0 deletes it)."""
+    if opener is MemoryStore:
+        pytest.skip("the memory store keeps no counts in SQL to compare")
+    store = opener()
+    docs: dict[str, list[str]] = {}
+    for edit in edits:
+        _edit(store, docs, *edit)
+    assert store.digest_drift() == {}
+    kept = store.digest_counts(SOURCE)
+    keys = sorted(kept)
+    with store._transaction():
+        for at, change in tampered.items():
+            if at >= len(keys):
+                store._dialect.write("INSERT INTO digest_counts (source, grp, digest, "
+                                     "documents) VALUES (?, '', ?, ?)",
+                                     (SOURCE, f"none{at}", change or 1))
+            elif change == 0:
+                store._dialect.write("DELETE FROM digest_counts WHERE source = ? AND grp = ? "
+                                     "AND digest = ?", (SOURCE, *keys[at]))
+            else:
+                store._dialect.write("UPDATE digest_counts SET documents = documents + ? "
+                                     "WHERE source = ? AND grp = ? AND digest = ?",
+                                     (change, SOURCE, *keys[at]))
+    assert store.digest_drift() == ({SOURCE: len(tampered)} if tampered else {})
+    assert store.recount_drifted() == len(tampered)
+    assert store.digest_counts(SOURCE) == kept
+    assert store.digest_drift() == {}

@@ -529,7 +529,8 @@ class Maintenance(Protocol):
     def repair(self, rechunk: Callable[[str], Mapping[str, str]]) -> list[str]:
         """Rebuild what the store holds twice (its indexes, the full-text index, chunk texts
         cut again from their document's text by ``rechunk``, which maps a text to the
-        digests and texts of its chunks); what was done, as lines for a person."""
+        digests and texts of its chunks, the digest counts that boilerplate is decided
+        from, if they differ from a recount); what was done, as lines for a person."""
         ...
 
     def gc(self) -> dict[str, int]:

@@ -211,6 +211,10 @@ class PostgresDialect(Dialect):
     def begin(self) -> None:
         self.conn.execute("BEGIN")
 
+    def begin_snapshot(self) -> None:
+        # Read committed, the default, takes a new snapshot for each statement.
+        self.conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+
     def commit(self) -> None:
         self.conn.execute("COMMIT")
 

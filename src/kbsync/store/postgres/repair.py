@@ -11,12 +11,13 @@ from kbsync.store import StoreStatus, invariants
 from kbsync.store.postgres.checks import ValueChecks
 from kbsync.store.postgres.connection import load_psycopg, scalar, shown
 from kbsync.store.rows import CURRENT
+from kbsync.store.sql.digests import DigestCounts, drift_lines
 from kbsync.store.values import lines, summary
 
 __all__ = ["RepairTables"]
 
 
-class RepairTables(ValueChecks):
+class RepairTables(ValueChecks, DigestCounts):
     """The :class:`~kbsync.store.Maintenance` role of the PostgreSQL store."""
 
     def status(self) -> StoreStatus:
@@ -41,6 +42,7 @@ class RepairTables(ValueChecks):
         problems = invariants.problems(
             self._stream, embedder, mark="%s",
             bad_vectors="SELECT count(*) FROM embeddings WHERE vector_dims(vector) != dimension")
+        problems += drift_lines(self.digest_drift())
         values = self._value_damage(embedder, identity, derivations, norm)
         if damage or values:
             self.remember_damage("; ".join(
@@ -57,7 +59,8 @@ class RepairTables(ValueChecks):
     def repair(self, rechunk: Callable[[str], Mapping[str, str]]) -> list[str]:
         """Restore the chunk texts that are missing (a damaged one discarded), cut again
         from their document's current or previous text (``rechunk`` maps a text to the
-        digests and texts of its chunks); what was done, as lines for a person.
+        digests and texts of its chunks), and count the digests again if the kept counts
+        have drifted; what was done, as lines for a person.
 
         The rest of what SQLite's repair rebuilds is the server's own: its indexes are
         mended with REINDEX, and full text is a column of each chunk text's row.
@@ -77,8 +80,11 @@ class RepairTables(ValueChecks):
                                  "VALUES (%s, %s, %s) ON CONFLICT (digest) DO NOTHING",
                                  [(d, t, embedding_text_key(t)) for d, t in found])
             restored += len(found)
-        return [f"rebuilt the chunk texts ({restored} restored from the documents' text)"
+        done = [f"rebuilt the chunk texts ({restored} restored from the documents' text)"
                 ] if restored else []
+        differ = self.recount_drifted()
+        return done + ([f"rebuilt the digest counts ({differ} differed from a recount)"]
+                       if differ else [])
 
     def damage(self) -> list[str]:
         """What ``amcheck``'s ``bt_index_check`` finds wrong with kbsync's b-tree indexes.

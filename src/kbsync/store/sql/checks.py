@@ -12,6 +12,7 @@ from collections.abc import Callable, Collection, Sequence
 from kbsync.model import ANY_NORM, VectorNorm
 from kbsync.store import Discarded, invariants
 from kbsync.store.rows import CURRENT
+from kbsync.store.sql.digests import drift_lines
 from kbsync.store.sql.maintenance import MaintenanceTables
 from kbsync.store.values import (
     Damage,
@@ -36,6 +37,7 @@ class CheckTables(MaintenanceTables):
         problems = invariants.problems(
             sql.stream, embedder, mark="?", bad_vectors="SELECT count(*) FROM embeddings "
             f"WHERE {sql.vector_size('vector')} != dimension")
+        problems += drift_lines(self.digest_drift())
         values = self._value_damage(embedder, identity, derivations, norm)
         self.remember_damage(summary(values) if values else None)
         return problems + lines(values, norm or ANY_NORM)

@@ -207,6 +207,11 @@ class Dialect(ABC):
         """Start a write transaction."""
         self.write("BEGIN")
 
+    def begin_snapshot(self) -> None:
+        """Start a transaction whose reads all see one committed state (a SQLite
+        transaction always does), for checks that a commit meanwhile must not mislead."""
+        self.begin()
+
     def commit(self) -> None:
         self.write("COMMIT")
 

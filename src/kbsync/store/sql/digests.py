@@ -17,6 +17,10 @@ workers) take the locks of shared counts in one order, never in a cycle, and onl
 the moment before they commit. A count that falls to zero is deleted. Deciding
 boilerplate then reads, per group, the digests at or above its floor through a partial
 index of the counts of at least :data:`~kbsync.core.plan.BOILERPLATE_MIN_DOCUMENTS`.
+
+The counts are derived state: verify counts the current chunks again into a temporary
+table of a read snapshot and compares the two in SQL (:func:`drift`), and its repair
+counts them again where they differ (:meth:`DigestCounts.recount_drifted`).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from kbsync.store.rows import CURRENT
 from kbsync.store.sql.base import SqlBase
 from kbsync.store.sql.dialect import Column, Dialect
 
-__all__ = ["GROUP_SIZE", "DigestCounts", "count_stored", "recount"]
+__all__ = ["GROUP_SIZE", "DigestCounts", "count_stored", "drift", "drift_lines", "recount"]
 
 GROUP_SIZE = ""
 """The digest of the row that counts the documents of a group that have any chunk (the
@@ -41,6 +45,9 @@ tables are :data:`~kbsync.store.sql.schema.COUNTS_TABLE` and its index)."""
 # boilerplate_counted): temporary tables of the connection, empty between transactions.
 _CHANGES = "digest_changes"
 _FORESEEN = "digest_foreseen"
+# A recount that verify compares with the kept counts: dropped with the read transaction
+# it is made in (never committed).
+_RECOUNT = "digest_recount"
 
 _COLUMNS: tuple[Column, ...] = (
     ("source", "text"), ("grp", "text"), ("digest", "text"), ("n", "integer"))
@@ -212,6 +219,28 @@ class DigestCounts(SqlBase):
         with self._transaction():
             recount(self._dialect)
 
+    def recount_drifted(self) -> int:
+        """Count every source's digests again if some kept count differs from a recount
+        (what ``repair`` does); how many differed (0: nothing was written)."""
+        differ = sum(self.digest_drift().values())
+        if differ:
+            self.recount_digests()
+        return differ
+
+    def digest_drift(self) -> dict[str, int]:
+        """Source -> how many of its kept counts differ from a recount of the current
+        chunks (:func:`drift`); the sources whose counts agree are left out.
+
+        In a read transaction of one snapshot that is rolled back: a sync committing
+        meanwhile is no drift, and nothing of the recount is kept.
+        """
+        sql = self._dialect
+        sql.begin_snapshot()
+        try:
+            return drift(sql)
+        finally:
+            sql.rollback()
+
 
 def count_stored(sql: Dialect, table: str, source: str, keys: Sequence[str], sign: int,
                  group: str | None = None) -> None:
@@ -236,14 +265,53 @@ def count_stored(sql: Dialect, table: str, source: str, keys: Sequence[str], sig
                      (grp, GROUP_SIZE, sign, source, *args))
 
 
-def recount(sql: Dialect) -> None:
-    """Fill the kept counts anew from the current chunks of every source, in the caller's
-    transaction, a page of documents at a time (what a migration that adds them runs)."""
-    sql.send("DELETE FROM digest_counts")
+def _fill(sql: Dialect, table: str) -> None:
+    """Count the current chunks of every source into ``table`` (empty), a page of documents
+    at a time."""
     for source in sorted(str(r[0]) for r in sql.rows("SELECT DISTINCT source FROM documents")):
         after = ""
         while keys := [str(r[0]) for r in sql.rows(
                 "SELECT key FROM documents WHERE source = ? AND key > ? ORDER BY key LIMIT ?",
                 (source, after, 5000))]:
-            count_stored(sql, "digest_counts", source, keys, 1)
+            count_stored(sql, table, source, keys, 1)
             after = keys[-1]
+
+
+def recount(sql: Dialect) -> None:
+    """Fill the kept counts anew from the current chunks of every source, in the caller's
+    transaction, a page of documents at a time (what a migration that adds them runs)."""
+    sql.send("DELETE FROM digest_counts")
+    _fill(sql, "digest_counts")
+
+
+def drift(sql: Dialect) -> dict[str, int]:
+    """Source -> how many of its kept counts differ from a recount of the current chunks: a
+    count that is wrong, missing or of nothing (a digest no current chunk holds, a source
+    without documents). The sources whose counts agree are left out.
+
+    Recounts as :func:`recount` does, into a temporary table, and compares the two in
+    SQL, so only a count per source comes back; the caller's transaction must be rolled
+    back (it drops the table; the kept counts are not touched).
+    """
+    sql.send(f"CREATE TEMP TABLE IF NOT EXISTS {_RECOUNT} (source TEXT NOT NULL, "
+             "grp TEXT NOT NULL, digest TEXT NOT NULL, n INTEGER NOT NULL, "
+             "PRIMARY KEY (source, grp, digest))")
+    sql.send(f"DELETE FROM {_RECOUNT}")  # a caller's outer transaction may have made it
+    _fill(sql, _RECOUNT)
+    same = "r.source = k.source AND r.grp = k.grp AND r.digest = k.digest"
+    return {str(source): int(n) for source, n in sql.rows(
+        "SELECT source, count(*) FROM ("
+        f"SELECT k.source FROM digest_counts k LEFT JOIN {_RECOUNT} r ON {same} "
+        "WHERE r.n IS NULL OR r.n <> k.documents UNION ALL "
+        f"SELECT r.source FROM {_RECOUNT} r WHERE NOT EXISTS "
+        f"(SELECT 1 FROM digest_counts k WHERE {same})) x GROUP BY source ORDER BY source")}
+
+
+def drift_lines(differ: Mapping[str, int]) -> list[str]:
+    """What :func:`drift` found, one line per source, as verify says it."""
+    return [f"source {source}: {n} digest count differs from a recount of its chunks "
+            "(boilerplate is decided from it); `kbsync verify --repair` counts it again"
+            if n == 1 else
+            f"source {source}: {n} digest counts differ from a recount of its chunks "
+            "(boilerplate is decided from them); `kbsync verify --repair` counts them again"
+            for source, n in sorted(differ.items())]

@@ -15,6 +15,7 @@ from kbsync.model import ANY_NORM, VectorNorm
 from kbsync.store import StoreStatus, invariants
 from kbsync.store.guard import REPAIR
 from kbsync.store.rows import CURRENT
+from kbsync.store.sql.digests import drift, drift_lines
 from kbsync.store.sqlite.checks import ValueChecks
 from kbsync.store.sqlite.schema import FTS_HEADING, FTS_TABLE
 from kbsync.store.values import lines, summary
@@ -23,6 +24,10 @@ __all__ = ["RepairTables"]
 
 # Where a repair keeps the readable vectors of a damaged embedding cache meanwhile.
 _SALVAGED = "embeddings_salvaged"
+
+# What the count of a repair step says, by step (the others say only that it was done).
+_COUNTED = {"the chunk texts": " ({} restored from the documents' text)",
+            "the digest counts": " ({} differed from a recount)"}
 
 # The largest read-only store whose full-text index verify checks on a copy in memory.
 _READ_ONLY_FTS_CHECK_LIMIT = 1 << 30
@@ -164,7 +169,9 @@ class RepairTables(ValueChecks):
         problems = invariants.problems(
             db.execute, embedder, mark="?",
             bad_vectors="SELECT count(*) FROM embeddings WHERE length(vector) != 4 * dimension")
-        return problems + self._version_problems() + self._fts_drift()
+        # The recount's temporary table goes with the snapshot's rollback.
+        return (problems + self._version_problems() + self._fts_drift()
+                + drift_lines(drift(self._dialect)))
 
     def _version_problems(self) -> list[str]:
         """Each document has the text of its current generation, and of at most the one
@@ -182,8 +189,9 @@ class RepairTables(ValueChecks):
 
     def repair(self, rechunk: Callable[[str], Mapping[str, str]]) -> list[str]:
         """Rebuild what the store holds twice: its indexes, the full-text index (from the
-        chunks) and missing chunk texts (``rechunk`` maps a document's text to the
-        digests and texts of its chunks). What was done, as lines for a person.
+        chunks), missing chunk texts (``rechunk`` maps a document's text to the digests
+        and texts of its chunks) and drifted digest counts (from the chunks). What was
+        done, as lines for a person.
 
         Damage to the tables themselves is not repaired here: only a fresh store
         built from the sources helps then (:func:`salvage_embeddings`, :func:`swap_in`).
@@ -193,6 +201,7 @@ class RepairTables(ValueChecks):
             ("the indexes", self._reindex),
             ("the chunk texts", lambda: self._restore_chunk_texts(rechunk)),
             ("the full-text index", self._rebuild_fts),
+            ("the digest counts", self.recount_drifted),
         )
         for what, step in steps:
             try:
@@ -203,8 +212,7 @@ class RepairTables(ValueChecks):
                 done.append(f"could not rebuild {what}: {' '.join(str(reason).split())[:200]}")
                 continue
             if count:
-                done.append(f"rebuilt {what}" + (f" ({count} restored from the documents' "
-                                                 "text)" if what == "the chunk texts" else ""))
+                done.append(f"rebuilt {what}" + _COUNTED.get(what, "").format(count))
         self._vectors.clear()
         return done
 
