@@ -64,6 +64,8 @@ _NEW_VERSION = ("ON CONFLICT (source, key) DO UPDATE SET "
 
 # A chunk's document (its id and current generation) by the key in front of its row.
 _OF_DOCUMENT = (("doc_id", "id"), ("generation", "generation"))
+_CHUNK_TEXT_COLUMNS: tuple[Column, ...] = (("digest", "text"), ("text", "text"),
+                                           ("text_key", "bytea"))
 
 
 def _rows(columns: Sequence[Column],
@@ -258,10 +260,7 @@ class DocumentTables(EmbeddingTables, DigestCounts, PlanWrites):
         texts = sorted({c.digest: (c.text, c.embedding_key)
                         for _, v in versions for c in v.chunks}.items())
         if texts:
-            crashpoint("store.write_chunk_texts")
-            sql.insert("chunk_texts", (("digest", "text"), ("text", "text"), ("text_key", "bytea")),
-                       [(d, t, k) for d, (t, k) in texts], conflict="ON CONFLICT DO NOTHING",
-                       order="digest")
+            self._add_chunk_texts([(d, t, k) for d, (t, k) in texts])
         rows = [(key, i, c.digest, c.section, c.heading, c.start, c.end, c.tokens, c.boundary)
                 for key, v in versions for i, c in enumerate(v.chunks)]
         if rows:
@@ -269,6 +268,13 @@ class DocumentTables(EmbeddingTables, DigestCounts, PlanWrites):
             sql.insert("chunks", CHUNK_COLUMNS, rows, source=source, document=_OF_DOCUMENT)
         self._count_stored(source, [key for key, v in versions if v.chunks], 1)
         self._chunks_written(source, versions)
+
+    def _add_chunk_texts(self, rows: Sequence[tuple[str, str, bytes]]) -> None:
+        """Add (digest, text, text key) rows, in digest order, to the chunk texts that
+        documents share (a row already there stays)."""
+        crashpoint("store.write_chunk_texts")
+        self._dialect.insert("chunk_texts", _CHUNK_TEXT_COLUMNS, rows,
+                             conflict="ON CONFLICT DO NOTHING", order="digest")
 
     # -- kept texts: one row per generation in ``versions`` (a backend may keep them
     # otherwise, and override these) ------------------------------------------------------
