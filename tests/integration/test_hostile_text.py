@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -197,6 +198,13 @@ def test_version_json_names_the_version_python_and_the_extras() -> None:
     assert data["version"]
     assert data["python"] == ".".join(map(str, sys.version_info[:3]))
     assert data["extras"]["mcp"] is True  # this suite runs with every extra
+
+
+def test_version_json_names_every_extra_of_the_package() -> None:
+    declared = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    extras = set(declared["project"]["optional-dependencies"]) - {"dev"}
+    run = CliRunner().invoke(app, ["version", "--json"])
+    assert set(json.loads(run.stdout)["extras"]) == extras
 
 
 def test_a_terminal_without_unicode_gets_escapes_not_a_crash(kb: dict[str, Any]) -> None:

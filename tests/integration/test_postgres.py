@@ -3,6 +3,7 @@ password, an advisory writer lock, pgvector indexes per dimension."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -273,3 +274,37 @@ def test_an_erase_killed_before_its_garbage_collection_is_finished_by_its_rerun(
         assert isinstance(kb.store, PostgresStore)
         assert kb.store._conn.execute(
             "SELECT count(*) FROM chunk_texts WHERE text LIKE '%secret%'").fetchone() == (0,)
+
+
+@pytest.fixture
+def own_database(postgres_url: str) -> Iterator[str]:
+    """The URL of a database of this test's own, whose public schema it may fill."""
+    name = f"kbtest_db_{os.getpid()}"
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield psycopg.conninfo.make_conninfo(postgres_url, dbname=name)
+    finally:
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_a_store_in_its_own_schema_writes_there_beside_one_in_the_default_schema(
+        own_database: str) -> None:
+    default = PostgresStore(own_database)  # public: on the new schema's search path too
+    default.set_meta("whose", "default")
+    default.close()
+    with pytest.raises(StoreError, match="no kbsync store here yet"):
+        PostgresStore(own_database, schema="second", create=False)
+    second = PostgresStore(own_database, schema="second")
+    second.set_meta("whose", "second")
+    second.close()
+    with psycopg.connect(own_database) as conn:
+        rows = conn.execute("SELECT schemaname FROM pg_tables WHERE tablename = 'meta' "
+                            "ORDER BY 1").fetchall()
+        assert rows == [("public",), ("second",)]
+        assert conn.execute("SELECT value FROM public.meta WHERE name = 'whose'").fetchone() \
+            == ("default",)
+        assert conn.execute("SELECT value FROM second.meta WHERE name = 'whose'").fetchone() \
+            == ("second",)

@@ -39,6 +39,7 @@ from kbsync.sync import (
     sync_ray,
     sync_sources,
 )
+from kbsync.testing import ProgressRecorder
 from tests.conftest import Backend
 
 ray = pytest.importorskip("ray")
@@ -413,3 +414,16 @@ def test_a_crawled_site_is_read_where_it_was_crawled_and_not_fetched_again(
         assert second.total("modified") == 1
         assert second.total("unchanged") == 2
         assert site.bodies_sent == 4
+
+
+def test_ray_is_joined_only_by_a_sync_with_work_and_its_start_is_a_stage_of_progress(
+    pair_of: Pairing,
+) -> None:
+    pair, corpus = pair_of(Backend("sqlite"), 21)
+    for _ in range(5):
+        corpus.add()
+    first, again = ProgressRecorder(), ProgressRecorder()
+    assert pair.sync_ray(progress=first).sources[0].documents_applied == 5
+    assert first.runs("start Ray") == [[(0, 1), (1, 1)]]
+    assert pair.sync_ray(progress=again).sources[0].documents_applied == 0  # a no-op
+    assert "start Ray" not in again.stages()

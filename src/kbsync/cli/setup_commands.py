@@ -46,7 +46,7 @@ _EXTRAS = {
     "serve": ("starlette", "jinja2", "uvicorn"), "postgres": ("psycopg", "pgvector"),
     "office": ("docx", "pptx", "openpyxl", "ebooklib", "lxml", "striprtf"),
     "onnx": ("onnxruntime", "onnx"), "fsspec": ("fsspec",), "s3": ("fsspec", "s3fs"),
-    "warc": ("warcio", "fsspec"),
+    "warc": ("warcio", "fsspec"), "ann": ("faiss",), "ray": ("ray",),
 }
 """The modules each optional extra brings (those of pyproject.toml's extras)."""
 

@@ -106,7 +106,7 @@ def sync_ray(
     # A first load defers what is cheaper to build after it (a PostgreSQL store's HNSW and
     # full-text indexes), as every driver does: built at index.end below.
     rewrite = index.begin(embedder.dimension)
-    pool = Pool(cluster or RayCluster(), recipe, uuid.uuid4().hex[:12])
+    pool = Pool(cluster or RayCluster(), recipe, uuid.uuid4().hex[:12], progress)
     try:
         ctx = Context(store, pool.embedder(embedder), extractor_for, chunker, options,
                       progress=progress, index=index, clock=Clock(report))
@@ -277,12 +277,13 @@ class _Flow:
     def __init__(self, ctx: Context, pool: Pool, source: str, skip: frozenset[str],
                  out: SourceTally) -> None:
         self._ctx, self._pool, self._source, self._out = ctx, pool, source, out
-        self._skip = pool.put(skip)
+        self._skip_set = skip
+        self._skip: Any = None  # in Ray's object store once a batch goes there
         self._counts: deque[SourceTally | _Applying | Any] = deque()
         self._unapplied: dict[int, tuple[Any, frozenset[str]]] = {}
         self._last: tuple[SourceTally | Any, _Applying] | None = None
         self._number = 0
-        self._window = pool.actors + 1
+        self._window = 0  # batches applying before the oldest is waited for
 
     def assumed(self) -> set[str]:
         """The digests batches not yet applied embed."""
@@ -294,6 +295,9 @@ class _Flow:
         ``progress``: the batch's, told when it is applied)."""
         pool, number = self._pool, self._number
         self._number += 1
+        if self._skip is None:
+            self._skip = pool.put(self._skip_set)
+            self._window = pool.actors + 1
         sent = pool.put(the_plan)
         counted: SourceTally | Any
         if the_plan.to_embed:

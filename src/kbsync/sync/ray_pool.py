@@ -38,7 +38,7 @@ from kbsync.sync.chunker import Chunker
 from kbsync.sync.embedding import embed_plan
 from kbsync.sync.observe import ExtractorFor
 from kbsync.sync.reading import Job, Read, read_jobs
-from kbsync.sync.tally import SourceTally
+from kbsync.sync.tally import Progress, SourceTally
 from kbsync.sync.vector_index import EmbeddedIndex
 
 __all__ = ["Applied", "Embedded", "Pool", "RayCluster", "Recipe", "import_ray",
@@ -53,6 +53,7 @@ process files what came back, few enough that memory does not grow with the sour
 _RETRIES = 3
 """How often Ray runs again a reading task or an embedding call whose worker was lost."""
 _DEFAULT_APPLIERS = 4
+_STARTING = "start Ray"  # the progress stage of Ray's start
 """Store actors on a store that many connections may write (PostgreSQL), unless told."""
 
 
@@ -205,15 +206,35 @@ def read_task(recipe: Recipe, run: str, source: str, jobs: Sequence[Job]) -> Rea
 
 
 class Pool:
-    """The workers of one Ray sync: reading tasks, embedding actors, store actors."""
+    """The workers of one Ray sync: reading tasks, embedding actors, store actors.
 
-    def __init__(self, cluster: RayCluster, recipe: Recipe, run: str) -> None:
-        ray = import_ray()
-        self._ray = ray
+    Ray is joined, or started, when the sync first needs it: a sync that reads and
+    writes nothing (a no-op) never starts it, and ``progress`` is told of Ray's start
+    (seconds of a small sync) as a stage of its own.
+    """
+
+    def __init__(self, cluster: RayCluster, recipe: Recipe, run: str,
+                 progress: Progress | None = None) -> None:
+        import_ray()  # a missing extra is said before anything is listed
         self.run = run
-        self._started = _connect(ray, cluster)
+        self._cluster, self._recipe_itself, self._progress = cluster, recipe, progress
+        self._ray: Any = None
+        self._started = False
         self._embedders: list[Any] = []
         self._appliers: list[Any] = []
+
+    def _up(self) -> Any:
+        """Ray, joined or started here on first use (with what the pool needs of it)."""
+        if self._ray is not None:
+            return self._ray
+        ray = import_ray()
+        if self._progress is not None:
+            self._progress(_STARTING, 0, 1)
+        cluster, recipe = self._cluster, self._recipe_itself
+        self._started = _connect(ray, cluster)
+        self._ray = ray
+        if self._progress is not None:
+            self._progress(_STARTING, 1, 1)
         try:
             resources = ray.cluster_resources()
             self.cpus = cluster.cpus or max(1, int(resources.get("CPU", 1)))
@@ -222,20 +243,26 @@ class Pool:
             self._embedding = cluster.embedders or (max(1, gpus) if self.on_gpus else 1)
             self._applying = (cluster.appliers or _DEFAULT_APPLIERS) \
                 if recipe.many_writers else 1
-            self.window = TASKS_PER_CPU * self.cpus
             # Actors get the recipe itself (a restarted one needs it again), tasks a reference.
-            self._recipe_itself = recipe
             self._recipe = ray.put(recipe)
             self._embed_class, self._store_class, self._read = _remote(ray)
         except BaseException:
             self.close()
             raise
+        return ray
+
+    @property
+    def window(self) -> int:
+        """Reading tasks in flight: :data:`TASKS_PER_CPU` per CPU."""
+        self._up()
+        return TASKS_PER_CPU * self.cpus
 
     @property
     def embedders(self) -> list[Any]:
         """The embedding actors, started when first needed (a sync that embeds nothing,
         a no-op, starts none)."""
         if not self._embedders:
+            self._up()
             self._embedders = [self._embed_class.options(
                 name=f"kbsync:{self.run}:embed:{i}", num_gpus=1 if self.on_gpus else 0,
                 max_restarts=_RETRIES, max_task_retries=_RETRIES,
@@ -246,6 +273,7 @@ class Pool:
     def appliers(self) -> list[Any]:
         """The store actors, started when first needed."""
         if not self._appliers:
+            self._up()
             self._appliers = [self._store_class.options(
                 name=f"kbsync:{self.run}:store:{i}", max_restarts=0, max_task_retries=0,
             ).remote(self._recipe_itself) for i in range(self._applying)]
@@ -260,14 +288,16 @@ class Pool:
     @property
     def actors(self) -> int:
         """How many actors the pool has or will have: what bounds the batches in flight."""
+        self._up()
         return self._embedding + self._applying
 
     def read(self, source: str, jobs: Sequence[Job]) -> Any:
         """Start reading ``jobs`` of ``source``; the task's reference."""
+        self._up()
         return self._read.remote(self._recipe, self.run, source, list(jobs))
 
     def put(self, value: object) -> Any:
-        return self._ray.put(value)
+        return self._up().put(value)
 
     def embed(self, number: int, the_plan: Any) -> tuple[Any, Any]:
         """Start embedding a plan (a reference) on an actor chosen by ``number``; the
@@ -315,6 +345,8 @@ class Pool:
         committed by then, and a transaction it had begun is rolled back.
         """
         ray = self._ray
+        if ray is None:  # never started: nothing to stop
+            return
         for actor in (*self._embedders, *self._appliers):
             ray.kill(actor, no_restart=True)
         self._embedders, self._appliers = [], []

@@ -58,6 +58,11 @@ def connect(url: str, password: str | None, schema: str | None, *,
     return conn
 
 
+def _meta_of(schema: str | None) -> str:
+    """The name of the ``meta`` table of a store in ``schema`` (None: the default one)."""
+    return "meta" if schema is None else f"{ident(schema)}.meta"
+
+
 def ident(name: str) -> str:
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,62}", name):
         raise StoreError(f"{name!r} is not a valid schema name (letters, digits, underscore)")
@@ -100,6 +105,7 @@ class PostgresBase(SqlBase):
         self.url = url
         self._password = password
         self.schema = schema
+        self._meta = _meta_of(schema)
         self.index_memory = index_memory
         self._dialect = PostgresDialect(connect(url, password, schema, create=create))
         self._depth = 0  # nested transactions: only the outermost one commits
@@ -148,7 +154,10 @@ class PostgresBase(SqlBase):
             "WHERE schemaname = current_schema() AND indexname LIKE 'embeddings_hnsw_%'")}
 
     def _version(self) -> int:
-        if scalar(self._conn, "SELECT to_regclass('meta')") is None:
+        # In the store's own schema only: the search path goes on to public (pgvector's
+        # types live there), and public's meta, another knowledge base's, found there made
+        # a new schema look migrated, so every write went to public's tables.
+        if scalar(self._conn, "SELECT to_regclass(%s)", (self._meta,)) is None:
             return 0
         row = self._conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
         return 0 if row is None else int(row[0])
@@ -158,8 +167,7 @@ class PostgresBase(SqlBase):
         """Whether the database (schema) holds kbsync's tables; creates nothing."""
         conn = connect(url, password, None)
         try:
-            where = "meta" if schema is None else f"{ident(schema)}.meta"
-            return scalar(conn, "SELECT to_regclass(%s)", (where,)) is not None
+            return scalar(conn, "SELECT to_regclass(%s)", (_meta_of(schema),)) is not None
         finally:
             conn.close()
 
