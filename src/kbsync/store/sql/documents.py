@@ -96,7 +96,7 @@ class DocumentTables(EmbeddingTables, DigestCounts, PlanWrites):
         if group is None or outbox:
             self._apply_documents(source, [doc], vectors, embedder, now, outbox)
             return
-        if not group.takes(source, embedder, now, doc):
+        if not group.takes(source, embedder, now, doc):  # an empty group takes none
             self._write_group()
             group = self._group = _Group(source, embedder, now)
         group.add(doc, vectors)
@@ -367,9 +367,6 @@ class _Group:
     def takes(self, source: str, embedder: str, now: str, doc: DocumentPlan) -> bool:
         """Whether ``doc`` can be written with this group (the same source, embedder and
         time, and no key another of its documents writes or frees)."""
-        if not self.docs:
-            self.source, self.embedder, self.now = source, embedder, now
-            return True
         return ((source, embedder, now) == (self.source, self.embedder, self.now)
                 and doc.key not in self.names
                 and (doc.previous_key is None or doc.previous_key not in self.names))
