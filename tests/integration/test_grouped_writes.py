@@ -19,6 +19,7 @@ from kbsync.core.identity import embedding_text_key
 from kbsync.core.plan import Action, ChunkDraft, DocumentPlan, DocumentVersion, plan
 from kbsync.model import SourceStat
 from kbsync.store.postgres import PostgresStore
+from kbsync.store.postgres.dialect import PostgresDialect
 from tests.conftest import Backend
 from tests.integration.test_workers import dump
 
@@ -153,3 +154,27 @@ def test_a_batch_that_fails_writes_none_of_its_group(pg: Backend, tmp_path: Path
         assert len(dump(store)["documents"]) == 3
     finally:
         store.close()
+
+
+def test_a_batch_of_ten_times_the_documents_sends_the_same_statements(
+        pg: Backend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sent: list[str] = []
+    real = PostgresDialect.send
+
+    def counted(self: PostgresDialect, sql: str, args: Sequence[Any] = ()) -> None:
+        sent.append(sql)
+        real(self, sql, args)
+
+    def statements(documents: int) -> int:
+        store = pg.open(tmp_path)
+        assert isinstance(store, PostgresStore)
+        try:
+            docs = _plan(store, [_version(i) for i in range(documents)])
+            sent.clear()
+            _apply(store, docs, grouped=True)
+            return len(sent)
+        finally:
+            store.close()
+
+    monkeypatch.setattr(PostgresDialect, "send", counted)
+    assert statements(40) == statements(4)
