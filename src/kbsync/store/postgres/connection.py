@@ -227,8 +227,9 @@ class PostgresBase(SqlBase):
     def batch(self) -> Iterator[None]:
         # Pipelined, as a worker's claimed batch is: the statements of a batch's documents
         # go to the server together, and the batch waits for it when it reads, not once
-        # per document.
-        with self._dialect.pipeline(), self._transaction():
+        # per document. Its documents are written together at its end, each kind of
+        # write one statement for the lot rather than one per document.
+        with self._dialect.pipeline(), self._transaction(), self._grouping():
             yield
 
     @contextmanager

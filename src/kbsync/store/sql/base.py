@@ -8,7 +8,7 @@ its full text and text storage), through the hooks below.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 from kbsync.core.plan import DocumentVersion
@@ -62,6 +62,12 @@ class SqlBase:
     def batch(self) -> Iterator[None]:
         with self._transaction():
             yield
+
+    def _grouping(self) -> AbstractContextManager[Any]:
+        """A scope whose documents' applies may wait to be written together at its end (a
+        batch's, on a backend that binds sets of rows; see
+        :meth:`~kbsync.store.sql.documents.DocumentTables.apply`)."""
+        return nullcontext()
 
     @contextmanager
     def _applying(self) -> Iterator[None]:

@@ -12,6 +12,8 @@ generation) unless the backend keeps them otherwise.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from kbsync.core.identity import embedding_text_key
@@ -85,11 +87,45 @@ class DocumentTables(EmbeddingTables, DigestCounts, PlanWrites):
     """The writes of :meth:`~kbsync.store.Manifest.apply` and the kept texts; each change of
     a document's current chunks noted for the digest counts (:mod:`~kbsync.store.sql.digests`)."""
 
+    _group: _Group | None = None  # the applies waiting for the end of a batch, in one
+
     def apply(self, source: str, doc: DocumentPlan,
               vectors: Mapping[str, npt.NDArray[np.float32]], embedder: str, now: str,
               outbox: Collection[str] = ()) -> None:
-        if doc.writes:
+        if not doc.writes:
+            return
+        group = self._group
+        if group is None or outbox:
             self._apply_documents(source, [doc], vectors, embedder, now, outbox)
+            return
+        if not group.takes(source, embedder, now, doc):  # an empty group takes none
+            self._write_group()
+            group = self._group = _Group(source, embedder, now)
+        group.add(doc, vectors)
+
+    @contextmanager
+    def _grouping(self) -> Iterator[None]:
+        """Inside a batch: the documents applied wait, and are written at its end as one
+        group (a statement per kind of write for the lot, not one per document), in the
+        batch's transaction. Nothing reads the store between a batch's applies, and a
+        failure fails the whole batch either way."""
+        if self._group is not None:  # a batch inside a batch: the outer one writes
+            yield
+            return
+        self._group = _Group("", "", "")
+        try:
+            yield
+            self._write_group()
+        finally:
+            self._group = None
+
+    def _write_group(self) -> None:
+        """Write the applies that wait, and start an empty group."""
+        group = self._group
+        if group is not None and group.docs:
+            self._group = _Group("", "", "")
+            self._apply_documents(group.source, group.docs, group.vectors, group.embedder,
+                                  group.now)
 
     def _apply_documents(self, source: str, docs: Sequence[DocumentPlan],
                          vectors: Mapping[str, npt.NDArray[np.float32]], embedder: str,
@@ -320,6 +356,33 @@ class DocumentTables(EmbeddingTables, DigestCounts, PlanWrites):
         if row is not None:
             yield row[0]
 
+
+
+@dataclass
+class _Group:
+    """Documents of one source applied in a batch and not yet written, with their new
+    vectors: a group is written at once when no two of them name the same document."""
+
+    source: str
+    embedder: str
+    now: str
+    docs: list[DocumentPlan] = field(default_factory=list)
+    vectors: dict[str, npt.NDArray[np.float32]] = field(default_factory=dict)
+    names: set[str] = field(default_factory=set)  # the keys its documents write or free
+
+    def takes(self, source: str, embedder: str, now: str, doc: DocumentPlan) -> bool:
+        """Whether ``doc`` can be written with this group (the same source, embedder and
+        time, and no key another of its documents writes or frees)."""
+        return ((source, embedder, now) == (self.source, self.embedder, self.now)
+                and doc.key not in self.names
+                and (doc.previous_key is None or doc.previous_key not in self.names))
+
+    def add(self, doc: DocumentPlan, vectors: Mapping[str, npt.NDArray[np.float32]]) -> None:
+        self.docs.append(doc)
+        self.vectors.update(vectors)
+        self.names.add(doc.key)
+        if doc.previous_key is not None:
+            self.names.add(doc.previous_key)
 
 
 def _versions(docs: Sequence[DocumentPlan]) -> list[tuple[str, DocumentVersion]]:
