@@ -136,6 +136,19 @@ def test_the_diff_of_a_deleted_document_names_the_sync_that_deleted_it(home: Pat
             kb.diff("never-there.md")
 
 
+def test_the_diff_of_a_moved_document_by_its_old_key_names_its_new_key(home: Path) -> None:
+    page = sorted((home / "docs").iterdir())[0]
+    with KnowledgeBase.create(home, sources=["docs"]) as kb:
+        kb.sync()
+        (home / "docs" / "sub").mkdir()
+        page.rename(home / "docs" / "sub" / page.name)
+        assert kb.sync().sources[0].documents["moved"] == 1
+        with pytest.raises(KbsyncError, match=rf"{re.escape(page.name)}: moved to "
+                                              rf"'sub/{re.escape(page.name)}' by sync #2 "):
+            kb.diff(page.name)
+        assert kb.diff(f"sub/{page.name}").text
+
+
 def test_a_key_given_with_the_source_folder_in_front_is_answered_with_the_key_inside_it(
     home: Path,
 ) -> None:

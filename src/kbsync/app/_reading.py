@@ -144,9 +144,25 @@ class Reading(Parts):
             if last and last[0].action == "deleted":
                 raise KbsyncError(f"{key}: deleted by sync #{last[0].run} (finished "
                                   f"{last[0].finished}); its text is no longer stored")
+            moved = self._moved_to(key, source)
+            if moved is not None:
+                run, new = moved
+                raise KbsyncError(f"{key}: moved to {new!r} by sync #{run.id} (finished "
+                                  f"{run.finished}); its text is stored under that key")
             raise KbsyncError(f"{key}: no such document in the knowledge base"
                               f"{self._key_hint(key, source)}")
         return doc
+
+    def _moved_to(self, key: str, source: str | None) -> tuple[RunRecord, str] | None:
+        """The latest run of the recorded ones that moved the document ``key`` away, and
+        the key it moved to."""
+        for record in self.store.runs(HISTORY_RUNS):
+            for s in SyncResult.from_dict(record.report).sources:
+                if source is None or s.source == source:
+                    for change in s.changes:
+                        if change.moved_from == key:
+                            return record, change.key
+        return None
 
     def _key_hint(self, key: str, source: str | None) -> str:
         """A hint when ``key`` is a path that names the source's folder too (``docs/a.md``
