@@ -98,8 +98,9 @@ class Reading(Parts):
             if self._reranker is None:  # made once, by the first search that reranks
                 self._reranker = make_reranker(self.config)
             reranker = self._reranker
+        search = self.config.search
         return Searcher(self.store, self.vector_index, self.embedder, reranker,
-                        self.config.search.rerank_candidates)
+                        search.rerank_candidates, search.fusion, search.vector_weight)
 
     def documents(self, *, after: DocumentRef | None = None,
                   limit: int | None = None) -> tuple[DocumentRef, ...]:
