@@ -55,7 +55,7 @@ class Reading(Parts):
             query: what to look for, in words.
             k: how many results.
             mode: ``"vector"`` (embedding similarity), ``"text"`` (full text) or
-                ``"hybrid"`` (both, fused by reciprocal rank); by default the
+                ``"hybrid"`` (both, fused by ``[search] fusion``); by default the
                 configuration's (:attr:`~kbsync.engine.Config.default_search_mode`).
             context_tokens: return each hit with its neighbouring chunks of the same
                 section, up to this many tokens, in ``Hit.context`` (default: the
