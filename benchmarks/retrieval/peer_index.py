@@ -11,8 +11,8 @@ what makes a comparison fair is that only the chunks differ:
   column holding the document's title when one is given, as kbsync's store does), ranked
   by ``bm25``, the query normalized and reduced to its words as kbsync reduces it
   (:func:`kbsync.store.rows.query_terms`), OR-ed;
-* hybrid: the vector and text top ``max(4k, 20)`` fused by their scores, each over its
-  list's best, with equal weights (kbsync's default ``[search] fusion = "scores"``);
+* hybrid: the vector and text top ``max(4k, 20)`` fused by their scores, each scaled
+  between its list's last candidate (0) and best (1), with equal weights (kbsync's default ``[search] fusion = "scores"``);
 * context windows: each hit grown over its neighbours in the same document, after then
   before, up to a token budget (:func:`kbsync.store.rows.window_span`, the function
   kbsync's store uses), a hit inside a window already returned merged into it and no
@@ -159,8 +159,9 @@ class PeerIndex:
         fused: dict[int, float] = {}
         for scored in (self.vector_scored(query, pool), self.text_scored(query, pool)):
             best = max((score for _, score in scored), default=0.0)
+            low = min((score for _, score in scored), default=0.0)
             for i, score in scored:
-                share = max(score, 0.0) / best if best > 0 else 0.0
+                share = (score - low) / (best - low) if best > low else 1.0
                 fused[i] = fused.get(i, 0.0) + 0.5 * share
         return sorted(fused, key=lambda i: -fused[i])[:k]
 

@@ -49,8 +49,8 @@ SearchMode = Literal["vector", "text", "hybrid"]
 SEARCH_MODES: tuple[str, ...] = get_args(SearchMode)
 
 Fusion = Literal["scores", "ranks"]
-"""How hybrid search fuses its rankings: by each hit's score over its list's best, or by
-reciprocal rank (:func:`kbsync.app.fusion.fuse`)."""
+"""How hybrid search fuses its rankings: by each hit's score scaled between its list's last
+candidate and best, or by reciprocal rank (:func:`kbsync.app.fusion.fuse`)."""
 FUSIONS: tuple[str, ...] = get_args(Fusion)
 
 

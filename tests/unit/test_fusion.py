@@ -63,9 +63,9 @@ def test_ranks_count_from_one() -> None:
 
 def _lists(scale: float = 1.0) -> tuple[list[Hit], list[Hit]]:
     """b is the nearest vector by a hair and barely matches in words; a holds the words."""
-    vector = vector_relevance([_hit("b", 0.61), _hit("a", 0.60)])
+    vector = vector_relevance([_hit("b", 0.61), _hit("a", 0.60), _hit("d", 0.2)])
     text = text_relevance([_hit("c", 10.0 * scale), _hit("a", 9.5 * scale),
-                           _hit("b", 1.0 * scale)])
+                           _hit("b", 1.0 * scale), _hit("e", 0.5 * scale)])
     return vector, text
 
 
@@ -74,13 +74,23 @@ def test_scores_fusion_ranks_a_hit_by_how_far_it_leads_not_by_its_place() -> Non
     assert [h.key for h in fuse([vector, text], 3, "ranks")] == ["b", "a", "c"]
     fused = fuse([vector, text], 3)
     assert [h.key for h in fused] == ["a", "b", "c"]
-    # each list's score over its best, summed with equal weights
-    assert fused[0].score == pytest.approx(0.60 / 0.61 + 9.5 / 10.0)
+    # each list's score scaled between its lowest and its best, summed with equal weights
+    assert fused[0].score == pytest.approx((0.60 - 0.2) / (0.61 - 0.2) + 9.0 / 9.5)
+
+
+def test_scores_fusion_tells_apart_the_hits_of_a_flat_list() -> None:
+    """BM25 scores all chunks holding a question's one rare word about alike: the text
+    list must still order them, not hand the choice to the vectors alone."""
+    vector = vector_relevance([_hit("x", 0.40), _hit("a", 0.36), _hit("b", 0.20)])
+    text = text_relevance([_hit("a", 4.73), _hit("x", 4.46), _hit("b", 4.45)])
+    assert [h.key for h in fuse([vector, text], 3)][0] == "a"
 
 
 def test_scores_fusion_does_not_depend_on_either_lists_scale() -> None:
     """BM25 (SQLite) and ts_rank (PostgreSQL) differ in scale by orders of magnitude."""
     orders = {tuple(h.key for h in fuse(_lists(scale), 3)) for scale in (0.001, 1.0, 1000.0)}
+    shifted = [replace(h, score=h.score + 50.0) for h in _lists()[1]]
+    orders.add(tuple(h.key for h in fuse([_lists()[0], shifted], 3)))
     assert orders == {("a", "b", "c")}
 
 

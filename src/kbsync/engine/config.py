@@ -125,7 +125,8 @@ class SearchSettings:
     """How many hits of the first ranking the cross-encoder reads."""
     fusion: Fusion = "scores"
     """How hybrid search fuses the vector and the text ranking: ``"scores"`` (each hit's
-    score over its list's best, weighted) or ``"ranks"`` (reciprocal rank fusion)."""
+    score scaled between its list's last candidate
+    and best, weighted) or ``"ranks"`` (reciprocal rank fusion)."""
     vector_weight: Annotated[float, Meta(ge=0, le=1)] = 0.5
     """The vector ranking's weight in hybrid search; the text ranking weighs the rest."""
 
