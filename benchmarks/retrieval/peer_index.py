@@ -12,7 +12,8 @@ what makes a comparison fair is that only the chunks differ:
   by ``bm25``, the query normalized and reduced to its words as kbsync reduces it
   (:func:`kbsync.store.rows.query_terms`), OR-ed;
 * hybrid: the vector and text top ``max(4k, 20)`` fused by their scores, each scaled
-  between its list's last candidate (0) and best (1), with equal weights (kbsync's default ``[search] fusion = "scores"``);
+  between its list's last candidate (0) and best (1), with equal weights (kbsync's
+  default ``[search] fusion = "scores"``);
 * context windows: each hit grown over its neighbours in the same document, after then
   before, up to a token budget (:func:`kbsync.store.rows.window_span`, the function
   kbsync's store uses), a hit inside a window already returned merged into it and no

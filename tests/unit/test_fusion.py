@@ -83,7 +83,7 @@ def test_scores_fusion_tells_apart_the_hits_of_a_flat_list() -> None:
     list must still order them, not hand the choice to the vectors alone."""
     vector = vector_relevance([_hit("x", 0.40), _hit("a", 0.36), _hit("b", 0.20)])
     text = text_relevance([_hit("a", 4.73), _hit("x", 4.46), _hit("b", 4.45)])
-    assert [h.key for h in fuse([vector, text], 3)][0] == "a"
+    assert fuse([vector, text], 3)[0].key == "a"
 
 
 def test_scores_fusion_does_not_depend_on_either_lists_scale() -> None:

@@ -46,7 +46,6 @@ RRF_K = 60
 """The rank offset of reciprocal rank fusion (the usual constant of Cormack et al.)."""
 
 
-
 def fuse(lists: Sequence[Sequence[Hit]], k: int, fusion: Fusion = "scores",
          weights: Sequence[float] | None = None) -> list[Hit]:
     """The ``k`` best hits of ``lists`` (each best first, with its raw score and its
@@ -54,10 +53,11 @@ def fuse(lists: Sequence[Sequence[Hit]], k: int, fusion: Fusion = "scores",
 
     ``"scores"``: a hit's fused score is the weighted sum, over the lists, of its score
     scaled between the list's lowest (0) and best (1), 1 when they are equal (0 in a
-    list that does not hold it). ``"ranks"``: reciprocal rank fusion, the weighted sum of 1 / (60 + rank).
-    Each hit's ``score`` is its fused score, its ``relevance`` the weighted mean of its
-    relevance in each list (0 in a list that does not hold it), at most that of the hit
-    before it. Ties keep the order of first appearance, the first list's first.
+    list that does not hold it). ``"ranks"``: reciprocal rank fusion, the weighted sum
+    of 1 / (60 + rank). Each hit's ``score`` is its fused score, its ``relevance`` the
+    weighted mean of its relevance in each list (0 in a list that does not hold it), at
+    most that of the hit before it. Ties keep the order of first appearance, the first
+    list's first.
 
     Chunks only, not their documents: adding each document's fused score to its
     chunks' (so evidence spread over a page counts) lowered recall@5 of hybrid
