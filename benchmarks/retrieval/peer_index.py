@@ -11,7 +11,9 @@ what makes a comparison fair is that only the chunks differ:
   column holding the document's title when one is given, as kbsync's store does), ranked
   by ``bm25``, the query normalized and reduced to its words as kbsync reduces it
   (:func:`kbsync.store.rows.query_terms`), OR-ed;
-* hybrid: reciprocal rank fusion (k = 60) of the vector and text top ``max(4k, 20)``;
+* hybrid: the vector and text top ``max(4k, 20)`` fused by their scores, each scaled
+  between its list's last candidate (0) and best (1), with equal weights (kbsync's
+  default ``[search] fusion = "scores"``);
 * context windows: each hit grown over its neighbours in the same document, after then
   before, up to a token budget (:func:`kbsync.store.rows.window_span`, the function
   kbsync's store uses), a hit inside a window already returned merged into it and no
@@ -39,7 +41,6 @@ from kbsync.store.rows import query_terms, window_span
 __all__ = ["EMBED_BATCH", "CachingEmbedder", "K", "PeerIndex", "embed_texts", "tokens"]
 
 K = 10
-RRF_K = 60
 EMBED_BATCH = 64  # what a sync hands the embedder per call (kbsync.sync.EMBED_BATCH)
 FTS_WEIGHTS = "1.0, 2.0"  # text, heading: as kbsync's SQLite store weighs them
 
@@ -133,26 +134,36 @@ class PeerIndex:
                              for i, c in enumerate(self.chunks)))
 
     def vector(self, query: str, k: int) -> list[int]:
+        return [i for i, _ in self.vector_scored(query, k)]
+
+    def vector_scored(self, query: str, k: int) -> list[tuple[int, float]]:
         scores = self.matrix @ self.embedder.embed([normalize(query).text])[0]
         # As kbsync's search: a chunk of no likeness to the query (cosine <= 0) is no hit.
-        return [int(i) for i in np.argsort(-scores, kind="stable")[:k] if scores[i] > 0]
+        return [(int(i), float(scores[i])) for i in np.argsort(-scores, kind="stable")[:k]
+                if scores[i] > 0]
 
     def text(self, query: str, k: int) -> list[int]:
+        return [i for i, _ in self.text_scored(query, k)]
+
+    def text_scored(self, query: str, k: int) -> list[tuple[int, float]]:
         terms = query_terms(normalize(query).text)
         if not terms:
             return []
         match = " OR ".join(f'"{t}"' for t in terms)
-        rows = self.db.execute(f"SELECT rowid FROM fts WHERE fts MATCH ? "
-                               f"ORDER BY bm25(fts, {FTS_WEIGHTS}) LIMIT ?",
+        rows = self.db.execute(f"SELECT rowid, bm25(fts, {FTS_WEIGHTS}) AS rank FROM fts "
+                               "WHERE fts MATCH ? ORDER BY rank LIMIT ?",
                                (match, k)).fetchall()
-        return [int(r[0]) for r in rows]
+        return [(int(r[0]), -float(r[1])) for r in rows]  # bm25() is lower-is-better
 
     def hybrid(self, query: str, k: int) -> list[int]:
         pool = max(4 * k, 20)
         fused: dict[int, float] = {}
-        for ranked in (self.vector(query, pool), self.text(query, pool)):
-            for rank, i in enumerate(ranked):
-                fused[i] = fused.get(i, 0.0) + 1.0 / (RRF_K + rank + 1)
+        for scored in (self.vector_scored(query, pool), self.text_scored(query, pool)):
+            best = max((score for _, score in scored), default=0.0)
+            low = min((score for _, score in scored), default=0.0)
+            for i, score in scored:
+                share = (score - low) / (best - low) if best > low else 1.0
+                fused[i] = fused.get(i, 0.0) + 0.5 * share
         return sorted(fused, key=lambda i: -fused[i])[:k]
 
     def ranked(self, query: str, k: int, mode: str) -> list[int]:

@@ -53,6 +53,8 @@ the model package and the peers (``benchmarks/requirements.txt``)::
     python benchmarks/retrieval/strategies.py --embedder hashing --quick   # offline smoke run
     python benchmarks/retrieval/strategies.py --kbsync sentences:min_tokens=64,max_tokens=256
     python benchmarks/retrieval/strategies.py --json           # the figures as JSON
+    python benchmarks/retrieval/strategies.py --half held      # the questions of the 25
+                                                               # articles held out from tuning
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ import argparse
 import gzip
 import importlib.util
 import json
+import random
 import statistics
 import sys
 import tempfile
@@ -97,7 +100,8 @@ from kbsync.extract.text import first_line_title  # noqa: E402
 from kbsync.sync import Chunker  # noqa: E402
 from replay import changed_spans  # noqa: E402
 
-__all__ = ["ChunkBook", "OffsetMap", "first_relevant", "main", "overlaps", "scores_of"]
+__all__ = ["ChunkBook", "OffsetMap", "first_relevant", "half_of", "main", "overlaps",
+           "scores_of"]
 
 ROOT = HERE.parent.parent
 CORPORA = ROOT.parent / "shared" / "corpora"
@@ -342,6 +346,17 @@ class OffsetMap:
             return 0
         inside = offset - int(self.canon_starts[j])
         return int(self.raw_starts[j]) + min(inside, int(self.raw_ends[j] - self.raw_starts[j]))
+
+
+HALVES_SEED = 36
+
+
+def half_of(docs: Sequence[Document], half: str) -> set[str]:
+    """The ids of one half of the articles, ``"tune"`` or ``"held"``: their ids sorted and
+    shuffled by ``random.Random(36)``, the first half to tune on, the rest held out."""
+    ids = sorted(d.id for d in docs)
+    random.Random(HALVES_SEED).shuffle(ids)
+    return set(ids[:len(ids) // 2] if half == "tune" else ids[len(ids) // 2:])
 
 
 def load_qa(path: Path, documents: int | None) -> tuple[list[Document], list[Question]]:
@@ -717,6 +732,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-recall", action="store_true", help="churn only")
     parser.add_argument("--no-churn", action="store_true", help="recall only")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--half", choices=("tune", "held"),
+                        help="ask only the questions of one half of the articles (every "
+                             "article is still indexed): the half ranking changes are tuned "
+                             "on, or the half held out from tuning")
     args = parser.parse_args(argv)
 
     qa_path = CORPORA / QA_FILE
@@ -730,6 +749,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     docs, questions = load_qa(qa_path, QUICK_DOCUMENTS if args.quick else None)
     if args.quick:
         questions = questions[:QUICK_QUESTIONS]
+    if args.half:
+        wanted = half_of(docs, args.half)
+        questions = [q for q in questions if q.doc in wanted]
     histories = (QUICK_HISTORY,) if args.quick else HISTORIES
 
     kbsync: list[KbsyncSetup] = []

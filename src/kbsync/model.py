@@ -13,6 +13,7 @@ if TYPE_CHECKING:  # the values of this module need no NumPy: a command that sta
 
 __all__ = [
     "ANY_NORM",
+    "FUSIONS",
     "NORM_TOLERANCE",
     "RACY_WINDOW_NS",
     "SEARCH_MODES",
@@ -25,6 +26,7 @@ __all__ = [
     "ChunkingDiagnostics",
     "ChunkingResult",
     "FieldChange",
+    "Fusion",
     "ItemError",
     "KnownItem",
     "Listing",
@@ -45,6 +47,11 @@ __all__ = [
 SearchMode = Literal["vector", "text", "hybrid"]
 """How a search ranks: embeddings, full text, or both fused."""
 SEARCH_MODES: tuple[str, ...] = get_args(SearchMode)
+
+Fusion = Literal["scores", "ranks"]
+"""How hybrid search fuses its rankings: by each hit's score scaled between its list's last
+candidate and best, or by reciprocal rank (:func:`kbsync.app.fusion.fuse`)."""
+FUSIONS: tuple[str, ...] = get_args(Fusion)
 
 
 class Boundary(StrEnum):

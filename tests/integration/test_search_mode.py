@@ -92,3 +92,30 @@ def test_the_search_command_uses_the_default_mode_and_takes_another(folder: Path
                                            context_tokens=0)]
     assert keys() == text
     assert keys("--mode", "hybrid") == hybrid
+
+
+def test_the_search_table_s_fusion_picks_how_hybrid_search_ranks(folder: Path) -> None:
+    query = "what runs a failed task again"
+    with KnowledgeBase.open(folder) as kb:
+        by_scores = kb.search(query, k=3, mode="hybrid")
+    # The best hit leads at least one list: its share of that list's weight is whole.
+    assert by_scores[0].score >= 0.5
+    _set_search(folder, 'fusion = "ranks"')
+    with KnowledgeBase.open(folder) as kb:
+        by_ranks = kb.search(query, k=3, mode="hybrid")
+    assert by_ranks[0].score <= 2 / 61  # first in both lists of reciprocal rank fusion
+    _set_search(folder, 'vector_weight = 0.0')
+    with KnowledgeBase.open(folder) as kb:
+        assert [h.key for h in kb.search(query, k=1, mode="hybrid")] == [
+            h.key for h in kb.search(query, k=1, mode="text")]
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ('fusion = "rrf"', r'\[search\] fusion: expected one of "scores", "ranks", got "rrf"'),
+    ("vector_weight = 1.5", r"\[search\] vector_weight: .*<= 1"),
+])
+def test_a_wrong_fusion_setting_is_refused_naming_the_file(folder: Path, line: str,
+                                                           message: str) -> None:
+    _set_search(folder, line)
+    with pytest.raises(ConfigError, match=r"kbsync\.toml: " + message):
+        load_config(folder)

@@ -6,7 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from kbsync.app.fusion import fuse, ranked, text_relevance, vector_relevance
+from kbsync.app.fusion import RRF_K, fuse, ranked, text_relevance, vector_relevance
+from kbsync.errors import ParameterError
 from kbsync.store import Hit
 
 
@@ -18,14 +19,14 @@ def test_hybrid_relevance_is_the_mean_of_each_lists_relevance() -> None:
     vector = vector_relevance([_hit("a", 0.9), _hit("b", 0.8)])
     text = text_relevance([_hit("a", 12.0), _hit("c", 3.0)])
     fused = fuse([vector, text], 3)
-    assert [h.key for h in fused] == ["a", "b", "c"]  # the order is reciprocal rank fusion's
+    assert [h.key for h in fused] == ["a", "b", "c"]  # a leads both lists
     assert [h.relevance for h in fused] == pytest.approx([(0.9 + 1.0) / 2, 0.8 / 2, 0.25 / 2])
 
 
 def test_hybrid_relevance_never_rises_down_the_ranking() -> None:
     vector = vector_relevance([_hit("a", 0.1), _hit("b", 0.9)])
     text = text_relevance([_hit("a", 1.0), _hit("b", 0.5)])
-    fused = fuse([vector, text], 2)
+    fused = fuse([vector, text], 2, "ranks")  # a's ranks, b's scores
     assert [h.key for h in fused] == ["a", "b"]
     assert [h.relevance for h in fused] == pytest.approx([0.55, 0.55])  # b's 0.7, capped
 
@@ -58,3 +59,64 @@ def test_text_relevance_is_bm25_over_the_best_hit() -> None:
 
 def test_ranks_count_from_one() -> None:
     assert [h.rank for h in ranked([_hit("a", 1.0), _hit("b", 0.5)])] == [1, 2]
+
+
+def _lists(scale: float = 1.0) -> tuple[list[Hit], list[Hit]]:
+    """b is the nearest vector by a hair and barely matches in words; a holds the words."""
+    vector = vector_relevance([_hit("b", 0.61), _hit("a", 0.60), _hit("d", 0.2)])
+    text = text_relevance([_hit("c", 10.0 * scale), _hit("a", 9.5 * scale),
+                           _hit("b", 1.0 * scale), _hit("e", 0.5 * scale)])
+    return vector, text
+
+
+def test_scores_fusion_ranks_a_hit_by_how_far_it_leads_not_by_its_place() -> None:
+    vector, text = _lists()
+    assert [h.key for h in fuse([vector, text], 3, "ranks")] == ["b", "a", "c"]
+    fused = fuse([vector, text], 3)
+    assert [h.key for h in fused] == ["a", "b", "c"]
+    # each list's score scaled between its lowest and its best, summed with equal weights
+    assert fused[0].score == pytest.approx((0.60 - 0.2) / (0.61 - 0.2) + 9.0 / 9.5)
+
+
+def test_scores_fusion_tells_apart_the_hits_of_a_flat_list() -> None:
+    """BM25 scores all chunks holding a question's one rare word about alike: the text
+    list must still order them, not hand the choice to the vectors alone."""
+    vector = vector_relevance([_hit("x", 0.40), _hit("a", 0.36), _hit("b", 0.20)])
+    text = text_relevance([_hit("a", 4.73), _hit("x", 4.46), _hit("b", 4.45)])
+    assert fuse([vector, text], 3)[0].key == "a"
+
+
+def test_scores_fusion_does_not_depend_on_either_lists_scale() -> None:
+    """BM25 (SQLite) and ts_rank (PostgreSQL) differ in scale by orders of magnitude."""
+    orders = {tuple(h.key for h in fuse(_lists(scale), 3)) for scale in (0.001, 1.0, 1000.0)}
+    shifted = [replace(h, score=h.score + 50.0) for h in _lists()[1]]
+    orders.add(tuple(h.key for h in fuse([_lists()[0], shifted], 3)))
+    assert orders == {("a", "b", "c")}
+
+
+def test_the_weights_move_the_ranking_toward_a_list() -> None:
+    vector, text = _lists()
+    assert [h.key for h in fuse([vector, text], 3, weights=(1.0, 0.0))][:2] == ["b", "a"]
+    assert [h.key for h in fuse([vector, text], 3, weights=(0.0, 1.0))] == ["c", "a", "b"]
+    ranks = fuse([vector, text], 3, "ranks", weights=(2.0, 1.0))
+    assert ranks[0].score == pytest.approx(2.0 / (RRF_K + 1) + 1.0 / (RRF_K + 3))
+
+
+def test_relevance_is_the_mean_of_each_lists_relevance_weighted_as_the_lists() -> None:
+    vector = vector_relevance([_hit("a", 0.8)])
+    text = text_relevance([_hit("a", 4.0)])
+    assert fuse([vector, text], 1, weights=(3.0, 1.0))[0].relevance == pytest.approx(
+        0.75 * 0.8 + 0.25 * 1.0)
+
+
+@pytest.mark.parametrize(("fusion", "weights", "message"), [
+    ("votes", None, "unknown fusion 'votes'"),
+    ("scores", (1.0,), "not one non-negative weight per list"),
+    ("scores", (-1.0, 2.0), "not one non-negative weight per list"),
+    ("ranks", (0.0, 0.0), "not one non-negative weight per list"),
+])
+def test_an_unknown_fusion_or_wrong_weights_are_refused(
+        fusion: str, weights: tuple[float, ...] | None, message: str) -> None:
+    vector, text = _lists()
+    with pytest.raises(ParameterError, match=message):
+        fuse([vector, text], 3, fusion, weights)  # type: ignore[arg-type]

@@ -27,8 +27,9 @@ def hit_metadata(hit: Hit) -> dict[str, Any]:
     meta, PDF info, with their types), then where the hit is (source, key, title, heading,
     the chunk's offsets, index and identity, the chunk range of its context window), when
     the document last changed, its rank, and its relevance from 0 to 1 as ``score`` (and
-    ``relevance``) beside the ranking's raw value (``raw_score``: cosine, BM25 or
-    reciprocal rank fusion, about 0.03, which no score threshold can read). kbsync's
+    ``relevance``) beside the ranking's raw value (``raw_score``: cosine, BM25 or the
+    hybrid fusion's, up to 1 by scores or about 0.03 by reciprocal rank, neither of which
+    a score threshold can read). kbsync's
     keys win over document metadata of the same name."""
     return {**hit.metadata,
             "source": hit.source, "key": hit.key, "title": hit.title, "heading": hit.heading,

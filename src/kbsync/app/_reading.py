@@ -55,7 +55,7 @@ class Reading(Parts):
             query: what to look for, in words.
             k: how many results.
             mode: ``"vector"`` (embedding similarity), ``"text"`` (full text) or
-                ``"hybrid"`` (both, fused by reciprocal rank); by default the
+                ``"hybrid"`` (both, fused by ``[search] fusion``); by default the
                 configuration's (:attr:`~kbsync.engine.Config.default_search_mode`).
             context_tokens: return each hit with its neighbouring chunks of the same
                 section, up to this many tokens, in ``Hit.context`` (default: the
@@ -98,8 +98,9 @@ class Reading(Parts):
             if self._reranker is None:  # made once, by the first search that reranks
                 self._reranker = make_reranker(self.config)
             reranker = self._reranker
+        search = self.config.search
         return Searcher(self.store, self.vector_index, self.embedder, reranker,
-                        self.config.search.rerank_candidates)
+                        search.rerank_candidates, search.fusion, search.vector_weight)
 
     def documents(self, *, after: DocumentRef | None = None,
                   limit: int | None = None) -> tuple[DocumentRef, ...]:

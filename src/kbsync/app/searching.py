@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kbsync.app.fusion import fuse, ranked, reranked, text_relevance, vector_relevance
+from kbsync.app.fusion import Fusion, fuse, ranked, reranked, text_relevance, vector_relevance
 from kbsync.core.normalize import normalize
 from kbsync.embed import Embedder, QueryEmbedder, Reranker, norm_of
 from kbsync.errors import ParameterError
@@ -59,6 +59,10 @@ class Searcher:
     reranker: Reranker | None = None
     """Reorders the best ``rerank_candidates`` hits by reading each with the query."""
     rerank_candidates: int = 20
+    fusion: Fusion = "scores"
+    """How hybrid search fuses the vector and the text ranking (:func:`~kbsync.app.fusion.fuse`)."""
+    vector_weight: float = 0.5
+    """The vector ranking's weight in hybrid search, the text ranking's the rest."""
 
     def search(self, query: str, k: int, mode: SearchMode, context_tokens: int,
                vector: npt.NDArray[np.float32] | None = None,
@@ -133,7 +137,8 @@ class Searcher:
         pool = max(k * 4, 20)
         near = self.nearest(vector, pool, filters)
         return Nearest(fuse((vector_relevance(near.hits),
-                             text_relevance(self.store.search_text(query, pool, filters))), k),
+                             text_relevance(self.store.search_text(query, pool, filters))), k,
+                            self.fusion, (self.vector_weight, 1.0 - self.vector_weight)),
                        near.unsound)
 
     def query_vector(self, query: str) -> npt.NDArray[np.float32]:

@@ -13,7 +13,7 @@ from kbsync.core.costs import DEFAULT_CONFIRM_ABOVE_SECONDS, DEFAULT_CONFIRM_ABO
 from kbsync.core.plan import BOILERPLATE_SHARE
 from kbsync.embed.kinds import EmbedderConfig
 from kbsync.errors import ParameterError
-from kbsync.model import SearchMode
+from kbsync.model import Fusion, SearchMode
 from kbsync.sources.kinds import SourceConfig
 from kbsync.store.kinds import StoreConfig, StoreKind, store_kind
 from kbsync.sync import EMBEDDER_COUNTER, Chunker
@@ -123,6 +123,12 @@ class SearchSettings:
     Hugging Face cache."""
     rerank_candidates: Annotated[int, Meta(ge=1)] = 20
     """How many hits of the first ranking the cross-encoder reads."""
+    fusion: Fusion = "scores"
+    """How hybrid search fuses the vector and the text ranking: ``"scores"`` (each hit's
+    score scaled between its list's last candidate
+    and best, weighted) or ``"ranks"`` (reciprocal rank fusion)."""
+    vector_weight: Annotated[float, Meta(ge=0, le=1)] = 0.5
+    """The vector ranking's weight in hybrid search; the text ranking weighs the rest."""
 
     def __post_init__(self) -> None:
         if self.rerank and not self.rerank_model:

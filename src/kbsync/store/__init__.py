@@ -51,7 +51,7 @@ class Hit:
 
     ``context`` is what a reader gets: the chunk itself, or with context windows
     on, the chunk and its neighbours in the same section (``first``..``last``).
-    ``score`` is the ranking's raw value (cosine, BM25 or reciprocal rank fusion);
+    ``score`` is the ranking's raw value (cosine, BM25 or the hybrid fusion's);
     a search's results carry their 1-based ``rank`` and a ``relevance`` in [0, 1]
     (see :mod:`kbsync.app.fusion`).
     """
