@@ -40,7 +40,6 @@ from kbsync.core.plan import (
     DocumentVersion,
     Plan,
     StoredDocument,
-    Unchanged,
 )
 from kbsync.embed import Embedder
 from kbsync.errors import ConfigError
@@ -49,7 +48,7 @@ from kbsync.report import SyncResult
 from kbsync.sources import Revisiting, Source
 from kbsync.store import RecordStore
 from kbsync.sync.chunker import Chunker
-from kbsync.sync.context import Context, Decision, ReadJob
+from kbsync.sync.context import Context, Decision
 from kbsync.sync.embedding import count_reused, refuse_dimension_change
 from kbsync.sync.failures import FailureMemory
 from kbsync.sync.listing import list_source
@@ -59,8 +58,13 @@ from kbsync.sync.ray_pool import READ_PER_TASK, Applied, Pool, RayCluster, Recip
 from kbsync.sync.reading import Job, Read
 from kbsync.sync.removed import RemovedSource, forget_released, keep_removed, sources_to_sync
 from kbsync.sync.scratch import Scratch, Waiting
-from kbsync.sync.single import read_here, record_interrupted, sigterm_as_interrupt
-from kbsync.sync.steps import decide, delete_gone, finish_source, gate, plan_batch
+from kbsync.sync.single import (
+    kept,
+    observe_listed,
+    record_interrupted,
+    sigterm_as_interrupt,
+)
+from kbsync.sync.steps import decide, delete_gone, finish_source, plan_batch
 from kbsync.sync.tally import (
     REPORT_LIMIT,
     Clock,
@@ -180,31 +184,10 @@ def _observe(ctx: Context, pool: Pool, source: Source, scratch: Scratch, derive:
     A crawl keeps the pages it fetched while listing, in this process: a source that
     revisits (a website) is read here rather than fetched again elsewhere.
     """
-    verify = ctx.options.verify
-    total = scratch.listed_count() - count_unchanged(scratch, verify, out)
-
-    def done(read: Read) -> None:
-        out.merge(read.tally)
-        ctx.tally.update(read.shapes)
-        for seen in read.observations:
-            if not isinstance(seen, Unchanged):
-                scratch.keep(seen)
-
-    readers = None if isinstance(source, Revisiting) else _Readers(pool, source.name, done)
-    for n, (entry, old) in enumerate(scratch.listing(skip_unchanged=not verify), 1):
-        seen = gate(ctx, entry, old, derive, memory, out)
-        if isinstance(seen, ReadJob):
-            if readers is not None:
-                readers.read(seen.item, seen.old, seen.derivation)
-            else:
-                read_here(ctx, source, seen, scratch, out)
-        elif seen is not None and not isinstance(seen, Unchanged):
-            scratch.observe(seen, old)
-        if ctx.progress is not None:
-            ctx.progress("read", n, total)
-    if readers is not None:
-        readers.finish()
-    ctx.clock.lap("read")
+    total = scratch.listed_count() - count_unchanged(scratch, ctx.options.verify, out)
+    readers = None if isinstance(source, Revisiting) \
+        else _Readers(pool, source.name, kept(ctx, scratch, out))
+    observe_listed(ctx, source, scratch, derive, memory, out, total, readers)
 
 
 class _Readers:

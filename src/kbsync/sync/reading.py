@@ -25,6 +25,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
+from typing import Protocol
 
 from kbsync.core.chunking import ChunkShape
 from kbsync.core.plan import StoredDocument, Unchanged
@@ -37,7 +38,7 @@ from kbsync.sync.scratch import Packed, pack
 from kbsync.sync.steps import observe_batch
 from kbsync.sync.tally import SourceTally
 
-__all__ = ["POOL_MIN_DOCUMENTS", "Job", "Read", "Readers", "read_jobs",
+__all__ = ["POOL_MIN_DOCUMENTS", "DocumentReader", "Job", "Read", "Readers", "read_jobs",
            "read_workers"]
 
 POOL_MIN_DOCUMENTS = 64
@@ -63,6 +64,19 @@ class Read:
     observations: list[Unchanged | Packed]
     tally: SourceTally
     shapes: Counter[ChunkShape]
+
+
+class DocumentReader(Protocol):
+    """Where a driver sends the documents the stat gate lets through to be read outside its
+    own process: a pool of processes (:class:`Readers`), Ray's tasks."""
+
+    def read(self, item: SourceItem, old: StoredDocument | None, derivation: str) -> None:
+        """Read ``item`` (made with ``derivation``; ``old`` is its stored version)."""
+        ...
+
+    def finish(self) -> None:
+        """Wait until every document given is read and handed on."""
+        ...
 
 
 class Readers:

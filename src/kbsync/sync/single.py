@@ -12,7 +12,7 @@ import contextlib
 import os
 import signal
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from kbsync.core.plan import Unchanged
 from kbsync.embed import Embedder
@@ -28,7 +28,13 @@ from kbsync.sync.failures import FailureMemory
 from kbsync.sync.listing import list_source
 from kbsync.sync.observe import Derive, ExtractorFor, count_unchanged, deriver
 from kbsync.sync.options import SyncOptions
-from kbsync.sync.reading import POOL_MIN_DOCUMENTS, Read, Readers, read_workers
+from kbsync.sync.reading import (
+    POOL_MIN_DOCUMENTS,
+    DocumentReader,
+    Read,
+    Readers,
+    read_workers,
+)
 from kbsync.sync.removed import RemovedSource, forget_released, keep_removed, sources_to_sync
 from kbsync.sync.scratch import Scratch, Waiting
 from kbsync.sync.steps import (
@@ -42,7 +48,8 @@ from kbsync.sync.steps import (
 from kbsync.sync.tally import Clock, Counted, Progress, SourceTally, SyncReport, utc_now
 from kbsync.sync.vector_index import EmbeddedIndex, VectorIndex
 
-__all__ = ["read_here", "record_interrupted", "sigterm_as_interrupt", "sync_sources"]
+__all__ = ["kept", "observe_listed", "record_interrupted", "sigterm_as_interrupt",
+           "sync_sources"]
 
 
 def sync_sources(
@@ -193,8 +200,8 @@ def _sync_source_steps(run: Context, source: Source, allow_mass_delete: bool,
 
 def _observe_source(run: Context, source: Source, scratch: Scratch, derive: Derive,
                     memory: FailureMemory, out: SourceTally) -> None:
-    """Gate every listed document (:func:`~kbsync.sync.steps.gate`); keep in ``scratch``
-    what each one came to, unless unchanged.
+    """Gate every listed document; keep in ``scratch`` what each one came to, unless
+    unchanged (:func:`observe_listed`).
 
     What the stat gate passes with nothing to refresh is only counted, in one query.
     Documents to read go to a pool of reading processes when there are enough of them
@@ -204,34 +211,49 @@ def _observe_source(run: Context, source: Source, scratch: Scratch, derive: Deri
     total = scratch.listed_count() - count_unchanged(scratch, run.options.verify, out)
     workers = read_workers(run.options.read_workers)
     pooled = workers > 1 and total >= POOL_MIN_DOCUMENTS and _can_fork()
+    with (Readers(workers, source, run.extractor_for, run.chunker, kept(run, scratch, out))
+          if pooled else contextlib.nullcontext()) as readers:
+        observe_listed(run, source, scratch, derive, memory, out, total, readers)
 
-    def done(read: Read) -> None:
+
+def observe_listed(run: Context, source: Source, scratch: Scratch, derive: Derive,
+                   memory: FailureMemory, out: SourceTally, total: int,
+                   readers: DocumentReader | None) -> None:
+    """Gate each listed document of ``scratch`` (:func:`~kbsync.sync.steps.gate`, ``total``
+    of them to tell progress of) and keep what it comes to; the documents to read go to
+    ``readers`` (finished at the end), else are read here."""
+    for n, (entry, old) in enumerate(scratch.listing(skip_unchanged=not run.options.verify),
+                                     1):
+        seen = gate(run, entry, old, derive, memory, out)
+        if isinstance(seen, ReadJob):
+            if readers is not None:
+                readers.read(seen.item, seen.old, seen.derivation)
+            else:
+                _read_here(run, source, seen, scratch, out)
+        elif seen is not None and not isinstance(seen, Unchanged):
+            scratch.observe(seen, old)
+        if run.progress is not None:
+            run.progress("read", n, total)
+    if readers is not None:
+        readers.finish()
+    run.clock.lap("read")
+
+
+def kept(run: Context, scratch: Scratch, out: SourceTally) -> Callable[[Read], None]:
+    """What to do with the documents read elsewhere: their tallies counted, what each came
+    to kept in ``scratch`` (unless unchanged)."""
+
+    def keep(read: Read) -> None:
         out.merge(read.tally)
         run.tally.update(read.shapes)
         for seen in read.observations:
             if not isinstance(seen, Unchanged):
                 scratch.keep(seen)
 
-    with (Readers(workers, source, run.extractor_for, run.chunker, done) if pooled
-          else contextlib.nullcontext()) as readers:
-        for n, (entry, old) in enumerate(scratch.listing(skip_unchanged=not run.options.verify),
-                                         1):
-            seen = gate(run, entry, old, derive, memory, out)
-            if isinstance(seen, ReadJob):
-                if readers is not None:
-                    readers.read(seen.item, seen.old, seen.derivation)
-                else:
-                    read_here(run, source, seen, scratch, out)
-            elif seen is not None and not isinstance(seen, Unchanged):
-                scratch.observe(seen, old)
-            if run.progress is not None:
-                run.progress("read", n, total)
-        if readers is not None:
-            readers.finish()
-    run.clock.lap("read")
+    return keep
 
 
-def read_here(run: Context, source: Source, job: ReadJob, scratch: Scratch,
+def _read_here(run: Context, source: Source, job: ReadJob, scratch: Scratch,
                out: SourceTally) -> None:
     """Read one document in this process; what it comes to goes to ``scratch``."""
     done = observe_batch(source, [job], run.extractor_for, run.chunker)
