@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from kbsync import KnowledgeBase
 from kbsync.cli import app
 from kbsync.engine import add_source, init_config, load_config
-from kbsync.errors import ConfigError
+from kbsync.errors import ConfigError, ParameterError
 
 PAGES = {
     "retry.md": "# Retry\n\nA failed task runs again after a delay that grows each time.\n",
@@ -119,3 +119,13 @@ def test_a_wrong_fusion_setting_is_refused_naming_the_file(folder: Path, line: s
     _set_search(folder, line)
     with pytest.raises(ConfigError, match=r"kbsync\.toml: " + message):
         load_config(folder)
+
+
+def test_a_negative_context_is_refused_in_python_and_on_the_command_line(folder: Path) -> None:
+    with KnowledgeBase.open(folder) as kb, pytest.raises(ParameterError, match="context_tokens"):
+        kb.search("failed task", k=3, context_tokens=-1)
+    result = CliRunner().invoke(app, ["search", "failed task", "-c", str(folder),
+                                      "--context", "-5"])
+    assert result.exit_code != 0
+    assert "context_tokens" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1

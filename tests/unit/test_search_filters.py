@@ -158,3 +158,16 @@ def test_the_api_form_takes_operators_by_symbol_or_by_langchain_name() -> None:
             filters_from(bad)
     spec = {"date": {">=": ["2024-01-01"], "<": ["2025-01-01"]}, "lang": ["en", "de"]}
     assert filters_from(spec).to_dict() == spec
+
+
+def test_an_and_of_two_values_of_one_name_asks_for_both_not_either() -> None:
+    both = filters_from({"$and": [{"tags": "middleware"}, {"tags": "security"}]})
+    assert len(both.conditions) == 2
+    assert matches(both, "docs", "cors.md", {"tags": ["middleware", "security"]})
+    assert not matches(both, "docs", "gzip.md", {"tags": ["middleware"]})
+    either = filters_from({"tags": ["middleware", "security"]})  # alternatives, as before
+    assert matches(either, "docs", "gzip.md", {"tags": ["middleware"]})
+    assert filters_from(both.to_dict()) == both
+    mixed = filters_from({"n": {">": 1}, "$and": [{"n": {">": 2}}, {"n": {"!=": 5}},
+                                                   {"n": {"!=": 7}}]})
+    assert filters_from(mixed.to_dict()) == mixed

@@ -72,6 +72,9 @@ class Searcher:
         ranked: the results warn, once, of how many were left out."""
         if k < 1:
             raise ParameterError(f"k must be at least 1, not {k}")
+        if context_tokens < 0:  # as [search] context_tokens in kbsync.toml is refused
+            raise ParameterError(f"context_tokens must be 0 (the chunk alone) or more, not "
+                                 f"{context_tokens}")
         if mode not in SEARCH_MODES:
             raise ParameterError(f"unknown search mode {mode!r}: use vector, text or hybrid")
         final = k

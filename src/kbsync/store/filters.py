@@ -87,13 +87,23 @@ class Filters:
 
     def to_dict(self) -> dict[str, Any]:
         """The filters as :func:`filters_from` takes them: name -> the values of its
-        equality, or name -> {operator: values} where other operators compare it."""
+        equality, or name -> {operator: values} where other operators compare it; a
+        second condition of one name and operator (``$and`` of two tags) under ``$and``."""
         out: dict[str, Any] = {}
+        more: list[dict[str, Any]] = []
         for c in self.conditions:
             if any(o.name == c.name and o.op != "=" for o in self.conditions):
-                out.setdefault(c.name, {})[c.op] = list(c.values)
+                given = out.setdefault(c.name, {})
+                if c.op in given:
+                    more.append({c.name: {c.op: list(c.values)}})
+                else:
+                    given[c.op] = list(c.values)
+            elif c.name in out:
+                more.append({c.name: list(c.values)})
             else:
                 out[c.name] = list(c.values)
+        if more:
+            out["$and"] = more
         return out
 
     def values_of(self, name: str) -> tuple[str, ...]:
@@ -150,8 +160,7 @@ def _collect(conditions: Iterable[Condition]) -> Filters:
         values.extend(v for v in c.values if v not in values)
     every = [Condition(name, cast(Operator, op), tuple(v)) for (name, op), v in merged.items()]
     every += ranges
-    return Filters(tuple(sorted(every, key=lambda c: (c.name, OPERATORS.index(c.op),
-                                                      c.values))))
+    return Filters(tuple(sorted(every, key=_order)))
 
 
 def parse_where(items: Iterable[str]) -> Filters:
@@ -196,36 +205,52 @@ def filters_from(spec: Filters | Mapping[str, Any] | None) -> Filters:
         return Filters()
     if isinstance(spec, Filters):
         return spec
-    return _collect(_conditions(spec))
+    return _all_of(spec)
 
 
-def _conditions(spec: Mapping[str, Any]) -> list[Condition]:
-    out: list[Condition] = []
+def _all_of(spec: Mapping[str, Any]) -> Filters:
+    """The conditions of one mapping, those on one name merged as alternatives, and those
+    of each mapping of its ``$and``, merged within that mapping only: every one must hold
+    (``$and`` of ``tags=a`` and ``tags=b`` asks for both tags, not either)."""
+    own: list[Condition] = []
+    every: list[Condition] = []
     for name, given in spec.items():
         name = str(name)
         if name == "$and" and isinstance(given, (list, tuple)):
             for part in given:
                 if not isinstance(part, Mapping):
                     raise ParameterError(f"filter $and: a list of mappings, not {part!r}")
-                out += _conditions(part)
+                every += _all_of(part).conditions
             continue
-        if name.startswith("$"):
-            raise ParameterError(f"filter {name!r}: only $and combines filters (conditions "
-                                 "on different names must all hold)")
-        tests = given.items() if isinstance(given, Mapping) else [("=", given)]
-        for operator, value in tests:
-            op = _NAMED.get(str(operator))
-            if op is None:
-                raise ParameterError(f"filter {name!r}: unknown operator {operator!r} (use "
-                                     "=, !=, <, <=, >, >=, in, nin or $eq, $ne, $lt, $lte, "
-                                     "$gt, $gte, $in, $nin)")
-            many = isinstance(value, (list, tuple, set, frozenset))
-            if op in ("in", "nin") and not many:
-                raise ParameterError(f"filter {name!r}: {operator} takes a list of values")
-            plain: Operator = "=" if op == "in" else "!=" if op == "nin" else op
-            for item in (value if many else [value]):
-                text = _scalar(name, item)
-                out.append(_checked(name, plain, text, f"{name}{plain}{text}"))
+        own += _conditions(name, given)
+    every += _collect(own).conditions
+    return Filters(tuple(sorted(dict.fromkeys(every), key=_order)))
+
+
+def _order(c: Condition) -> tuple[str, int, tuple[str, ...]]:
+    return c.name, OPERATORS.index(c.op), c.values
+
+
+def _conditions(name: str, given: Any) -> list[Condition]:
+    """The conditions on ``name`` of one entry of a filter mapping."""
+    out: list[Condition] = []
+    if name.startswith("$"):
+        raise ParameterError(f"filter {name!r}: only $and combines filters (conditions "
+                             "on different names must all hold)")
+    tests = given.items() if isinstance(given, Mapping) else [("=", given)]
+    for operator, value in tests:
+        op = _NAMED.get(str(operator))
+        if op is None:
+            raise ParameterError(f"filter {name!r}: unknown operator {operator!r} (use "
+                                 "=, !=, <, <=, >, >=, in, nin or $eq, $ne, $lt, $lte, "
+                                 "$gt, $gte, $in, $nin)")
+        many = isinstance(value, (list, tuple, set, frozenset))
+        if op in ("in", "nin") and not many:
+            raise ParameterError(f"filter {name!r}: {operator} takes a list of values")
+        plain: Operator = "=" if op == "in" else "!=" if op == "nin" else op
+        for item in (value if many else [value]):
+            text = _scalar(name, item)
+            out.append(_checked(name, plain, text, f"{name}{plain}{text}"))
     return out
 
 
