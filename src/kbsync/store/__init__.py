@@ -13,13 +13,12 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from kbsync.model import PageSchedule, VectorNorm
-
 if TYPE_CHECKING:  # of the protocols' signatures: a store opened to read no vector loads none
     import numpy as np
     import numpy.typing as npt
 
     from kbsync.core.plan import DocumentPlan, StoredDocument
+    from kbsync.model import PageSchedule, VectorNorm
     from kbsync.store.filters import Filters
 
 __all__ = [
@@ -40,6 +39,7 @@ __all__ = [
     "RunRecord",
     "Schedules",
     "SearchIndex",
+    "StatusReads",
     "StoreStatus",
     "Window",
 ]
@@ -476,11 +476,30 @@ class Erasures(Protocol):
 
 
 @runtime_checkable
-class Maintenance(Protocol):
-    """Counting, checking and compacting the store, and closing it."""
+class StatusReads(Protocol):
+    """What a status reads of the store: its counts and its known damage; and closing it.
+
+    A role of its own because ``kbsync status`` needs no more, and a kind of store may read
+    these without opening the whole store (:meth:`~kbsync.store.kinds.StoreKind.open_status`).
+    """
 
     def status(self) -> StoreStatus:
         ...
+
+    def known_damage(self) -> str | None:
+        """Why the store is known to be damaged (a check failed, or the database said so
+        during any command), or None. It outlives the process, beside the damaged data
+        (a file beside a SQLite store, a row in PostgreSQL), until
+        :meth:`Maintenance.remember_damage` forgets it (a repair or a rebuild that worked)."""
+        ...
+
+    def close(self) -> None:
+        ...
+
+
+@runtime_checkable
+class Maintenance(StatusReads, Protocol):
+    """Counting, checking and compacting the store, and closing it."""
 
     def verify(self, embedder: str, identity: Callable[[str], str] | None,
                derivations: Collection[str] | None = None,
@@ -508,13 +527,6 @@ class Maintenance(Protocol):
         forgotten by the gates, so the next sync reads them again)."""
         ...
 
-    def known_damage(self) -> str | None:
-        """Why the store is known to be damaged (a check failed, or the database said so
-        during any command), or None. It outlives the process, beside the damaged data
-        (a file beside a SQLite store, a row in PostgreSQL), until
-        :meth:`remember_damage` forgets it (a repair or a rebuild that worked)."""
-        ...
-
     def remember_damage(self, reason: str | None) -> None:
         """Remember that the store is damaged, and why (naming no document: an erasure
         must leave no key behind); None forgets it."""
@@ -535,9 +547,6 @@ class Maintenance(Protocol):
 
     def gc(self) -> dict[str, int]:
         """Drop unreferenced cache entries and texts, and compact the file."""
-        ...
-
-    def close(self) -> None:
         ...
 
 
