@@ -24,6 +24,7 @@ NOT_FOR_STATUS = ("numpy", "pydantic", "rich", "typer", "click", "kbsync.sync",
                   "kbsync.cli.base", "kbsync.cli.read_commands", "kbsync.cli.sync_commands",
                   "kbsync.engine.config", "kbsync.engine.loading", "kbsync.store.sqlite.store",
                   "kbsync.store.sqlite.connection", "kbsync.store.sql.store", "kbsync.store.rows",
+                  "kbsync.store.roles",
                   "hashlib", "logging")
 
 

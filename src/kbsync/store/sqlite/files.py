@@ -11,12 +11,13 @@ from typing import TYPE_CHECKING
 
 from kbsync.crashpoints import crashpoint
 from kbsync.errors import StoreError
-from kbsync.store import EmbeddingCache, Erasures
 from kbsync.store.guard import store_error
 
 if TYPE_CHECKING:  # NumPy is imported where vectors are read or written
     import numpy as np
     import numpy.typing as npt
+
+    from kbsync.store import EmbeddingCache, Erasures
 
 __all__ = ["BUSY_SECONDS", "DAMAGE_SUFFIX", "carry_erasures", "damage_note", "noted_damage",
            "prepare_state", "rebuild_file", "remove_rebuild_leftovers", "salvage_embeddings",
