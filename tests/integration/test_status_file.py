@@ -11,11 +11,11 @@ import pytest
 
 from kbsync import KnowledgeBase
 from kbsync.app.status import read_status
-from kbsync.engine import load_outline, open_status
+from kbsync.engine import init_config, load_outline, open_status
 from kbsync.errors import StoreError
 from kbsync.store.sqlite import SCHEMA_VERSION, SqliteStore
 from kbsync.store.sqlite.status import READS_VERSION, StatusFile, read_status_file
-from tests.conftest import CORPUS
+from tests.conftest import CORPUS, Backend
 
 
 @pytest.fixture
@@ -90,3 +90,17 @@ def test_a_status_of_a_store_not_made_yet_is_empty_and_makes_no_file(tmp_path: P
     _db(tmp_path).unlink(missing_ok=True)
     assert read_status(tmp_path).documents == 0
     assert not _db(tmp_path).exists()
+
+
+def test_a_status_says_what_the_knowledge_base_says_on_each_kind_of_store(
+        tmp_path: Path, backend: Backend) -> None:
+    (tmp_path / "docs").mkdir()
+    for path in sorted(CORPUS.glob("a-harbormaster-*.md"))[:3]:
+        (tmp_path / "docs" / path.name).write_bytes(path.read_bytes())
+    init_config(tmp_path, ["docs"], embedder={"kind": "hashing"})
+    backend.configure(tmp_path)
+    with KnowledgeBase.open(tmp_path) as kb:
+        kb.sync()
+        kb.store.remember_damage("the database reported damage: a test says so")
+        assert read_status(tmp_path) == kb.status()
+    assert read_status(tmp_path).damage is not None
