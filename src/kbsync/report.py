@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kbsync.model import (
     ChangeKind,
@@ -20,7 +20,9 @@ from kbsync.model import (
     Region,
     Verdict,
 )
-from kbsync.store import Hit
+
+if TYPE_CHECKING:
+    from kbsync.store import Hit
 
 __all__ = [
     "DocumentChange",

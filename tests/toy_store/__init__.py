@@ -195,6 +195,9 @@ class ToyKind:
             path.parent.mkdir(parents=True, exist_ok=True)
         return ToyStore(path if create or path.exists() else ":memory:")
 
+    def open_status(self, settings: ToySettings, root: Path) -> ToyStore:
+        return self.open(settings, root, create=False)  # no quicker read of its own
+
     def exists(self, settings: ToySettings, root: Path) -> bool:
         return (root / settings.path).exists()
 

@@ -3,8 +3,10 @@ now, and whether the store is known to be damaged.
 
 ``kbsync status`` is what people and scripts run to look, often and first: read through
 :func:`read_status`, it takes the configuration's store, embedder and sources
-(:func:`~kbsync.engine.load_outline`) and the store's own reads, and imports no sync,
-chunking core, extractor or NumPy. :meth:`KnowledgeBase.status` gives the same value.
+(:func:`~kbsync.engine.load_outline`) and the store's reads of a status
+(:func:`~kbsync.engine.open_status`: of a SQLite store, its file without the store), and
+imports no sync, chunking core, extractor or NumPy. :meth:`KnowledgeBase.status` gives the
+same value.
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kbsync.engine import Outline, load_outline, make_embedder, open_store, writer_lock
+from kbsync.engine import Outline, load_outline, make_embedder, open_status, writer_lock
 from kbsync.report import SyncResult
-from kbsync.store import Maintenance
+from kbsync.store import StatusReads
 from kbsync.store.guard import REPAIR
 
 __all__ = ["RunSummary", "Status", "damage_said", "read_status", "status_of"]
@@ -87,14 +89,14 @@ def read_status(path: str | Path = ".") -> Status:
     that does not exist yet reads as empty."""
     outline = load_outline(path)
     identity = make_embedder(outline.embedder).identity
-    store = open_store(outline, create=False)
+    store = open_status(outline)
     try:
         return status_of(outline, store, identity)
     finally:
         store.close()
 
 
-def status_of(config: Outline, store: Maintenance, embedder: str) -> Status:
+def status_of(config: Outline, store: StatusReads, embedder: str) -> Status:
     """The status of ``store``, configured by ``config`` with the embedder ``embedder`` (its
     identity)."""
     st = store.status()

@@ -7,17 +7,18 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kbsync.embed import Embedder, Reranker
 from kbsync.embed.kinds import EmbedderConfig, embedder_kind
-from kbsync.engine.config import CONFIG_NAME, Config, Outline
+from kbsync.engine.outline import CONFIG_NAME, Outline
 from kbsync.errors import ConfigError, ParameterError
-from kbsync.sources import Source
 from kbsync.sources.kinds import source_kind
-from kbsync.store import RecordStore
-from kbsync.store.kinds import WriterLockLike
-from kbsync.sync import Chunker
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the types of signatures: a status imports no sync, nor what it names
+    from kbsync.embed import Embedder, Reranker
+    from kbsync.engine.config import Config
+    from kbsync.sources import Source
+    from kbsync.store import RecordStore, StatusReads
+    from kbsync.store.kinds import WriterLockLike
+    from kbsync.sync import Chunker
     from kbsync.vectors import VectorSink
     from kbsync.vectors.kinds import SinkConfig
 
@@ -29,6 +30,7 @@ __all__ = [
     "make_reranker",
     "make_sink",
     "make_sources",
+    "open_status",
     "open_store",
     "store_exists",
     "writer_lock",
@@ -75,6 +77,12 @@ def make_sources(config: Config, crawled: Callable[[str, int, int], None]) -> li
 def open_store(config: Outline, *, create: bool) -> RecordStore:
     """The configured store (see :meth:`kbsync.store.kinds.StoreKind.open`)."""
     return config.store_kind.open(config.store.settings, config.root, create=create)
+
+
+def open_status(config: Outline) -> StatusReads:
+    """The configured store opened for a status only (see
+    :meth:`kbsync.store.kinds.StoreKind.open_status`)."""
+    return config.store_kind.open_status(config.store.settings, config.root)
 
 
 def store_exists(config: Outline) -> bool:

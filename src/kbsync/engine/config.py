@@ -4,18 +4,15 @@ init`` writes."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 from msgspec import Meta
 
 from kbsync.core.costs import DEFAULT_CONFIRM_ABOVE_SECONDS, DEFAULT_CONFIRM_ABOVE_TOKENS
 from kbsync.core.plan import BOILERPLATE_SHARE
-from kbsync.embed.kinds import EmbedderConfig
+from kbsync.engine.outline import CONFIG_NAME, Outline
 from kbsync.errors import ParameterError
 from kbsync.model import Fusion, SearchMode
-from kbsync.sources.kinds import SourceConfig
-from kbsync.store.kinds import StoreConfig, StoreKind, store_kind
 from kbsync.sync import EMBEDDER_COUNTER, Chunker
 
 if TYPE_CHECKING:
@@ -33,9 +30,6 @@ __all__ = [
     "chunker_choice",
     "default_chunker",
 ]
-
-CONFIG_NAME = "kbsync.toml"
-
 
 # Embed small, return big (DESIGN.md §7; benchmarks/retrieval): chunks of whole
 # sentences and paragraphs, ~90 tokens on average, fit every model's window, retrieve
@@ -134,36 +128,6 @@ class SearchSettings:
         if self.rerank and not self.rerank_model:
             raise ParameterError("rerank = true needs rerank_model, the cross-encoder's folder "
                                  "(no cross-encoder's weights come with kbsync)")
-
-
-@dataclass(frozen=True, slots=True)
-class Outline:
-    """What a status shows of a ``kbsync.toml``: its file, store, embedder and sources, each
-    checked into its settings (:func:`~kbsync.engine.loading.load_outline`)."""
-
-    file: Path
-    store: StoreConfig = field(default_factory=StoreConfig)
-    embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
-    sources: tuple[SourceConfig, ...] = ()
-
-    @property
-    def root(self) -> Path:
-        """The folder of ``kbsync.toml``: every path in it is relative to this."""
-        return self.file.parent
-
-    @property
-    def store_kind(self) -> StoreKind[Any]:
-        return store_kind(self.store.kind)
-
-    @property
-    def state_dir(self) -> Path:
-        """Where the knowledge base keeps its local state (scratch files, the writer lock)."""
-        return self.store_kind.state_dir(self.store.settings, self.root)
-
-    @property
-    def store_location(self) -> str:
-        """The store in a few words: its file, or its URL."""
-        return self.store_kind.describe(self.store.settings, self.root)
 
 
 @dataclass(frozen=True, slots=True)

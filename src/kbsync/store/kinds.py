@@ -14,11 +14,13 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from kbsync.errors import ConfigError, ParameterError, StoreError
 from kbsync.settings import parse_settings, shown
-from kbsync.store import RecordStore
+
+if TYPE_CHECKING:  # a status reads its store's file without the roles of a store
+    from kbsync.store import RecordStore, StatusReads
 
 __all__ = [
     "STORE_KINDS",
@@ -149,6 +151,12 @@ class StoreKind(Protocol[S]):
         one in memory, so that reading a knowledge base never writes a file or a table."""
         ...
 
+    def open_status(self, settings: S, root: Path) -> StatusReads:
+        """The store opened for a status only (as :meth:`open` without ``create``): a kind
+        may read it without opening the whole store, since a status runs often and must
+        start at once."""
+        ...
+
     def exists(self, settings: S, root: Path) -> bool:
         """Whether the store has been created."""
         ...
@@ -191,6 +199,12 @@ class _Sqlite:
         path = root / settings.path
         return SqliteStore(path if create or path.exists() else ":memory:",
                            ann_above=settings.ann_above)
+
+    def open_status(self, settings: SqliteSettings, root: Path) -> StatusReads:
+        from kbsync.store.sqlite.status import read_status_file
+
+        found = read_status_file(root / settings.path)
+        return found if found is not None else self.open(settings, root, create=False)
 
     def exists(self, settings: SqliteSettings, root: Path) -> bool:
         return (root / settings.path).exists()
@@ -258,6 +272,9 @@ class _Postgres:
         from kbsync.store.sqlite import SqliteStore
 
         return SqliteStore(":memory:")
+
+    def open_status(self, settings: PostgresSettings, root: Path) -> StatusReads:
+        return self.open(settings, root, create=False)  # a database server: no quicker read
 
     def exists(self, settings: PostgresSettings, root: Path) -> bool:
         from kbsync.store.postgres import PostgresStore

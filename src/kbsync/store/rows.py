@@ -17,6 +17,7 @@ from kbsync.core.plan import StoredDocument
 from kbsync.core.stopwords import STOPWORDS
 from kbsync.model import SourceStat, Validators
 from kbsync.store import DocumentText, Hit, RunRecord
+from kbsync.store.sql.fragments import CURRENT, DIMENSION_PREFIX
 
 __all__ = [
     "CURRENT",
@@ -38,10 +39,6 @@ __all__ = [
     "window_span",
 ]
 
-DIMENSION_PREFIX = "dimension "
-"""Prefix of the store's meta entries that name each embedder's dimension: a sync asks
-for it every run, and grouping every vector to find it grows with the store."""
-
 HELD_PREFIX = "held-version "
 """Prefix of the store's meta entries that hold a replacement awaiting confirmation."""
 
@@ -54,8 +51,6 @@ def held_meta_name(source: str, key: str) -> str:
     return HELD_PREFIX + json.dumps([source, key], ensure_ascii=False)
 
 
-# The current generation of a document's chunks (``d``: documents, ``c``: chunks).
-CURRENT = "c.doc_id = d.id AND c.generation = d.generation"
 # A chunk that is in the index: not boilerplate of its source.
 INDEXED = (
     "NOT EXISTS (SELECT 1 FROM boilerplate b WHERE b.source = d.source AND b.digest = c.digest)"

@@ -17,20 +17,36 @@ tombstones), :mod:`~kbsync.store.sql.manifest` (the manifest's reads, boilerplat
 frontier, schedules, the outbox), :mod:`~kbsync.store.sql.embeddings` (the embedding
 cache), :mod:`~kbsync.store.sql.documents` (a plan's writes, grouped by kind, and the
 kept texts), :mod:`~kbsync.store.sql.maintenance` (status, gc, erase) and
-:mod:`~kbsync.store.sql.checks` (verify).
+:mod:`~kbsync.store.sql.checks` (verify), gathered by :mod:`~kbsync.store.sql.store`; a
+status's counts are :mod:`~kbsync.store.sql.status`. Each name here is imported on first
+use, so that a status that reads through a dialect imports none of the roles.
 """
 
 from __future__ import annotations
 
-from kbsync.store.sql.base import SqlBase
-from kbsync.store.sql.checks import CheckTables
-from kbsync.store.sql.dialect import Column, Dialect, Row
-from kbsync.store.sql.manifest import ManifestTables
+from typing import TYPE_CHECKING, Any
+
+from kbsync.lazy import names_on_first_use
+
+if TYPE_CHECKING:
+    from kbsync.store.sql.base import SqlBase
+    from kbsync.store.sql.dialect import Column, Dialect, Row
+    from kbsync.store.sql.store import SqlStore
 
 __all__ = ["Column", "Dialect", "Row", "SqlBase", "SqlStore"]
 
+_HOMES = {
+    "Column": "kbsync.store.sql.dialect",
+    "Dialect": "kbsync.store.sql.dialect",
+    "Row": "kbsync.store.sql.dialect",
+    "SqlBase": "kbsync.store.sql.base",
+    "SqlStore": "kbsync.store.sql.store",
+}
 
-class SqlStore(CheckTables, ManifestTables):
-    """Every role of a record store but :class:`~kbsync.store.SearchIndex`, over the
-    store's dialect (``_dialect``); a backend adds its search, ``close`` and what it
-    keeps its own way."""
+
+def __getattr__(name: str) -> Any:
+    """A name of the package, imported from its module on first use."""
+    return _attribute(name)
+
+
+_attribute = names_on_first_use(__name__, _HOMES)

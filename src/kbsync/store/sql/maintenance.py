@@ -6,9 +6,10 @@ import json
 
 from kbsync.crashpoints import crashpoint
 from kbsync.store import StoreStatus
-from kbsync.store.rows import CURRENT, DIMENSION_PREFIX, erased
+from kbsync.store.rows import DIMENSION_PREFIX, erased
 from kbsync.store.sql.documents import DocumentTables
 from kbsync.store.sql.records import RecordTables
+from kbsync.store.sql.status import store_status
 
 __all__ = ["DAMAGE_META", "MaintenanceTables"]
 
@@ -22,23 +23,7 @@ class MaintenanceTables(RecordTables, DocumentTables):
     :meth:`~kbsync.store.Erasures.erase`, and a known damage kept in meta."""
 
     def status(self) -> StoreStatus:
-        sql = self._dialect
-        by_source = {str(r[0]): int(r[1]) for r in sql.rows(
-            "SELECT source, count(*) FROM documents GROUP BY source")}
-        last = sql.one("SELECT report FROM runs ORDER BY id DESC LIMIT 1")
-
-        def count(query: str) -> int:
-            row = sql.one(query)
-            return 0 if row is None else int(row[0])
-
-        return StoreStatus(
-            documents=sum(by_source.values()),
-            chunks=count(f"SELECT count(*) FROM chunks c JOIN documents d ON {CURRENT}"),
-            embeddings=count("SELECT count(*) FROM embeddings"),
-            runs=count("SELECT count(*) FROM runs"),
-            by_source=by_source,
-            last_run=json.loads(last[0]) if last else None,
-        )
+        return store_status(self._dialect)
 
     def gc(self) -> dict[str, int]:
         """Drop the chunk texts and vectors no chunk refers to, and the dimensions of

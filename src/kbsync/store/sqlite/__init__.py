@@ -14,34 +14,46 @@ The store is the SQL core (:mod:`kbsync.store.sql`) over SQLite's dialect
 (:mod:`~kbsync.store.sqlite.dialect`) and connection (:mod:`~kbsync.store.sqlite.connection`),
 with a mixin for each of what is SQLite's own: its full-text rows and big texts
 (``documents``), compaction (``erasure``), ``search``, and checks and ``repair`` of the
-file; the schema is in :mod:`~kbsync.store.sqlite.schema` and the file's life on disk in
-:mod:`~kbsync.store.sqlite.files`.
+file, gathered by :mod:`~kbsync.store.sqlite.store`; the schema is in
+:mod:`~kbsync.store.sqlite.schema` and the file's life on disk in
+:mod:`~kbsync.store.sqlite.files`. A status is read from the file without opening the store
+(:mod:`~kbsync.store.sqlite.status`): each name here is imported on first use.
 """
 
 from __future__ import annotations
 
-from kbsync.store.guard import guarded, sqlite_or_os_error
-from kbsync.store.sql import SqlStore
-from kbsync.store.sqlite.erasure import ErasureTables
-from kbsync.store.sqlite.files import (
-    carry_erasures,
-    rebuild_file,
-    remove_rebuild_leftovers,
-    salvage_embeddings,
-    swap_in,
-)
-from kbsync.store.sqlite.repair import RepairTables
-from kbsync.store.sqlite.schema import SCHEMA_VERSION
-from kbsync.store.sqlite.search import SearchTables
+from typing import TYPE_CHECKING, Any
+
+from kbsync.lazy import names_on_first_use
+
+if TYPE_CHECKING:
+    from kbsync.store.sqlite.files import (
+        carry_erasures,
+        rebuild_file,
+        remove_rebuild_leftovers,
+        salvage_embeddings,
+        swap_in,
+    )
+    from kbsync.store.sqlite.schema import SCHEMA_VERSION
+    from kbsync.store.sqlite.store import SqliteStore
 
 __all__ = ["SCHEMA_VERSION", "SqliteStore", "carry_erasures", "rebuild_file",
            "remove_rebuild_leftovers", "salvage_embeddings", "swap_in"]
 
+_HOMES = {
+    "SCHEMA_VERSION": "kbsync.store.sqlite.schema",
+    "SqliteStore": "kbsync.store.sqlite.store",
+    "carry_erasures": "kbsync.store.sqlite.files",
+    "rebuild_file": "kbsync.store.sqlite.files",
+    "remove_rebuild_leftovers": "kbsync.store.sqlite.files",
+    "salvage_embeddings": "kbsync.store.sqlite.files",
+    "swap_in": "kbsync.store.sqlite.files",
+}
 
-@guarded(lambda store: str(store.path), sqlite_or_os_error)
-class SqliteStore(ErasureTables, SearchTables, RepairTables, SqlStore):
-    """A :class:`~kbsync.store.RecordStore` in one SQLite file.
 
-    ``read_only`` opens it for reading only; a store whose file or folder cannot
-    be written is opened so anyway (see :attr:`read_only`).
-    """
+def __getattr__(name: str) -> Any:
+    """A name of the package, imported from its module on first use."""
+    return _attribute(name)
+
+
+_attribute = names_on_first_use(__name__, _HOMES)

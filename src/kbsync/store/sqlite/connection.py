@@ -19,7 +19,13 @@ from kbsync.store.sql import SqlBase
 from kbsync.store.sql.digests import recount
 from kbsync.store.sqlite.ann import ANN_ABOVE, AnnIndexes
 from kbsync.store.sqlite.dialect import SqliteDialect
-from kbsync.store.sqlite.files import prepare_state, writable
+from kbsync.store.sqlite.files import (
+    BUSY_SECONDS,
+    damage_note,
+    noted_damage,
+    prepare_state,
+    writable,
+)
 from kbsync.store.sqlite.schema import (
     DIGEST_COUNTS_VERSION,
     MIGRATIONS,
@@ -32,14 +38,7 @@ if TYPE_CHECKING:  # NumPy is imported where vectors are read or written
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["DAMAGE_SUFFIX", "SqliteBase"]
-
-DAMAGE_SUFFIX = ".damaged"
-"""The suffix of the file beside a store that remembers it is damaged (see
-:meth:`~kbsync.store.Maintenance.known_damage`)."""
-
-BUSY_SECONDS = 30.0
-"""How long opening or writing the store waits for another process's lock."""
+__all__ = ["SqliteBase"]
 
 
 class SqliteBase(SqlBase):
@@ -236,26 +235,16 @@ class SqliteBase(SqlBase):
     def close(self) -> None:
         self._db.close()
 
-    @property
-    def _damage_note(self) -> Path:
-        """The file beside the store that says it is damaged: a file of its own, since a
-        damaged store may not take a write, nor give back what it was told."""
-        return self.path.with_name(self.path.name + DAMAGE_SUFFIX)
-
     def known_damage(self) -> str | None:
         if self._memory:
             return self._damage
-        try:
-            note = self._damage_note.read_text(encoding="utf-8").strip()
-        except OSError:  # none (or unreadable: then nothing is known)
-            return None
-        return note or "damage was found"
+        return noted_damage(self.path)
 
     def remember_damage(self, reason: str | None) -> None:
         if self._memory:
             self._damage = reason
             return
-        note = self._damage_note
+        note = damage_note(self.path)
         try:
             if reason is None:
                 note.unlink(missing_ok=True)

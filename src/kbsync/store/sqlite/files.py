@@ -11,15 +11,39 @@ from typing import TYPE_CHECKING
 
 from kbsync.crashpoints import crashpoint
 from kbsync.errors import StoreError
-from kbsync.store import EmbeddingCache, Erasures
 from kbsync.store.guard import store_error
 
 if TYPE_CHECKING:  # NumPy is imported where vectors are read or written
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["carry_erasures", "prepare_state", "rebuild_file", "remove_rebuild_leftovers",
-           "salvage_embeddings", "swap_in", "writable"]
+    from kbsync.store import EmbeddingCache, Erasures
+
+__all__ = ["BUSY_SECONDS", "DAMAGE_SUFFIX", "carry_erasures", "damage_note", "noted_damage",
+           "prepare_state", "rebuild_file", "remove_rebuild_leftovers", "salvage_embeddings",
+           "swap_in", "writable"]
+
+BUSY_SECONDS = 30.0
+"""How long opening, reading or writing the store waits for another process's lock."""
+
+DAMAGE_SUFFIX = ".damaged"
+"""The suffix of the file beside a store that remembers it is damaged (see
+:meth:`~kbsync.store.Maintenance.known_damage`)."""
+
+
+def damage_note(path: Path) -> Path:
+    """The file beside the store ``path`` that says it is damaged: a file of its own, since a
+    damaged store may not take a write, nor give back what it was told."""
+    return path.with_name(path.name + DAMAGE_SUFFIX)
+
+
+def noted_damage(path: Path) -> str | None:
+    """Why the store ``path`` is known to be damaged, as its note says; None without one."""
+    try:
+        note = damage_note(path).read_text(encoding="utf-8").strip()
+    except OSError:  # none (or unreadable: then nothing is known)
+        return None
+    return note or "damage was found"
 
 
 def salvage_embeddings(damaged: Path, into: EmbeddingCache) -> int:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 import sqlite3
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -12,7 +11,7 @@ from contextlib import contextmanager
 from kbsync.core.identity import embedding_text_key
 from kbsync.errors import StoreError
 from kbsync.model import ANY_NORM, VectorNorm
-from kbsync.store import StoreStatus, invariants
+from kbsync.store import invariants
 from kbsync.store.guard import REPAIR
 from kbsync.store.rows import CURRENT
 from kbsync.store.sql.digests import drift, drift_lines
@@ -35,20 +34,6 @@ _READ_ONLY_FTS_CHECK_LIMIT = 1 << 30
 
 class RepairTables(ValueChecks):
     """The :class:`~kbsync.store.Maintenance` role of the SQLite store."""
-
-    def status(self) -> StoreStatus:
-        db = self._db
-        by_source = dict(db.execute("SELECT source, count(*) FROM documents GROUP BY source"))
-        last = db.execute("SELECT report FROM runs ORDER BY id DESC LIMIT 1").fetchone()
-        return StoreStatus(
-            documents=sum(by_source.values()),
-            chunks=db.execute(
-                f"SELECT count(*) FROM chunks c JOIN documents d ON {CURRENT}").fetchone()[0],
-            embeddings=db.execute("SELECT count(*) FROM embeddings").fetchone()[0],
-            runs=db.execute("SELECT count(*) FROM runs").fetchone()[0],
-            by_source=by_source,
-            last_run=json.loads(last[0]) if last else None,
-        )
 
     def verify(self, embedder: str, identity: Callable[[str], str] | None,
                derivations: Collection[str] | None = None,
