@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from langchain_core.documents import Document as LCDocument
@@ -182,3 +183,50 @@ def test_the_llamaindex_retriever_takes_metadata_filters_and_its_scores_pass_a_c
     assert found[0].node.metadata["tags"]
     kept = SimilarityPostprocessor(similarity_cutoff=0.5).postprocess_nodes(found)
     assert len(kept) == sum(r.score >= 0.5 for r in found) >= 1
+
+
+def test_the_langchain_retriever_refuses_a_search_it_would_not_do_when_built(
+        typed_kb: Path) -> None:
+    with KnowledgeBase.open(typed_kb) as kb:
+        def build(**fields: Any) -> lc.KbsyncRetriever:
+            return lc.KbsyncRetriever(knowledge_base=kb, **fields)
+
+        with pytest.raises(ParameterError, match="search_type 'mmr' is not supported"):
+            build(search_type="mmr")
+        with pytest.raises(ParameterError, match="unknown search_type 'nearest'"):
+            build(search_type="nearest")
+        with pytest.raises(ParameterError, match=r"score_threshold must be a relevance from "
+                                                 r"0 to 1, not 1\.5"):
+            build(search_kwargs={"score_threshold": 1.5})
+        with pytest.raises(ParameterError, match="score_threshold"):
+            build(search_kwargs={"score_threshold": -0.1})
+        with pytest.raises(ParameterError, match="needs search_kwargs"):
+            build(search_type="similarity_score_threshold")
+        with pytest.raises(ParameterError, match=r"unknown search argument.*fetch_k"):
+            build(search_kwargs={"fetch_k": 20})
+        with pytest.raises(ParameterError, match="k must be a whole number"):
+            build(k=0)
+        with pytest.raises(ValueError, match="mode"):  # pydantic checks the Literal
+            build(mode="semantic")
+        with pytest.raises(ParameterError, match="context_tokens"):
+            build(context_tokens=-1)
+        with pytest.raises(ValueError, match="searchtype"):  # a misspelt field
+            build(searchtype="similarity")
+        retriever = build(mode="text", search_type="similarity_score_threshold",
+                          search_kwargs={"score_threshold": 1.0})
+        assert all(d.metadata["score"] == 1.0 for d in retriever.invoke("retry backoff"))
+        with pytest.raises(ParameterError, match="score_threshold"):
+            retriever.invoke("retry backoff", score_threshold=2)
+
+
+def test_the_llamaindex_retriever_refuses_arguments_it_would_not_use_when_built(
+        typed_kb: Path) -> None:
+    with KnowledgeBase.open(typed_kb) as kb:
+        with pytest.raises(ParameterError, match="k must be a whole number"):
+            li.KbsyncRetriever(kb, k=0)
+        with pytest.raises(ParameterError, match="unknown mode 'mmr'"):
+            li.KbsyncRetriever(kb, mode="mmr")  # type: ignore[arg-type]
+        with pytest.raises(ParameterError, match="context_tokens"):
+            li.KbsyncRetriever(kb, context_tokens=-5)
+        with pytest.raises(TypeError, match="vector_store_query_mode"):
+            li.KbsyncRetriever(kb, vector_store_query_mode="mmr")  # type: ignore[call-arg]

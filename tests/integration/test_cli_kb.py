@@ -229,16 +229,59 @@ def test_a_missing_configuration_is_one_clear_line(tmp_path: Path) -> None:
     assert "run `kbsync init` first" in result.output
 
 
-@pytest.mark.parametrize("command", ["sync", "plan", "status", "verify", "gc"])
-def test_an_error_under_json_is_json_on_stdout_and_one_line_on_stderr(
-        tmp_path: Path, command: str) -> None:
-    result = runner.invoke(app, [command, "-c", str(tmp_path), "--json"])
+@pytest.mark.parametrize("command", [["sync"], ["plan"], ["status"], ["verify"], ["gc"],
+                                     ["search", "x"], ["diff", "a.md"]])
+def test_an_error_under_json_is_one_json_object_on_stdout_and_nothing_else(
+        tmp_path: Path, command: list[str]) -> None:
+    result = runner.invoke(app, [*command, "-c", str(tmp_path), "--json"])
     assert result.exit_code == 1
     error = json.loads(result.stdout)["error"]
     assert error["type"] == "ConfigError"
     assert "run `kbsync init` first" in error["message"]
-    assert result.stderr.startswith("error: ")
-    assert result.stderr.count("\n") == 1
+    assert result.stderr == ""  # said once: a terminal showed the JSON and the line
+
+
+@pytest.mark.parametrize("quick", [True, False])
+def test_a_broken_configuration_under_json_is_said_once_as_json_even_with_stderr_joined(
+        tmp_path: Path, quick: bool) -> None:
+    (tmp_path / "d").mkdir()
+    (tmp_path / "kbsync.toml").write_text('[[sources]]\nname = "docs"\nkind = "folder"\n'
+                                          'path = "d"\nbogus = 1\n')
+    command = ["status"] if quick else ["search", "x"]  # kbsync.cli.quick's path, Typer's
+    run = subprocess.run([sys.executable, "-m", "kbsync", *command, "-c", str(tmp_path),
+                          "--json"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, timeout=120, check=False)
+    assert run.returncode == 1
+    message = json.loads(run.stdout)["error"]["message"]  # the whole output is one object
+    assert message.count("[[sources]] 'docs'") == 1
+    assert "bogus" in message
+
+
+def test_an_error_under_json_is_also_a_line_on_stderr_when_only_stderr_is_watched(
+        tmp_path: Path) -> None:
+    import os
+
+    watched, terminal = os.openpty()  # stderr a terminal, stdout a pipe: `--json > out`
+    try:
+        run = subprocess.run([sys.executable, "-m", "kbsync", "search", "x", "-c",
+                              str(tmp_path), "--json"], stdout=subprocess.PIPE,
+                             stderr=terminal, text=True, timeout=120, check=False)
+        os.close(terminal)
+        seen = b""
+        while True:
+            try:
+                block = os.read(watched, 4096)
+            except OSError:  # the terminal's far side is closed: all was read
+                break
+            if not block:
+                break
+            seen += block
+    finally:
+        os.close(watched)
+    assert run.returncode == 1
+    assert "run `kbsync init` first" in json.loads(run.stdout)["error"]["message"]
+    assert seen.decode().startswith("error: ")
+    assert seen.decode().count("run `kbsync init` first") == 1
 
 
 def test_a_sync_with_a_failed_document_exits_with_code_4(kb: Path) -> None:

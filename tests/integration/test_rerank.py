@@ -7,6 +7,7 @@ search's second ranking is checked with the word-counting fake of ``kbsync.testi
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 
 from kbsync import KnowledgeBase
 from kbsync.engine import load_config
-from kbsync.errors import ConfigError
+from kbsync.errors import ConfigError, EmbeddingError
 from kbsync.testing import WordReranker
 
 PAGES = {
@@ -124,3 +125,59 @@ def test_a_knowledge_base_reranks_with_the_model_its_configuration_names(
     assert all(0.0 < h.relevance < 1.0 for h in hits)
     assert [h.relevance for h in hits] == sorted((h.relevance for h in hits), reverse=True)
     assert [h.score for h in plain] != [h.score for h in hits]
+
+
+@pytest.fixture(scope="module")
+def tiny_encoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A one-layer BERT encoder with no classifier head (as a sentence-embedding model's
+    folder holds), with MiniLM's tokenizer."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from kbsync.embed.providers.local import LocalEmbedder
+
+    folder = tmp_path_factory.mktemp("tiny-encoder")
+    tokenizer = Path(LocalEmbedder().token_counter.removeprefix("tokenizer:")).parent
+    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt",
+                 "special_tokens_map.json"):
+        shutil.copy(tokenizer / name, folder / name)
+    torch.manual_seed(7)
+    config = transformers.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1,
+                                     num_attention_heads=2, intermediate_size=64,
+                                     max_position_embeddings=512)
+    transformers.BertModel(config).eval().save_pretrained(folder)
+    return folder
+
+
+def test_a_rerank_model_without_a_classifier_head_is_refused_naming_the_setting_and_model(
+        kb: Path, tiny_encoder: Path) -> None:
+    shutil.copytree(tiny_encoder, kb / "encoder")
+    config = (kb / "kbsync.toml").read_text()
+    settings = 'rerank = true\nrerank_model = "encoder"\n'
+    (kb / "kbsync.toml").write_text(config.replace("[search]\n", "[search]\n" + settings))
+    with KnowledgeBase.open(kb) as opened, pytest.raises(EmbeddingError) as raised:
+        opened.search("lantern master night", k=2, mode="text", context_tokens=0)
+    message = str(raised.value)
+    assert "[search] rerank_model" in message
+    assert "encoder" in message
+    assert "BertModel" in message
+    assert "not a cross-encoder" in message
+    assert "\n" not in message
+    with KnowledgeBase.open(kb) as opened:  # searching without reranking still works
+        assert opened.search("lantern", k=2, mode="text", rerank=False)
+
+
+def test_a_classifier_whose_weights_lack_the_head_is_refused_before_it_scores(
+        tiny_encoder: Path, tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime")
+    from kbsync.embed.providers.cross_encoder import CrossEncoderReranker
+
+    folder = tmp_path / "headless"
+    shutil.copytree(tiny_encoder, folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["architectures"] = ["BertForSequenceClassification"]  # the head is claimed only
+    (folder / "config.json").write_text(json.dumps(config))
+    reranker = CrossEncoderReranker(str(folder), cache_dir=str(tmp_path / "cache"))
+    with pytest.raises(EmbeddingError, match=r"\[search\] rerank_model: .*lack the sequence "
+                                             r"classifier's classifier\.bias, classifier\.weight"):
+        reranker.score("lantern", ["The lantern burns oil."])
+    assert not list((tmp_path / "cache").glob("*.onnx"))  # nothing cached to score with

@@ -61,8 +61,9 @@ def test_a_misspelled_setting_names_the_source_and_the_setting_it_resembles(
         tmp_path: Path) -> None:
     (tmp_path / "kbsync.toml").write_text(
         '[[sources]]\nname = "docs"\nkind = "folder"\npath = "d"\nexclud = ["*.tmp"]\n')
-    with pytest.raises(ConfigError, match=r"'docs': exclud; did you mean 'exclude'"):
+    with pytest.raises(ConfigError, match=r"'docs': exclud; did you mean 'exclude'") as raised:
         load_config(tmp_path)
+    assert str(raised.value).count("[[sources]]") == 1  # the table named once, not twice
 
 
 def test_a_table_with_neither_kind_nor_location_is_refused(tmp_path: Path) -> None:

@@ -14,6 +14,12 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from kbsync.adapters.arguments import (
+    check_context_tokens,
+    check_k,
+    check_mode,
+    check_score_threshold,
+)
 from kbsync.adapters.metadata import chunk_metadata, hit_metadata
 from kbsync.app.knowledge_base import KnowledgeBase, SearchMode
 from kbsync.core.chunking import TextChunker
@@ -24,12 +30,19 @@ try:
     from langchain_core.documents import Document
     from langchain_core.retrievers import BaseRetriever
     from langchain_text_splitters import TextSplitter
-    from pydantic import Field
+    from pydantic import ConfigDict, Field
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise DependencyMissingError("the LangChain adapter", "langchain",
                                  exc.name or "langchain-core", exc) from exc
 
-__all__ = ["KbsyncRetriever", "KbsyncTextSplitter"]
+__all__ = ["SEARCH_TYPES", "KbsyncRetriever", "KbsyncTextSplitter"]
+
+SEARCH_TYPES = ("similarity", "similarity_score_threshold")
+"""The search types of LangChain's vector store retrievers that kbsync's search is: its
+ranking, and that ranking with a relevance threshold. Maximal marginal relevance
+(``"mmr"``) is not one: it needs the hits' vectors, which a search does not return."""
+
+_ARGUMENTS = ("k", "filter", "score_threshold")
 
 
 class KbsyncTextSplitter(TextSplitter):
@@ -88,8 +101,15 @@ class KbsyncRetriever(BaseRetriever):
     Filters as :meth:`kbsync.KnowledgeBase.search` takes them, in the vector stores'
     style: ``search_kwargs={"k": 4, "filter": {"lang": "en", "date": {"$gte":
     "2024-01-01"}}, "score_threshold": 0.5}`` (or the ``filter`` field, or
-    ``invoke(query, filter=…)``); ``score_threshold`` drops hits of a lower relevance.
+    ``invoke(query, filter=…)``); ``score_threshold`` (from 0 to 1) drops hits of a lower
+    relevance. ``search_type`` is ``"similarity"`` or ``"similarity_score_threshold"``
+    (which needs a ``score_threshold``), as LangChain's vector store retrievers name
+    them; ``"mmr"``, an unknown field or search argument, a threshold outside [0, 1] or
+    a ``k`` below 1 is refused here with ``ParameterError`` (an unknown field with
+    pydantic's ``ValidationError``), not ignored.
     """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     knowledge_base: KnowledgeBase
     k: int = 4
@@ -102,17 +122,44 @@ class KbsyncRetriever(BaseRetriever):
     search_kwargs: dict[str, Any] = Field(default_factory=dict)
     """``k``, ``filter`` and ``score_threshold``, as LangChain's vector store retrievers take
     them; they win over the fields of the same name."""
+    search_type: str = "similarity"
+    """``"similarity"``, or ``"similarity_score_threshold"`` with a ``score_threshold``."""
+
+    def __init__(self, **fields: Any) -> None:
+        super().__init__(**fields)
+        owner = type(self).__name__
+        if self.search_type not in SEARCH_TYPES:
+            raise ParameterError(
+                f"{owner}: search_type {self.search_type!r} is not supported (use "
+                f"{' or '.join(SEARCH_TYPES)}): kbsync's hits do not carry the vectors that "
+                "maximal marginal relevance needs" if self.search_type == "mmr" else
+                f"{owner}: unknown search_type {self.search_type!r} (use "
+                f"{' or '.join(SEARCH_TYPES)})")
+        check_k(owner, self.k)
+        check_mode(owner, self.mode)
+        check_context_tokens(owner, self.context_tokens)
+        self._arguments(self.search_kwargs)
+
+    def _arguments(self, given: Mapping[str, Any]) -> tuple[int, float]:
+        """The ``k`` and relevance threshold of these search arguments, checked."""
+        owner = type(self).__name__
+        unknown = set(given) - set(_ARGUMENTS)
+        if unknown:
+            raise ParameterError(f"{owner}: unknown search argument(s) "
+                                 f"{', '.join(sorted(unknown))} ({', '.join(_ARGUMENTS)})")
+        k = check_k(owner, given.get("k", self.k))
+        threshold = given.get("score_threshold")
+        if threshold is None and self.search_type == "similarity_score_threshold":
+            raise ParameterError(f"{owner}: search_type 'similarity_score_threshold' needs "
+                                 "search_kwargs={'score_threshold': a relevance from 0 to 1}")
+        return k, 0.0 if threshold is None else check_score_threshold(owner, threshold)
 
     def _get_relevant_documents(self, query: str, *,
                                 run_manager: CallbackManagerForRetrieverRun,
                                 **kwargs: Any) -> list[Document]:
         given = {**self.search_kwargs, **kwargs}
-        unknown = set(given) - {"k", "filter", "score_threshold"}
-        if unknown:
-            raise ParameterError(f"KbsyncRetriever: unknown search argument(s) "
-                                 f"{', '.join(sorted(unknown))} (k, filter, score_threshold)")
-        threshold = float(given.get("score_threshold") or 0.0)
-        hits = self.knowledge_base.search(query, k=int(given.get("k", self.k)), mode=self.mode,
+        k, threshold = self._arguments(given)
+        hits = self.knowledge_base.search(query, k=k, mode=self.mode,
                                           context_tokens=self.context_tokens,
                                           filters=given.get("filter", self.filter))
         return [Document(page_content=hit.context or hit.text, metadata=hit_metadata(hit))

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from kbsync.adapters.arguments import check_context_tokens, check_k, check_mode
 from kbsync.adapters.metadata import CHUNK_KEYS, HIT_KEYS, chunk_metadata, hit_metadata
 from kbsync.app.knowledge_base import KnowledgeBase, SearchMode
 from kbsync.core.chunking import TextChunker
@@ -82,14 +83,22 @@ class KbsyncRetriever(BaseRetriever):
     ``filters``: LlamaIndex's ``MetadataFilters`` (``==``, ``!=``, ``<``, ``<=``, ``>``,
     ``>=``, ``in``, ``nin``, ``contains`` and ``any`` on a list; AND, and OR of one key's
     values), or a mapping as :meth:`kbsync.KnowledgeBase.search` takes it.
+
+    A ``k`` below 1, an unknown ``mode``, a negative ``context_tokens`` or a filter kbsync
+    cannot apply is refused here with ``ParameterError``; so is any other argument (such
+    as a vector store retriever's ``vector_store_query_mode``), with ``TypeError``. A
+    relevance cut-off is LlamaIndex's ``SimilarityPostprocessor``.
     """
 
     def __init__(self, knowledge_base: KnowledgeBase, *, k: int = 4,
                  mode: SearchMode | None = None, context_tokens: int | None = None,
                  filters: MetadataFilters | Mapping[str, Any] | None = None,
                  callback_manager: CallbackManager | None = None) -> None:
+        owner = type(self).__name__
         self.knowledge_base = knowledge_base
-        self.k = k
+        self.k = check_k(owner, k)
+        check_mode(owner, mode)
+        check_context_tokens(owner, context_tokens)
         self.mode: SearchMode | None = mode
         self.context_tokens = context_tokens
         self.filters = filters_from(metadata_filters(filters)

@@ -26,7 +26,9 @@ ranked alone.
 
 A hit of relevance 0 (no likeness in any list: a vector at a right angle or
 beyond, and no word in common) is not returned: filling ``k`` with those made
-unrelated documents look like answers.
+unrelated documents look like answers. Nor, with a lexical embedder (hashed words),
+is a vector hit sharing no term with the query (:meth:`kbsync.app.searching.Searcher.alike`):
+its likeness is hash collisions.
 """
 
 from __future__ import annotations

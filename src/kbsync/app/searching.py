@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from kbsync.app.fusion import Fusion, fuse, ranked, reranked, text_relevance, vector_relevance
 from kbsync.core.normalize import normalize
-from kbsync.embed import Embedder, QueryEmbedder, Reranker, norm_of
+from kbsync.embed import Embedder, LexicalEmbedder, QueryEmbedder, Reranker, norm_of
 from kbsync.errors import ParameterError
 from kbsync.model import SEARCH_MODES, SearchMode
 from kbsync.store import Hit, Nearest, SearchIndex
@@ -135,14 +135,36 @@ class Searcher:
         if vector is None:
             vector = self.query_vector(query)
         if mode == "vector":
-            near = self.nearest(vector, k, filters)
+            near = self.alike(query, vector, k, filters)
             return Nearest(vector_relevance(near.hits), near.unsound)
         pool = max(k * 4, 20)
-        near = self.nearest(vector, pool, filters)
+        near = self.alike(query, vector, pool, filters)
         return Nearest(fuse((vector_relevance(near.hits),
                              text_relevance(self.store.search_text(query, pool, filters))), k,
                             self.fusion, (self.vector_weight, 1.0 - self.vector_weight)),
                        near.unsound)
+
+    def alike(self, query: str, vector: npt.NDArray[np.float32], k: int,
+              filters: Filters | None = None) -> Nearest:
+        """The ``k`` nearest chunks that are alike in more than hash collisions: with a
+        :class:`~kbsync.embed.LexicalEmbedder`, those sharing a term with ``query`` (more
+        are ranked while the nearest leave some out); with any other embedder, the
+        nearest.
+
+        The ranking widens at most to ``_WIDEST`` times ``k``, and not past a chunk of no
+        likeness at all: a query whose words few chunks hold would otherwise read every
+        chunk that a collision puts near it."""
+        if not isinstance(self.embedder, LexicalEmbedder):
+            return self.nearest(vector, k, filters)
+        wanted = k
+        while True:
+            near = self.nearest(vector, wanted, filters)
+            shared = self.embedder.share_terms(query, [h.text for h in near.hits])
+            kept = [hit for hit, alike in zip(near.hits, shared, strict=True) if alike]
+            if (len(kept) >= k or len(near.hits) < wanted or wanted >= _WIDEST * k
+                    or near.hits[-1].score <= 0):
+                return Nearest(kept[:k], near.unsound)
+            wanted *= 4
 
     def query_vector(self, query: str) -> npt.NDArray[np.float32]:
         """The embedder's vector of the normalized query (by its query encoder, if it has one)."""
@@ -159,6 +181,11 @@ class Searcher:
         without the vectors that cannot be right for the embedder's norm."""
         return self.index.nearest(self.embedder.identity, vector, k, filters,
                                   norm_of(self.embedder))
+
+
+_WIDEST = 256
+"""How far past ``k`` a lexical embedder's vector ranking widens to find chunks that share
+a term with the query: one ranked below 255·k collisions is no answer worth the scan."""
 
 
 def _results(hits: list[Hit], unsound: int) -> SearchResults:

@@ -96,9 +96,10 @@ class Errors:
     """Turn a KbsyncError into one line on stderr and exit code 1 (traceback with --debug),
     and an interruption into exit code 130 (Ctrl-C) or 143 (SIGTERM).
 
-    With ``as_json`` the error is also JSON on stdout (``{"error": {"type", "message"}}``),
-    so a script reading ``--json`` output gets JSON whether the command worked or not,
-    while the person watching stderr still sees the line.
+    With ``as_json`` the error is JSON on stdout instead (``{"error": {"type",
+    "message"}}``), so a script reading ``--json`` output gets JSON whether the command
+    worked or not; the line goes to stderr as well only when stderr is a terminal and
+    stdout is not (:func:`kbsync.cli.output.failed`).
     """
 
     def __init__(self, as_json: bool = False) -> None:

@@ -83,15 +83,30 @@ def interrupted_code(exc: KeyboardInterrupt) -> int:
 
 def failed(exc: BaseException | None, *, as_json: bool, debug: bool) -> int | None:
     """The exit code of a command that ``exc`` ended, said: an interruption (``interrupted``
-    on stderr), or a KbsyncError as one line on stderr (and as JSON on stdout, ``as_json``,
-    so that a script reading ``--json`` gets JSON whether the command worked or not); None
-    for what goes on up (any other error, and every error with ``debug``, as a traceback)."""
+    on stderr), or a KbsyncError as one line on stderr; with ``as_json`` as one JSON object
+    on stdout instead, so that a script reading ``--json`` gets JSON whether the command
+    worked or not, and the line too only where a person watches stderr apart from stdout
+    (:func:`_watched_apart`). None for what goes on up (any other error, and every error
+    with ``debug``, as a traceback).
+
+    Both, always, showed a terminal the error twice, and put a line that is not JSON
+    after the object where a script read both streams as one (``2>&1``)."""
     if isinstance(exc, KeyboardInterrupt):  # what a command left undone is said by it
         echo("interrupted", err=True)
         return interrupted_code(exc)
     if isinstance(exc, KbsyncError) and not debug:
         if as_json:
             emit({"error": {"type": type(exc).__name__, "message": str(exc)}})
-        echo(printable(f"error: {exc}"), err=True)
+        if not as_json or _watched_apart():
+            echo(printable(f"error: {exc}"), err=True)
         return EXIT_LOCKED if isinstance(exc, LockedError) else EXIT_ERROR
     return None
+
+
+def _watched_apart() -> bool:
+    """Whether stderr is a terminal and stdout is not (``--json > out.json``): the person
+    at the terminal sees nothing of what went to stdout."""
+    try:
+        return sys.stderr.isatty() and not sys.stdout.isatty()
+    except (AttributeError, ValueError):  # a replaced or closed stream
+        return False

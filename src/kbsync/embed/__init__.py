@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
     Vectors: TypeAlias = npt.NDArray[np.float32]
 
-__all__ = ["Embedder", "QueryEmbedder", "Reranker", "Vectors", "norm_of"]
+__all__ = ["Embedder", "LexicalEmbedder", "QueryEmbedder", "Reranker", "Vectors", "norm_of"]
 
 
 def __getattr__(name: str) -> Any:
@@ -87,6 +87,17 @@ class QueryEmbedder(Protocol):
 
     def embed_query(self, texts: Sequence[str]) -> Vectors:
         """One L2-normalized row per query, in order."""
+        ...
+
+
+@runtime_checkable
+class LexicalEmbedder(Protocol):
+    """An embedder whose vectors are its texts' words and nothing else (hashed counts): a
+    likeness between a query and a text that share no word is hash collisions, not
+    meaning, and a search leaves such a text out as it leaves out one of no likeness."""
+
+    def share_terms(self, query: str, texts: Sequence[str]) -> list[bool]:
+        """Whether each of ``texts`` holds a term (a word or a pair) of ``query``."""
         ...
 
 

@@ -150,8 +150,8 @@ def _source(table: object, number: int) -> SourceConfig:
                          or f"source {number}")
         config.settings  # noqa: B018 - checks every key against the kind's settings
     except ConfigError as exc:
-        message = str(exc)
-        raise ConfigError(message if message.startswith("[[sources]]")
+        message = str(exc)  # one that names its table already is not prefixed twice
+        raise ConfigError(message if "[[sources]]" in message
                           else f"{shown_as}: {message}") from None
     return config
 

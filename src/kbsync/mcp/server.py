@@ -1,7 +1,7 @@
 """The Model Context Protocol server: a knowledge base as tools and resources for agents.
 
 ``kbsync mcp -c <folder>`` serves over stdio with the official ``mcp`` SDK (extra
-``mcp``). Tools: ``search`` (passages with key, heading, score and text),
+``mcp``). Tools: ``search`` (passages with key, heading, relevance and text),
 ``status``, ``diff`` (verdict, kind and reason, similarity, changed regions of a
 document's last change) and ``sync``, which refuses unless the server was started with
 ``--allow-sync``: an agent may read a knowledge base by default, not rewrite it.

@@ -9,10 +9,16 @@ are exported once to fp32 ONNX (:func:`~kbsync.embed.providers.onnx_int8.cached_
 the same per-user cache as the query encoder) and run by ONNX Runtime, so a search that
 reranks never imports torch once the export is cached. A score is the classifier's
 logit (its last one when it has several labels); its sigmoid is the relevance.
+
+A folder of any other model (a sentence-embedding model's, a bare encoder's) is refused
+by its ``config.json`` before anything is loaded, and a classifier whose weights lack
+its head by the export: the library would give either a randomly initialised head, and
+its scores would rank the hits by chance while looking like a reranking.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -49,6 +55,7 @@ class CrossEncoderReranker:
             raise EmbeddingError(f"{_FEATURE}: no weights (*.safetensors, *.bin) in {self._path}")
         if not (self._path / "tokenizer.json").is_file():
             raise EmbeddingError(f"{_FEATURE}: no tokenizer.json in {self._path}")
+        _check_classifier(model, self._path)
 
         def blocks() -> Any:
             for weights in files:
@@ -116,6 +123,25 @@ class CrossEncoderReranker:
         self._inputs = [i.name for i in session.get_inputs()]
         self._session = session
         return session
+
+
+def _check_classifier(model: str, path: Path) -> None:
+    """Refuse a model whose ``config.json`` names no sequence classifier: loaded as one, it
+    would score with a randomly initialised head."""
+    file = path / "config.json"
+    try:
+        config = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise EmbeddingError(f"[search] rerank_model = {model!r}: cannot read {file}: "
+                             f"{exc}") from exc
+    names = config.get("architectures") if isinstance(config, dict) else None
+    names = [str(n) for n in names] if isinstance(names, list) else []
+    if not any(n.endswith("ForSequenceClassification") for n in names):
+        raise EmbeddingError(
+            f"[search] rerank_model = {model!r} is not a cross-encoder: its config.json names "
+            f"{', '.join(names) or 'no architecture'}, not a sequence classifier, so its "
+            "scores would come from a randomly initialised head; name a cross-encoder's "
+            "folder (such as cross-encoder/ms-marco-MiniLM-L6-v2)")
 
 
 def _model_path(model: str) -> Path:

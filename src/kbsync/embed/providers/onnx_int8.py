@@ -195,9 +195,16 @@ def _export(model: Path, target: Path, *, classifier: bool = False) -> None:
     transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # a bar per load
     try:
         kind = AutoModelForSequenceClassification if classifier else AutoModel
-        network = kind.from_pretrained(str(model)).eval()
+        network, loading = kind.from_pretrained(str(model), output_loading_info=True)
+        network = network.eval()
     except Exception as exc:  # the library raises many kinds for an unreadable folder
         raise EmbeddingError(f"{_FEATURE} cannot load the weights in {model}: {exc}") from exc
+    missing = sorted(loading.get("missing_keys") or ())
+    if classifier and missing:  # the library fills them in at random, and says nothing
+        raise EmbeddingError(
+            f"[search] rerank_model: the weights in {model} lack the sequence classifier's "
+            f"{', '.join(missing[:4])}{' ...' if len(missing) > 4 else ''}; its scores would "
+            "come from a randomly initialised head")
     names = ["input_ids", "attention_mask", "token_type_ids"]
     uses_types = "token_type_ids" in _forward_parameters(network)
     inputs = names if uses_types else names[:2]
