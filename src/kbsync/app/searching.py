@@ -15,7 +15,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kbsync.app.fusion import FUSION_DEPTH, Fusion, fuse, ranked, reranked, text_relevance, vector_relevance
+from kbsync.app.fusion import (
+    FUSION_DEPTH,
+    Fusion,
+    fuse,
+    ranked,
+    reranked,
+    text_relevance,
+    vector_relevance,
+)
 from kbsync.core.normalize import normalize
 from kbsync.embed import Embedder, LexicalEmbedder, QueryEmbedder, Reranker, norm_of
 from kbsync.errors import ParameterError
