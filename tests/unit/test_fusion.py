@@ -120,3 +120,10 @@ def test_an_unknown_fusion_or_wrong_weights_are_refused(
     vector, text = _lists()
     with pytest.raises(ParameterError, match=message):
         fuse([vector, text], 3, fusion, weights)  # type: ignore[arg-type]
+
+
+def test_scores_are_scaled_down_to_the_depth_th_candidate_and_none_below_count() -> None:
+    vector = vector_relevance([_hit(k, s) for k, s in (("a", 0.9), ("b", 0.7), ("c", 0.5),
+                                                         ("d", 0.1))])
+    fused = fuse([vector, text_relevance([])], 4, depth=3)
+    assert [h.score for h in fused] == pytest.approx([1.0, 0.5, 0.0, 0.0])

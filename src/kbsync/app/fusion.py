@@ -15,10 +15,11 @@ Relevance, by mode:
   1.0 for the nearest vector, which says nothing of it.
 
 Hybrid ranking, by default, fuses the lists' scores, not their ranks: each hit's score
-in a list scaled between the list's last candidate (0) and its best (1), so neither the
-cosine's nor BM25's scale weighs more, summed with the lists' weights. Reciprocal rank
-fusion (``"ranks"``) throws away by how much a hit leads: a chunk holding every word of
-the question and one the vector search barely placed first counted the same. Dividing
+in a list scaled between the list's 40th candidate (0, whatever ``k``) and its best (1),
+so neither the cosine's nor BM25's scale weighs more, summed with the lists' weights.
+Reciprocal rank fusion (``"ranks"``) throws away by how much a hit leads: a chunk
+holding every word of the question and one the vector search barely placed first
+counted the same. Dividing
 by the best alone (no lower end) was as good on the long-document QA set but let a
 flat list count alike for all its hits: BM25 gives every chunk that holds the one rare
 word of a question about the same score, and a hashing embedder's loose vectors then
@@ -41,21 +42,29 @@ from kbsync.errors import ParameterError
 from kbsync.model import FUSIONS, Fusion
 from kbsync.store import Hit
 
-__all__ = ["FUSIONS", "RRF_K", "Fusion", "fuse", "ranked", "reranked", "text_relevance",
-           "vector_relevance"]
+__all__ = ["FUSIONS", "FUSION_DEPTH", "RRF_K", "Fusion", "fuse", "ranked", "reranked",
+           "text_relevance", "vector_relevance"]
 
 RRF_K = 60
 """The rank offset of reciprocal rank fusion (the usual constant of Cormack et al.)."""
 
+FUSION_DEPTH = 40
+"""Candidates of each list that hybrid search scales its scores between, however many
+hits are asked for: the best is 1, the 40th 0, those below it 0 too. Scaled between
+the last of ``max(4 k, 20)`` candidates, a hit's place moved with ``k`` (the first three
+of 5 of 8 questions naming a FastAPI page's heading changed between k = 3 and k = 25).
+40 is the depth the QA figures were measured at (k = 10)."""
+
 
 def fuse(lists: Sequence[Sequence[Hit]], k: int, fusion: Fusion = "scores",
-         weights: Sequence[float] | None = None) -> list[Hit]:
+         weights: Sequence[float] | None = None, depth: int | None = None) -> list[Hit]:
     """The ``k`` best hits of ``lists`` (each best first, with its raw score and its
     relevance), fused by ``fusion`` with the lists' ``weights`` (equal by default).
 
     ``"scores"``: a hit's fused score is the weighted sum, over the lists, of its score
-    scaled between the list's lowest (0) and best (1), 1 when they are equal (0 in a
-    list that does not hold it). ``"ranks"``: reciprocal rank fusion, the weighted sum
+    scaled between the list's ``depth``-th (0; the lowest without ``depth``, and 0 for
+    those below it) and best (1), 1 when they are equal (0 in a list that does not hold
+    it). ``"ranks"``: reciprocal rank fusion, the weighted sum
     of 1 / (60 + rank). Each hit's ``score`` is its fused score, its ``relevance`` the
     weighted mean of its relevance in each list (0 in a list that does not hold it), at
     most that of the hit before it. Ties keep the order of first appearance, the first
@@ -78,14 +87,15 @@ def fuse(lists: Sequence[Sequence[Hit]], k: int, fusion: Fusion = "scores",
     relevance: dict[tuple[str, str, int], float] = {}
     hits: dict[tuple[str, str, int], Hit] = {}
     for results, weight in zip(lists, weights, strict=True):
-        best = max((hit.score for hit in results), default=0.0)
-        low = min((hit.score for hit in results), default=0.0)
+        scores = sorted((hit.score for hit in results), reverse=True)
+        best = scores[0] if scores else 0.0
+        low = scores[min(depth or len(scores), len(scores)) - 1] if scores else 0.0
         for rank, hit in enumerate(results):
             key = (hit.source, hit.key, hit.index)
             if fusion == "ranks":
                 part = 1.0 / (RRF_K + rank + 1)
             else:
-                part = (hit.score - low) / (best - low) if best > low else 1.0
+                part = max(0.0, (hit.score - low) / (best - low)) if best > low else 1.0
             score[key] = score.get(key, 0.0) + weight * part
             relevance[key] = relevance.get(key, 0.0) + hit.relevance * weight / total
             hits.setdefault(key, hit)

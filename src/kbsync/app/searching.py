@@ -15,7 +15,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kbsync.app.fusion import Fusion, fuse, ranked, reranked, text_relevance, vector_relevance
+from kbsync.app.fusion import (
+    FUSION_DEPTH,
+    Fusion,
+    fuse,
+    ranked,
+    reranked,
+    text_relevance,
+    vector_relevance,
+)
 from kbsync.core.normalize import normalize
 from kbsync.embed import Embedder, LexicalEmbedder, QueryEmbedder, Reranker, norm_of
 from kbsync.errors import ParameterError
@@ -137,11 +145,12 @@ class Searcher:
         if mode == "vector":
             near = self.alike(query, vector, k, filters)
             return Nearest(vector_relevance(near.hits), near.unsound)
-        pool = max(k * 4, 20)
+        pool = max(k, FUSION_DEPTH)
         near = self.alike(query, vector, pool, filters)
         return Nearest(fuse((vector_relevance(near.hits),
                              text_relevance(self.store.search_text(query, pool, filters))), k,
-                            self.fusion, (self.vector_weight, 1.0 - self.vector_weight)),
+                            self.fusion, (self.vector_weight, 1.0 - self.vector_weight),
+                            FUSION_DEPTH),
                        near.unsound)
 
     def alike(self, query: str, vector: npt.NDArray[np.float32], k: int,
