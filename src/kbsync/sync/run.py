@@ -84,13 +84,13 @@ class RunSources:
         for source in [*self.configured, *self.removed]:
             out = SourceTally(source=source.name)
             report.sources.append(out)
-            removed = isinstance(source, RemovedSource)
             if isinstance(source, RemovedSource):
                 if source.name not in self.released:
                     keep_removed(source, out)
                     continue
                 out.warnings.append("no longer configured: its documents are deleted")
-            yield SourceRun(source, out, self.allow_mass_delete or removed)
+            yield SourceRun(source, out,
+                            self.allow_mass_delete or isinstance(source, RemovedSource))
 
     @property
     def synced(self) -> list[Source]:
