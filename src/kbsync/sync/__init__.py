@@ -20,6 +20,9 @@ from :mod:`kbsync.testing`:
   backfill; :mod:`~kbsync.sync.collect`: the vectors' way into the cache;
   :mod:`~kbsync.sync.bill`: refuse a bill over its bound;
 - :mod:`~kbsync.sync.apply`: write a plan, count it, delete what vanished;
+- :mod:`~kbsync.sync.run`: what every driver does around the steps: the sources of a
+  run, one source's steps in order (the driver saying how documents are read and
+  applied), a stop recorded, the run's end;
 - :mod:`~kbsync.sync.batches`: the single driver's batches, a batch embedded while the
   one before is applied; :mod:`~kbsync.sync.work`: batches claimed from the work queue
   (the parallel driver);

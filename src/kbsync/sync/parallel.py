@@ -41,7 +41,7 @@ from kbsync.sync.failures import FailureMemory
 from kbsync.sync.listing import Listed, list_source
 from kbsync.sync.observe import ExtractorFor, count_unchanged, deriver
 from kbsync.sync.options import BatchLimits, SyncOptions
-from kbsync.sync.removed import RemovedSource, forget_released, keep_removed, sources_to_sync
+from kbsync.sync.run import SourceRun, finish_run, record_interrupted, sources_of_run
 from kbsync.sync.scratch import Facts, Scratch, facts_of
 from kbsync.sync.steps import decide, delete_gone, finish_source, gate, merge_results
 from kbsync.sync.tally import Clock, Progress, SourceTally, SyncReport, utc_now
@@ -93,47 +93,31 @@ def sync_parallel(
     ctx = Context(store, embedder, extractor_for, chunker, options, None, index, Clock(report))
     run = f"{report.started}/{uuid.uuid4().hex[:12]}"
     store.begin_run(run)
-    configured, removed, released = sources_to_sync(store, sources, options.allow_mass_delete,
-                                                    options.only)
-    everything: list[Source] = [*configured, *(s for s in removed if s.name in released)]
+    chosen = sources_of_run(store, sources, options)
     try:
         with contextlib.ExitStack() as scratches:
             sourced = []
-            for source in [*configured, *removed]:
-                out = SourceTally(source=source.name)
-                report.sources.append(out)
-                if isinstance(source, RemovedSource):
-                    if source.name not in released:
-                        keep_removed(source, out)
-                        continue
-                    out.warnings.append("no longer configured: its documents are deleted")
+            for one in chosen.each(report):
                 scratch = scratches.enter_context(Scratch(options.scratch_dir))
-                sourced.append(_enqueue(ctx, run, source, scratch, out))
+                sourced.append(_enqueue(ctx, run, one, scratch))
             ctx.clock.lap("list")
-            _work(ctx, run, everything, sourced, workers, spawn, progress)
+            _work(ctx, run, chosen.synced, sourced, workers, spawn, progress)
             store.finish_vectors(embedder.dimension)
             ctx.clock.lap("index")
-            for one in sourced:
-                merge_results(ctx, one.out, store.results(run, one.name))
-                delete_gone(ctx, one.name, one.scratch, one.stored, one.allow_mass_delete,
-                            one.out)
-                assert one.decision is not None
-                rewrite |= finish_source(ctx, one.name, one.listed, one.memory, one.decision,
-                                         one.out)
+            for each in sourced:
+                merge_results(ctx, each.out, store.results(run, each.name))
+                delete_gone(ctx, each.name, each.scratch, each.stored, each.allow_mass_delete,
+                            each.out)
+                assert each.decision is not None
+                rewrite |= finish_source(ctx, each.name, each.listed, each.memory,
+                                         each.decision, each.out)
         index.end(rewrite, embedder.identity, embedder.dimension)
         store.end_run(run)
         ctx.clock.lap("finish")
     except BaseException:
-        _record_interrupted(store, report)
+        record_interrupted(store, report)
         raise
-    report.diagnostics = chunker.text_chunker().diagnose_tally(ctx.tally)
-    report.finished = utc_now()
-    result = report.result()
-    store.set_meta("chunker", chunker.fingerprint)
-    store.set_meta("embedder", embedder.identity)
-    forget_released(store, released | {s.name for s in configured})
-    store.record_run(result.started, result.finished, result.to_dict())
-    return result
+    return finish_run(ctx, store, report, chosen)
 
 
 @dataclass
@@ -151,21 +135,11 @@ class _Source:
     decision: Decision | None = field(default=None)
 
 
-def _record_interrupted(store: WorkQueue, report: SyncReport) -> None:
-    """Record a run that stopped before its end, with what it did until then."""
-    report.finished = utc_now()
-    with contextlib.suppress(Exception):  # the store may be what failed: the cause goes on
-        result = report.result()
-        store.record_run(result.started, result.finished,
-                         {**result.to_dict(), "interrupted": True})
-
-
-def _enqueue(ctx: Context, run: str, source: Source, scratch: Scratch,
-             out: SourceTally) -> _Source:
+def _enqueue(ctx: Context, run: str, one: SourceRun, scratch: Scratch) -> _Source:
     """List one source into ``scratch`` and gate each listed document: what the stat gate
     settles is queued as observed, the rest to be read (a page at a time, so this process
     holds no whole listing)."""
-    store, options = ctx.store, ctx.options
+    store, options, source, out = ctx.store, ctx.options, one.source, one.out
     assert isinstance(store, WorkQueue)
     verify = options.verify
     derive = deriver(ctx.extractor_for, ctx.chunker)
@@ -192,7 +166,7 @@ def _enqueue(ctx: Context, run: str, source: Source, scratch: Scratch,
     store.enqueue(run, source.name, queued)
     store.enqueue_observed(run, source.name, settled)
     return _Source(source.name, scratch, listed, memory, scratch.stored_count(),
-                   options.allow_mass_delete or isinstance(source, RemovedSource), out)
+                   one.allow_mass_delete, out)
 
 
 def _work(ctx: Context, run: str, sources: Sequence[Source], sourced: Sequence[_Source],

@@ -30,6 +30,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from kbsync.core.plan import (
@@ -51,20 +52,13 @@ from kbsync.sync.chunker import Chunker
 from kbsync.sync.context import Context, Decision
 from kbsync.sync.embedding import count_reused, refuse_dimension_change
 from kbsync.sync.failures import FailureMemory
-from kbsync.sync.listing import list_source
-from kbsync.sync.observe import Derive, ExtractorFor, count_unchanged, deriver
+from kbsync.sync.observe import Derive, ExtractorFor, count_unchanged
 from kbsync.sync.options import SyncOptions
 from kbsync.sync.ray_pool import READ_PER_TASK, Applied, Pool, RayCluster, Recipe
 from kbsync.sync.reading import Job, Read
-from kbsync.sync.removed import RemovedSource, forget_released, keep_removed, sources_to_sync
+from kbsync.sync.run import finish_run, kept, observe_listed, sources_of_run, sync_source
 from kbsync.sync.scratch import Scratch, Waiting
-from kbsync.sync.single import (
-    kept,
-    observe_listed,
-    record_interrupted,
-    sigterm_as_interrupt,
-)
-from kbsync.sync.steps import decide, delete_gone, finish_source, plan_batch
+from kbsync.sync.steps import plan_batch
 from kbsync.sync.tally import (
     REPORT_LIMIT,
     Clock,
@@ -114,70 +108,19 @@ def sync_ray(
     try:
         ctx = Context(store, pool.embedder(embedder), extractor_for, chunker, options,
                       progress=progress, index=index, clock=Clock(report))
-        sources, removed, released = sources_to_sync(store, sources, options.allow_mass_delete,
-                                                     options.only)
-        for source in [*sources, *removed]:
-            tally = SourceTally(source=source.name)
-            report.sources.append(tally)
-            if isinstance(source, RemovedSource):
-                if source.name not in released:
-                    keep_removed(source, tally)
-                    continue
-                tally.warnings.append("no longer configured: its documents are deleted")
-            rewrite |= _sync_source(ctx, pool, store, source,
-                                    options.allow_mass_delete or isinstance(source, RemovedSource),
-                                    tally)
+        chosen = sources_of_run(store, sources, options)
+        for one in chosen.each(report):
+            rewrite |= sync_source(ctx, store, one, partial(_observe, pool=pool),
+                                   partial(_write_batches, pool=pool))
     finally:
         pool.close()
     index.end(rewrite, embedder.identity, embedder.dimension)
     ctx.clock.lap("index")
-    report.diagnostics = chunker.text_chunker().diagnose_tally(ctx.tally)
-    report.finished = utc_now()
-    result = report.result()
-    store.set_meta("chunker", chunker.fingerprint)
-    store.set_meta("embedder", embedder.identity)
-    forget_released(store, released | {s.name for s in sources})
-    store.record_run(result.started, result.finished, result.to_dict())
-    return result
+    return finish_run(ctx, store, report, chosen)
 
 
-def _sync_source(ctx: Context, pool: Pool, store: RecordStore, source: Source,
-                 allow_mass_delete: bool, out: SourceTally) -> bool:
-    """:func:`_sync_source_steps`, stopped by SIGTERM as by Ctrl-C; a run that stops there
-    is recorded as interrupted before the error goes on, as in one process."""
-    try:
-        with sigterm_as_interrupt():
-            return _sync_source_steps(ctx, pool, source, allow_mass_delete, out)
-    except BaseException:
-        record_interrupted(store, ctx.clock.report)
-        raise
-
-
-def _sync_source_steps(ctx: Context, pool: Pool, source: Source, allow_mass_delete: bool,
-                       out: SourceTally) -> bool:
-    """The steps of a sync of one source (as :mod:`kbsync.sync.single` composes them),
-    with the reading, the embedding and the writes of the batches on Ray. Whether the
-    vectors of documents left alone changed."""
-    memory = FailureMemory(ctx.store, source.name)
-    with Scratch(ctx.options.scratch_dir) as scratch:
-        derive = deriver(ctx.extractor_for, ctx.chunker)
-        listed = list_source(source, ctx.store, derive, ctx.options.verify, scratch, out,
-                             due=ctx.options.due and not ctx.options.verify,
-                             accept_root=ctx.options.accept_root)
-        ctx.clock.lap("list")
-        stored = scratch.stored_count()
-        _observe(ctx, pool, source, scratch, derive, memory, out)
-        decision = decide(ctx, source.name, scratch, listed.complete, out)
-        limits = ctx.options.batch
-        _write_batches(ctx, pool, source.name,
-                       scratch.batches(limits.documents, limits.bytes, limits.first),
-                       scratch.observed_count(), decision, out)
-        delete_gone(ctx, source.name, scratch, stored, allow_mass_delete, out)
-    return finish_source(ctx, source.name, listed, memory, decision, out)
-
-
-def _observe(ctx: Context, pool: Pool, source: Source, scratch: Scratch, derive: Derive,
-             memory: FailureMemory, out: SourceTally) -> None:
+def _observe(ctx: Context, source: Source, scratch: Scratch, derive: Derive,
+             memory: FailureMemory, out: SourceTally, *, pool: Pool) -> None:
     """Gate every listed document here (:func:`~kbsync.sync.steps.gate`); those to read go
     to reading tasks, and what each comes to goes to ``scratch``.
 
@@ -224,12 +167,12 @@ class _Readers:
         self._done(self._pool.get(self._pending.popleft()))
 
 
-def _write_batches(ctx: Context, pool: Pool, source: str, batches: Iterable[list[Waiting]],
-                   documents: int, decision: Decision, out: SourceTally) -> None:
-    """Plan each batch here (of ``documents`` in all), embed and apply it on Ray; wait for
-    the last."""
+def _write_batches(ctx: Context, source: str, batches: Iterable[list[Waiting]],
+                   scratch: Scratch, decision: Decision, out: SourceTally, *,
+                   pool: Pool) -> None:
+    """Plan each batch (of ``scratch``) here, embed and apply it on Ray; wait for the last."""
     flow = _Flow(ctx, pool, source, decision.skip, out)
-    counted = Counted(ctx.progress, documents)
+    counted = Counted(ctx.progress, scratch.observed_count())
     for batch in batches:
         planned = SourceTally(source=source)
         the_plan, borrowed = plan_batch(ctx, source, batch, decision, planned, flow.assumed())

@@ -30,7 +30,10 @@ The single-process driver (:mod:`kbsync.sync.single`) runs them in order, a batc
 embedding beside the apply of the one before (:class:`~kbsync.sync.batches.Pipeline`);
 the PostgreSQL driver (:mod:`kbsync.sync.parallel`, :mod:`kbsync.sync.work`) runs
 steps 3, 5, 6 and 7 in workers that claim batches from its work queue, and the others in
-its coordinator. Both give the same store and the same report.
+its coordinator; the Ray driver (:mod:`kbsync.sync.ray_driver`) runs steps 3, 6 and 7 on
+Ray. All give the same store and the same report. What each does around the steps (the
+sources of a run, one source's steps in order, the run's end) is written once, in
+:mod:`kbsync.sync.run`.
 """
 
 from __future__ import annotations

@@ -21,30 +21,7 @@ _TEXT_COLUMNS: tuple[Column, ...] = (("key", "text"), ("text", "text"), ("text_k
 
 class DocumentTables(DeferredIndexes, SqlDocuments):
     """The kept texts of the PostgreSQL store's documents: the current and the previous one
-    in a row of ``texts``; the chunk texts a transaction adds, written at its commit."""
-
-    _texts_pending: dict[str, tuple[str, bytes]]
-
-    def _before_begin(self) -> None:
-        super()._before_begin()
-        self._texts_pending = {}
-
-    def _add_chunk_texts(self, rows: Sequence[tuple[str, str, bytes]]) -> None:
-        # Writers at once (workers, store actors) adding the same new text each wait for
-        # the other's uncommitted row; two adding two shared texts in opposite orders (of
-        # their documents) waited for each other: a deadlock. So a transaction's texts are
-        # written at its commit, all in one statement in digest order: every writer waits
-        # in the same order, never in a cycle (as the digest counts are).
-        if not self._depth:
-            super()._add_chunk_texts(rows)
-            return
-        self._texts_pending.update((d, (t, k)) for d, t, k in rows)
-
-    def _before_commit(self) -> None:
-        pending, self._texts_pending = self._texts_pending, {}
-        if pending:
-            super()._add_chunk_texts([(d, t, k) for d, (t, k) in sorted(pending.items())])
-        super()._before_commit()
+    in a row of ``texts``."""
 
     def stored(self, source: str, key: str) -> StoredDocument | None:
         """One stored document with its chunk digests (what a worker plans against)."""

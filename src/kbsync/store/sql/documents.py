@@ -11,7 +11,7 @@ generation) unless the backend keeps them otherwise.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -88,6 +88,7 @@ class DocumentTables(EmbeddingTables, DigestCounts, PlanWrites):
     a document's current chunks noted for the digest counts (:mod:`~kbsync.store.sql.digests`)."""
 
     _group: _Group | None = None  # the applies waiting for the end of a batch, in one
+    _texts_pending: dict[str, tuple[str, bytes]]  # digest: (text, text key), to commit
 
     def apply(self, source: str, doc: DocumentPlan,
               vectors: Mapping[str, npt.NDArray[np.float32]], embedder: str, now: str,
@@ -291,12 +292,10 @@ class DocumentTables(EmbeddingTables, DigestCounts, PlanWrites):
 
     def _write_chunks(self, source: str, versions: Sequence[tuple[str, DocumentVersion]]) -> None:
         """The current generation's chunks of the (key, version) documents, and their texts
-        (shared rows, in digest order)."""
+        (shared rows, written at the commit: :meth:`_add_chunk_texts`)."""
         sql = self._dialect
-        texts = sorted({c.digest: (c.text, c.embedding_key)
-                        for _, v in versions for c in v.chunks}.items())
-        if texts:
-            self._add_chunk_texts([(d, t, k) for d, (t, k) in texts])
+        self._add_chunk_texts((c.digest, c.text, c.embedding_key)
+                              for _, v in versions for c in v.chunks)
         rows = [(key, i, c.digest, c.section, c.heading, c.start, c.end, c.tokens, c.boundary)
                 for key, v in versions for i, c in enumerate(v.chunks)]
         if rows:
@@ -305,12 +304,33 @@ class DocumentTables(EmbeddingTables, DigestCounts, PlanWrites):
         self._count_stored(source, [key for key, v in versions if v.chunks], 1)
         self._chunks_written(source, versions)
 
-    def _add_chunk_texts(self, rows: Sequence[tuple[str, str, bytes]]) -> None:
-        """Add (digest, text, text key) rows, in digest order, to the chunk texts that
-        documents share (a row already there stays)."""
-        crashpoint("store.write_chunk_texts")
-        self._dialect.insert("chunk_texts", _CHUNK_TEXT_COLUMNS, rows,
-                             conflict="ON CONFLICT DO NOTHING", order="digest")
+    def _add_chunk_texts(self, rows: Iterable[tuple[str, str, bytes]]) -> None:
+        """Add (digest, text, text key) rows to the chunk texts that documents share (a row
+        already there stays), at the commit of the transaction that adds them.
+
+        Writers at once on one store (PostgreSQL's workers, Ray's store actors) adding
+        the same new text each wait for the other's uncommitted row, and two adding two
+        shared texts in opposite orders waited for each other: a deadlock. So whatever a
+        transaction's documents add (a batch's group, one document's apply, several
+        applies in one transaction) is kept here and written just before it commits
+        (:meth:`_before_commit`), in one statement in digest order: every writer waits in
+        the same order, never in a cycle, as the digest counts do. Chunk texts are only
+        written by a plan's apply, always in a transaction.
+        """
+        self._texts_pending.update((d, (t, k)) for d, t, k in rows)
+
+    def _before_begin(self) -> None:
+        super()._before_begin()
+        self._texts_pending = {}  # what a rolled back transaction kept goes
+
+    def _before_commit(self) -> None:
+        pending, self._texts_pending = self._texts_pending, {}
+        if pending:
+            crashpoint("store.write_chunk_texts")
+            self._dialect.insert("chunk_texts", _CHUNK_TEXT_COLUMNS,
+                                 [(d, t, k) for d, (t, k) in sorted(pending.items())],
+                                 conflict="ON CONFLICT DO NOTHING", order="digest")
+        super()._before_commit()
 
     # -- kept texts: one row per generation in ``versions`` (a backend may keep them
     # otherwise, and override these) ------------------------------------------------------
