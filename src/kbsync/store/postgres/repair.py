@@ -10,6 +10,7 @@ from kbsync.model import ANY_NORM, VectorNorm
 from kbsync.store import StoreStatus, invariants
 from kbsync.store.postgres.checks import ValueChecks
 from kbsync.store.postgres.connection import load_psycopg, scalar, shown
+from kbsync.store.postgres.schema import HNSW_MAX_DIMENSION
 from kbsync.store.rows import CURRENT
 from kbsync.store.sql.digests import DigestCounts, drift_lines
 from kbsync.store.values import lines, summary
@@ -33,7 +34,27 @@ class RepairTables(ValueChecks, DigestCounts):
             runs=int(scalar(db, "SELECT count(*) FROM runs")),
             by_source=by_source,
             last_run=json.loads(last[0]) if last else None,
+            vector_search=tuple(self._vector_search()),
         )
+
+    def _vector_search(self) -> list[str]:
+        """How a vector search of each dimension answers: its HNSW index, or a scan."""
+        said = []
+        for dimension, count in self._conn.execute(
+                "SELECT dimension, count(*) FROM embeddings GROUP BY dimension ORDER BY 1"):
+            vectors = f"{count:,} vectors of {dimension} dimensions"
+            if self._has_index(f"embeddings_hnsw_{dimension}"):
+                said.append(f"{vectors}: HNSW index")
+            elif dimension > HNSW_MAX_DIMENSION or not self.ann_above:
+                said.append(f"{vectors}: exact search (no index: "
+                            f"{'too many dimensions' if self.ann_above else 'ann_above = 0'})")
+            elif count > self.ann_above:
+                said.append(f"{vectors}: exact search; the index (above ann_above = "
+                            f"{self.ann_above:,}) is built at the end of the next sync")
+            else:
+                said.append(f"{vectors}: exact search (the index is built at the end of "
+                            f"the sync that takes them past ann_above = {self.ann_above:,})")
+        return said
 
     def verify(self, embedder: str, identity: Callable[[str], str] | None,
                derivations: Collection[str] | None = None,
