@@ -15,6 +15,7 @@ from kbsync.extract.registry import extractor_for
 from kbsync.store import Hit
 from kbsync.store.filters import Filters, parse_where
 from kbsync.store.postgres import PostgresStore
+from kbsync.store.postgres.connection import shown
 from kbsync.sync import Chunker, SyncOptions, sync_sources
 from kbsync.sync.options import BatchLimits
 from kbsync.sync.parallel import sync_parallel
@@ -240,3 +241,22 @@ def test_ann_above_zero_builds_no_vector_index(backend: Backend) -> None:
         f"{_vector_count(store)} vectors of 16 dimensions: exact search (no index: "
         "ann_above = 0)",)
     store.close()
+
+
+def test_verify_names_a_dimension_past_ann_above_without_its_index_and_repair_builds_it(
+        store: PostgresStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    _Watch(store, monkeypatch, fail_after=6)
+    with pytest.raises(KeyboardInterrupt):
+        _sync(store, _source(10))  # stopped before its end, where the index is built
+    monkeypatch.undo()
+    count = _vector_count(store)
+    problems = store.verify(EMBEDDER.identity, None)
+    assert [p for p in problems if "HNSW" in p] == [
+        f"{shown(store.url)}: {count} vectors of 16 dimensions, above ann_above = 1, have no HNSW "
+        "index (a sync that crossed it stopped before its end), so vector searches compare "
+        "them all; the next sync builds it at its end, as `kbsync verify --repair` does"]
+    assert store.repair(lambda text: {}) == [
+        f"built the HNSW index of the {count} vectors of 16 dimensions"]
+    assert "embeddings_hnsw_16" in {str(r[0]) for r in store._conn.execute(
+        "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()")}
+    assert store.verify(EMBEDDER.identity, None) == []

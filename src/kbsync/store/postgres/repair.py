@@ -10,6 +10,7 @@ from kbsync.model import ANY_NORM, VectorNorm
 from kbsync.store import StoreStatus, invariants
 from kbsync.store.postgres.checks import ValueChecks
 from kbsync.store.postgres.connection import load_psycopg, scalar, shown
+from kbsync.store.postgres.indexes import DeferredIndexes
 from kbsync.store.postgres.schema import HNSW_MAX_DIMENSION
 from kbsync.store.rows import CURRENT
 from kbsync.store.sql.digests import DigestCounts, drift_lines
@@ -18,7 +19,7 @@ from kbsync.store.values import lines, summary
 __all__ = ["RepairTables"]
 
 
-class RepairTables(ValueChecks, DigestCounts):
+class RepairTables(DeferredIndexes, ValueChecks, DigestCounts):
     """The :class:`~kbsync.store.Maintenance` role of the PostgreSQL store."""
 
     def status(self) -> StoreStatus:
@@ -36,6 +37,12 @@ class RepairTables(ValueChecks, DigestCounts):
             last_run=json.loads(last[0]) if last else None,
             vector_search=tuple(self._vector_search()),
         )
+
+    def _unindexed_dimensions(self) -> list[tuple[int, int]]:
+        """The dimensions (and their counts of vectors) past ``ann_above`` with no index."""
+        return [(int(d), int(n)) for d, n in self._conn.execute(
+            "SELECT dimension, count(*) FROM embeddings GROUP BY dimension ORDER BY 1")
+            if self.needs_vector_index(int(d))]
 
     def _vector_search(self) -> list[str]:
         """How a vector search of each dimension answers: its HNSW index, or a scan."""
@@ -64,6 +71,11 @@ class RepairTables(ValueChecks, DigestCounts):
             self._stream, embedder, mark="%s",
             bad_vectors="SELECT count(*) FROM embeddings WHERE vector_dims(vector) != dimension")
         problems += drift_lines(self.digest_drift())
+        problems += [f"{shown(self.url)}: {count:,} vectors of {dimension} dimensions, above "
+                     f"ann_above = {self.ann_above:,}, have no HNSW index (a sync that crossed "
+                     "it stopped before its end), so vector searches compare them all; the "
+                     "next sync builds it at its end, as `kbsync verify --repair` does"
+                     for dimension, count in self._unindexed_dimensions()]
         values = self._value_damage(embedder, identity, derivations, norm)
         if damage or values:
             self.remember_damage("; ".join(
@@ -103,6 +115,10 @@ class RepairTables(ValueChecks, DigestCounts):
             restored += len(found)
         done = [f"rebuilt the chunk texts ({restored} restored from the documents' text)"
                 ] if restored else []
+        for dimension, count in self._unindexed_dimensions():
+            self._build(str(dimension))
+            done.append(f"built the HNSW index of the {count:,} vectors of {dimension} "
+                        "dimensions")
         differ = self.recount_drifted()
         return done + ([f"rebuilt the digest counts ({differ} differed from a recount)"]
                        if differ else [])
