@@ -38,6 +38,11 @@ class RepairTables(DeferredIndexes, ValueChecks, DigestCounts):
             vector_search=tuple(self._vector_search()),
         )
 
+    def _writing(self) -> bool:
+        """Whether a writer (a sync) holds the lock now: one that has crossed ``ann_above``
+        builds the index at its end, so its absence meanwhile is no problem."""
+        return self.lock(wait=False).holder() is not None
+
     def _unindexed_dimensions(self) -> list[tuple[int, int]]:
         """The dimensions (and their counts of vectors) past ``ann_above`` with no index."""
         return [(int(d), int(n)) for d, n in self._conn.execute(
@@ -75,7 +80,8 @@ class RepairTables(DeferredIndexes, ValueChecks, DigestCounts):
                      f"ann_above = {self.ann_above:,}, have no HNSW index (a sync that crossed "
                      "it stopped before its end), so vector searches compare them all; the "
                      "next sync builds it at its end, as `kbsync verify --repair` does"
-                     for dimension, count in self._unindexed_dimensions()]
+                     for dimension, count in self._unindexed_dimensions()
+                     if not self._writing()]
         values = self._value_damage(embedder, identity, derivations, norm)
         if damage or values:
             self.remember_damage("; ".join(
