@@ -202,6 +202,12 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TABLE IF NOT EXISTS {COUNTS_TABLE.removeprefix("CREATE TABLE ")};
     CREATE INDEX IF NOT EXISTS {COUNTS_INDEX.removeprefix("CREATE INDEX ")};
     """,
+    # 16: the observations waiting in the queue are kept uncompressed: each lives for one
+    # run, and compressing them (pglz) took 4.0 of the server's 25 s in a parallel first
+    # sync of 3,000 files (1.3 s without).
+    """
+    ALTER TABLE work ALTER COLUMN observation SET STORAGE EXTERNAL;
+    """,
 )
 
 DIGEST_COUNTS_VERSION = 15
