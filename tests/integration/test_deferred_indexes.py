@@ -1,16 +1,21 @@
-"""PostgreSQL's HNSW and GIN indexes on a first load: built after it, in every driver, and
-after a sync that died midway by the next one; grown row by row afterwards."""
+"""PostgreSQL's HNSW and GIN indexes: built at the end of a sync (the GIN index after a
+first load, the HNSW index of a dimension once it has more than ``ann_above`` vectors), in
+every driver, and after a sync that died midway by the next one; grown row by row
+afterwards, and never dropped. Below ``ann_above`` vector searches are exact."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from kbsync.extract.registry import extractor_for
+from kbsync.store import Hit
+from kbsync.store.filters import Filters, parse_where
 from kbsync.store.postgres import PostgresStore
+from kbsync.store.postgres.connection import shown
 from kbsync.sync import Chunker, SyncOptions, sync_sources
 from kbsync.sync.options import BatchLimits
 from kbsync.sync.parallel import sync_parallel
@@ -23,15 +28,22 @@ INDEXES = {"chunk_texts_tsv", "embeddings_hnsw_16"}
 
 
 @pytest.fixture
-def store(postgres_url: str, tmp_path: Path) -> Iterator[PostgresStore]:
-    backend = Backend("postgres", postgres_url)
-    opened = backend.open(tmp_path)
-    assert isinstance(opened, PostgresStore)
+def backend(postgres_url: str) -> Iterator[Backend]:
+    found = Backend("postgres", postgres_url)
+    try:
+        yield found
+    finally:
+        found.drop()
+
+
+@pytest.fixture
+def store(backend: Backend) -> Iterator[PostgresStore]:
+    """A store that builds the HNSW index above one vector: on every first load."""
+    opened = PostgresStore(backend.url, schema=backend.schema(), ann_above=1)
     try:
         yield opened
     finally:
         opened.close()
-        backend.drop()
 
 
 def _source(count: int, word: str = "harbour") -> MemorySource:
@@ -100,7 +112,7 @@ def test_a_first_sync_stopped_midway_leaves_searches_answering_and_the_next_sync
     monkeypatch.undo()
     assert store.status().documents == 4  # the first batch is in
     assert _indexes(store) == set()
-    assert _deferred(store) == {"index_deferred:text", "index_deferred:16"}
+    assert _deferred(store) == {"index_deferred:text"}
     embedder = CountingEmbedder(dimension=16)
     assert store.search_text("lamp keeper", 3)  # by a scan
     assert store.search_vector(embedder.identity, embedder.embed(["lamp"])[0], 3).hits
@@ -128,3 +140,125 @@ def test_an_index_found_missing_is_built_by_the_next_sync(store: PostgresStore) 
     store._conn.execute("DROP INDEX chunk_texts_tsv")
     _sync(store, _source(4))
     assert _indexes(store) == INDEXES
+
+
+# -- ann_above: exact below it, the index built once by the sync that crosses it ----------
+
+EMBEDDER = CountingEmbedder(dimension=16)
+QUERIES = ("harbour lamp", "pier stairs keeper", "wick 3")
+
+
+def _vector_count(store: PostgresStore) -> int:
+    return int(store._conn.execute("SELECT count(*) FROM embeddings").fetchone()[0])
+
+
+def _exact(store: PostgresStore, query: str, k: int,
+           filters: Filters | None = None) -> list[tuple[str, int, float]]:
+    """The best ``k`` chunks by the inner product, every chunk compared (in NumPy)."""
+    chunks = list(store.indexed_chunks(filters=filters))
+    vectors = store.vectors(EMBEDDER.identity, [c.digest for c in chunks])
+    target = EMBEDDER.embed([query])[0]
+    scored = sorted((-float(np.dot(target, vectors[c.digest])), c.key, c.index) for c in chunks)
+    return [(key, index, -score) for score, key, index in scored[:k]]
+
+
+def _ranked(hits: list[Hit]) -> list[tuple[str, int, float]]:
+    return [(h.key, h.index, round(h.score, 4)) for h in hits]
+
+
+def _searches(store: PostgresStore) -> list[list[tuple[str, int, float]]]:
+    return [_ranked(store.search_vector(EMBEDDER.identity, EMBEDDER.embed([q])[0], 5, where).hits)
+            for q in QUERIES for where in (None, parse_where(["path=d0*"]))]
+
+
+def test_below_ann_above_no_vector_index_is_built_and_searches_compare_every_vector(
+        backend: Backend) -> None:
+    store = PostgresStore(backend.url, schema=backend.schema(), ann_above=100_000)
+    _sync(store, _source(10))
+    assert _indexes(store) == {"chunk_texts_tsv"}
+    for query in QUERIES:
+        for where in (None, parse_where(["path=d0*"])):
+            hits = store.search_vector(EMBEDDER.identity, EMBEDDER.embed([query])[0], 5,
+                                       where).hits
+            want = _exact(store, query, 5, where)
+            assert [h.score for h in hits] == pytest.approx([s for _, _, s in want], abs=1e-4)
+    assert store.status().vector_search == (
+        f"{_vector_count(store)} vectors of 16 dimensions: exact search (the index is built at "
+        "the end of the sync that takes them past ann_above = 100,000)",)
+    store.close()
+
+
+def test_the_sync_that_takes_a_dimension_past_ann_above_builds_its_index_once_at_its_end(
+        backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    schema = backend.schema()
+    first = PostgresStore(backend.url, schema=schema)
+    _sync(first, _source(4))
+    below = _vector_count(first)
+    first.close()
+    store = PostgresStore(backend.url, schema=schema, ann_above=below)
+    _sync(store, _source(4))  # nothing new: still at the threshold, not above it
+    assert _indexes(store) == {"chunk_texts_tsv"}
+    builds: list[str] = []
+    build = store._build
+
+    def counted(name: str) -> None:
+        builds.append(name)
+        build(name)
+
+    monkeypatch.setattr(store, "_build", counted)
+    watch = _Watch(store, monkeypatch)
+    _sync(store, _source(10))
+    assert _vector_count(store) > below
+    assert watch.seen
+    assert all(seen == {"chunk_texts_tsv"} for seen in watch.seen)
+    assert _indexes(store) == INDEXES
+    assert builds == ["16"]
+    _sync(store, _source(10, "pier"))
+    assert builds == ["16"]  # grown since, not built again
+    assert store.status().vector_search == (
+        f"{_vector_count(store)} vectors of 16 dimensions: HNSW index",)
+    indexed = _searches(store)
+    store._conn.execute("DROP INDEX embeddings_hnsw_16")
+    assert _searches(store) == indexed  # the same hits as an exact search
+    store.close()
+
+
+def test_a_dimension_that_falls_below_ann_above_keeps_its_index(store: PostgresStore) -> None:
+    _sync(store, _source(10))
+    assert _indexes(store) == INDEXES
+    store.ann_above = _vector_count(store) + 1
+    _sync(store, _source(1), allow_mass_delete=True)
+    store.gc()
+    assert _vector_count(store) < store.ann_above
+    assert _indexes(store) == INDEXES
+
+
+def test_ann_above_zero_builds_no_vector_index(backend: Backend) -> None:
+    store = PostgresStore(backend.url, schema=backend.schema(), ann_above=0)
+    _sync(store, _source(10))
+    assert _indexes(store) == {"chunk_texts_tsv"}
+    assert store.status().vector_search == (
+        f"{_vector_count(store)} vectors of 16 dimensions: exact search (no index: "
+        "ann_above = 0)",)
+    store.close()
+
+
+def test_verify_names_a_dimension_past_ann_above_without_its_index_and_repair_builds_it(
+        store: PostgresStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    _Watch(store, monkeypatch, fail_after=6)
+    with pytest.raises(KeyboardInterrupt):
+        _sync(store, _source(10))  # stopped before its end, where the index is built
+    monkeypatch.undo()
+    count = _vector_count(store)
+    problems = store.verify(EMBEDDER.identity, None)
+    assert [p for p in problems if "HNSW" in p] == [
+        f"{shown(store.url)}: {count} vectors of 16 dimensions, above ann_above = 1, have no HNSW "
+        "index (a sync that crossed it stopped before its end), so vector searches compare "
+        "them all; the next sync builds it at its end, as `kbsync verify --repair` does"]
+    with store.lock():  # a sync writing now builds it at its end: nothing to say yet
+        assert not [p for p in store.verify(EMBEDDER.identity, None) if "HNSW" in p]
+    assert store.repair(lambda text: {}) == [
+        f"built the HNSW index of the {count} vectors of 16 dimensions"]
+    assert "embeddings_hnsw_16" in {str(r[0]) for r in store._conn.execute(
+        "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()")}
+    assert store.verify(EMBEDDER.identity, None) == []

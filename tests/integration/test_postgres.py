@@ -166,8 +166,7 @@ def test_the_writer_lock_is_an_advisory_lock_released_with_its_connection(
 def test_vectors_of_two_dimensions_coexist_each_with_its_own_hnsw_index(
     pg_backend: Backend, tmp_path: Path,
 ) -> None:
-    store = pg_backend.open(tmp_path)
-    assert isinstance(store, PostgresStore)
+    store = PostgresStore(pg_backend.url, schema=pg_backend.schema(), ann_above=1)
     source = MemorySource({f"d{i}.txt": f"lamp {i} harbour stairs wick {i}".encode() * 30
                            for i in range(5)})
     embedder = CountingEmbedder(dimension=16)
@@ -177,6 +176,7 @@ def test_vectors_of_two_dimensions_coexist_each_with_its_own_hnsw_index(
     wide = rng.normal(size=(len(digests), 48)).astype(np.float32)
     wide /= np.linalg.norm(wide, axis=1, keepdims=True)
     store.put_vectors("another-model:48", dict(zip(digests, wide, strict=True)))
+    store.finish_vectors(48)  # as a sync does at its end
     assert store.embedder_dimensions() == {embedder.identity: 16, "another-model:48": 48}
     indexes = {r[0] for r in store._conn.execute(
         "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()")}
@@ -216,13 +216,13 @@ def test_the_index_memory_setting_reaches_the_build_of_a_deferred_index(
     schema = pg_backend.schema()
     vectors = {f"{i:064x}": np.eye(8, dtype=np.float32)[i] for i in range(8)}
     # The server refuses an amount below its minimum: proof that the build asked for it.
-    too_little = PostgresStore(pg_backend.url, schema=schema, index_memory="1kB")
+    too_little = PostgresStore(pg_backend.url, schema=schema, index_memory="1kB", ann_above=1)
     too_little.prepare_vectors(8)
     too_little.put_vectors("model", vectors)
     with pytest.raises(StoreError, match="maintenance_work_mem"):  # the driver's error, in one line
         too_little.finish_vectors(8)
     too_little.close()
-    enough = PostgresStore(pg_backend.url, schema=schema, index_memory="96MB")
+    enough = PostgresStore(pg_backend.url, schema=schema, index_memory="96MB", ann_above=1)
     enough.finish_vectors(8)
     indexes = {r[0] for r in enough._conn.execute(
         "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()")}

@@ -31,6 +31,7 @@ from kbsync.engine import init_config
 from kbsync.engine.recipe import ConfigRecipe
 from kbsync.errors import ClusterError, ConfigError
 from kbsync.report import SyncResult
+from kbsync.store.postgres import PostgresStore
 from kbsync.sync import (
     BatchLimits,
     Progress,
@@ -284,6 +285,24 @@ def test_a_random_edit_history_gives_the_same_postgres_store_and_reports_on_ray(
     gpus = _history(pair, corpus, RayCluster(appliers=2, gpus=False), steps=2, documents=20,
                     changes=6)
     assert gpus == []
+
+
+def test_a_sync_on_ray_that_takes_vectors_past_ann_above_builds_their_index_at_its_end(
+    pair_of: Pairing, pg: Backend,
+) -> None:
+    pair, corpus = pair_of(pg, 3)
+    store = pair.on_ray.store
+    assert isinstance(store, PostgresStore)
+    for _ in range(6):
+        corpus.add()
+    pair.sync_ray()
+    assert store.status().vector_search[0].endswith("exact search (the index is built at the "
+                                                    "end of the sync that takes them past "
+                                                    "ann_above = 100,000)")
+    store.ann_above = 1  # as `ann_above = 1` under [store] would
+    corpus.add()
+    pair.sync_ray()
+    assert store.status().vector_search[0].endswith(": HNSW index")
 
 
 @pytest.mark.slow

@@ -66,6 +66,8 @@ class Status:
     damage: str | None = None
     """Why the store is known to be damaged (a check failed, or the database said so), if it
     is: writes wait for ``kbsync verify --repair`` or ``kbsync rebuild``."""
+    vector_search: tuple[str, ...] = ()
+    """How a vector search answers, per dimension of vectors (an index, or an exact scan)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data."""
@@ -73,7 +75,7 @@ class Status:
             "config": str(self.config), "sources": list(self.sources), "embedder": self.embedder,
             "documents": self.documents, "chunks": self.chunks, "embeddings": self.embeddings,
             "runs": self.runs, "by_source": dict(self.by_source), "writer": self.writer,
-            "damage": self.damage,
+            "damage": self.damage, "vector_search": list(self.vector_search),
             "last_run": None if self.last_run is None else {
                 "started": self.last_run.started, "finished": self.last_run.finished,
                 "documents": dict(self.last_run.documents),
@@ -113,7 +115,8 @@ def status_of(config: Outline, store: StatusReads, embedder: str) -> Status:
                            for key, message in s.failures),
             unlisted=tuple(s.source for s in last.sources if not s.listing_complete)),
         writer=writer_lock(config, wait=False).holder(),
-        damage=None if reason is None else damage_said(config, reason, writing=False))
+        damage=None if reason is None else damage_said(config, reason, writing=False),
+        vector_search=tuple(st.vector_search))
 
 
 def damage_said(config: Outline, reason: str, *, writing: bool) -> str:

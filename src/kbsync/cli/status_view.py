@@ -53,6 +53,7 @@ def status_text(data: dict[str, Any]) -> str:
              f"store:      {_count(data['documents'], 'document')}, "
              f"{_count(data['chunks'], 'chunk')}, {_count(data['embeddings'], 'embedding')}, "
              f"{_count(data['runs'], 'run')}"]
+    lines += [f"vectors:    {line}" for line in data.get("vector_search", ())]
     last = data["last_run"]
     if last is None and data["documents"] and not data.get("writer"):
         # A sync records its run when it ends: one killed before then left its batches.

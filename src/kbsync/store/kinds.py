@@ -89,12 +89,15 @@ class PostgresSettings:
     """A PostgreSQL database: ``url`` (no password in it), the environment variable that
     holds the password (else libpq's pgpass or service file), a schema, and the memory an
     index is built with after a first load (``maintenance_work_mem``, "1GB"; empty: the
-    server's, raised to what the build needs, up to 1 GB)."""
+    server's, raised to what the build needs, up to 1 GB), and the count of one dimension's
+    vectors above which their HNSW index is built at the end of a sync (0: never; below it
+    a vector search compares every vector, exactly)."""
 
     url: str
     password_env: str = ""
     schema: str = ""
     index_memory: str = ""
+    ann_above: int = 100_000  # kbsync.store.postgres.schema.ANN_ABOVE
 
     def __post_init__(self) -> None:
         if not self.url.startswith(("postgresql://", "postgres://")):
@@ -107,6 +110,8 @@ class PostgresSettings:
                                                   self.index_memory):
             raise ParameterError('index_memory is an amount of memory such as "1GB" '
                                  "(kB, MB, GB or TB)")
+        if self.ann_above < 0:
+            raise ParameterError("ann_above must be 0 (never) or a count of vectors")
 
     def password(self) -> str | None:
         """The password from the variable ``password_env`` names (libpq's own without)."""
@@ -268,7 +273,8 @@ class _Postgres:
         if create or self.exists(settings, root):
             return PostgresStore(settings.url, password=settings.password(),
                                  schema=settings.schema or None,
-                                 index_memory=settings.index_memory or None)
+                                 index_memory=settings.index_memory or None,
+                                 ann_above=settings.ann_above)
         from kbsync.store.sqlite import SqliteStore
 
         return SqliteStore(":memory:")

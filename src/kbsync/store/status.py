@@ -24,6 +24,9 @@ class StoreStatus:
     runs: int
     by_source: Mapping[str, int]
     last_run: Mapping[str, Any] | None
+    vector_search: tuple[str, ...] = ()
+    """How a vector search answers, one line per dimension of vectors (an index or an exact
+    scan); empty where the store has nothing to say."""
 
 
 @runtime_checkable

@@ -8,10 +8,9 @@ of a document commit in one transaction.
 Vectors of different embedders and dimensions share one ``embeddings`` table
 with an untyped ``vector`` column: an HNSW index needs a fixed dimension, so
 each dimension gets its own partial expression index
-(``(vector::vector(N)) WHERE dimension = N``), made the first time vectors of
-that dimension arrive, or, when a sync loads them into a store that has none,
-built at the end of the load (as the full-text index is then:
-:mod:`~kbsync.store.postgres.indexes`). One table keeps the cache a single key space
+(``(vector::vector(N)) WHERE dimension = N``), built at the end of the sync that
+takes that dimension past ``ann_above`` vectors (below, searches compare every
+vector: :mod:`~kbsync.store.postgres.indexes`). One table keeps the cache a single key space
 (digest, embedder) and lets an embedder change add vectors beside the old ones
 without any DDL beyond that index; a table per dimension would make every
 cache lookup and the garbage collection a union over tables.
@@ -60,4 +59,6 @@ class PostgresStore(QueueTables, ErasureTables, SearchTables, RepairTables, SqlS
     building an index (such as ``"1GB"``): an HNSW graph that does not fit
     in it is built on disk, many times more slowly; without it the server's
     setting holds, raised to what a build after a first load needs (up to 1 GB).
+    ``ann_above`` is the count of one dimension's vectors above which its HNSW index is
+    built (0: never).
     """

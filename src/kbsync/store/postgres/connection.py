@@ -13,7 +13,12 @@ from kbsync.crashpoints import crashpoint
 from kbsync.errors import DependencyMissingError, LockedError, SchemaError, StoreError
 from kbsync.store.guard import guarded
 from kbsync.store.postgres.dialect import PostgresDialect
-from kbsync.store.postgres.schema import DIGEST_COUNTS_VERSION, MIGRATIONS, SCHEMA_VERSION
+from kbsync.store.postgres.schema import (
+    ANN_ABOVE,
+    DIGEST_COUNTS_VERSION,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+)
 from kbsync.store.sql import SqlBase
 from kbsync.store.sql.digests import recount
 
@@ -101,16 +106,18 @@ class PostgresBase(SqlBase):
     _dialect: PostgresDialect
 
     def __init__(self, url: str, *, password: str | None = None, schema: str | None = None,
-                 create: bool = True, index_memory: str | None = None) -> None:
+                 create: bool = True, index_memory: str | None = None,
+                 ann_above: int = ANN_ABOVE) -> None:
         self.url = url
         self._password = password
         self.schema = schema
         self._meta = _meta_of(schema)
         self.index_memory = index_memory
+        # The HNSW index of a dimension is built once it holds more vectors than this
+        # (0: never); below, a vector search compares every vector (kbsync.store.postgres.indexes).
+        self.ann_above = ann_above
         self._dialect = PostgresDialect(connect(url, password, schema, create=create))
         self._depth = 0  # nested transactions: only the outermost one commits
-        self._indexed_dimensions: set[int] = set()
-        self._deferred_dimensions: set[int] = set()
         self._damage: str | None = None  # damage this process could not write down
         try:
             self._open(create)
@@ -149,9 +156,13 @@ class PostgresBase(SqlBase):
                     "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
                     (str(SCHEMA_VERSION),))
         register_vector(conn)
-        self._indexed_dimensions = {int(r[0]) for r in conn.execute(
-            "SELECT substring(indexname FROM 'embeddings_hnsw_([0-9]+)') FROM pg_indexes "
-            "WHERE schemaname = current_schema() AND indexname LIKE 'embeddings_hnsw_%'")}
+
+    def _has_index(self, name: str) -> bool:
+        """Whether the store's schema has the index ``name`` (asked each time: another
+        process may have built it, at the end of its sync)."""
+        return bool(scalar(self._conn, "SELECT EXISTS (SELECT 1 FROM pg_indexes WHERE "
+                                       "schemaname = current_schema() AND indexname = %s)",
+                           (name,)))
 
     def _version(self) -> int:
         # In the store's own schema only: the search path goes on to public (pgvector's

@@ -1,22 +1,27 @@
-"""The indexes a first load builds after it instead of row by row: the HNSW index of each
-dimension of the embedding cache and the GIN index of the chunk texts' full text.
+"""The indexes a sync builds at its end instead of row by row: the HNSW index of each
+dimension of the embedding cache that has grown past ``ann_above`` vectors, and the GIN
+index of the chunk texts' full text after a first load.
 
-Building an HNSW graph over vectors already loaded is several times cheaper than growing
-it one insert at a time, and a GIN index built in one sort is cheaper than one whose
-entries arrive with every row. So when a sync loads into a store that holds no vectors of
-its dimension (or no chunk text, for full text), :meth:`~DeferredIndexes.prepare_vectors`
-drops or skips the index and notes it in ``meta``; every process writing meanwhile (a
-parallel sync's workers) sees the note and grows none; :meth:`~DeferredIndexes.finish_vectors`
-builds them once at the end, with room (``maintenance_work_mem``) and the server's parallel
-maintenance workers, and removes the notes with the same commit. After that the indexes
-grow with each write, as any index does. A sync that dies before its end leaves the notes:
-searches answer by a scan meanwhile, and the next sync, finding them, builds the indexes
-at its end.
+Below ``ann_above`` vectors of a dimension (100,000 by default) a vector search compares
+the query with every one of them, exactly, in about as long as a search of the index takes
+the client to notice, and no graph is built: building it was a third of a first load. The
+sync that takes a dimension past the threshold builds its index once, at its end
+(:meth:`~DeferredIndexes.finish_vectors`, in every driver: a parallel sync's coordinator
+once its workers are done), with room (``maintenance_work_mem``) and the server's parallel
+maintenance workers; no process builds one while vectors arrive. Building an HNSW graph
+over vectors already loaded is several times cheaper than growing it one insert at a time.
+After that the index grows with each write, as any index does, and it is never dropped:
+a dimension that shrinks below the threshold keeps it. A sync that dies before its end
+builds nothing; searches scan meanwhile, and the next sync builds the index at its end.
+
+A GIN index built in one sort is cheaper than one whose entries arrive with every row, so
+when a sync loads into a store that holds no chunk text, :meth:`~DeferredIndexes.prepare_vectors`
+drops it and notes that in ``meta``; :meth:`~DeferredIndexes.finish_vectors` builds it and
+removes the note with the same commit. A sync that dies before its end leaves the note,
+and the next sync, finding it, builds the index at its end.
 """
 
 from __future__ import annotations
-
-from collections.abc import Collection
 
 from kbsync.crashpoints import crashpoint
 from kbsync.store.postgres.connection import PostgresBase, load_psycopg, scalar
@@ -26,8 +31,9 @@ from kbsync.store.sql.records import RecordTables
 __all__ = ["DEFERRED_PREFIX", "DeferredIndexes"]
 
 DEFERRED_PREFIX = "index_deferred:"
-"""Prefix of the meta entries of the indexes deferred to the end of a load: the vector
-index of a dimension (``index_deferred:256``) and the full-text index (``…:text``)."""
+"""Prefix of the meta entries of the indexes deferred to the end of a load: the full-text
+index (``index_deferred:text``), and, written by earlier versions, the vector index of a
+dimension (``…:256``)."""
 
 _TEXT = "text"
 
@@ -39,46 +45,56 @@ _BUILD_MEMORY_CAP_KB = 1 << 20
 
 
 class DeferredIndexes(PostgresBase, RecordTables):
-    """The HNSW index of each dimension and the full-text index, deferred on a first load."""
-
-    def _vectors_arriving(self, dimensions: Collection[int]) -> None:
-        for dimension in dimensions:
-            self._ensure_index(dimension)
+    """The HNSW index of each dimension above ``ann_above`` vectors, and the full-text
+    index, built at the end of the sync that needs them."""
 
     def prepare_vectors(self, dimension: int) -> None:
-        """Before a sync loads chunk texts and vectors of ``dimension``: defer the index of
-        each that the store holds none of yet (a first load), or make one found missing.
+        """Before a sync loads chunk texts and vectors of ``dimension``: defer the full-text
+        index if the store holds no chunk text yet (a first load), or make it if found
+        missing. No vector index is made before or during a load (see :meth:`finish_vectors`).
 
         Indexes deferred by a sync that did not end stay deferred, to the end of this one.
         """
-        deferred = self._deferred()
-        if _TEXT not in deferred:
-            if not scalar(self._conn, "SELECT EXISTS (SELECT 1 FROM chunk_texts)"):
-                with self._transaction():
-                    crashpoint("store.defer_index")
-                    self._defer(_TEXT)
-                    self._conn.execute("DROP INDEX IF EXISTS chunk_texts_tsv")
-            elif not self._has_index("chunk_texts_tsv"):
-                self._build(_TEXT)
-        if dimension in self._indexed_dimensions or dimension > HNSW_MAX_DIMENSION:
+        if _TEXT in self._deferred():
             return
-        if str(dimension) in deferred:
-            self._deferred_dimensions.add(dimension)
-        elif scalar(self._conn, "SELECT EXISTS (SELECT 1 FROM embeddings WHERE dimension = %s)",
-                    (dimension,)):
-            self._ensure_index(dimension)
-        else:
+        if not scalar(self._conn, "SELECT EXISTS (SELECT 1 FROM chunk_texts)"):
             with self._transaction():
                 crashpoint("store.defer_index")
-                self._defer(str(dimension))
-            self._deferred_dimensions.add(dimension)
+                self._defer(_TEXT)
+                self._conn.execute("DROP INDEX IF EXISTS chunk_texts_tsv")
+        elif not self._has_index("chunk_texts_tsv"):
+            self._build(_TEXT)
 
     def finish_vectors(self, dimension: int) -> None:
-        """Build every deferred index (after a load: a coordinator once its workers are done),
-        each in a transaction that also removes its note."""
-        for name in sorted(self._deferred()):
-            self._build(name)
-        self._deferred_dimensions.clear()
+        """Build every deferred index and the HNSW index of each dimension that has more
+        than ``ann_above`` vectors and none yet (after a load: a coordinator once its
+        workers are done), each in a transaction that also removes its note.
+
+        An index, once built, grows with each write and is never dropped: a dimension whose
+        vectors fall below the threshold again keeps it (searching it is no slower).
+        """
+        deferred = self._deferred()
+        if _TEXT in deferred:
+            self._build(_TEXT)
+        # Notes of vector indexes, written by earlier versions, are decided as any dimension.
+        dimensions = {dimension, *(int(name) for name in deferred if name != _TEXT)}
+        for each in sorted(dimensions):
+            if self.needs_vector_index(each):
+                self._build(str(each))
+            elif str(each) in deferred:
+                with self._transaction():
+                    self._conn.execute("DELETE FROM meta WHERE name = %s",
+                                       (DEFERRED_PREFIX + str(each),))
+
+    def needs_vector_index(self, dimension: int) -> bool:
+        """Whether ``dimension`` has more than ``ann_above`` vectors (0: never) and no
+        HNSW index yet; counted no further than the threshold."""
+        if (not self.ann_above or dimension > HNSW_MAX_DIMENSION
+                or self._has_index(f"embeddings_hnsw_{dimension}")):
+            return False
+        return bool(scalar(self._conn, "SELECT count(*) > %s FROM (SELECT 1 FROM embeddings "
+                                       "WHERE dimension = %s LIMIT %s) e",
+                           (self.ann_above, dimension, self.ann_above + 1)))
 
     def _deferred(self) -> set[str]:
         """The names of the deferred indexes (``text``, or a dimension)."""
@@ -88,21 +104,6 @@ class DeferredIndexes(PostgresBase, RecordTables):
     def _defer(self, name: str) -> None:
         self._conn.execute("INSERT INTO meta (name, value) VALUES (%s, '1') "
                            "ON CONFLICT (name) DO NOTHING", (DEFERRED_PREFIX + name,))
-
-    def _has_index(self, name: str) -> bool:
-        return bool(scalar(self._conn, "SELECT EXISTS (SELECT 1 FROM pg_indexes WHERE "
-                                       "schemaname = current_schema() AND indexname = %s)",
-                           (name,)))
-
-    def _ensure_index(self, dimension: int) -> None:
-        """The HNSW index of one dimension, made when its first vectors arrive, unless a
-        load deferred it (then it is built at the load's end)."""
-        if dimension in self._indexed_dimensions or dimension > HNSW_MAX_DIMENSION:
-            return
-        if dimension in self._deferred_dimensions or str(dimension) in self._deferred():
-            self._deferred_dimensions.add(dimension)
-            return
-        self._build(str(dimension))
 
     def _build(self, name: str) -> None:
         """Build a deferred (or missing) index and remove its note, in one transaction; in
@@ -141,9 +142,6 @@ class DeferredIndexes(PostgresBase, RecordTables):
                     f"WHERE dimension = {dimension}")
             crashpoint("store.set_meta")
             self._conn.execute("DELETE FROM meta WHERE name = %s", (DEFERRED_PREFIX + name,))
-        if name != _TEXT:
-            self._indexed_dimensions.add(int(name))
-            self._deferred_dimensions.discard(int(name))
 
     def _build_memory(self, name: str) -> str:
         """The ``maintenance_work_mem`` of building an index: ``index_memory`` when told,

@@ -2,38 +2,59 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Collection, Mapping
+from dataclasses import replace
 
 from kbsync.core.identity import embedding_text_key
 from kbsync.model import ANY_NORM, VectorNorm
 from kbsync.store import StoreStatus, invariants
 from kbsync.store.postgres.checks import ValueChecks
 from kbsync.store.postgres.connection import load_psycopg, scalar, shown
-from kbsync.store.rows import CURRENT
+from kbsync.store.postgres.indexes import DeferredIndexes
+from kbsync.store.postgres.schema import HNSW_MAX_DIMENSION
 from kbsync.store.sql.digests import DigestCounts, drift_lines
+from kbsync.store.sql.status import store_status
 from kbsync.store.values import lines, summary
 
 __all__ = ["RepairTables"]
 
 
-class RepairTables(ValueChecks, DigestCounts):
+class RepairTables(DeferredIndexes, ValueChecks, DigestCounts):
     """The :class:`~kbsync.store.Maintenance` role of the PostgreSQL store."""
 
     def status(self) -> StoreStatus:
-        db = self._conn
-        by_source = {r[0]: int(r[1]) for r in db.execute(
-            "SELECT source, count(*) FROM documents GROUP BY source")}
-        last = db.execute("SELECT report FROM runs ORDER BY id DESC LIMIT 1").fetchone()
-        return StoreStatus(
-            documents=sum(by_source.values()),
-            chunks=int(scalar(db,
-                f"SELECT count(*) FROM chunks c JOIN documents d ON {CURRENT}")),
-            embeddings=int(scalar(db, "SELECT count(*) FROM embeddings")),
-            runs=int(scalar(db, "SELECT count(*) FROM runs")),
-            by_source=by_source,
-            last_run=json.loads(last[0]) if last else None,
-        )
+        """The SQL core's counts, and how a vector search of each dimension answers."""
+        return replace(store_status(self._dialect), vector_search=tuple(self._vector_search()))
+
+    def _writing(self) -> bool:
+        """Whether a writer (a sync) holds the lock now: one that has crossed ``ann_above``
+        builds the index at its end, so its absence meanwhile is no problem."""
+        return self.lock(wait=False).holder() is not None
+
+    def _unindexed_dimensions(self) -> list[tuple[int, int]]:
+        """The dimensions (and their counts of vectors) past ``ann_above`` with no index."""
+        return [(int(d), int(n)) for d, n in self._conn.execute(
+            "SELECT dimension, count(*) FROM embeddings GROUP BY dimension ORDER BY 1")
+            if self.needs_vector_index(int(d))]
+
+    def _vector_search(self) -> list[str]:
+        """How a vector search of each dimension answers: its HNSW index, or a scan."""
+        said = []
+        for dimension, count in self._conn.execute(
+                "SELECT dimension, count(*) FROM embeddings GROUP BY dimension ORDER BY 1"):
+            vectors = f"{count:,} vectors of {dimension} dimensions"
+            if self._has_index(f"embeddings_hnsw_{dimension}"):
+                said.append(f"{vectors}: HNSW index")
+            elif dimension > HNSW_MAX_DIMENSION or not self.ann_above:
+                said.append(f"{vectors}: exact search (no index: "
+                            f"{'too many dimensions' if self.ann_above else 'ann_above = 0'})")
+            elif count > self.ann_above:
+                said.append(f"{vectors}: exact search; the index (above ann_above = "
+                            f"{self.ann_above:,}) is built at the end of the next sync")
+            else:
+                said.append(f"{vectors}: exact search (the index is built at the end of "
+                            f"the sync that takes them past ann_above = {self.ann_above:,})")
+        return said
 
     def verify(self, embedder: str, identity: Callable[[str], str] | None,
                derivations: Collection[str] | None = None,
@@ -43,6 +64,12 @@ class RepairTables(ValueChecks, DigestCounts):
             self._stream, embedder, mark="%s",
             bad_vectors="SELECT count(*) FROM embeddings WHERE vector_dims(vector) != dimension")
         problems += drift_lines(self.digest_drift())
+        problems += [f"{shown(self.url)}: {count:,} vectors of {dimension} dimensions, above "
+                     f"ann_above = {self.ann_above:,}, have no HNSW index (a sync that crossed "
+                     "it stopped before its end), so vector searches compare them all; the "
+                     "next sync builds it at its end, as `kbsync verify --repair` does"
+                     for dimension, count in self._unindexed_dimensions()
+                     if not self._writing()]
         values = self._value_damage(embedder, identity, derivations, norm)
         if damage or values:
             self.remember_damage("; ".join(
@@ -82,6 +109,10 @@ class RepairTables(ValueChecks, DigestCounts):
             restored += len(found)
         done = [f"rebuilt the chunk texts ({restored} restored from the documents' text)"
                 ] if restored else []
+        for dimension, count in self._unindexed_dimensions():
+            self._build(str(dimension))
+            done.append(f"built the HNSW index of the {count:,} vectors of {dimension} "
+                        "dimensions")
         differ = self.recount_drifted()
         return done + ([f"rebuilt the digest counts ({differ} differed from a recount)"]
                        if differ else [])

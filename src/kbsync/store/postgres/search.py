@@ -63,9 +63,11 @@ class SearchTables(PostgresBase):
         where, args = "TRUE", list[object]()
         if filters:
             where, args = postgres_condition(filters)
-            matching = scalar(self._conn, f"SELECT count(*) FROM documents d JOIN chunks c "
-                               f"ON {CURRENT} WHERE {where}", args)
-            if matching <= _EXACT_FILTERED_CHUNKS:
+            # Without an index (below ann_above) every matching chunk is compared: one scan,
+            # where candidates filtered afterwards would scan again for each retry.
+            if not self._has_index(f"embeddings_hnsw_{n}") or scalar(
+                    self._conn, f"SELECT count(*) FROM documents d JOIN chunks c "
+                                f"ON {CURRENT} WHERE {where}", args) <= _EXACT_FILTERED_CHUNKS:
                 return self._filtered_nearest(embedder, query, k, where, args, typed, cast,
                                               norm)
         # Nearest cached vectors first, from the index alone (a join would hide the index
@@ -116,13 +118,22 @@ class SearchTables(PostgresBase):
         """
         n = int(query.shape[0])
         sound = sound_sql(norm, "vector_norm(e.vector)")
+        # Ranked by ids and distances only, then joined to the texts of the k best: carrying
+        # every matching chunk's text (and vector) through the sort and the count made a
+        # search of 10,000 matching chunks of 100,000 take 0.4 to 0.5 s.
         rows = self._conn.execute(
-            f"SELECT {HIT_COLUMNS}, e.{typed} <#> %s{cast} AS distance, {sound} AS sound, "
-            f"count(*) FILTER (WHERE NOT {sound}) OVER () FROM documents d "
-            f"JOIN chunks c ON {CURRENT} JOIN embeddings e ON e.digest = c.digest "
-            f"AND e.embedder = %s AND e.dimension = {n} "
-            f"JOIN chunk_texts t ON t.digest = c.digest WHERE {INDEXED} AND {where} "
-            "ORDER BY sound DESC, distance, d.source, d.key, c.idx LIMIT %s",
+            f"SELECT {HIT_COLUMNS}, n.distance, n.sound, n.unsound FROM (SELECT m.*, "
+            "count(*) FILTER (WHERE NOT m.sound) OVER () AS unsound FROM (SELECT c.id AS chunk, "
+            f"d.source, d.key, c.idx, e.{typed} <#> %s{cast} AS distance, {sound} AS sound "
+            f"FROM documents d JOIN chunks c ON {CURRENT} JOIN embeddings e "
+            f"ON e.digest = c.digest AND e.embedder = %s AND e.dimension = {n} "
+            f"WHERE {INDEXED} AND {where} "
+            # OFFSET 0: not flattened, so the distances, not the vectors, reach the count.
+            "AND EXISTS (SELECT 1 FROM chunk_texts t WHERE t.digest = c.digest) OFFSET 0) m "
+            "ORDER BY m.sound DESC, m.distance, m.source, m.key, m.idx LIMIT %s) n "
+            "JOIN chunks c ON c.id = n.chunk JOIN documents d ON d.id = c.doc_id "
+            "JOIN chunk_texts t ON t.digest = c.digest "
+            "ORDER BY n.sound DESC, n.distance, d.source, d.key, c.idx",
             (query, embedder, *args, k),
         ).fetchall()
         return Nearest([as_hit(r, score=-float(r[10])) for r in rows if r[11]],
