@@ -4,7 +4,9 @@ everywhere, and a sync of the sources named."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ from kbsync.cli import app
 from tests.conftest import CORPUS
 
 runner = CliRunner()
+_DAY_AGO = time.time_ns() - 86_400 * 10**9
 
 
 @pytest.fixture
@@ -25,6 +28,7 @@ def kb(tmp_path: Path) -> Path:
         folder.mkdir()
         for path in sorted(CORPUS.glob("a-harbormaster-*.md"))[:count]:
             shutil.copy(path, folder / path.name)
+            os.utime(folder / path.name, ns=(_DAY_AGO, _DAY_AGO))  # no stat racy
     result = runner.invoke(app, ["init", "docs", "notes", "--folder", str(tmp_path),
                                  "--embedder", "hashing"])
     assert result.exit_code == 0, result.output
@@ -40,6 +44,23 @@ def test_a_sync_that_changes_nothing_prints_one_line(kb: Path) -> None:
     assert again.stdout.startswith("nothing changed: 5 documents unchanged in 2 sources (")
     assert again.stdout.count("\n") == 1
     assert again.stderr == ""
+
+
+def test_the_one_line_of_a_sync_says_how_many_documents_it_read_again_for_a_racy_stat(
+        kb: Path) -> None:
+    # Stamped an hour ahead (a file server's clock ahead of ours): racy whenever listed,
+    # however slowly the syncs run.
+    ahead = time.time_ns() + 3600 * 10**9
+    for path in (kb / "notes").iterdir():
+        os.utime(path, ns=(ahead, ahead))
+    assert runner.invoke(app, ["sync", "-c", str(kb)]).exit_code == 0
+    again = runner.invoke(app, ["sync", "-c", str(kb)])
+    assert again.stdout.startswith(
+        "nothing changed: 5 documents unchanged, re-read 2 (modified within the clock's "
+        "resolution) in 2 sources ("), again.stdout
+    report = json.loads(runner.invoke(app, ["sync", "-c", str(kb), "--json"]).stdout)
+    assert {s["source"]: s["racy_rereads"] for s in report["sources"]} == {"docs": 0,
+                                                                            "notes": 2}
 
 
 def test_quiet_prints_nothing_on_success_and_json_stays_whole(kb: Path) -> None:

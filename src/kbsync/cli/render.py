@@ -38,6 +38,7 @@ __all__ = [
     "hit_blocks",
     "no_op_line",
     "nothing_changed",
+    "racy_note",
     "rounded_down",
     "safe",
     "still_failing_lines",
@@ -214,9 +215,11 @@ def no_op_line(report: SyncResult) -> str:
     sources = len(report.sources)
     seconds = sum(report.seconds.values())
     erased = sum(s.skipped_erased for s in report.sources)
+    racy = sum(s.racy_rereads for s in report.sources)
     said = "nothing to do" if report.dry_run else "nothing changed"
     line = (f"{said}: {unchanged:,} document{'' if unchanged == 1 else 's'} "
-            f"unchanged{f', {erased:,} erased, skipped' if erased else ''} in {sources} "
+            f"unchanged{f', {erased:,} erased, skipped' if erased else ''}"
+            f"{f', {racy_note(racy)}' if racy else ''} in {sources} "
             f"source{'' if sources == 1 else 's'} ({seconds:.2f} s)")
     failing = [key for s in report.sources for key, _ in s.still_failing]
     if failing:
@@ -226,6 +229,12 @@ def no_op_line(report: SyncResult) -> str:
                  f"{f' and {more:,} more' if more > 0 else ''} (`kbsync sync --verify` "
                  "reads them again)")
     return printable(line, one_line=True)
+
+
+def racy_note(rereads: int) -> str:
+    """Why a sync read documents whose stat is unchanged: their modification time was too
+    close to a listing to trust (``SourceResult.racy_rereads``)."""
+    return f"re-read {rereads:,} (modified within the clock's resolution)"
 
 
 def still_failing_lines(report: SyncResult) -> list[Text]:

@@ -110,6 +110,7 @@ def print_report(report: SyncResult, as_json: bool, quiet: bool = False) -> None
         diagnostics_table,
         no_op_line,
         nothing_changed,
+        racy_note,
         still_failing_lines,
         sync_tables,
     )
@@ -130,6 +131,8 @@ def print_report(report: SyncResult, as_json: bool, quiet: bool = False) -> None
                        "skipped (`kbsync erase --list`)")
         if s.revision:
             typer.echo(printable(f"{s.source}: at {s.revision}", one_line=True))
+        if s.racy_rereads:
+            typer.echo(printable(f"{s.source}: {racy_note(s.racy_rereads)}", one_line=True))
         if s.pages_not_due:
             typer.echo(f"{printable(s.source, one_line=True)}: {s.pages_checked} pages checked, "
                        f"{s.pages_not_due} not due (unchanged)")

@@ -42,6 +42,7 @@ from kbsync.model import ItemError, SourceItem
 from kbsync.store.guard import guarded, sqlite_or_os_error
 from kbsync.sync.scratch_rows import (
     LISTED,
+    RACY,
     SCHEMA,
     STORED,
     STORED_COLUMNS,
@@ -251,6 +252,12 @@ class Scratch:
             "SELECT count(*), coalesce(sum(l.size), 0) FROM listed l "
             f"JOIN stored s ON s.key = l.key WHERE {UNCHANGED}").fetchone()
         return int(count), int(size)
+
+    def racy(self) -> int:
+        """How many listed items are read again only because a stat is racy (the stored
+        one or the listed one): the stat gate would pass them otherwise."""
+        return self._count("SELECT count(*) FROM listed l JOIN stored s ON s.key = l.key "
+                           f"WHERE {RACY}")
 
     def listing(self, skip_unchanged: bool = True,
                 ) -> Iterator[tuple[SourceItem | ItemError, StoredDocument | None]]:

@@ -75,6 +75,8 @@ class SourceTally:
     chunks: Counter[str] = field(default_factory=Counter)
     bytes_read: int = 0
     bytes_skipped: int = 0
+    racy_rereads: int = 0
+    """Documents read again only because their stat is racy (:mod:`kbsync.sync.observe`)."""
     skipped_unsupported: int = 0
     skipped_erased: int = 0
     embeddings_computed: int = 0
