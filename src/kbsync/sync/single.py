@@ -107,6 +107,7 @@ def sync_sources(
                                 tally)
     if not dry_run:
         index.end(rewrite, embedder.identity, embedder.dimension)
+        run.clock.lap("index")  # deferred indexes built, vectors rewritten: as on Ray
     report.diagnostics = chunker.text_chunker().diagnose_tally(run.tally)
     if loaded is None:
         report.model_load_seconds = getattr(embedder, "load_seconds", None)
