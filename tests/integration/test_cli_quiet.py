@@ -171,3 +171,21 @@ def test_a_plan_on_an_empty_store_says_what_it_reuses(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "embedded once in this run for another chunk of the same text" in " ".join(
         result.stdout.split())
+
+
+def test_init_refuses_a_configured_folder_in_one_line_and_force_writes_over_it(
+        kb: Path) -> None:
+    assert runner.invoke(app, ["sync", "-q", "-c", str(kb)]).exit_code == 0
+    config, db = kb / "kbsync.toml", kb / ".kbsync" / "kbsync.db"
+    before, stored = config.read_bytes(), db.read_bytes()
+    assert b'name = "notes"' in before
+    refused = runner.invoke(app, ["init", "docs", "--folder", str(kb), "--embedder", "hashing"])
+    assert refused.exit_code == 1
+    assert refused.stderr.count("\n") == 1, refused.stderr
+    assert str(config) in refused.stderr and "--force" in refused.stderr
+    assert config.read_bytes() == before
+    forced = runner.invoke(app, ["init", "docs", "--folder", str(kb), "--embedder", "hashing",
+                                 "--force"])
+    assert forced.exit_code == 0, forced.output
+    assert 'name = "notes"' not in config.read_text(encoding="utf-8")
+    assert db.read_bytes() == stored  # the store is never touched
