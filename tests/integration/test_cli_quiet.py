@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from kbsync.cli import app
+from kbsync.cli import app, output
 from tests.conftest import CORPUS
 
 runner = CliRunner()
@@ -61,6 +62,19 @@ def test_the_one_line_of_a_sync_says_how_many_documents_it_read_again_for_a_racy
     report = json.loads(runner.invoke(app, ["sync", "-c", str(kb), "--json"]).stdout)
     assert {s["source"]: s["racy_rereads"] for s in report["sources"]} == {"docs": 0,
                                                                             "notes": 2}
+
+
+def test_the_one_line_of_a_sync_gives_the_wall_time_since_the_command_began(
+        kb: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert runner.invoke(app, ["sync", "-q", "-c", str(kb)]).exit_code == 0
+    # A command begun 1,000 s ago (its imports, a model's load, a wait for the store):
+    # time the report's stages do not hold, but the person waiting does.
+    monkeypatch.setitem(output._START, "command", time.perf_counter() - 1000)
+    for command in ("sync", "plan"):
+        line = runner.invoke(app, [command, "-c", str(kb)]).stdout
+        said = re.fullmatch(r".* sources \(([\d.]+) s\)\n", line)
+        assert said is not None, line
+        assert float(said[1]) >= 1000, line
 
 
 def test_quiet_prints_nothing_on_success_and_json_stays_whole(kb: Path) -> None:
@@ -182,7 +196,8 @@ def test_init_refuses_a_configured_folder_in_one_line_and_force_writes_over_it(
     refused = runner.invoke(app, ["init", "docs", "--folder", str(kb), "--embedder", "hashing"])
     assert refused.exit_code == 1
     assert refused.stderr.count("\n") == 1, refused.stderr
-    assert str(config) in refused.stderr and "--force" in refused.stderr
+    assert str(config) in refused.stderr
+    assert "--force" in refused.stderr
     assert config.read_bytes() == before
     forced = runner.invoke(app, ["init", "docs", "--folder", str(kb), "--embedder", "hashing",
                                  "--force"])

@@ -208,12 +208,18 @@ STILL_FAILING_NAMED = 3
 """Documents still failing that the line of a run that changed nothing names."""
 
 
-def no_op_line(report: SyncResult) -> str:
+def no_op_line(report: SyncResult, seconds: float | None = None) -> str:
     """The one line of a run that changed nothing (:func:`nothing_changed`), or of a plan
-    that would change nothing."""
+    that would change nothing.
+
+    ``seconds`` is the wall time the command took (its start, the store opened, a model
+    loaded, the run, its record): what the person waiting saw. Without it, the sum of the
+    report's stages, which leave that out.
+    """
     unchanged = report.total(Action.UNCHANGED.value)
     sources = len(report.sources)
-    seconds = sum(report.seconds.values())
+    if seconds is None:
+        seconds = sum(report.seconds.values())
     erased = sum(s.skipped_erased for s in report.sources)
     racy = sum(s.racy_rereads for s in report.sources)
     said = "nothing to do" if report.dry_run else "nothing changed"

@@ -26,6 +26,7 @@ from kbsync.cli.base import (
     interrupted_exit,
     open_kb,
 )
+from kbsync.cli.output import command_started
 from kbsync.errors import ConfirmationRequiredError
 from kbsync.terminal import json_escaped, printable
 
@@ -92,10 +93,12 @@ def plain_progress(every: float) -> Progress:
     return tick
 
 
-def print_report(report: SyncResult, as_json: bool, quiet: bool = False) -> None:
+def print_report(report: SyncResult, as_json: bool, quiet: bool = False,
+                 began: float | None = None) -> None:
     """The report on stdout (as JSON, or as tables and lines); its problems on stderr.
 
-    A sync that changed nothing, or a plan that would change nothing, is one line;
+    A sync that changed nothing, or a plan that would change nothing, is one line, with the
+    wall time since ``began`` (a ``perf_counter`` reading: when the command began);
     ``quiet`` prints only the errors.
     """
     if as_json:
@@ -116,7 +119,7 @@ def print_report(report: SyncResult, as_json: bool, quiet: bool = False) -> None
     )
 
     if nothing_changed(report):
-        typer.echo(no_op_line(report))
+        typer.echo(no_op_line(report, None if began is None else time.perf_counter() - began))
         return
     from rich.console import Console
 
@@ -170,6 +173,7 @@ def plan(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
     """Show what a sync would do (documents, chunks to embed, embedding tokens); write nothing.
 
     Prints one line when a sync would change nothing, else the plan's tables and its cost."""
+    began = command_started(time.perf_counter())
     with Errors(as_json), open_kb(config) as kb:
         report = progress_run(lambda tick: kb.plan(progress=tick), as_json)
         cost = kb.estimate(report)
@@ -178,7 +182,7 @@ def plan(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
     else:
         from kbsync.cli.render import nothing_changed
 
-        print_report(report, as_json)
+        print_report(report, as_json, began=began)
         if not nothing_changed(report):  # a plan of nothing to do is its one line
             typer.echo(cost.summary())
             if cost.sync is not None:
@@ -225,6 +229,7 @@ def sync(
     Prints one line when nothing changed, else the report's tables. Exits 0, or 4 when
     the run met a new problem (--fail-on any: also for documents still failing).
     """
+    began = command_started(time.perf_counter())
     on_ray = engine is Engine.RAY
     if ray_address is not None and not on_ray:
         raise typer.BadParameter("--ray-address goes with --engine ray")
@@ -252,7 +257,7 @@ def sync(
             typer.echo("interrupted: what was applied stays, and every embedding computed is "
                        "cached; `kbsync sync` again finishes the rest", err=True)
             raise interrupted_exit(exc) from None
-    print_report(report, as_json, quiet)
+    print_report(report, as_json, quiet, began=began)
     if report.failed or (fail_on is FailOn.ANY and report.still_failing):
         if quiet and fail_on is FailOn.ANY:  # say why it exits 4
             for s in report.sources:
