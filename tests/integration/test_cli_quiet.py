@@ -136,6 +136,10 @@ def test_a_sync_whose_stderr_is_no_terminal_shows_plain_progress_lines(
     assert all(line.startswith("progress: ") for line in lines)
     assert "\r" not in result.stderr
     assert any(line.endswith("(100%)") for line in lines)
+    embedding = [line for line in lines if line.startswith("progress: embed ")]
+    assert embedding
+    assert all(re.fullmatch(r"progress: embed [\d,]+/[\d,]+ chunks \(\d+%\)", line)
+               for line in embedding), embedding
 
 
 def test_quiet_and_json_show_no_progress(kb: Path, monkeypatch: pytest.MonkeyPatch) -> None:

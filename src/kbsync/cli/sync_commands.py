@@ -69,7 +69,7 @@ def progress_run(run: Callable[[Progress | None], SyncResult], quiet: bool) -> S
             # that starts again, is the next source's: a bar of its own, not one going back.
             task, shown, last = tasks.get(stage, (None, total, done))
             if task is None or total != shown or done < last:
-                task = bar.add_task(stage, total=total)
+                task = bar.add_task(_described(stage), total=total)
             tasks[stage] = (task, total, done)
             bar.update(task, completed=done, total=total)
 
@@ -77,7 +77,7 @@ def progress_run(run: Callable[[Progress | None], SyncResult], quiet: bool) -> S
 
 
 def plain_progress(every: float) -> Progress:
-    """Progress as a line on stderr (``progress: embed 120/757 (15%)``) at most every
+    """Progress as a line on stderr (``progress: embed 120/757 chunks (15%)``) at most every
     ``every`` seconds: a run that ends sooner prints none."""
     last = time.monotonic()
 
@@ -88,9 +88,21 @@ def plain_progress(every: float) -> Progress:
             return
         last = now
         share = f" ({done * 100 // total}%)" if total else ""
-        typer.echo(f"progress: {stage} {done:,}/{total:,}{share}", err=True)
+        unit = _UNIT.get(stage)
+        typer.echo(f"progress: {stage} {done:,}/{total:,}{f' {unit}' if unit else ''}{share}",
+                   err=True)
 
     return tick
+
+
+_UNIT = {"embed": "chunks"}
+"""The stages a sync counts in other units than documents (the embedding: in chunks)."""
+
+
+def _described(stage: str) -> str:
+    """A progress bar's label: the stage, and its unit where it is not documents."""
+    unit = _UNIT.get(stage)
+    return f"{stage} ({unit})" if unit else stage
 
 
 def print_report(report: SyncResult, as_json: bool, quiet: bool = False,

@@ -36,7 +36,7 @@ from kbsync.sync.reading import (
     read_workers,
 )
 from kbsync.sync.removed import RemovedSource, forget_released, keep_removed, sources_to_sync
-from kbsync.sync.scratch import Scratch, Waiting
+from kbsync.sync.scratch import Scratch, Waiting, batch_chunks
 from kbsync.sync.steps import (
     decide,
     delete_gone,
@@ -194,7 +194,8 @@ def _sync_source_steps(run: Context, source: Source, allow_mass_delete: bool,
         if dry_run:
             _plan_batches(run, source.name, batches, scratch, decision, out)
         else:
-            _write_batches(run, source.name, batches, scratch.observed_count(), decision, out)
+            _write_batches(run, source.name, batches, scratch.observed_count(),
+                           scratch.fresh_chunk_count(), decision, out)
         delete_gone(run, source.name, scratch, stored, allow_mass_delete, out)
     return finish_source(run, source.name, listed, memory, decision, out)
 
@@ -283,17 +284,18 @@ def _plan_batches(run: Context, source: str, batches: Iterable[list[Waiting]],
 
 
 def _write_batches(run: Context, source: str, batches: Iterable[list[Waiting]],
-                   documents: int, decision: Decision, out: SourceTally) -> None:
-    """Plan, embed and apply each batch (of ``documents`` in all), a batch's embedding
-    running while the one before it is applied and the next one planned
-    (:class:`~kbsync.sync.batches.Pipeline`)."""
+                   documents: int, chunks: int, decision: Decision, out: SourceTally) -> None:
+    """Plan, embed and apply each batch (of ``documents`` holding ``chunks`` chunked in
+    this run, in all), a batch's embedding running while the one before it is applied and
+    the next one planned (:class:`~kbsync.sync.batches.Pipeline`); the embedding's
+    progress counted in chunks."""
     pipeline = Pipeline(run, decision.skip, out)
-    counted = Counted(run.progress, documents)
+    counted = Counted(run.progress, documents, chunks)
     try:
         for batch in batches:
             the_plan, borrowed = plan_batch(run, source, batch, decision, out,
                                             pipeline.in_flight())
-            pipeline.push(the_plan, borrowed, counted.batch(len(batch)))
+            pipeline.push(the_plan, borrowed, counted.batch(len(batch), batch_chunks(batch)))
         pipeline.finish()
     finally:
         pipeline.stop()
