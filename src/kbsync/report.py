@@ -159,6 +159,10 @@ class SourceResult:
     still_failing: tuple[tuple[str, str], ...] = ()
     """``(key, message)`` of each document that failed before as it is now: skipped
     unread (:mod:`kbsync.sync.failures`), and no new problem."""
+    racy_rereads: int = 0
+    """Documents read again although their stat is unchanged, because it was taken within
+    the clock's resolution of a listing (``SourceStat.racy``): a later write in the same
+    timestamp tick would leave it as it is. Their bytes are in ``bytes_read``."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data, as stored in the run's report."""

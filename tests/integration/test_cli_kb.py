@@ -99,6 +99,26 @@ def test_status_names_the_documents_the_last_sync_could_not_take_and_why(kb: Pat
     assert {f["source"] for f in failures} == {"docs"}
 
 
+def test_status_lists_sources_by_name_in_its_lines_and_its_json_alike(tmp_path: Path) -> None:
+    for name in ("zeta", "alpha", "mid"):  # configured in this order
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "page.md").write_text(f"# {name}\n\nWords of {name}.\n")
+        (tmp_path / name / "bad.pdf").write_bytes(b"not a pdf at all")
+    assert _run("init", "zeta", "alpha", "mid", "--folder", str(tmp_path),
+                "--embedder", "hashing")[0] == 0
+    c = str(tmp_path)
+    _run("sync", "-c", c)
+    out = _run("status", "-c", c)[1]
+    assert "sources:    alpha (1 document), mid (1 document), zeta (1 document)" in out
+    assert [line.split()[1] for line in out.splitlines() if "failed:" in line] == [
+        "bad.pdf"] * 3
+    assert [line.split()[2] for line in out.splitlines() if "failed:" in line] == [
+        "(alpha):", "(mid):", "(zeta):"]
+    data = json.loads(_run("status", "-c", c, "--json")[1])
+    assert data["sources"] == list(data["by_source"]) == ["alpha", "mid", "zeta"]
+    assert [f["source"] for f in data["last_run"]["failures"]] == ["alpha", "mid", "zeta"]
+
+
 def test_diff_shows_the_changed_region_of_the_last_change(kb: Path) -> None:
     c = str(kb)
     _run("sync", "-c", c)

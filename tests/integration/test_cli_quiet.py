@@ -4,7 +4,10 @@ everywhere, and a sync of the sources named."""
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +15,11 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from kbsync.cli import app
+from kbsync.cli import app, output
 from tests.conftest import CORPUS
 
 runner = CliRunner()
+_DAY_AGO = time.time_ns() - 86_400 * 10**9
 
 
 @pytest.fixture
@@ -25,6 +29,7 @@ def kb(tmp_path: Path) -> Path:
         folder.mkdir()
         for path in sorted(CORPUS.glob("a-harbormaster-*.md"))[:count]:
             shutil.copy(path, folder / path.name)
+            os.utime(folder / path.name, ns=(_DAY_AGO, _DAY_AGO))  # no stat racy
     result = runner.invoke(app, ["init", "docs", "notes", "--folder", str(tmp_path),
                                  "--embedder", "hashing"])
     assert result.exit_code == 0, result.output
@@ -40,6 +45,36 @@ def test_a_sync_that_changes_nothing_prints_one_line(kb: Path) -> None:
     assert again.stdout.startswith("nothing changed: 5 documents unchanged in 2 sources (")
     assert again.stdout.count("\n") == 1
     assert again.stderr == ""
+
+
+def test_the_one_line_of_a_sync_says_how_many_documents_it_read_again_for_a_racy_stat(
+        kb: Path) -> None:
+    # Stamped an hour ahead (a file server's clock ahead of ours): racy whenever listed,
+    # however slowly the syncs run.
+    ahead = time.time_ns() + 3600 * 10**9
+    for path in (kb / "notes").iterdir():
+        os.utime(path, ns=(ahead, ahead))
+    assert runner.invoke(app, ["sync", "-c", str(kb)]).exit_code == 0
+    again = runner.invoke(app, ["sync", "-c", str(kb)])
+    assert again.stdout.startswith(
+        "nothing changed: 5 documents unchanged, re-read 2 (modified within the clock's "
+        "resolution) in 2 sources ("), again.stdout
+    report = json.loads(runner.invoke(app, ["sync", "-c", str(kb), "--json"]).stdout)
+    assert {s["source"]: s["racy_rereads"] for s in report["sources"]} == {"docs": 0,
+                                                                            "notes": 2}
+
+
+def test_the_one_line_of_a_sync_gives_the_wall_time_since_the_command_began(
+        kb: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert runner.invoke(app, ["sync", "-q", "-c", str(kb)]).exit_code == 0
+    # A command begun 1,000 s ago (its imports, a model's load, a wait for the store):
+    # time the report's stages do not hold, but the person waiting does.
+    monkeypatch.setitem(output._START, "command", time.perf_counter() - 1000)
+    for command in ("sync", "plan"):
+        line = runner.invoke(app, [command, "-c", str(kb)]).stdout
+        said = re.fullmatch(r".* sources \(([\d.]+) s\)\n", line)
+        assert said is not None, line
+        assert float(said[1]) >= 1000, line
 
 
 def test_quiet_prints_nothing_on_success_and_json_stays_whole(kb: Path) -> None:
@@ -101,6 +136,10 @@ def test_a_sync_whose_stderr_is_no_terminal_shows_plain_progress_lines(
     assert all(line.startswith("progress: ") for line in lines)
     assert "\r" not in result.stderr
     assert any(line.endswith("(100%)") for line in lines)
+    embedding = [line for line in lines if line.startswith("progress: embed ")]
+    assert embedding
+    assert all(re.fullmatch(r"progress: embed [\d,]+/[\d,]+ chunks \(\d+%\)", line)
+               for line in embedding), embedding
 
 
 def test_quiet_and_json_show_no_progress(kb: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -150,3 +189,22 @@ def test_a_plan_on_an_empty_store_says_what_it_reuses(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "embedded once in this run for another chunk of the same text" in " ".join(
         result.stdout.split())
+
+
+def test_init_refuses_a_configured_folder_in_one_line_and_force_writes_over_it(
+        kb: Path) -> None:
+    assert runner.invoke(app, ["sync", "-q", "-c", str(kb)]).exit_code == 0
+    config, db = kb / "kbsync.toml", kb / ".kbsync" / "kbsync.db"
+    before, stored = config.read_bytes(), db.read_bytes()
+    assert b'name = "notes"' in before
+    refused = runner.invoke(app, ["init", "docs", "--folder", str(kb), "--embedder", "hashing"])
+    assert refused.exit_code == 1
+    assert refused.stderr.count("\n") == 1, refused.stderr
+    assert str(config) in refused.stderr
+    assert "--force" in refused.stderr
+    assert config.read_bytes() == before
+    forced = runner.invoke(app, ["init", "docs", "--folder", str(kb), "--embedder", "hashing",
+                                 "--force"])
+    assert forced.exit_code == 0, forced.output
+    assert 'name = "notes"' not in config.read_text(encoding="utf-8")
+    assert db.read_bytes() == stored  # the store is never touched

@@ -183,6 +183,26 @@ def test_a_racy_stat_is_trusted_again_once_a_sync_records_it_no_longer_racy(
     assert _sync(source, store).bytes_read == 0  # the stat gate skips it again
 
 
+def test_a_sync_counts_the_documents_it_reads_again_only_for_a_racy_stat(
+        docs: Path, store: SqliteStore | PostgresStore) -> None:
+    clock = Clock()
+    source = FilesystemSource(docs, name="docs", clock=clock)
+    _write(docs / "note.md", "alpha", START)
+    _write(docs / "old.md", "gamma", START - 3600 * SECOND)
+    clock.now = START + SECOND // 2
+    assert _sync(source, store).racy_rereads == 0  # nothing stored to compare with
+    clock.now = START + SECOND  # note.md's stat is the same, but racy: read again
+    again = _sync(source, store)
+    assert (again.racy_rereads, again.documents["unchanged"]) == (1, 2)
+    assert again.bytes_read == (docs / "note.md").stat().st_size
+    clock.now = START + 60 * SECOND  # listed trusted, but stored racy: read once more
+    assert _sync(source, store).racy_rereads == 1
+    clock.now = START + 120 * SECOND
+    assert _sync(source, store).racy_rereads == 0
+    _write(docs / "note.md", "delta", START + 120 * SECOND)
+    assert _sync(source, store, verify=True).racy_rereads == 0  # verify reads all anyway
+
+
 def test_verify_and_a_plain_sync_agree_on_a_racy_file(docs: Path, tmp_path: Path) -> None:
     clock = Clock()
     with closing(SqliteStore(tmp_path / "kb.db")) as store:

@@ -446,3 +446,16 @@ def test_ray_is_joined_only_by_a_sync_with_work_and_its_start_is_a_stage_of_prog
     assert first.runs("start Ray") == [[(0, 1), (1, 1)]]
     assert pair.sync_ray(progress=again).sources[0].documents_applied == 0  # a no-op
     assert "start Ray" not in again.stages()
+
+
+def test_the_stage_table_on_ray_has_the_rows_of_one_process_in_their_order(
+    pair_of: Pairing,
+) -> None:
+    pair, corpus = pair_of(Backend("sqlite"), 23)
+    for _ in range(6):
+        corpus.add()
+    single, on_ray = pair.sync_single(), pair.sync_ray()
+    assert list(single.seconds) == ["list", "read", "plan", "embed", "apply", "index"]
+    assert list(on_ray.seconds) == list(single.seconds)
+    corpus.step(4)
+    assert list(pair.sync_ray().seconds) == list(pair.sync_single().seconds)

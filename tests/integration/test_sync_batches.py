@@ -131,12 +131,16 @@ def test_each_batch_is_embedded_while_at_most_the_one_before_it_is_applied(
     for (stored, _, _), batch in zip(embedder.seen, order, strict=True):
         assert 3 * max(0, batch - 1) <= stored <= 3 * batch
     assert sum(size for _, size, _ in embedder.seen) == report.sources[0].embeddings_computed
-    # Progress goes on from batch to batch, in documents, against the source's total.
-    assert ticks["apply"][-1] == ticks["embed"][-1] == (9, 9)
-    for stage in ("read", "embed", "apply"):
+    # Progress goes on from batch to batch against the source's total: in documents, and
+    # the embedding in chunks (those of the documents chunked in this run).
+    chunks = report.sources[0].chunks["added"]
+    assert chunks > 9
+    assert ticks["apply"][-1] == (9, 9)
+    assert ticks["embed"][-1] == (chunks, chunks)
+    for stage, total in (("read", 9), ("embed", chunks), ("apply", 9)):
         done = [d for d, _ in ticks[stage]]
         assert done == sorted(done)
-        assert {total for _, total in ticks[stage]} == {9}
+        assert {of for _, of in ticks[stage]} == {total}
 
 
 class _Recording(CountingEmbedder):
@@ -149,6 +153,31 @@ class _Recording(CountingEmbedder):
     def embed(self, texts: Sequence[str]) -> Vectors:
         self.batches.append(list(texts))
         return super().embed(texts)
+
+
+def test_the_embedding_progress_advances_with_the_chunks_of_each_batch(tmp_path: Path) -> None:
+    """A batch of one long document and batches of short ones: the embedding's progress
+    moves by each batch's chunks, not by its one document (it read 1/5 once the long
+    document, most of the work, was embedded)."""
+    docs: dict[str, bytes | None] = {
+        "a-long.txt": b" ".join(f"Paragraph {i} of the long report, on tide {i}z.".encode()
+                                for i in range(300)),
+        **{f"short{i}.txt": f"A short note {i} on lantern q{i}.".encode() for i in range(4)}}
+    ticks: list[tuple[int, int]] = []
+    store = SqliteStore(tmp_path / "kb.db")
+    try:
+        report = sync_sources([MemorySource(docs)], store, CountingEmbedder(), extractor_for,
+                              CHUNKER, options=SyncOptions(batch=BatchLimits(documents=1)),
+                              progress=lambda stage, done, total:
+                              ticks.append((done, total)) if stage == "embed" else None)
+    finally:
+        store.close()
+    chunks = report.sources[0].chunks["added"]
+    assert chunks > 20
+    assert {total for _, total in ticks} == {chunks}
+    assert ticks[-1] == (chunks, chunks)
+    # The long document's batch came first: once embedded, all but the short notes' four.
+    assert (chunks - 4, chunks) in ticks, ticks
 
 
 def test_chunks_are_embedded_in_batches_of_about_one_length(tmp_path: Path) -> None:

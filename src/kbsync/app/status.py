@@ -36,7 +36,8 @@ class RunSummary:
     applied: int = 0
     """Documents it wrote to the store."""
     failures: tuple[tuple[str, str, str], ...] = ()
-    """``(source, key, message)`` of each document it could not take (as its report kept them)."""
+    """``(source, key, message)`` of each document it could not take, by source name and
+    key (as many as its report kept)."""
     unlisted: tuple[str, ...] = ()
     """The sources it could not list in full (a folder gone, a site down): it deleted
     nothing of them, so their documents are those of an earlier listing."""
@@ -49,7 +50,7 @@ class Status:
     config: Path
     """The ``kbsync.toml`` file."""
     sources: tuple[str, ...]
-    """The configured sources' names."""
+    """The configured sources' names, by name (as every list of sources here is)."""
     embedder: str
     """The identity of the configured embedder (model, parameters, dimension)."""
     documents: int
@@ -59,7 +60,7 @@ class Status:
     """Vectors in the embedding cache (all embedders)."""
     runs: int
     by_source: Mapping[str, int]
-    """Documents per source."""
+    """Documents per source, by name."""
     last_run: RunSummary | None
     writer: str | None = None
     """The process writing to the knowledge base now (a sync, say: ``"pid 123"``), if any."""
@@ -100,20 +101,25 @@ def read_status(path: str | Path = ".") -> Status:
 
 def status_of(config: Outline, store: StatusReads, embedder: str) -> Status:
     """The status of ``store``, configured by ``config`` with the embedder ``embedder`` (its
-    identity)."""
+    identity).
+
+    Sources are listed by name everywhere (the configured ones, the counts per source,
+    the last run's failures and unlisted sources), so the lines for people and the JSON
+    agree, whatever order the configuration or the database gives them in.
+    """
     st = store.status()
     last = None if st.last_run is None else SyncResult.from_dict(st.last_run)
     reason = store.known_damage()
     return Status(
-        config=config.file, sources=tuple(s.name for s in config.sources),
+        config=config.file, sources=tuple(sorted(s.name for s in config.sources)),
         embedder=embedder, documents=st.documents, chunks=st.chunks,
-        embeddings=st.embeddings, runs=st.runs, by_source=dict(st.by_source),
+        embeddings=st.embeddings, runs=st.runs, by_source=dict(sorted(st.by_source.items())),
         last_run=None if last is None else RunSummary(
             last.started, last.finished, dict(last.documents), interrupted=last.interrupted,
             applied=sum(s.documents_applied for s in last.sources),
-            failures=tuple((s.source, key, message) for s in last.sources
-                           for key, message in s.failures),
-            unlisted=tuple(s.source for s in last.sources if not s.listing_complete)),
+            failures=tuple(sorted((s.source, key, message) for s in last.sources
+                                  for key, message in s.failures)),
+            unlisted=tuple(sorted(s.source for s in last.sources if not s.listing_complete))),
         writer=writer_lock(config, wait=False).holder(),
         damage=None if reason is None else damage_said(config, reason, writing=False),
         vector_search=tuple(st.vector_search))

@@ -27,6 +27,7 @@ import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from kbsync.cli.output import end_command, start_command
 from kbsync.cli.quick import quick
 
 if TYPE_CHECKING:
@@ -72,6 +73,15 @@ def _registered(modules: Iterable[str]) -> typer.Typer:
 
 def main() -> None:
     """Entry point of the ``kbsync`` command (it exits with the command's exit code)."""
+    start_command()
+    try:
+        _main()
+    finally:
+        end_command()
+
+
+def _main() -> None:
+    """The command of ``sys.argv``, on the quick path or Typer's."""
     for stream in (sys.stdout, sys.stderr):
         # A character the terminal's encoding lacks is shown escaped, not a crash.
         if isinstance(stream, io.TextIOWrapper):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -23,11 +24,14 @@ __all__ = [
     "EXIT_PROBLEMS",
     "EXIT_TERMINATED",
     "EXIT_USAGE",
+    "command_started",
     "echo",
     "emit",
+    "end_command",
     "failed",
     "interrupted_code",
     "one_line",
+    "start_command",
     "warn",
 ]
 
@@ -110,3 +114,23 @@ def _watched_apart() -> bool:
         return sys.stderr.isatty() and not sys.stdout.isatty()
     except (AttributeError, ValueError):  # a replaced or closed stream
         return False
+_START: dict[str, float] = {}
+"""When the ``kbsync`` command this process runs began (:func:`start_command`)."""
+
+
+def start_command() -> None:
+    """Mark now as the start of the command this process runs (``kbsync.cli.main`` does,
+    before it imports the command's module): the time a report says it took counts from
+    here, as the person waiting counts it."""
+    _START["command"] = time.perf_counter()
+
+
+def end_command() -> None:
+    """Forget the mark of :func:`start_command`: the command it began has ended."""
+    _START.clear()
+
+
+def command_started(fallback: float) -> float:
+    """When the command began (:func:`start_command`, a ``perf_counter`` reading); where
+    nothing marked it (a command called from Python), ``fallback``."""
+    return _START.get("command", fallback)

@@ -38,6 +38,7 @@ __all__ = [
     "hit_blocks",
     "no_op_line",
     "nothing_changed",
+    "racy_note",
     "rounded_down",
     "safe",
     "still_failing_lines",
@@ -207,16 +208,24 @@ STILL_FAILING_NAMED = 3
 """Documents still failing that the line of a run that changed nothing names."""
 
 
-def no_op_line(report: SyncResult) -> str:
+def no_op_line(report: SyncResult, seconds: float | None = None) -> str:
     """The one line of a run that changed nothing (:func:`nothing_changed`), or of a plan
-    that would change nothing."""
+    that would change nothing.
+
+    ``seconds`` is the wall time the command took (its start, the store opened, a model
+    loaded, the run, its record): what the person waiting saw. Without it, the sum of the
+    report's stages, which leave that out.
+    """
     unchanged = report.total(Action.UNCHANGED.value)
     sources = len(report.sources)
-    seconds = sum(report.seconds.values())
+    if seconds is None:
+        seconds = sum(report.seconds.values())
     erased = sum(s.skipped_erased for s in report.sources)
+    racy = sum(s.racy_rereads for s in report.sources)
     said = "nothing to do" if report.dry_run else "nothing changed"
     line = (f"{said}: {unchanged:,} document{'' if unchanged == 1 else 's'} "
-            f"unchanged{f', {erased:,} erased, skipped' if erased else ''} in {sources} "
+            f"unchanged{f', {erased:,} erased, skipped' if erased else ''}"
+            f"{f', {racy_note(racy)}' if racy else ''} in {sources} "
             f"source{'' if sources == 1 else 's'} ({seconds:.2f} s)")
     failing = [key for s in report.sources for key, _ in s.still_failing]
     if failing:
@@ -226,6 +235,12 @@ def no_op_line(report: SyncResult) -> str:
                  f"{f' and {more:,} more' if more > 0 else ''} (`kbsync sync --verify` "
                  "reads them again)")
     return printable(line, one_line=True)
+
+
+def racy_note(rereads: int) -> str:
+    """Why a sync read documents whose stat is unchanged: their modification time was too
+    close to a listing to trust (``SourceResult.racy_rereads``)."""
+    return f"re-read {rereads:,} (modified within the clock's resolution)"
 
 
 def still_failing_lines(report: SyncResult) -> list[Text]:

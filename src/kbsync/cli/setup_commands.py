@@ -84,9 +84,15 @@ def init(
     embedder_kind: Annotated[str | None, typer.Option(
         "--embedder", help="hashing or local (default: local when installed).")] = None,
     endpoint_url: EndpointOption = None,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Write over a kbsync.toml already in the folder (its store is left "
+                        "as it is).")] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Write kbsync.toml with these sources and the defaults (SQLite store under .kbsync/).
+
+    Refuses a folder that has a kbsync.toml, unless --force: then the file is written
+    anew, and the store is never touched.
 
     The embedder is the local model when the extra `local` is installed, else the
     hashing embedder (lexical search), with a warning; the chunker is the default for
@@ -103,7 +109,8 @@ def init(
         refuse_missing_folders(folder, sources or [])
         embedder, warning = init_embedder(embedder_kind)
         config = init_config(folder, sources or [], embedder=embedder,
-                             allow_private=allow_private or [], endpoint_url=endpoint_url)
+                             allow_private=allow_private or [], endpoint_url=endpoint_url,
+                             overwrite=force)
     if warning:
         typer.echo(f"warning: {warning}", err=True)
     kind = config.embedder.kind

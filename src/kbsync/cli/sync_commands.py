@@ -26,6 +26,7 @@ from kbsync.cli.base import (
     interrupted_exit,
     open_kb,
 )
+from kbsync.cli.output import command_started
 from kbsync.errors import ConfirmationRequiredError
 from kbsync.terminal import json_escaped, printable
 
@@ -68,7 +69,7 @@ def progress_run(run: Callable[[Progress | None], SyncResult], quiet: bool) -> S
             # that starts again, is the next source's: a bar of its own, not one going back.
             task, shown, last = tasks.get(stage, (None, total, done))
             if task is None or total != shown or done < last:
-                task = bar.add_task(stage, total=total)
+                task = bar.add_task(_described(stage), total=total)
             tasks[stage] = (task, total, done)
             bar.update(task, completed=done, total=total)
 
@@ -76,7 +77,7 @@ def progress_run(run: Callable[[Progress | None], SyncResult], quiet: bool) -> S
 
 
 def plain_progress(every: float) -> Progress:
-    """Progress as a line on stderr (``progress: embed 120/757 (15%)``) at most every
+    """Progress as a line on stderr (``progress: embed 120/757 chunks (15%)``) at most every
     ``every`` seconds: a run that ends sooner prints none."""
     last = time.monotonic()
 
@@ -87,15 +88,29 @@ def plain_progress(every: float) -> Progress:
             return
         last = now
         share = f" ({done * 100 // total}%)" if total else ""
-        typer.echo(f"progress: {stage} {done:,}/{total:,}{share}", err=True)
+        unit = _UNIT.get(stage)
+        typer.echo(f"progress: {stage} {done:,}/{total:,}{f' {unit}' if unit else ''}{share}",
+                   err=True)
 
     return tick
 
 
-def print_report(report: SyncResult, as_json: bool, quiet: bool = False) -> None:
+_UNIT = {"embed": "chunks"}
+"""The stages a sync counts in other units than documents (the embedding: in chunks)."""
+
+
+def _described(stage: str) -> str:
+    """A progress bar's label: the stage, and its unit where it is not documents."""
+    unit = _UNIT.get(stage)
+    return f"{stage} ({unit})" if unit else stage
+
+
+def print_report(report: SyncResult, as_json: bool, quiet: bool = False,
+                 began: float | None = None) -> None:
     """The report on stdout (as JSON, or as tables and lines); its problems on stderr.
 
-    A sync that changed nothing, or a plan that would change nothing, is one line;
+    A sync that changed nothing, or a plan that would change nothing, is one line, with the
+    wall time since ``began`` (a ``perf_counter`` reading: when the command began);
     ``quiet`` prints only the errors.
     """
     if as_json:
@@ -110,12 +125,13 @@ def print_report(report: SyncResult, as_json: bool, quiet: bool = False) -> None
         diagnostics_table,
         no_op_line,
         nothing_changed,
+        racy_note,
         still_failing_lines,
         sync_tables,
     )
 
     if nothing_changed(report):
-        typer.echo(no_op_line(report))
+        typer.echo(no_op_line(report, None if began is None else time.perf_counter() - began))
         return
     from rich.console import Console
 
@@ -130,6 +146,8 @@ def print_report(report: SyncResult, as_json: bool, quiet: bool = False) -> None
                        "skipped (`kbsync erase --list`)")
         if s.revision:
             typer.echo(printable(f"{s.source}: at {s.revision}", one_line=True))
+        if s.racy_rereads:
+            typer.echo(printable(f"{s.source}: {racy_note(s.racy_rereads)}", one_line=True))
         if s.pages_not_due:
             typer.echo(f"{printable(s.source, one_line=True)}: {s.pages_checked} pages checked, "
                        f"{s.pages_not_due} not due (unchanged)")
@@ -167,6 +185,7 @@ def plan(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
     """Show what a sync would do (documents, chunks to embed, embedding tokens); write nothing.
 
     Prints one line when a sync would change nothing, else the plan's tables and its cost."""
+    began = command_started(time.perf_counter())
     with Errors(as_json), open_kb(config) as kb:
         report = progress_run(lambda tick: kb.plan(progress=tick), as_json)
         cost = kb.estimate(report)
@@ -175,7 +194,7 @@ def plan(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
     else:
         from kbsync.cli.render import nothing_changed
 
-        print_report(report, as_json)
+        print_report(report, as_json, began=began)
         if not nothing_changed(report):  # a plan of nothing to do is its one line
             typer.echo(cost.summary())
             if cost.sync is not None:
@@ -222,6 +241,7 @@ def sync(
     Prints one line when nothing changed, else the report's tables. Exits 0, or 4 when
     the run met a new problem (--fail-on any: also for documents still failing).
     """
+    began = command_started(time.perf_counter())
     on_ray = engine is Engine.RAY
     if ray_address is not None and not on_ray:
         raise typer.BadParameter("--ray-address goes with --engine ray")
@@ -249,7 +269,7 @@ def sync(
             typer.echo("interrupted: what was applied stays, and every embedding computed is "
                        "cached; `kbsync sync` again finishes the rest", err=True)
             raise interrupted_exit(exc) from None
-    print_report(report, as_json, quiet)
+    print_report(report, as_json, quiet, began=began)
     if report.failed or (fail_on is FailOn.ANY and report.still_failing):
         if quiet and fail_on is FailOn.ANY:  # say why it exits 4
             for s in report.sources:

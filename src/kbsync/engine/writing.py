@@ -40,7 +40,7 @@ __all__ = [
 def init_config(folder: str | Path, sources: Sequence[str] = (), *,
                 embedder: Mapping[str, Any] | None = None, store: str | None = None,
                 allow_private: Sequence[str] = (), endpoint_url: str | None = None,
-                exist_ok: bool = False) -> Config:
+                exist_ok: bool = False, overwrite: bool = False) -> Config:
     """Write a new ``kbsync.toml`` with defaults and the given sources (folders or URLs).
 
     ``embedder`` is an ``[embedder]`` table (default: the offline hashing embedder);
@@ -49,7 +49,9 @@ def init_config(folder: str | Path, sources: Sequence[str] = (), *,
     be crawled at (an intranet, a test server), written into each website's table;
     ``endpoint_url`` the server of the object-store sources (an S3-compatible one).
     With ``exist_ok``, a folder already configured is loaded as it is, provided it
-    has every source asked for (the file is never rewritten).
+    has every source asked for (the file is never rewritten). With ``overwrite``, the
+    file is written anew over the one there; the store it named is left as it is
+    (nothing of it is deleted or opened).
     """
     file = Path(folder) / CONFIG_NAME
     try:
@@ -59,8 +61,9 @@ def init_config(folder: str | Path, sources: Sequence[str] = (), *,
     with _editing(file):
         if file.exists() and exist_ok:
             return _existing(load_config(file), sources)
-        if file.exists():
-            raise ConfigError(f"{file}: a knowledge base is already configured here")
+        if file.exists() and not overwrite:
+            raise ConfigError(f"{file}: a knowledge base is already configured here "
+                              "(--force writes a new configuration over it; the store stays)")
         made = tuple(_source_for(file.parent, s) for s in sources)
         if allow_private:
             made = _allowing_private(made, allow_private)

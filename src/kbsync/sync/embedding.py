@@ -195,6 +195,8 @@ class Embedding:
                 if isinstance(item, _Misses):
                     out.embeddings_truncated += item.truncated
                     collect = Collector(out, progress, item.count, writer, keep)
+                    if not item.count and progress is not None:
+                        progress("embed", 0, 0)  # nothing to embed: the batch is done
                 else:
                     collect.add(item)
         except BaseException:

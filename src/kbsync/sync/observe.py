@@ -89,8 +89,13 @@ def stat_gate_passes(item: SourceItem, old: StoredDocument | None, made_with: st
 def count_unchanged(scratch: Scratch, verify: bool, out: SourceTally) -> int:
     """Count in ``out`` what ``scratch`` settles as unchanged in one query; how many.
 
-    ``verify`` reads everything again: then nothing is settled without a read.
+    ``verify`` reads everything again: then nothing is settled without a read, and no
+    read is owed to a racy stat. Otherwise the documents read again only for a racy stat
+    are counted too (``racy_rereads``), so that the bytes a sync of nothing reads are
+    explained.
     """
+    if not verify:
+        out.racy_rereads += scratch.racy()
     unchanged, size = (0, 0) if verify else scratch.unchanged()
     out.documents[str(Action.UNCHANGED)] += unchanged
     out.bytes_skipped += size

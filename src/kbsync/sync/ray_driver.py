@@ -131,6 +131,7 @@ def _observe(ctx: Context, source: Source, scratch: Scratch, derive: Derive,
     readers = None if isinstance(source, Revisiting) \
         else _Readers(pool, source.name, kept(ctx, scratch, out))
     observe_listed(ctx, source, scratch, derive, memory, out, total, readers)
+    ctx.clock.lap("read")
 
 
 class _Readers:
@@ -271,6 +272,8 @@ class _Flow:
                 if not must and not self._pool.ready(front):
                     return
                 _absorb(self._out, self._pool.get(front))
+                # Waiting for a batch's vectors: the embed stage, as in one process.
+                self._ctx.clock.lap("embed")
             self._counts.popleft()
 
 

@@ -42,6 +42,7 @@ from kbsync.model import ItemError, SourceItem
 from kbsync.store.guard import guarded, sqlite_or_os_error
 from kbsync.sync.scratch_rows import (
     LISTED,
+    RACY,
     SCHEMA,
     STORED,
     STORED_COLUMNS,
@@ -52,7 +53,8 @@ from kbsync.sync.scratch_rows import (
     stored_row,
 )
 
-__all__ = ["Facts", "Packed", "Scratch", "Waiting", "facts_of", "pack", "remove_stale"]
+__all__ = ["Facts", "Packed", "Scratch", "Waiting", "batch_chunks", "facts_of", "pack",
+           "remove_stale"]
 
 _PREFIX = "kbsync-scratch-"
 
@@ -105,6 +107,13 @@ class Waiting(NamedTuple):
     observation: Observation
     old: StoredDocument | None
     origin: StoredDocument | None = None
+
+
+def batch_chunks(batch: Iterable[Waiting]) -> int:
+    """Chunks of the documents of ``batch`` chunked in this run (its share of
+    :meth:`Scratch.fresh_chunk_count`)."""
+    return sum(len(w.observation.chunks) for w in batch
+               if isinstance(w.observation, DocumentVersion) and w.observation.rechunked)
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +186,7 @@ class Scratch:
         self._folder = folder
         self._side: IO[bytes] | None = None
         self._fresh_tokens = 0
+        self._fresh_chunks = 0
         self._fresh_listed = False
         try:
             self._db.execute("PRAGMA journal_mode = OFF")
@@ -252,6 +262,12 @@ class Scratch:
             f"JOIN stored s ON s.key = l.key WHERE {UNCHANGED}").fetchone()
         return int(count), int(size)
 
+    def racy(self) -> int:
+        """How many listed items are read again only because a stat is racy (the stored
+        one or the listed one): the stat gate would pass them otherwise."""
+        return self._count("SELECT count(*) FROM listed l JOIN stored s ON s.key = l.key "
+                           f"WHERE {RACY}")
+
     def listing(self, skip_unchanged: bool = True,
                 ) -> Iterator[tuple[SourceItem | ItemError, StoredDocument | None]]:
         """Each listed entry in key order, with the stored document of its key, if any;
@@ -312,6 +328,7 @@ class Scratch:
         if facts.digests is not None:
             self._count_document(facts.key, facts.digests)
             self._fresh_tokens += facts.tokens
+            self._fresh_chunks += len(facts.digests)
 
     def observed_count(self) -> int:
         """The documents :meth:`batches` hands out: those observed as changed."""
@@ -457,6 +474,11 @@ class Scratch:
         """Tokens of the chunks of the documents chunked in this run, a chunk that several
         documents hold counted for each: at least those of :meth:`fresh_chunks`."""
         return self._fresh_tokens
+
+    def fresh_chunk_count(self) -> int:
+        """Chunks of the documents chunked in this run, a chunk that several documents hold
+        counted for each: what :func:`batch_chunks` of every batch adds up to."""
+        return self._fresh_chunks
 
     def fresh_chunks(self, observations: Iterable[Observation] | None = None,
                      ) -> Iterator[list[tuple[str, int, bytes]]]:

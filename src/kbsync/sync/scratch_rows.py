@@ -10,7 +10,7 @@ from typing import Any
 from kbsync.core.plan import StoredDocument, text_key
 from kbsync.model import ItemError, SourceItem, SourceStat, Validators
 
-__all__ = ["LISTED", "SCHEMA", "STORED", "STORED_COLUMNS", "UNCHANGED", "listed_entry",
+__all__ = ["LISTED", "RACY", "SCHEMA", "STORED", "STORED_COLUMNS", "UNCHANGED", "listed_entry",
            "listed_row", "stored_doc", "stored_row"]
 
 LISTED = 17
@@ -49,6 +49,12 @@ UNCHANGED = """coalesce(l.item AND s.derivation = l.derivation AND s.missing = 0
     AND (NOT l.validated OR ((s.etag IS NOT NULL OR s.last_modified IS NOT NULL)
                              AND s.etag IS l.etag AND s.last_modified IS l.last_modified)),
     0)"""
+# A listed item the stat gate would pass but for a racy mark on either side: read again
+# only because its modification time was too close to a listing (the stored one or this
+# one) to tell a later write in the same timestamp tick from none.
+RACY = """coalesce(l.item AND s.derivation = l.derivation AND s.missing = 0
+    AND NOT l.not_modified AND l.size = s.size AND l.mtime_ns = s.mtime_ns
+    AND l.inode IS s.inode AND (l.racy OR s.racy), 0)"""
 STORED = ("s.key, s.size, s.mtime_ns, s.inode, s.bytes_hash, s.text_hash, s.derivation, "
            "s.title, s.metadata, s.generation, s.etag, s.last_modified, s.missing, s.racy")
 STORED_COLUMNS = 16

@@ -26,7 +26,7 @@ from kbsync.sync.observe import Derive, ExtractorFor, count_unchanged
 from kbsync.sync.options import SyncOptions
 from kbsync.sync.reading import POOL_MIN_DOCUMENTS, Readers, read_workers
 from kbsync.sync.run import finish_run, kept, observe_listed, sources_of_run, sync_source
-from kbsync.sync.scratch import Scratch, Waiting
+from kbsync.sync.scratch import Scratch, Waiting, batch_chunks
 from kbsync.sync.steps import plan_batch
 from kbsync.sync.tally import Clock, Counted, Progress, SourceTally, SyncReport, utc_now
 from kbsync.sync.vector_index import EmbeddedIndex, VectorIndex
@@ -79,6 +79,7 @@ def sync_sources(
         rewrite |= sync_source(run, store, one, _observe_source, _write_source)
     if not dry_run:
         index.end(rewrite, embedder.identity, embedder.dimension)
+        run.clock.lap("index")  # deferred indexes built, vectors rewritten: as on Ray
     if loaded is None:
         report.model_load_seconds = getattr(embedder, "load_seconds", None)
     return finish_run(run, store, report, chosen)
@@ -115,7 +116,8 @@ def _write_source(run: Context, source: str, batches: Iterable[list[Waiting]],
     if run.options.dry_run:
         _plan_batches(run, source, batches, scratch, decision, out)
     else:
-        _write_batches(run, source, batches, scratch.observed_count(), decision, out)
+        _write_batches(run, source, batches, scratch.observed_count(),
+                       scratch.fresh_chunk_count(), decision, out)
 
 
 def _plan_batches(run: Context, source: str, batches: Iterable[list[Waiting]],
@@ -130,17 +132,18 @@ def _plan_batches(run: Context, source: str, batches: Iterable[list[Waiting]],
 
 
 def _write_batches(run: Context, source: str, batches: Iterable[list[Waiting]],
-                   documents: int, decision: Decision, out: SourceTally) -> None:
-    """Plan, embed and apply each batch (of ``documents`` in all), a batch's embedding
-    running while the one before it is applied and the next one planned
-    (:class:`~kbsync.sync.batches.Pipeline`)."""
+                   documents: int, chunks: int, decision: Decision, out: SourceTally) -> None:
+    """Plan, embed and apply each batch (of ``documents`` holding ``chunks`` chunked in
+    this run, in all), a batch's embedding running while the one before it is applied and
+    the next one planned (:class:`~kbsync.sync.batches.Pipeline`); the embedding's
+    progress counted in chunks."""
     pipeline = Pipeline(run, decision.skip, out)
-    counted = Counted(run.progress, documents)
+    counted = Counted(run.progress, documents, chunks)
     try:
         for batch in batches:
             the_plan, borrowed = plan_batch(run, source, batch, decision, out,
                                             pipeline.in_flight())
-            pipeline.push(the_plan, borrowed, counted.batch(len(batch)))
+            pipeline.push(the_plan, borrowed, counted.batch(len(batch), batch_chunks(batch)))
         pipeline.finish()
     finally:
         pipeline.stop()

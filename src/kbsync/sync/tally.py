@@ -75,6 +75,8 @@ class SourceTally:
     chunks: Counter[str] = field(default_factory=Counter)
     bytes_read: int = 0
     bytes_skipped: int = 0
+    racy_rereads: int = 0
+    """Documents read again only because their stat is racy (:mod:`kbsync.sync.observe`)."""
     skipped_unsupported: int = 0
     skipped_erased: int = 0
     embeddings_computed: int = 0
@@ -280,31 +282,46 @@ def utc_now() -> str:
 
 
 class Counted:
-    """Progress of a source's batches in documents, against a total known before the first
-    batch: the documents the batches hold (those read as changed, or vanished).
+    """Progress of a source's batches against a total known before the first batch: in
+    documents (those the batches hold: read as changed, or vanished), and the embedding
+    in chunks when their total is given (those of the documents chunked in this run).
 
-    Each stage counts a batch's documents as its work on them goes: embedding by the share
-    of the batch's chunks done, applying by the share of its documents written. Batches
-    overlap (one embeds while the one before it is applied), but each stage goes through
-    them in order, so a batch's ticks of a stage start where the batches before it ended.
-    No total grows and no count goes back: counted in each batch's own units, a bar read
-    757/757, then 821/1,025.
+    Each stage counts a batch's share as its work on it goes: embedding by the share of
+    the batch's chunks to embed done, applying by the share of its documents written.
+    Batches overlap (one embeds while the one before it is applied), but each stage goes
+    through them in order, so a batch's ticks of a stage start where the batches before
+    it ended. No total grows and no count goes back: counted in each batch's own units, a
+    bar read 757/757, then 821/1,025. Embedding is counted in chunks because it is where
+    a sync spends its time when it is long, and it goes by chunks: a batch of a few long
+    documents takes far longer than one of many short ones.
     """
 
-    def __init__(self, progress: Progress | None, documents: int) -> None:
+    def __init__(self, progress: Progress | None, documents: int,
+                 chunks: int | None = None) -> None:
         self._progress = progress
         self._documents = documents
+        self._chunks = chunks
         self._before = 0  # documents of the batches handed out so far
+        self._chunks_before = 0  # and their chunks
 
-    def batch(self, documents: int) -> Progress | None:
-        """The progress callback of the next batch, of ``documents`` documents."""
+    def batch(self, documents: int, chunks: int = 0) -> Progress | None:
+        """The progress callback of the next batch, of ``documents`` documents that hold
+        ``chunks`` chunks made in this run."""
         progress = self._progress
         if progress is None:
             return None
         base, total = self._before, max(self._documents, self._before + documents)
         self._before += documents
+        in_chunks = self._chunks is not None
+        chunks_base = self._chunks_before
+        chunks_total = max(self._chunks or 0, chunks_base + chunks)
+        self._chunks_before += chunks
 
         def tick(stage: str, done: int, of: int) -> None:
+            if stage == "embed" and in_chunks:
+                share = chunks if of <= 0 else chunks * min(done, of) // of
+                progress(stage, chunks_base + share, chunks_total)
+                return
             share = documents if of <= 0 else documents * min(done, of) // of
             progress(stage, base + share, total)
 
