@@ -40,3 +40,4 @@ def test_the_first_hybrid_hits_are_the_same_for_a_few_or_many_asked(kb: Path) ->
             many = engine.search(query, k=60, mode="hybrid", context_tokens=0)
             assert [(h.key, h.index) for h in few] == [(h.key, h.index) for h in many[:3]], \
                 query
+

@@ -127,3 +127,16 @@ def test_scores_are_scaled_down_to_the_depth_th_candidate_and_none_below_count()
                                                          ("d", 0.1))])
     fused = fuse([vector, text_relevance([])], 4, depth=3)
     assert [h.score for h in fused] == pytest.approx([1.0, 0.5, 0.0, 0.0])
+
+
+def test_a_hit_reads_alike_whether_the_lists_go_to_the_depth_or_deeper() -> None:
+    """A threshold on relevance keeps the same hits at any ``k``: "a" is the vector
+    search's best and the text search's 50th, below the depth of 40."""
+    vector = vector_relevance([_hit(f"v{n}", 0.9 - n / 100) for n in range(60)])
+    vector = [replace(vector[0], key="a"), *vector[1:]]
+    text = text_relevance([_hit(f"t{n}", 60.0 - n) for n in range(60)])
+    text = [*text[:50], replace(text[50], key="a"), *text[51:]]
+    shallow = fuse([vector[:40], text[:40]], 5, depth=40)
+    deep = fuse([vector, text], 60, depth=40)
+    assert [(h.key, h.relevance, h.score) for h in shallow] == \
+        [(h.key, h.relevance, h.score) for h in deep[:5]]

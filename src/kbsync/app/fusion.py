@@ -67,8 +67,10 @@ def fuse(lists: Sequence[Sequence[Hit]], k: int, fusion: Fusion = "scores",
     it). ``"ranks"``: reciprocal rank fusion, the weighted sum
     of 1 / (60 + rank). Each hit's ``score`` is its fused score, its ``relevance`` the
     weighted mean of its relevance in each list (0 in a list that does not hold it), at
-    most that of the hit before it. Ties keep the order of first appearance, the first
-    list's first.
+    most that of the hit before it. With ``depth``, a hit among the first ``depth`` of
+    some list counts only such places (a list holding it deeper counts as not holding
+    it), so a hit ranks and reads alike at any ``k``. Ties keep the order of first
+    appearance, the first list's first.
 
     Chunks only, not their documents: adding each document's fused score to its
     chunks' (so evidence spread over a page counts) lowered recall@5 of hybrid
@@ -83,8 +85,12 @@ def fuse(lists: Sequence[Sequence[Hit]], k: int, fusion: Fusion = "scores",
         raise ParameterError(f"fusion weights {list(weights)} are not one non-negative weight "
                          "per list, some above 0")
     total = sum(weights)
-    score: dict[tuple[str, str, int], float] = {}
-    relevance: dict[tuple[str, str, int], float] = {}
+    # [fused score, relevance] of each hit from the places among the first ``depth`` of
+    # the lists, and from those below: a hit that some list holds within the depth counts
+    # those places only, so how deep the lists go (how many hits were asked for) changes
+    # neither where it ranks nor how relevant it reads.
+    near: dict[tuple[str, str, int], list[float]] = {}
+    far: dict[tuple[str, str, int], list[float]] = {}
     hits: dict[tuple[str, str, int], Hit] = {}
     for results, weight in zip(lists, weights, strict=True):
         scores = sorted((hit.score for hit in results), reverse=True)
@@ -96,9 +102,13 @@ def fuse(lists: Sequence[Sequence[Hit]], k: int, fusion: Fusion = "scores",
                 part = 1.0 / (RRF_K + rank + 1)
             else:
                 part = max(0.0, (hit.score - low) / (best - low)) if best > low else 1.0
-            score[key] = score.get(key, 0.0) + weight * part
-            relevance[key] = relevance.get(key, 0.0) + hit.relevance * weight / total
+            sums = (near if depth is None or rank < depth else far).setdefault(key, [0.0, 0.0])
+            sums[0] += weight * part
+            sums[1] += hit.relevance * weight / total
             hits.setdefault(key, hit)
+    score, relevance = {}, {}
+    for key in hits:
+        score[key], relevance[key] = near[key] if key in near else far[key]
     fused: list[Hit] = []
     ceiling = 1.0
     alike = [key for key in score if relevance[key] > 0]
