@@ -171,3 +171,8 @@ def test_an_and_of_two_values_of_one_name_asks_for_both_not_either() -> None:
     mixed = filters_from({"n": {">": 1}, "$and": [{"n": {">": 2}}, {"n": {"!=": 5}},
                                                    {"n": {"!=": 7}}]})
     assert filters_from(mixed.to_dict()) == mixed
+
+
+def test_filters_written_as_the_command_line_writes_them_are_refused_by_name() -> None:
+    with pytest.raises(ParameterError, match=r"mapping such as .*'tags=intro'"):
+        filters_from("tags=intro")  # type: ignore[arg-type]

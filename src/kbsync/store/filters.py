@@ -205,6 +205,10 @@ def filters_from(spec: Filters | Mapping[str, Any] | None) -> Filters:
         return Filters()
     if isinstance(spec, Filters):
         return spec
+    if not isinstance(spec, Mapping):  # the command line's "tags=intro" given as filters
+        raise ParameterError(f"filters are a mapping such as {{'tags': 'intro'}}, not "
+                             f"{type(spec).__name__} {spec!r} "
+                             "(kbsync.store.filters.parse_where reads NAME=VALUE strings)")
     return _all_of(spec)
 
 
