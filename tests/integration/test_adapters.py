@@ -212,6 +212,9 @@ def test_the_langchain_retriever_refuses_a_search_it_would_not_do_when_built(
             build(context_tokens=-1)
         with pytest.raises(ValueError, match="searchtype"):  # a misspelt field
             build(searchtype="similarity")
+        with pytest.raises(ParameterError, match=r"k is given twice, 3 and search_kwargs"):
+            build(k=3, search_kwargs={"k": 7})
+        assert build(k=7, search_kwargs={"k": 7}).search_kwargs == {"k": 7}
         retriever = build(mode="text", search_type="similarity_score_threshold",
                           search_kwargs={"score_threshold": 1.0})
         assert all(d.metadata["score"] == 1.0 for d in retriever.invoke("retry backoff"))

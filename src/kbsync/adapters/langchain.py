@@ -121,7 +121,7 @@ class KbsyncRetriever(BaseRetriever):
     """Only documents meeting these (see :func:`kbsync.store.filters.filters_from`)."""
     search_kwargs: dict[str, Any] = Field(default_factory=dict)
     """``k``, ``filter`` and ``score_threshold``, as LangChain's vector store retrievers take
-    them; they win over the fields of the same name."""
+    them; one given here and as a field, with another value, is refused."""
     search_type: str = "similarity"
     """``"similarity"``, or ``"similarity_score_threshold"`` with a ``score_threshold``."""
 
@@ -138,6 +138,12 @@ class KbsyncRetriever(BaseRetriever):
         check_k(owner, self.k)
         check_mode(owner, self.mode)
         check_context_tokens(owner, self.context_tokens)
+        for name in ("k", "filter"):  # which of two values was meant cannot be guessed
+            if (name in self.model_fields_set and name in self.search_kwargs
+                    and self.search_kwargs[name] != getattr(self, name)):
+                raise ParameterError(
+                    f"{owner}: {name} is given twice, {getattr(self, name)!r} and "
+                    f"search_kwargs {{{name!r}: {self.search_kwargs[name]!r}}}: give one")
         self._arguments(self.search_kwargs)
 
     def _arguments(self, given: Mapping[str, Any]) -> tuple[int, float]:
