@@ -114,6 +114,8 @@ def _watched_apart() -> bool:
         return sys.stderr.isatty() and not sys.stdout.isatty()
     except (AttributeError, ValueError):  # a replaced or closed stream
         return False
+
+
 _START: dict[str, float] = {}
 """When the ``kbsync`` command this process runs began (:func:`start_command`)."""
 
