@@ -128,3 +128,16 @@ def test_the_exit_code_tells_new_problems_from_old_ones(home: Path) -> None:
     assert "deck.pptx: still failing" in strict.stderr
     quiet = runner.invoke(app, ["sync", "-c", str(home), "-q"])
     assert (quiet.exit_code, quiet.output) == (0, "")
+
+
+def test_status_lists_the_documents_still_failing_after_a_sync_that_did_not_read_them(
+        home: Path) -> None:
+    with KnowledgeBase.open(home) as kb:
+        kb.sync()
+        kb.sync()
+        last = kb.status().last_run
+    assert last is not None
+    assert last.failures == ()
+    assert [(s, k) for s, k, _ in last.still_failing] == [("docs", "deck.pptx")]
+    shown = runner.invoke(app, ["status", "-c", str(home)])
+    assert "still failing: deck.pptx (docs): " in shown.output, shown.output

@@ -38,6 +38,9 @@ class RunSummary:
     failures: tuple[tuple[str, str, str], ...] = ()
     """``(source, key, message)`` of each document it could not take, by source name and
     key (as many as its report kept)."""
+    still_failing: tuple[tuple[str, str, str], ...] = ()
+    """``(source, key, message)`` of each document that failed as it failed before, unchanged
+    since (not read again), by source name and key: still not in the index."""
     unlisted: tuple[str, ...] = ()
     """The sources it could not list in full (a folder gone, a site down): it deleted
     nothing of them, so their documents are those of an earlier listing."""
@@ -83,6 +86,8 @@ class Status:
                 "interrupted": self.last_run.interrupted, "applied": self.last_run.applied,
                 "failures": [{"source": s, "key": k, "message": m}
                              for s, k, m in self.last_run.failures],
+                "still_failing": [{"source": s, "key": k, "message": m}
+                                  for s, k, m in self.last_run.still_failing],
                 "unlisted": list(self.last_run.unlisted)},
         }
 
@@ -119,6 +124,8 @@ def status_of(config: Outline, store: StatusReads, embedder: str) -> Status:
             applied=sum(s.documents_applied for s in last.sources),
             failures=tuple(sorted((s.source, key, message) for s in last.sources
                                   for key, message in s.failures)),
+            still_failing=tuple(sorted((s.source, key, message) for s in last.sources
+                                       for key, message in s.still_failing)),
             unlisted=tuple(sorted(s.source for s in last.sources if not s.listing_complete))),
         writer=writer_lock(config, wait=False).holder(),
         damage=None if reason is None else damage_said(config, reason, writing=False),

@@ -81,6 +81,13 @@ def status_text(data: dict[str, Any]) -> str:
     if len(failures) > _STATUS_FAILURES:
         lines.append(f"  and {len(failures) - _STATUS_FAILURES} more failures "
                      "(kbsync status --json lists them)")
+    still = last.get("still_failing", []) if last is not None else []
+    for failure in still[:_STATUS_FAILURES]:
+        lines.append(f"  still failing: {failure['key']} ({failure['source']}): "
+                     f"{failure['message']}")
+    if len(still) > _STATUS_FAILURES:
+        lines.append(f"  and {len(still) - _STATUS_FAILURES} more still failing "
+                     "(kbsync status --json lists them)")
     return "\n".join(lines)
 
 
