@@ -161,3 +161,22 @@ def test_a_hit_cut_inside_a_code_block_keeps_its_line_breaks() -> None:
     assert _reflowed(ends_inside) == "Run it: now.\n\n```python\na = 1\nb = 2"
     whole = "Text\nwrapped.\n```\nx = 1\ny = 2\n```\nmore\ntext"
     assert _reflowed(whole) == "Text wrapped.\n```\nx = 1\ny = 2\n```\nmore text"
+
+
+def test_the_stage_table_leaves_out_a_stage_that_had_nothing_to_do() -> None:
+    from rich.console import Console
+
+    from kbsync.cli.render import sync_tables
+    from kbsync.report import SyncResult
+
+    report = SyncResult(dry_run=False, started="2026-01-01T00:00:00+00:00",
+                        finished="2026-01-01T00:00:01+00:00", documents={}, sources=(),
+                        seconds={"list": 0.25, "apply": 0.002, "index": 0.0001},
+                        diagnostics=None)
+    console = Console(width=100, record=True)
+    for table in sync_tables(report):
+        console.print(table)
+    shown = console.export_text()
+    assert "list" in shown
+    assert "apply" in shown
+    assert "index" not in shown

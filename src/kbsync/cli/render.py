@@ -188,7 +188,8 @@ def sync_tables(report: SyncResult) -> list[RenderableType]:
     times.add_column("stage")
     times.add_column("seconds", justify="right")
     for stage, seconds in report.seconds.items():
-        times.add_row(*_cells(stage, f"{seconds:.3f}"))
+        if seconds >= 0.0005:  # a stage with nothing to do (no index to end) reads 0.000
+            times.add_row(*_cells(stage, f"{seconds:.3f}"))
     return [_Fitting(docs), _Fitting(work), times, *notes]
 
 
