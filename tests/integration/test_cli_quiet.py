@@ -96,6 +96,17 @@ def test_a_sync_of_named_sources_leaves_the_others_alone(kb: Path) -> None:
         "docs": 3, "notes": 0}
 
 
+def test_a_plan_of_named_sources_plans_those_alone(kb: Path) -> None:
+    result = runner.invoke(app, ["plan", "notes", "-c", str(kb), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert [s["source"] for s in report["sources"]] == ["notes"]
+    assert report["documents"]["new"] == 2
+    missing = runner.invoke(app, ["plan", "nots", "-c", str(kb)])
+    assert missing.exit_code == 1
+    assert "no source named 'nots'" in missing.stderr
+
+
 def test_a_sync_of_a_source_not_configured_names_it(kb: Path) -> None:
     result = runner.invoke(app, ["sync", "nots", "-c", str(kb)])
     assert result.exit_code == 1

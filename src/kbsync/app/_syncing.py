@@ -33,15 +33,19 @@ __all__ = ["Syncing"]
 class Syncing(Parts):
     """The verbs that sync (a mixin of :class:`~kbsync.app.knowledge_base.KnowledgeBase`)."""
 
-    def plan(self, *, progress: Progress | None = None) -> SyncResult:
+    def plan(self, *, progress: Progress | None = None,
+             sources: Sequence[str] | None = None) -> SyncResult:
         """What a sync would do (documents, chunks to embed, tokens), writing nothing.
 
-        ``progress(stage, done, total)`` is called as the work advances.
+        ``progress(stage, done, total)`` is called as the work advances; ``sources``
+        plans only the sources of these names, as :meth:`sync` syncs them.
         """
+        only = None if sources is None else self._named(sources)
         self._progress = progress
         return sync_sources(
             self.sources, self.store, self.embedder, self._extractor_for, self.config.chunker,
-            self._options(dry_run=True), progress=progress, index=self.vector_index)
+            replace(self._options(dry_run=True), only=only), progress=progress,
+            index=self.vector_index)
 
     def sync(self, *, progress: Progress | None = None, verify: bool = False,
              allow_mass_delete: bool = False, wait: bool = True,

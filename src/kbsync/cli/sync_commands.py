@@ -181,13 +181,19 @@ def ray_cluster(address: str | None, cpus: int) -> RayCluster:
 
 
 @app.command()
-def plan(config: ConfigOption = Path("."), as_json: JsonOption = False) -> None:
+def plan(
+    names: Annotated[list[str] | None, typer.Argument(
+        metavar="[SOURCE]...", help="Plan only these sources (by name); all when none.",
+        show_default=False)] = None,
+    config: ConfigOption = Path("."), as_json: JsonOption = False,
+) -> None:
     """Show what a sync would do (documents, chunks to embed, embedding tokens); write nothing.
 
     Prints one line when a sync would change nothing, else the plan's tables and its cost."""
     began = command_started(time.perf_counter())
     with Errors(as_json), open_kb(config) as kb:
-        report = progress_run(lambda tick: kb.plan(progress=tick), as_json)
+        report = progress_run(lambda tick: kb.plan(progress=tick, sources=names or None),
+                              as_json)
         cost = kb.estimate(report)
     if as_json:
         emit({**report.to_dict(), "cost": cost.to_dict()})
