@@ -90,8 +90,10 @@ def keep_removed(source: RemovedSource, out: SourceTally) -> None:
     """Report a stored source missing from the configuration, whose documents are kept."""
     out.deletions_blocked = True
     out.deletions_held += source.documents
+    kept = ("its document was" if source.documents == 1
+            else f"its {source.documents:,} documents were")
     out.failures.append(("", f"a stored source that is no longer configured in kbsync.toml; "
-                             f"its {source.documents:,} documents were kept (after `kbsync "
+                             f"{kept} kept (after `kbsync "
                              f"sources remove {source.name}` the next sync deletes them; "
                              "`kbsync sync --allow-mass-delete` does at once)"))
 
