@@ -10,18 +10,21 @@ from __future__ import annotations
 
 import importlib
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 __all__ = ["names_on_first_use"]
 
 
-def names_on_first_use(package: str, homes: Mapping[str, str]) -> Callable[[str], Any]:
-    """The ``__getattr__`` of ``package``: a name of ``homes`` (name -> module) imported from
-    its module when first asked for, and kept; AttributeError for any other name."""
+def names_on_first_use(package: str,
+                       homes: Mapping[str, Iterable[str]]) -> Callable[[str], Any]:
+    """The ``__getattr__`` of ``package``: a name of ``homes`` (module -> the names it
+    holds) imported from its module when first asked for, and kept; AttributeError for
+    any other name."""
+    home_of = {name: module for module, names in homes.items() for name in names}
 
     def attribute(name: str) -> Any:
-        home = homes.get(name)
+        home = home_of.get(name)
         if home is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         value = getattr(importlib.import_module(home), name)

@@ -9,7 +9,7 @@ the sources, the store and the embedder it names (:mod:`~kbsync.engine.component
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kbsync.lazy import names_on_first_use
 
@@ -51,35 +51,20 @@ if TYPE_CHECKING:
 # Where each name lives: imported when first asked for, so that reading a configuration
 # does not import what builds the components it names.
 _HOMES = {
-    "check_fit": "kbsync.engine.components",
-    "embedder_token_counter": "kbsync.engine.components",
-    "init_embedder": "kbsync.engine.components",
-    "make_embedder": "kbsync.engine.components",
-    "make_reranker": "kbsync.engine.components",
-    "make_sink": "kbsync.engine.components",
-    "make_sources": "kbsync.engine.components",
-    "open_status": "kbsync.engine.components",
-    "open_store": "kbsync.engine.components",
-    "store_exists": "kbsync.engine.components",
-    "writer_lock": "kbsync.engine.components",
-    "CONFIG_NAME": "kbsync.engine.outline",
-    "DEFAULT_CHUNKER": "kbsync.engine.config",
-    "DEFAULT_CONTEXT_TOKENS": "kbsync.engine.config",
-    "MODEL_TAIL_ABOVE": "kbsync.engine.config",
-    "Config": "kbsync.engine.config",
-    "IndexSettings": "kbsync.engine.config",
-    "Outline": "kbsync.engine.outline",
-    "SearchSettings": "kbsync.engine.config",
-    "chunker_choice": "kbsync.engine.config",
-    "default_chunker": "kbsync.engine.config",
-    "load_config": "kbsync.engine.loading",
-    "load_outline": "kbsync.engine.outline",
-    "add_source": "kbsync.engine.writing",
-    "init_config": "kbsync.engine.writing",
-    "missing_folders": "kbsync.engine.writing",
-    "refuse_missing_folders": "kbsync.engine.writing",
-    "remove_source": "kbsync.engine.writing",
-    "SourceConfig": "kbsync.sources.kinds",
+    "kbsync.engine.components": (
+        "check_fit", "embedder_token_counter", "init_embedder", "make_embedder", "make_reranker",
+        "make_sink", "make_sources", "open_status", "open_store", "store_exists", "writer_lock",
+    ),
+    "kbsync.engine.outline": ("CONFIG_NAME", "Outline", "load_outline"),
+    "kbsync.engine.config": (
+        "DEFAULT_CHUNKER", "DEFAULT_CONTEXT_TOKENS", "MODEL_TAIL_ABOVE", "Config", "IndexSettings",
+        "SearchSettings", "chunker_choice", "default_chunker",
+    ),
+    "kbsync.engine.loading": ("load_config",),
+    "kbsync.engine.writing": (
+        "add_source", "init_config", "missing_folders", "refuse_missing_folders", "remove_source",
+    ),
+    "kbsync.sources.kinds": ("SourceConfig",),
 }
 
 __all__ = [
@@ -115,9 +100,5 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """A name of the package, imported from its module on first use."""
-    return _attribute(name)
-
-
-_attribute = names_on_first_use(__name__, _HOMES)
+__getattr__ = names_on_first_use(__name__, _HOMES)
+"""A name of the package, imported from its module on first use."""

@@ -10,7 +10,7 @@ must start at once, creates none of the other roles' classes.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kbsync.lazy import names_on_first_use
 
@@ -61,32 +61,14 @@ __all__ = [
 ]
 
 _HOMES = {
-    "ChunkRef": "kbsync.store.roles",
-    "Discarded": "kbsync.store.roles",
-    "DocumentText": "kbsync.store.roles",
-    "EmbeddingCache": "kbsync.store.roles",
-    "Erasures": "kbsync.store.roles",
-    "Frontier": "kbsync.store.roles",
-    "Hit": "kbsync.store.roles",
-    "Maintenance": "kbsync.store.roles",
-    "Manifest": "kbsync.store.roles",
-    "Meta": "kbsync.store.roles",
-    "Mirror": "kbsync.store.roles",
-    "Nearest": "kbsync.store.roles",
-    "RecordStore": "kbsync.store.roles",
-    "RunLog": "kbsync.store.roles",
-    "RunRecord": "kbsync.store.roles",
-    "Schedules": "kbsync.store.roles",
-    "SearchIndex": "kbsync.store.roles",
-    "StatusReads": "kbsync.store.status",
-    "StoreStatus": "kbsync.store.status",
-    "Window": "kbsync.store.roles",
+    "kbsync.store.roles": (
+        "ChunkRef", "Discarded", "DocumentText", "EmbeddingCache", "Erasures", "Frontier", "Hit",
+        "Maintenance", "Manifest", "Meta", "Mirror", "Nearest", "RecordStore", "RunLog",
+        "RunRecord", "Schedules", "SearchIndex", "Window",
+    ),
+    "kbsync.store.status": ("StatusReads", "StoreStatus"),
 }
 
 
-def __getattr__(name: str) -> Any:
-    """A name of the package, imported from its module on first use."""
-    return _attribute(name)
-
-
-_attribute = names_on_first_use(__name__, _HOMES)
+__getattr__ = names_on_first_use(__name__, _HOMES)
+"""A name of the package, imported from its module on first use."""

@@ -34,7 +34,7 @@ from :mod:`kbsync.testing`:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kbsync.lazy import names_on_first_use
 
@@ -55,27 +55,18 @@ if TYPE_CHECKING:
 # Where each name lives: imported when first asked for, so that importing one step (the
 # chunker's settings, the tally) does not import both drivers and every step.
 _HOMES = {
-    "EMBEDDER_COUNTER": "kbsync.sync.chunker",
-    "Chunker": "kbsync.sync.chunker",
-    "backfill": "kbsync.sync.embedding",
-    "is_key_hash": "kbsync.sync.erasures",
-    "tombstone": "kbsync.sync.erasures",
-    "BatchLimits": "kbsync.sync.options",
-    "SyncOptions": "kbsync.sync.options",
-    "sync_parallel": "kbsync.sync.parallel",
-    "sync_ray": "kbsync.sync.ray_driver",
-    "RayCluster": "kbsync.sync.ray_pool",
-    "release_source": "kbsync.sync.removed",
-    "remove_stale": "kbsync.sync.scratch",
-    "sync_sources": "kbsync.sync.single",
-    "Progress": "kbsync.sync.tally",
-    "SourceTally": "kbsync.sync.tally",
-    "SyncReport": "kbsync.sync.tally",
-    "utc_now": "kbsync.sync.tally",
-    "ClaimedDocument": "kbsync.sync.work",
-    "WorkQueue": "kbsync.sync.work",
-    "drain": "kbsync.sync.work",
-    "worker_context": "kbsync.sync.work",
+    "kbsync.sync.chunker": ("EMBEDDER_COUNTER", "Chunker"),
+    "kbsync.sync.embedding": ("backfill",),
+    "kbsync.sync.erasures": ("is_key_hash", "tombstone"),
+    "kbsync.sync.options": ("BatchLimits", "SyncOptions"),
+    "kbsync.sync.parallel": ("sync_parallel",),
+    "kbsync.sync.ray_driver": ("sync_ray",),
+    "kbsync.sync.ray_pool": ("RayCluster",),
+    "kbsync.sync.removed": ("release_source",),
+    "kbsync.sync.scratch": ("remove_stale",),
+    "kbsync.sync.single": ("sync_sources",),
+    "kbsync.sync.tally": ("Progress", "SourceTally", "SyncReport", "utc_now"),
+    "kbsync.sync.work": ("ClaimedDocument", "WorkQueue", "drain", "worker_context"),
 }
 
 __all__ = [
@@ -103,9 +94,5 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """A name of the package, imported from its module on first use."""
-    return _attribute(name)
-
-
-_attribute = names_on_first_use(__name__, _HOMES)
+__getattr__ = names_on_first_use(__name__, _HOMES)
+"""A name of the package, imported from its module on first use."""

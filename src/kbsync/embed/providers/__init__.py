@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kbsync.lazy import names_on_first_use
 
@@ -12,9 +12,6 @@ if TYPE_CHECKING:
 __all__ = ["OpenAIEmbedder"]
 
 
-def __getattr__(name: str) -> Any:
-    """A provider, imported on first use: the settings modules beside them load alone."""
-    return _attribute(name)
-
-
-_attribute = names_on_first_use(__name__, {"OpenAIEmbedder": "kbsync.embed.providers.openai"})
+__getattr__ = names_on_first_use(__name__,
+                                 {"kbsync.embed.providers.openai": ("OpenAIEmbedder",)})
+"""A provider, imported on first use: the settings modules beside them load alone."""

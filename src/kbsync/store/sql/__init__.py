@@ -24,7 +24,7 @@ use, so that a status that reads through a dialect imports none of the roles.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kbsync.lazy import names_on_first_use
 
@@ -36,17 +36,11 @@ if TYPE_CHECKING:
 __all__ = ["Column", "Dialect", "Row", "SqlBase", "SqlStore"]
 
 _HOMES = {
-    "Column": "kbsync.store.sql.dialect",
-    "Dialect": "kbsync.store.sql.dialect",
-    "Row": "kbsync.store.sql.dialect",
-    "SqlBase": "kbsync.store.sql.base",
-    "SqlStore": "kbsync.store.sql.store",
+    "kbsync.store.sql.dialect": ("Column", "Dialect", "Row"),
+    "kbsync.store.sql.base": ("SqlBase",),
+    "kbsync.store.sql.store": ("SqlStore",),
 }
 
 
-def __getattr__(name: str) -> Any:
-    """A name of the package, imported from its module on first use."""
-    return _attribute(name)
-
-
-_attribute = names_on_first_use(__name__, _HOMES)
+__getattr__ = names_on_first_use(__name__, _HOMES)
+"""A name of the package, imported from its module on first use."""

@@ -22,7 +22,7 @@ file, gathered by :mod:`~kbsync.store.sqlite.store`; the schema is in
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kbsync.lazy import names_on_first_use
 
@@ -41,19 +41,14 @@ __all__ = ["SCHEMA_VERSION", "SqliteStore", "carry_erasures", "rebuild_file",
            "remove_rebuild_leftovers", "salvage_embeddings", "swap_in"]
 
 _HOMES = {
-    "SCHEMA_VERSION": "kbsync.store.sqlite.schema",
-    "SqliteStore": "kbsync.store.sqlite.store",
-    "carry_erasures": "kbsync.store.sqlite.files",
-    "rebuild_file": "kbsync.store.sqlite.files",
-    "remove_rebuild_leftovers": "kbsync.store.sqlite.files",
-    "salvage_embeddings": "kbsync.store.sqlite.files",
-    "swap_in": "kbsync.store.sqlite.files",
+    "kbsync.store.sqlite.schema": ("SCHEMA_VERSION",),
+    "kbsync.store.sqlite.store": ("SqliteStore",),
+    "kbsync.store.sqlite.files": (
+        "carry_erasures", "rebuild_file", "remove_rebuild_leftovers", "salvage_embeddings",
+        "swap_in",
+    ),
 }
 
 
-def __getattr__(name: str) -> Any:
-    """A name of the package, imported from its module on first use."""
-    return _attribute(name)
-
-
-_attribute = names_on_first_use(__name__, _HOMES)
+__getattr__ = names_on_first_use(__name__, _HOMES)
+"""A name of the package, imported from its module on first use."""
