@@ -231,4 +231,6 @@ def test_a_passage_repeated_in_a_document_is_one_hit_not_k_copies(home: Path) ->
             pairs = [(h.key, h.text) for h in hits]
             assert len(pairs) == len(set(pairs)), mode
             assert hits[0].key == "chant.md", mode
-            assert len(hits) == 4 or mode == "text", mode  # text: only documents with the words
+            # The hashing embedder, as full text, finds only chunks holding a word of the
+            # query; the chant's copies of its passage are one hit, another chunk the next.
+            assert len(hits) == len({h.text for h in hits}) >= 2, mode

@@ -92,7 +92,10 @@ def fuse(lists: Sequence[Sequence[Hit]], k: int, fusion: Fusion = "scores",
     near: dict[tuple[str, str, int], list[float]] = {}
     far: dict[tuple[str, str, int], list[float]] = {}
     hits: dict[tuple[str, str, int], Hit] = {}
-    for results, weight in zip(lists, weights, strict=True):
+    for given, weight in zip(lists, weights, strict=True):
+        # A hit of no likeness is no hit, nor the low end of a list's scale: a vector store
+        # that returns one (a cosine of 0) must rank the rest as one that does not.
+        results = [hit for hit in given if hit.relevance > 0]
         scores = sorted((hit.score for hit in results), reverse=True)
         best = scores[0] if scores else 0.0
         low = scores[min(depth or len(scores), len(scores)) - 1] if scores else 0.0

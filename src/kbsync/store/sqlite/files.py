@@ -20,8 +20,8 @@ if TYPE_CHECKING:  # NumPy is imported where vectors are read or written
     from kbsync.store import EmbeddingCache, Erasures
 
 __all__ = ["BUSY_SECONDS", "DAMAGE_SUFFIX", "carry_erasures", "damage_note", "noted_damage",
-           "prepare_state", "rebuild_file", "remove_rebuild_leftovers", "salvage_embeddings",
-           "swap_in", "writable"]
+           "prepare_state", "rebuild_file", "refuse_shared", "remove_rebuild_leftovers",
+           "salvage_embeddings", "swap_in", "writable"]
 
 BUSY_SECONDS = 30.0
 """How long opening, reading or writing the store waits for another process's lock."""
@@ -169,6 +169,14 @@ def writable(path: Path) -> bool:
     return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
 
 
+def refuse_shared(folder: Path, mode: int) -> None:
+    """Refuse a state directory of ``mode`` that every user may write (see
+    :func:`prepare_state`): whatever reads the store from it, a sync or a status."""
+    if mode & stat.S_IWOTH:
+        raise StoreError(f"{folder}: the state directory is writable by every user, so anyone "
+                         "could replace the store; use a private folder (chmod 700)")
+
+
 def prepare_state(path: Path) -> None:
     """Create the state directory (0700) and the store file (0600); refuse a shared directory.
 
@@ -181,9 +189,7 @@ def prepare_state(path: Path) -> None:
         mode = folder.stat().st_mode
     except OSError as exc:
         raise StoreError(f"{folder}: cannot create the state directory: {exc}") from exc
-    if mode & stat.S_IWOTH:
-        raise StoreError(f"{folder}: the state directory is writable by every user, so anyone "
-                         "could replace the store; use a private folder (chmod 700)")
+    refuse_shared(folder, mode)
     try:
         os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
     except OSError as exc:

@@ -18,7 +18,7 @@ from pathlib import Path
 from kbsync.store import StoreStatus
 from kbsync.store.sql.status import store_status
 from kbsync.store.sqlite.dialect import SqliteDialect
-from kbsync.store.sqlite.files import BUSY_SECONDS, noted_damage
+from kbsync.store.sqlite.files import BUSY_SECONDS, noted_damage, refuse_shared
 
 __all__ = ["READS_VERSION", "StatusFile", "read_status_file"]
 
@@ -50,6 +50,7 @@ def read_status_file(path: Path) -> StatusFile | None:
     connection; None where the store must be opened to read it (see the module)."""
     if not path.is_file():
         return None
+    refuse_shared(path.parent, path.parent.stat().st_mode)  # as opening the store refuses it
     try:
         db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True,
                              timeout=BUSY_SECONDS, isolation_level=None)
