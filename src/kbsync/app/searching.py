@@ -169,7 +169,10 @@ class Searcher:
         while True:
             near = self.nearest(vector, wanted, filters)
             shared = self.embedder.share_terms(query, [h.text for h in near.hits])
-            kept = [hit for hit, alike in zip(near.hits, shared, strict=True) if alike]
+            # A cosine within float error of 0 is no likeness: where many chunks tie there,
+            # their order is the vector store's own (NumPy's and Qdrant's differ).
+            kept = [hit for hit, alike in zip(near.hits, shared, strict=True)
+                    if alike and hit.score > _NO_LIKENESS]
             if (len(kept) >= k or len(near.hits) < wanted or wanted >= _WIDEST * k
                     or near.hits[-1].score <= 0):
                 return Nearest(kept[:k], near.unsound)
@@ -191,6 +194,9 @@ class Searcher:
         return self.index.nearest(self.embedder.identity, vector, k, filters,
                                   norm_of(self.embedder))
 
+
+_NO_LIKENESS = 1e-6
+"""A lexical embedder's cosine at most this is collisions cancelling out, not likeness."""
 
 _WIDEST = 256
 """How far past ``k`` a lexical embedder's vector ranking widens to find chunks that share
